@@ -1,0 +1,3 @@
+module github.com/fibrilmq/fibril
+
+go 1.26.8

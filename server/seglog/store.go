@@ -1,0 +1,98 @@
+package seglog
+
+// This file fixes the contract between the log and its users (the broker engine
+// above all). Implementations: the file-backed *Log (the default), the in-memory
+// store, and the fault-injecting store used by crash tests.
+
+// Seq is a record's sequence number within one log. The first record ever
+// appended to a log gets 1; sequence numbers are never reused, even after the
+// records that held them have been truncated away. 0 means "none".
+type Seq uint64
+
+// Entry is one record to append. The log copies what it needs; the caller may
+// reuse Meta and Data once Append returns.
+type Entry struct {
+	// Meta is small caller-defined metadata (the broker keeps the subject and
+	// header length there). It is covered by the record header's checksum.
+	Meta []byte
+	// Data is the record body. Its CRC-32 (IEEE) is stored with it and checked
+	// on every read, so a corrupt body is reported, never returned.
+	Data []byte
+	// Time is the record's timestamp in Unix nanoseconds; 0 means "now".
+	Time int64
+}
+
+// Record is one stored record as read back.
+type Record struct {
+	Seq  Seq
+	Time int64
+	Meta []byte
+	Data []byte
+	// CRC is the CRC-32 (IEEE) of Data, as stored and verified on read. It is
+	// the same value the wire protocol carries, so a checksum travels from
+	// producer to disk to consumer unchanged.
+	CRC uint32
+}
+
+// Policy says when an append is durable.
+type Policy uint8
+
+const (
+	// PolicyGroup (the default): Append returns once the batch is on disk;
+	// concurrent Appends share one fsync (a leader flushes, the rest wait).
+	PolicyGroup Policy = iota
+	// PolicySync: every Append fsyncs before it returns.
+	PolicySync
+	// PolicyNone: Append returns after the write; the OS decides when the
+	// bytes reach the disk. Sync makes them durable on demand.
+	PolicyNone
+)
+
+// Store is the interface every log implementation satisfies.
+//
+// Concurrency: all methods are safe for concurrent use. Append calls are
+// serialized internally; Sync may run concurrently with Append.
+//
+// Borrowing: Record.Meta and Record.Data returned by Read and Scan may point
+// into the store's memory (a memory map). They stay valid until the next
+// TruncateFront or Close on the same store; copy them to keep them longer.
+type Store interface {
+	// Append writes entries as one batch and returns the sequence number given
+	// to the first one (the rest follow consecutively). It returns once the
+	// batch is as durable as the store's Policy says. On error nothing of the
+	// batch is reported durable, and the store stays consistent: a later
+	// Append may succeed (for example once disk space returns).
+	Append(entries []Entry) (first Seq, err error)
+
+	// Sync makes every record appended before the call durable and returns the
+	// highest durable sequence number. Concurrent callers share one fsync.
+	// After a failed fsync the store never reports the un-synced records as
+	// durable: it returns an error from then on (see ErrSyncFailed).
+	Sync() (Seq, error)
+
+	// Durable returns the highest sequence number known to be on disk.
+	Durable() Seq
+
+	// Bounds returns the first retained and the last appended sequence
+	// numbers. An empty store has first == last+1 (for a new store 1 and 0).
+	Bounds() (first, last Seq)
+
+	// Read returns the record with sequence number seq, or an error wrapping
+	// ErrNotFound if it was truncated away or not yet written, or ErrCorrupt
+	// if its checksum does not match.
+	Read(seq Seq) (Record, error)
+
+	// Scan calls fn for each record from seq onwards, in order, until fn
+	// returns false, maxBytes of record data have been passed (at least one
+	// record is always passed), or the end of the log. It returns the first
+	// error it met.
+	Scan(from Seq, maxBytes int, fn func(Record) bool) error
+
+	// TruncateFront discards records below seq. Implementations may keep some
+	// of them (a file log deletes only whole segments); Bounds reports what
+	// remains. It never discards a record at or above seq.
+	TruncateFront(seq Seq) error
+
+	// Close flushes, syncs and releases the store. A second Close returns nil.
+	Close() error
+}
