@@ -355,7 +355,7 @@ func TestVectorsAckBodies(t *testing.T) {
 	}
 }
 
-func readVectorFile(t *testing.T, name string, v any) {
+func readVectorFile(t testing.TB, name string, v any) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(vectorDir, name))
 	if err != nil {
