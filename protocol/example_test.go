@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fibrilmq/fibril/protocol"
 )
@@ -41,7 +42,7 @@ func ExampleParser_Parse() {
 		}
 		break // nil: wait for more bytes; in holds the partial frame
 	}
-	fmt.Printf("%s", out)
+	fmt.Print(strings.ReplaceAll(string(out), "\r\n", "\n"))
 	fmt.Printf("left %d bytes\n", len(in))
 	// Output:
 	// PUB orders "hello" crc=3610a686
