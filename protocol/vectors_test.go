@@ -365,3 +365,49 @@ func readVectorFile(t testing.TB, name string, v any) {
 		t.Fatalf("%s: %v", name, err)
 	}
 }
+
+func TestVectorsConfirms(t *testing.T) {
+	var f struct {
+		Vectors []struct {
+			Text      string `json:"text"`
+			Stored    bool   `json:"stored"`
+			Partition uint32 `json:"partition"`
+			Seq       string `json:"seq"`
+			Error     string `json:"error"`
+		} `json:"vectors"`
+	}
+	readVectorFile(t, "confirms.json", &f)
+	for _, v := range f.Vectors {
+		pos, stored, err := ParseConfirm(latin1(t, v.Text))
+		if v.Error != "" {
+			if !errors.Is(err, &Error{Code: Code(v.Error)}) {
+				t.Errorf("ParseConfirm(%q) err = %v, want %s", v.Text, err, v.Error)
+			}
+			continue
+		}
+		seq := uint64(0)
+		if v.Seq != "" {
+			seq, _ = strconv.ParseUint(v.Seq, 10, 64)
+		}
+		if err != nil || stored != v.Stored || pos != (Position{Partition: v.Partition, Seq: seq}) {
+			t.Errorf("ParseConfirm(%q) = %v, %v, %v", v.Text, pos, stored, err)
+		}
+	}
+}
+
+func TestVectorsErrTexts(t *testing.T) {
+	var f struct {
+		Vectors []struct {
+			Text   string `json:"text"`
+			Code   string `json:"code"`
+			Detail string `json:"detail"`
+		} `json:"vectors"`
+	}
+	readVectorFile(t, "err_texts.json", &f)
+	for _, v := range f.Vectors {
+		e := ParseErrText(latin1(t, v.Text))
+		if string(e.Code) != v.Code || e.Detail != v.Detail {
+			t.Errorf("ParseErrText(%q) = %s %q, want %s %q", v.Text, e.Code, e.Detail, v.Code, v.Detail)
+		}
+	}
+}
