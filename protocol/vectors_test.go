@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -408,6 +409,35 @@ func TestVectorsErrTexts(t *testing.T) {
 		e := ParseErrText(latin1(t, v.Text))
 		if string(e.Code) != v.Code || e.Detail != v.Detail {
 			t.Errorf("ParseErrText(%q) = %s %q, want %s %q", v.Text, e.Code, e.Detail, v.Code, v.Detail)
+		}
+	}
+}
+
+// TestVectorsUpToDate regenerates the vectors into a temporary directory and
+// compares, so a hand edit of a JSON file (or of the generator without
+// regenerating) fails. Skipped where python3 is missing.
+func TestVectorsUpToDate(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	dir := t.TempDir()
+	out, err := exec.Command(py, filepath.Join(vectorDir, "gen_vectors.py"), dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gen_vectors.py: %v\n%s", err, out)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("generator wrote nothing: %v", err)
+	}
+	for _, f := range files {
+		want, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(vectorDir, filepath.Base(f)))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s differs from gen_vectors.py output: run python3 conformance/vectors/gen_vectors.py", filepath.Base(f))
 		}
 	}
 }

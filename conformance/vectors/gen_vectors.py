@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Writes the Fibril wire-protocol test vectors (see README.md).
 
+Usage: python3 gen_vectors.py [output-dir]   (default: this script's directory)
+
 The expectations here are written by hand from SPEC.md, not produced by any
 implementation, so every implementation (Go, Python, TypeScript) is checked
-against the spec. Run from this directory: python3 gen_vectors.py
+against the spec.
 """
 import json
+import os
+import sys
 import zlib
 
 C2S, S2C = "client_to_server", "server_to_client"
@@ -427,8 +431,11 @@ def err_texts():
     ]
 
 
+OUT_DIR = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+
+
 def write(name, description, vectors, key="vectors"):
-    with open(name, "w", encoding="utf-8") as f:
+    with open(os.path.join(OUT_DIR, name), "w", encoding="utf-8") as f:
         json.dump({"description": description, key: vectors}, f, indent=1, ensure_ascii=True)
         f.write("\n")
     return len(vectors)
