@@ -77,7 +77,7 @@ func (p *Parser) parseSized(b []byte, eol int, args []byte, op Op) (int, error) 
 	start := eol + 1
 	end := start + int(total)
 	if len(b) < end+1 {
-		p.pending = end + 2
+		p.pending = end + 1 // at least the body and a bare LF
 		p.cmd = Command{}
 		return 0, nil
 	}

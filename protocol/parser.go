@@ -98,9 +98,10 @@ func (p *Parser) Limits() Limits { return p.lim }
 func (p *Parser) SetLimits(lim Limits) { p.lim = lim.withDefaults() }
 
 // Pending returns, after Parse stopped at a partial frame whose size is
-// already known from its control line, the number of bytes that frame needs
-// in total (control line, body and line end), so the caller can grow its
-// buffer once. It returns 0 otherwise.
+// already known from its control line, the fewest bytes that frame can still
+// take in total (control line, body and a bare LF; CRLF needs one more), so
+// the caller can grow its buffer once and need not call Parse again before
+// that many bytes are buffered. It returns 0 otherwise.
 func (p *Parser) Pending() int { return p.pending }
 
 // Parse parses the frames at the start of buf and calls h for each valid one,
