@@ -6,8 +6,10 @@ import "bytes"
 const (
 	// DefaultMaxControlLine is the longest control line, line end excluded.
 	DefaultMaxControlLine = 4096
-	// DefaultMaxJSONLine is the longest INFO or CONNECT line, line end excluded.
-	DefaultMaxJSONLine = 64 * 1024
+	// DefaultMaxJSONLine is the longest line that carries JSON (INFO,
+	// CONNECT, TOPIC, GROUP, +OK), line end excluded: management answers
+	// such as TOPIC LIST grow with the number of topics.
+	DefaultMaxJSONLine = 1024 * 1024
 	// DefaultMaxPayload is the largest PUB/HPUB/MSG/HMSG body (header block
 	// plus payload), as NATS's default.
 	DefaultMaxPayload = 1024 * 1024
@@ -16,9 +18,10 @@ const (
 // Limits bound what a Parser accepts. A zero field means its default.
 type Limits struct {
 	// MaxControlLine is the longest control line in bytes, line end
-	// excluded (INFO/CONNECT lines use MaxJSONLine instead).
+	// excluded (lines that carry JSON use MaxJSONLine instead).
 	MaxControlLine int
-	// MaxJSONLine is the longest INFO or CONNECT line, line end excluded.
+	// MaxJSONLine is the longest INFO, CONNECT, TOPIC, GROUP or +OK line,
+	// line end excluded.
 	MaxJSONLine int
 	// MaxPayload is the largest announced body size of PUB/HPUB/MSG/HMSG
 	// (#bytes, or #total for HPUB/HMSG). A server uses its INFO max_payload;
@@ -272,7 +275,8 @@ func (p *Parser) finish(eol int, err *Error) (int, error) {
 
 func (p *Parser) lineLimit(line []byte) int {
 	verb, _ := nextToken(line)
-	if eqFold(verb, "CONNECT") || eqFold(verb, "INFO") {
+	if eqFold(verb, "CONNECT") || eqFold(verb, "INFO") || eqFold(verb, "+OK") ||
+		eqFold(verb, "TOPIC") || eqFold(verb, "GROUP") {
 		return p.lim.MaxJSONLine
 	}
 	return p.lim.MaxControlLine
