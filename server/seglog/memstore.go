@@ -12,10 +12,10 @@ import (
 // record is "durable" as soon as Append returns (Durable equals the last
 // sequence number), whatever the policy.
 type MemStore struct {
-	mu      sync.RWMutex
-	recs    []Record // recs[i].Seq == first+i
-	first   Seq
-	closed  bool
+	mu     sync.RWMutex
+	recs   []Record // recs[i].Seq == first+i
+	first  Seq
+	closed bool
 }
 
 var _ Store = (*MemStore)(nil)
