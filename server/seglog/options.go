@@ -39,6 +39,10 @@ type Options struct {
 	// FS is the file system the log uses; nil means the operating system's.
 	// Tests pass a *FaultFS to inject crashes and I/O errors.
 	FS FS
+
+	// writeViaMap copies records into a writable map instead of pwrite
+	// (kept for the benchmark that chose pwrite; see BENCHMARKS.md).
+	writeViaMap bool
 }
 
 // withDefaults returns a copy of o with defaults filled in, or an error
