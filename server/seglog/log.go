@@ -173,9 +173,12 @@ func (l *Log) Close() error {
 	return err
 }
 
-// abandon simulates a crash for tests: it drops every file and map without
-// syncing or writing the clean marker.
-func (l *Log) abandon() {
+// Abandon is for crash tests: it drops every file, map and the lock
+// without syncing or writing the clean-shutdown marker, as if the process
+// had died here, so the next Open recovers. Written bytes stay in the page
+// cache (pair it with FaultFS.Crash to lose the un-synced ones). Any later
+// call fails with ErrClosed.
+func (l *Log) Abandon() {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	l.mu.Lock()

@@ -105,7 +105,7 @@ func TestLogReopenAfterCrashScans(t *testing.T) {
 	opts := Options{SegmentSize: 4 << 10, IndexInterval: 200}
 	l, dir := openTest(t, opts)
 	fill(t, l, 1, 300, 5)
-	l.abandon()
+	l.Abandon()
 	l2, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)

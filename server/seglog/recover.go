@@ -176,15 +176,26 @@ func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 		if st == recZero {
 			break
 		}
-		torn := false
-		switch st {
-		case recBadHdr:
-			torn = looksTorn(s.data, off, recHeaderSize)
-		case recBadData:
-			torn = looksTorn(s.data, off, h.size())
-		}
-		if tail && torn {
-			break
+		// In the last segment a bad record is a torn write when nothing
+		// intact follows it (a crash cut the stream there), or when a disk
+		// sector of it was never written (pages reached the disk out of
+		// order, so intact records may follow). Otherwise it is damage
+		// before the tail: corruption.
+		if tail {
+			torn := false
+			switch st {
+			case recBadHdr:
+				torn = looksTorn(s.data, off, recHeaderSize)
+			case recBadData:
+				torn = looksTorn(s.data, off, h.size())
+			}
+			if !torn {
+				_, _, found := findNextRecord(s.data, off+recAlign, seq)
+				torn = !found
+			}
+			if torn {
+				break
+			}
 		}
 		reason := st.String()
 		if st == recOK {
