@@ -169,7 +169,7 @@ func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, rou
 }
 
 func TestCrashRecovery(t *testing.T) {
-	seeds := 40
+	seeds := 24
 	if testing.Short() {
 		seeds = 10
 	}

@@ -11,8 +11,9 @@ import (
 // truncate-front and reopen (clean or after a process crash) and compares
 // the log with a simple in-memory model after every step.
 func TestPropertyAgainstModel(t *testing.T) {
-	for seed := 0; seed < 30; seed++ {
+	for seed := 0; seed < 24; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
 			rng := rand.New(rand.NewPCG(uint64(seed), 5))
 			opts := Options{SegmentSize: 4 << 10 << rng.IntN(2), IndexInterval: 32 << rng.IntN(5), Policy: Policy(rng.IntN(3))}
 			dir := t.TempDir()
