@@ -2,4 +2,7 @@ module github.com/fibrilmq/fibril
 
 go 1.26.8
 
-require golang.org/x/sys v0.50.0 // indirect
+require (
+	go.etcd.io/bbolt v1.4.3
+	golang.org/x/sys v0.50.0
+)
