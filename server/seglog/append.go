@@ -3,6 +3,7 @@ package seglog
 import (
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"time"
 )
 
@@ -35,18 +36,22 @@ func (l *Log) Append(entries []Entry) (Seq, error) {
 	}
 	now := time.Now().UnixNano()
 
+	l.writing.Add(1)
 	l.appendMu.Lock()
 	if l.closed.Load() {
 		l.appendMu.Unlock()
+		l.writing.Add(-1)
 		return 0, ErrClosed
 	}
 	if err := l.stickyErr(); err != nil {
 		l.appendMu.Unlock()
+		l.writing.Add(-1)
 		return 0, err
 	}
 	if l.dirty > 0 {
 		if err := l.zeroDirty(); err != nil {
 			l.appendMu.Unlock()
+			l.writing.Add(-1)
 			return 0, err
 		}
 	}
@@ -61,6 +66,7 @@ func (l *Log) Append(entries []Entry) (Seq, error) {
 		}
 	}
 	l.appendMu.Unlock()
+	l.writing.Add(-1)
 	if err != nil {
 		return 0, err
 	}
@@ -199,7 +205,9 @@ func (l *Log) replaceEmpty(old *segment) error {
 		return fmt.Errorf("%w: replace empty segment: %w", ErrWriteFailed, err)
 	}
 	_ = l.fs.Remove(idxPath(l.dir, old.first))
+	l.relMu.Lock() // a group-commit leader may be syncing it
 	old.release()
+	l.relMu.Unlock()
 	ns, err := createSegment(l.fs, l.dir, old.first, l.opts.SegmentSize, l.opts.writeViaMap)
 	if err != nil {
 		// Put an empty segment back so the log keeps an active one.
@@ -248,6 +256,12 @@ func (l *Log) waitDurable(target Seq) error {
 		}
 		l.sy.running = true
 		l.sy.mu.Unlock()
+		// Let appends already on their way finish their writes so this
+		// fsync covers them too (bounded: a steady stream must not starve
+		// the waiters).
+		for i := 0; i < 8 && l.writing.Load() > 0; i++ {
+			runtime.Gosched()
+		}
 		upto, serr := l.syncActive()
 		l.sy.mu.Lock()
 		l.sy.running = false
@@ -264,15 +278,20 @@ func (l *Log) waitDurable(target Seq) error {
 
 // syncActive fsyncs the active segment and returns the last sequence number
 // it covers. Records in older segments were synced when they were sealed.
-// The read lock keeps the segment from being released meanwhile.
+// It holds relMu (not mu) during the fsync: that keeps the file from being
+// closed meanwhile without stopping appenders from publishing records,
+// which is what lets the next group gather while this fsync runs.
 func (l *Log) syncActive() (Seq, error) {
 	l.mu.RLock()
-	defer l.mu.RUnlock()
 	if l.closed.Load() {
+		l.mu.RUnlock()
 		return 0, nil
 	}
 	act := l.active()
 	upto := act.last
+	l.relMu.RLock()
+	l.mu.RUnlock()
+	defer l.relMu.RUnlock()
 	if err := act.f.Sync(); err != nil {
 		return 0, err
 	}

@@ -17,6 +17,8 @@ import (
 // Locks, always taken in this order: appendMu (one writer at a time; guards
 // the active segment's write position and the encode buffer), mu (the
 // segment list and each segment's end/last/index, read-locked by readers),
+// relMu (read-held by the group-commit leader during its fsync, write-held
+// to release segment files, so a file is never closed under an fsync),
 // sy.mu (the durable point and the group-commit leader election).
 type Log struct {
 	dir  string
@@ -25,10 +27,12 @@ type Log struct {
 	lock File
 
 	appendMu sync.Mutex
+	writing  atomic.Int32 // appends between entering Append and finishing their write
 	buf      []byte
 	dirty    int64 // bytes past the active end a failed write may have touched
 
 	mu        sync.RWMutex
+	relMu     sync.RWMutex
 	segs      []*segment // ascending by first; the last one is active
 	graveyard []*segment // truncated away; unmapped at the next TruncateFront
 	closed    atomic.Bool
@@ -192,6 +196,8 @@ func (l *Log) Abandon() {
 
 // releaseAll unmaps and closes all segments and drops the lock.
 func (l *Log) releaseAll() error {
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
 	var err error
 	for _, s := range append(l.graveyard, l.segs...) {
 		if rerr := s.release(); err == nil && rerr != nil {
