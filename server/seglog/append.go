@@ -21,52 +21,7 @@ import (
 // pieces; if a later piece fails the earlier ones stay in the log (they
 // are not reported durable but may be read back after a reopen).
 func (l *Log) Append(entries []Entry) (Seq, error) {
-	if len(entries) == 0 {
-		return 0, ErrEmptyBatch
-	}
-	maxRec := l.opts.SegmentSize - segHeaderSize
-	for i := range entries {
-		e := &entries[i]
-		if len(e.Meta) > MaxMetaSize {
-			return 0, fmt.Errorf("%w: entry %d meta is %d bytes (max %d)", ErrTooLarge, i, len(e.Meta), MaxMetaSize)
-		}
-		if sz := recordSize(len(e.Meta), len(e.Data)); sz > maxRec || len(e.Data) > 1<<32-1 {
-			return 0, fmt.Errorf("%w: entry %d needs %d bytes, a segment holds %d", ErrTooLarge, i, sz, maxRec)
-		}
-	}
-	now := time.Now().UnixNano()
-
-	l.writing.Add(1)
-	l.appendMu.Lock()
-	if l.closed.Load() {
-		l.appendMu.Unlock()
-		l.writing.Add(-1)
-		return 0, ErrClosed
-	}
-	if err := l.stickyErr(); err != nil {
-		l.appendMu.Unlock()
-		l.writing.Add(-1)
-		return 0, err
-	}
-	if l.dirty > 0 {
-		if err := l.zeroDirty(); err != nil {
-			l.appendMu.Unlock()
-			l.writing.Add(-1)
-			return 0, err
-		}
-	}
-	first := Seq(l.last.Load()) + 1
-	last, err := l.writeBatch(entries, first, now)
-	if err == nil && l.opts.Policy == PolicySync {
-		act := l.active()
-		if serr := act.f.Sync(); serr != nil {
-			err = l.failSync(serr)
-		} else {
-			l.setDurable(last)
-		}
-	}
-	l.appendMu.Unlock()
-	l.writing.Add(-1)
+	first, last, err := l.write(entries, l.opts.Policy == PolicySync)
 	if err != nil {
 		return 0, err
 	}
@@ -76,6 +31,74 @@ func (l *Log) Append(entries []Entry) (Seq, error) {
 		}
 	}
 	return first, nil
+}
+
+// AppendNoWait writes entries like Append but returns as soon as they are
+// written, whatever the Policy, so a caller can pipeline: write the next
+// batch while an earlier one is being synced. It returns the first and
+// last sequence numbers given. Make them durable with WaitDurable (or
+// Sync); until then a crash may lose them. Errors are those of Append.
+func (l *Log) AppendNoWait(entries []Entry) (first, last Seq, err error) {
+	return l.write(entries, false)
+}
+
+// WaitDurable blocks until every record up to seq is durable, sharing the
+// fsync with concurrent appenders and waiters (group commit), whatever the
+// Policy. It returns the durable point, or ErrNotFound if seq was never
+// written, ErrSyncFailed, ErrClosed.
+func (l *Log) WaitDurable(seq Seq) (Seq, error) {
+	if seq > Seq(l.last.Load()) {
+		return l.Durable(), fmt.Errorf("%w: seq %d not written yet (last %d)", ErrNotFound, seq, l.last.Load())
+	}
+	err := l.waitDurable(seq)
+	return l.Durable(), err
+}
+
+// write validates and writes one batch, fsyncing it before it returns when
+// syncNow is set. It returns the first and last sequence numbers given.
+func (l *Log) write(entries []Entry, syncNow bool) (first, last Seq, err error) {
+	if len(entries) == 0 {
+		return 0, 0, ErrEmptyBatch
+	}
+	maxRec := l.opts.SegmentSize - segHeaderSize
+	for i := range entries {
+		e := &entries[i]
+		if len(e.Meta) > MaxMetaSize {
+			return 0, 0, fmt.Errorf("%w: entry %d meta is %d bytes (max %d)", ErrTooLarge, i, len(e.Meta), MaxMetaSize)
+		}
+		if sz := recordSize(len(e.Meta), len(e.Data)); sz > maxRec || len(e.Data) > 1<<32-1 {
+			return 0, 0, fmt.Errorf("%w: entry %d needs %d bytes, a segment holds %d", ErrTooLarge, i, sz, maxRec)
+		}
+	}
+	now := time.Now().UnixNano()
+
+	l.writing.Add(1)
+	defer l.writing.Add(-1)
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed.Load() {
+		return 0, 0, ErrClosed
+	}
+	if err := l.stickyErr(); err != nil {
+		return 0, 0, err
+	}
+	if l.dirty > 0 {
+		if err := l.zeroDirty(); err != nil {
+			return 0, 0, err
+		}
+	}
+	first = Seq(l.last.Load()) + 1
+	last, err = l.writeBatch(entries, first, now)
+	if err != nil {
+		return 0, 0, err
+	}
+	if syncNow {
+		if serr := l.active().f.Sync(); serr != nil {
+			return 0, 0, l.failSync(serr)
+		}
+		l.setDurable(last)
+	}
+	return first, last, nil
 }
 
 // writeBatch encodes and writes entries starting at seq first, rolling to
