@@ -93,7 +93,7 @@ func (l *Log) write(entries []Entry, syncNow bool) (first, last Seq, err error) 
 		return 0, 0, err
 	}
 	if syncNow {
-		if serr := l.active().f.Sync(); serr != nil {
+		if serr := l.act.f.Sync(); serr != nil {
 			return 0, 0, l.failSync(serr)
 		}
 		l.setDurable(last)
@@ -111,7 +111,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 	}
 	seq := first
 	for len(entries) > 0 {
-		act := l.active()
+		act := l.act
 		room := act.size - act.end
 		// Roll before writing anything when the whole batch would fit in a
 		// fresh segment, so a failed roll (a full disk) leaves no part of
@@ -180,7 +180,7 @@ func (l *Log) writeAt(s *segment, b []byte, off int64) (err error) {
 // zeroDirty clears what a failed write may have left past the active end,
 // so no stale bytes can ever look like records. Called with appendMu held.
 func (l *Log) zeroDirty() error {
-	act := l.active()
+	act := l.act
 	n := min(l.dirty, act.size-act.end)
 	if n > 0 {
 		if err := l.writeAt(act, make([]byte, n), act.end); err != nil {
@@ -194,7 +194,7 @@ func (l *Log) zeroDirty() error {
 // roll seals the active segment (fsync, then its index file) and starts a
 // new one. Called with appendMu held. On failure the active segment stays.
 func (l *Log) roll() error {
-	old := l.active()
+	old := l.act
 	if err := old.f.Sync(); err != nil {
 		return l.failSync(err)
 	}
@@ -215,8 +215,23 @@ func (l *Log) roll() error {
 	}
 	l.mu.Lock()
 	l.segs = append(l.segs, ns)
+	l.act = ns
 	l.mu.Unlock()
+	l.closeSealed(old)
 	return nil
+}
+
+// closeSealed closes the descriptor of a sealed segment: reads go through
+// its map, which outlives the descriptor, so a large log does not hold one
+// descriptor per segment. relMu waits out a group-commit leader still
+// syncing it.
+func (l *Log) closeSealed(s *segment) {
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
+	if s.f != nil {
+		_ = s.f.Close() // already fsynced; nothing is lost
+		s.f = nil
+	}
 }
 
 // replaceEmpty swaps the empty active segment for a new one of the current
@@ -238,10 +253,10 @@ func (l *Log) replaceEmpty(old *segment) error {
 		if err2 != nil {
 			return fmt.Errorf("%w; and restoring it: %w", err, err2)
 		}
-		l.segs[len(l.segs)-1] = ns
+		l.segs[len(l.segs)-1], l.act = ns, ns
 		return err
 	}
-	l.segs[len(l.segs)-1] = ns
+	l.segs[len(l.segs)-1], l.act = ns, ns
 	return nil
 }
 

@@ -28,6 +28,7 @@ type Log struct {
 
 	appendMu sync.Mutex
 	writing  atomic.Int32 // appends between entering Append and finishing their write
+	act      *segment     // the active segment, for the writer (also segs[len-1])
 	buf      []byte
 	dirty    int64 // bytes past the active end a failed write may have touched
 
@@ -212,7 +213,8 @@ func (l *Log) releaseAll() error {
 	return err
 }
 
-// active returns the segment appends go to (nil only while opening).
+// active returns the last segment of the list (nil only while opening).
+// Called with mu held; the writer uses l.act instead.
 func (l *Log) active() *segment {
 	if len(l.segs) == 0 {
 		return nil

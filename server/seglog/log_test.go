@@ -230,3 +230,25 @@ func TestAppendNoWaitThenWaitDurable(t *testing.T) {
 	defer l2.Close()
 	verifyAll(t, l2, 1, 2)
 }
+
+func TestSealedSegmentsHoldNoDescriptor(t *testing.T) {
+	l, dir := openTest(t, Options{SegmentSize: 4 << 10})
+	fill(t, l, 1, 200, 5)
+	check := func(l *Log) {
+		t.Helper()
+		for i, s := range l.segs {
+			if active := i == len(l.segs)-1; (s.f != nil) != active {
+				t.Fatalf("segment %d of %d: descriptor open = %v", i, len(l.segs), s.f != nil)
+			}
+		}
+	}
+	check(l)
+	l.Close()
+	l2, err := Open(dir, Options{SegmentSize: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	check(l2)
+	verifyAll(t, l2, 1, 200)
+}

@@ -39,12 +39,13 @@ type indexEntry struct {
 // seqRange is an inclusive range of sequence numbers.
 type seqRange struct{ from, to Seq }
 
-// segment is one segment file. first, path, f and data never change while
-// the segment is live; end, last, index and holes change under Log.mu.
+// segment is one segment file. first, path and data never change while the
+// segment is live; f is closed (under Log.relMu) when the segment is sealed;
+// end, last, index and holes change under Log.mu.
 type segment struct {
 	path  string
 	first Seq
-	f     File
+	f     File   // open while the segment is active; nil once sealed
 	size  int64  // file size, fixed when the segment was created
 	data  []byte // the whole file, mapped read-only (len == size)
 
