@@ -178,13 +178,19 @@ func (l *Log) writeAt(s *segment, b []byte, off int64) (err error) {
 }
 
 // zeroDirty clears what a failed write may have left past the active end,
-// so no stale bytes can ever look like records. Called with appendMu held.
+// so no stale bytes can ever look like records, and syncs the zeros before
+// anything is written over them: otherwise a crash could bring back the
+// failed write's bytes in one disk page and the new records in the next,
+// which recovery would have to call corruption. Called with appendMu held.
 func (l *Log) zeroDirty() error {
 	act := l.act
 	n := min(l.dirty, act.size-act.end)
 	if n > 0 {
 		if err := l.writeAt(act, make([]byte, n), act.end); err != nil {
 			return fmt.Errorf("%w: clearing a failed write in %s: %w", ErrWriteFailed, act.path, err)
+		}
+		if err := act.f.Sync(); err != nil {
+			return l.failSync(err)
 		}
 	}
 	l.dirty = 0

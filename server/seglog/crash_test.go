@@ -162,17 +162,16 @@ func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, rou
 	fs.FailSyncs(nil)
 	fs.FailAllocate(nil)
 	l.Abandon()
-	if _, err := fs.Crash(rng, CrashMode(rng.IntN(3))); err != nil {
+	mode := CrashMode(rng.IntN(3))
+	t.Logf("round %d: %d writers x %d ops, fault %d, crash mode %d, durable %d", round, writers, ops, fault, mode, reported)
+	if _, err := fs.Crash(rng, mode); err != nil {
 		t.Fatal(err)
 	}
 	return reported
 }
 
 func TestCrashRecovery(t *testing.T) {
-	seeds := 24
-	if testing.Short() {
-		seeds = 10
-	}
+	seeds := seedCount(t, 16)
 	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
 		for seed := 0; seed < seeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", p, seed), func(t *testing.T) {

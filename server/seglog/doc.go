@@ -43,8 +43,10 @@
 // point unless the clean-shutdown marker written by Close vouches for its
 // index; the marker is removed, durably, before Open returns. In the last
 // segment a damaged record is a torn write when no intact record follows
-// it, or when one of its disk sectors was never written: the tail from
-// there is zeroed, and Recovery reports the cut. Any other damage is
+// it, or when part of a disk sector before the next intact record was never
+// written (zero): the tail from there is zeroed, and Recovery reports the
+// cut. A failed write's leftovers are zeroed and synced before anything is
+// written over them, so stale bytes never mix with new ones after a crash. Any other damage is
 // corruption: Open fails with a *CorruptError naming the file and offset,
 // or, with Options.SkipCorrupt, skips the damaged range (Recovery.Skipped
 // lists it, Read returns ErrCorrupt for the sequence numbers it held).
@@ -72,9 +74,12 @@
 //     later piece fails, the earlier pieces stay in the log.
 //   - The damaged final record of the log looks exactly like a torn write,
 //     so after an unclean shutdown it is cut (and reported in Recovery),
-//     not refused. A damaged record of the last segment whose data holds a
-//     whole disk sector (512 bytes) of zeros can likewise pass for torn.
-//     Reads always verify checksums, so damage is never returned as data.
+//     not refused. Likewise a damaged record of the last segment passes for
+//     torn when the damaged range (up to the next intact record) holds 8 or
+//     more zero bytes, 8-aligned, filling its share of a 512-byte disk
+//     sector: that is what a page the disk never wrote looks like, and
+//     data with such zero runs cannot be told from it. Reads always verify
+//     checksums, so damage is never returned as data.
 //   - TruncateFront deletes whole segments only, never the active one;
 //     Bounds tells the first sequence number really retained.
 //   - Sealed segments hold their preallocated size on disk even when the

@@ -11,7 +11,7 @@ import (
 // truncate-front and reopen (clean or after a process crash) and compares
 // the log with a simple in-memory model after every step.
 func TestPropertyAgainstModel(t *testing.T) {
-	for seed := 0; seed < 24; seed++ {
+	for seed := range seedCount(t, 16) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(uint64(seed), 5))

@@ -192,19 +192,11 @@ func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 		// sector of it was never written (pages reached the disk out of
 		// order, so intact records may follow). Otherwise it is damage
 		// before the tail: corruption.
+		// The damaged range runs to the next intact record; its lengths
+		// come from that record, never from the damaged header.
 		if tail {
-			torn := false
-			switch st {
-			case recBadHdr:
-				torn = looksTorn(s.data, off, recHeaderSize)
-			case recBadData:
-				torn = looksTorn(s.data, off, h.size())
-			}
-			if !torn {
-				_, _, found := findNextRecord(s.data, off+recAlign, seq)
-				torn = !found
-			}
-			if torn {
+			p, _, found := findNextRecord(s.data, off+recAlign, seq)
+			if !found || (st != recOK && looksTorn(s.data, off, p-off)) {
 				break
 			}
 		}
