@@ -80,6 +80,12 @@
 //     sector: that is what a page the disk never wrote looks like, and
 //     data with such zero runs cannot be told from it. Reads always verify
 //     checksums, so damage is never returned as data.
+//   - Group commit shares an fsync among concurrent callers only. A single
+//     writer that calls Append in a loop pays one fsync per call; to keep
+//     the disk busy it should batch, or pipeline with AppendNoWait and
+//     WaitDurable (another goroutine waits while the next batch is written).
+//   - The sparse index lives in memory: 16 bytes per IndexInterval of data
+//     (0.4 % at the default 4 KiB); raise IndexInterval for huge logs.
 //   - TruncateFront deletes whole segments only, never the active one;
 //     Bounds tells the first sequence number really retained.
 //   - Sealed segments hold their preallocated size on disk even when the

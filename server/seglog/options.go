@@ -11,8 +11,8 @@ const (
 	DefaultIndexInterval = 4 << 10
 	// MinSegmentSize is the smallest accepted SegmentSize.
 	MinSegmentSize = 4 << 10
-	// MaxSegmentSize is the largest accepted SegmentSize (offsets are 32-bit
-	// inside the record index).
+	// MaxSegmentSize is the largest accepted SegmentSize (2 GiB: one map per
+	// segment stays modest).
 	MaxSegmentSize = 1 << 31
 	// MaxMetaSize is the largest Entry.Meta accepted.
 	MaxMetaSize = 1<<16 - 1
