@@ -35,7 +35,9 @@
 // appenders write, then wait for a shared fsync that the first of them
 // performs for everyone; PolicyNone leaves it to the OS until Sync, a
 // segment roll or Close. Durable reports the highest sequence number known
-// to be on disk.
+// to be on disk. AppendNoWait and WaitDurable (the PipelinedStore
+// interface) split an append in two so one writer can keep writing while
+// an earlier batch syncs. Segments lists the segment files for retention.
 //
 // Recovery: Open rebuilds everything from the files. Sealed segments are
 // taken from their index files (a missing or damaged index is rebuilt by a
