@@ -1,0 +1,103 @@
+// Package seglog is Fibril's durable storage: an append-only log of records
+// split into segment files, memory-mapped for reading, with group commit and
+// crash recovery. It is reusable on its own and knows nothing of topics,
+// queues or the wire protocol.
+//
+// The package owns the bytes of one log directory: segment files named
+// %020d.seg by their first sequence number, their sparse index files
+// (%020d.idx), the clean-shutdown marker (CLEAN) and the directory lock
+// (LOCK, held with flock while the log is open). It must never report a
+// record durable before its bytes are on disk under the log's Policy, never
+// return damaged bytes as data, and never kill the process on an I/O
+// problem (a full disk, a file shrunk behind its back): those are errors
+// returned to the caller.
+//
+// The Store interface fixes the contract. *Log (Open) is the file-backed
+// implementation, *MemStore (NewMemStore) the in-memory one, and *FaultFS
+// (NewFaultFS, passed as Options.FS) a file system that injects crashes and
+// I/O errors for tests.
+//
+// # Layout and life of a log
+//
+// Each segment is preallocated with fallocate to Options.SegmentSize and
+// mapped read-only in full (never past the end of the file). Appends are
+// encoded into one buffer and written with one pwrite per segment touched
+// (pwrite measured faster than copying into a writable map, see
+// BENCHMARKS.md). A record is a 32-byte header (header CRC, data length,
+// sequence number, timestamp, flags, meta length, data CRC), the meta and
+// the data, padded to 8 bytes. The data CRC is CRC-32 IEEE, the checksum
+// the wire protocol carries, and Record.CRC returns it. When a segment is
+// full it is fsynced, its sparse index (sequence number → offset, one entry
+// per Options.IndexInterval bytes) is written beside it, and a new segment
+// starts.
+//
+// Durability: PolicySync fsyncs (fdatasync) inside Append; PolicyGroup
+// appenders write, then wait for a shared fsync that the first of them
+// performs for everyone; PolicyNone leaves it to the OS until Sync, a
+// segment roll or Close. Durable reports the highest sequence number known
+// to be on disk. AppendNoWait and WaitDurable (the PipelinedStore
+// interface) split an append in two so one writer can keep writing while
+// an earlier batch syncs. Segments lists the segment files for retention.
+//
+// Recovery: Open rebuilds everything from the files. Sealed segments are
+// taken from their index files (a missing or damaged index is rebuilt by a
+// verifying scan). The last segment is scanned from its last good index
+// point unless the clean-shutdown marker written by Close vouches for its
+// index; the marker is removed, durably, before Open returns. In the last
+// segment a damaged record is a torn write when no intact record follows
+// it, or when part of a disk sector before the next intact record was never
+// written (zero): the tail from there is zeroed, and Recovery reports the
+// cut. A failed write's leftovers are zeroed and synced before anything is
+// written over them, so stale bytes never mix with new ones after a crash. Any other damage is
+// corruption: Open fails with a *CorruptError naming the file and offset,
+// or, with Options.SkipCorrupt, skips the damaged range (Recovery.Skipped
+// lists it, Read returns ErrCorrupt for the sequence numbers it held).
+//
+// # Caveats
+//
+//   - Record.Meta and Record.Data returned by Read and Scan point into a
+//     memory map. They are valid until the next TruncateFront or Close:
+//     copy what must live longer (a delivery queued to a socket, say).
+//     Using them after the segment was deleted and unmapped crashes the
+//     process; TruncateFront keeps the last removed segments mapped until
+//     the following TruncateFront as a margin, not as a promise.
+//   - Bounds and Read include records that are written but not yet durable;
+//     compare with Durable before acting on durability.
+//   - After a failed fsync every later Append and Sync fails with
+//     ErrSyncFailed: the kernel may have dropped the pages, so retrying
+//     cannot be trusted. Close and Open again; recovery then keeps what is
+//     really on disk.
+//   - A failed write or preallocation (a full disk) returns ErrWriteFailed
+//     and leaves the log as it was; the next Append first zeroes what the
+//     failed write may have left. If the process dies before that, records
+//     of the failed batch may survive on disk and be read after reopening:
+//     they were never reported durable, but they are not invented either.
+//   - A batch larger than a segment is written in several pieces; if a
+//     later piece fails, the earlier pieces stay in the log.
+//   - The damaged final record of the log looks exactly like a torn write,
+//     so after an unclean shutdown it is cut (and reported in Recovery),
+//     not refused. Likewise a damaged record of the last segment passes for
+//     torn when the damaged range (up to the next intact record) holds 8 or
+//     more zero bytes, 8-aligned, filling its share of a 512-byte disk
+//     sector: that is what a page the disk never wrote looks like, and
+//     data with such zero runs cannot be told from it. Reads always verify
+//     checksums, so damage is never returned as data.
+//   - Group commit shares an fsync among concurrent callers only. A single
+//     writer that calls Append in a loop pays one fsync per call; to keep
+//     the disk busy it should batch, or pipeline with AppendNoWait and
+//     WaitDurable (another goroutine waits while the next batch is written).
+//   - The sparse index lives in memory: 16 bytes per IndexInterval of data
+//     (0.4 % at the default 4 KiB); raise IndexInterval for huge logs.
+//   - TruncateFront deletes whole segments only, never the active one;
+//     Bounds tells the first sequence number really retained.
+//   - Sealed segments hold their preallocated size on disk even when the
+//     last record did not fill them.
+//   - A damaged sealed segment opened with SkipCorrupt gets no index file,
+//     so every later Open scans it again and needs SkipCorrupt again.
+//   - Directory operations (create, rename, remove) count as durable at
+//     once in FaultFS; crash tests cover lost file data, not lost renames.
+//   - Sealed segments are not compressed: measured, it would save disk on
+//     compressible payloads but cost zero-copy reads (BENCHMARKS.md).
+//   - The log is Linux-first: fallocate, fdatasync, mmap and flock come from
+//     golang.org/x/sys/unix.
+package seglog

@@ -1,0 +1,278 @@
+package seglog
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// openTest opens a log in a fresh temporary directory.
+func openTest(t *testing.T, opts Options) (*Log, string) {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, dir
+}
+
+func TestLogContract(t *testing.T) {
+	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
+		t.Run(p.String(), func(t *testing.T) {
+			runStoreContract(t, func(t *testing.T) Store {
+				l, _ := openTest(t, Options{Policy: p, SegmentSize: 8 << 10, IndexInterval: 256})
+				return l
+			}, p != PolicyNone)
+		})
+	}
+}
+
+// fill appends records n..m (entry(i) each) in batches of batch.
+func fill(t *testing.T, s Store, n, m, batch int) {
+	t.Helper()
+	for i := n; i <= m; i += batch {
+		var b []Entry
+		for j := i; j < i+batch && j <= m; j++ {
+			b = append(b, entry(j))
+		}
+		first, err := s.Append(b)
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		if first != Seq(i) {
+			t.Fatalf("append %d got first %d", i, first)
+		}
+	}
+}
+
+// verifyAll checks that s holds exactly entry(i) for i in [from, to].
+func verifyAll(t *testing.T, s Store, from, to int) {
+	t.Helper()
+	f, l := s.Bounds()
+	if f > Seq(from) || l != Seq(to) {
+		t.Fatalf("bounds %d,%d; want first <= %d, last %d", f, l, from, to)
+	}
+	for i := from; i <= to; i++ {
+		r, err := s.Read(Seq(i))
+		if err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		wantRecord(t, r, Seq(i), i)
+	}
+	next := from
+	err := s.Scan(Seq(from), 0, func(r Record) bool {
+		wantRecord(t, r, Seq(next), next)
+		next++
+		return true
+	})
+	if err != nil || next != to+1 {
+		t.Fatalf("scan ended at %d (%v), want %d", next, err, to+1)
+	}
+}
+
+func TestLogReopenClean(t *testing.T) {
+	opts := Options{SegmentSize: 4 << 10, IndexInterval: 200}
+	l, dir := openTest(t, opts)
+	fill(t, l, 1, 500, 7)
+	if len(l.segs) < 5 {
+		t.Fatalf("only %d segments; the test wants several", len(l.segs))
+	}
+	verifyAll(t, l, 1, 500)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	rec := l2.Recovery()
+	if !rec.Clean || rec.ScannedBytes != 0 || rec.RebuiltIndexes != 0 {
+		t.Fatalf("clean reopen did work: %+v", rec)
+	}
+	verifyAll(t, l2, 1, 500)
+	if l2.Durable() != 500 {
+		t.Fatalf("durable %d after reopen", l2.Durable())
+	}
+	fill(t, l2, 501, 600, 10)
+	verifyAll(t, l2, 1, 600)
+}
+
+func TestLogReopenAfterCrashScans(t *testing.T) {
+	opts := Options{SegmentSize: 4 << 10, IndexInterval: 200}
+	l, dir := openTest(t, opts)
+	fill(t, l, 1, 300, 5)
+	l.Abandon()
+	l2, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if rec := l2.Recovery(); rec.Clean || rec.ScannedBytes == 0 {
+		t.Fatalf("unclean reopen skipped the scan: %+v", rec)
+	}
+	verifyAll(t, l2, 1, 300)
+}
+
+func TestLogLocked(t *testing.T) {
+	_, dir := openTest(t, Options{})
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open: %v, want ErrLocked", err)
+	}
+}
+
+func TestLogTruncateFrontDeletesSegments(t *testing.T) {
+	opts := Options{SegmentSize: 4 << 10}
+	l, dir := openTest(t, opts)
+	fill(t, l, 1, 400, 4)
+	before := len(l.segs)
+	if err := l.TruncateFront(250); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := l.Bounds()
+	if first > 250 || len(l.segs) >= before {
+		t.Fatalf("after TruncateFront(250): first %d, %d of %d segments", first, len(l.segs), before)
+	}
+	verifyAll(t, l, 250, 400)
+	names, _ := os.ReadDir(dir)
+	segFiles := 0
+	for _, n := range names {
+		if strings.HasSuffix(n.Name(), segExt) {
+			segFiles++
+		}
+	}
+	if segFiles != len(l.segs) {
+		t.Fatalf("%d segment files on disk, %d in use", segFiles, len(l.segs))
+	}
+	l.Close()
+	l2, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if f2, _ := l2.Bounds(); f2 != first {
+		t.Fatalf("first after reopen %d, want %d", f2, first)
+	}
+	verifyAll(t, l2, int(first), 400)
+}
+
+func TestSegmentSizeGrowsBetweenOpens(t *testing.T) {
+	dir := t.TempDir()
+	for _, size := range []int64{4 << 10, 64 << 10} { // an empty small segment, then a bigger size
+		l, err := Open(dir, Options{SegmentSize: size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size == 4<<10 {
+			l.Close()
+			continue
+		}
+		defer l.Close()
+		big := Entry{Meta: []byte("big"), Data: make([]byte, 10<<10)}
+		for i := 0; i < 2; i++ {
+			if _, err := l.Append([]Entry{big}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for seq := Seq(1); seq <= 2; seq++ {
+			if r, err := l.Read(seq); err != nil || len(r.Data) != 10<<10 {
+				t.Fatalf("read %d: %v", seq, err)
+			}
+		}
+	}
+}
+
+func TestFileShrunkUnderTheMapIsAnError(t *testing.T) {
+	l, dir := openTest(t, Options{SegmentSize: 64 << 10})
+	fill(t, l, 1, 100, 10)
+	path := filepath.Join(dir, segName(1))
+	if err := os.Truncate(path, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Read(100); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("read past the shrunk end: %v, want ErrCorrupt (and no crash)", err)
+	}
+	if err := l.Scan(1, 0, func(Record) bool { return true }); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("scan past the shrunk end: %v, want ErrCorrupt", err)
+	}
+}
+
+func TestAppendNoWaitThenWaitDurable(t *testing.T) {
+	fs := NewFaultFS()
+	opts := Options{Policy: PolicySync, FS: fs}
+	l, dir := openTest(t, opts)
+	first, last, err := l.AppendNoWait([]Entry{entry(1), entry(2)})
+	if err != nil || first != 1 || last != 2 {
+		t.Fatalf("AppendNoWait = %d,%d,%v", first, last, err)
+	}
+	if l.Durable() != 0 || fs.Unsynced() == 0 {
+		t.Fatalf("AppendNoWait synced: durable %d, unsynced %d bytes", l.Durable(), fs.Unsynced())
+	}
+	if _, err := l.WaitDurable(3); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("WaitDurable past the end: %v", err)
+	}
+	d, err := l.WaitDurable(2)
+	if err != nil || d != 2 || fs.Unsynced() != 0 {
+		t.Fatalf("WaitDurable(2) = %d, %v; %d bytes unsynced", d, err, fs.Unsynced())
+	}
+	l.Abandon()
+	if _, err := fs.Crash(nil, CrashDropAll); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	verifyAll(t, l2, 1, 2)
+}
+
+func TestSealedSegmentsHoldNoDescriptor(t *testing.T) {
+	l, dir := openTest(t, Options{SegmentSize: 4 << 10})
+	fill(t, l, 1, 200, 5)
+	check := func(l *Log) {
+		t.Helper()
+		for i, s := range l.segs {
+			if active := i == len(l.segs)-1; (s.f != nil) != active {
+				t.Fatalf("segment %d of %d: descriptor open = %v", i, len(l.segs), s.f != nil)
+			}
+		}
+	}
+	check(l)
+	l.Close()
+	l2, err := Open(dir, Options{SegmentSize: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	check(l2)
+	verifyAll(t, l2, 1, 200)
+}
+
+func TestSegmentsDriveRetention(t *testing.T) {
+	l, _ := openTest(t, Options{SegmentSize: 4 << 10})
+	fill(t, l, 1, 300, 5)
+	segs := l.Segments()
+	if len(segs) < 3 || segs[0].First != 1 || !segs[len(segs)-1].Active || segs[len(segs)-1].Last != 300 {
+		t.Fatalf("segments %+v", segs)
+	}
+	for i := 1; i < len(segs); i++ {
+		if segs[i].First != segs[i-1].Last+1 || segs[i-1].Active || segs[i-1].Bytes <= 0 || segs[i-1].Allocated != 4<<10 {
+			t.Fatalf("segment %d: %+v after %+v", i, segs[i], segs[i-1])
+		}
+	}
+	// Drop the two oldest segments, as a max_bytes policy would.
+	if err := l.TruncateFront(segs[1].Last + 1); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := l.Bounds(); first != segs[2].First {
+		t.Fatalf("first %d after truncating two segments, want %d", first, segs[2].First)
+	}
+	if got := l.Segments(); len(got) != len(segs)-2 {
+		t.Fatalf("%d segments left, want %d", len(got), len(segs)-2)
+	}
+}
