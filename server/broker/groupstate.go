@@ -203,6 +203,9 @@ func (g *groupState) deadLettered(seq Seq) {
 // settle applies a settle operation for (seq, attempt) and reports whether
 // the operation is refused.
 func (g *groupState) settle(seq Seq, attempt uint32, op SettleOp, now int64) error {
+	if op.Kind < SettleAck || op.Kind > SettleExtend {
+		return fmt.Errorf("%w: settle kind %d", ErrInvalid, op.Kind)
+	}
 	if g.acks.contains(seq) {
 		if op.Kind == SettleExtend {
 			return fmt.Errorf("%w: offset %d already settled", ErrNotInflight, seq)
