@@ -131,7 +131,7 @@ func TestCrashAndRestartReplay(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 7))
 			clk := newFakeClock()
-			e := newEnv(t, clk)
+			e := newMemEnv(t, clk)
 			e.b.opts.SnapshotEvery = 1 + r.IntN(20)
 			tp := e.topic("q", TopicConfig{})
 			cfg := GroupConfig{LeaseMs: 100, MaxDeliveries: 1 + r.IntN(4), DeadLetter: "-"}
