@@ -47,7 +47,7 @@ func (p *partition) addPoll(w *pollWaiter) {
 		w.decline(p)
 		return
 	}
-	if _, ok := gp.take(p.last); !ok || len(gp.waiters) > 0 {
+	if _, ok := gp.take(p.durData); !ok || len(gp.waiters) > 0 {
 		if w.wait {
 			gp.waiters = append(gp.waiters, w)
 		} else {
@@ -77,7 +77,7 @@ func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 // Delivery (borrowing the record until the round's completions have run).
 func (p *partition) deliverOne(gp *groupPart, owner OwnerID, sub *Subscription) (Delivery, bool) {
 	for {
-		seq, ok := gp.take(p.last)
+		seq, ok := gp.take(p.durData)
 		if !ok {
 			return Delivery{}, false
 		}
@@ -88,6 +88,9 @@ func (p *partition) deliverOne(gp *groupPart, owner OwnerID, sub *Subscription) 
 			hdrLen, subject, err = decodeMeta(rec.Meta)
 			if err == nil && hdrLen <= len(rec.Data) {
 				attempt := gp.deliver(seq, p.now, owner, sub)
+				if p.minDeliv == 0 || seq < p.minDeliv {
+					p.minDeliv = seq
+				}
 				d := Delivery{
 					Handle:  Handle{Topic: p.t.id, Group: gp.id, Partition: p.idx, Seq: seq, Attempt: attempt},
 					Subject: subject,
@@ -123,7 +126,7 @@ func (p *partition) dispatch() {
 				gp.waiters = gp.waiters[1:]
 				continue
 			}
-			if _, ok := gp.take(p.last); !ok {
+			if _, ok := gp.take(p.durData); !ok {
 				break
 			}
 			gp.waiters = gp.waiters[1:]
@@ -142,7 +145,7 @@ func (p *partition) pushToSubs(gp *groupPart) {
 	for len(gp.subs) > 0 {
 		progress := false
 		for range len(gp.subs) {
-			if _, ok := gp.take(p.last); !ok {
+			if _, ok := gp.take(p.durData); !ok {
 				return
 			}
 			gp.rr = (gp.rr + 1) % len(gp.subs)

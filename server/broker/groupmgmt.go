@@ -163,7 +163,7 @@ func (p *partition) addGroup(g *Group, errs chan<- error) {
 	p.groups[g.id] = gp
 	p.order = append(p.order, gp)
 	g.parts[p.idx] = gp
-	p.after = append(p.after, func() { errs <- p.evErr })
+	p.after = append(p.after, func() { errs <- p.commitErr })
 }
 
 // removeGroup (actor) drops a group's state.

@@ -13,7 +13,7 @@ func (p *partition) retentionDue() bool {
 	if p.last >= p.first && (cfg.MaxAgeMs > 0 || cfg.MaxMsgs > 0 || cfg.MaxBytes > 0) {
 		return true
 	}
-	return cfg.Retention == RetentionWorkqueue && len(p.order) > 0 && p.lowFrontier() > p.first
+	return cfg.Retention == RetentionWorkqueue && len(p.order) > 0 && p.safeLow > p.first
 }
 
 // retain applies the topic's retention at most once per RetentionInterval:
@@ -28,7 +28,7 @@ func (p *partition) retain() {
 	cut := p.first
 	cfg := &p.t.cfg
 	if cfg.Retention == RetentionWorkqueue && len(p.order) > 0 {
-		cut = p.lowFrontier()
+		cut = p.safeLow // settles not yet durable must not delete anything
 	}
 	{
 		if cfg.MaxMsgs > 0 && int64(p.last-p.first+1) > cfg.MaxMsgs {
@@ -44,6 +44,12 @@ func (p *partition) retain() {
 		}
 		if cfg.MaxAgeMs > 0 {
 			cut = max(cut, p.firstYoungerThan(p.now-cfg.MaxAgeMs*1e6, cut))
+		}
+	}
+	// Deliveries waiting for their batch to be durable borrow their records.
+	for i := range p.pending {
+		if m := p.pending[i].minDeliv; m != 0 && cut > m {
+			cut = m
 		}
 	}
 	if cut <= p.first {
