@@ -120,6 +120,20 @@ func (p *partition) deliverOne(gp *groupPart, owner OwnerID, sub *Subscription) 
 // subscriptions with credit, round robin.
 func (p *partition) dispatch() {
 	for _, gp := range p.order {
+		if len(gp.waiters) > 64 {
+			// Polls claimed by another partition (or their timeout) are
+			// dropped lazily; compact so they cannot pile up behind a
+			// long waiter.
+			k := 0
+			for _, w := range gp.waiters {
+				if !w.claimed.Load() {
+					gp.waiters[k] = w
+					k++
+				}
+			}
+			clear(gp.waiters[k:])
+			gp.waiters = gp.waiters[:k]
+		}
 		for len(gp.waiters) > 0 {
 			w := gp.waiters[0]
 			if w.claimed.Load() {
@@ -168,8 +182,9 @@ func (p *partition) pushToSubs(gp *groupPart) {
 }
 
 // Subscription is a push consumer of a group: the broker calls its deliver
-// function (on a partition actor goroutine; it must be quick) while it has
-// credit. A delivery's credit returns when it is settled, its lease expires
+// function (on a partition actor goroutine; it must be quick and must not
+// call blocking methods such as Delivery.Ack — use Broker.Settle) while it
+// has credit. A delivery's credit returns when it is settled, its lease expires
 // or its owner is released.
 type Subscription struct {
 	g       *Group

@@ -154,7 +154,9 @@ func (t *Topic) DeleteGroup(name GroupName) error {
 func (p *partition) addGroup(g *Group, errs chan<- error) {
 	start := p.first
 	if g.cfg.Start == StartNew {
-		start = p.last + 1
+		// durData, not last: a crash may lose what is not durable, and
+		// the offsets would then be handed out again below the start.
+		start = p.durData + 1
 	}
 	gs := newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, start)
 	gs.ev = &p.ev

@@ -83,8 +83,8 @@ func (t *Topic) prepare(m *Message) (command, error) {
 	return command{kind: cmdPublish, subject: m.Subject, hdrLen: len(m.Header), body: body}, nil
 }
 
-// PublishAsync stores m without blocking. It returns ErrQueueFull at once
-// when the partition's ring is full, ErrTopicFull when the topic is over
+// PublishAsync stores m without blocking. It returns ErrQueueFull (not
+// wrapped) at once when the partition's ring is full, ErrTopicFull when the topic is over
 // its unsettled limits, ErrClosed after Close; then done is never called.
 // Otherwise done is called exactly once, on the partition's actor goroutine
 // (so it must be quick), after the message is durable under the topic's
@@ -100,6 +100,9 @@ func (t *Topic) PublishAsync(m Message, done func(Position, error)) error {
 	}
 	c.pubDone = done
 	if err := t.partFor(m.Key).push(&c); err != nil {
+		if err == ErrQueueFull {
+			return ErrQueueFull // hot under overload: not wrapped, no allocation
+		}
 		return fmt.Errorf("publish to %s: %w", t.name, err)
 	}
 	return nil
