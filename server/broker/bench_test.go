@@ -81,9 +81,17 @@ func BenchmarkQueue(b *testing.B) {
 // delivery through Settle. One op is one message published, delivered and
 // acked.
 func BenchmarkPublishConsume(b *testing.B) {
-	for _, parts := range []int{1, 4} {
-		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) {
-			br, err := Open(b.TempDir(), Options{Logf: func(string, ...any) {}})
+	for _, c := range []struct {
+		parts     int
+		pipelined bool
+	}{{1, false}, {4, false}, {1, true}, {4, true}} {
+		commit := "serial"
+		if c.pipelined {
+			commit = "pipelined"
+		}
+		parts := c.parts
+		b.Run(fmt.Sprintf("partitions=%d/commit=%s", parts, commit), func(b *testing.B) {
+			br, err := Open(b.TempDir(), Options{Logf: func(string, ...any) {}, pipelinedCommit: c.pipelined})
 			if err != nil {
 				b.Fatal(err)
 			}

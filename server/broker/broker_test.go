@@ -10,7 +10,18 @@ import (
 )
 
 func TestPublishPollAck(t *testing.T) {
+	for _, pipelined := range []bool{false, true} {
+		t.Run(fmt.Sprint("pipelined=", pipelined), func(t *testing.T) { testPublishPollAck(t, pipelined) })
+	}
+}
+
+func testPublishPollAck(t *testing.T, pipelined bool) {
 	e := newEnv(t, nil)
+	if pipelined {
+		e.b.Close()
+		e.pipelined = true
+		e.open()
+	}
 	tp := e.topic("orders", TopicConfig{})
 	g := e.group(tp, "workers", GroupConfig{})
 	for i := range 5 {

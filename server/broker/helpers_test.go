@@ -12,6 +12,8 @@ type testEnv struct {
 	stores *testStores
 	clock  Clock
 	b      *Broker
+	// pipelined turns on the pipelined group commit (off by default).
+	pipelined bool
 }
 
 // newEnv opens a broker in a temp dir on the real file log (small
@@ -47,6 +49,7 @@ func (e *testEnv) opts() Options {
 	if e.stores != nil {
 		o.OpenStore = e.stores.open
 	}
+	o.pipelinedCommit = e.pipelined
 	return o
 }
 
