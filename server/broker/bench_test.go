@@ -84,14 +84,14 @@ func BenchmarkPublishConsume(b *testing.B) {
 	for _, c := range []struct {
 		parts     int
 		pipelined bool
-	}{{1, false}, {4, false}, {1, true}, {4, true}} {
+	}{{1, true}, {4, true}, {1, false}, {4, false}} {
 		commit := "serial"
 		if c.pipelined {
 			commit = "pipelined"
 		}
 		parts := c.parts
 		b.Run(fmt.Sprintf("partitions=%d/commit=%s", parts, commit), func(b *testing.B) {
-			br, err := Open(b.TempDir(), Options{Logf: func(string, ...any) {}, pipelinedCommit: c.pipelined})
+			br, err := Open(b.TempDir(), Options{Logf: func(string, ...any) {}, serialCommit: !c.pipelined})
 			if err != nil {
 				b.Fatal(err)
 			}

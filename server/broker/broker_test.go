@@ -10,16 +10,16 @@ import (
 )
 
 func TestPublishPollAck(t *testing.T) {
-	for _, pipelined := range []bool{false, true} {
-		t.Run(fmt.Sprint("pipelined=", pipelined), func(t *testing.T) { testPublishPollAck(t, pipelined) })
+	for _, serial := range []bool{false, true} {
+		t.Run(fmt.Sprint("serial=", serial), func(t *testing.T) { testPublishPollAck(t, serial) })
 	}
 }
 
-func testPublishPollAck(t *testing.T, pipelined bool) {
+func testPublishPollAck(t *testing.T, serial bool) {
 	e := newEnv(t, nil)
-	if pipelined {
+	if serial {
 		e.b.Close()
-		e.pipelined = true
+		e.serial = true
 		e.open()
 	}
 	tp := e.topic("orders", TopicConfig{})

@@ -70,11 +70,17 @@ type groupState struct {
 	ev *evSink // event sink (nil: events are dropped, e.g. while replaying)
 }
 
-// evSink collects the events of one actor round.
+// evSink collects the events of one actor round. cuts marks where records
+// are split so that no event record grows past evChunk bytes.
 type evSink struct {
-	b []byte
-	n int
+	b    []byte
+	n    int
+	cuts []int
+	from int // start of the current chunk
 }
+
+// evChunk bounds one event log record (a record must fit in a segment).
+const evChunk = 8 << 10
 
 func newGroupState(id GroupID, leaseNs int64, maxDeliveries int, start Seq) *groupState {
 	if start == 0 {
@@ -87,9 +93,13 @@ func newGroupState(id GroupID, leaseNs int64, maxDeliveries int, start Seq) *gro
 }
 
 func (g *groupState) emit(kind byte, seq Seq, arg uint64) {
-	if g.ev != nil {
-		g.ev.b = appendEvent(g.ev.b, kind, g.id, seq, arg)
-		g.ev.n++
+	if e := g.ev; e != nil {
+		if len(e.b)-e.from >= evChunk {
+			e.cuts = append(e.cuts, len(e.b))
+			e.from = len(e.b)
+		}
+		e.b = appendEvent(e.b, kind, g.id, seq, arg)
+		e.n++
 	}
 }
 

@@ -41,13 +41,12 @@ type Options struct {
 	// records). Default: the standard logger.
 	Logf func(format string, args ...any)
 
-	// pipelinedCommit makes group durability use the partition's own
-	// pipelined group commit (the actor writes with PolicyNone, a syncer
-	// goroutine fsyncs both logs while the actor goes on) instead of the
-	// log's PolicyGroup fsync inside each Append. It lost the benchmark
-	// (BENCHMARKS-broker.md) because seglog's Append waits for a running
-	// Sync, so it is off; kept to re-measure when that changes.
-	pipelinedCommit bool
+	// serialCommit turns off the partition's pipelined group commit (the
+	// actor writes with PolicyNone while a syncer goroutine fsyncs both
+	// logs) and uses the log's PolicyGroup fsync inside each Append
+	// instead. Serial lost the benchmark (BENCHMARKS-broker.md); it is
+	// kept to re-measure.
+	serialCommit bool
 }
 
 // DefaultOptions returns the options with every default filled in (except

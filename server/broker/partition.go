@@ -80,6 +80,7 @@ type partition struct {
 	cmds          []command
 	ctls          []func(*partition)
 	entries       []seglog.Entry
+	evEntries     []seglog.Entry
 	pubs          []*command
 	meta          []byte
 	ev            evSink
@@ -91,6 +92,7 @@ type partition struct {
 	snapEvents    int
 	lastEventSeq  Seq
 	lastRetention int64
+	askedCut      Seq // last TruncateFront point asked of the data log
 	dlqRetry      bool
 	totalBytes    int64 // payload bytes appended since open, for the average
 	totalMsgs     int64
@@ -418,9 +420,16 @@ func (p *partition) commitEvents() {
 	if len(p.ev.b) == 0 {
 		return
 	}
-	seq, err := p.events.Append([]seglog.Entry{{Data: p.ev.b, Time: p.now}})
+	p.evEntries = p.evEntries[:0]
+	from := 0
+	for _, cut := range append(p.ev.cuts, len(p.ev.b)) {
+		p.evEntries = append(p.evEntries, seglog.Entry{Data: p.ev.b[from:cut], Time: p.now})
+		from = cut
+	}
+	first, err := p.events.Append(p.evEntries)
+	seq := first + Seq(len(p.evEntries)) - 1
 	p.snapEvents += p.ev.n
-	p.ev.b, p.ev.n = p.ev.b[:0], 0
+	p.ev.b, p.ev.n, p.ev.cuts, p.ev.from = p.ev.b[:0], 0, p.ev.cuts[:0], 0
 	if err != nil {
 		p.roundErr = fmt.Errorf("topic %s partition %d: event log: %w", p.t.name, p.idx, err)
 		p.t.b.logf("%v", p.roundErr)

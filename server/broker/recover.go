@@ -19,10 +19,11 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("partition %d: %w", idx, err)
 	}
-	// Optionally, with group durability the partition runs its own group
-	// commit (the actor writes, a syncer fsyncs) and the logs do not sync.
+	// With group durability the partition runs its own group commit (the
+	// actor writes, a syncer fsyncs while the actor goes on), so the logs
+	// themselves do not sync.
 	policy, pipelined := t.cfg.policy(), false
-	if policy == seglog.PolicyGroup && o.pipelinedCommit {
+	if policy == seglog.PolicyGroup && !o.serialCommit {
 		policy, pipelined = seglog.PolicyNone, true
 	}
 	data, err := o.OpenStore(filepath.Join(dir, dataLogName), policy)

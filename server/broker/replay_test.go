@@ -87,7 +87,7 @@ func dumpState(t *testing.T, b *Broker, asRestarted bool) string {
 // it. The caller makes sure the broker is between rounds (barrier).
 func (e *testEnv) crashCopy() *testEnv {
 	e.t.Helper()
-	e2 := &testEnv{t: e.t, dir: e.t.TempDir(), stores: newTestStores(), clock: e.clock, pipelined: e.pipelined}
+	e2 := &testEnv{t: e.t, dir: e.t.TempDir(), stores: newTestStores(), clock: e.clock, serial: e.serial}
 	err := filepath.Walk(e.dir, func(path string, fi os.FileInfo, err error) error {
 		if err != nil {
 			return err
@@ -133,9 +133,9 @@ func TestCrashAndRestartReplay(t *testing.T) {
 			clk := newFakeClock()
 			e := newMemEnv(t, clk)
 			if seed%2 == 1 {
-				// reopen with the pipelined group commit
+				// reopen with the serial group commit
 				e.b.Close()
-				e.pipelined = true
+				e.serial = true
 				e.open()
 			}
 			e.b.opts.SnapshotEvery = 1 + r.IntN(20)

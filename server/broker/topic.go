@@ -9,6 +9,14 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
+// Limits derived from the data log's record format: the subject travels in
+// the record's Meta (at most seglog.MaxMetaSize bytes), and a record plus
+// its header must fit in one segment.
+const (
+	maxSubject  = 32 << 10
+	recordSlack = maxSubject + 4<<10
+)
+
 // Topic is a named stream of messages split into partitions. Its methods are
 // safe for concurrent use.
 type Topic struct {
@@ -72,6 +80,11 @@ func (t *Topic) full() bool {
 func (t *Topic) prepare(m *Message) (command, error) {
 	if m.Subject == "" {
 		return command{}, fmt.Errorf("%w: empty subject", ErrInvalid)
+	}
+	// Refuse here what the log would refuse, so one oversized message
+	// cannot fail the whole batch it would be appended with.
+	if len(m.Subject) > maxSubject || int64(len(m.Header)+len(m.Data)) > t.b.opts.SegmentSize-recordSlack {
+		return command{}, fmt.Errorf("publish to %s: %w: %d bytes, subject %d bytes", t.name, ErrTooLarge, len(m.Header)+len(m.Data), len(m.Subject))
 	}
 	if m.CRC != 0 {
 		if crc32.Update(crc32.ChecksumIEEE(m.Header), crc32.IEEETable, m.Data) != m.CRC {
