@@ -121,3 +121,55 @@ func TestInvalidArguments(t *testing.T) {
 		t.Errorf("bad options: %v", err)
 	}
 }
+
+func TestTooLarge(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("q", TopicConfig{})
+	big := make([]byte, 64<<10) // the tests' data segments are 64 KiB
+	if _, err := tp.Publish(context.Background(), Message{Subject: "q", Data: big}); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversized publish: %v", err)
+	}
+	e.publish(tp, "small still works")
+}
+
+// TestLargeRoundRestart: one round delivers thousands of messages, so its
+// events span several event records; all of them must replay.
+func TestLargeRoundRestart(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("q", TopicConfig{})
+	g := e.group(tp, "g", GroupConfig{})
+	const n = 3000
+	done := make(chan error, n)
+	for i := 0; i < n; {
+		err := tp.PublishAsync(Message{Subject: "q", Data: []byte("x")}, func(_ Position, err error) { done <- err })
+		if errors.Is(err, ErrQueueFull) {
+			runtime.Gosched()
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		i++
+	}
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := 0
+	for got < n {
+		got += len(e.poll(g, n))
+	}
+	e.restart()
+	tp, _ = e.b.Topic("q")
+	g, _ = tp.FindGroup("g")
+	got = 0
+	for got < n {
+		for _, d := range e.poll(g, n) {
+			if d.Attempt != 2 {
+				t.Fatalf("offset %d attempt %d after restart, want 2", d.Handle.Seq, d.Attempt)
+			}
+			got++
+		}
+	}
+}
