@@ -87,3 +87,22 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Fatalf("flipped bit: %v", err)
 	}
 }
+
+// FuzzDecodeMeta: record meta decodes or fails with ErrCorruptState; what
+// encodes decodes back.
+func FuzzDecodeMeta(f *testing.F) {
+	f.Add(encodeMeta(nil, 12, "orders.eu"), 3, "a.b")
+	f.Add([]byte{1, 0}, 0, "")
+	f.Fuzz(func(t *testing.T, b []byte, hdr int, subject string) {
+		if _, _, err := decodeMeta(b); err != nil && !errors.Is(err, ErrCorruptState) {
+			t.Fatalf("error %v does not wrap ErrCorruptState", err)
+		}
+		if hdr < 0 || hdr > 1<<30 {
+			return
+		}
+		h, s, err := decodeMeta(encodeMeta(nil, hdr, subject))
+		if err != nil || h != hdr || s != subject {
+			t.Fatalf("round trip (%d, %q) = (%d, %q, %v)", hdr, subject, h, s, err)
+		}
+	})
+}

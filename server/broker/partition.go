@@ -236,7 +236,7 @@ func (p *partition) round() {
 func (p *partition) appendData() {
 	need := 0
 	for _, c := range p.pubs {
-		need += binary.MaxVarintLen64 + len(c.subject)
+		need += 1 + binary.MaxVarintLen64 + len(c.subject)
 	}
 	if cap(p.meta) < need {
 		p.meta = make([]byte, 0, need)
@@ -381,17 +381,27 @@ func (p *partition) syncBoth() (data, events Seq, err error) {
 	return data, events, errors.Join(err, eerr)
 }
 
+// Record meta layout in the data log: a flags byte (0 today; later
+// features such as a TTL, a priority or a message id set a bit and append
+// their field, so old records stay readable), the header length (uvarint),
+// then the subject.
+const metaV0 byte = 0
+
 func encodeMeta(b []byte, hdrLen int, subject string) []byte {
+	b = append(b, metaV0)
 	b = binary.AppendUvarint(b, uint64(hdrLen))
 	return append(b, subject...)
 }
 
 func decodeMeta(b []byte) (hdrLen int, subject string, err error) {
-	h, n := binary.Uvarint(b)
-	if n <= 0 {
+	if len(b) == 0 || b[0] != metaV0 {
+		return 0, "", fmt.Errorf("%w: record meta flags", ErrCorruptState)
+	}
+	h, n := binary.Uvarint(b[1:])
+	if n <= 0 || h > 1<<31 {
 		return 0, "", fmt.Errorf("%w: record meta", ErrCorruptState)
 	}
-	return int(h), string(b[n:]), nil
+	return int(h), string(b[1+n:]), nil
 }
 
 // settle applies one settle command; its answer waits for the event commit.
