@@ -219,6 +219,7 @@ func (p *partition) round() {
 	}
 	for _, gp := range p.order {
 		gp.expire(p.now)
+		gp.compact()
 	}
 	p.sendDeadLetters()
 	p.dispatch()
