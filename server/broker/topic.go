@@ -132,7 +132,8 @@ func (t *Topic) Publish(ctx context.Context, m Message) (Position, error) {
 		if t.cfg.FullPolicy == FullReject {
 			return Position{}, fmt.Errorf("publish to %s: %w", t.name, ErrTopicFull)
 		}
-		if err := t.space.waitUntil(ctx, func() bool { return !t.full() }); err != nil {
+		// a closed topic stops the wait: the push below then says ErrClosed
+		if err := t.space.waitUntil(ctx, func() bool { return !t.full() || t.parts[0].closed.Load() }); err != nil {
 			return Position{}, fmt.Errorf("publish to %s: waiting for room: %w", t.name, err)
 		}
 	}
