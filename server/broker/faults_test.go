@@ -153,3 +153,28 @@ func TestMultiPartitionLongPollAndCredit(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupCreateFailure: a group whose start could not be recorded is not
+// created, leaves no state behind, and its id is not handed out again.
+func TestGroupCreateFailure(t *testing.T) {
+	e := newMemEnv(t, nil)
+	tp := e.topic("q", TopicConfig{})
+	e.stores.failAppend.Store(true)
+	if _, err := tp.Group("g", GroupConfig{DeadLetter: "-"}); err == nil {
+		t.Fatal("group created while the event log fails")
+	}
+	e.stores.failAppend.Store(false)
+	barrier(t, e.b)
+	if n := len(tp.parts[0].order); n != 0 {
+		t.Fatalf("%d group states left behind", n)
+	}
+	g := e.group(tp, "g", GroupConfig{DeadLetter: "-"})
+	if g.ID() != 2 {
+		t.Fatalf("group id %d, want 2 (1 was burned)", g.ID())
+	}
+	e.restart()
+	tp, _ = e.b.Topic("q")
+	if gs := tp.Groups(); len(gs) != 1 || gs[0].ID() != 2 {
+		t.Fatalf("groups after restart %v", gs)
+	}
+}
