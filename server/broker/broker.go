@@ -60,6 +60,14 @@ func Open(dir string, opts Options) (*Broker, error) {
 	}
 	var opened []*Topic
 	for _, ct := range b.cat.Topics {
+		if _, err := os.Stat(b.topicDir(ct.ID)); err != nil {
+			// The catalog says the topic exists: opening empty logs in
+			// its place would silently drop its messages and state.
+			for _, t := range opened {
+				t.stop()
+			}
+			return nil, fmt.Errorf("open broker %s: %w: topic %s: %v", dir, ErrCorruptState, ct.Name, err)
+		}
 		t, err := b.openTopic(ct)
 		if err != nil {
 			for _, t := range opened {
@@ -237,6 +245,11 @@ func (b *Broker) createTopicLocked(name TopicName, cfg TopicConfig) (*Topic, err
 	cat := b.cat
 	cat.NextTopicID++
 	cat.Topics = append(append([]catTopic(nil), b.cat.Topics...), ct)
+	// The id was never in a saved catalog, so anything in its directory is
+	// left from a create that crashed before the catalog was written.
+	if err := os.RemoveAll(b.topicDir(ct.ID)); err != nil {
+		return nil, fmt.Errorf("create topic %s: %w", name, err)
+	}
 	t, err := b.openTopic(ct)
 	if err != nil {
 		return nil, fmt.Errorf("create topic %s: %w", name, err)

@@ -178,3 +178,17 @@ func TestGroupCreateFailure(t *testing.T) {
 		t.Fatalf("groups after restart %v", gs)
 	}
 }
+
+func TestMissingTopicDirRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("q", TopicConfig{})
+	e.publish(tp, "a")
+	e.b.Close()
+	e.b = nil
+	if err := os.RemoveAll(tp.dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(e.dir, e.opts()); !errors.Is(err, ErrCorruptState) {
+		t.Fatalf("open with a topic directory missing: %v", err)
+	}
+}
