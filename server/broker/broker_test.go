@@ -388,3 +388,46 @@ func TestCRCMismatch(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestDurabilityPolicies(t *testing.T) {
+	for _, d := range []Durability{DurabilitySync, DurabilityGroup, DurabilityNone} {
+		t.Run(string(d), func(t *testing.T) {
+			e := newEnv(t, nil)
+			tp := e.topic("q", TopicConfig{Durability: d, Partitions: 2})
+			g := e.group(tp, "g", GroupConfig{})
+			for i := range 6 {
+				e.publish(tp, fmt.Sprint(i))
+			}
+			var acked, kept []string
+			for len(acked)+len(kept) < 6 {
+				for _, dl := range e.poll(g, 6) {
+					if dl.Handle.Seq%2 == 0 {
+						if err := e.settle(dl, Ack()); err != nil {
+							t.Fatal(err)
+						}
+						acked = append(acked, string(dl.Data))
+					} else {
+						kept = append(kept, string(dl.Data))
+					}
+				}
+			}
+			e.restart() // graceful: even "none" is flushed at Close
+			tp, _ = e.b.Topic("q")
+			g, _ = tp.FindGroup("g")
+			var again []string
+			for len(again) < len(kept) {
+				for _, dl := range e.poll(g, 6) {
+					if dl.Attempt != 2 {
+						t.Fatalf("attempt %d after restart", dl.Attempt)
+					}
+					again = append(again, string(dl.Data))
+				}
+			}
+			slices.Sort(kept)
+			slices.Sort(again)
+			if !slices.Equal(kept, again) {
+				t.Fatalf("redelivered %v, want %v", again, kept)
+			}
+		})
+	}
+}
