@@ -56,6 +56,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 		gp.restored()
 		gp.ev = &p.ev
 	}
+	p.sampleSizes()
 	_, p.durEvents = events.Bounds()
 	p.safeLow = p.lowFrontier()
 	p.publishStats()
@@ -147,5 +148,25 @@ func (p *partition) closeStores() {
 	}
 	if err := p.events.Close(); err != nil {
 		p.closeErr = errors.Join(p.closeErr, fmt.Errorf("topic %s partition %d: close events: %w", p.t.name, p.idx, err))
+	}
+}
+
+// sampleSizes seeds the average record size (used for max_bytes and the
+// unsettled-bytes limit) from the last records, so limits hold right after
+// a restart too.
+func (p *partition) sampleSizes() {
+	if p.last < p.first {
+		return
+	}
+	from := p.first
+	if p.last-from >= 100 {
+		from = p.last - 99
+	}
+	if err := p.data.Scan(from, 1<<20, func(r seglog.Record) bool {
+		p.totalBytes += int64(len(r.Data))
+		p.totalMsgs++
+		return true
+	}); err != nil {
+		p.t.b.logf("topic %s partition %d: sampling record sizes: %v", p.t.name, p.idx, err)
 	}
 }
