@@ -41,12 +41,12 @@ func (s *testStores) open(dir string, _ seglog.Policy) (seglog.Store, error) {
 }
 
 type testLog struct {
-	mu    sync.Mutex
-	set   *testStores
+	mu     sync.Mutex
+	set    *testStores
 	open   bool
 	events bool
 	first  seglog.Seq
-	recs  []seglog.Record // recs[i].Seq == first+i
+	recs   []seglog.Record // recs[i].Seq == first+i
 }
 
 var errTestClosed = errors.New("test store closed")
