@@ -101,6 +101,8 @@ func TestSettleErrors(t *testing.T) {
 		{"unknown group", Handle{tp.ID(), 99, 0, 1, 1}, Ack(), ErrUnknownHandle},
 		{"unknown partition", Handle{tp.ID(), g.ID(), 5, 1, 1}, Ack(), ErrUnknownHandle},
 		{"never delivered", Handle{tp.ID(), g.ID(), 0, 50, 1}, Ack(), ErrUnknownHandle},
+		{"offset 0", Handle{tp.ID(), g.ID(), 0, 0, 1}, Ack(), ErrUnknownHandle},
+		{"attempt 0", Handle{tp.ID(), g.ID(), 0, d1.Handle.Seq, 0}, Ack(), ErrUnknownHandle},
 		{"extend ok", d2.Handle, Extend(time.Minute), nil},
 		{"ack ok", d2.Handle, Ack(), nil},
 		{"ack again ok", d2.Handle, Ack(), nil},

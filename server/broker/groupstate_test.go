@@ -76,7 +76,7 @@ func (m *model) poll(max int) []Seq {
 }
 
 func (m *model) settle(s Seq, attempt uint32, op SettleOp) error {
-	if s < 1 || int(s) > len(m.offs) {
+	if s < 1 || int(s) > len(m.offs) || attempt == 0 {
 		return ErrUnknownHandle
 	}
 	o := m.get(s)
@@ -218,6 +218,9 @@ func TestGroupStateModel(t *testing.T) {
 				var a uint32 = 1
 				if hs := handles[s]; len(hs) > 0 {
 					a = hs[r.IntN(len(hs))]
+				}
+				if r.IntN(20) == 0 {
+					a = 0
 				}
 				sop := SettleOp{Kind: kinds[r.IntN(len(kinds))], Delay: time.Duration(r.IntN(3) * 50)}
 				want := m.settle(s, a, sop)
