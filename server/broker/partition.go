@@ -446,14 +446,24 @@ func (p *partition) commitEvents() {
 		from = cut
 	}
 	first, err := p.events.Append(p.evEntries)
-	seq := first + Seq(len(p.evEntries)) - 1
-	p.snapEvents += p.ev.n
-	p.ev.b, p.ev.n, p.ev.cuts, p.ev.from = p.ev.b[:0], 0, p.ev.cuts[:0], 0
+	clear(p.evEntries)
 	if err != nil {
 		p.roundErr = fmt.Errorf("topic %s partition %d: event log: %w", p.t.name, p.idx, err)
 		p.t.b.logf("%v", p.roundErr)
+		// The state changes are made; keep their events and write them
+		// ahead of the next round's, so a log that recovers (disk space
+		// returns) still records them. Past a bound, the next snapshot
+		// (which holds the whole state) has to do.
+		if len(p.ev.b) > maxRetainedEvents {
+			p.t.b.logf("topic %s partition %d: dropping %d unwritten events; the next snapshot records their state", p.t.name, p.idx, p.ev.n)
+			p.snapEvents += p.ev.n
+			p.ev.b, p.ev.n, p.ev.cuts, p.ev.from = p.ev.b[:0], 0, p.ev.cuts[:0], 0
+		}
 		return
 	}
+	seq := first + Seq(len(p.evEntries)) - 1
+	p.snapEvents += p.ev.n
+	p.ev.b, p.ev.n, p.ev.cuts, p.ev.from = p.ev.b[:0], 0, p.ev.cuts[:0], 0
 	p.lastEventSeq = seq
 	if !p.pipelined {
 		p.durEvents = seq
@@ -464,6 +474,10 @@ func (p *partition) commitEvents() {
 		}
 	}
 }
+
+// maxRetainedEvents bounds the events kept in memory while the event log
+// refuses writes.
+const maxRetainedEvents = 64 << 20
 
 // snapshot writes the consumer state and drops the events it covers.
 func (p *partition) snapshot() error {
