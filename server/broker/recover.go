@@ -26,11 +26,11 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	if policy == seglog.PolicyGroup && !o.serialCommit {
 		policy, pipelined = seglog.PolicyNone, true
 	}
-	data, err := o.OpenStore(filepath.Join(dir, dataLogName), policy)
+	data, err := t.openStore(filepath.Join(dir, dataLogName), false, policy)
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: data log: %w", idx, err)
 	}
-	events, err := o.OpenStore(filepath.Join(dir, eventsLogName), policy)
+	events, err := t.openStore(filepath.Join(dir, eventsLogName), true, policy)
 	if err != nil {
 		data.Close()
 		return nil, fmt.Errorf("partition %d: event log: %w", idx, err)
