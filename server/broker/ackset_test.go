@@ -83,6 +83,15 @@ func TestAckSetModel(t *testing.T) {
 			if got := a.nextUnsettled(q); got != want {
 				t.Fatalf("seed %d: nextUnsettled(%d) = %d, want %d", seed, q, got, want)
 			}
+			var above uint64
+			for q := a.frontier; q <= 310; q++ {
+				if model[q] {
+					above++
+				}
+			}
+			if a.above != above {
+				t.Fatalf("seed %d: above = %d, want %d", seed, a.above, above)
+			}
 			// invariants: spans sorted, disjoint, non-adjacent, above frontier
 			prev := a.frontier
 			for _, sp := range a.spans {

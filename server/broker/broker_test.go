@@ -433,3 +433,22 @@ func TestDurabilityPolicies(t *testing.T) {
 		})
 	}
 }
+
+func TestGroupInfoCountsOutOfOrderAcks(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("q", TopicConfig{})
+	g := e.group(tp, "g", GroupConfig{})
+	for i := range 5 {
+		e.publish(tp, fmt.Sprint(i))
+	}
+	ds := e.poll(g, 5)
+	for _, i := range []int{1, 3} {
+		if err := e.settle(ds[i], Ack()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "pending 3, inflight 3", func() bool {
+		in := g.Info()
+		return in.Pending == 3 && in.Inflight == 3
+	})
+}

@@ -272,7 +272,8 @@ func TestGroupStateModel(t *testing.T) {
 					fail("snapshot: %v", err)
 				}
 				g2 := newGroupState(1, lease, md, sgs[0].frontier)
-				g2.next, g2.acks.spans, g2.pending = sgs[0].next, sgs[0].spans, sgs[0].pending
+				g2.next, g2.pending = sgs[0].next, sgs[0].pending
+				g2.acks.setSpans(sgs[0].spans)
 				g2.restored()
 				g3 := newGroupState(1, lease, md, 1)
 				if err := decodeEvents(history, func(k byte, _ GroupID, s Seq, a uint64) { g3.apply(k, s, a) }); err != nil {

@@ -555,15 +555,11 @@ func (p *partition) publishStats() {
 	p.stBytes.Store(retained * p.avgSize())
 	for _, gp := range p.order {
 		gp.stInflight.Store(int64(gp.nInflight))
-		f := gp.frontier()
-		if f < p.first {
-			f = p.first
-		}
 		pend := int64(0)
-		if p.last >= f {
-			pend = int64(p.last - f + 1)
+		if f := gp.frontier(); p.last >= f {
+			pend = int64(p.last-f+1) - int64(gp.acks.above)
 		}
-		gp.stPending.Store(pend)
+		gp.stPending.Store(max(pend, 0))
 	}
 	if unsettled < old && p.t.space.waiting() {
 		p.t.space.broadcast()

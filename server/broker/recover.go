@@ -89,7 +89,8 @@ func (p *partition) recoverState() error {
 				continue // deleted group
 			}
 			gs := newGroupState(sg.id, gp.leaseNs, gp.maxDeliveries, sg.frontier)
-			gs.next, gs.acks.spans, gs.pending = sg.next, sg.spans, sg.pending
+			gs.next, gs.pending = sg.next, sg.pending
+			gs.acks.setSpans(sg.spans)
 			gp.groupState = gs
 		}
 		from = seq + 1
