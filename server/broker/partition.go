@@ -112,6 +112,8 @@ type partition struct {
 	pending     []syncBatch
 	syncing     bool
 	syncReq     chan struct{}
+	wantData    atomic.Uint64 // sync targets handed to the syncer
+	wantEvents  atomic.Uint64
 	syncStop    chan struct{}
 	syncDone    chan struct{}
 	syncStopped bool
@@ -299,6 +301,8 @@ func (p *partition) requestSync() {
 		return
 	}
 	p.syncing = true
+	p.wantData.Store(uint64(p.last))
+	p.wantEvents.Store(uint64(p.lastEventSeq))
 	p.syncReq <- struct{}{} // capacity 1 and only one request outstanding
 }
 
@@ -380,6 +384,17 @@ func (p *partition) syncer() {
 }
 
 func (p *partition) syncBoth() (data, events Seq, dataErr, eventsErr error) {
+	// Only a log behind its target needs an fsync; with one, no goroutine.
+	needData := p.data.Durable() < Seq(p.wantData.Load())
+	needEvents := p.events.Durable() < Seq(p.wantEvents.Load())
+	switch {
+	case !needEvents:
+		data, dataErr = p.data.Sync()
+		return data, p.events.Durable(), dataErr, nil
+	case !needData:
+		events, eventsErr = p.events.Sync()
+		return p.data.Durable(), events, nil, eventsErr
+	}
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
@@ -604,6 +619,8 @@ func (p *partition) shutdown() {
 		<-p.syncDone
 		p.syncStopped = true
 		if len(p.pending) > 0 {
+			p.wantData.Store(uint64(p.last))
+			p.wantEvents.Store(uint64(p.lastEventSeq))
 			d, e, derr, eerr := p.syncBoth()
 			p.synced(d, e, derr, eerr) // with no error, everything is durable now
 		}
