@@ -1,0 +1,650 @@
+package broker
+
+import (
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/fibrilmq/fibril/server/seglog"
+)
+
+type cmdKind uint8
+
+const (
+	cmdPublish cmdKind = iota + 1
+	cmdSettle
+	cmdPoll
+)
+
+// command is one request to a partition actor, carried by value in its ring.
+type command struct {
+	kind cmdKind
+	// publish
+	subject string
+	hdrLen  int
+	body    []byte // header block followed by payload; owned by the command
+	pubDone func(Position, error)
+	// settle
+	h       Handle
+	op      SettleOp
+	setDone func(error)
+	// poll
+	poll *pollWaiter
+}
+
+// groupPart is a group's state in one partition plus who waits on it. Only
+// the actor touches it, except the st* atomics, which Info reads.
+type groupPart struct {
+	*groupState
+	g       *Group
+	waiters []*pollWaiter
+	subs    []*Subscription
+	rr      int
+
+	stInflight atomic.Int64
+	stPending  atomic.Int64 // retained, not settled (ready + inflight + unseen)
+}
+
+// partition is one partition of a topic and the actor that owns it. All
+// fields below "actor state" are touched by the actor goroutine only.
+type partition struct {
+	t      *Topic
+	idx    Partition
+	dir    string
+	data   seglog.Store
+	events seglog.Store
+	clock  Clock
+
+	q       cmdQueue
+	ctl     ctlStack
+	wk      *waker
+	room    signal // ring room, for blocked sync callers
+	quit    chan struct{}
+	done    chan struct{}
+	pushing atomic.Int64
+	closed  atomic.Bool
+
+	// stats, written by the actor, read by anyone
+	stFirst, stLast atomic.Uint64
+	stUnsettled     atomic.Int64
+	stBytes         atomic.Int64 // bytes of retained records (approximate)
+	stAvg           atomic.Int64 // average record size
+
+	// actor state
+	groups        map[GroupID]*groupPart
+	order         []*groupPart
+	first, last   Seq
+	stopping      bool
+	cmds          []command
+	ctls          []func(*partition)
+	entries       []seglog.Entry
+	evEntries     []seglog.Entry
+	pubs          []*command
+	meta          []byte
+	ev            evSink
+	after         []func()
+	now           int64
+	timerAt       int64
+	timerStop     func() bool
+	timerFired    atomic.Bool
+	snapEvents    int
+	lastEventSeq  Seq
+	lastRetention int64
+	askedCut      Seq // last TruncateFront point asked of the data log
+	dlqRetry      bool
+	totalBytes    int64 // payload bytes appended since open, for the average
+	totalMsgs     int64
+	closeErr      error // set by the actor before done closes
+
+	// Group commit (durability "group"): the logs are written without
+	// fsync and a syncer goroutine fsyncs both while the actor goes on;
+	// each round's completions wait in pending until their records are
+	// durable. With "sync" and "none" rounds complete at once.
+	pipelined   bool
+	pubRes      []pubResult
+	roundErr    error // append error of this round
+	commitErr   error // error of the batch whose completions run now
+	minDeliv    Seq   // lowest offset delivered this round (0: none)
+	durData     Seq   // highest data offset known durable: deliverable
+	durEvents   Seq   // highest event record known durable
+	safeLow     Seq   // lowest group frontier that is durable (retention)
+	pending     []syncBatch
+	syncing     bool
+	syncReq     chan struct{}
+	wantData    atomic.Uint64 // sync targets handed to the syncer
+	wantEvents  atomic.Uint64
+	syncStop    chan struct{}
+	syncDone    chan struct{}
+	syncStopped bool
+}
+
+// pubResult is a publish completion waiting for its batch to be durable.
+type pubResult struct {
+	done func(Position, error)
+	pos  Position
+}
+
+// syncBatch is one round's completions, run once data up to data and
+// events up to events are durable.
+type syncBatch struct {
+	data, events Seq
+	low          Seq   // lowest group frontier after the round
+	minDeliv     Seq   // lowest offset delivered in the round (0: none)
+	err          error // the round's events (or their fsync) failed
+	dataErr      error // the data fsync failed: publishes are not durable
+	pubs         []pubResult
+	after        []func()
+}
+
+// push hands a command to the actor without blocking.
+func (p *partition) push(c *command) error {
+	p.pushing.Add(1)
+	defer p.pushing.Add(-1)
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if !p.q.push(c) {
+		return ErrQueueFull
+	}
+	p.wk.wake()
+	return nil
+}
+
+// control runs fn on the actor. It never fails; fn is dropped if the actor
+// has stopped (and then it must not matter).
+func (p *partition) control(fn func(p *partition)) {
+	p.ctl.push(fn)
+	p.wk.wake()
+}
+
+// run is the actor loop: take what arrived, process it as one round, park
+// when a round found nothing to do.
+func (p *partition) run() {
+	defer close(p.done)
+	for {
+		p.cmds = p.q.drain(p.cmds[:0], p.t.b.opts.MaxBatch)
+		p.ctls = p.ctl.takeAll(p.ctls[:0])
+		idle := len(p.cmds) == 0 && len(p.ctls) == 0
+		p.round()
+		if p.room.waiting() {
+			p.room.broadcast()
+		}
+		if !idle {
+			continue
+		}
+		if p.stopping {
+			p.shutdown()
+			return
+		}
+		p.wk.sleeping.Store(true)
+		if !p.q.empty() || !p.ctl.empty() {
+			p.wk.sleeping.Store(false)
+			continue
+		}
+		select {
+		case <-p.wk.ch:
+		case <-p.quit:
+			p.stopping = true
+		}
+		p.wk.sleeping.Store(false)
+	}
+}
+
+// round processes one batch: control closures, publishes (one append),
+// settles and polls, lease expiry, dead-lettering, dispatch to waiters, one
+// event append, then every completion.
+func (p *partition) round() {
+	p.now = p.clock.Now().UnixNano()
+	p.roundErr, p.minDeliv = nil, 0
+	if p.timerFired.Swap(false) {
+		p.timerAt = 0
+	}
+	for i, fn := range p.ctls {
+		fn(p)
+		p.ctls[i] = nil
+	}
+	p.pubs = p.pubs[:0]
+	for i := range p.cmds {
+		c := &p.cmds[i]
+		switch c.kind {
+		case cmdPublish:
+			p.pubs = append(p.pubs, c)
+		case cmdSettle:
+			p.settle(c)
+		case cmdPoll:
+			p.addPoll(c.poll)
+		}
+	}
+	if len(p.pubs) > 0 {
+		p.appendData()
+	}
+	for _, gp := range p.order {
+		gp.expire(p.now)
+		gp.compact()
+	}
+	p.sendDeadLetters()
+	p.dispatch()
+	p.commitEvents()
+	p.finishRound()
+	for i := range p.cmds {
+		p.cmds[i] = command{}
+	}
+	p.retain()
+	p.publishStats()
+	p.armTimer()
+}
+
+// appendData writes this round's publishes as one batch and completes them.
+func (p *partition) appendData() {
+	need := 0
+	for _, c := range p.pubs {
+		need += 1 + binary.MaxVarintLen64 + len(c.subject)
+	}
+	if cap(p.meta) < need {
+		p.meta = make([]byte, 0, need)
+	}
+	m := p.meta[:0]
+	p.entries = p.entries[:0]
+	for _, c := range p.pubs {
+		start := len(m)
+		m = encodeMeta(m, c.hdrLen, c.subject)
+		p.entries = append(p.entries, seglog.Entry{Meta: m[start:len(m):len(m)], Data: c.body, Time: p.now})
+	}
+	first, err := p.data.Append(p.entries)
+	for i := range p.entries {
+		p.entries[i] = seglog.Entry{}
+	}
+	if err != nil {
+		err = fmt.Errorf("topic %s partition %d: append: %w", p.t.name, p.idx, err)
+		for _, c := range p.pubs {
+			done := c.pubDone
+			p.after = append(p.after, func() { done(Position{}, err) })
+		}
+		_, p.last = p.data.Bounds()
+		return
+	}
+	for i, c := range p.pubs {
+		p.totalBytes += int64(len(c.body))
+		p.totalMsgs++
+		p.pubRes = append(p.pubRes, pubResult{done: c.pubDone, pos: Position{Partition: p.idx, Seq: first + Seq(i)}})
+	}
+	p.last = first + Seq(len(p.pubs)) - 1
+	if !p.pipelined {
+		p.durData = p.last
+	}
+}
+
+// finishRound runs the round's completions now, or queues them until the
+// round's records are durable and asks the syncer for an fsync.
+func (p *partition) finishRound() {
+	written := p.last > p.durData || p.lastEventSeq > p.durEvents
+	if len(p.pubRes) == 0 && len(p.after) == 0 && p.roundErr == nil && (!p.pipelined || !written) {
+		if len(p.pending) == 0 {
+			p.safeLow = p.lowFrontier()
+		}
+		return
+	}
+	b := syncBatch{data: p.last, events: p.lastEventSeq, low: p.lowFrontier(), minDeliv: p.minDeliv,
+		err: p.roundErr, pubs: p.pubRes, after: p.after}
+	p.pubRes, p.after = nil, nil
+	if !p.pipelined || (len(p.pending) == 0 && b.data <= p.durData && b.events <= p.durEvents) {
+		p.complete(&b)
+		return
+	}
+	p.pending = append(p.pending, b)
+	p.requestSync()
+}
+
+func (p *partition) requestSync() {
+	if p.syncing || p.syncStopped {
+		return
+	}
+	p.syncing = true
+	p.wantData.Store(uint64(p.last))
+	p.wantEvents.Store(uint64(p.lastEventSeq))
+	p.syncReq <- struct{}{} // capacity 1 and only one request outstanding
+}
+
+// complete runs a batch's completions; p.commitErr tells them the outcome.
+func (p *partition) complete(b *syncBatch) {
+	p.commitErr = b.err
+	for _, r := range b.pubs {
+		// the data is durable even if the round's events failed
+		if b.dataErr != nil {
+			r.done(Position{}, b.dataErr)
+		} else {
+			r.done(r.pos, nil)
+		}
+	}
+	for _, fn := range b.after {
+		fn()
+	}
+	p.commitErr = nil
+	if b.err == nil {
+		p.safeLow = b.low
+	}
+	// keep the slices for the next rounds
+	clear(b.pubs)
+	clear(b.after)
+	if p.pubRes == nil {
+		p.pubRes = b.pubs[:0]
+	}
+	if p.after == nil {
+		p.after = b.after[:0]
+	}
+}
+
+// synced (actor) takes the syncer's result and completes every batch that
+// is now durable; a sync error fails them all (the log refuses to report
+// anything durable after a failed fsync).
+func (p *partition) synced(data, events Seq, dataErr, eventsErr error) {
+	p.syncing = false
+	p.durData = max(p.durData, data)
+	p.durEvents = max(p.durEvents, events)
+	failed := dataErr != nil || eventsErr != nil
+	n := 0
+	for n < len(p.pending) {
+		b := &p.pending[n]
+		if !failed && (b.data > p.durData || b.events > p.durEvents) {
+			break
+		}
+		if dataErr != nil && b.data > p.durData {
+			b.dataErr = fmt.Errorf("topic %s partition %d: sync data: %w", p.t.name, p.idx, dataErr)
+		}
+		if b.err == nil {
+			if eventsErr != nil && b.events > p.durEvents {
+				b.err = fmt.Errorf("topic %s partition %d: sync events: %w", p.t.name, p.idx, eventsErr)
+			} else if b.dataErr != nil {
+				b.err = b.dataErr
+			}
+		}
+		p.complete(b)
+		n++
+	}
+	p.pending = p.pending[:copy(p.pending, p.pending[n:])]
+	if len(p.pending) > 0 {
+		p.requestSync()
+	}
+}
+
+// syncer fsyncs both logs whenever the actor asks, in parallel, and hands
+// the durable points back through the control stack.
+func (p *partition) syncer() {
+	defer close(p.syncDone)
+	for {
+		select {
+		case <-p.syncReq:
+		case <-p.syncStop:
+			return
+		}
+		d, e, derr, eerr := p.syncBoth()
+		p.control(func(p *partition) { p.synced(d, e, derr, eerr) })
+	}
+}
+
+func (p *partition) syncBoth() (data, events Seq, dataErr, eventsErr error) {
+	// Only a log behind its target needs an fsync; with one, no goroutine.
+	needData := p.data.Durable() < Seq(p.wantData.Load())
+	needEvents := p.events.Durable() < Seq(p.wantEvents.Load())
+	switch {
+	case !needEvents:
+		data, dataErr = p.data.Sync()
+		return data, p.events.Durable(), dataErr, nil
+	case !needData:
+		events, eventsErr = p.events.Sync()
+		return p.data.Durable(), events, nil, eventsErr
+	}
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		events, eventsErr = p.events.Sync()
+	}()
+	data, dataErr = p.data.Sync()
+	<-ch
+	return data, events, dataErr, eventsErr
+}
+
+// Record meta layout in the data log: a flags byte (0 today; later
+// features such as a TTL, a priority or a message id set a bit and append
+// their field, so old records stay readable), the header length (uvarint),
+// then the subject.
+const metaV0 byte = 0
+
+func encodeMeta(b []byte, hdrLen int, subject string) []byte {
+	b = append(b, metaV0)
+	b = binary.AppendUvarint(b, uint64(hdrLen))
+	return append(b, subject...)
+}
+
+func decodeMeta(b []byte) (hdrLen int, subject string, err error) {
+	if len(b) == 0 || b[0] != metaV0 {
+		return 0, "", fmt.Errorf("%w: record meta flags", ErrCorruptState)
+	}
+	h, n := binary.Uvarint(b[1:])
+	if n <= 0 || h > 1<<31 {
+		return 0, "", fmt.Errorf("%w: record meta", ErrCorruptState)
+	}
+	return int(h), string(b[1+n:]), nil
+}
+
+// settle applies one settle command; its answer waits for the event commit.
+func (p *partition) settle(c *command) {
+	done := c.setDone
+	gp := p.groups[c.h.Group]
+	var err error
+	if gp == nil {
+		err = fmt.Errorf("%w: group %d not in topic %s", ErrUnknownHandle, c.h.Group, p.t.name)
+	} else {
+		err = gp.settle(c.h.Seq, c.h.Attempt, c.op, p.now)
+	}
+	if done != nil {
+		p.after = append(p.after, func() {
+			if err == nil {
+				err = p.commitErr
+			}
+			done(err)
+		})
+	}
+}
+
+// commitEvents appends this round's events as one record. A failure is
+// reported to the settle callers of this round.
+func (p *partition) commitEvents() {
+	if len(p.ev.b) == 0 {
+		return
+	}
+	p.evEntries = p.evEntries[:0]
+	from := 0
+	for _, cut := range append(p.ev.cuts, len(p.ev.b)) {
+		p.evEntries = append(p.evEntries, seglog.Entry{Data: p.ev.b[from:cut], Time: p.now})
+		from = cut
+	}
+	first, err := p.events.Append(p.evEntries)
+	clear(p.evEntries)
+	if err != nil {
+		p.roundErr = fmt.Errorf("topic %s partition %d: event log: %w", p.t.name, p.idx, err)
+		p.t.b.logf("%v", p.roundErr)
+		// The state changes are made; keep their events and write them
+		// ahead of the next round's, so a log that recovers (disk space
+		// returns) still records them. Past a bound, the next snapshot
+		// (which holds the whole state) has to do.
+		if len(p.ev.b) > maxRetainedEvents {
+			p.t.b.logf("topic %s partition %d: dropping %d unwritten events; the next snapshot records their state", p.t.name, p.idx, p.ev.n)
+			p.snapEvents += p.ev.n
+			p.ev.b, p.ev.n, p.ev.cuts, p.ev.from = p.ev.b[:0], 0, p.ev.cuts[:0], 0
+		}
+		return
+	}
+	seq := first + Seq(len(p.evEntries)) - 1
+	p.snapEvents += p.ev.n
+	p.ev.b, p.ev.n, p.ev.cuts, p.ev.from = p.ev.b[:0], 0, p.ev.cuts[:0], 0
+	p.lastEventSeq = seq
+	if !p.pipelined {
+		p.durEvents = seq
+	}
+	if p.snapEvents >= p.t.b.opts.SnapshotEvery {
+		if err := p.snapshot(); err != nil {
+			p.t.b.logf("%v", err)
+		}
+	}
+}
+
+// maxRetainedEvents bounds the events kept in memory while the event log
+// refuses writes.
+const maxRetainedEvents = 64 << 20
+
+// snapshot writes the consumer state and drops the events it covers.
+func (p *partition) snapshot() error {
+	if p.pipelined {
+		// The snapshot covers events up to lastEventSeq: they must be on
+		// disk first, or a crash could leave the log short of the snapshot.
+		if _, err := p.events.Sync(); err != nil {
+			return fmt.Errorf("topic %s partition %d: snapshot: sync events: %w", p.t.name, p.idx, err)
+		}
+	}
+	gs := make([]*groupState, 0, len(p.order))
+	for _, gp := range p.order {
+		gs = append(gs, gp.groupState)
+	}
+	if err := writeFileAtomic(p.dir, snapName, encodeSnapshot(p.lastEventSeq, gs)); err != nil {
+		return fmt.Errorf("topic %s partition %d: snapshot: %w", p.t.name, p.idx, err)
+	}
+	p.snapEvents = 0
+	if err := p.events.TruncateFront(p.lastEventSeq + 1); err != nil {
+		return fmt.Errorf("topic %s partition %d: truncate events: %w", p.t.name, p.idx, err)
+	}
+	return nil
+}
+
+// armTimer makes sure the actor wakes for the earliest lease end, nack
+// delay, retention pass or dead-letter retry.
+func (p *partition) armTimer() {
+	var at int64
+	min := func(t int64) {
+		if t != 0 && (at == 0 || t < at) {
+			at = t
+		}
+	}
+	for _, gp := range p.order {
+		min(gp.nextDeadline())
+	}
+	if p.retentionDue() {
+		min(p.lastRetention + int64(p.t.b.opts.RetentionInterval))
+	}
+	if p.dlqRetry {
+		min(p.now + 10e6)
+	}
+	if at == 0 || (p.timerAt != 0 && p.timerAt <= at) {
+		return
+	}
+	if p.timerStop != nil {
+		p.timerStop()
+	}
+	p.timerAt = at
+	d := at - p.now
+	if d < 0 {
+		d = 0
+	}
+	p.timerStop = p.clock.AfterFunc(durationNs(d), func() {
+		p.timerFired.Store(true)
+		p.wk.kick()
+	})
+}
+
+// publishStats copies counters for Info and backpressure.
+func (p *partition) publishStats() {
+	p.stFirst.Store(uint64(p.first))
+	p.stLast.Store(uint64(p.last))
+	low := p.lowFrontier()
+	var unsettled int64
+	if p.last >= low {
+		unsettled = int64(p.last - low + 1)
+	}
+	old := p.stUnsettled.Swap(unsettled)
+	retained := int64(0)
+	if p.last >= p.first {
+		retained = int64(p.last - p.first + 1)
+	}
+	p.stAvg.Store(p.avgSize())
+	p.stBytes.Store(retained * p.avgSize())
+	for _, gp := range p.order {
+		gp.stInflight.Store(int64(gp.nInflight))
+		pend := int64(0)
+		if f := gp.frontier(); p.last >= f {
+			pend = int64(p.last-f+1) - int64(gp.acks.above)
+		}
+		gp.stPending.Store(max(pend, 0))
+	}
+	if unsettled < old && p.t.space.waiting() {
+		p.t.space.broadcast()
+	}
+}
+
+func (p *partition) avgSizeShared() int64 { return p.stAvg.Load() }
+
+func (p *partition) avgSize() int64 {
+	if p.totalMsgs == 0 {
+		return 0
+	}
+	return p.totalBytes / p.totalMsgs
+}
+
+// lowFrontier is the lowest offset some group has not settled; with no
+// group, the first retained offset (nothing is settled).
+func (p *partition) lowFrontier() Seq {
+	low := p.first
+	if len(p.order) > 0 {
+		low = p.order[0].frontier()
+		for _, gp := range p.order[1:] {
+			if f := gp.frontier(); f < low {
+				low = f
+			}
+		}
+	}
+	if low < p.first {
+		low = p.first
+	}
+	return low
+}
+
+// shutdown runs on the actor after the last round: fail waiters, snapshot,
+// close the logs.
+func (p *partition) shutdown() {
+	if p.timerStop != nil {
+		p.timerStop()
+	}
+	if p.pipelined {
+		close(p.syncStop)
+		<-p.syncDone
+		p.syncStopped = true
+		if len(p.pending) > 0 {
+			p.wantData.Store(uint64(p.last))
+			p.wantEvents.Store(uint64(p.lastEventSeq))
+			d, e, derr, eerr := p.syncBoth()
+			p.synced(d, e, derr, eerr) // with no error, everything is durable now
+		}
+	}
+	for _, gp := range p.order {
+		for _, w := range gp.waiters {
+			if w.claim() {
+				w.finish(nil, ErrClosed)
+			}
+		}
+		gp.waiters = nil
+	}
+	if err := p.snapshot(); err != nil {
+		p.t.b.logf("%v", err)
+	}
+	p.closeStores()
+}
+
+// stop ends intake, lets the actor finish what it has, and waits for it.
+func (p *partition) stop() {
+	p.closed.Store(true)
+	for p.pushing.Load() != 0 {
+		runtime.Gosched() // a producer is between its closed check and its push
+	}
+	close(p.quit)
+	<-p.done
+}
