@@ -3,6 +3,7 @@ module github.com/fibrilmq/fibril
 go 1.26.8
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/panjf2000/gnet/v2 v2.9.7
 	golang.org/x/crypto v0.59.0
