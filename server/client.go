@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server/broker"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,7 +76,8 @@ type client struct {
 	laneQ       []laneFunc // durable commands queued on the lane, in order
 	outHigh     int        // bytes the transport still holds (owner reports)
 	dropped     uint64
-	pendingAuth *authResult // a finished off-loop password check
+	pendingAuth *authResult     // a finished off-loop password check
+	ackOnWrite  []broker.Handle // deliveries in out to ack once written
 }
 
 // answer is one slot in the per-connection reorder queue: commands are
@@ -193,17 +195,20 @@ func (c *client) beginInput() {
 
 // takeOut hands the outbox to the owner goroutine and clears the wake flag,
 // so a later queueOut wakes the owner again. transportPending is what the
-// transport still holds from earlier writes. It reports whether the
+// transport still holds from earlier writes. acks are deliveries in out to
+// settle once out is written (settleWritten). It reports whether the
 // connection must be closed after writing out.
-func (c *client) takeOut(transportPending int, spare []byte) (out []byte, closeAfter bool) {
+func (c *client) takeOut(transportPending int, spare []byte) (out []byte, acks []broker.Handle, closeAfter bool) {
 	c.mu.Lock()
 	out = c.out
+	acks = c.ackOnWrite
+	c.ackOnWrite = nil
 	c.out = spare[:0]
 	c.wakePending = false
 	c.outHigh = transportPending
 	closeAfter = c.closing
 	c.mu.Unlock()
-	return out, closeAfter
+	return out, acks, closeAfter
 }
 
 // closeWith queues err (already encoded, may be nil) as the last bytes of
