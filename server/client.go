@@ -14,14 +14,15 @@ import (
 // transport is what a client needs from the connection under it: the gnet
 // connection or the TLS connection. Every method is safe from any goroutine.
 type transport interface {
-	// wake asks the input goroutine to call client.flush soon.
+	// wake asks the owner to take the outbox (client.takeOut) and write
+	// it soon; if the client is closing, the owner closes after writing.
 	wake()
-	// close closes the connection after writing what client.flush returns.
+	// close is wake: closing is a state of the client (closeWith).
 	close()
 	// remoteAddr is for logs.
 	remoteAddr() string
-	// buffered reports bytes written to the transport but not yet to the
-	// socket (gnet's outbound buffer); updated by the owner goroutine.
+	// isTLS reports the TLS transport, whose reader goroutine may block
+	// (a password check runs inline there, off any event loop).
 	isTLS() bool
 }
 
