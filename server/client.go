@@ -60,6 +60,7 @@ type client struct {
 
 	authed   atomic.Bool
 	paused   atomic.Bool // parsing waits for pendingAuth
+	stalled  atomic.Bool // parsing waits for output to drain
 	created  time.Time
 	lastIn   atomic.Int64 // unix nanos of the last input
 	lastPing atomic.Int64 // unix nanos of the last server PING
@@ -184,6 +185,17 @@ func (c *client) complete(a *answer, data []byte) {
 // order behind answers still outstanding.
 func (c *client) answerNow(data []byte) {
 	c.complete(c.reserve(), data)
+}
+
+// outputOver reports whether the output held for this connection
+// (outbox plus transportPending) is over MaxPending; it records the answer
+// for the ticker, which wakes stalled connections.
+func (c *client) outputOver(transportPending int) bool {
+	c.mu.Lock()
+	over := len(c.out)+transportPending > c.srv.opts.MaxPending
+	c.mu.Unlock()
+	c.stalled.Store(over)
+	return over
 }
 
 // beginInput marks a wake as pending while the owner parses input: the

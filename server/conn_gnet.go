@@ -77,11 +77,15 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 	// A password check that finished off the loop is applied first; while
 	// one runs, input stays buffered (bounded below).
 	resumed := cl.resumeConnect()
+	// A client that does not read its answers stops being parsed (its
+	// input then fills up to MaxInputBuffer); the ticker wakes it to
+	// check again.
+	stalled := cl.outputOver(c.OutboundBuffered())
 	if n := c.InboundBuffered(); n > 0 {
 		switch {
 		case cl.isClosing():
 			_, _ = c.Discard(n)
-		case resumed:
+		case resumed && !stalled:
 			buf, err := c.Peek(n)
 			if err == nil {
 				// gnet's Discard(0) discards everything: call it only

@@ -155,6 +155,15 @@ func (tl *tlsListener) serve(nc net.Conn) {
 			copy(nb, buf)
 			buf = nb
 		}
+		// A client that does not read its answers is not parsed further
+		// until its output drains (the writer is blocked meanwhile).
+		for cl.outputOver(0) && !cl.isClosing() {
+			select {
+			case <-tc.done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 		n, err := conn.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if n > 0 && !cl.isClosing() {
