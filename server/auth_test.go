@@ -34,7 +34,7 @@ func TestTokenAuth(t *testing.T) {
 		{"no connect", "SUB a 1\r\n", `^-ERR 'Authorization Violation'$`, true},
 		{"bad token", "CONNECT {\"auth_token\":\"nope\"}\r\n", `^-ERR 'Authorization Violation'$`, true},
 		{"good token", "CONNECT {\"auth_token\":\"s3cret\",\"verbose\":true}\r\nPING\r\n", `^\+OK$`, false},
-		{"ping before connect", "PING\r\n", `^PONG$`, false},
+		{"ping before connect", "PING\r\n", `^-ERR 'Authorization Violation'$`, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

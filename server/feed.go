@@ -67,7 +67,9 @@ func (c *client) feed(buf []byte) int {
 // HandleCommand implements protocol.Handler: it dispatches one frame. cmd
 // and its slices are borrowed until it returns.
 func (c *client) HandleCommand(cmd *protocol.Command) error {
-	if !c.authed.Load() && cmd.Op != protocol.OpConnect && cmd.Op != protocol.OpPing && cmd.Op != protocol.OpPong {
+	// SPEC.md 3: with auth on, every command before an accepted CONNECT
+	// is an authorization violation (as in NATS).
+	if !c.authed.Load() && cmd.Op != protocol.OpConnect {
 		c.fail(protocol.CodeAuthViolation, "authenticate first")
 		return errStop
 	}
