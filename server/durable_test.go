@@ -376,3 +376,14 @@ func (w *wire) expectMixed(answers []string, n int) (handles, bodies []string) {
 	}
 	return handles, bodies
 }
+
+func TestNoGroupAutoCreate(t *testing.T) {
+	s := startDurable(t, func(o *Options) { o.AutoCreateGroups = false })
+	w := fibrilConn(t, s, "")
+	w.send("TOPIC CREATE ng\r\nPOLL ng g 1\r\nSUB ng g 4\r\nGROUP CREATE ng g\r\nPOLL ng g 1\r\n")
+	w.expect(`^\+OK \{`)
+	w.expect(`^-ERR 'unknown_group `)
+	w.expect(`^-ERR 'unknown_group `)
+	w.expect(`^\+OK \{`)
+	w.expect(`^\+OK 0$`)
+}

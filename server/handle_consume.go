@@ -59,6 +59,10 @@ func (c *client) findGroup(topic, group string, slot *answer, onLane bool, again
 	if g, ok := t.FindGroup(broker.GroupName(group)); ok {
 		return g, groupFound
 	}
+	if !c.srv.opts.AutoCreateGroups {
+		c.complete(slot, c.errLine(protocol.CodeUnknownGroup, topic+"/"+group))
+		return nil, groupFailed
+	}
 	if !onLane {
 		c.toLane(again)
 		return nil, groupDeferred
