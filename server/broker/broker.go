@@ -27,6 +27,7 @@ type Broker struct {
 
 	table  atomic.Pointer[topicTable]
 	closed atomic.Bool
+	st     brokerStats
 }
 
 // topicTable is an immutable routing snapshot, replaced on catalog changes.

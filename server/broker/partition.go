@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/fibrilmq/fibril/server/seglog"
 )
@@ -42,8 +43,7 @@ type groupPart struct {
 	subs    []*Subscription
 	rr      int
 
-	stInflight atomic.Int64
-	stPending  atomic.Int64 // retained, not settled (ready + inflight + unseen)
+	groupPartStats
 }
 
 // partition is one partition of a topic and the actor that owns it. All
@@ -70,6 +70,7 @@ type partition struct {
 	stUnsettled     atomic.Int64
 	stBytes         atomic.Int64 // bytes of retained records (approximate)
 	stAvg           atomic.Int64 // average record size
+	stPublished     atomic.Uint64
 
 	// actor state
 	groups        map[GroupID]*groupPart
@@ -95,7 +96,8 @@ type partition struct {
 	dlqRetry      bool
 	totalBytes    int64 // payload bytes appended since open, for the average
 	totalMsgs     int64
-	closeErr      error // set by the actor before done closes
+	published     uint64 // messages appended since open (counter)
+	closeErr      error  // set by the actor before done closes
 
 	// Group commit (durability "group"): the logs are written without
 	// fsync and a syncer goroutine fsyncs both while the actor goes on;
@@ -251,7 +253,15 @@ func (p *partition) appendData() {
 		m = encodeMeta(m, c.hdrLen, c.subject)
 		p.entries = append(p.entries, seglog.Entry{Meta: m[start:len(m):len(m)], Data: c.body, Time: p.now})
 	}
+	var t0 time.Time
+	observe := !p.pipelined && p.t.cfg.Durability != DurabilityNone
+	if observe {
+		t0 = time.Now()
+	}
 	first, err := p.data.Append(p.entries)
+	if observe && err == nil {
+		p.t.b.observeSync(time.Since(t0), len(p.entries))
+	}
 	for i := range p.entries {
 		p.entries[i] = seglog.Entry{}
 	}
@@ -270,6 +280,7 @@ func (p *partition) appendData() {
 		p.pubRes = append(p.pubRes, pubResult{done: c.pubDone, pos: Position{Partition: p.idx, Seq: first + Seq(i)}})
 	}
 	p.last = first + Seq(len(p.pubs)) - 1
+	p.published += uint64(len(p.pubs))
 	if !p.pipelined {
 		p.durData = p.last
 	}
@@ -378,7 +389,12 @@ func (p *partition) syncer() {
 		case <-p.syncStop:
 			return
 		}
+		before := p.data.Durable()
+		t0 := time.Now()
 		d, e, derr, eerr := p.syncBoth()
+		if derr == nil && eerr == nil {
+			p.t.b.observeSync(time.Since(t0), int(max(d, before)-before))
+		}
 		p.control(func(p *partition) { p.synced(d, e, derr, eerr) })
 	}
 }
@@ -568,13 +584,9 @@ func (p *partition) publishStats() {
 	}
 	p.stAvg.Store(p.avgSize())
 	p.stBytes.Store(retained * p.avgSize())
+	p.stPublished.Store(p.published)
 	for _, gp := range p.order {
-		gp.stInflight.Store(int64(gp.nInflight))
-		pend := int64(0)
-		if f := gp.frontier(); p.last >= f {
-			pend = int64(p.last-f+1) - int64(gp.acks.above)
-		}
-		gp.stPending.Store(max(pend, 0))
+		p.publishGroupStats(gp)
 	}
 	if unsettled < old && p.t.space.waiting() {
 		p.t.space.broadcast()
