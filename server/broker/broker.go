@@ -103,6 +103,7 @@ func (b *Broker) openTopic(ct catTopic) (*Topic, error) {
 	var groups []*Group
 	for _, cg := range ct.Groups {
 		g := &Group{t: t, id: cg.ID, name: cg.Name, cfg: cg.Config, parts: make([]*groupPart, ct.Config.Partitions)}
+		g.paused.Store(cg.Paused)
 		t.groups[cg.Name] = g
 		groups = append(groups, g)
 	}

@@ -47,7 +47,7 @@ func (p *partition) addPoll(w *pollWaiter) {
 		w.decline(p)
 		return
 	}
-	if _, ok := gp.take(p.durData); !ok || len(gp.waiters) > 0 {
+	if _, ok := gp.take(p.durData); !ok || len(gp.waiters) > 0 || gp.g.paused.Load() {
 		if w.wait {
 			gp.waiters = append(gp.waiters, w)
 		} else {
@@ -120,6 +120,9 @@ func (p *partition) deliverOne(gp *groupPart, owner OwnerID, sub *Subscription) 
 // subscriptions with credit, round robin.
 func (p *partition) dispatch() {
 	for _, gp := range p.order {
+		if gp.g.paused.Load() {
+			continue // Resume wakes the actor
+		}
 		if len(gp.waiters) > 64 {
 			// Polls claimed by another partition (or their timeout) are
 			// dropped lazily; compact so they cannot pile up behind a

@@ -29,6 +29,17 @@
 // persisted: after a crash every unsettled delivery is handed out again, with
 // its delivery count intact.
 //
+// # Operations and metrics
+//
+// Group.Pause/Resume (persisted in the catalog), Topic.Purge (a purge event
+// settles everything stored for every group and raises the partition's
+// purge floor, kept in the snapshot as group id 0) and Broker.Requeue (dead
+// letters back to their Fibril-Subject through the dead-letter topic's
+// RequeueGroup) serve the admin API. Counters (GroupCounters, published)
+// are plain fields of the actor's state, copied to atomics once per round;
+// TopicInfo, GroupInfo and Broker.Stats read those without waiting for the
+// actors. Options.Observer sees every commit's fsync time and batch size.
+//
 // # Actors and the async API
 //
 // Commands reach a partition through a lock-free bounded ring (publish,

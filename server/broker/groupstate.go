@@ -460,6 +460,8 @@ func (g *groupState) apply(kind byte, seq Seq, arg uint64) {
 		if seq >= g.next {
 			g.next = seq + 1
 		}
+	case evPurge:
+		g.truncatedTo(seq)
 	case evDeadLetter:
 		if g.acks.contains(seq) {
 			return

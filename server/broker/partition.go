@@ -97,6 +97,7 @@ type partition struct {
 	totalBytes    int64 // payload bytes appended since open, for the average
 	totalMsgs     int64
 	published     uint64 // messages appended since open (counter)
+	purgeFloor    Seq    // offsets below it were purged (Topic.Purge)
 	closeErr      error  // set by the actor before done closes
 
 	// Group commit (durability "group"): the logs are written without
@@ -519,7 +520,11 @@ func (p *partition) snapshot() error {
 			return fmt.Errorf("topic %s partition %d: snapshot: sync events: %w", p.t.name, p.idx, err)
 		}
 	}
-	gs := make([]*groupState, 0, len(p.order))
+	gs := make([]*groupState, 0, len(p.order)+1)
+	if p.purgeFloor > 0 {
+		// Group id 0 is never a real group: it carries the purge floor.
+		gs = append(gs, newGroupState(0, 0, 0, p.purgeFloor))
+	}
 	for _, gp := range p.order {
 		gs = append(gs, gp.groupState)
 	}
@@ -570,7 +575,7 @@ func (p *partition) armTimer() {
 
 // publishStats copies counters for Info and backpressure.
 func (p *partition) publishStats() {
-	p.stFirst.Store(uint64(p.first))
+	p.stFirst.Store(uint64(max(p.first, p.purgeFloor))) // purged offsets are gone for readers
 	p.stLast.Store(uint64(p.last))
 	low := p.lowFrontier()
 	var unsettled int64
@@ -579,8 +584,8 @@ func (p *partition) publishStats() {
 	}
 	old := p.stUnsettled.Swap(unsettled)
 	retained := int64(0)
-	if p.last >= p.first {
-		retained = int64(p.last - p.first + 1)
+	if f := max(p.first, p.purgeFloor); p.last >= f {
+		retained = int64(p.last - f + 1)
 	}
 	p.stAvg.Store(p.avgSize())
 	p.stBytes.Store(retained * p.avgSize())
@@ -605,7 +610,7 @@ func (p *partition) avgSize() int64 {
 // lowFrontier is the lowest offset some group has not settled; with no
 // group, the first retained offset (nothing is settled).
 func (p *partition) lowFrontier() Seq {
-	low := p.first
+	low := max(p.first, p.purgeFloor)
 	if len(p.order) > 0 {
 		low = p.order[0].frontier()
 		for _, gp := range p.order[1:] {
@@ -614,10 +619,7 @@ func (p *partition) lowFrontier() Seq {
 			}
 		}
 	}
-	if low < p.first {
-		low = p.first
-	}
-	return low
+	return max(low, p.first, p.purgeFloor)
 }
 
 // shutdown runs on the actor after the last round: fail waiters, snapshot,

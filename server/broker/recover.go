@@ -84,6 +84,10 @@ func (p *partition) recoverState() error {
 			return fmt.Errorf("%s: %w", filepath.Join(p.dir, snapName), err)
 		}
 		for _, sg := range sgs {
+			if sg.id == 0 {
+				p.purgeFloor = sg.frontier // the purge floor (see snapshot)
+				continue
+			}
 			gp := p.groups[sg.id]
 			if gp == nil {
 				continue // deleted group
@@ -132,6 +136,10 @@ func (p *partition) recoverState() error {
 }
 
 func (p *partition) replay(kind byte, gid GroupID, seq Seq, arg uint64) {
+	if gid == 0 && kind == evPurge {
+		p.purgeFloor = max(p.purgeFloor, seq)
+		return
+	}
 	gp := p.groups[gid]
 	if gp == nil {
 		return // group deleted, or its creation never reached the catalog

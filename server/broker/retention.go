@@ -22,6 +22,9 @@ func (p *partition) retentionDue() bool {
 			return true
 		}
 	}
+	if p.purgeFloor > floor && p.purgeFloor > p.first {
+		return true
+	}
 	return cfg.Retention == RetentionWorkqueue && len(p.order) > 0 && p.safeLow > floor
 }
 
@@ -55,6 +58,7 @@ func (p *partition) retain() {
 			cut = max(cut, p.firstYoungerThan(p.now-cfg.MaxAgeMs*1e6, cut))
 		}
 	}
+	cut = max(cut, p.purgeFloor)
 	// Deliveries waiting for their batch to be durable borrow their records.
 	for i := range p.pending {
 		if m := p.pending[i].minDeliv; m != 0 && cut > m {
