@@ -18,6 +18,13 @@ type pollWaiter struct {
 	parts    int32
 	stop     func() bool // cancels the timeout, if any
 	done     func([]Delivery, error)
+
+	// Set by the claimer, then handed from partition to partition (each
+	// hand-off goes through the next actor's control stack): deliveries
+	// gathered so far (copies) and how many partitions remain to visit.
+	acc  []Delivery
+	hops int
+	next Partition
 }
 
 func (w *pollWaiter) claim() bool { return w.claimed.CompareAndSwap(false, true) }
@@ -56,21 +63,68 @@ func (p *partition) addPoll(w *pollWaiter) {
 		return
 	}
 	if w.claim() {
+		p.claimed(w)
 		p.serve(gp, w)
 	}
 }
 
-// serve delivers up to w.max messages to a claimed waiter.
+// claimed (actor) starts the tour of a poll this partition claimed: after
+// serving it here, the other partitions are asked in turn.
+func (p *partition) claimed(w *pollWaiter) {
+	w.hops = len(p.t.parts) - 1
+	w.next = (p.idx + 1) % Partition(len(p.t.parts))
+}
+
+// serve delivers to a claimed waiter what this partition has, up to what
+// the waiter still wants. Once the deliveries are durable it answers the
+// waiter, or, when it wants more and partitions remain, copies them and
+// hands the waiter to the next partition.
 func (p *partition) serve(gp *groupPart, w *pollWaiter) {
-	ds := make([]Delivery, 0, min(w.max, 64))
-	for len(ds) < w.max {
+	want := w.max - len(w.acc)
+	ds := make([]Delivery, 0, min(want, 64))
+	for len(ds) < want {
 		d, ok := p.deliverOne(gp, w.owner, nil)
 		if !ok {
 			break
 		}
 		ds = append(ds, d)
 	}
-	p.after = append(p.after, func() { w.finish(ds, nil) })
+	p.after = append(p.after, func() { p.forward(w, ds) })
+}
+
+// forward (actor, in a round's completions) answers w with what it gathered
+// plus ds, or moves it on to the next partition. ds is borrowed.
+func (p *partition) forward(w *pollWaiter, ds []Delivery) {
+	if len(w.acc)+len(ds) >= w.max || w.hops <= 0 {
+		if len(w.acc) == 0 {
+			w.finish(ds, nil) // one partition: no copies
+			return
+		}
+		w.finish(append(w.acc, ds...), nil)
+		return
+	}
+	for _, d := range ds {
+		w.acc = append(w.acc, d.clone())
+	}
+	w.hops--
+	np := p.t.parts[w.next]
+	w.next = (w.next + 1) % Partition(len(p.t.parts))
+	if err := np.controlChecked(func(np *partition) { np.continuePoll(w) }); err != nil {
+		w.finish(w.acc, nil) // closing: answer with what we have
+	}
+}
+
+// continuePoll (actor) serves a poll another partition claimed and handed
+// on; with nothing here it is handed on at once.
+func (p *partition) continuePoll(w *pollWaiter) {
+	gp := p.groups[w.group]
+	if gp != nil && !gp.g.paused.Load() {
+		if _, ok := gp.take(p.durData); ok {
+			p.serve(gp, w)
+			return
+		}
+	}
+	p.forward(w, nil)
 }
 
 // deliverOne leases the next deliverable message of gp and builds its
@@ -148,6 +202,7 @@ func (p *partition) dispatch() {
 			}
 			gp.waiters = gp.waiters[1:]
 			if w.claim() {
+				p.claimed(w)
 				p.serve(gp, w)
 			}
 		}

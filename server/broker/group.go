@@ -41,7 +41,9 @@ func (g *Group) Config() GroupConfig { return g.cfg }
 // the timeout), and must be quick and must not call blocking methods such as
 // Delivery.Ack (use Broker.Settle); the deliveries' Subject, Header and Data
 // are borrowed until it returns. Leases belong to owner (see ReleaseOwner).
-// A poll answers with messages of one partition. PollAsync returns
+// A poll gathers from every partition of the topic that has messages ready
+// (waiting, if it must, only for the first); the deliveries of each
+// partition are in order. PollAsync returns
 // ErrQueueFull or ErrClosed at once (done is then never called).
 func (g *Group) PollAsync(max int, wait time.Duration, owner OwnerID, done func([]Delivery, error)) error {
 	_, err := g.pollAsync(max, wait, owner, done)

@@ -1,0 +1,91 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+)
+
+func TestPollGathersAcrossPartitions(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("jobs", TopicConfig{Partitions: 4})
+	g := e.group(tp, "w", GroupConfig{})
+	var want []string
+	for i := 0; i < 8; i++ { // round robin: two per partition
+		s := strconv.Itoa(i)
+		want = append(want, s)
+		e.publish(tp, s)
+	}
+	perPart := func(ds []Delivery) map[Partition]int {
+		m := map[Partition]int{}
+		for _, d := range ds {
+			m[d.Handle.Partition]++
+		}
+		return m
+	}
+	// a non-waiting poll gathers too
+	ds := e.pollNow(g, 6, 0)
+	if len(ds) != 6 || len(perPart(ds)) < 3 {
+		t.Fatalf("poll(6) got %d from partitions %v, want 6 from at least 3", len(ds), perPart(ds))
+	}
+	got := datas(ds)
+	ds = e.poll(g, 10)
+	if len(ds) != 2 {
+		t.Fatalf("second poll got %d, want the 2 left", len(ds))
+	}
+	got = append(got, datas(ds)...)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	// order within a partition holds
+	for i := 1; i < len(ds); i++ {
+		if ds[i].Handle.Partition == ds[i-1].Handle.Partition && ds[i].Handle.Seq < ds[i-1].Handle.Seq {
+			t.Fatalf("out of order within partition: %+v", ds)
+		}
+	}
+
+	// long poll unchanged: waits for the first message, answers with it
+	ch := make(chan []Delivery, 1)
+	if err := g.PollAsync(10, -1, 0, func(ds []Delivery, err error) {
+		out := make([]Delivery, len(ds))
+		for i := range ds {
+			out[i] = ds[i].clone()
+		}
+		ch <- out
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ds := <-ch:
+		t.Fatalf("empty group answered a waiting poll with %v", datas(ds))
+	default:
+	}
+	e.publish(tp, "late")
+	select {
+	case ds := <-ch:
+		if !slices.Equal(datas(ds), []string{"late"}) {
+			t.Fatalf("long poll got %v", datas(ds))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("long poll not answered")
+	}
+	// a timed poll on an empty group still times out with nothing
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan int, 1)
+	if err := g.PollAsync(4, 20*time.Millisecond, 0, func(ds []Delivery, err error) { done <- len(ds) }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-done:
+		if n != 0 {
+			t.Fatalf("timed poll got %d", n)
+		}
+	case <-ctx.Done():
+		t.Fatal("timed poll not answered")
+	}
+}
