@@ -68,8 +68,8 @@ type partition struct {
 	// stats, written by the actor, read by anyone
 	stFirst, stLast atomic.Uint64
 	stUnsettled     atomic.Int64
-	stBytes         atomic.Int64 // bytes of retained records (approximate)
-	stAvg           atomic.Int64 // average record size
+	stBytes         atomic.Int64 // bytes of retained messages (sizeLedger)
+	stUnsetBytes    atomic.Int64 // bytes of messages not settled by every group
 	stPublished     atomic.Uint64
 
 	// actor state
@@ -98,7 +98,8 @@ type partition struct {
 	totalMsgs     int64
 	published     uint64 // messages appended since open (counter)
 	purgeFloor    Seq    // offsets below it were purged (Topic.Purge)
-	closeErr      error  // set by the actor before done closes
+	sizes         sizeLedger
+	closeErr      error // set by the actor before done closes
 
 	// Group commit (durability "group"): the logs are written without
 	// fsync and a syncer goroutine fsyncs both while the actor goes on;
@@ -278,6 +279,7 @@ func (p *partition) appendData() {
 	for i, c := range p.pubs {
 		p.totalBytes += int64(len(c.body))
 		p.totalMsgs++
+		p.sizes.add(first+Seq(i), int64(len(c.body)))
 		p.pubRes = append(p.pubRes, pubResult{done: c.pubDone, pos: Position{Partition: p.idx, Seq: first + Seq(i)}})
 	}
 	p.last = first + Seq(len(p.pubs)) - 1
@@ -583,12 +585,8 @@ func (p *partition) publishStats() {
 		unsettled = int64(p.last - low + 1)
 	}
 	old := p.stUnsettled.Swap(unsettled)
-	retained := int64(0)
-	if f := max(p.first, p.purgeFloor); p.last >= f {
-		retained = int64(p.last - f + 1)
-	}
-	p.stAvg.Store(p.avgSize())
-	p.stBytes.Store(retained * p.avgSize())
+	p.stBytes.Store(p.sizes.from(max(p.first, p.purgeFloor)))
+	p.stUnsetBytes.Store(p.sizes.from(low))
 	p.stPublished.Store(p.published)
 	for _, gp := range p.order {
 		p.publishGroupStats(gp)
@@ -597,8 +595,6 @@ func (p *partition) publishStats() {
 		p.t.space.broadcast()
 	}
 }
-
-func (p *partition) avgSizeShared() int64 { return p.stAvg.Load() }
 
 func (p *partition) avgSize() int64 {
 	if p.totalMsgs == 0 {

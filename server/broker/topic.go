@@ -58,12 +58,11 @@ func (t *Topic) partFor(key []byte) *partition {
 }
 
 // unsettled returns the topic's messages stored and not settled by every
-// group, and their approximate bytes.
+// group, and their bytes (see sizeLedger).
 func (t *Topic) unsettled() (msgs, bytes int64) {
 	for _, p := range t.parts {
-		n := p.stUnsettled.Load()
-		msgs += n
-		bytes += n * p.avgSizeShared()
+		msgs += p.stUnsettled.Load()
+		bytes += p.stUnsetBytes.Load()
 	}
 	return msgs, bytes
 }
@@ -179,8 +178,11 @@ type TopicInfo struct {
 	Partitions []PartitionInfo `json:"partitions"`
 	Messages   int64           `json:"messages"`  // retained
 	Unsettled  int64           `json:"unsettled"` // not settled by every group
-	Bytes      int64           `json:"bytes"`     // approximate
-	Groups     []GroupName     `json:"groups"`
+	Bytes      int64           `json:"bytes"`     // of retained messages (header + payload)
+	// UnsettledBytes are the bytes of the Unsettled messages (what
+	// max_unsettled_bytes limits).
+	UnsettledBytes int64       `json:"unsettled_bytes"`
+	Groups         []GroupName `json:"groups"`
 	// Published counts messages stored since the broker opened.
 	Published uint64 `json:"published"`
 	// DiskBytes is the size of the topic's files (segments are
@@ -194,10 +196,11 @@ type PartitionInfo struct {
 	LastSeq  Seq `json:"last_seq"`
 	// Partition is the partition's index.
 	Partition Partition `json:"partition"`
-	// Messages retained, Unsettled by some group, their approximate Bytes.
-	Messages  int64 `json:"messages"`
-	Unsettled int64 `json:"unsettled"`
-	Bytes     int64 `json:"bytes"`
+	// Messages retained, Unsettled by some group, and their bytes.
+	Messages       int64 `json:"messages"`
+	Unsettled      int64 `json:"unsettled"`
+	Bytes          int64 `json:"bytes"`
+	UnsettledBytes int64 `json:"unsettled_bytes"`
 	// Published counts messages stored since the broker opened.
 	Published uint64 `json:"published"`
 	// DiskBytes is the size of the partition's files.
@@ -210,7 +213,7 @@ func (t *Topic) Info() TopicInfo {
 	for _, p := range t.parts {
 		f, l := Seq(p.stFirst.Load()), Seq(p.stLast.Load())
 		pi := PartitionInfo{FirstSeq: f, LastSeq: l, Partition: p.idx, Unsettled: p.stUnsettled.Load(),
-			Bytes: p.stBytes.Load(), Published: p.stPublished.Load(), DiskBytes: p.diskBytes()}
+			Bytes: p.stBytes.Load(), UnsettledBytes: p.stUnsetBytes.Load(), Published: p.stPublished.Load(), DiskBytes: p.diskBytes()}
 		if l >= f {
 			pi.Messages = int64(l - f + 1)
 		}
@@ -218,6 +221,7 @@ func (t *Topic) Info() TopicInfo {
 		in.Messages += pi.Messages
 		in.Unsettled += pi.Unsettled
 		in.Bytes += pi.Bytes
+		in.UnsettledBytes += pi.UnsettledBytes
 		in.Published += pi.Published
 		in.DiskBytes += pi.DiskBytes
 	}
