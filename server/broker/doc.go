@@ -39,6 +39,14 @@
 // are plain fields of the actor's state, copied to atomics once per round;
 // TopicInfo, GroupInfo and Broker.Stats read those without waiting for the
 // actors. Options.Observer sees every commit's fsync time and batch size.
+// Topic.Browse, SeqAt and Events read a partition's messages and state
+// events on its actor (copies: retention may unmap the log under a reader).
+// Byte limits and gauges use the size ledger (4 bytes per retained message).
+//
+// A poll is claimed by the first partition with a ready message, which
+// serves what it has; while the poll wants more, it is handed to the other
+// partitions in turn, each answering once its deliveries are durable (so a
+// poll over P partitions may wait for up to P commits).
 //
 // # Actors and the async API
 //
