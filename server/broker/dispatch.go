@@ -22,9 +22,10 @@ type pollWaiter struct {
 	// Set by the claimer, then handed from partition to partition (each
 	// hand-off goes through the next actor's control stack): deliveries
 	// gathered so far (copies) and how many partitions remain to visit.
-	acc  []Delivery
-	hops int
-	next Partition
+	acc    []Delivery
+	hops   int
+	next   Partition
+	relGen uint64 // Broker.relGen when the poll started
 }
 
 func (w *pollWaiter) claim() bool { return w.claimed.CompareAndSwap(false, true) }
@@ -117,6 +118,11 @@ func (p *partition) forward(w *pollWaiter, ds []Delivery) {
 // continuePoll (actor) serves a poll another partition claimed and handed
 // on; with nothing here it is handed on at once.
 func (p *partition) continuePoll(w *pollWaiter) {
+	if w.owner != 0 && p.t.b.ownerReleasedSince(w.owner, w.relGen) {
+		w.hops = 0 // its connection is gone: lease nothing more to it
+		p.forward(w, nil)
+		return
+	}
 	gp := p.groups[w.group]
 	if gp != nil && !gp.g.paused.Load() {
 		if _, ok := gp.take(p.durData); ok {

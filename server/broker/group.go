@@ -54,7 +54,8 @@ func (g *Group) pollAsync(max int, wait time.Duration, owner OwnerID, done func(
 	if max < 1 {
 		return nil, fmt.Errorf("%w: poll max %d < 1", ErrInvalid, max)
 	}
-	w := &pollWaiter{group: g.id, max: max, owner: owner, wait: wait != 0, parts: int32(len(g.t.parts)), done: done}
+	w := &pollWaiter{group: g.id, max: max, owner: owner, wait: wait != 0, parts: int32(len(g.t.parts)), done: done,
+		relGen: g.t.b.relGen.Load()}
 	if wait > 0 {
 		w.stop = g.t.b.opts.Clock.AfterFunc(wait, func() {
 			if w.claim() {

@@ -89,3 +89,27 @@ func TestPollGathersAcrossPartitions(t *testing.T) {
 		t.Fatal("timed poll not answered")
 	}
 }
+
+func TestOwnerReleasedSince(t *testing.T) {
+	e := newEnv(t, nil)
+	b := e.b
+	gen := b.relGen.Load()
+	if b.ownerReleasedSince(5, gen) {
+		t.Fatal("nothing released yet")
+	}
+	b.ReleaseOwner(6)
+	if b.ownerReleasedSince(5, gen) || !b.ownerReleasedSince(6, gen) {
+		t.Fatal("release of 6 misreported")
+	}
+	b.ReleaseOwner(5)
+	if !b.ownerReleasedSince(5, gen) || b.ownerReleasedSince(5, b.relGen.Load()) {
+		t.Fatal("release of 5 misreported")
+	}
+	gen = b.relGen.Load()
+	for i := 0; i < releasedRing; i++ {
+		b.ReleaseOwner(OwnerID(1000 + i))
+	}
+	if !b.ownerReleasedSince(5, gen) {
+		t.Fatal("after a full ring of releases a poll must assume the worst")
+	}
+}
