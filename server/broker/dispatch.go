@@ -21,11 +21,13 @@ type pollWaiter struct {
 
 	// Set by the claimer, then handed from partition to partition (each
 	// hand-off goes through the next actor's control stack): deliveries
-	// gathered so far (copies) and how many partitions remain to visit.
-	acc    []Delivery
-	hops   int
-	next   Partition
-	relGen uint64 // Broker.relGen when the poll started
+	// gathered so far (copies), how many partitions remain to visit, and
+	// the holds on the answer (see release).
+	acc         []Delivery
+	hops        int
+	next        Partition
+	relGen      uint64       // Broker.relGen when the poll started
+	outstanding atomic.Int32 // the tour plus commits not yet durable
 }
 
 func (w *pollWaiter) claim() bool { return w.claimed.CompareAndSwap(false, true) }
@@ -74,12 +76,15 @@ func (p *partition) addPoll(w *pollWaiter) {
 func (p *partition) claimed(w *pollWaiter) {
 	w.hops = len(p.t.parts) - 1
 	w.next = (p.idx + 1) % Partition(len(p.t.parts))
+	w.outstanding.Store(1) // the tour itself
 }
 
 // serve delivers to a claimed waiter what this partition has, up to what
-// the waiter still wants. Once the deliveries are durable it answers the
-// waiter, or, when it wants more and partitions remain, copies them and
-// hands the waiter to the next partition.
+// it still wants. When it wants more and partitions remain, the deliveries
+// are copied and the waiter moves on at once; this partition's commit is
+// awaited in parallel (outstanding). Otherwise this is the last stop: the
+// answer goes out once every commit of the tour is durable — borrowing the
+// records, without copies, when this partition served it alone.
 func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 	want := w.max - len(w.acc)
 	ds := make([]Delivery, 0, min(want, 64))
@@ -90,28 +95,54 @@ func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 		}
 		ds = append(ds, d)
 	}
-	p.after = append(p.after, func() { p.forward(w, ds) })
-}
-
-// forward (actor, in a round's completions) answers w with what it gathered
-// plus ds, or moves it on to the next partition. ds is borrowed.
-func (p *partition) forward(w *pollWaiter, ds []Delivery) {
-	if len(w.acc)+len(ds) >= w.max || w.hops <= 0 {
-		if len(w.acc) == 0 {
-			w.finish(ds, nil) // one partition: no copies
-			return
+	if len(ds) < want && w.hops > 0 {
+		if len(ds) > 0 {
+			w.keep(ds)
+			w.outstanding.Add(1)
+			p.after = append(p.after, w.release)
 		}
-		w.finish(append(w.acc, ds...), nil)
+		p.handOn(w)
 		return
 	}
+	if len(w.acc) == 0 && w.outstanding.Load() == 1 {
+		// Alone: no other commit is pending and none can start (only
+		// the holder of the tour adds to outstanding).
+		p.after = append(p.after, func() { w.finish(ds, nil) })
+		return
+	}
+	w.keep(ds)
+	if len(ds) > 0 {
+		p.after = append(p.after, w.release) // the tour ends with this commit
+	} else {
+		w.release()
+	}
+}
+
+// keep copies deliveries into the waiter's answer (the records are
+// borrowed only until the round's completions).
+func (w *pollWaiter) keep(ds []Delivery) {
 	for _, d := range ds {
 		w.acc = append(w.acc, d.clone())
 	}
+}
+
+// release drops one hold on the answer (the tour, or one partition's
+// commit); the last one answers. The atomic orders the tour's appends to
+// acc before the answer, whichever goroutine gives it.
+func (w *pollWaiter) release() {
+	if w.outstanding.Add(-1) == 0 {
+		w.finish(w.acc, nil)
+	}
+}
+
+// handOn passes the waiter to the next partition; when that partition is
+// closing, the tour ends here.
+func (p *partition) handOn(w *pollWaiter) {
 	w.hops--
 	np := p.t.parts[w.next]
 	w.next = (w.next + 1) % Partition(len(p.t.parts))
 	if err := np.controlChecked(func(np *partition) { np.continuePoll(w) }); err != nil {
-		w.finish(w.acc, nil) // closing: answer with what we have
+		w.release()
 	}
 }
 
@@ -119,8 +150,7 @@ func (p *partition) forward(w *pollWaiter, ds []Delivery) {
 // on; with nothing here it is handed on at once.
 func (p *partition) continuePoll(w *pollWaiter) {
 	if w.owner != 0 && p.t.b.ownerReleasedSince(w.owner, w.relGen) {
-		w.hops = 0 // its connection is gone: lease nothing more to it
-		p.forward(w, nil)
+		w.release() // its connection is gone: lease nothing more to it
 		return
 	}
 	gp := p.groups[w.group]
@@ -130,7 +160,11 @@ func (p *partition) continuePoll(w *pollWaiter) {
 			return
 		}
 	}
-	p.forward(w, nil)
+	if w.hops > 0 {
+		p.handOn(w)
+		return
+	}
+	w.release()
 }
 
 // deliverOne leases the next deliverable message of gp and builds its

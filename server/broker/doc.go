@@ -44,9 +44,10 @@
 // Byte limits and gauges use the size ledger (4 bytes per retained message).
 //
 // A poll is claimed by the first partition with a ready message, which
-// serves what it has; while the poll wants more, it is handed to the other
-// partitions in turn, each answering once its deliveries are durable (so a
-// poll over P partitions may wait for up to P commits).
+// serves what it has; while the poll wants more, it is handed at once to
+// the other partitions in turn (with copies of what it gathered), and the
+// answer goes out when the last commit of the tour is durable: the commits
+// of the partitions run in parallel.
 //
 // # Actors and the async API
 //
