@@ -2,8 +2,11 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -111,5 +114,78 @@ func TestOwnerReleasedSince(t *testing.T) {
 	}
 	if !b.ownerReleasedSince(5, gen) {
 		t.Fatal("after a full ring of releases a poll must assume the worst")
+	}
+}
+
+// Concurrent pollers on four partitions while messages arrive: every
+// message is delivered exactly once (long leases, all acked) and every
+// poll is answered.
+func TestPollGatherConcurrent(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("jobs", TopicConfig{Partitions: 4})
+	g := e.group(tp, "w", GroupConfig{})
+	const n = 400
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go func() {
+		for i := 0; i < n; i++ {
+			if _, err := tp.Publish(ctx, Message{Subject: "jobs", Data: []byte(strconv.Itoa(i))}); err != nil {
+				t.Errorf("publish: %v", err)
+				return
+			}
+		}
+	}()
+	seen := make(chan Delivery, n+100)
+	errs := make(chan error, 3)
+	var total atomic.Int64
+	for w := 0; w < 3; w++ {
+		go func() {
+			for total.Load() < n {
+				pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				ds, err := g.Poll(pctx, 7)
+				pcancel()
+				if err != nil {
+					if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+						continue
+					}
+					errs <- err
+					return
+				}
+				if len(ds) > 7 {
+					errs <- fmt.Errorf("poll(7) returned %d", len(ds))
+					return
+				}
+				for _, d := range ds {
+					if err := d.Ack(ctx); err != nil {
+						errs <- err
+						return
+					}
+					seen <- d
+					total.Add(1)
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < 3; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(seen)
+	got := map[string]int{}
+	for d := range seen {
+		got[string(d.Data)]++
+		if d.Attempt != 1 {
+			t.Errorf("message %s delivered with attempt %d", d.Data, d.Attempt)
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("%d distinct messages, want %d", len(got), n)
+	}
+	for k, c := range got {
+		if c != 1 {
+			t.Fatalf("message %s delivered %d times", k, c)
+		}
 	}
 }
