@@ -41,6 +41,9 @@ type Options struct {
 	// Logf reports background errors (snapshot, retention, unreadable
 	// records). Default: the standard logger.
 	Logf func(format string, args ...any)
+	// Observer, when set, receives fsync latencies and group-commit batch
+	// sizes (see Observer). Broker.Stats keeps totals either way.
+	Observer Observer
 
 	// serialCommit turns off the partition's pipelined group commit (the
 	// actor writes with PolicyNone while a syncer goroutine fsyncs both

@@ -1,0 +1,39 @@
+// Package server is Fibril's network layer: it accepts client connections
+// (gnet event loops for plain TCP, a crypto/tls listener for TLS), speaks the
+// NATS-compatible text protocol through package protocol, enforces limits,
+// authentication and permissions, routes plain NATS traffic between
+// subscribers itself, and binds durable verbs (confirmed publish, POLL, push
+// SUB with a group, ACK/NACK/REJECT/EXTEND, TOPIC/GROUP) to the embeddable
+// engine in server/broker.
+//
+// Threading: each connection is owned by one goroutine at a time for input
+// (its gnet event loop, or its TLS reader goroutine). Output from any
+// goroutine (broker callbacks, other connections' fan-out, the heartbeat
+// ticker) is appended to the connection's bounded outbox and the owner is
+// woken to write it, so the bytes of one connection leave in the order they
+// were queued.
+//
+// Answers: every answered command reserves a slot in its connection's
+// answer queue when it is parsed; slots are filled from any goroutine and
+// written strictly in command order (SPEC.md "Strict answers"), so confirms
+// from different partitions and long POLLs cannot reorder answers. Durable
+// commands that must touch the disk (topic and group creation, management
+// verbs, a publish waiting for room in a full topic) run on the
+// connection's lane (lane.go), a goroutine that keeps their effects in
+// command order too.
+//
+// Files: server.go (lifecycle), options.go, conn_gnet.go and conn_tls.go
+// (transports), client.go (connection state, outbox, answer queue), feed.go
+// (parsing), handle_*.go (one verb family each), sublist.go (plain subject
+// routing), auth.go, heartbeat.go, lane.go, durable.go (engine binding).
+//
+// The package must never block an event loop on disk, on another connection
+// or on a slow consumer, never retain gnet's Peek slices past the callback
+// that produced them, never let a connection's buffered input or output grow
+// past its cap, and never log a secret (tokens, passwords, hashes).
+//
+// TLS: gnet has no TLS, so when Options.TLSListen is set the server runs a
+// second listener with crypto/tls from the standard library, one reader and
+// one writer goroutine per TLS connection, feeding the very same connection
+// and protocol code as the gnet path.
+package server

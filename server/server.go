@@ -1,0 +1,325 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Version is the server version reported in INFO.
+const Version = "0.1.0"
+
+// Errors returned by Run.
+var (
+	// ErrRunning is returned by Run when the server is already running or
+	// has run: a Server runs once.
+	ErrRunning = errors.New("server: Run called twice")
+	// ErrListen wraps a failure to bind a listener.
+	ErrListen = errors.New("server: listen failed")
+)
+
+// Server is one Fibril server. Create it with New and start it with Run.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	id   string
+
+	subs    *sublist
+	durable durableEngine
+
+	nextCID atomic.Uint64
+	ran     atomic.Bool
+	eng     atomic.Pointer[gnet.Engine]
+
+	mu       sync.Mutex
+	clients  map[uint64]*client
+	draining bool
+
+	ready chan struct{}
+	// addr and tlsAddr are set once while starting; connections may read
+	// them (INFO) while Run still runs, hence atomics.
+	addr    atomic.Pointer[net.TCPAddr]
+	tlsAddr atomic.Pointer[net.TCPAddr]
+
+	// dummyHash is compared against when CONNECT names an unknown user.
+	dummyHash []byte
+	// bcryptSem bounds concurrent password checks.
+	bcryptSem chan struct{}
+}
+
+// New validates a copy of opts and returns a server ready to Run. It binds
+// nothing and opens no files; errors wrap ErrInvalidOptions.
+func New(opts Options) (*Server, error) {
+	o := opts
+	o.Users = append([]User(nil), opts.Users...)
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.TLSConfig != nil {
+		o.TLSConfig = o.TLSConfig.Clone()
+	}
+	var idb [8]byte
+	_, _ = rand.Read(idb[:])
+	s := &Server{
+		opts:    o,
+		id:      "F" + hex.EncodeToString(idb[:]),
+		subs:    newSublist(),
+		clients: make(map[uint64]*client),
+		ready:   make(chan struct{}),
+		// Password checks are CPU work: at most one per CPU at a time.
+		bcryptSem: make(chan struct{}, runtime.GOMAXPROCS(0)),
+	}
+	if len(o.Users) > 0 {
+		var pw [16]byte
+		_, _ = rand.Read(pw[:])
+		h, err := bcrypt.GenerateFromPassword([]byte(hex.EncodeToString(pw[:])), bcrypt.DefaultCost)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.dummyHash = h
+	}
+	s.log = o.Logger
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.log = s.log.With("server", s.id)
+	return s, nil
+}
+
+// Ready is closed once every listener is bound and Addr/TLSAddr are valid.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Addr is the bound address of the plain listener; nil before Ready.
+func (s *Server) Addr() net.Addr { return tcpAddr(s.addr.Load()) }
+
+// TLSAddr is the bound address of the TLS listener; nil without TLS or
+// before Ready.
+func (s *Server) TLSAddr() net.Addr { return tcpAddr(s.tlsAddr.Load()) }
+
+// tcpAddr avoids returning a typed nil as net.Addr.
+func tcpAddr(a *net.TCPAddr) net.Addr {
+	if a == nil {
+		return nil
+	}
+	return a
+}
+
+// ID is the server id reported in INFO.
+func (s *Server) ID() string { return s.id }
+
+// Run opens the durable engine, binds the listeners and serves until ctx
+// ends; then it drains gracefully (stops accepting, waits up to
+// ShutdownTimeout for outstanding answers to be written), closes every
+// connection and the engine, and returns nil. It returns an error wrapping
+// ErrListen or the engine's error when startup fails.
+func (s *Server) Run(ctx context.Context) error {
+	if !s.ran.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	if err := s.openDurable(); err != nil {
+		return err
+	}
+	h := &gnetHandler{s: s, booted: make(chan struct{})}
+	gerr := make(chan error, 1)
+	go func() {
+		gerr <- gnet.Run(h, "tcp://"+s.opts.Listen,
+			gnet.WithNumEventLoop(s.opts.EventLoops),
+			gnet.WithTicker(true),
+			gnet.WithReuseAddr(true),
+			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithLogger(gnetLogger{s}),
+		)
+	}()
+	select {
+	case err := <-gerr:
+		s.closeDurable()
+		return fmt.Errorf("%w: %s: %v", ErrListen, s.opts.Listen, err)
+	case <-h.booted:
+	}
+	bound := h.addr.Load()
+	if bound == nil {
+		// The listener's address could not be read back: use the option.
+		bound, _ = net.ResolveTCPAddr("tcp", s.opts.Listen)
+	}
+	s.addr.Store(bound)
+	var tl *tlsListener
+	if s.opts.TLSListen != "" {
+		var err error
+		if tl, err = s.listenTLS(); err != nil {
+			s.stopEngine()
+			<-gerr
+			s.closeDurable()
+			return err
+		}
+		if ta, ok := tl.ln.Addr().(*net.TCPAddr); ok {
+			s.tlsAddr.Store(ta)
+		}
+	}
+	close(s.ready)
+	s.log.Info("listening", "addr", s.Addr(), "tls", s.TLSAddr(), "event_loops", s.opts.EventLoops)
+
+	select {
+	case <-ctx.Done():
+	case err := <-gerr:
+		// The engine stopped on its own: nothing more to serve.
+		if tl != nil {
+			tl.stop()
+		}
+		s.closeDurable()
+		if err != nil {
+			return fmt.Errorf("server: event loops stopped: %w", err)
+		}
+		return nil
+	}
+	s.log.Info("shutting down")
+	s.drain()
+	if tl != nil {
+		tl.stop()
+	}
+	s.stopEngine()
+	<-gerr
+	s.closeDurable()
+	s.log.Info("stopped")
+	return nil
+}
+
+// drain refuses new connections and waits (bounded) until every client has
+// written its outstanding answers.
+func (s *Server) drain() {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	deadline := time.Now().Add(s.opts.ShutdownTimeout)
+	for time.Now().Before(deadline) {
+		if s.quiet() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.log.Warn("shutdown timeout: closing connections with answers outstanding")
+}
+
+// quiet reports whether no client has unanswered commands or unwritten output.
+func (s *Server) quiet() bool {
+	s.mu.Lock()
+	cls := make([]*client, 0, len(s.clients))
+	for _, c := range s.clients {
+		cls = append(cls, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cls {
+		c.mu.Lock()
+		busy := !c.closing && (len(c.answers) > 0 || len(c.out) > 0)
+		c.mu.Unlock()
+		if busy {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) stopEngine() {
+	eng := s.eng.Load()
+	if eng == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	if err := eng.Stop(ctx); err != nil {
+		s.log.Warn("event loops did not stop in time", "err", err)
+	}
+}
+
+// admit registers a new connection, or returns the refusal to send.
+func (s *Server) admit(tr transport) (*client, []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		// The client's mode is not known yet: NATS form (Fibril form where
+		// NATS has no text).
+		return nil, protocol.AppendError(nil, protocol.NewError(protocol.CodeShuttingDown, ""), false)
+	}
+	if len(s.clients) >= s.opts.MaxConnections {
+		s.log.Warn("refusing connection: max connections", "remote", tr.remoteAddr(), "max", s.opts.MaxConnections)
+		return nil, protocol.AppendError(nil, protocol.NewError(protocol.CodeMaxConnections, ""), false)
+	}
+	c := newClient(s, s.nextCID.Add(1), tr)
+	c.authed.Store(!s.opts.authRequired())
+	s.clients[c.id] = c
+	return c, nil
+}
+
+// clientGone forgets a closed connection.
+func (s *Server) clientGone(c *client) {
+	s.mu.Lock()
+	delete(s.clients, c.id)
+	s.mu.Unlock()
+	s.releaseDurable(c)
+}
+
+// tick sends heartbeats, closes stale and unauthenticated connections, and
+// returns when it wants to run again. It runs on gnet's ticker goroutine.
+func (s *Server) tick(now time.Time) time.Duration {
+	s.mu.Lock()
+	cls := make([]*client, 0, len(s.clients))
+	for _, c := range s.clients {
+		cls = append(cls, c)
+	}
+	s.mu.Unlock()
+	pi := s.opts.PingInterval
+	for _, c := range cls {
+		c.heartbeat(now, pi)
+	}
+	next := min(pi/4, s.opts.AuthTimeout/4)
+	return max(next, 5*time.Millisecond)
+}
+
+// infoLine is the INFO frame sent to connection c: the server's fields
+// plus client_id and client_ip.
+func (s *Server) infoLine(c *client, tls bool) []byte {
+	info := s.info(tls)
+	info.ClientID = c.id
+	if host, _, err := net.SplitHostPort(c.tr.remoteAddr()); err == nil {
+		info.ClientIP = host
+	}
+	b, err := protocol.AppendInfo(nil, &info)
+	if err != nil {
+		s.log.Error("encoding INFO", "err", err)
+	}
+	return b
+}
+
+// info returns the INFO fields common to every connection of a listener.
+func (s *Server) info(tls bool) protocol.Info {
+	host, port := "", 0
+	ta := s.addr.Load()
+	if tls {
+		ta = s.tlsAddr.Load()
+	}
+	if ta != nil {
+		host, port = ta.IP.String(), ta.Port
+	}
+	name := s.opts.ServerName
+	if name == "" {
+		name = s.id
+	}
+	return protocol.Info{
+		ServerID: s.id, ServerName: name, Version: Version, Proto: 1, Go: runtime.Version(),
+		Host: host, Port: port, Headers: true, MaxPayload: int64(s.opts.MaxPayload),
+		AuthRequired: s.opts.authRequired(), TLSRequired: tls, TLSAvailable: s.opts.TLSListen != "",
+		Fibril: 1, MaxUnconfirmed: s.opts.MaxUnconfirmed, HeartbeatMillis: s.opts.PingInterval.Milliseconds(),
+		MaxInflight: s.opts.MaxInflight, CRC: true, MaxControlLine: s.opts.MaxControlLine,
+	}
+}
