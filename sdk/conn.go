@@ -1,0 +1,622 @@
+package fibril
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Version is this client's version, sent in CONNECT.
+const Version = "0.1.0"
+
+// ServerInfo is the server's INFO (SPEC.md "INFO").
+type ServerInfo struct {
+	ServerID       string `json:"server_id"`
+	ServerName     string `json:"server_name"`
+	Version        string `json:"version"`
+	Proto          int    `json:"proto"`
+	Host           string `json:"host"`
+	Port           int    `json:"port"`
+	Headers        bool   `json:"headers"`
+	MaxPayload     int    `json:"max_payload"`
+	AuthRequired   bool   `json:"auth_required"`
+	TLSRequired    bool   `json:"tls_required"`
+	TLSAvailable   bool   `json:"tls_available"`
+	Fibril         int    `json:"fibril"`
+	MaxUnconfirmed int    `json:"max_unconfirmed"`
+	HeartbeatMS    int    `json:"heartbeat_ms"`
+	MaxInflight    int    `json:"max_inflight"`
+	CRC            bool   `json:"crc"`
+	// Raw is the whole INFO JSON, for fields this client does not know.
+	Raw json.RawMessage `json:"-"`
+}
+
+type connState uint8
+
+const (
+	stateConnected connState = iota + 1
+	stateReconnecting
+	stateClosed
+)
+
+// Conn is a connection to a Fibril server. It is safe for concurrent use.
+// It reconnects by itself (see ReconnectPolicy) until Close.
+type Conn struct {
+	cfg        config
+	addr       string
+	serverName string // for TLS verification
+
+	mu          sync.Mutex // guards everything below; never held across I/O
+	tr          *transport // nil while disconnected
+	fifo        []*request // requests awaiting their answer, in send order
+	subs        map[uint64]*subscription
+	nextSID     uint64
+	info        ServerInfo
+	state       connState
+	closeErr    error
+	replayBytes int // encoded bytes queued while disconnected
+	reconnects  int
+
+	window chan struct{} // one token per unconfirmed publish
+	closed chan struct{} // closed by Close
+	wg     sync.WaitGroup
+}
+
+// transport is one TCP/TLS connection. A Conn has at most one at a time.
+type transport struct {
+	nc       net.Conn
+	fr       *frameReader
+	out      []byte // pending output; guarded by Conn.mu
+	spare    []byte // the writer's other buffer; guarded by Conn.mu
+	kick     chan struct{}
+	done     chan struct{} // closed when the transport is torn down
+	pingsOut int           // guarded by Conn.mu
+}
+
+// Connect dials the server at rawURL (fibril://host:port, nats://host:port,
+// tls://host:port or host:port), performs the handshake and returns a
+// connected Conn. It blocks until connected, ctx is done, or the handshake
+// fails (it does not retry the first connection).
+func Connect(ctx context.Context, rawURL string, opts ...Option) (*Conn, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("fibril: %w: %w", ErrInvalidArgument, err)
+		}
+	}
+	addr, useTLS, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if useTLS && cfg.tls == nil {
+		cfg.tls = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if u, p, ok := urlUser(rawURL); ok && cfg.user == "" && cfg.token == "" {
+		if p == "" {
+			cfg.token = u
+		} else {
+			cfg.user, cfg.pass = u, p
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("fibril: %w: %w", ErrInvalidArgument, err)
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	c := &Conn{cfg: cfg, addr: addr, serverName: host, subs: map[uint64]*subscription{}, closed: make(chan struct{})}
+	nc, fr, info, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n := info.MaxUnconfirmed
+	if n <= 0 {
+		n = 1024
+	}
+	if cfg.maxInFlightPb > 0 && cfg.maxInFlightPb < n {
+		n = cfg.maxInFlightPb
+	}
+	c.window = make(chan struct{}, n)
+	c.mu.Lock()
+	c.info = info
+	c.state = stateConnected
+	c.install(nc, fr)
+	c.mu.Unlock()
+	return c, nil
+}
+
+func parseURL(raw string) (addr string, useTLS bool, err error) {
+	if !strings.Contains(raw, "://") {
+		raw = "fibril://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", false, fmt.Errorf("fibril: %w: url %q: %w", ErrInvalidArgument, raw, err)
+	}
+	switch u.Scheme {
+	case "fibril", "nats", "tcp":
+	case "tls", "fibrils":
+		useTLS = true
+	default:
+		return "", false, fmt.Errorf("fibril: %w: url scheme %q", ErrInvalidArgument, u.Scheme)
+	}
+	host, port := u.Hostname(), u.Port()
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if port == "" {
+		port = "4222"
+	}
+	return net.JoinHostPort(host, port), useTLS, nil
+}
+
+func urlUser(raw string) (user, pass string, ok bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return "", "", false
+	}
+	p, _ := u.User.Password()
+	return u.User.Username(), p, true
+}
+
+// dial opens one connection and completes the handshake: INFO, CONNECT,
+// +OK. It holds no lock.
+func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, error) {
+	var info ServerInfo
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.dialTimeout)
+	defer cancel()
+	d := net.Dialer{}
+	nc, err := d.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return nil, nil, info, fmt.Errorf("fibril: dial %s: %w", c.addr, err)
+	}
+	fail := func(err error) (net.Conn, *frameReader, ServerInfo, error) {
+		nc.Close()
+		return nil, nil, info, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	if c.cfg.tls != nil {
+		tc := c.cfg.tls.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName = c.serverName
+		}
+		tlsConn := tls.Client(nc, tc)
+		if err := tlsConn.HandshakeContext(ctx); err != nil {
+			return fail(fmt.Errorf("fibril: tls handshake with %s: %w", c.addr, err))
+		}
+		nc = tlsConn
+	}
+	fr := newFrameReader(nc, false)
+	f, err := fr.next()
+	if err != nil {
+		return fail(fmt.Errorf("fibril: reading INFO from %s: %w", c.addr, err))
+	}
+	if f.kind != fInfo {
+		return fail(fmt.Errorf("%w: first frame is not INFO", ErrProtocol))
+	}
+	if err := json.Unmarshal([]byte(f.arg), &info); err != nil {
+		return fail(fmt.Errorf("%w: INFO json: %w", ErrProtocol, err))
+	}
+	info.Raw = json.RawMessage(f.arg)
+	if info.Fibril < 1 {
+		return fail(fmt.Errorf("%w: server at %s does not speak fibril (INFO has no \"fibril\")", ErrProtocol, c.addr))
+	}
+	if _, err := nc.Write(c.connectLine()); err != nil {
+		return fail(fmt.Errorf("fibril: sending CONNECT: %w", err))
+	}
+	fr.crcMode = c.cfg.crc
+	for {
+		f, err := fr.next()
+		if err != nil {
+			return fail(fmt.Errorf("fibril: handshake with %s: %w", c.addr, err))
+		}
+		switch f.kind {
+		case fOK:
+			_ = nc.SetDeadline(time.Time{})
+			return nc, fr, info, nil
+		case fErr:
+			return fail(fmt.Errorf("fibril: CONNECT refused: %w", newServerError(f.arg)))
+		case fPing:
+			if _, err := nc.Write([]byte("PONG\r\n")); err != nil {
+				return fail(err)
+			}
+		case fInfo:
+			// an INFO update before +OK: keep the newest
+			_ = json.Unmarshal([]byte(f.arg), &info)
+		default:
+			return fail(fmt.Errorf("%w: unexpected frame during handshake", ErrProtocol))
+		}
+	}
+}
+
+func (c *Conn) connectLine() []byte {
+	m := map[string]any{
+		"verbose": false, "pedantic": false, "lang": "go", "version": Version,
+		"protocol": 1, "headers": true, "fibril": 1, "confirm": true, "crc": c.cfg.crc,
+	}
+	if c.cfg.name != "" {
+		m["name"] = c.cfg.name
+	}
+	if c.cfg.token != "" {
+		m["auth_token"] = c.cfg.token
+	}
+	if c.cfg.user != "" {
+		m["user"], m["pass"] = c.cfg.user, c.cfg.pass
+	}
+	b, _ := json.Marshal(m) // a map of plain values cannot fail to marshal
+	return append(append([]byte("CONNECT "), b...), "\r\n"...)
+}
+
+// install makes nc the live transport and starts its goroutines. Caller holds
+// c.mu.
+func (c *Conn) install(nc net.Conn, fr *frameReader) *transport {
+	t := &transport{nc: nc, fr: fr, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	c.tr = t
+	c.wg.Add(2)
+	go c.writeLoop(t)
+	go c.readLoop(t)
+	if c.cfg.heartbeat > 0 {
+		c.wg.Add(1)
+		go c.heartbeatLoop(t)
+	}
+	return t
+}
+
+// Info returns the INFO of the server this Conn is (or was last) connected to.
+func (c *Conn) Info() ServerInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.info
+}
+
+// Reconnects returns how many times this Conn has reconnected.
+func (c *Conn) Reconnects() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reconnects
+}
+
+// IsConnected reports whether a transport is up right now.
+func (c *Conn) IsConnected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state == stateConnected
+}
+
+// Flush blocks until the server has answered every command sent before it
+// (it sends PING and waits for the PONG), or ctx is done.
+func (c *Conn) Flush(ctx context.Context) error {
+	_, err := c.roundTrip(ctx, reqPing, []byte("PING\r\n"))
+	return err
+}
+
+// Close closes the connection at once: every pending request fails with
+// ErrClosed and consumers stop. Use Drain to wait for confirms first. A second
+// Close returns nil.
+func (c *Conn) Close() error {
+	c.closeWith(ErrClosed)
+	c.wg.Wait()
+	return nil
+}
+
+// Drain waits until every publish sent so far is confirmed (or ctx is done),
+// then closes the Conn.
+func (c *Conn) Drain(ctx context.Context) error {
+	err := c.Flush(ctx)
+	c.Close()
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+func (c *Conn) closeWith(why error) {
+	c.mu.Lock()
+	if c.state == stateClosed {
+		c.mu.Unlock()
+		return
+	}
+	c.state = stateClosed
+	c.closeErr = why
+	close(c.closed)
+	t := c.tr
+	c.tr = nil
+	pending := c.fifo
+	c.fifo = nil
+	subs := c.subs
+	c.subs = map[uint64]*subscription{}
+	c.mu.Unlock()
+	if t != nil {
+		close(t.done)
+		t.nc.Close()
+	}
+	for _, r := range pending {
+		c.finish(r, why)
+	}
+	for _, s := range subs {
+		s.close(why)
+	}
+}
+
+// writeLoop moves t.out to the socket. One per transport.
+func (c *Conn) writeLoop(t *transport) {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-t.kick:
+		case <-t.done:
+			return
+		}
+		c.mu.Lock()
+		buf := t.out
+		t.out = t.spare[:0]
+		c.mu.Unlock()
+		if len(buf) == 0 {
+			continue
+		}
+		if _, err := t.nc.Write(buf); err != nil {
+			c.lost(t, fmt.Errorf("fibril: write: %w", err))
+			return
+		}
+		c.mu.Lock()
+		if cap(buf) <= 1<<20 { // do not keep a huge buffer around
+			t.spare = buf[:0]
+		}
+		c.mu.Unlock()
+	}
+}
+
+// heartbeatLoop pings the server and declares it dead after maxPingsOut
+// unanswered pings. A waiting POLL holds back the PONG (strict answers), so
+// the check is skipped while one is pending.
+func (c *Conn) heartbeatLoop(t *transport) {
+	defer c.wg.Done()
+	tk := time.NewTicker(c.cfg.heartbeat)
+	defer tk.Stop()
+	for {
+		select {
+		case <-tk.C:
+		case <-t.done:
+			return
+		}
+		c.mu.Lock()
+		if c.tr != t {
+			c.mu.Unlock()
+			return
+		}
+		polling := false
+		for _, r := range c.fifo {
+			polling = polling || r.kind == reqPoll
+		}
+		if !polling && t.pingsOut >= c.cfg.maxPingsOut {
+			c.mu.Unlock()
+			c.lost(t, fmt.Errorf("fibril: %d pings unanswered: stale connection", t.pingsOut))
+			return
+		}
+		t.pingsOut++
+		r := newRequest(reqPing, nil)
+		c.fifo = append(c.fifo, r)
+		c.writeLocked(t, []byte("PING\r\n"))
+		c.mu.Unlock()
+	}
+}
+
+// writeLocked queues bytes on t and wakes its writer. Caller holds c.mu.
+func (c *Conn) writeLocked(t *transport, b []byte) {
+	t.out = append(t.out, b...)
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
+// lost handles the loss of transport t: unanswered publishes stay queued for
+// replay, other unanswered requests fail with ErrConnectionLost, and a
+// reconnect starts (or the Conn closes when reconnecting is off).
+func (c *Conn) lost(t *transport, why error) {
+	c.mu.Lock()
+	if c.tr != t || c.state != stateConnected {
+		c.mu.Unlock()
+		return
+	}
+	c.tr = nil
+	close(t.done)
+	t.nc.Close()
+	var failed, keep []*request
+	c.replayBytes = 0
+	for _, r := range c.fifo {
+		if r.kind == reqPub {
+			keep = append(keep, r)
+			c.replayBytes += len(r.frame)
+		} else {
+			failed = append(failed, r)
+		}
+	}
+	c.fifo = keep
+	final := c.cfg.reconnect.MaxAttempts < 0
+	if !final {
+		c.state = stateReconnecting
+		c.wg.Add(1)
+		go c.reconnectLoop()
+	}
+	c.mu.Unlock()
+	c.cfg.logger.Warn("fibril: connection lost", "addr", c.addr, "err", why, "replaying", len(keep))
+	lostErr := fmt.Errorf("%w: %w", ErrConnectionLost, why)
+	for _, r := range failed {
+		c.finish(r, lostErr)
+	}
+	if final {
+		c.closeWith(lostErr)
+	}
+}
+
+// reconnectLoop dials with backoff until it succeeds, the policy gives up or
+// the Conn is closed; then it re-subscribes and replays queued requests.
+func (c *Conn) reconnectLoop() {
+	defer c.wg.Done()
+	p := c.cfg.reconnect
+	for attempt := 0; p.MaxAttempts == 0 || attempt < p.MaxAttempts; attempt++ {
+		tm := time.NewTimer(p.delay(attempt))
+		select {
+		case <-c.closed:
+			tm.Stop()
+			return
+		case <-tm.C:
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { // Close aborts a dial in progress
+			select {
+			case <-c.closed:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		nc, fr, info, err := c.dial(ctx)
+		cancel()
+		if err != nil {
+			c.cfg.logger.Info("fibril: reconnect failed", "addr", c.addr, "attempt", attempt+1, "err", err)
+			continue
+		}
+		c.mu.Lock()
+		if c.state == stateClosed {
+			c.mu.Unlock()
+			nc.Close()
+			return
+		}
+		c.info = info
+		c.state = stateConnected
+		c.reconnects++
+		t := c.install(nc, fr)
+		queued := c.fifo
+		c.fifo = nil
+		for _, s := range c.subs {
+			r := newRequest(reqSub, s.subFrame())
+			c.fifo = append(c.fifo, r)
+			c.writeLocked(t, r.frame)
+		}
+		for _, r := range queued {
+			c.fifo = append(c.fifo, r)
+			c.writeLocked(t, r.frame)
+		}
+		c.replayBytes = 0
+		c.mu.Unlock()
+		c.cfg.logger.Info("fibril: reconnected", "addr", c.addr, "replayed", len(queued))
+		return
+	}
+	c.closeWith(fmt.Errorf("%w: gave up reconnecting after %d attempts", ErrConnectionLost, p.MaxAttempts))
+}
+
+// requestKind says what answer a request expects.
+type requestKind uint8
+
+const (
+	reqPub  requestKind = iota + 1 // +OK <p>:<seq> | +OK - | -ERR
+	reqOK                          // +OK | -ERR (ACK, NACK, SUB, ...)
+	reqPing                        // PONG
+	reqPoll                        // MSG* then +OK <n>
+	reqJSON                        // +OK <json> | -ERR
+	reqSub                         // +OK for a re-subscription; errors are logged
+)
+
+// request is one command awaiting its answer.
+type request struct {
+	kind  requestKind
+	frame []byte // the encoded command, kept for replay
+	done  chan struct{}
+	state atomic.Int32 // 0 pending, 1 finished, 2 abandoned by its caller
+
+	// results, written once before done is closed
+	err     error
+	arg     string
+	msgs    []*Msg
+	corrupt []error
+	window  bool // holds a c.window token
+}
+
+func newRequest(kind requestKind, frame []byte) *request {
+	return &request{kind: kind, frame: frame, done: make(chan struct{})}
+}
+
+// send queues r (writing it now when connected, keeping it for after the
+// reconnect otherwise).
+func (c *Conn) send(r *request) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch c.state {
+	case stateClosed:
+		return c.closeErr
+	case stateReconnecting:
+		if c.replayBytes+len(r.frame) > c.cfg.reconnect.BufferBytes {
+			return ErrReconnectBufferFull
+		}
+		c.replayBytes += len(r.frame)
+		c.fifo = append(c.fifo, r)
+		return nil
+	}
+	c.fifo = append(c.fifo, r)
+	c.writeLocked(c.tr, r.frame)
+	return nil
+}
+
+// wait blocks until r is answered or ctx is done. When ctx wins, r is marked
+// abandoned so that its answer (leased messages) is cleaned up on arrival.
+func (c *Conn) wait(ctx context.Context, r *request) error {
+	if c.cfg.reqTimeout > 0 {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, c.cfg.reqTimeout)
+			defer cancel()
+		}
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(0, 2) {
+			return ctx.Err()
+		}
+		<-r.done // finished concurrently: take the answer
+		return r.err
+	}
+}
+
+// roundTrip sends one command and waits for its answer.
+func (c *Conn) roundTrip(ctx context.Context, kind requestKind, frame []byte) (*request, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := newRequest(kind, frame)
+	if err := c.send(r); err != nil {
+		return nil, err
+	}
+	if err := c.wait(ctx, r); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// finish completes r with err (nil for success). Called exactly once per
+// request, by whoever removed it from the fifo.
+func (c *Conn) finish(r *request, err error) {
+	r.err = err
+	if r.window {
+		<-c.window
+	}
+	if r.state.CompareAndSwap(0, 1) {
+		close(r.done)
+		return
+	}
+	// abandoned: release what its caller will never see
+	close(r.done)
+	for _, m := range r.msgs {
+		c.releaseAsync(m)
+	}
+}
