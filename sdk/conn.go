@@ -57,7 +57,7 @@ type Conn struct {
 	mu          sync.Mutex // guards everything below; never held across I/O
 	tr          *transport // nil while disconnected
 	fifo        []*request // requests awaiting their answer, in send order
-	subs        map[uint64]*subscription
+	subs        map[uint64]*Subscription
 	nextSID     uint64
 	info        ServerInfo
 	state       connState
@@ -110,7 +110,7 @@ func Connect(ctx context.Context, rawURL string, opts ...Option) (*Conn, error) 
 		return nil, fmt.Errorf("fibril: %w: %w", ErrInvalidArgument, err)
 	}
 	host, _, _ := net.SplitHostPort(addr)
-	c := &Conn{cfg: cfg, addr: addr, serverName: host, subs: map[uint64]*subscription{}, closed: make(chan struct{})}
+	c := &Conn{cfg: cfg, addr: addr, serverName: host, subs: map[uint64]*Subscription{}, closed: make(chan struct{})}
 	nc, fr, info, err := c.dial(ctx)
 	if err != nil {
 		return nil, err
@@ -332,7 +332,7 @@ func (c *Conn) closeWith(why error) {
 	pending := c.fifo
 	c.fifo = nil
 	subs := c.subs
-	c.subs = map[uint64]*subscription{}
+	c.subs = map[uint64]*Subscription{}
 	c.mu.Unlock()
 	if t != nil {
 		close(t.done)

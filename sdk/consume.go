@@ -60,9 +60,12 @@ func (c *Conn) consumeOptions(opts []ConsumeOption) (consumeOpts, error) {
 	return o, nil
 }
 
-// subscription is a push consumer (SUB <topic> <group> <sid> <max>). The
-// read loop pushes into it without blocking; consumers pop.
-type subscription struct {
+// Subscription is a push consumer of a durable group (SUB <topic> <group>
+// <sid> <max-inflight>), read one message at a time with Next. The Conn's
+// read loop queues deliveries into it without blocking; the server bounds
+// them by max in flight. Safe for concurrent use.
+type Subscription struct {
+	conn         *Conn
 	sid          uint64
 	topic, group string
 	maxInFlight  int
@@ -78,7 +81,7 @@ type item struct {
 	err error
 }
 
-func (s *subscription) subFrame() []byte {
+func (s *Subscription) subFrame() []byte {
 	b := []byte("SUB " + s.topic + " " + s.group + " " + strconv.FormatUint(s.sid, 10))
 	if s.maxInFlight > 0 {
 		b = append(b, ' ')
@@ -87,7 +90,7 @@ func (s *subscription) subFrame() []byte {
 	return append(b, "\r\n"...)
 }
 
-func (s *subscription) push(m *Msg, err error) {
+func (s *Subscription) push(m *Msg, err error) {
 	s.mu.Lock()
 	s.queue = append(s.queue, item{m, err})
 	s.mu.Unlock()
@@ -97,7 +100,7 @@ func (s *subscription) push(m *Msg, err error) {
 	}
 }
 
-func (s *subscription) close(err error) {
+func (s *Subscription) close(err error) {
 	s.mu.Lock()
 	if s.err == nil {
 		s.err = err
@@ -111,7 +114,7 @@ func (s *subscription) close(err error) {
 
 // next blocks for the next item; ok is false once the subscription ended or
 // ctx is done (err says which).
-func (s *subscription) next(ctx context.Context) (item, bool, error) {
+func (s *Subscription) next(ctx context.Context) (item, bool, error) {
 	for {
 		s.mu.Lock()
 		if len(s.queue) > 0 {
@@ -143,7 +146,7 @@ func (s *subscription) next(ctx context.Context) (item, bool, error) {
 }
 
 // drain removes what is still queued.
-func (s *subscription) drain() []*Msg {
+func (s *Subscription) drain() []*Msg {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*Msg
@@ -156,8 +159,37 @@ func (s *subscription) drain() []*Msg {
 	return out
 }
 
+// Subscribe starts a push consumer of group on topic and waits for the
+// server's +OK. Only WithMaxInFlight applies. Stop it with Stop; deliveries
+// it still holds are then handed back (nacked) to the server.
+func (c *Conn) Subscribe(ctx context.Context, topic, group string, opts ...ConsumeOption) (*Subscription, error) {
+	o, err := c.consumeOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.subscribe(ctx, topic, group, o.maxInFlight)
+}
+
+// Next blocks until the next delivery, ctx is done, or the subscription
+// ends (ErrClosed, or the Conn's close reason). A delivery that failed its
+// CRC check is returned as a *CorruptError (and was nacked), never as data.
+func (s *Subscription) Next(ctx context.Context) (*Msg, error) {
+	it, ok, err := s.next(ctx)
+	if !ok {
+		return nil, err
+	}
+	return it.m, it.err
+}
+
+// Stop unsubscribes and hands back what was delivered but not returned by
+// Next. Messages already returned stay the caller's to settle.
+func (s *Subscription) Stop(ctx context.Context) error {
+	s.conn.unsubscribe(s)
+	return ctx.Err()
+}
+
 // subscribe registers a push subscription and waits for the server's +OK.
-func (c *Conn) subscribe(ctx context.Context, topic, group string, maxInFlight int) (*subscription, error) {
+func (c *Conn) subscribe(ctx context.Context, topic, group string, maxInFlight int) (*Subscription, error) {
 	if err := checkSubject(topic); err != nil {
 		return nil, err
 	}
@@ -166,7 +198,7 @@ func (c *Conn) subscribe(ctx context.Context, topic, group string, maxInFlight i
 	}
 	c.mu.Lock()
 	c.nextSID++
-	s := &subscription{sid: c.nextSID, topic: topic, group: group, maxInFlight: maxInFlight, notify: make(chan struct{}, 1)}
+	s := &Subscription{conn: c, sid: c.nextSID, topic: topic, group: group, maxInFlight: maxInFlight, notify: make(chan struct{}, 1)}
 	c.subs[s.sid] = s
 	c.mu.Unlock()
 	if _, err := c.roundTrip(ctx, reqOK, s.subFrame()); err != nil {
@@ -179,7 +211,7 @@ func (c *Conn) subscribe(ctx context.Context, topic, group string, maxInFlight i
 }
 
 // unsubscribe stops deliveries to s and hands back what it still holds.
-func (c *Conn) unsubscribe(s *subscription) {
+func (c *Conn) unsubscribe(s *Subscription) {
 	c.mu.Lock()
 	_, live := c.subs[s.sid]
 	delete(c.subs, s.sid)
@@ -233,7 +265,7 @@ func (c *Conn) Consume(ctx context.Context, topic, group string, handler Handler
 	return err
 }
 
-func (c *Conn) consumeWorker(ctx context.Context, s *subscription, handler Handler, o consumeOpts) error {
+func (c *Conn) consumeWorker(ctx context.Context, s *Subscription, handler Handler, o consumeOpts) error {
 	for {
 		it, ok, err := s.next(ctx)
 		if !ok {

@@ -146,3 +146,41 @@ func (c *Conn) AckAll(ctx context.Context, msgs ...*Msg) error {
 	}
 	return nil
 }
+
+// SettleOp names a settle command for SettleHandle.
+type SettleOp string
+
+// The settle operations.
+const (
+	OpAck    SettleOp = "ack"
+	OpNack   SettleOp = "nack"
+	OpReject SettleOp = "reject"
+	OpExtend SettleOp = "extend"
+)
+
+// SettleHandle settles a delivery known only by its handle text (for
+// example, one passed on by another process). d is the nack delay or the
+// lease extension (0: none given). The server decides whether the handle is
+// valid; a malformed one is refused with ErrInvalidHandle.
+func (c *Conn) SettleHandle(ctx context.Context, handle string, op SettleOp, d time.Duration) error {
+	m := &Msg{handle: handle, conn: c}
+	m.hinfo, m.hok = parseHandle(handle)
+	if err := checkSubject(handle); err != nil {
+		return err
+	}
+	m.hok = true // let the server judge the handle
+	switch op {
+	case OpAck:
+		return m.Ack(ctx)
+	case OpNack:
+		return m.Nack(ctx, d)
+	case OpReject:
+		return m.Reject(ctx)
+	case OpExtend:
+		if d > 0 {
+			return m.ExtendLease(ctx, d)
+		}
+		return m.InProgress(ctx)
+	}
+	return fmt.Errorf("%w: settle op %q", ErrInvalidArgument, op)
+}

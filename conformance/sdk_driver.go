@@ -1,0 +1,220 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	fibril "github.com/fibrilmq/fibril/sdk"
+)
+
+// SDKDriver runs the high-level ops through the Go SDK (package fibril).
+type SDKDriver struct{}
+
+// Name implements Driver.
+func (SDKDriver) Name() string { return "go-sdk" }
+
+// Open implements Driver.
+func (SDKDriver) Open(ctx context.Context, addr string, o SessionOptions) (Session, error) {
+	c, err := fibril.Connect(ctx, "fibril://"+addr,
+		fibril.WithCRC(o.CRC),
+		fibril.WithName("conformance"),
+		fibril.WithReconnect(fibril.ReconnectPolicy{
+			InitialDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond,
+			Multiplier: 2, Jitter: 0.1, BufferBytes: 8 << 20,
+		}))
+	if err != nil {
+		return nil, err
+	}
+	return &sdkSession{c: c}, nil
+}
+
+type sdkSession struct{ c *fibril.Conn }
+
+func pubOpts(m OutMsg) []fibril.PubOption {
+	var o []fibril.PubOption
+	for k, v := range m.Header {
+		o = append(o, fibril.WithHeader(k, v))
+	}
+	if m.Key != "" {
+		o = append(o, fibril.WithKey(m.Key))
+	}
+	if m.MsgID != "" {
+		o = append(o, fibril.WithMsgID(m.MsgID))
+	}
+	return o
+}
+
+func fromPos(p fibril.Position) Position {
+	return Position{Stored: p.Stored, Partition: p.Partition, Seq: p.Seq}
+}
+
+// Publish implements Session.
+func (s *sdkSession) Publish(ctx context.Context, m OutMsg) (Position, error) {
+	p, err := s.c.Publish(ctx, m.Subject, m.Data, pubOpts(m)...)
+	return fromPos(p), err
+}
+
+// PublishMany implements Session with PublishAsync futures.
+func (s *sdkSession) PublishMany(ctx context.Context, msgs []OutMsg) ([]Position, []error) {
+	pos := make([]Position, len(msgs))
+	errs := make([]error, len(msgs))
+	futs := make([]*fibril.PubFuture, len(msgs))
+	for i, m := range msgs {
+		futs[i], errs[i] = s.c.PublishAsync(ctx, m.Subject, m.Data, pubOpts(m)...)
+	}
+	for i, f := range futs {
+		if f == nil {
+			continue
+		}
+		p, err := f.Wait(ctx)
+		pos[i], errs[i] = fromPos(p), err
+	}
+	return pos, errs
+}
+
+func toDelivery(m *fibril.Msg) *Delivery {
+	return &Delivery{
+		Subject: m.Subject, Data: m.Data, Header: m.Header, Handle: m.Handle(),
+		DeliveryCount: m.DeliveryCount(), Partition: m.Partition(), Seq: m.Seq(), Native: m,
+	}
+}
+
+// Poll implements Session.
+func (s *sdkSession) Poll(ctx context.Context, topic, group string, max int, wait time.Duration) ([]*Delivery, error) {
+	msgs, err := s.c.Fetch(ctx, topic, group, max, wait)
+	out := make([]*Delivery, len(msgs))
+	for i, m := range msgs {
+		out[i] = toDelivery(m)
+	}
+	return out, err
+}
+
+// Settle implements Session.
+func (s *sdkSession) Settle(ctx context.Context, d *Delivery, op string, ms int) error {
+	m, ok := d.Native.(*fibril.Msg)
+	if !ok {
+		return s.SettleHandle(ctx, d.Handle, op, ms)
+	}
+	switch op {
+	case "ack":
+		return m.Ack(ctx)
+	case "nack":
+		return m.Nack(ctx, time.Duration(ms)*time.Millisecond)
+	case "reject":
+		return m.Reject(ctx)
+	case "extend":
+		if ms > 0 {
+			return m.ExtendLease(ctx, time.Duration(ms)*time.Millisecond)
+		}
+		return m.InProgress(ctx)
+	}
+	return fmt.Errorf("unknown settle op %q", op)
+}
+
+// SettleHandle implements Session.
+func (s *sdkSession) SettleHandle(ctx context.Context, handle, op string, ms int) error {
+	return s.c.SettleHandle(ctx, handle, fibril.SettleOp(op), time.Duration(ms)*time.Millisecond)
+}
+
+// Subscribe implements Session with Messages (the iterator form), pulled
+// one step at a time.
+func (s *sdkSession) Subscribe(ctx context.Context, topic, group string, maxInflight int) (Subscription, error) {
+	sub, err := s.c.Subscribe(ctx, topic, group, fibril.WithMaxInFlight(maxInflight))
+	if err != nil {
+		return nil, err
+	}
+	return &sdkSub{sub: sub}, nil
+}
+
+type sdkSub struct{ sub *fibril.Subscription }
+
+// Next implements Subscription.
+func (w *sdkSub) Next(ctx context.Context) (*Delivery, error) {
+	m, err := w.sub.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return toDelivery(m), nil
+}
+
+// Stop implements Subscription.
+func (w *sdkSub) Stop(ctx context.Context) error { return w.sub.Stop(ctx) }
+
+// Admin implements Session through the SDK's management calls.
+func (s *sdkSession) Admin(ctx context.Context, words []string, arg json.RawMessage) (json.RawMessage, error) {
+	verb := words[0] + " " + words[1]
+	switch verb {
+	case "TOPIC CREATE":
+		var cfg fibril.TopicConfig
+		if err := unmarshalStrict(arg, &cfg); err != nil {
+			return nil, err
+		}
+		ti, err := s.c.CreateTopic(ctx, words[2], cfg)
+		if err != nil {
+			return nil, err
+		}
+		return ti.Raw, nil
+	case "TOPIC INFO":
+		ti, err := s.c.Topic(ctx, words[2])
+		if err != nil {
+			return nil, err
+		}
+		return ti.Raw, nil
+	case "TOPIC LIST":
+		ts, err := s.c.Topics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		raws := make([]json.RawMessage, len(ts))
+		for i, t := range ts {
+			raws[i] = t.Raw
+		}
+		return json.Marshal(raws)
+	case "TOPIC DELETE":
+		return nil, s.c.DeleteTopic(ctx, words[2])
+	case "GROUP CREATE":
+		var cfg fibril.GroupConfig
+		if err := unmarshalStrict(arg, &cfg); err != nil {
+			return nil, err
+		}
+		gi, err := s.c.CreateGroup(ctx, words[2], words[3], cfg)
+		if err != nil {
+			return nil, err
+		}
+		return gi.Raw, nil
+	case "GROUP INFO":
+		gi, err := s.c.Group(ctx, words[2], words[3])
+		if err != nil {
+			return nil, err
+		}
+		return gi.Raw, nil
+	case "GROUP LIST":
+		gs, err := s.c.Groups(ctx, words[2])
+		if err != nil {
+			return nil, err
+		}
+		raws := make([]json.RawMessage, len(gs))
+		for i, g := range gs {
+			raws[i] = g.Raw
+		}
+		return json.Marshal(raws)
+	case "GROUP DELETE":
+		return nil, s.c.DeleteGroup(ctx, words[2], words[3])
+	}
+	return nil, fmt.Errorf("sdk driver: no SDK call for %s", verb)
+}
+
+func unmarshalStrict(b json.RawMessage, v any) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.Unmarshal(b, v)
+}
+
+// Restarted implements Session: the SDK reconnects and replays by itself.
+func (s *sdkSession) Restarted(context.Context) error { return nil }
+
+// Close implements Session.
+func (s *sdkSession) Close() error { return s.c.Close() }
