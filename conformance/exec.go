@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	fibril "github.com/fibrilmq/fibril/sdk"
+	"github.com/fibrilmq/fibril/protocol"
 )
 
 // Env is the server a scenario runs against.
@@ -140,9 +140,9 @@ func codeOf(err error) string {
 	if errors.As(err, &we) {
 		return we.Code
 	}
-	var fe *fibril.Error
-	if errors.As(err, &fe) {
-		return fe.Code
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return string(pe.Code)
 	}
 	return ""
 }

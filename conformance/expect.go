@@ -201,24 +201,15 @@ func normalize(v any) any {
 	return v
 }
 
-// listNames extracts the "name" of every object in a list answer: a JSON
-// array, or an object holding one array.
+// listNames extracts the names of a list answer: {"topics":[...]} or
+// {"topic":...,"groups":[...]} (SPEC.md section 10).
 func listNames(ans json.RawMessage) []string {
-	var arr []map[string]any
-	if json.Unmarshal(ans, &arr) != nil {
-		var obj map[string][]map[string]any
-		if json.Unmarshal(ans, &obj) != nil {
-			return nil
-		}
-		for _, v := range obj {
-			arr = append(arr, v...)
-		}
+	var l struct {
+		Topics []string `json:"topics"`
+		Groups []string `json:"groups"`
 	}
-	var names []string
-	for _, o := range arr {
-		if n, ok := o["name"].(string); ok {
-			names = append(names, n)
-		}
+	if json.Unmarshal(ans, &l) != nil {
+		return nil
 	}
-	return names
+	return append(l.Topics, l.Groups...)
 }

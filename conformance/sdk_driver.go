@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fibrilmq/fibril/protocol"
 	fibril "github.com/fibrilmq/fibril/sdk"
 )
 
@@ -142,75 +143,55 @@ func (w *sdkSub) Next(ctx context.Context) (*Delivery, error) {
 // Stop implements Subscription.
 func (w *sdkSub) Stop(ctx context.Context) error { return w.sub.Stop(ctx) }
 
-// Admin implements Session through the SDK's management calls.
+// Admin implements Session through the SDK's management calls; the typed
+// answers are turned back into JSON for the expectations.
 func (s *sdkSession) Admin(ctx context.Context, words []string, arg json.RawMessage) (json.RawMessage, error) {
-	verb := words[0] + " " + words[1]
-	switch verb {
+	var v any
+	var err error
+	switch words[0] + " " + words[1] {
 	case "TOPIC CREATE":
 		var cfg fibril.TopicConfig
 		if err := unmarshalStrict(arg, &cfg); err != nil {
 			return nil, err
 		}
-		ti, err := s.c.CreateTopic(ctx, words[2], cfg)
-		if err != nil {
-			return nil, err
-		}
-		return ti.Raw, nil
+		v, err = s.c.CreateTopic(ctx, words[2], cfg)
 	case "TOPIC INFO":
-		ti, err := s.c.Topic(ctx, words[2])
-		if err != nil {
-			return nil, err
-		}
-		return ti.Raw, nil
+		v, err = s.c.Topic(ctx, words[2])
 	case "TOPIC LIST":
-		ts, err := s.c.Topics(ctx)
-		if err != nil {
-			return nil, err
-		}
-		raws := make([]json.RawMessage, len(ts))
-		for i, t := range ts {
-			raws[i] = t.Raw
-		}
-		return json.Marshal(raws)
+		var names []string
+		names, err = s.c.Topics(ctx)
+		v = map[string]any{"topics": names}
 	case "TOPIC DELETE":
-		return nil, s.c.DeleteTopic(ctx, words[2])
+		err = s.c.DeleteTopic(ctx, words[2])
+		v = map[string]any{"topic": words[2]}
 	case "GROUP CREATE":
 		var cfg fibril.GroupConfig
 		if err := unmarshalStrict(arg, &cfg); err != nil {
 			return nil, err
 		}
-		gi, err := s.c.CreateGroup(ctx, words[2], words[3], cfg)
-		if err != nil {
-			return nil, err
-		}
-		return gi.Raw, nil
+		v, err = s.c.CreateGroup(ctx, words[2], words[3], cfg)
 	case "GROUP INFO":
-		gi, err := s.c.Group(ctx, words[2], words[3])
-		if err != nil {
-			return nil, err
-		}
-		return gi.Raw, nil
+		v, err = s.c.Group(ctx, words[2], words[3])
 	case "GROUP LIST":
-		gs, err := s.c.Groups(ctx, words[2])
-		if err != nil {
-			return nil, err
-		}
-		raws := make([]json.RawMessage, len(gs))
-		for i, g := range gs {
-			raws[i] = g.Raw
-		}
-		return json.Marshal(raws)
+		var names []string
+		names, err = s.c.Groups(ctx, words[2])
+		v = map[string]any{"topic": words[2], "groups": names}
 	case "GROUP DELETE":
-		return nil, s.c.DeleteGroup(ctx, words[2], words[3])
+		err = s.c.DeleteGroup(ctx, words[2], words[3])
+		v = map[string]any{"topic": words[2], "group": words[3]}
+	default:
+		return nil, fmt.Errorf("sdk driver: no SDK call for %v", words)
 	}
-	return nil, fmt.Errorf("sdk driver: no SDK call for %s", verb)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
 }
 
+// unmarshalStrict decodes a scenario's config the way the server would, so
+// a field the SDK's config type lacks fails loudly instead of vanishing.
 func unmarshalStrict(b json.RawMessage, v any) error {
-	if len(b) == 0 {
-		return nil
-	}
-	return json.Unmarshal(b, v)
+	return protocol.DecodeStrict(b, v)
 }
 
 // Restarted implements Session: the SDK reconnects and replays by itself.

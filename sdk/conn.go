@@ -3,7 +3,6 @@ package fibril
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -12,32 +11,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
 )
 
 // Version is this client's version, sent in CONNECT.
 const Version = "0.1.0"
 
-// ServerInfo is the server's INFO (SPEC.md "INFO").
-type ServerInfo struct {
-	ServerID       string `json:"server_id"`
-	ServerName     string `json:"server_name"`
-	Version        string `json:"version"`
-	Proto          int    `json:"proto"`
-	Host           string `json:"host"`
-	Port           int    `json:"port"`
-	Headers        bool   `json:"headers"`
-	MaxPayload     int    `json:"max_payload"`
-	AuthRequired   bool   `json:"auth_required"`
-	TLSRequired    bool   `json:"tls_required"`
-	TLSAvailable   bool   `json:"tls_available"`
-	Fibril         int    `json:"fibril"`
-	MaxUnconfirmed int    `json:"max_unconfirmed"`
-	HeartbeatMS    int    `json:"heartbeat_ms"`
-	MaxInflight    int    `json:"max_inflight"`
-	CRC            bool   `json:"crc"`
-	// Raw is the whole INFO JSON, for fields this client does not know.
-	Raw json.RawMessage `json:"-"`
-}
+// ServerInfo is the server's INFO (SPEC.md section 11).
+type ServerInfo = protocol.Info
 
 type connState uint8
 
@@ -194,7 +176,7 @@ func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, er
 		}
 		nc = tlsConn
 	}
-	fr := newFrameReader(nc, false)
+	fr := newFrameReader(nc)
 	f, err := fr.next()
 	if err != nil {
 		return fail(fmt.Errorf("fibril: reading INFO from %s: %w", c.addr, err))
@@ -202,17 +184,24 @@ func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, er
 	if f.kind != fInfo {
 		return fail(fmt.Errorf("%w: first frame is not INFO", ErrProtocol))
 	}
-	if err := json.Unmarshal([]byte(f.arg), &info); err != nil {
-		return fail(fmt.Errorf("%w: INFO json: %w", ErrProtocol, err))
+	if info, err = protocol.ParseInfo([]byte(f.arg)); err != nil {
+		return fail(fmt.Errorf("%w: INFO: %w", ErrProtocol, err))
 	}
-	info.Raw = json.RawMessage(f.arg)
+	fr.setMaxPayload(int(info.MaxPayload))
 	if info.Fibril < 1 {
 		return fail(fmt.Errorf("%w: server at %s does not speak fibril (INFO has no \"fibril\")", ErrProtocol, c.addr))
 	}
-	if _, err := nc.Write(c.connectLine()); err != nil {
+	line, err := c.connectLine()
+	if err != nil {
+		return fail(fmt.Errorf("fibril: encoding CONNECT: %w", err))
+	}
+	if _, err := nc.Write(line); err != nil {
 		return fail(fmt.Errorf("fibril: sending CONNECT: %w", err))
 	}
-	fr.crcMode = c.cfg.crc
+	if c.cfg.crc && !info.CRC {
+		return fail(fmt.Errorf("%w: server at %s does not offer CRC mode (use WithCRC(false))", ErrProtocol, c.addr))
+	}
+	fr.setCRC(c.cfg.crc)
 	for {
 		f, err := fr.next()
 		if err != nil {
@@ -223,36 +212,29 @@ func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, er
 			_ = nc.SetDeadline(time.Time{})
 			return nc, fr, info, nil
 		case fErr:
-			return fail(fmt.Errorf("fibril: CONNECT refused: %w", newServerError(f.arg)))
+			return fail(fmt.Errorf("fibril: CONNECT refused: %w", protocol.ParseErrText([]byte(f.arg))))
 		case fPing:
 			if _, err := nc.Write([]byte("PONG\r\n")); err != nil {
 				return fail(err)
 			}
 		case fInfo:
 			// an INFO update before +OK: keep the newest
-			_ = json.Unmarshal([]byte(f.arg), &info)
+			if i2, err := protocol.ParseInfo([]byte(f.arg)); err == nil {
+				info = i2
+			}
 		default:
 			return fail(fmt.Errorf("%w: unexpected frame during handshake", ErrProtocol))
 		}
 	}
 }
 
-func (c *Conn) connectLine() []byte {
-	m := map[string]any{
-		"verbose": false, "pedantic": false, "lang": "go", "version": Version,
-		"protocol": 1, "headers": true, "fibril": 1, "confirm": true, "crc": c.cfg.crc,
+func (c *Conn) connectLine() ([]byte, error) {
+	cn := protocol.Connect{
+		Lang: "go", Version: Version, Protocol: 1, Headers: true,
+		Name: c.cfg.name, AuthToken: c.cfg.token, User: c.cfg.user, Pass: c.cfg.pass,
+		Fibril: 1, CRC: c.cfg.crc, Confirm: true,
 	}
-	if c.cfg.name != "" {
-		m["name"] = c.cfg.name
-	}
-	if c.cfg.token != "" {
-		m["auth_token"] = c.cfg.token
-	}
-	if c.cfg.user != "" {
-		m["user"], m["pass"] = c.cfg.user, c.cfg.pass
-	}
-	b, _ := json.Marshal(m) // a map of plain values cannot fail to marshal
-	return append(append([]byte("CONNECT "), b...), "\r\n"...)
+	return protocol.AppendConnect(nil, &cn)
 }
 
 // install makes nc the live transport and starts its goroutines. Caller holds

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
 )
 
 // Handler processes one message. If it returns nil and has not settled the
@@ -82,12 +84,7 @@ type item struct {
 }
 
 func (s *Subscription) subFrame() []byte {
-	b := []byte("SUB " + s.topic + " " + s.group + " " + strconv.FormatUint(s.sid, 10))
-	if s.maxInFlight > 0 {
-		b = append(b, ' ')
-		b = strconv.AppendInt(b, int64(s.maxInFlight), 10)
-	}
-	return append(b, "\r\n"...)
+	return protocol.AppendSub(nil, s.topic, s.group, strconv.FormatUint(s.sid, 10), s.maxInFlight)
 }
 
 func (s *Subscription) push(m *Msg, err error) {
@@ -219,7 +216,7 @@ func (c *Conn) unsubscribe(s *Subscription) {
 	if live {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := c.roundTrip(ctx, reqOK, []byte("UNSUB "+strconv.FormatUint(s.sid, 10)+"\r\n")); err != nil && !errors.Is(err, ErrClosed) {
+		if _, err := c.roundTrip(ctx, reqOK, protocol.AppendUnsub(nil, strconv.FormatUint(s.sid, 10), 0)); err != nil && !errors.Is(err, ErrClosed) {
 			c.cfg.logger.Debug("fibril: UNSUB failed", "sid", s.sid, "err", err)
 		}
 	}
@@ -342,16 +339,11 @@ func (c *Conn) Fetch(ctx context.Context, topic, group string, max int, wait tim
 	if max < 1 || wait < 0 {
 		return nil, fmt.Errorf("%w: Fetch needs max >= 1 and wait >= 0", ErrInvalidArgument)
 	}
-	b := []byte("POLL " + topic + " " + group + " " + strconv.Itoa(max))
-	if wait > 0 {
-		b = append(b, ' ')
-		b = strconv.AppendInt(b, wait.Milliseconds(), 10)
-	}
-	r, err := c.roundTrip(ctx, reqPoll, append(b, "\r\n"...))
+	r, err := c.roundTrip(ctx, reqPoll, protocol.AppendPoll(nil, topic, group, max, wait.Milliseconds()))
 	if err != nil {
 		return nil, fmt.Errorf("fibril: POLL %s %s: %w", topic, group, err)
 	}
-	if n, perr := strconv.Atoi(r.arg); perr != nil || n != len(r.msgs)+len(r.corrupt) {
+	if n, perr := protocol.ParsePollDone([]byte(r.arg)); perr != nil || n != len(r.msgs)+len(r.corrupt) {
 		c.cfg.logger.Warn("fibril: POLL count mismatch", "said", r.arg, "got", len(r.msgs)+len(r.corrupt))
 	}
 	return r.msgs, errors.Join(r.corrupt...)

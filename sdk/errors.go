@@ -3,6 +3,8 @@ package fibril
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fibrilmq/fibril/protocol"
 )
 
 // Client-side sentinels. Errors returned by this package wrap them, so test
@@ -26,60 +28,32 @@ var (
 	// ErrNoHandle: the message has no ack handle (it came from a plain
 	// subscription), so it cannot be settled.
 	ErrNoHandle = errors.New("fibril: message has no ack handle")
-	// ErrPayloadTooLarge: the payload exceeds the server's max_payload; the
-	// client refuses it before sending.
-	ErrPayloadTooLarge = errors.New("fibril: payload exceeds server max_payload")
 	// ErrInvalidArgument: a caller argument is malformed (empty subject, a
 	// space in a token, a negative count).
 	ErrInvalidArgument = errors.New("fibril: invalid argument")
 )
 
-// Error is an -ERR answer from the server. Code is the stable snake_case code
-// from SPEC.md's error table; Text is the human text. errors.Is(err, ErrX)
-// matches by Code against the per-code sentinels (ErrCRCMismatch,
-// ErrStaleHandle, ...), so callers never look at the words.
-type Error struct {
-	Code      string
-	Text      string
-	Fatal     bool // the server closes the connection after sending it
-	Retriable bool // the same request may succeed later
-}
+// Error is an -ERR answer from the server, or a check the client makes on
+// the server's behalf (a payload over max_payload, a malformed handle). It is
+// the protocol package's error type: Code is the stable snake_case code from
+// SPEC.md's error table, and errors.Is(err, ErrX) matches any *Error with the
+// same Code (ErrCRCMismatch, ErrStaleHandle, ...), so callers never look at
+// the words. Fatal and Retriable come from the table.
+type Error = protocol.Error
 
-// Error implements error.
-func (e *Error) Error() string {
-	if e.Text == "" {
-		return "fibril: " + e.Code
-	}
-	return fmt.Sprintf("fibril: %s: %s", e.Code, e.Text)
-}
-
-// Is reports whether target is an *Error with the same Code, so that the
-// per-code sentinels match any answer carrying that code.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
-
-// Corrupt describes a delivery that failed its CRC check. It wraps
-// ErrCorruptDelivery.
+// CorruptError describes a delivery the client refused: its checksum did not
+// match (Cause is ErrCRCMismatch) or its header block was malformed. It wraps
+// ErrCorruptDelivery and Cause. The data is never handed out.
 type CorruptError struct {
 	Subject string
 	Handle  string
-	Want    uint32 // the CRC the server sent
-	Got     uint32 // the CRC of the bytes received
+	Cause   error
 }
 
 // Error implements error.
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("fibril: delivery %s on %q failed its CRC check (sent %08x, computed %08x)",
-		e.Handle, e.Subject, e.Want, e.Got)
+	return fmt.Sprintf("fibril: delivery %s on %q refused: %v", e.Handle, e.Subject, e.Cause)
 }
 
-// Unwrap returns ErrCorruptDelivery.
-func (e *CorruptError) Unwrap() error { return ErrCorruptDelivery }
-
-// errorDesc is what the client needs to know about an error code.
-type errorDesc struct{ Fatal, Retriable bool }
-
-// errorTable is read-only after package init.
-var errorTable = map[string]errorDesc{}
+// Unwrap returns ErrCorruptDelivery and the cause.
+func (e *CorruptError) Unwrap() []error { return []error{ErrCorruptDelivery, e.Cause} }

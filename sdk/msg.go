@@ -3,14 +3,15 @@ package fibril
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
 )
 
-// Msg is one delivery of a durable message (or a plain subscription
-// message, which has no handle). Its fields belong to the caller.
+// Msg is one delivery of a durable message. Its exported fields belong to
+// the caller. Settle it exactly once with Ack, Nack or Reject (InProgress may
+// come before); an unsettled message is redelivered when its lease expires.
 type Msg struct {
 	Subject string
 	Data    []byte
@@ -18,106 +19,69 @@ type Msg struct {
 	CRC     uint32 // the verified CRC-32 of header block + data (0 with CRC off)
 
 	handle string
-	hinfo  handleInfo
+	h      protocol.Handle
 	hok    bool
 	conn   *Conn
 	done   atomic.Bool // settled by Ack, Nack or Reject
 }
 
-// handleInfo is a parsed ack handle: $F.<topic-id>.<group-id>.<partition>.<seq>.<attempt>.
-type handleInfo struct {
-	topic, group uint64
-	partition    uint32
-	seq          uint64
-	attempt      uint32
-}
-
-func parseHandle(s string) (handleInfo, bool) {
-	var h handleInfo
-	rest, ok := strings.CutPrefix(s, "$F.")
-	if !ok {
-		return h, false
-	}
-	parts := strings.Split(rest, ".")
-	if len(parts) != 5 {
-		return h, false
-	}
-	var n [5]uint64
-	for i, p := range parts {
-		v, err := strconv.ParseUint(p, 10, 64)
-		if err != nil {
-			return h, false
-		}
-		n[i] = v
-	}
-	if n[2] > 1<<32-1 || n[4] > 1<<32-1 {
-		return h, false
-	}
-	return handleInfo{topic: n[0], group: n[1], partition: uint32(n[2]), seq: n[3], attempt: uint32(n[4])}, true
-}
-
-// Handle returns the ack handle ("" for plain subscription messages).
+// Handle returns the ack handle, $F.<topic-id>.<group-id>.<partition>.<seq>.<attempt>.
 func (m *Msg) Handle() string { return m.handle }
 
 // DeliveryCount returns how many times this message has been delivered to
-// its group, this delivery included (1 on the first delivery; 0 without a
-// handle).
-func (m *Msg) DeliveryCount() int { return int(m.hinfo.attempt) }
+// its group, this delivery included (1 on the first delivery).
+func (m *Msg) DeliveryCount() int { return int(m.h.Attempt) }
 
 // Partition returns the partition the message is stored in.
-func (m *Msg) Partition() int { return int(m.hinfo.partition) }
+func (m *Msg) Partition() int { return int(m.h.Partition) }
 
-// Seq returns the message's sequence within its partition.
-func (m *Msg) Seq() uint64 { return m.hinfo.seq }
+// Seq returns the message's sequence number within its partition.
+func (m *Msg) Seq() uint64 { return m.h.Seq }
 
 // Ack settles the delivery for good. It blocks until the server answers. An
 // ack of a delivery that was superseded (its lease expired and it was
-// delivered again) fails with ErrStaleHandle.
+// delivered again) fails with ErrStaleHandle; acking twice is fine.
 func (m *Msg) Ack(ctx context.Context) error {
-	return m.settle(ctx, "ACK "+m.handle)
+	return m.settle(ctx, "ACK", protocol.AppendAck(nil, m.h), true)
 }
 
-// Nack hands the message back for redelivery after delay (0: at once).
+// Nack hands the message back for redelivery after delay (0: at once),
+// rounded to milliseconds.
 func (m *Msg) Nack(ctx context.Context, delay time.Duration) error {
 	if delay < 0 {
 		return fmt.Errorf("%w: negative nack delay", ErrInvalidArgument)
 	}
-	cmd := "NACK " + m.handle
-	if delay > 0 {
-		cmd += " " + strconv.FormatInt(delay.Milliseconds(), 10)
-	}
-	return m.settle(ctx, cmd)
+	return m.settle(ctx, "NACK", protocol.AppendNack(nil, m.h, delay.Milliseconds()), true)
 }
 
-// Reject settles the delivery as unprocessable: the server dead-letters it.
+// Reject settles the delivery as unprocessable: the server dead-letters it
+// (Fibril-Reason: rejected) and never delivers it to this group again.
 func (m *Msg) Reject(ctx context.Context) error {
-	return m.settle(ctx, "REJECT "+m.handle)
+	return m.settle(ctx, "REJECT", protocol.AppendReject(nil, m.h), true)
 }
 
-// InProgress extends the delivery's lease by the group's lease time, telling
-// the server the consumer is still working on it.
+// InProgress tells the server the consumer is still working on the message:
+// the lease restarts with the group's lease time.
 func (m *Msg) InProgress(ctx context.Context) error {
-	return m.settle(ctx, "EXTEND "+m.handle)
+	return m.settle(ctx, "EXTEND", protocol.AppendExtend(nil, m.h, 0), false)
 }
 
-// ExtendLease extends the delivery's lease to d from now.
+// ExtendLease makes the lease end d from now (rounded to milliseconds).
 func (m *Msg) ExtendLease(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("%w: lease extension must be > 0", ErrInvalidArgument)
+	if d < time.Millisecond {
+		return fmt.Errorf("%w: lease extension must be >= 1ms", ErrInvalidArgument)
 	}
-	return m.settle(ctx, "EXTEND "+m.handle+" "+strconv.FormatInt(d.Milliseconds(), 10))
+	return m.settle(ctx, "EXTEND", protocol.AppendExtend(nil, m.h, d.Milliseconds()), false)
 }
 
-func (m *Msg) settle(ctx context.Context, cmd string) error {
+func (m *Msg) settle(ctx context.Context, verb string, cmd []byte, final bool) error {
 	if !m.hok || m.conn == nil {
 		return ErrNoHandle
 	}
-	verb, _, _ := strings.Cut(cmd, " ")
-	_, err := m.conn.roundTrip(ctx, reqOK, []byte(cmd+"\r\n"))
-	if err != nil {
-		return fmt.Errorf("fibril: %s: %w", verb, err)
+	if _, err := m.conn.roundTrip(ctx, reqOK, cmd); err != nil {
+		return fmt.Errorf("fibril: %s %s: %w", verb, m.handle, err)
 	}
-	if verb != "EXTEND" {
+	if final {
 		m.done.Store(true)
 	}
 	return nil
@@ -126,23 +90,24 @@ func (m *Msg) settle(ctx context.Context, cmd string) error {
 // settled reports whether Ack, Nack or Reject succeeded on m.
 func (m *Msg) settled() bool { return m.done.Load() }
 
-// AckAll acknowledges many deliveries with one command per connection
-// round trip (ACK h1 h2 ...). All messages must come from this Conn.
+// AckAll acknowledges many deliveries with one ACK command (one answer). The
+// handles are settled independently; the error names the first that failed.
 func (c *Conn) AckAll(ctx context.Context, msgs ...*Msg) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	b := []byte("ACK")
-	for _, m := range msgs {
+	hs := make([]protocol.Handle, len(msgs))
+	for i, m := range msgs {
 		if !m.hok {
 			return ErrNoHandle
 		}
-		b = append(b, ' ')
-		b = append(b, m.handle...)
+		hs[i] = m.h
 	}
-	_, err := c.roundTrip(ctx, reqOK, append(b, "\r\n"...))
-	if err != nil {
-		return fmt.Errorf("fibril: ACK: %w", err)
+	if _, err := c.roundTrip(ctx, reqOK, protocol.AppendAck(nil, hs...)); err != nil {
+		return fmt.Errorf("fibril: ACK of %d handles: %w", len(hs), err)
+	}
+	for _, m := range msgs {
+		m.done.Store(true)
 	}
 	return nil
 }
@@ -160,15 +125,15 @@ const (
 
 // SettleHandle settles a delivery known only by its handle text (for
 // example, one passed on by another process). d is the nack delay or the
-// lease extension (0: none given). The server decides whether the handle is
-// valid; a malformed one is refused with ErrInvalidHandle.
+// lease extension (0: none given). A malformed handle fails here with
+// ErrInvalidHandle; whether it names a live delivery is the server's call
+// (ErrUnknownHandle, ErrStaleHandle).
 func (c *Conn) SettleHandle(ctx context.Context, handle string, op SettleOp, d time.Duration) error {
-	m := &Msg{handle: handle, conn: c}
-	m.hinfo, m.hok = parseHandle(handle)
-	if err := checkSubject(handle); err != nil {
-		return err
+	h, err := protocol.ParseHandle([]byte(handle))
+	if err != nil {
+		return fmt.Errorf("fibril: %s %s: %w", op, handle, err)
 	}
-	m.hok = true // let the server judge the handle
+	m := &Msg{handle: handle, h: h, hok: true, conn: c}
 	switch op {
 	case OpAck:
 		return m.Ack(ctx)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/fibrilmq/fibril/protocol"
 )
 
 // Position is where a confirmed publish was stored. Stored is false when no
@@ -126,12 +128,14 @@ func (c *Conn) PublishAsync(ctx context.Context, subject string, data []byte, op
 	var hdr []byte
 	if len(o.header) > 0 {
 		var err error
-		if hdr, err = appendHeader(nil, o.header); err != nil {
+		if hdr, err = encodeHeader(o.header); err != nil {
 			return nil, err
 		}
 	}
-	if mp := c.Info().MaxPayload; mp > 0 && len(hdr)+len(data) > mp {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(hdr)+len(data), mp)
+	if mp := c.Info().MaxPayload; mp > 0 && int64(len(hdr)+len(data)) > mp {
+		// the server would close the connection (max_payload is fatal)
+		return nil, fmt.Errorf("fibril: publish refused before sending: %w",
+			protocol.NewError(protocol.CodeMaxPayload, fmt.Sprintf("%d bytes, limit %d", len(hdr)+len(data), mp)))
 	}
 	select {
 	case c.window <- struct{}{}:

@@ -2,10 +2,10 @@ package fibril
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
+
+	"github.com/fibrilmq/fibril/protocol"
 )
 
 // readLoop decodes server frames on t and routes them: answers to the head of
@@ -38,16 +38,16 @@ func (c *Conn) dispatch(t *transport, f *frame) error {
 		c.mu.Unlock()
 		return nil
 	case fInfo:
-		var info ServerInfo
-		if err := json.Unmarshal([]byte(f.arg), &info); err != nil {
-			return fmt.Errorf("%w: INFO json: %w", ErrProtocol, err)
+		info, err := protocol.ParseInfo([]byte(f.arg))
+		if err != nil {
+			return fmt.Errorf("%w: INFO: %w", ErrProtocol, err)
 		}
-		info.Raw = json.RawMessage(f.arg)
+		t.fr.setMaxPayload(int(info.MaxPayload))
 		c.mu.Lock()
 		c.info = info
 		c.mu.Unlock()
 		return nil
-	case fMsg:
+	case fMsg, fBadMsg:
 		return c.deliver(t, f)
 	}
 	// +OK, -ERR, PONG: the answer to the oldest request
@@ -60,7 +60,7 @@ func (c *Conn) dispatch(t *transport, f *frame) error {
 	if len(c.fifo) == 0 {
 		c.mu.Unlock()
 		if f.kind == fErr {
-			se := newServerError(f.arg)
+			se := protocol.ParseErrText([]byte(f.arg))
 			c.cfg.logger.Warn("fibril: server error", "err", se)
 			return nil // a fatal one is followed by the server closing
 		}
@@ -76,7 +76,7 @@ func (c *Conn) dispatch(t *transport, f *frame) error {
 // answer completes r with the answer frame f.
 func (c *Conn) answer(r *request, f *frame) error {
 	if f.kind == fErr {
-		err := newServerError(f.arg)
+		err := protocol.ParseErrText([]byte(f.arg))
 		if r.kind == reqSub {
 			c.cfg.logger.Error("fibril: re-subscribe refused", "err", err)
 		}
@@ -99,17 +99,22 @@ func (c *Conn) answer(r *request, f *frame) error {
 }
 
 // deliver turns a MSG/HMSG into a *Msg and hands it to the POLL at the head
-// of the fifo (sid 0) or to its subscription. A CRC mismatch never yields
-// data: it becomes a *CorruptError and the delivery is nacked.
+// of the fifo (sid 0) or to its subscription. A delivery the parser refused
+// (checksum mismatch, bad header block) never yields data: it becomes a
+// *CorruptError and is nacked so that the server redelivers it.
 func (c *Conn) deliver(t *transport, f *frame) error {
 	m, bad := c.newMsg(f)
+	sid, err := strconv.ParseUint(f.sid, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: delivery with sid %q this client never uses", ErrProtocol, f.sid)
+	}
 	c.mu.Lock()
 	if c.tr != t {
 		c.mu.Unlock()
 		return nil
 	}
 	t.pingsOut = 0
-	if f.sid == 0 {
+	if sid == 0 {
 		if len(c.fifo) == 0 || c.fifo[0].kind != reqPoll {
 			c.mu.Unlock()
 			return fmt.Errorf("%w: sid 0 delivery with no POLL pending", ErrProtocol)
@@ -126,41 +131,37 @@ func (c *Conn) deliver(t *transport, f *frame) error {
 		}
 		return nil
 	}
-	s := c.subs[f.sid]
+	s := c.subs[sid]
 	c.mu.Unlock()
-	if s == nil {
+	switch {
+	case s == nil:
 		// a late delivery for a stopped subscription: give it back
 		c.releaseAsync(m)
-		return nil
-	}
-	if bad != nil {
+	case bad != nil:
 		s.push(nil, bad)
 		c.releaseAsync(m)
-		return nil
+	default:
+		s.push(m, nil)
 	}
-	s.push(m, nil)
 	return nil
 }
 
 func (c *Conn) newMsg(f *frame) (*Msg, error) {
-	m := &Msg{Subject: f.subject, Data: f.data, CRC: f.crc, handle: f.reply, conn: c}
-	m.hinfo, m.hok = parseHandle(f.reply)
-	if c.cfg.crc {
-		if !f.hasCRC {
-			return m, fmt.Errorf("%w: delivery without CRC token", ErrProtocol)
-		}
-		if got := crcOf(f.hdr, f.data); got != f.crc {
-			return m, &CorruptError{Subject: f.subject, Handle: f.reply, Want: f.crc, Got: got}
-		}
+	m := &Msg{Subject: f.subject, handle: f.reply, conn: c}
+	if h, err := protocol.ParseHandle([]byte(f.reply)); err == nil {
+		m.h, m.hok = h, true
+	}
+	if f.kind == fBadMsg {
+		ce := &CorruptError{Subject: f.subject, Handle: f.reply, Cause: f.bad}
+		return m, ce
+	}
+	if c.cfg.crc && !f.hasCRC {
+		return m, &CorruptError{Subject: f.subject, Handle: f.reply, Cause: fmt.Errorf("%w: delivery without a checksum", ErrProtocol)}
 	}
 	if len(f.hdr) > 0 {
-		h, err := parseHeader(f.hdr)
-		if err != nil {
-			return m, err
-		}
-		m.Header = h
+		m.Header = parseHeader(f.hdr)
 	}
-	m.Data = f.data
+	m.Data, m.CRC = f.data, f.crc
 	return m, nil
 }
 
@@ -171,7 +172,7 @@ func (c *Conn) releaseAsync(m *Msg) {
 	if m == nil || !m.hok {
 		return
 	}
-	r := newRequest(reqOK, []byte("NACK "+m.handle+"\r\n"))
+	r := newRequest(reqOK, protocol.AppendNack(nil, m.h, 0))
 	if err := c.send(r); err != nil {
 		return
 	}
@@ -182,47 +183,11 @@ func (c *Conn) releaseAsync(m *Msg) {
 	}()
 }
 
-// newServerError parses the text of -ERR: "<code> <human text>". Codes come
-// from SPEC.md's error table; an unknown code keeps its text.
-func newServerError(text string) *Error {
-	code, human, _ := strings.Cut(strings.TrimSpace(text), " ")
-	if !isCode(code) {
-		// not a fibril coded error (NATS text): keep it whole
-		return &Error{Code: "unknown", Text: text}
-	}
-	e := &Error{Code: code, Text: human}
-	if d, ok := errorTable[code]; ok {
-		e.Fatal, e.Retriable = d.Fatal, d.Retriable
-	}
-	return e
-}
-
-func isCode(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
 // parseOKPosition parses the argument of a publish confirm.
 func parseOKPosition(arg string) (Position, error) {
-	if arg == "-" {
-		return Position{}, nil
+	p, stored, err := protocol.ParseConfirm([]byte(arg))
+	if err != nil {
+		return Position{}, fmt.Errorf("%w: %w", ErrProtocol, err)
 	}
-	p, s, ok := strings.Cut(arg, ":")
-	if !ok {
-		return Position{}, fmt.Errorf("%w: confirm %q is not <partition>:<seq>", ErrProtocol, arg)
-	}
-	pn, err1 := strconv.ParseUint(p, 10, 32)
-	sq, err2 := strconv.ParseUint(s, 10, 64)
-	if err1 != nil || err2 != nil {
-		return Position{}, fmt.Errorf("%w: confirm %q is not <partition>:<seq>", ErrProtocol, arg)
-	}
-	return Position{Partition: int(pn), Seq: sq, Stored: true}, nil
+	return Position{Partition: int(p.Partition), Seq: p.Seq, Stored: stored}, nil
 }

@@ -1,198 +1,200 @@
 package fibril
 
 import (
-	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
-	"strconv"
+
+	"github.com/fibrilmq/fibril/protocol"
 )
 
 // frameKind is what the server sent.
 type frameKind uint8
 
 const (
-	fInfo frameKind = iota + 1
-	fMsg            // MSG or HMSG
-	fOK             // +OK [arg]
-	fErr            // -ERR '<text>'
+	fInfo   frameKind = iota + 1
+	fMsg              // MSG or HMSG
+	fBadMsg           // MSG/HMSG the parser refused (crc_mismatch, invalid_header, ...)
+	fOK               // +OK [arg]
+	fErr              // -ERR '<text>'
 	fPing
 	fPong
 )
 
-// frame is one decoded server frame. Its slices are owned by the frame (the
-// reader copies them out of its buffer), so it may outlive the next read.
+// frame is one decoded server frame. Its slices are owned by the frame (they
+// are copied out of the read buffer), so it may outlive the next read.
 type frame struct {
 	kind    frameKind
 	subject string
-	sid     uint64
+	sid     string
 	reply   string
-	hdr     []byte // raw NATS/1.0 header block, nil for MSG
+	hdr     []byte // header block, nil for MSG
 	data    []byte
 	crc     uint32
 	hasCRC  bool
-	arg     string // +OK argument, -ERR text (quotes stripped), INFO JSON
+	arg     string          // +OK argument, -ERR text, INFO JSON
+	bad     *protocol.Error // fBadMsg: why the parser refused it
 }
 
-// frameReader decodes server frames from a byte stream.
+// errStop makes protocol.Parser return after each frame, so that the reader
+// knows where every frame starts (needed to identify a refused delivery).
+var errStop = errors.New("stop")
+
+// frameReader decodes server frames with the protocol package's parser.
 type frameReader struct {
-	r       *bufio.Reader
-	crcMode bool // MSG/HMSG carry a final CRC token
-	maxLine int
+	r          io.Reader
+	p          *protocol.Parser
+	buf        []byte
+	start, end int
+	cur        *frame
 }
 
-func newFrameReader(r io.Reader, crc bool) *frameReader {
-	return &frameReader{r: bufio.NewReaderSize(r, 64<<10), crcMode: crc, maxLine: 1 << 20}
+func newFrameReader(r io.Reader) *frameReader {
+	return &frameReader{
+		r:   r,
+		p:   protocol.NewParser(protocol.ServerToClient, protocol.Limits{}),
+		buf: make([]byte, 32<<10),
+	}
+}
+
+// setCRC switches CRC mode (right after CONNECT is written).
+func (fr *frameReader) setCRC(on bool) { fr.p.SetCRC(on) }
+
+// setMaxPayload adopts the server's limit. Dead letters carry extra headers
+// on top of a payload that may already be at the limit, so the client allows
+// some slack rather than dropping the connection on them.
+func (fr *frameReader) setMaxPayload(n int) {
+	if n > 0 {
+		fr.p.SetLimits(protocol.Limits{MaxPayload: n + 64<<10})
+	}
+}
+
+// HandleCommand implements protocol.Handler: it copies the borrowed command
+// into an owned frame and stops the parser.
+func (fr *frameReader) HandleCommand(c *protocol.Command) error {
+	f := &frame{}
+	switch c.Op {
+	case protocol.OpInfo:
+		f.kind, f.arg = fInfo, string(c.JSON)
+	case protocol.OpOK:
+		f.kind, f.arg = fOK, string(c.Text)
+	case protocol.OpErr:
+		f.kind, f.arg = fErr, string(c.Text)
+	case protocol.OpPing:
+		f.kind = fPing
+	case protocol.OpPong:
+		f.kind = fPong
+	case protocol.OpMsg, protocol.OpHMsg:
+		f.kind = fMsg
+		f.subject, f.sid, f.reply = string(c.Subject), string(c.Sid), string(c.Reply)
+		body := make([]byte, len(c.Header)+len(c.Payload))
+		n := copy(body, c.Header)
+		copy(body[n:], c.Payload)
+		if len(c.Header) > 0 {
+			f.hdr = body[:n:n]
+		}
+		f.data = body[n:]
+		f.crc, f.hasCRC = c.CRC, c.HasCRC
+	default:
+		return fmt.Errorf("%w: server sent %v", ErrProtocol, c.Op)
+	}
+	fr.cur = f
+	return errStop
 }
 
 // next blocks until one whole frame has arrived.
 func (fr *frameReader) next() (*frame, error) {
-	line, err := fr.readLine()
-	if err != nil {
-		return nil, err
-	}
-	verb, rest, _ := bytes.Cut(line, []byte(" "))
-	if i := bytes.IndexByte(verb, '\t'); i >= 0 {
-		verb, rest = line[:i], line[i+1:]
-	}
-	rest = bytes.TrimLeft(rest, " \t")
-	switch string(bytes.ToUpper(verb)) {
-	case "+OK":
-		return &frame{kind: fOK, arg: string(bytes.TrimSpace(rest))}, nil
-	case "-ERR":
-		t := bytes.TrimSpace(rest)
-		t = bytes.TrimSuffix(bytes.TrimPrefix(t, []byte("'")), []byte("'"))
-		return &frame{kind: fErr, arg: string(t)}, nil
-	case "PING":
-		return &frame{kind: fPing}, nil
-	case "PONG":
-		return &frame{kind: fPong}, nil
-	case "INFO":
-		return &frame{kind: fInfo, arg: string(rest)}, nil
-	case "MSG":
-		return fr.readMsg(rest, false)
-	case "HMSG":
-		return fr.readMsg(rest, true)
-	}
-	return nil, fmt.Errorf("%w: unknown frame %.40q", ErrProtocol, line)
-}
-
-func (fr *frameReader) readLine() ([]byte, error) {
-	var line []byte
 	for {
-		chunk, err := fr.r.ReadSlice('\n')
-		line = append(line, chunk...)
-		if err == nil {
-			break
+		if fr.start < fr.end {
+			fr.cur = nil
+			n, err := fr.p.Parse(fr.buf[fr.start:fr.end], fr)
+			raw := fr.buf[fr.start : fr.start+n]
+			fr.start += n
+			switch {
+			case err == errStop:
+				return fr.cur, nil
+			case err != nil:
+				var pe *protocol.Error
+				if errors.As(err, &pe) && !pe.Fatal() && n > 0 {
+					if f := refusedDelivery(raw, pe); f != nil {
+						return f, nil
+					}
+				}
+				return nil, fmt.Errorf("%w: %w", ErrProtocol, err)
+			case n > 0:
+				continue // empty lines
+			}
 		}
-		if err != bufio.ErrBufferFull {
+		if err := fr.fill(); err != nil {
 			return nil, err
 		}
-		if len(line) > fr.maxLine {
-			return nil, fmt.Errorf("%w: control line over %d bytes", ErrProtocol, fr.maxLine)
-		}
 	}
-	line = bytes.TrimSuffix(line, []byte("\n"))
-	return bytes.TrimSuffix(line, []byte("\r")), nil
 }
 
-// readMsg parses "MSG subj sid [reply] size [crc]" or the HMSG form and reads
-// the body that follows.
-func (fr *frameReader) readMsg(args []byte, hasHdr bool) (*frame, error) {
-	toks := bytes.Fields(args)
-	n := len(toks)
-	base := 3 // subj sid size
-	if hasHdr {
-		base = 4
+// fill reads more bytes, compacting and growing the buffer as needed.
+func (fr *frameReader) fill() error {
+	if fr.start > 0 {
+		fr.end = copy(fr.buf, fr.buf[fr.start:fr.end])
+		fr.start = 0
 	}
-	if fr.crcMode {
-		base++
+	if need := fr.p.Pending(); need > len(fr.buf) {
+		nb := make([]byte, need)
+		copy(nb, fr.buf[:fr.end])
+		fr.buf = nb
+	} else if fr.end == len(fr.buf) {
+		nb := make([]byte, 2*len(fr.buf))
+		copy(nb, fr.buf[:fr.end])
+		fr.buf = nb
 	}
-	if n != base && n != base+1 {
-		return nil, fmt.Errorf("%w: MSG with %d arguments", ErrProtocol, n)
+	n, err := fr.r.Read(fr.buf[fr.end:])
+	fr.end += n
+	if n > 0 {
+		return nil
 	}
-	f := &frame{kind: fMsg, subject: string(toks[0])}
-	sid, err := strconv.ParseUint(string(toks[1]), 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("%w: bad sid %q", ErrProtocol, toks[1])
+	if err == nil {
+		err = io.ErrNoProgress
 	}
-	f.sid = sid
-	i := 2
-	if n == base+1 {
-		f.reply = string(toks[2])
-		i = 3
-	}
-	hdrLen := 0
-	if hasHdr {
-		if hdrLen, err = strconv.Atoi(string(toks[i])); err != nil || hdrLen < 0 {
-			return nil, fmt.Errorf("%w: bad header size %q", ErrProtocol, toks[i])
-		}
-		i++
-	}
-	total, err := strconv.Atoi(string(toks[i]))
-	if err != nil || total < hdrLen {
-		return nil, fmt.Errorf("%w: bad size %q", ErrProtocol, toks[i])
-	}
-	i++
-	if fr.crcMode {
-		v, err := strconv.ParseUint(string(toks[i]), 16, 32)
-		if err != nil || len(toks[i]) != 8 {
-			return nil, fmt.Errorf("%w: bad crc token %q", ErrProtocol, toks[i])
-		}
-		f.crc, f.hasCRC = uint32(v), true
-	}
-	body := make([]byte, total+2)
-	if _, err := io.ReadFull(fr.r, body); err != nil {
-		return nil, err
-	}
-	if body[total] != '\r' || body[total+1] != '\n' {
-		return nil, fmt.Errorf("%w: payload not followed by CRLF", ErrProtocol)
-	}
-	body = body[:total]
-	if hasHdr {
-		f.hdr = body[:hdrLen]
-	}
-	f.data = body[hdrLen:]
-	return f, nil
+	return err
 }
 
-// crcOf is the wire checksum of a frame body (header block + payload).
-func crcOf(hdr, data []byte) uint32 {
-	c := crc32.ChecksumIEEE(hdr)
-	return crc32.Update(c, crc32.IEEETable, data)
+// refusedDelivery identifies a MSG/HMSG the parser skipped with a non-fatal
+// error (a checksum mismatch, a bad header block): it reads subject, sid and
+// reply-to (the ack handle) from the frame's control line so the delivery
+// can be reported and handed back. The protocol parser zeroes the command on
+// such errors, hence this small second look at the line.
+func refusedDelivery(raw []byte, pe *protocol.Error) *frame {
+	line, _, _ := bytes.Cut(raw, []byte("\n"))
+	toks := bytes.Fields(line)
+	if len(toks) < 4 {
+		return nil
+	}
+	verb := string(bytes.ToUpper(toks[0]))
+	full := 0
+	switch verb {
+	case "MSG":
+		full = 6 // MSG subj sid reply size crc
+	case "HMSG":
+		full = 7 // HMSG subj sid reply hdr total crc
+	default:
+		return nil
+	}
+	f := &frame{kind: fBadMsg, subject: string(toks[1]), sid: string(toks[2]), bad: pe}
+	if len(toks) == full {
+		f.reply = string(toks[3])
+	}
+	return f
 }
 
-// appendPub encodes PUB or HPUB (when hdr is non-empty) with the CRC token
-// when crc is true.
+// appendPub encodes PUB or HPUB (when hdr is non-empty), with the CRC token
+// in CRC mode.
 func appendPub(b []byte, subject string, hdr, data []byte, crc bool) []byte {
-	if len(hdr) > 0 {
-		b = append(b, "HPUB "...)
-		b = append(b, subject...)
-		b = append(b, ' ')
-		b = strconv.AppendInt(b, int64(len(hdr)), 10)
-		b = append(b, ' ')
-		b = strconv.AppendInt(b, int64(len(hdr)+len(data)), 10)
-	} else {
-		b = append(b, "PUB "...)
-		b = append(b, subject...)
-		b = append(b, ' ')
-		b = strconv.AppendInt(b, int64(len(data)), 10)
-	}
+	tok := protocol.NoCRC
 	if crc {
-		b = append(b, ' ')
-		b = appendHex8(b, crcOf(hdr, data))
+		tok = protocol.ComputeCRC
 	}
-	b = append(b, "\r\n"...)
-	b = append(b, hdr...)
-	b = append(b, data...)
-	return append(b, "\r\n"...)
-}
-
-func appendHex8(b []byte, v uint32) []byte {
-	const digits = "0123456789abcdef"
-	for s := 28; s >= 0; s -= 4 {
-		b = append(b, digits[(v>>uint(s))&0xf])
+	if len(hdr) > 0 {
+		return protocol.AppendHPub(b, subject, "", hdr, data, tok)
 	}
-	return b
+	return protocol.AppendPub(b, subject, "", data, tok)
 }
