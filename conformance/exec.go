@@ -72,6 +72,9 @@ func Run(ctx context.Context, sc *Scenario, drv Driver, env *Env, prefix string)
 		subs: map[string]Subscription{}, subConn: map[string]Session{}, saved: map[string][]*Delivery{},
 		vars: map[string]string{"T": prefix},
 	}
+	mp := intField(env.Info, "max_payload", 1<<20)
+	r.vars["max_payload"] = strconv.Itoa(mp)
+	r.vars["max_payload_plus1"] = strconv.Itoa(mp + 1)
 	defer r.cleanup()
 	for i := range sc.Steps {
 		st := &sc.Steps[i]
