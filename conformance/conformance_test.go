@@ -1,0 +1,115 @@
+package conformance_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fibrilmq/fibril/conformance"
+	"github.com/fibrilmq/fibril/conformance/fibrilproc"
+)
+
+var (
+	server   *fibrilproc.Server
+	startErr error
+)
+
+// TestMain builds ./cmd/fibril once (or takes FIBRIL_BIN) and starts it on
+// 127.0.0.1 port 0 with a temporary data directory.
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "fibril-conformance-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		bin, err := fibrilproc.Build(ctx, dir)
+		if err == nil {
+			server, err = fibrilproc.Start(ctx, bin, dir+"/data")
+		}
+		if err != nil {
+			startErr = err
+		}
+		defer func() {
+			if server != nil {
+				server.Stop(false)
+			}
+		}()
+		return m.Run()
+	}())
+}
+
+func TestScenarioFiles(t *testing.T) {
+	scs, err := conformance.Scenarios()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(scs) < 40 {
+		t.Fatalf("%d scenarios, want at least 40", len(scs))
+	}
+	for _, sc := range scs {
+		for i, st := range sc.Steps {
+			if st.Op == "restart_server" && !slices.Contains(sc.Requires, "restart") {
+				t.Errorf("%s step %d: restart_server without requires restart", sc.Name, i+1)
+			}
+		}
+	}
+}
+
+// TestScenarios runs every scenario with the raw-wire and Go SDK runners.
+// A scenario whose required feature the server does not advertise is
+// skipped with the reason; every other one must pass.
+func TestScenarios(t *testing.T) {
+	if startErr != nil {
+		t.Fatalf("starting the server: %v", startErr)
+	}
+	scs, err := conformance.Scenarios()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	info, err := conformance.ReadInfo(ctx, server.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &conformance.Env{Addr: server.Addr, Info: info, Restart: func(ctx context.Context) error {
+		return server.Restart(ctx, true)
+	}}
+	run := func(t *testing.T, sc *conformance.Scenario, d conformance.Driver) {
+		if miss := env.Missing(sc); len(miss) > 0 {
+			t.Skipf("server does not advertise %s", strings.Join(miss, ", "))
+		}
+		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		if err := conformance.Run(ctx, sc, d, env, conformance.Prefix(d.Name(), sc.Name)); err != nil {
+			t.Errorf("%s: %v", sc.File, err)
+		}
+	}
+	t.Run("parallel", func(t *testing.T) {
+		for _, d := range conformance.Drivers() {
+			for _, sc := range scs {
+				if slices.Contains(sc.Requires, "restart") {
+					continue
+				}
+				t.Run(d.Name()+"/"+sc.Name, func(t *testing.T) {
+					t.Parallel()
+					run(t, sc, d)
+				})
+			}
+		}
+	})
+	for _, d := range conformance.Drivers() {
+		for _, sc := range scs {
+			if slices.Contains(sc.Requires, "restart") {
+				t.Run(d.Name()+"/"+sc.Name, func(t *testing.T) { run(t, sc, d) })
+			}
+		}
+	}
+}
