@@ -14,7 +14,8 @@ import (
 )
 
 var (
-	server   *fibrilproc.Server
+	server   *fibrilproc.Server // most scenarios
+	rserver  *fibrilproc.Server // scenarios that restart the server
 	startErr error
 )
 
@@ -34,12 +35,17 @@ func TestMain(m *testing.M) {
 		if err == nil {
 			server, err = fibrilproc.Start(ctx, bin, dir+"/data")
 		}
+		if err == nil {
+			rserver, err = fibrilproc.Start(ctx, bin, dir+"/data-restart")
+		}
 		if err != nil {
 			startErr = err
 		}
 		defer func() {
-			if server != nil {
-				server.Stop(false)
+			for _, s := range []*fibrilproc.Server{server, rserver} {
+				if s != nil {
+					s.Stop(false)
+				}
 			}
 		}()
 		return m.Run()
@@ -79,10 +85,19 @@ func TestScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &conformance.Env{Addr: server.Addr, Info: info, Restart: func(ctx context.Context) error {
-		return server.Restart(ctx, true)
+	env := &conformance.Env{Addr: server.Addr, Info: info}
+	rinfo, err := conformance.ReadInfo(ctx, rserver.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renv := &conformance.Env{Addr: rserver.Addr, Info: rinfo, Restart: func(ctx context.Context) error {
+		return rserver.Restart(ctx, true)
 	}}
 	run := func(t *testing.T, sc *conformance.Scenario, d conformance.Driver) {
+		env := env
+		if slices.Contains(sc.Requires, "restart") {
+			env = renv
+		}
 		if miss := env.Missing(sc); len(miss) > 0 {
 			t.Skipf("server does not advertise %s", strings.Join(miss, ", "))
 		}

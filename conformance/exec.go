@@ -169,6 +169,9 @@ func outcome(st *Step, err error) (done bool, _ error) {
 
 func (r *run) step(ctx context.Context, st *Step) error {
 	timeout := 10 * time.Second
+	if st.Op == "restart_server" {
+		timeout = 60 * time.Second // recovery of every topic on the server
+	}
 	if st.TimeoutMS > 0 {
 		timeout = time.Duration(st.TimeoutMS) * time.Millisecond
 	}
@@ -474,6 +477,15 @@ func (r *run) poll(ctx context.Context, st *Step) error {
 	}
 	start := time.Now()
 	ds, err := s.Poll(ctx, r.x(st.Topic), r.x(st.Group), max, wait)
+	// "total": a server may answer a POLL with fewer than max (SPEC.md 8.1),
+	// so poll again until total deliveries arrived or one POLL is empty
+	for err == nil && st.Total > 0 && len(ds) < st.Total {
+		more, perr := s.Poll(ctx, r.x(st.Topic), r.x(st.Group), max, wait)
+		ds, err = append(ds, more...), perr
+		if len(more) == 0 {
+			break
+		}
+	}
 	elapsed := time.Since(start)
 	if done, err2 := outcome(st, err); done {
 		return err2

@@ -163,14 +163,33 @@ func matchFields(ans json.RawMessage, want map[string]any, x func(string) string
 		if !ok {
 			return fmt.Errorf("answer %s has no field %s", ans, path)
 		}
-		if s, isStr := w.(string); isStr {
-			w = x(s)
-		}
+		w = expandAll(w, x)
 		if !reflect.DeepEqual(normalize(got), normalize(w)) {
 			return fmt.Errorf("field %s = %v, want %v", path, got, w)
 		}
 	}
 	return nil
+}
+
+// expandAll applies x to every string in v (nested lists and objects too).
+func expandAll(v any, x func(string) string) any {
+	switch t := v.(type) {
+	case string:
+		return x(t)
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = expandAll(e, x)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[k] = expandAll(e, x)
+		}
+		return out
+	}
+	return v
 }
 
 func lookup(doc any, path string) (any, bool) {

@@ -41,6 +41,7 @@ type Step struct {
 	Count    int               `json:"count,omitempty"`
 
 	Max    int  `json:"max,omitempty"`
+	Total  int  `json:"total,omitempty"`
 	WaitMS *int `json:"wait_ms,omitempty"`
 
 	Msg     string `json:"msg,omitempty"`

@@ -99,8 +99,13 @@ func RunOne(ctx context.Context, sc *Scenario, d Driver, env *Env) Result {
 }
 
 // RunAll runs every scenario with every driver, parallel scenarios at a
-// time, then the scenarios that restart the server one by one.
-func RunAll(ctx context.Context, scs []*Scenario, drivers []Driver, env *Env, parallel int) []Result {
+// time, then the scenarios that restart the server one by one against
+// restartEnv (a server of their own, so that its restart does not depend on
+// how many topics the other scenarios left behind; nil means env).
+func RunAll(ctx context.Context, scs []*Scenario, drivers []Driver, env, restartEnv *Env, parallel int) []Result {
+	if restartEnv == nil {
+		restartEnv = env
+	}
 	parallel = max(parallel, 1)
 	type job struct {
 		i  int
@@ -134,7 +139,7 @@ func RunAll(ctx context.Context, scs []*Scenario, drivers []Driver, env *Env, pa
 	}
 	wg.Wait()
 	for _, j := range serial {
-		out[j.i] = RunOne(ctx, j.sc, j.d, env)
+		out[j.i] = RunOne(ctx, j.sc, j.d, restartEnv)
 	}
 	return out
 }

@@ -53,7 +53,7 @@ type frameReader struct {
 func newFrameReader(r io.Reader) *frameReader {
 	return &frameReader{
 		r:   r,
-		p:   protocol.NewParser(protocol.ServerToClient, protocol.Limits{}),
+		p:   protocol.NewParser(protocol.ServerToClient, clientLimits(0)),
 		buf: make([]byte, 32<<10),
 	}
 }
@@ -66,8 +66,16 @@ func (fr *frameReader) setCRC(on bool) { fr.p.SetCRC(on) }
 // some slack rather than dropping the connection on them.
 func (fr *frameReader) setMaxPayload(n int) {
 	if n > 0 {
-		fr.p.SetLimits(protocol.Limits{MaxPayload: n + 64<<10})
+		fr.p.SetLimits(clientLimits(n + 64<<10))
 	}
+}
+
+// clientLimits are the parser limits for what the server sends. Answers to
+// management verbs (TOPIC LIST with many topics) can be longer than the
+// max_control_line the server enforces on clients, so the client accepts
+// long lines: a misbehaving server is bounded by its own output, not by us.
+func clientLimits(maxPayload int) protocol.Limits {
+	return protocol.Limits{MaxControlLine: 1 << 20, MaxJSONLine: 1 << 20, MaxPayload: maxPayload}
 }
 
 // HandleCommand implements protocol.Handler: it copies the borrowed command

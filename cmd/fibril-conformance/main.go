@@ -58,6 +58,7 @@ func run() int {
 		}
 	}
 	env := &conformance.Env{Addr: *url}
+	var restartEnv *conformance.Env
 	if *url == "" {
 		dir, err := os.MkdirTemp("", "fibril-conformance-")
 		if err != nil {
@@ -71,22 +72,40 @@ func run() int {
 				return 2
 			}
 		}
+		// one server for most scenarios, a second one that the restart
+		// scenarios restart
 		srv, err := fibrilproc.Start(ctx, *bin, dir+"/data")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
 		defer srv.Stop(false)
+		rsrv, err := fibrilproc.Start(ctx, *bin, dir+"/data-restart")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		defer rsrv.Stop(false)
 		env.Addr = srv.Addr
-		env.Restart = func(ctx context.Context) error { return srv.Restart(ctx, true) }
-		fmt.Printf("started %s on %s\n", *bin, srv.Addr)
+		restartEnv = &conformance.Env{Addr: rsrv.Addr, Restart: func(ctx context.Context) error {
+			err := rsrv.Restart(ctx, true)
+			fmt.Printf("server restarted (SIGKILL) in %v\n", rsrv.RestartTook.Round(time.Millisecond))
+			return err
+		}}
+		fmt.Printf("started %s on %s (and %s for restarts)\n", *bin, srv.Addr, rsrv.Addr)
 	}
 	if env.Info, err = conformance.ReadInfo(ctx, env.Addr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	if restartEnv != nil {
+		if restartEnv.Info, err = conformance.ReadInfo(ctx, restartEnv.Addr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
 	start := time.Now()
-	results := conformance.RunAll(ctx, scs, drivers, env, *parallel)
+	results := conformance.RunAll(ctx, scs, drivers, env, restartEnv, *parallel)
 	fails := conformance.PrintTable(os.Stdout, results)
 	fmt.Printf("\n%d scenarios × %d runners in %v, %d failed\n", len(scs), len(drivers), time.Since(start).Round(time.Millisecond), fails)
 	if fails > 0 {

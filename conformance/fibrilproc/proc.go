@@ -45,6 +45,8 @@ type Server struct {
 	DataDir string
 	Args    []string // extra flags for `fibril serve`
 	Addr    string   // host:port once started
+	// RestartTook is how long the last Restart waited for the ready line.
+	RestartTook time.Duration
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -168,8 +170,10 @@ func (s *Server) Restart(ctx context.Context, kill bool) error {
 		return err
 	}
 	var err error
+	start := time.Now()
 	for {
 		if err = s.start(ctx, addr); err == nil {
+			s.RestartTook = time.Since(start)
 			return nil
 		}
 		if ctx.Err() != nil {
