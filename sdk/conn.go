@@ -338,12 +338,15 @@ func (c *Conn) writeLoop(t *transport) {
 			return
 		}
 		c.mu.Lock()
-		buf := t.out
-		t.out = t.spare[:0]
-		c.mu.Unlock()
-		if len(buf) == 0 {
+		if len(t.out) == 0 {
+			c.mu.Unlock()
 			continue
 		}
+		// swap buffers; spare is nil while buf is on the wire, so the two
+		// can never alias
+		buf := t.out
+		t.out, t.spare = t.spare[:0], nil
+		c.mu.Unlock()
 		if _, err := t.nc.Write(buf); err != nil {
 			c.lost(t, fmt.Errorf("fibril: write: %w", err))
 			return
