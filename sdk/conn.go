@@ -289,6 +289,16 @@ func (c *Conn) Close() error {
 	return nil
 }
 
+// closeReason returns why the Conn closed (wrapping ErrClosed).
+func (c *Conn) closeReason() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closeErr == nil {
+		return ErrClosed
+	}
+	return c.closeErr
+}
+
 // Drain waits until every publish sent so far is confirmed (or ctx is done),
 // then closes the Conn.
 func (c *Conn) Drain(ctx context.Context) error {
@@ -439,7 +449,7 @@ func (c *Conn) lost(t *transport, why error) {
 		c.finish(r, lostErr)
 	}
 	if final {
-		c.closeWith(lostErr)
+		c.closeWith(fmt.Errorf("%w: %w", ErrClosed, lostErr))
 	}
 }
 
@@ -496,7 +506,7 @@ func (c *Conn) reconnectLoop() {
 		c.cfg.logger.Info("fibril: reconnected", "addr", c.addr, "replayed", len(queued))
 		return
 	}
-	c.closeWith(fmt.Errorf("%w: gave up reconnecting after %d attempts", ErrConnectionLost, p.MaxAttempts))
+	c.closeWith(fmt.Errorf("%w: %w: gave up reconnecting after %d attempts", ErrClosed, ErrConnectionLost, p.MaxAttempts))
 }
 
 // requestKind says what answer a request expects.

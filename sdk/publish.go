@@ -142,7 +142,7 @@ func (c *Conn) PublishAsync(ctx context.Context, subject string, data []byte, op
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-c.closed:
-		return nil, ErrClosed
+		return nil, c.closeReason()
 	}
 	r := newRequest(reqPub, appendPub(nil, subject, hdr, data, c.cfg.crc))
 	r.window = true
