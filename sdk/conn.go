@@ -165,17 +165,6 @@ func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, er
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	if c.cfg.tls != nil {
-		tc := c.cfg.tls.Clone()
-		if tc.ServerName == "" {
-			tc.ServerName = c.serverName
-		}
-		tlsConn := tls.Client(nc, tc)
-		if err := tlsConn.HandshakeContext(ctx); err != nil {
-			return fail(fmt.Errorf("fibril: tls handshake with %s: %w", c.addr, err))
-		}
-		nc = tlsConn
-	}
 	fr := newFrameReader(nc)
 	f, err := fr.next()
 	if err != nil {
@@ -187,9 +176,31 @@ func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, er
 	if info, err = protocol.ParseInfo([]byte(f.arg)); err != nil {
 		return fail(fmt.Errorf("%w: INFO: %w", ErrProtocol, err))
 	}
+	// TLS as in NATS: INFO in clear text, then the client's handshake
+	if c.cfg.tls != nil || info.TLSRequired {
+		if fr.start < fr.end {
+			return fail(fmt.Errorf("%w: clear-text bytes after INFO on a TLS connection", ErrProtocol))
+		}
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if c.cfg.tls != nil {
+			tc = c.cfg.tls.Clone()
+		}
+		if tc.ServerName == "" {
+			tc.ServerName = c.serverName
+		}
+		tlsConn := tls.Client(nc, tc)
+		if err := tlsConn.HandshakeContext(ctx); err != nil {
+			return fail(fmt.Errorf("fibril: tls handshake with %s: %w", c.addr, err))
+		}
+		nc = tlsConn
+		fr = newFrameReader(nc)
+	}
 	fr.setMaxPayload(int(info.MaxPayload))
 	if info.Fibril < 1 {
 		return fail(fmt.Errorf("%w: server at %s does not speak fibril (INFO has no \"fibril\")", ErrProtocol, c.addr))
+	}
+	if c.cfg.crc && !info.CRC {
+		return fail(fmt.Errorf("%w: server at %s does not offer CRC mode (use WithCRC(false))", ErrProtocol, c.addr))
 	}
 	line, err := c.connectLine()
 	if err != nil {
@@ -197,9 +208,6 @@ func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, er
 	}
 	if _, err := nc.Write(line); err != nil {
 		return fail(fmt.Errorf("fibril: sending CONNECT: %w", err))
-	}
-	if c.cfg.crc && !info.CRC {
-		return fail(fmt.Errorf("%w: server at %s does not offer CRC mode (use WithCRC(false))", ErrProtocol, c.addr))
 	}
 	fr.setCRC(c.cfg.crc)
 	for {
