@@ -121,6 +121,7 @@ type lockedWriter struct {
 	b  *strings.Builder
 }
 
+// Write implements io.Writer, keeping the first MiB.
 func (w *lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
