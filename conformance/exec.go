@@ -62,6 +62,7 @@ type StepError struct {
 
 // Error implements error.
 func (e *StepError) Error() string { return fmt.Sprintf("step %d (%s): %v", e.Step, e.Op, e.Err) }
+
 // Unwrap returns the step's cause.
 func (e *StepError) Unwrap() error { return e.Err }
 
