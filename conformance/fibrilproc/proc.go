@@ -77,6 +77,7 @@ func Start(ctx context.Context, bin, dataDir string, args ...string) (*Server, e
 func (s *Server) start(ctx context.Context, listen string) error {
 	args := append([]string{"serve", "--listen", listen, "--data", s.DataDir, "--ready-json", "--log-level", "warn"}, s.Args...)
 	cmd := exec.Command(s.Bin, args...)
+	dieWithParent(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
