@@ -19,11 +19,18 @@ var fastReconnect = fibril.WithReconnect(fibril.ReconnectPolicy{
 })
 
 // TestReconnectAcrossCrashLosesNoConfirmedPublish publishes continuously
-// while the server is killed (SIGKILL) and restarted: every publish must end
-// confirmed (unconfirmed ones are replayed on the new connection), and every
-// confirmed one must be consumable afterwards. A push subscription made
-// before the crash must deliver after it.
+// while the server is killed (SIGKILL) or stopped gracefully (SIGTERM: it
+// sends shutting_down) and restarted: every publish must end confirmed
+// (unconfirmed ones are replayed on the new connection), and every confirmed
+// one must be consumable afterwards. A push subscription made before the
+// restart must deliver after it.
 func TestReconnectAcrossCrashLosesNoConfirmedPublish(t *testing.T) {
+	for _, kill := range []bool{true, false} {
+		t.Run(map[bool]string{true: "SIGKILL", false: "SIGTERM"}[kill], func(t *testing.T) { testReconnect(t, kill) })
+	}
+}
+
+func testReconnect(t *testing.T, kill bool) {
 	srv := startServer(t)
 	ctx := testCtx(t)
 	c := connect(t, "fibril://"+srv.Addr, fastReconnect)
@@ -78,7 +85,7 @@ func TestReconnectAcrossCrashLosesNoConfirmedPublish(t *testing.T) {
 		}
 	}()
 	waitFor(t, 10*time.Second, "200 confirms before the crash", func() bool { return confirmed() >= 200 })
-	if err := srv.Restart(ctx, true); err != nil {
+	if err := srv.Restart(ctx, kill); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 15*time.Second, "a reconnect", func() bool { return c.Reconnects() >= 1 })
@@ -133,7 +140,7 @@ func TestReconnectAcrossCrashLosesNoConfirmedPublish(t *testing.T) {
 		}
 		_ = m.Ack(ctx)
 	}
-	t.Logf("%d publishes confirmed across a SIGKILL restart, %d distinct messages stored", len(want), len(got))
+	t.Logf("%d publishes confirmed across the restart, %d distinct messages stored", len(want), len(got))
 }
 
 func TestReconnectDisabledFailsPending(t *testing.T) {
