@@ -31,7 +31,8 @@ func TestReconnectAcrossCrashLosesNoConfirmedPublish(t *testing.T) {
 }
 
 func testReconnect(t *testing.T, kill bool) {
-	srv := startServer(t)
+	// a short drain: the graceful stop need not wait for our client to leave
+	srv := startServer(t, "--shutdown-timeout", "300ms")
 	ctx := testCtx(t)
 	c := connect(t, "fibril://"+srv.Addr, fastReconnect)
 	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{Durability: "group"})
