@@ -320,3 +320,30 @@ func TestDurableTopicFullHoldsConfirms(t *testing.T) {
 	w.expect(`^\+OK 0:3$`)
 	w.expect(`^PONG$`)
 }
+
+func TestManagementErrors(t *testing.T) {
+	s := startDurable(t, nil)
+	w := fibrilConn(t, s, "")
+	cases := []struct{ send, want string }{
+		{"TOPIC CREATE m {\"partitions\":2}\r\n", `^\+OK \{"name":"m","id":\d+,.*"partitions":2`},
+		{"TOPIC CREATE m\r\n", `^-ERR 'topic_exists `},
+		{"TOPIC CREATE m2 {\"subjects\":[\"m\"]}\r\n", `^-ERR 'topic_overlap `},
+		{"TOPIC CREATE m3 {\"bogus\":1}\r\n", `^-ERR 'invalid_json `},
+		{"GROUP CREATE m g {\"lease_ms\":500}\r\n", `^\+OK \{"topic":"m","name":"g".*"lease_ms":500`},
+		{"GROUP CREATE m g\r\n", `^-ERR 'group_exists `},
+		{"GROUP CREATE m h {\"nats_ack\":\"explicit\"}\r\n", `^-ERR 'invalid_config `},
+		{"GROUP INFO m nope\r\n", `^-ERR 'unknown_group `},
+		{"GROUP DELETE m g\r\n", `^\+OK \{"topic":"m","group":"g"\}$`},
+		{"TOPIC DELETE m\r\n", `^\+OK \{"topic":"m"\}$`},
+		{"TOPIC INFO m\r\n", `^-ERR 'unknown_topic `},
+	}
+	for _, tc := range cases {
+		w.send(tc.send)
+		w.expect(tc.want)
+	}
+	// Fibril verbs from a NATS-mode connection are refused (and fatal there).
+	n := dialInfo(t, s)
+	n.send("TOPIC LIST\r\n")
+	n.expect(`^-ERR 'Unknown Protocol Operation'$`)
+	n.expectClosed()
+}
