@@ -57,6 +57,7 @@ type client struct {
 	strict     atomic.Bool
 
 	authed   atomic.Bool
+	paused   atomic.Bool // parsing waits for pendingAuth
 	created  time.Time
 	lastIn   atomic.Int64 // unix nanos of the last input
 	lastPing atomic.Int64 // unix nanos of the last server PING
@@ -74,6 +75,7 @@ type client struct {
 	laneQ       []laneFunc // durable commands queued on the lane, in order
 	outHigh     int        // bytes the transport still holds (owner reports)
 	dropped     uint64
+	pendingAuth *authResult // a finished off-loop password check
 }
 
 // answer is one slot in the per-connection reorder queue: commands are

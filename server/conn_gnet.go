@@ -73,11 +73,15 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 	if !ok {
 		return gnet.Close
 	}
+	cl.beginInput()
+	// A password check that finished off the loop is applied first; while
+	// one runs, input stays buffered (bounded below).
+	resumed := cl.resumeConnect()
 	if n := c.InboundBuffered(); n > 0 {
-		if cl.isClosing() {
+		switch {
+		case cl.isClosing():
 			_, _ = c.Discard(n)
-		} else {
-			cl.beginInput()
+		case resumed:
 			buf, err := c.Peek(n)
 			if err == nil {
 				// gnet's Discard(0) discards everything: call it only
@@ -86,9 +90,9 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 					_, _ = c.Discard(used)
 				}
 			}
-			if left := c.InboundBuffered(); left > h.s.opts.MaxInputBuffer {
-				cl.fail(protocol.CodeMaxPayload, fmt.Sprintf("input buffer over %d bytes", h.s.opts.MaxInputBuffer))
-			}
+		}
+		if left := c.InboundBuffered(); left > h.s.opts.MaxInputBuffer && !cl.isClosing() {
+			cl.fail(protocol.CodeMaxPayload, fmt.Sprintf("input buffer over %d bytes", h.s.opts.MaxInputBuffer))
 		}
 	}
 	return h.flush(c, cl)
