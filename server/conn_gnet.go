@@ -100,12 +100,13 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 
 func (h *gnetHandler) flush(c gnet.Conn, cl *client) gnet.Action {
 	gc := cl.tr.(*gnetConn)
-	out, closeAfter := cl.takeOut(c.OutboundBuffered(), gc.spare)
+	out, acks, closeAfter := cl.takeOut(c.OutboundBuffered(), gc.spare)
 	if len(out) > 0 {
 		if _, err := c.Write(out); err != nil {
-			return gnet.Close
+			return gnet.Close // unacked deliveries go back with the leases
 		}
 	}
+	cl.settleWritten(acks)
 	// Keep a modest buffer for the next flush; let a burst's big one go.
 	if cap(out) <= 64<<10 {
 		gc.spare = out[:0]

@@ -177,7 +177,7 @@ func (tl *tlsListener) writer(conn *tls.Conn, tc *tlsConn, cl *client) {
 			return
 		case <-tc.wakeCh:
 		}
-		out, closeAfter := cl.takeOut(0, spare)
+		out, acks, closeAfter := cl.takeOut(0, spare)
 		if len(out) > 0 {
 			_ = conn.SetWriteDeadline(time.Now().Add(tlsWriteTimeout))
 			if _, err := conn.Write(out); err != nil {
@@ -185,6 +185,7 @@ func (tl *tlsListener) writer(conn *tls.Conn, tc *tlsConn, cl *client) {
 				return
 			}
 		}
+		cl.settleWritten(acks)
 		if cap(out) <= 64<<10 {
 			spare = out[:0]
 		}

@@ -49,7 +49,7 @@ func FuzzConnFeed(f *testing.F) {
 				t.Fatalf("unparsed input grew to %d", len(pending))
 			}
 		}
-		out, _ := c.takeOut(0, nil)
+		out, _, _ := c.takeOut(0, nil)
 		if bytes.Contains(out, []byte("panic")) {
 			t.Fatalf("output mentions panic: %q", out)
 		}
