@@ -1,0 +1,217 @@
+package fibril
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fibrilmq/fibril/protocol"
+)
+
+// Position is where a confirmed publish was stored. Stored is false when no
+// durable topic captured the subject (it reached only plain subscribers, or
+// nobody): the server answered "+OK -".
+type Position struct {
+	Partition int
+	Seq       uint64
+	Stored    bool
+}
+
+// String renders p as the wire does: "<partition>:<seq>" or "-".
+func (p Position) String() string {
+	if !p.Stored {
+		return "-"
+	}
+	return fmt.Sprintf("%d:%d", p.Partition, p.Seq)
+}
+
+// PubOption sets a property of one publish.
+type PubOption func(*pubOpts)
+
+type pubOpts struct {
+	header Header
+}
+
+func (o *pubOpts) set(k, v string) {
+	if o.header == nil {
+		o.header = Header{}
+	}
+	o.header.Set(k, v)
+}
+
+// WithKey sets the partition key (header Fibril-Key): messages with the same
+// key go to the same partition, in order.
+func WithKey(key string) PubOption { return func(o *pubOpts) { o.set(HeaderKey, key) } }
+
+// WithMsgID sets the message id (header Fibril-Msg-Id) used for
+// de-duplication.
+func WithMsgID(id string) PubOption { return func(o *pubOpts) { o.set(HeaderMsgID, id) } }
+
+// WithHeader adds one header value.
+func WithHeader(key, value string) PubOption {
+	return func(o *pubOpts) {
+		if o.header == nil {
+			o.header = Header{}
+		}
+		o.header.Add(key, value)
+	}
+}
+
+// WithHeaders adds every value of h.
+func WithHeaders(h Header) PubOption {
+	return func(o *pubOpts) {
+		for k, vs := range h {
+			for _, v := range vs {
+				WithHeader(k, v)(o)
+			}
+		}
+	}
+}
+
+// PubFuture is the pending result of PublishAsync.
+type PubFuture struct {
+	r *request
+	c *Conn
+}
+
+// Done is closed when the publish is confirmed or failed.
+func (f *PubFuture) Done() <-chan struct{} { return f.r.done }
+
+// Result returns the outcome; call it after Done is closed (before, it
+// returns an error saying it is still pending).
+func (f *PubFuture) Result() (Position, error) {
+	select {
+	case <-f.r.done:
+	default:
+		return Position{}, errors.New("fibril: publish not confirmed yet")
+	}
+	if f.r.err != nil {
+		return Position{}, fmt.Errorf("fibril: publish: %w", f.r.err)
+	}
+	return parseOKPosition(f.r.arg)
+}
+
+// Wait blocks until the publish is confirmed or failed, or ctx is done (the
+// publish itself goes on).
+func (f *PubFuture) Wait(ctx context.Context) (Position, error) {
+	select {
+	case <-f.r.done:
+		return f.Result()
+	case <-ctx.Done():
+		return Position{}, ctx.Err()
+	}
+}
+
+// Publish sends data to subject and blocks until the server confirms it is
+// durable under its topic's policy (or refuses it, or ctx is done). If the
+// connection drops first, the publish is sent again after the reconnect, so
+// it may be stored twice but never lost once confirmed. If ctx ends first,
+// Publish returns ctx.Err() but the publish goes on and may still be stored.
+// A refusal is an *Error (errors.Is with ErrInvalidSubject, ErrTopicFull,
+// ...); a payload over the server's max_payload is refused before sending
+// (ErrMaxPayload). data is copied.
+func (c *Conn) Publish(ctx context.Context, subject string, data []byte, opts ...PubOption) (Position, error) {
+	f, err := c.PublishAsync(ctx, subject, data, opts...)
+	if err != nil {
+		return Position{}, err
+	}
+	return f.Wait(ctx)
+}
+
+// PublishAsync queues a publish and returns at once with its future. It
+// blocks only while the unconfirmed-publish window (the server's
+// max_unconfirmed) is full, until ctx is done. data is copied.
+func (c *Conn) PublishAsync(ctx context.Context, subject string, data []byte, opts ...PubOption) (*PubFuture, error) {
+	if err := checkSubject(subject); err != nil {
+		return nil, err
+	}
+	var o pubOpts
+	for _, op := range opts {
+		op(&o)
+	}
+	var hdr []byte
+	if len(o.header) > 0 {
+		var err error
+		if hdr, err = encodeHeader(o.header); err != nil {
+			return nil, err
+		}
+	}
+	if mp := c.Info().MaxPayload; mp > 0 && int64(len(hdr)+len(data)) > mp {
+		// the server would close the connection (max_payload is fatal)
+		return nil, fmt.Errorf("fibril: publish refused before sending: %w",
+			protocol.NewError(protocol.CodeMaxPayload, fmt.Sprintf("%d bytes, limit %d", len(hdr)+len(data), mp)))
+	}
+	select {
+	case c.window <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.closed:
+		return nil, c.closeReason()
+	}
+	r := newRequest(reqPub, appendPub(nil, subject, hdr, data, c.cfg.crc))
+	r.window = true
+	if err := c.send(r); err != nil {
+		<-c.window
+		return nil, fmt.Errorf("fibril: publish: %w", err)
+	}
+	return &PubFuture{r: r, c: c}, nil
+}
+
+// OutMsg is one message of a PublishBatch.
+type OutMsg struct {
+	Subject string
+	Data    []byte
+	Key     string // optional partition key
+	MsgID   string // optional message id
+	Header  Header // optional headers
+}
+
+// PublishBatch pipelines msgs and waits for every confirm. The positions are
+// in the order of msgs; on error, the returned error names the first failed
+// index and positions holds what was confirmed.
+func (c *Conn) PublishBatch(ctx context.Context, msgs []OutMsg) ([]Position, error) {
+	futs := make([]*PubFuture, 0, len(msgs))
+	for i, m := range msgs {
+		var opts []PubOption
+		if m.Key != "" {
+			opts = append(opts, WithKey(m.Key))
+		}
+		if m.MsgID != "" {
+			opts = append(opts, WithMsgID(m.MsgID))
+		}
+		if len(m.Header) > 0 {
+			opts = append(opts, WithHeaders(m.Header))
+		}
+		f, err := c.PublishAsync(ctx, m.Subject, m.Data, opts...)
+		if err != nil {
+			return waitAll(ctx, futs, fmt.Errorf("fibril: batch message %d: %w", i, err))
+		}
+		futs = append(futs, f)
+	}
+	return waitAll(ctx, futs, nil)
+}
+
+func waitAll(ctx context.Context, futs []*PubFuture, first error) ([]Position, error) {
+	pos := make([]Position, len(futs))
+	for i, f := range futs {
+		p, err := f.Wait(ctx)
+		if err != nil && first == nil {
+			first = fmt.Errorf("fibril: batch message %d: %w", i, err)
+		}
+		pos[i] = p
+	}
+	return pos, first
+}
+
+// checkSubject refuses what cannot be written as one wire token.
+func checkSubject(s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: empty subject", ErrInvalidArgument)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+			return fmt.Errorf("%w: subject %q contains whitespace", ErrInvalidArgument, s)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,213 @@
+package fibril
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/fibrilmq/fibril/protocol"
+)
+
+// readLoop decodes server frames on t and routes them: answers to the head of
+// the fifo, sid-0 MSGs to the POLL at the head, other MSGs to their
+// subscription. One per transport; it never blocks on anything but the socket.
+func (c *Conn) readLoop(t *transport) {
+	defer c.wg.Done()
+	for {
+		f, err := t.fr.next()
+		if err != nil {
+			c.lost(t, fmt.Errorf("fibril: read: %w", err))
+			return
+		}
+		if err := c.dispatch(t, f); err != nil {
+			c.cfg.logger.Error("fibril: dropping connection", "err", err)
+			c.lost(t, err)
+			return
+		}
+	}
+}
+
+func (c *Conn) dispatch(t *transport, f *frame) error {
+	switch f.kind {
+	case fPing:
+		c.mu.Lock()
+		if c.tr == t {
+			t.pingsOut = 0
+			c.writeLocked(t, []byte("PONG\r\n"))
+		}
+		c.mu.Unlock()
+		return nil
+	case fInfo:
+		info, err := protocol.ParseInfo([]byte(f.arg))
+		if err != nil {
+			return fmt.Errorf("%w: INFO: %w", ErrProtocol, err)
+		}
+		t.fr.setMaxPayload(int(info.MaxPayload))
+		c.mu.Lock()
+		c.info = info
+		c.mu.Unlock()
+		return nil
+	case fMsg, fBadMsg:
+		return c.deliver(t, f)
+	}
+	if f.kind == fErr {
+		if pe := protocol.ParseErrText([]byte(f.arg)); pe.Fatal() && connectionLevel(pe.Code) {
+			// not an answer: the server is about to close (shutting down,
+			// stale, slow); unanswered publishes are replayed after the
+			// reconnect instead of failing
+			c.cfg.logger.Warn("fibril: server closes the connection", "err", pe)
+			return fmt.Errorf("fibril: server: %w", pe)
+		}
+	}
+	// +OK, -ERR, PONG: the answer to the oldest request
+	c.mu.Lock()
+	if c.tr != t {
+		c.mu.Unlock()
+		return nil
+	}
+	t.pingsOut = 0
+	if len(c.fifo) == 0 {
+		c.mu.Unlock()
+		if f.kind == fErr {
+			se := protocol.ParseErrText([]byte(f.arg))
+			c.cfg.logger.Warn("fibril: server error", "err", se)
+			return nil // a fatal one is followed by the server closing
+		}
+		return fmt.Errorf("%w: answer with no request pending", ErrProtocol)
+	}
+	r := c.fifo[0]
+	c.fifo[0] = nil
+	c.fifo = c.fifo[1:]
+	c.mu.Unlock()
+	return c.answer(r, f)
+}
+
+// connectionLevel reports whether a fatal error code is about the
+// connection as a whole rather than an answer to the oldest command.
+func connectionLevel(code protocol.Code) bool {
+	switch code {
+	case protocol.CodeShuttingDown, protocol.CodeStaleConnection, protocol.CodeSlowConsumer,
+		protocol.CodeMaxConnections, protocol.CodeAuthTimeout:
+		return true
+	}
+	return false
+}
+
+// answer completes r with the answer frame f.
+func (c *Conn) answer(r *request, f *frame) error {
+	if f.kind == fErr {
+		err := protocol.ParseErrText([]byte(f.arg))
+		if r.kind == reqSub {
+			c.cfg.logger.Error("fibril: re-subscribe refused", "err", err)
+		}
+		c.finish(r, err)
+		return nil
+	}
+	switch r.kind {
+	case reqPing:
+		if f.kind != fPong {
+			return fmt.Errorf("%w: PING answered by %v", ErrProtocol, f.kind)
+		}
+	default:
+		if f.kind != fOK {
+			return fmt.Errorf("%w: request answered by PONG", ErrProtocol)
+		}
+	}
+	r.arg = f.arg
+	c.finish(r, nil)
+	return nil
+}
+
+// deliver turns a MSG/HMSG into a *Msg and hands it to the POLL at the head
+// of the fifo (sid 0) or to its subscription. A delivery the parser refused
+// (checksum mismatch, bad header block) never yields data: it becomes a
+// *CorruptError and is nacked so that the server redelivers it.
+func (c *Conn) deliver(t *transport, f *frame) error {
+	m, bad := c.newMsg(f)
+	sid, err := strconv.ParseUint(f.sid, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: delivery with sid %q this client never uses", ErrProtocol, f.sid)
+	}
+	c.mu.Lock()
+	if c.tr != t {
+		c.mu.Unlock()
+		return nil
+	}
+	t.pingsOut = 0
+	if sid == 0 {
+		if len(c.fifo) == 0 || c.fifo[0].kind != reqPoll {
+			c.mu.Unlock()
+			return fmt.Errorf("%w: sid 0 delivery with no POLL pending", ErrProtocol)
+		}
+		r := c.fifo[0]
+		if bad != nil {
+			r.corrupt = append(r.corrupt, bad)
+		} else {
+			r.msgs = append(r.msgs, m)
+		}
+		c.mu.Unlock()
+		if bad != nil {
+			c.releaseAsync(m)
+		}
+		return nil
+	}
+	s := c.subs[sid]
+	c.mu.Unlock()
+	switch {
+	case s == nil:
+		// a late delivery for a stopped subscription: give it back
+		c.releaseAsync(m)
+	case bad != nil:
+		s.push(nil, bad)
+		c.releaseAsync(m)
+	default:
+		s.push(m, nil)
+	}
+	return nil
+}
+
+func (c *Conn) newMsg(f *frame) (*Msg, error) {
+	m := &Msg{Subject: f.subject, handle: f.reply, conn: c}
+	if h, err := protocol.ParseHandle([]byte(f.reply)); err == nil {
+		m.h, m.hok = h, true
+	}
+	if f.kind == fBadMsg {
+		ce := &CorruptError{Subject: f.subject, Handle: f.reply, Cause: f.bad}
+		return m, ce
+	}
+	if c.cfg.crc && !f.hasCRC {
+		return m, &CorruptError{Subject: f.subject, Handle: f.reply, Cause: fmt.Errorf("%w: delivery without a checksum", ErrProtocol)}
+	}
+	if len(f.hdr) > 0 {
+		m.Header = parseHeader(f.hdr)
+	}
+	m.Data, m.CRC = f.data, f.crc
+	return m, nil
+}
+
+// releaseAsync nacks a delivery nobody will process (corrupt, or its
+// consumer went away) so that the server redelivers it now instead of after
+// its lease. It never blocks the caller.
+func (c *Conn) releaseAsync(m *Msg) {
+	if m == nil || !m.hok {
+		return
+	}
+	r := newRequest(reqOK, protocol.AppendNack(nil, m.h, 0))
+	if err := c.send(r); err != nil {
+		return
+	}
+	go func() {
+		if err := c.wait(context.Background(), r); err != nil {
+			c.cfg.logger.Debug("fibril: release failed", "handle", m.handle, "err", err)
+		}
+	}()
+}
+
+// parseOKPosition parses the argument of a publish confirm.
+func parseOKPosition(arg string) (Position, error) {
+	p, stored, err := protocol.ParseConfirm([]byte(arg))
+	if err != nil {
+		return Position{}, fmt.Errorf("%w: %w", ErrProtocol, err)
+	}
+	return Position{Partition: int(p.Partition), Seq: p.Seq, Stored: stored}, nil
+}

@@ -1,0 +1,208 @@
+package fibril
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/fibrilmq/fibril/protocol"
+)
+
+// frameKind is what the server sent.
+type frameKind uint8
+
+const (
+	fInfo   frameKind = iota + 1
+	fMsg              // MSG or HMSG
+	fBadMsg           // MSG/HMSG the parser refused (crc_mismatch, invalid_header, ...)
+	fOK               // +OK [arg]
+	fErr              // -ERR '<text>'
+	fPing
+	fPong
+)
+
+// frame is one decoded server frame. Its slices are owned by the frame (they
+// are copied out of the read buffer), so it may outlive the next read.
+type frame struct {
+	kind    frameKind
+	subject string
+	sid     string
+	reply   string
+	hdr     []byte // header block, nil for MSG
+	data    []byte
+	crc     uint32
+	hasCRC  bool
+	arg     string          // +OK argument, -ERR text, INFO JSON
+	bad     *protocol.Error // fBadMsg: why the parser refused it
+}
+
+// errStop makes protocol.Parser return after each frame, so that the reader
+// knows where every frame starts (needed to identify a refused delivery).
+var errStop = errors.New("stop")
+
+// frameReader decodes server frames with the protocol package's parser.
+type frameReader struct {
+	r          io.Reader
+	p          *protocol.Parser
+	buf        []byte
+	start, end int
+	cur        *frame
+}
+
+func newFrameReader(r io.Reader) *frameReader {
+	return &frameReader{
+		r:   r,
+		p:   protocol.NewParser(protocol.ServerToClient, clientLimits(0)),
+		buf: make([]byte, 32<<10),
+	}
+}
+
+// setCRC switches CRC mode (right after CONNECT is written).
+func (fr *frameReader) setCRC(on bool) { fr.p.SetCRC(on) }
+
+// setMaxPayload adopts the server's limit. Dead letters carry extra headers
+// on top of a payload that may already be at the limit, so the client allows
+// some slack rather than dropping the connection on them.
+func (fr *frameReader) setMaxPayload(n int) {
+	if n > 0 {
+		fr.p.SetLimits(clientLimits(n + 64<<10))
+	}
+}
+
+// clientLimits are the parser limits for what the server sends. Answers to
+// management verbs (TOPIC LIST with many topics) can be longer than the
+// max_control_line the server enforces on clients, so the client accepts
+// long lines: a misbehaving server is bounded by its own output, not by us.
+func clientLimits(maxPayload int) protocol.Limits {
+	return protocol.Limits{MaxControlLine: 1 << 20, MaxJSONLine: 1 << 20, MaxPayload: maxPayload}
+}
+
+// HandleCommand implements protocol.Handler: it copies the borrowed command
+// into an owned frame and stops the parser.
+func (fr *frameReader) HandleCommand(c *protocol.Command) error {
+	f := &frame{}
+	switch c.Op {
+	case protocol.OpInfo:
+		f.kind, f.arg = fInfo, string(c.JSON)
+	case protocol.OpOK:
+		f.kind, f.arg = fOK, string(c.Text)
+	case protocol.OpErr:
+		f.kind, f.arg = fErr, string(c.Text)
+	case protocol.OpPing:
+		f.kind = fPing
+	case protocol.OpPong:
+		f.kind = fPong
+	case protocol.OpMsg, protocol.OpHMsg:
+		f.kind = fMsg
+		f.subject, f.sid, f.reply = string(c.Subject), string(c.Sid), string(c.Reply)
+		body := make([]byte, len(c.Header)+len(c.Payload))
+		n := copy(body, c.Header)
+		copy(body[n:], c.Payload)
+		if len(c.Header) > 0 {
+			f.hdr = body[:n:n]
+		}
+		f.data = body[n:]
+		f.crc, f.hasCRC = c.CRC, c.HasCRC
+	default:
+		return fmt.Errorf("%w: server sent %v", ErrProtocol, c.Op)
+	}
+	fr.cur = f
+	return errStop
+}
+
+// next blocks until one whole frame has arrived.
+func (fr *frameReader) next() (*frame, error) {
+	for {
+		if fr.start < fr.end {
+			fr.cur = nil
+			n, err := fr.p.Parse(fr.buf[fr.start:fr.end], fr)
+			raw := fr.buf[fr.start : fr.start+n]
+			fr.start += n
+			switch {
+			case err == errStop:
+				return fr.cur, nil
+			case err != nil:
+				var pe *protocol.Error
+				if errors.As(err, &pe) && !pe.Fatal() && n > 0 {
+					if f := refusedDelivery(raw, pe); f != nil {
+						return f, nil
+					}
+				}
+				return nil, fmt.Errorf("%w: %w", ErrProtocol, err)
+			case n > 0:
+				continue // empty lines
+			}
+		}
+		if err := fr.fill(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// fill reads more bytes, compacting and growing the buffer as needed.
+func (fr *frameReader) fill() error {
+	if fr.start > 0 {
+		fr.end = copy(fr.buf, fr.buf[fr.start:fr.end])
+		fr.start = 0
+	}
+	if need := fr.p.Pending(); need > len(fr.buf) {
+		nb := make([]byte, need)
+		copy(nb, fr.buf[:fr.end])
+		fr.buf = nb
+	} else if fr.end == len(fr.buf) {
+		nb := make([]byte, 2*len(fr.buf))
+		copy(nb, fr.buf[:fr.end])
+		fr.buf = nb
+	}
+	n, err := fr.r.Read(fr.buf[fr.end:])
+	fr.end += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+// refusedDelivery identifies a MSG/HMSG the parser skipped with a non-fatal
+// error (a checksum mismatch, a bad header block): it reads subject, sid and
+// reply-to (the ack handle) from the frame's control line so the delivery
+// can be reported and handed back. The protocol parser zeroes the command on
+// such errors, hence this small second look at the line.
+func refusedDelivery(raw []byte, pe *protocol.Error) *frame {
+	line, _, _ := bytes.Cut(raw, []byte("\n"))
+	toks := bytes.Fields(line)
+	if len(toks) < 4 {
+		return nil
+	}
+	verb := string(bytes.ToUpper(toks[0]))
+	full := 0
+	switch verb {
+	case "MSG":
+		full = 6 // MSG subj sid reply size crc
+	case "HMSG":
+		full = 7 // HMSG subj sid reply hdr total crc
+	default:
+		return nil
+	}
+	f := &frame{kind: fBadMsg, subject: string(toks[1]), sid: string(toks[2]), bad: pe}
+	if len(toks) == full {
+		f.reply = string(toks[3])
+	}
+	return f
+}
+
+// appendPub encodes PUB or HPUB (when hdr is non-empty), with the CRC token
+// in CRC mode.
+func appendPub(b []byte, subject string, hdr, data []byte, crc bool) []byte {
+	tok := protocol.NoCRC
+	if crc {
+		tok = protocol.ComputeCRC
+	}
+	if len(hdr) > 0 {
+		return protocol.AppendHPub(b, subject, "", hdr, data, tok)
+	}
+	return protocol.AppendPub(b, subject, "", data, tok)
+}
