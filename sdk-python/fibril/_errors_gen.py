@@ -6,18 +6,118 @@ from __future__ import annotations
 from ._errbase import FibrilError
 
 
-class UnknownOperationError(FibrilError):
-    """The verb is not known.
+class UnknownOpError(FibrilError):
+    """The first token of a control line is not a verb this side accepts. Fibril clients get the error and the line is skipped; NATS clients are disconnected, as NATS does.
 
-    Wire code ``unknown_operation``; text: unknown protocol operation."""
+    Wire code ``unknown_op``; text: unknown protocol operation."""
 
-    code = 'unknown_operation'
+    code = 'unknown_op'
+    retriable = False
+    fatal = False
+
+
+class MaxControlLineError(FibrilError):
+    """No line end within the control-line limit (max_control_line in INFO, 4096 bytes by default; 65536 for INFO and CONNECT lines).
+
+    Wire code ``max_control_line``; text: control line exceeds the maximum length."""
+
+    code = 'max_control_line'
     retriable = False
     fatal = True
 
 
+class MaxPayloadError(FibrilError):
+    """The size announced by PUB/HPUB/MSG/HMSG is larger than max_payload (or overflows). Checked on the control line, before the payload is read.
+
+    Wire code ``max_payload``; text: payload exceeds the maximum size."""
+
+    code = 'max_payload'
+    retriable = False
+    fatal = True
+
+
+class BadFrameError(FibrilError):
+    """A PUB/HPUB/MSG/HMSG control line has the wrong number of tokens, a size that is not a decimal number, a header size larger than the total size, or the payload is not followed by CRLF. The end of the frame is unknown, so the connection cannot continue.
+
+    Wire code ``bad_frame``; text: frame cannot be delimited."""
+
+    code = 'bad_frame'
+    retriable = False
+    fatal = True
+
+
+class InvalidArgsError(FibrilError):
+    """A command without payload has too few or too many arguments, or an argument of the wrong form (a POLL max of 0, SUB sid 0, an unknown TOPIC/GROUP sub-verb).
+
+    Wire code ``invalid_args``; text: wrong number or form of arguments."""
+
+    code = 'invalid_args'
+    retriable = False
+    fatal = False
+
+
+class InvalidNumberError(FibrilError):
+    """A numeric argument of a command without payload (max-msgs, max-inflight, max, wait-ms, delay-ms, ms) has a character other than 0-9.
+
+    Wire code ``invalid_number``; text: argument is not a decimal number."""
+
+    code = 'invalid_number'
+    retriable = False
+    fatal = False
+
+
+class NumberOverflowError(FibrilError):
+    """A numeric argument of a command without payload is larger than its field allows (counts 2147483647, milliseconds 4294967295).
+
+    Wire code ``number_overflow``; text: number exceeds its range."""
+
+    code = 'number_overflow'
+    retriable = False
+    fatal = False
+
+
+class InvalidSubjectError(FibrilError):
+    """Empty subject, empty token (leading, trailing or double dot), a control character, a wildcard that is not a whole token, or > that is not the last token.
+
+    Wire code ``invalid_subject``; text: subject is not valid."""
+
+    code = 'invalid_subject'
+    retriable = False
+    fatal = False
+
+
+class WildcardNotAllowedError(FibrilError):
+    """A * or > token in a PUB/HPUB/MSG/HMSG subject or reply-to, a POLL topic or a topic name.
+
+    Wire code ``wildcard_not_allowed``; text: wildcards are only allowed in SUB subjects and topic filters."""
+
+    code = 'wildcard_not_allowed'
+    retriable = False
+    fatal = False
+
+
+class InvalidNameError(FibrilError):
+    """A durable group name (POLL, GROUP verbs, SUB on a durable topic) is not 1 to 255 characters from A-Z a-z 0-9 _ -.
+
+    Wire code ``invalid_name``; text: group name is not valid."""
+
+    code = 'invalid_name'
+    retriable = False
+    fatal = False
+
+
+class InvalidCrcTokenError(FibrilError):
+    """In CRC mode the last token of PUB/HPUB/MSG/HMSG must be 8 lowercase hex digits (or - from a client). The frame is skipped; nothing is stored.
+
+    Wire code ``invalid_crc_token``; text: checksum token is not 8 lowercase hex digits or -."""
+
+    code = 'invalid_crc_token'
+    retriable = False
+    fatal = False
+
+
 class CrcMismatchError(FibrilError):
-    """The CRC token does not match the bytes.
+    """The CRC-32 (IEEE) of header block + payload differs from the token. The frame is skipped, nothing is stored; sending it again may succeed.
 
     Wire code ``crc_mismatch``; text: payload checksum does not match."""
 
@@ -26,69 +126,387 @@ class CrcMismatchError(FibrilError):
     fatal = False
 
 
-class AuthFailedError(FibrilError):
-    """Credentials rejected.
+class InvalidHeaderError(FibrilError):
+    """An HPUB/HMSG header block does not start with NATS/1.0 or does not end with an empty line (CRLF CRLF).
 
-    Wire code ``auth_failed``; text: authorization violation."""
+    Wire code ``invalid_header``; text: header block is not valid."""
 
-    code = 'auth_failed'
+    code = 'invalid_header'
+    retriable = False
+    fatal = False
+
+
+class InvalidHandleError(FibrilError):
+    """An ACK/NACK/REJECT/EXTEND argument is not $F.<topic-id>.<group-id>.<partition>.<seq>.<attempt> with canonical decimal numbers in range.
+
+    Wire code ``invalid_handle``; text: ack handle is not valid."""
+
+    code = 'invalid_handle'
+    retriable = False
+    fatal = False
+
+
+class InvalidConnectError(FibrilError):
+    """CONNECT without JSON, JSON that does not decode, or unsupported values (fibril other than 0 or 1, protocol above 1).
+
+    Wire code ``invalid_connect``; text: CONNECT is not valid."""
+
+    code = 'invalid_connect'
     retriable = False
     fatal = True
 
 
-class StaleHandleError(FibrilError):
-    """The handle's attempt is older than the current delivery.
+class InvalidJsonError(FibrilError):
+    """The JSON argument of a management verb does not decode into its object, or has unknown fields.
 
-    Wire code ``stale_handle``; text: handle is stale."""
+    Wire code ``invalid_json``; text: JSON argument is not valid."""
 
-    code = 'stale_handle'
+    code = 'invalid_json'
+    retriable = False
+    fatal = False
+
+
+class FibrilRequiredError(FibrilError):
+    """POLL, ACK, NACK, REJECT, EXTEND, TOPIC and GROUP are only accepted after CONNECT with "fibril":1.
+
+    Wire code ``fibril_required``; text: command requires CONNECT with "fibril":1."""
+
+    code = 'fibril_required'
+    retriable = False
+    fatal = False
+
+
+class AuthViolationError(FibrilError):
+    """Credentials missing or wrong, or a command other than CONNECT before CONNECT when auth is required.
+
+    Wire code ``auth_violation``; text: authorization violation."""
+
+    code = 'auth_violation'
+    retriable = False
+    fatal = True
+
+
+class AuthTimeoutError(FibrilError):
+    """No CONNECT within the server's auth timeout.
+
+    Wire code ``auth_timeout``; text: authentication timeout."""
+
+    code = 'auth_timeout'
+    retriable = True
+    fatal = True
+
+
+class PermissionDeniedError(FibrilError):
+    """The user may not publish to or subscribe to that subject. NATS clients get Permissions Violation for Publish to <subject> (or Subscription to).
+
+    Wire code ``permission_denied``; text: permission denied."""
+
+    code = 'permission_denied'
+    retriable = False
+    fatal = False
+
+
+class ReservedSubjectError(FibrilError):
+    """PUB/HPUB to a $ subject other than an ack handle, or TOPIC CREATE of a $ name.
+
+    Wire code ``reserved_subject``; text: subjects starting with $ are reserved."""
+
+    code = 'reserved_subject'
+    retriable = False
+    fatal = False
+
+
+class StaleConnectionError(FibrilError):
+    """The peer did not answer PING within the heartbeat allowance; reconnect.
+
+    Wire code ``stale_connection``; text: stale connection."""
+
+    code = 'stale_connection'
+    retriable = True
+    fatal = True
+
+
+class SlowConsumerError(FibrilError):
+    """The client did not read fast enough and the server's outbound buffer limit was reached; reconnect.
+
+    Wire code ``slow_consumer``; text: slow consumer."""
+
+    code = 'slow_consumer'
+    retriable = True
+    fatal = True
+
+
+class MaxConnectionsError(FibrilError):
+    """The server accepts no more connections now.
+
+    Wire code ``max_connections``; text: maximum connections exceeded."""
+
+    code = 'max_connections'
+    retriable = True
+    fatal = True
+
+
+class MaxSubscriptionsError(FibrilError):
+    """The connection has as many subscriptions as the server allows.
+
+    Wire code ``max_subscriptions``; text: maximum subscriptions exceeded."""
+
+    code = 'max_subscriptions'
+    retriable = False
+    fatal = False
+
+
+class DuplicateSidError(FibrilError):
+    """SUB with a sid this connection already uses.
+
+    Wire code ``duplicate_sid``; text: subscription id is already in use."""
+
+    code = 'duplicate_sid'
+    retriable = False
+    fatal = False
+
+
+class MaxUnconfirmedError(FibrilError):
+    """The publish exceeds max_unconfirmed (INFO) outstanding publishes on this connection; nothing is stored. Wait for confirms, then retry.
+
+    Wire code ``max_unconfirmed``; text: too many unconfirmed publishes."""
+
+    code = 'max_unconfirmed'
+    retriable = True
+    fatal = False
+
+
+class QueueFullError(FibrilError):
+    """The partition's intake queue is full; nothing is stored. Retry after a short back-off.
+
+    Wire code ``queue_full``; text: server is busy."""
+
+    code = 'queue_full'
+    retriable = True
+    fatal = False
+
+
+class TopicFullError(FibrilError):
+    """The topic reached a limit and its full_policy is reject; nothing is stored. Retry once consumers catch up.
+
+    Wire code ``topic_full``; text: topic is full."""
+
+    code = 'topic_full'
+    retriable = True
+    fatal = False
+
+
+class UnknownTopicError(FibrilError):
+    """POLL, TOPIC INFO/DELETE or a GROUP verb names a topic that does not exist.
+
+    Wire code ``unknown_topic``; text: no such topic."""
+
+    code = 'unknown_topic'
+    retriable = False
+    fatal = False
+
+
+class UnknownGroupError(FibrilError):
+    """GROUP INFO/DELETE names a group that does not exist, or POLL/SUB names a missing group and the server does not auto-create groups.
+
+    Wire code ``unknown_group``; text: no such group."""
+
+    code = 'unknown_group'
+    retriable = False
+    fatal = False
+
+
+class TopicExistsError(FibrilError):
+    """TOPIC CREATE of an existing name with a different configuration (the same configuration is answered +OK).
+
+    Wire code ``topic_exists``; text: topic exists with a different configuration."""
+
+    code = 'topic_exists'
+    retriable = False
+    fatal = False
+
+
+class GroupExistsError(FibrilError):
+    """GROUP CREATE of an existing group with a different configuration (the same configuration is answered +OK).
+
+    Wire code ``group_exists``; text: group exists with a different configuration."""
+
+    code = 'group_exists'
+    retriable = False
+    fatal = False
+
+
+class TopicOverlapError(FibrilError):
+    """A filter of the new topic could match a subject that a filter of an existing topic matches.
+
+    Wire code ``topic_overlap``; text: subject filters overlap another topic."""
+
+    code = 'topic_overlap'
+    retriable = False
+    fatal = False
+
+
+class InvalidConfigError(FibrilError):
+    """A topic or group configuration field is out of range or names an unknown policy.
+
+    Wire code ``invalid_config``; text: configuration value is not valid."""
+
+    code = 'invalid_config'
     retriable = False
     fatal = False
 
 
 class UnknownHandleError(FibrilError):
-    """The handle names no known topic or group.
+    """The topic id or group id of the handle does not exist (deleted, or never was).
 
-    Wire code ``unknown_handle``; text: unknown handle."""
+    Wire code ``unknown_handle``; text: ack handle names no known topic or group."""
 
     code = 'unknown_handle'
     retriable = False
     fatal = False
 
 
-class TopicNotFoundError(FibrilError):
-    """No topic has that name.
+class StaleHandleError(FibrilError):
+    """The handle's attempt is older than the message's current delivery count: its lease expired and the message was delivered again. Nothing is changed.
 
-    Wire code ``topic_not_found``; text: no such topic."""
+    Wire code ``stale_handle``; text: ack handle is superseded by a later delivery."""
 
-    code = 'topic_not_found'
+    code = 'stale_handle'
     retriable = False
     fatal = False
 
 
+class InvalidAckError(FibrilError):
+    """A PUB to an ack handle subject carries a body that is not one of the settle bodies.
+
+    Wire code ``invalid_ack``; text: ack body is not +ACK, -NAK, +WPI or +TERM."""
+
+    code = 'invalid_ack'
+    retriable = False
+    fatal = False
+
+
+class InternalError(FibrilError):
+    """The server failed (storage error); nothing was changed by this command. Retrying may succeed.
+
+    Wire code ``internal``; text: internal server error."""
+
+    code = 'internal'
+    retriable = True
+    fatal = False
+
+
+class ShuttingDownError(FibrilError):
+    """The server is stopping; reconnect (to another server) later.
+
+    Wire code ``shutting_down``; text: server is shutting down."""
+
+    code = 'shutting_down'
+    retriable = True
+    fatal = True
+
+
 #: Error class by wire code.
 ERRORS: dict[str, type[FibrilError]] = {
-    'unknown_operation': UnknownOperationError,
+    'unknown_op': UnknownOpError,
+    'max_control_line': MaxControlLineError,
+    'max_payload': MaxPayloadError,
+    'bad_frame': BadFrameError,
+    'invalid_args': InvalidArgsError,
+    'invalid_number': InvalidNumberError,
+    'number_overflow': NumberOverflowError,
+    'invalid_subject': InvalidSubjectError,
+    'wildcard_not_allowed': WildcardNotAllowedError,
+    'invalid_name': InvalidNameError,
+    'invalid_crc_token': InvalidCrcTokenError,
     'crc_mismatch': CrcMismatchError,
-    'auth_failed': AuthFailedError,
-    'stale_handle': StaleHandleError,
+    'invalid_header': InvalidHeaderError,
+    'invalid_handle': InvalidHandleError,
+    'invalid_connect': InvalidConnectError,
+    'invalid_json': InvalidJsonError,
+    'fibril_required': FibrilRequiredError,
+    'auth_violation': AuthViolationError,
+    'auth_timeout': AuthTimeoutError,
+    'permission_denied': PermissionDeniedError,
+    'reserved_subject': ReservedSubjectError,
+    'stale_connection': StaleConnectionError,
+    'slow_consumer': SlowConsumerError,
+    'max_connections': MaxConnectionsError,
+    'max_subscriptions': MaxSubscriptionsError,
+    'duplicate_sid': DuplicateSidError,
+    'max_unconfirmed': MaxUnconfirmedError,
+    'queue_full': QueueFullError,
+    'topic_full': TopicFullError,
+    'unknown_topic': UnknownTopicError,
+    'unknown_group': UnknownGroupError,
+    'topic_exists': TopicExistsError,
+    'group_exists': GroupExistsError,
+    'topic_overlap': TopicOverlapError,
+    'invalid_config': InvalidConfigError,
     'unknown_handle': UnknownHandleError,
-    'topic_not_found': TopicNotFoundError,
+    'stale_handle': StaleHandleError,
+    'invalid_ack': InvalidAckError,
+    'internal': InternalError,
+    'shutting_down': ShuttingDownError,
 }
 
 #: Error class by NATS error text (for non-Fibril -ERR lines).
 NATS_TEXTS: dict[str, type[FibrilError]] = {
-    'unknown protocol operation': UnknownOperationError,
-    'authorization violation': AuthFailedError,
+    'unknown protocol operation': UnknownOpError,
+    'maximum control line exceeded': MaxControlLineError,
+    'maximum payload violation': MaxPayloadError,
+    'invalid subject': InvalidSubjectError,
+    'invalid publish subject': WildcardNotAllowedError,
+    'authorization violation': AuthViolationError,
+    'authentication timeout': AuthTimeoutError,
+    'permissions violation': PermissionDeniedError,
+    'stale connection': StaleConnectionError,
+    'slow consumer': SlowConsumerError,
+    'maximum connections exceeded': MaxConnectionsError,
+    'maximum subscriptions exceeded': MaxSubscriptionsError,
 }
 
 __all__ = [
-    'UnknownOperationError',
+    'UnknownOpError',
+    'MaxControlLineError',
+    'MaxPayloadError',
+    'BadFrameError',
+    'InvalidArgsError',
+    'InvalidNumberError',
+    'NumberOverflowError',
+    'InvalidSubjectError',
+    'WildcardNotAllowedError',
+    'InvalidNameError',
+    'InvalidCrcTokenError',
     'CrcMismatchError',
-    'AuthFailedError',
-    'StaleHandleError',
+    'InvalidHeaderError',
+    'InvalidHandleError',
+    'InvalidConnectError',
+    'InvalidJsonError',
+    'FibrilRequiredError',
+    'AuthViolationError',
+    'AuthTimeoutError',
+    'PermissionDeniedError',
+    'ReservedSubjectError',
+    'StaleConnectionError',
+    'SlowConsumerError',
+    'MaxConnectionsError',
+    'MaxSubscriptionsError',
+    'DuplicateSidError',
+    'MaxUnconfirmedError',
+    'QueueFullError',
+    'TopicFullError',
+    'UnknownTopicError',
+    'UnknownGroupError',
+    'TopicExistsError',
+    'GroupExistsError',
+    'TopicOverlapError',
+    'InvalidConfigError',
     'UnknownHandleError',
-    'TopicNotFoundError',
+    'StaleHandleError',
+    'InvalidAckError',
+    'InternalError',
+    'ShuttingDownError',
     "ERRORS",
     "NATS_TEXTS",
 ]

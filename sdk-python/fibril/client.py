@@ -148,7 +148,8 @@ class Client:
             if not self._info.get("fibril"):
                 raise ProtocolError("the server does not speak the Fibril protocol (no fibril in INFO)")
             self._max_payload = int(self._info.get("max_payload") or proto.DEFAULT_MAX_PAYLOAD)
-            parser.max_payload = max(parser.max_payload, self._max_payload)
+            # Slack for headers the server adds (dead-letter headers) to a maximal body.
+            parser.max_payload = self._max_payload + 64 * 1024
             use_tls = self._tls is not None or bool(self._info.get("tls_required"))
             if use_tls:
                 ctx = self._tls or ssl.create_default_context()

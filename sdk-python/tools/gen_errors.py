@@ -84,7 +84,8 @@ def render(entries: list[dict[str, Any]], source: str) -> str:
             "",
         ]
         nt = e.get("nats_text")
-        if isinstance(nt, str) and nt:
+        # Several codes share a NATS text; the first in the table wins.
+        if isinstance(nt, str) and nt and nt.lower() not in {t.lower() for t, _ in nats}:
             nats.append((nt, cls))
     lines += ["", "#: Error class by wire code.", "ERRORS: dict[str, type[FibrilError]] = {"]
     lines += [f"    {code!r}: {cls}," for code, cls in names]

@@ -1,0 +1,65 @@
+"""Integration tests against the real ``fibril serve``: connection, plain pub/sub."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import fibril
+from fibril import sync
+from fibril.errors import ConnectionClosedError
+
+from conftest import Server
+from helpers import run, unique
+
+
+def test_connect_handshake_and_ping(server: Server) -> None:
+    async def body() -> None:
+        async with fibril.connect(server.url, name="py-test") as c:
+            assert c.is_connected
+            info = c.server_info
+            assert info["fibril"] == 1
+            assert c.max_unconfirmed >= 1
+            await c.ping()
+        assert not c.is_connected
+
+    run(body())
+
+
+def test_connect_refused_raises() -> None:
+    async def body() -> None:
+        with pytest.raises(ConnectionClosedError):
+            await fibril.connect("nats://127.0.0.1:1", connect_timeout=2)
+
+    run(body())
+
+
+@pytest.mark.parametrize("crc", [True, False])
+def test_plain_pub_sub(server: Server, crc: bool) -> None:
+    subject = "_INBOX." + unique("plain")
+
+    async def body() -> None:
+        async with fibril.connect(server.url, crc=crc) as sub_c, fibril.connect(server.url, crc=crc) as pub_c:
+            async with sub_c.subscribe(subject + ".>") as sub:
+                # _INBOX subjects are never captured by a durable topic.
+                pos = await pub_c.publish(subject + ".a", b"hello", headers={"X-Test": "1"})
+                assert pos is None
+                await pub_c.publish(subject + ".b", "world")
+                m1 = await asyncio.wait_for(sub.next(), 5)
+                m2 = await asyncio.wait_for(sub.next(), 5)
+            assert (m1.subject, m1.data, m1.headers.get("X-Test")) == (subject + ".a", b"hello", "1")
+            assert (m2.subject, m2.data, dict(m2.headers)) == (subject + ".b", b"world", {})
+            assert (m1.crc is not None) == crc
+            assert m1.handle is None
+            with pytest.raises(fibril.NotAckableError):
+                await m1.ack()
+
+    run(body())
+
+
+def test_sync_client_ping_and_publish(server: Server) -> None:
+    with sync.connect(server.url) as c:
+        assert c.server_info["fibril"] == 1
+        c.ping()
+        assert c.publish("_INBOX." + unique("s"), b"x") is None
