@@ -1,0 +1,92 @@
+"""Reconnect behaviour against the real server, through a fault-injecting proxy."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import fibril
+from fibril.errors import ConnectionClosedError
+
+from conftest import Server
+from helpers import Proxy, run, unique, wait_for
+
+FAST = fibril.Reconnect(initial=0.01, max_delay=0.1)
+
+
+def test_unconfirmed_publishes_are_retried_after_a_cut(server: Server) -> None:
+    subject = "_INBOX." + unique("rc")
+
+    async def body() -> None:
+        proxy = await Proxy(server.host, server.port).start()
+        try:
+            async with fibril.connect(proxy.url, reconnect=FAST) as c:
+                futs = [await c.publish_async(f"{subject}.{i}", b"x" * 100) for i in range(500)]
+                proxy.cut()  # most of them are unconfirmed now
+                futs += [await c.publish_async(f"{subject}.after", b"y") for _ in range(100)]
+                results = await asyncio.gather(*futs)
+                assert results == [None] * 600  # every publish confirmed (+OK -)
+                assert c.connects >= 2
+                assert proxy.accepted >= 2
+        finally:
+            await proxy.close()
+
+    run(body())
+
+
+def test_subscription_is_renewed_after_reconnect(server: Server) -> None:
+    subject = "_INBOX." + unique("rs")
+
+    async def body() -> None:
+        proxy = await Proxy(server.host, server.port).start()
+        try:
+            async with fibril.connect(proxy.url, reconnect=FAST) as c, fibril.connect(server.url) as pub:
+                async with c.subscribe(subject) as sub:
+                    await pub.publish(subject, b"before")
+                    assert (await asyncio.wait_for(sub.next(), 5)).data == b"before"
+                    connects = c.connects
+                    proxy.cut()
+
+                    async def reconnected() -> bool:
+                        return c.connects > connects and c.is_connected
+
+                    await wait_for(reconnected, what="reconnect")
+                    await c.ping()  # the renewed SUB was answered before this PING
+                    await pub.publish(subject, b"after")
+                    assert (await asyncio.wait_for(sub.next(), 5)).data == b"after"
+        finally:
+            await proxy.close()
+
+    run(body())
+
+
+def test_no_reconnect_fails_pending_and_closes(server: Server) -> None:
+    async def body() -> None:
+        proxy = await Proxy(server.host, server.port).start()
+        try:
+            c = await fibril.connect(proxy.url, reconnect=False)
+            sub = await c.subscribe("_INBOX." + unique("nr")).start()
+            proxy.cut()
+            with pytest.raises(ConnectionClosedError):
+                await asyncio.wait_for(sub.next(), 5)
+            with pytest.raises(fibril.FibrilError):
+                await c.publish("_INBOX.x", b"late")
+            assert not c.is_connected
+            await c.close()
+        finally:
+            await proxy.close()
+
+    run(body())
+
+
+def test_gives_up_after_max_attempts(server: Server) -> None:
+    async def body() -> None:
+        proxy = await Proxy(server.host, server.port).start()
+        c = await fibril.connect(proxy.url, reconnect=fibril.Reconnect(initial=0.01, max_delay=0.02, max_attempts=3))
+        await proxy.close()  # nothing listens any more
+        with pytest.raises(ConnectionClosedError):
+            await c.publish("_INBOX.x", b"never")
+        await c.close()
+
+    run(body())
