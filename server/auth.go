@@ -8,6 +8,7 @@ package server
 import (
 	"crypto/subtle"
 
+	"github.com/fibrilmq/fibril/protocol"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -15,7 +16,7 @@ import (
 // the authenticated identity (nil: everything allowed) and whether the
 // credentials were accepted. It may take bcrypt time (tens of ms) and is
 // called once per connection.
-func (s *Server) authenticate(o *connectOpts) (*Permissions, string, bool) {
+func (s *Server) authenticate(o *protocol.Connect) (*Permissions, string, bool) {
 	if !s.opts.authRequired() {
 		return nil, "", true
 	}

@@ -2,6 +2,8 @@ package server
 
 import (
 	"log/slog"
+
+	"github.com/fibrilmq/fibril/protocol"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,24 +23,6 @@ type transport interface {
 	isTLS() bool
 }
 
-// connectOpts are the CONNECT fields the server acts on.
-type connectOpts struct {
-	Verbose   bool   `json:"verbose"`
-	Pedantic  bool   `json:"pedantic"`
-	Name      string `json:"name"`
-	Lang      string `json:"lang"`
-	Version   string `json:"version"`
-	Protocol  int    `json:"protocol"`
-	Echo      *bool  `json:"echo"`
-	Headers   bool   `json:"headers"`
-	CRC       bool   `json:"crc"`
-	Confirm   bool   `json:"confirm"`
-	Fibril    int    `json:"fibril"`
-	AuthToken string `json:"auth_token"`
-	User      string `json:"user"`
-	Pass      string `json:"pass"`
-}
-
 // client is the state of one connection, whichever transport carries it.
 //
 // Fields in the first block belong to the input goroutine (the gnet event
@@ -53,7 +37,8 @@ type client struct {
 
 	// Input goroutine only.
 	connected   bool
-	opts        connectOpts
+	opts        protocol.Connect
+	parser      *protocol.Parser
 	echo        bool
 	perms       *Permissions
 	preAuthUsed int
@@ -100,6 +85,10 @@ func newClient(s *Server, id uint64, tr transport) *client {
 		echo: true,
 		subs: make(map[string]*subscription),
 	}
+	c.parser = protocol.NewParser(protocol.ClientToServer, protocol.Limits{
+		MaxControlLine: s.opts.MaxControlLine,
+		MaxPayload:     s.opts.MaxPayload,
+	})
 	c.log = s.log.With("cid", id, "remote", tr.remoteAddr())
 	c.created = time.Now()
 	c.lastIn.Store(c.created.UnixNano())

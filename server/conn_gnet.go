@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fibrilmq/fibril/protocol"
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 )
@@ -82,7 +83,7 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 				_, _ = c.Discard(used)
 			}
 			if left := c.InboundBuffered(); left > h.s.opts.MaxInputBuffer {
-				cl.fail(errInputOverflow, fmt.Sprintf("input buffer over %d bytes", h.s.opts.MaxInputBuffer))
+				cl.fail(protocol.CodeMaxPayload, fmt.Sprintf("input buffer over %d bytes", h.s.opts.MaxInputBuffer))
 			}
 		}
 	}

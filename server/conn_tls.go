@@ -15,6 +15,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
 )
 
 // tlsWriteTimeout bounds one socket write, so a peer that stops reading
@@ -145,7 +147,7 @@ func (tl *tlsListener) serve(nc net.Conn) {
 	for {
 		if len(buf) == cap(buf) {
 			if len(buf) >= s.opts.MaxInputBuffer {
-				cl.fail(errInputOverflow, fmt.Sprintf("input buffer over %d bytes", s.opts.MaxInputBuffer))
+				cl.fail(protocol.CodeMaxPayload, fmt.Sprintf("input buffer over %d bytes", s.opts.MaxInputBuffer))
 				<-tc.done
 				return
 			}

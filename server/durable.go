@@ -4,6 +4,8 @@ package server
 // in server/broker is merged; every durable path reports itself unused so the
 // plain NATS core serves alone.
 
+import "github.com/fibrilmq/fibril/protocol"
+
 type durableEngine = *durableBinding
 
 // durableBinding will hold the broker engine.
@@ -17,4 +19,9 @@ func (s *Server) closeDurable()                               {}
 func (s *Server) releaseDurable(*client)                      {}
 func (s *Server) durableSub(*client, *subscription, int) bool { return false }
 func (c *client) publishDurable(*pubMsg) bool                 { return false }
-func (c *client) settleByPub(*pubMsg)                         { c.reject(errUnavailable, "durable engine not available") }
+func (c *client) settleByPub(*pubMsg) {
+	c.reject(protocol.CodeUnknownHandle, "durable engine not available")
+}
+func (c *client) handleDurable(cmd *protocol.Command) {
+	c.reject(protocol.CodeInternal, cmd.Op.String()+": durable engine not available")
+}

@@ -4,8 +4,9 @@ package server
 // connection modes (plain NATS, confirm, crc, fibril strict answers).
 
 import (
-	"encoding/json"
-	"fmt"
+	"errors"
+
+	"github.com/fibrilmq/fibril/protocol"
 )
 
 var (
@@ -15,9 +16,14 @@ var (
 
 // handleConnect applies a CONNECT whose JSON is js (borrowed).
 func (c *client) handleConnect(js []byte) {
-	var o connectOpts
-	if err := json.Unmarshal(js, &o); err != nil {
-		c.fail(errBadConnect, fmt.Sprintf("CONNECT json: %v", err))
+	o, err := protocol.ParseConnect(js)
+	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			c.fail(pe.Code, pe.Detail)
+		} else {
+			c.fail(protocol.CodeInvalidConnect, "")
+		}
 		return
 	}
 	if !c.authed.Load() {
@@ -25,7 +31,7 @@ func (c *client) handleConnect(js []byte) {
 		if !ok {
 			// Never log the token or password; the user name is not secret.
 			c.log.Warn("authentication failed", "user", user)
-			c.fail(errAuthViolation, "bad credentials")
+			c.fail(protocol.CodeAuthViolation, "bad credentials")
 			return
 		}
 		c.perms = perms
@@ -37,7 +43,7 @@ func (c *client) handleConnect(js []byte) {
 	o.AuthToken, o.Pass = "", ""
 	c.opts = o
 	c.connected = true
-	c.echo = o.Echo == nil || *o.Echo
+	c.echo = o.EchoOn()
 	c.strict.Store(o.Fibril >= 1)
 	c.crcOut.Store(o.CRC)
 	c.headersOut.Store(o.Headers)
@@ -49,7 +55,7 @@ func (c *client) handleConnect(js []byte) {
 }
 
 // confirming reports whether PUB/HPUB get a confirm answer.
-func (c *client) confirming() bool { return c.opts.Confirm || c.opts.Fibril >= 1 }
+func (c *client) confirming() bool { return c.opts.Confirms() }
 
 // ok answers a successful command: +OK in strict or verbose mode, nothing
 // otherwise.

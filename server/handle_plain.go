@@ -11,6 +11,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/fibrilmq/fibril/protocol"
 )
 
 // subscription is one SUB of one connection.
@@ -163,7 +165,7 @@ func (c *client) queueDelivery(frame []byte) bool {
 		c.dropped++
 		c.mu.Unlock()
 		c.log.Warn("slow consumer: dropping message and closing", "pending_limit", c.srv.opts.MaxPending)
-		c.fail(errSlowConsumer, "output buffer full")
+		c.fail(protocol.CodeSlowConsumer, "output over "+strconv.Itoa(c.srv.opts.MaxPending)+" bytes")
 		return false
 	}
 	c.out = append(c.out, frame...)
@@ -178,11 +180,11 @@ func (c *client) queueDelivery(frame []byte) bool {
 // handleSub registers SUB subject [queue] sid [max-inflight].
 func (c *client) handleSub(subject, queue, sid string, maxInflight int) {
 	if !validFilter(subject) || (queue != "" && !validQueue(queue)) {
-		c.reject(errBadSubject, "invalid subject "+strconv.Quote(subject))
+		c.reject(protocol.CodeInvalidSubject, "subject "+strconv.Quote(subject))
 		return
 	}
 	if !c.canConsume(subject) {
-		c.reject(errPermSub, "may not consume "+strconv.Quote(subject))
+		c.reject(protocol.CodePermissionDenied, "for Subscription to "+strconv.Quote(subject))
 		return
 	}
 	c.mu.Lock()
@@ -190,11 +192,11 @@ func (c *client) handleSub(subject, queue, sid string, maxInflight int) {
 	count := len(c.subs)
 	c.mu.Unlock()
 	if dup {
-		c.reject(errBadArgs, "sid "+strconv.Quote(sid)+" already in use")
+		c.reject(protocol.CodeDuplicateSID, "sid "+strconv.Quote(sid))
 		return
 	}
 	if count >= c.srv.opts.MaxSubsPerConn {
-		c.reject(errMaxSubs, "max subscriptions per connection reached")
+		c.reject(protocol.CodeMaxSubscriptions, "limit "+strconv.Itoa(c.srv.opts.MaxSubsPerConn))
 		return
 	}
 	s := &subscription{c: c, subject: subject, queue: queue, sid: sid}

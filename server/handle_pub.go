@@ -7,35 +7,26 @@ package server
 import (
 	"strconv"
 	"strings"
+
+	"github.com/fibrilmq/fibril/protocol"
 )
 
 var okNone = []byte("+OK -\r\n")
 
-// handlePub routes one PUB/HPUB. m's slices are borrowed until it returns.
-// crcGiven says whether the frame carried a checksum (crc mode, not `-`).
-func (c *client) handlePub(m *pubMsg, crcGiven bool) {
-	if !validSubject(m.subject) || (m.reply != "" && !validSubject(m.reply)) {
-		c.reject(errBadSubject, "invalid subject "+strconv.Quote(m.subject))
-		return
-	}
-	if crcGiven {
-		want := m.crc
-		m.crcSet = false
-		if m.sum() != want {
-			c.reject(errCRC, "payload checksum does not match")
-			return
-		}
-	}
+// handlePub routes one PUB/HPUB that the parser validated (subject,
+// reply-to, checksum, header block). m's slices are borrowed until it
+// returns.
+func (c *client) handlePub(m *pubMsg) {
 	if strings.HasPrefix(m.subject, "$") {
 		if strings.HasPrefix(m.subject, "$F.") {
 			c.settleByPub(m)
 			return
 		}
-		c.reject(errReserved, "the $ subject space is reserved")
+		c.reject(protocol.CodeReservedSubject, "to "+strconv.Quote(m.subject))
 		return
 	}
 	if !c.canPublish(m.subject) {
-		c.reject(errPermPub, "may not publish to "+strconv.Quote(m.subject))
+		c.reject(protocol.CodePermissionDenied, "for Publish to "+strconv.Quote(m.subject))
 		return
 	}
 	if c.srv.durable != nil && c.publishDurable(m) {

@@ -5,14 +5,18 @@ package server
 // unanswered PINGs. A connection that has not authenticated within
 // AuthTimeout is closed. Runs on gnet's ticker goroutine.
 
-import "time"
+import (
+	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
+)
 
 var pingLine = []byte("PING\r\n")
 
 // heartbeat is called by the ticker for every connection.
 func (c *client) heartbeat(now time.Time, interval time.Duration) {
 	if !c.authed.Load() && now.Sub(c.created) > c.srv.opts.AuthTimeout {
-		c.fail(errAuthTimeout, "not authenticated in time")
+		c.fail(protocol.CodeAuthTimeout, "")
 		return
 	}
 	last := max(c.lastIn.Load(), c.lastPing.Load())
@@ -20,7 +24,7 @@ func (c *client) heartbeat(now time.Time, interval time.Duration) {
 		return
 	}
 	if int(c.pingsOut.Load()) >= c.srv.opts.MaxPingsOut {
-		c.fail(errStale, "missed pongs")
+		c.fail(protocol.CodeStaleConnection, "")
 		return
 	}
 	c.pingsOut.Add(1)
