@@ -49,7 +49,7 @@ async def process(body: str, attempt: int) -> None:
 
 def backoff(attempt: int, base: float, cap: float) -> float:
     """Returns the redelivery delay after failed delivery number ``attempt``."""
-    return min(cap, base * 2 ** (attempt - 1))
+    return min(cap, base * 2.0 ** (attempt - 1))
 
 
 async def work(sub: fibril.Subscription, args: argparse.Namespace) -> None:

@@ -134,11 +134,13 @@ def parse_err_text(text: str) -> Err:
         text: The text between the quotes of a ``-ERR`` line.
 
     Returns:
-        An :class:`Err`; ``code`` is set when the first word is a snake_case code
-        containing an underscore or the text is a single lowercase word.
+        An :class:`Err` whose ``code`` is the first word when it is lowercase
+        snake_case (a Fibril error starts with its code), else None (a NATS text
+        such as ``Authorization Violation``). Deciding whether that word is a
+        known code is the error table's job (``errors.error_from_wire``).
     """
     word, _, rest = text.partition(" ")
-    if _CODE_RE.fullmatch(word) and ("_" in word or not rest):
+    if _CODE_RE.fullmatch(word):
         return Err(code=word, message=rest, text=text)
     return Err(code=None, message=text, text=text)
 

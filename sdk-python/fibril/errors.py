@@ -58,14 +58,15 @@ def error_from_wire(err: Err) -> FibrilError:
         An instance of the generated class for its code (or its NATS text), or a
         plain :class:`FibrilError` carrying the unknown code.
     """
+    cls = NATS_TEXTS.get(err.text.lower())
+    if cls is not None:
+        return cls(err.text)
     if err.code is not None:
         cls = ERRORS.get(err.code)
         if cls is not None:
             return cls(err.message)
-        return FibrilError(err.message, code=err.code)
-    cls = NATS_TEXTS.get(err.text.lower())
-    if cls is not None:
-        return cls(err.text)
+        if "_" in err.code:
+            return FibrilError(err.message, code=err.code)
     return FibrilError(err.text, code="unknown")
 
 

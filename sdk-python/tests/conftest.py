@@ -110,3 +110,19 @@ def server(fibril_bin: Path) -> Iterator[Server]:
             yield s
         finally:
             stop_server(s)
+
+
+@pytest.fixture(scope="session")
+def durable(server: Server) -> Server:
+    """The session server, skipping the test when it has no durable engine yet."""
+    from fibril import sync
+    from fibril.errors import FibrilError
+
+    with sync.connect(server.url) as c:
+        try:
+            c.list_topics()
+        except FibrilError as e:
+            if e.code in ("unknown_op", "unknown_operation") or "durable engine not available" in e.message:
+                pytest.skip(f"server has no durable engine yet: {e}")
+            raise
+    return server

@@ -55,9 +55,19 @@ def test_error_from_wire() -> None:
     e = errors.error_from_wire(proto.parse_err_text("brand_new_code something"))
     assert type(e) is errors.FibrilError and e.code == "brand_new_code" and e.message == "something"
 
+    # One-word codes are codes too.
+    e = errors.error_from_wire(proto.parse_err_text("internal internal server error: boom"))
+    assert type(e) is ERRORS["internal"] and e.message == "internal server error: boom" and e.retriable
+
+    # A lowercase first word that is no code and has no underscore is just text.
+    e = errors.error_from_wire(proto.parse_err_text("something odd happened"))
+    assert e.code == "unknown" and e.message == "something odd happened"
+
     # NATS texts (non-Fibril lines) map through the table's nats_text column.
     e = errors.error_from_wire(proto.parse_err_text("Authorization Violation"))
     assert e.code == "auth_violation" and e.fatal
+    e = errors.error_from_wire(proto.parse_err_text("maximum connections exceeded"))
+    assert e.code == "max_connections" and e.retriable
 
 
 def test_client_side_errors_are_fibril_errors() -> None:
