@@ -217,10 +217,20 @@ class Parser:
             if self.state is State.MSG_PAYLOAD:
                 assert self._msg is not None
                 subject, sid, reply, hdr, total, crc = self._msg
-                if n - pos < total + 2:
+                # The body is followed by CRLF, or a bare LF (SPEC.md section 2).
+                if n - pos < total + 1:
                     break
                 end = pos + total
-                if buf[end : end + 2] != CRLF:
+                term = buf[end]
+                if term == 0x0D:
+                    if n - pos < total + 2:
+                        break
+                    if buf[end + 1] != 0x0A:
+                        raise ProtocolError("payload not followed by CRLF")
+                    after = end + 2
+                elif term == 0x0A:
+                    after = end + 1
+                else:
                     raise ProtocolError("payload not followed by CRLF")
                 body = bytes(buf[pos:end])
                 crc_ok = True
@@ -229,7 +239,7 @@ class Parser:
                 header = body[:hdr] if hdr >= 0 else None
                 payload = body[hdr:] if hdr >= 0 else body
                 events.append(Msg(subject, sid, reply, header, payload, crc, crc_ok))
-                pos = end + 2
+                pos = after
                 self._msg = None
                 self.state = State.OP_START
                 self._scan = pos
@@ -322,24 +332,27 @@ class Parser:
 # ---------------------------------------------------------------------------
 # Subjects, handles, headers
 
-_SUBJECT_BAD = re.compile(r"[\s]")
+# Subject bytes are 0x21-0x7E or >= 0x80: no space, tab, control character or DEL.
+_SUBJECT_BAD = re.compile(r"[\x00-\x20\x7f]")
+_GROUP_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
 
 
 def validate_subject(subject: str, *, wildcards: bool = False) -> None:
-    """Checks a subject (or topic name).
+    """Checks a subject (or topic name) against SPEC.md section 6.
 
     Args:
         subject: The subject to check.
         wildcards: Allow ``*`` and ``>`` tokens (subscription filters).
 
     Raises:
-        ValueError: The subject is empty, has whitespace or empty tokens, or has
-            wildcards where none are allowed.
+        ValueError: The subject is empty, has a space or control character or an
+            empty token, a wildcard inside a token, ``>`` not last, or a wildcard
+            where none is allowed.
     """
     if not subject:
         raise ValueError("empty subject")
     if _SUBJECT_BAD.search(subject):
-        raise ValueError(f"subject {subject!r} contains whitespace")
+        raise ValueError(f"subject {subject!r} contains a space or control character")
     toks = subject.split(".")
     for i, t in enumerate(toks):
         if not t:
@@ -349,6 +362,18 @@ def validate_subject(subject: str, *, wildcards: bool = False) -> None:
                 raise ValueError(f"subject {subject!r} has a wildcard")
             if t == ">" and i != len(toks) - 1:
                 raise ValueError(f"subject {subject!r}: '>' must be the last token")
+        elif "*" in t or ">" in t:
+            raise ValueError(f"subject {subject!r}: a wildcard must be a whole token")
+
+
+def validate_group(group: str) -> None:
+    """Checks a durable group name: 1-255 characters from ``A-Z a-z 0-9 _ -``.
+
+    Raises:
+        ValueError: The name is not valid.
+    """
+    if not _GROUP_RE.fullmatch(group):
+        raise ValueError(f"invalid group name {group!r}: 1-255 characters from A-Z a-z 0-9 _ -")
 
 
 def _validate_name(kind: str, name: str) -> None:
@@ -378,8 +403,14 @@ class Handle:
         return f"$F.{self.topic}.{self.group}.{self.partition}.{self.seq}.{self.attempt}"
 
 
+_U32 = (1 << 32) - 1
+_U64 = (1 << 64) - 1
+# (minimum, maximum) of topic, group, partition, seq, attempt (SPEC.md 9.1).
+_HANDLE_RANGES = ((1, _U64), (1, _U64), (0, _U32), (1, _U64), (1, _U32))
+
+
 def parse_handle(s: str) -> Handle | None:
-    """Parses an ack handle.
+    """Parses an ack handle (canonical decimal, numbers in range, SPEC.md 9.1).
 
     Args:
         s: A reply-to subject.
@@ -391,10 +422,13 @@ def parse_handle(s: str) -> Handle | None:
     if len(parts) != 6 or parts[0] != "$F":
         return None
     nums: list[int] = []
-    for p in parts[1:]:
-        if not p or len(p) > 20 or not (p.isascii() and p.isdigit()):
+    for p, (lo, hi) in zip(parts[1:], _HANDLE_RANGES):
+        if not p or len(p) > 20 or not (p.isascii() and p.isdigit()) or (p[0] == "0" and len(p) > 1):
             return None
-        nums.append(int(p))
+        v = int(p)
+        if not lo <= v <= hi:
+            return None
+        nums.append(v)
     return Handle(*nums)
 
 
@@ -583,8 +617,8 @@ def encode_poll(topic: str, group: str, max_messages: int, wait: float | None = 
     Raises:
         ValueError: ``max_messages`` is not positive or a name is invalid.
     """
-    _validate_name("topic", topic)
-    _validate_name("group", group)
+    validate_subject(topic)
+    validate_group(group)
     if max_messages <= 0:
         raise ValueError("max_messages must be positive")
     if wait is None:

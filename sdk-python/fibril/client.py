@@ -482,7 +482,7 @@ class Client:
             A :class:`Subscription`; the SUB is sent when iteration starts.
         """
         proto.validate_subject(topic)
-        proto._validate_name("group", group)
+        proto.validate_group(group)
         return Subscription(self, topic, group, max_in_flight)
 
     def subscribe(self, subject: str, *, queue: str | None = None) -> Subscription:

@@ -25,6 +25,9 @@ STREAM_PLAIN = (
     b"-ERR 'stale_handle attempt 2 is older than 3'\r\n"
     b"PING\r\nPONG\n"
     b"msg lower 1 2\r\nhi\r\n"
+    b" \t \r\n"
+    b"MSG lf 2 2\nhi\n"
+    b"MSG\ttabs  3   1\r\nx\r\n"
 )
 
 
@@ -49,6 +52,8 @@ def expected_plain() -> list[proto.Event]:
         proto.Ping(),
         proto.Pong(),
         proto.Msg("lower", "1", None, None, b"hi", None, True),
+        proto.Msg("lf", "2", None, None, b"hi", None, True),
+        proto.Msg("tabs", "3", None, None, b"x", None, True),
     ]
 
 
@@ -117,6 +122,7 @@ def test_crc_flag_flips_between_frames() -> None:
         (b"MSG a 1 +5\r\nhello\r\n", False),
         (b"MSG a 1 1_0\r\n", False),
         (b"MSG a 1 5\r\nhelloXX", False),
+        (b"MSG a 1 5\r\nhello\rX", False),
         (b"HMSG a 1 10 5\r\n", False),
         (b"MSG a 1 5 ABCDEF01\r\nhello\r\n", True),
         (b"MSG a 1 5 123\r\nhello\r\n", True),
@@ -193,6 +199,8 @@ def test_encoders() -> None:
         lambda: proto.encode_nack("h", -1),
         lambda: proto.encode_poll("t", "g", 0),
         lambda: proto.encode_poll("t x", "g", 1),
+        lambda: proto.encode_poll("t", "bad.group", 1),
+        lambda: proto.encode_poll("t.*", "g", 1),
         lambda: proto.encode_manage("TOPIC", "INFO", ""),
         lambda: proto.encode_headers([("Bad:Name", "v")]),
         lambda: proto.encode_headers([("K", "a\r\nb")]),
@@ -218,7 +226,11 @@ def test_encoder_rejects_bad_input(call: object) -> None:
         ("a.*", True, True),
         ("a.>", True, True),
         ("a.>.b", True, False),
-        ("a*b", False, True),
+        ("a*b", True, False),
+        ("a.b>", True, False),
+        ("a\x7fb", False, False),
+        ("a\x01b", False, False),
+        ("caf\u00e9.x", False, True),
     ],
 )
 def test_validate_subject(subject: str, wildcards: bool, ok: bool) -> None:
@@ -241,6 +253,13 @@ def test_validate_subject(subject: str, wildcards: bool, ok: bool) -> None:
         ("$F.1.2..4.5", None),
         ("$F.1.2.-3.4.5", None),
         ("$F.1.2.\u0663.4.5", None),
+        ("$F.01.2.3.4.5", None),
+        ("$F.0.2.3.4.5", None),
+        ("$F.1.2.3.0.5", None),
+        ("$F.1.2.3.4.0", None),
+        ("$F.1.2.4294967296.4.5", None),
+        ("$F.1.2.4294967295.4.4294967295", proto.Handle(1, 2, 4294967295, 4, 4294967295)),
+        ("$F.18446744073709551616.2.3.4.5", None),
     ],
 )
 def test_parse_handle(s: str, want: proto.Handle | None) -> None:
