@@ -63,3 +63,28 @@ def test_sync_client_ping_and_publish(server: Server) -> None:
         assert c.server_info["fibril"] == 1
         c.ping()
         assert c.publish("_INBOX." + unique("s"), b"x") is None
+
+
+@pytest.mark.xfail(
+    reason="server bug: a pipelined burst over ~64 KiB is mis-framed in the gnet input path "
+    "(unknown_op 'xxxx...' / max_control_line); the protocol parser alone frames the same stream",
+    strict=False,
+)
+def test_pipelined_burst_over_64k(server: Server) -> None:
+    async def body() -> None:
+        async with fibril.connect(server.url) as c:
+            futs = [await c.publish_async(f"_INBOX.burst.{i}", b"x" * 1000) for i in range(600)]
+            assert await asyncio.gather(*futs) == [None] * 600
+
+    run(body())
+
+
+def test_pipelined_publishes_many_outstanding(server: Server) -> None:
+    async def body() -> None:
+        async with fibril.connect(server.url) as c:
+            futs = [await c.publish_async(f"_INBOX.pipe.{i}", b"x" * 20) for i in range(400)]
+            # All were written before any confirm was read: many outstanding.
+            assert sum(not f.done() for f in futs) > 100
+            assert await asyncio.gather(*futs) == [None] * 400
+
+    run(body())
