@@ -40,6 +40,8 @@ class _Conn(asyncio.Protocol):
         self._flush_scheduled = False
         self._paused = False
         self._drain: list[asyncio.Future[None]] = []
+        #: Incremented on every read; the keepalive compares it between ticks.
+        self.reads = 0
 
     # asyncio.Protocol -----------------------------------------------------
 
@@ -50,6 +52,7 @@ class _Conn(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.dead:
             return
+        self.reads += 1
         try:
             events = self.parser.feed(data)
         except proto.ProtocolError as e:

@@ -84,7 +84,13 @@ class Client:
         reconnect: bool | Reconnect = True,
         connect_timeout: float = 5.0,
         drain_timeout: float = 5.0,
+        ping_interval: float = 30.0,
+        max_pings_out: int = 2,
     ) -> None:
+        if ping_interval <= 0 or max_pings_out < 1:
+            raise ValueError("ping_interval must be positive and max_pings_out at least 1")
+        self._ping_interval = ping_interval
+        self._max_pings_out = max_pings_out
         self._endpoint = parse_url(url)
         self._tls = tls_context(tls, self._endpoint)
         self._name = name
@@ -110,6 +116,7 @@ class Client:
         self._closed = False
         self._close_error: FibrilError | None = None
         self._reconnect_task: asyncio.Task[None] | None = None
+        self._keepalive_task: asyncio.Task[None] | None = None
         #: Number of successful connects (1 after connect; grows on reconnect).
         self.connects = 0
 
@@ -194,6 +201,34 @@ class Client:
             raise ConnectionClosedError("connection lost during handshake")
         self.connects += 1
         self._connected.set()
+        if self._keepalive_task is not None:
+            self._keepalive_task.cancel()
+        self._keepalive_task = loop.create_task(self._keepalive(conn))
+
+    async def _keepalive(self, conn: _Conn) -> None:
+        # A connection that stops delivering bytes without closing (a dead
+        # peer, a silent network) is only noticed by asking: PING when idle,
+        # and drop it after max_pings_out silent intervals so reconnect starts.
+        # A waiting POLL legitimately holds back every answer, so silence does
+        # not count while one is pending.
+        missed = 0
+        seen = conn.reads
+        while not conn.dead and conn is self._conn:
+            await asyncio.sleep(self._ping_interval)
+            if conn.dead or conn is not self._conn:
+                return
+            if conn.reads != seen:
+                seen, missed = conn.reads, 0
+                continue
+            if not any(r.kind == _POLL for r in self._pending):
+                missed += 1
+                if missed > self._max_pings_out:
+                    conn.error = ConnectionClosedError(
+                        f"stale connection: no answer to {self._max_pings_out} PINGs"
+                    )
+                    conn.abort()
+                    return
+            self._fire(proto.PING)
 
     async def close(self) -> None:
         """Closes the client.
@@ -216,6 +251,9 @@ class Client:
 
     def _shutdown(self, err: FibrilError, *, graceful: bool = False) -> None:
         self._closed = True
+        for t in (self._keepalive_task, self._reconnect_task):
+            if t is not None and t is not asyncio.current_task():
+                t.cancel()
         self._close_error = err
         conn, self._conn = self._conn, None
         pending = list(self._pending) + list(self._resend)
@@ -652,6 +690,8 @@ def connect(
     reconnect: bool | Reconnect = True,
     connect_timeout: float = 5.0,
     drain_timeout: float = 5.0,
+    ping_interval: float = 30.0,
+    max_pings_out: int = 2,
 ) -> _Connect:
     """Connects to a Fibril server.
 
@@ -670,6 +710,9 @@ def connect(
         reconnect: Reconnect after a drop (True, False or a :class:`Reconnect`).
         connect_timeout: Seconds allowed for TCP connect plus handshake.
         drain_timeout: Seconds ``close`` waits for outstanding answers.
+        ping_interval: Seconds between keepalive PINGs on a quiet connection.
+        max_pings_out: Silent intervals tolerated before the connection is
+            considered dead and dropped (then reconnect starts).
 
     Raises:
         ConnectionClosedError: The server cannot be reached (the first connect
@@ -688,5 +731,7 @@ def connect(
             reconnect=reconnect,
             connect_timeout=connect_timeout,
             drain_timeout=drain_timeout,
+            ping_interval=ping_interval,
+            max_pings_out=max_pings_out,
         )
     )

@@ -43,6 +43,8 @@ class Proxy:
         self.corrupt: tuple[bytes, bytes] | None = None
         self.corrupted = 0
         self.accepted = 0
+        #: While True, bytes in both directions are swallowed (a silent network).
+        self.frozen = False
 
     @property
     def url(self) -> str:
@@ -66,6 +68,8 @@ class Proxy:
         async def pump(r: asyncio.StreamReader, w: asyncio.StreamWriter, downstream: bool) -> None:
             try:
                 while data := await r.read(65536):
+                    if self.frozen:
+                        continue
                     if downstream and self.corrupt is not None and self.corrupt[0] in data:
                         data = data.replace(self.corrupt[0], self.corrupt[1], 1)
                         self.corrupt = None

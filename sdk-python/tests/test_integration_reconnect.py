@@ -92,3 +92,29 @@ def test_gives_up_after_max_attempts(server: Server) -> None:
         await c.close()
 
     run(body())
+
+
+def test_keepalive_drops_a_silent_connection_and_reconnects(server: Server) -> None:
+    async def body() -> None:
+        proxy = await Proxy(server.host, server.port).start()
+        try:
+            async with fibril.connect(proxy.url, reconnect=FAST, ping_interval=0.05, max_pings_out=2) as c:
+                await c.ping()
+                proxy.frozen = True  # the TCP connection stays up but nothing gets through
+
+                async def dropped() -> bool:
+                    return not c.is_connected
+
+                await wait_for(dropped, what="keepalive to notice the silence")
+                proxy.frozen = False
+                proxy.cut()  # the frozen connection's leftovers
+
+                async def back() -> bool:
+                    return c.is_connected and c.connects >= 2
+
+                await wait_for(back, what="reconnect")
+                assert await c.publish("_INBOX." + unique("ka"), b"x") is None
+        finally:
+            await proxy.close()
+
+    run(body())
