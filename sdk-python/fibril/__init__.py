@@ -22,6 +22,7 @@ from .errors import (
     FibrilError,
     NotAckableError,
     ProtocolError,
+    TLSError,
 )
 from .message import Msg
 from .subscription import Subscription
@@ -41,5 +42,6 @@ __all__ = [
     "ProtocolError",
     "Reconnect",
     "Subscription",
+    "TLSError",
     "connect",
 ]

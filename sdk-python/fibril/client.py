@@ -38,7 +38,7 @@ from ._common import (
 )
 from ._conn import _Conn
 from ._errbase import FibrilError
-from .errors import ClientClosedError, ConnectionClosedError, ProtocolError, error_from_wire
+from .errors import ClientClosedError, ConnectionClosedError, ProtocolError, TLSError, error_from_wire
 from .message import Msg
 from .subscription import Subscription, make_msg
 
@@ -192,6 +192,8 @@ class Client:
             conn.abort()
             if isinstance(e, asyncio.TimeoutError):
                 raise ConnectionClosedError(f"connect to {self._endpoint.host}:{self._endpoint.port} timed out") from None
+            if isinstance(e, ssl.SSLError):
+                raise TLSError(f"TLS with {self._endpoint.host}:{self._endpoint.port}: {e}") from e
             if isinstance(e, OSError):
                 raise ConnectionClosedError(f"connect to {self._endpoint.host}:{self._endpoint.port}: {e}") from e
             raise

@@ -42,6 +42,12 @@ class CorruptMessageError(FibrilError):
     retriable = True
 
 
+class TLSError(FibrilError):
+    """The TLS handshake failed (for example the server certificate is not trusted)."""
+
+    code = "tls_error"
+
+
 class NotAckableError(FibrilError):
     """The message has no ack handle (it came from a plain, non-durable subscription)."""
 
@@ -77,6 +83,7 @@ __all__ = [
     "ClientClosedError",
     "CorruptMessageError",
     "NotAckableError",
+    "TLSError",
     "error_from_wire",
     *_GENERATED,
 ]

@@ -40,7 +40,14 @@ from ._common import (
     topic_config,
 )
 from ._errbase import FibrilError
-from .errors import ClientClosedError, ConnectionClosedError, NotAckableError, ProtocolError, error_from_wire
+from .errors import (
+    ClientClosedError,
+    ConnectionClosedError,
+    NotAckableError,
+    ProtocolError,
+    TLSError,
+    error_from_wire,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +301,10 @@ def connect(
         if ctx is None and c._info.get("tls_required"):
             ctx = ssl.create_default_context()
         if ctx is not None:
-            c._sock = ctx.wrap_socket(sock, server_hostname=ep.host)
+            try:
+                c._sock = ctx.wrap_socket(sock, server_hostname=ep.host)
+            except ssl.SSLError as e:
+                raise TLSError(f"TLS with {ep.host}:{ep.port}: {e}") from e
         opts = connect_options(
             name=name, token=token, user=user, password=password, crc=crc, tls=ctx is not None, endpoint=ep
         )
