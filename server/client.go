@@ -64,8 +64,10 @@ type client struct {
 	closed      bool
 	answers     []*answer // answers not yet written, in command order
 	subs        map[string]*subscription
-	unconfirmed int // publishes awaiting their confirm
-	outHigh     int // bytes the transport still holds (owner reports)
+	unconfirmed int           // publishes awaiting their confirm
+	deferring   bool          // an auto-create runs; durable publishes queue
+	deferred    []deferredPub // publishes waiting behind it, in order
+	outHigh     int           // bytes the transport still holds (owner reports)
 	dropped     uint64
 }
 
