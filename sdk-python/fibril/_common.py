@@ -20,6 +20,10 @@ from .errors import CorruptMessageError, ProtocolError
 DEFAULT_PORT = 4222
 #: Publish window used when INFO does not announce ``max_unconfirmed``.
 DEFAULT_MAX_UNCONFIRMED = 1024
+#: Longest line a client accepts from the server (management JSON answers can be long).
+CLIENT_MAX_LINE = 16 * 1024 * 1024
+#: Room for headers the server adds to a maximal body (dead-letter headers).
+PAYLOAD_SLACK = 64 * 1024
 
 HeadersArg = Union[Mapping[str, str], Iterable[tuple[str, str]], None]
 Data = Union[bytes, bytearray, memoryview, str]
@@ -143,6 +147,54 @@ def connect_options(
         opts["user"] = u
         opts["pass"] = password if password is not None else (endpoint.password or "")
     return opts
+
+
+def to_ms(seconds: float | None, what: str) -> int | None:
+    """Converts a duration in seconds to whole milliseconds (None stays None).
+
+    Raises:
+        ValueError: The duration is negative or beyond the wire's 4294967295 ms.
+    """
+    if seconds is None:
+        return None
+    ms = int(round(seconds * 1000))
+    if ms < 0 or ms > proto.MAX_MILLIS:
+        raise ValueError(f"{what} of {seconds} s is out of range (0 to {proto.MAX_MILLIS} ms)")
+    return ms
+
+
+def poll_frame(topic: str, group: str, max_messages: int, wait: float) -> bytes:
+    """Validates a fetch and returns its POLL frame.
+
+    Raises:
+        ValueError: Bad topic or group name, max_messages out of range, bad wait.
+    """
+    proto.validate_subject(topic)
+    proto.validate_group(group)
+    if not 1 <= max_messages <= proto.MAX_COUNT:
+        raise ValueError(f"max_messages must be 1..{proto.MAX_COUNT}")
+    return proto.encode_poll(topic, group, max_messages, to_ms(wait, "wait") or None)
+
+
+def ack_frames(handles: list[str], max_line: int) -> list[bytes]:
+    """Splits many handles into ACK lines that each fit the server's control-line limit."""
+    frames: list[bytes] = []
+    batch: list[str] = []
+    size = len("ACK")
+    for h in handles:
+        if batch and size + 1 + len(h) > max_line:
+            frames.append(proto.encode_ack(batch))
+            batch, size = [], len("ACK")
+        batch.append(h)
+        size += 1 + len(h)
+    if batch:
+        frames.append(proto.encode_ack(batch))
+    return frames
+
+
+def max_control_line(info: Mapping[str, Any]) -> int:
+    """Returns the server's control-line limit from INFO (default 4096)."""
+    return int(info.get("max_control_line") or proto.DEFAULT_MAX_CONTROL_LINE)
 
 
 def to_bytes(data: Data) -> bytes:

@@ -56,6 +56,9 @@ class _Conn(asyncio.Protocol):
         try:
             events = self.parser.feed(data)
         except proto.ProtocolError as e:
+            # Frames before the violation are still answers: hand them over,
+            # then drop the connection (the stream cannot be resynchronised).
+            self._on_events(self, e.events)
             self.error = e
             self.abort()
             return

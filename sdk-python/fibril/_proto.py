@@ -1,83 +1,129 @@
-"""Sans-I/O core of the Fibril wire protocol (SPEC.md): parse and encode.
+"""Sans-I/O core of the Fibril wire protocol (SPEC.md): the incremental parser.
 
-Everything here is pure: bytes in, typed events out, and back. No sockets, no
-asyncio, no threads. The asyncio client (``client``) and the sync client
-(``sync``) both drive the one :class:`Parser` defined here.
+Everything here is pure: bytes in, typed events out. No sockets, no asyncio, no
+threads. The asyncio client (``client``) and the sync client (``sync``) both
+drive the one :class:`Parser` defined here; the encoders live in ``_encode`` and
+the value rules (subjects, handles, headers) in ``_wire``, both re-exported here.
 
-The parser is incremental: :meth:`Parser.feed` takes whatever arrived, returns
-the complete frames as events, and keeps a partial frame for the next call. It
-checks an announced payload size against the limit before waiting for the
-payload, and verifies the CRC-32 of MSG/HMSG frames when CRC mode is on.
+The parser reads either direction (what a client reads, or what a server reads;
+the SDK uses the first, the conformance vectors exercise both). It consumes
+whole frames and keeps a partial one for the next :meth:`Parser.feed`. Errors
+follow SPEC.md section 13: a fatal one raises :class:`ProtocolError` (the stream
+cannot be resynchronised); a non-fatal one skips exactly the offending frame and
+is returned in order as a :class:`ParseError` event.
 """
 
 from __future__ import annotations
 
 import enum
 import json
-import re
 import zlib
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Union
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Union
 
-from ._errbase import FibrilError
+from ._encode import (
+    PING,
+    PONG,
+    crc_token,
+    encode_ack,
+    encode_connect,
+    encode_err,
+    encode_extend,
+    encode_info,
+    encode_manage,
+    encode_msg,
+    encode_nack,
+    encode_ok,
+    encode_poll,
+    encode_pub,
+    encode_reject,
+    encode_sub,
+    encode_unsub,
+)
+from ._wire import (
+    CRLF,
+    HEADER_KEY,
+    HEADER_MSG_ID,
+    MAX_COUNT,
+    MAX_MILLIS,
+    Handle,
+    HeaderPairs,
+    ProtocolError,
+    decode_headers,
+    encode_headers,
+    group_ok,
+    header_ok,
+    parse_ack_body,
+    parse_handle,
+    subject_error,
+    validate_group,
+    validate_subject,
+    validate_token,
+)
 
-CRLF = b"\r\n"
-HEADER_VERSION = b"NATS/1.0"
+__all__ = [
+    "CRLF", "HEADER_KEY", "HEADER_MSG_ID", "MAX_COUNT", "MAX_MILLIS", "PING", "PONG",
+    "Command", "Direction", "Err", "Event", "Handle", "HeaderPairs", "Info", "Msg", "Ok",
+    "ParseError", "Parser", "Ping", "Pong", "ProtocolError", "State",
+    "crc_token", "decode_headers", "encode_ack", "encode_connect", "encode_err", "encode_extend",
+    "encode_headers", "encode_info", "encode_manage", "encode_msg", "encode_nack", "encode_ok",
+    "encode_poll", "encode_pub", "encode_reject", "encode_sub", "encode_unsub", "group_ok",
+    "header_ok", "parse_ack_body", "parse_err_text", "parse_handle", "parse_position",
+    "subject_error", "validate_group", "validate_subject", "validate_token",
+    "DEFAULT_MAX_CONTROL_LINE", "DEFAULT_MAX_JSON_LINE", "DEFAULT_MAX_PAYLOAD",
+]
 
-#: Default maximum payload before the server's INFO announces its own.
-DEFAULT_MAX_PAYLOAD = 64 * 1024 * 1024
-#: Longest control line accepted from the server (INFO can be long).
-DEFAULT_MAX_LINE = 1024 * 1024
-
-#: Header carrying the partition key of a published message.
-HEADER_KEY = "Fibril-Key"
-#: Header carrying the producer's message id (for de-duplication).
-HEADER_MSG_ID = "Fibril-Msg-Id"
+#: Longest control line, line end excluded (SPEC.md section 14).
+DEFAULT_MAX_CONTROL_LINE = 4096
+#: Longest INFO or CONNECT line.
+DEFAULT_MAX_JSON_LINE = 65536
+#: Largest body (header block + payload), as NATS's default.
+DEFAULT_MAX_PAYLOAD = 1024 * 1024
 
 
-class ProtocolError(FibrilError):
-    """The peer sent bytes that break the wire grammar; the connection is unusable."""
+class Direction(enum.Enum):
+    """Which side's frames a parser reads."""
 
-    code = "protocol_error"
-    fatal = True
+    #: What a client reads: INFO, MSG, HMSG, +OK, -ERR, PING, PONG.
+    SERVER_TO_CLIENT = "server_to_client"
+    #: What a server reads: CONNECT, PUB, HPUB, SUB, ... (tests and vectors).
+    CLIENT_TO_SERVER = "client_to_server"
 
 
 class State(enum.Enum):
-    """Parser states, named like the Go parser's."""
+    """Parser states."""
 
     #: Waiting for (the rest of) a control line.
     OP_START = "OP_START"
-    #: A MSG/HMSG control line was read; waiting for its payload and CRLF.
+    #: A PUB/HPUB/MSG/HMSG control line was read; waiting for its body and line end.
     MSG_PAYLOAD = "MSG_PAYLOAD"
 
 
 # ---------------------------------------------------------------------------
-# Events (server -> client frames)
+# Events
 
 
 @dataclass(frozen=True, slots=True)
 class Info:
-    """An ``INFO {json}`` frame.
-
-    Attributes:
-        fields: The decoded JSON object.
-    """
+    """An ``INFO {json}`` frame: ``fields`` decoded, ``json`` as sent."""
 
     fields: Mapping[str, Any]
+    json: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Msg:
-    """A ``MSG`` or ``HMSG`` frame.
+    """A ``MSG`` or ``HMSG`` frame (server to client).
 
     Attributes:
         subject: Subject the message was published to.
         sid: Subscription id (``"0"`` for POLL deliveries).
         reply: Reply-to slot (the ack handle for durable deliveries), or None.
-        header: Raw header block (``NATS/1.0\\r\\n...\\r\\n\\r\\n``) or None for MSG.
+        header: Raw header block or None for MSG.
         payload: Message body.
-        crc: CRC-32 announced on the control line, or None when CRC mode is off.
-        crc_ok: False when the announced CRC does not match the bytes received.
+        crc: CRC-32 announced on the control line, or None outside CRC mode.
+        crc_ok: False when the announced CRC does not match the bytes received
+            (then the frame arrives inside a ``crc_mismatch`` :class:`ParseError`).
     """
 
     subject: str
@@ -91,7 +137,7 @@ class Msg:
 
 @dataclass(frozen=True, slots=True)
 class Ok:
-    """A ``+OK [arg]`` line. ``arg`` is the rest of the line ("" when bare)."""
+    """A ``+OK [arg]`` line; ``arg`` is the rest of the line ("" when bare)."""
 
     arg: str
 
@@ -101,10 +147,10 @@ class Err:
     """A ``-ERR '<text>'`` line.
 
     Attributes:
-        code: The snake_case code (first word of a Fibril error), or None when
-            the text does not start with one (a NATS text).
+        code: The first word when it is lowercase snake_case (a Fibril error
+            starts with its code), else None (a NATS text).
         message: The text after the code (the whole text when ``code`` is None).
-        text: The whole text between the quotes.
+        text: The whole text, quotes removed.
     """
 
     code: str | None
@@ -122,537 +168,58 @@ class Pong:
     """A ``PONG`` line."""
 
 
-Event = Union[Info, Msg, Ok, Err, Ping, Pong]
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A client-to-server command (what a server reads).
 
-_CODE_RE = re.compile(r"[a-z][a-z0-9_]*")
+    ``op`` is the verb as the Go ``Op.String()`` writes it (``PUB``, ``TOPIC
+    CREATE``, ...); unused fields keep their defaults.
+    """
+
+    op: str
+    subject: str = ""
+    reply: str = ""
+    group: str = ""
+    sid: str = ""
+    header: bytes | None = None
+    payload: bytes = b""
+    crc: int | None = None
+    has_crc: bool = False
+    max: int = 0
+    millis: int = 0
+    handles: tuple[str, ...] = ()
+    json: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ParseError:
+    """A non-fatal error: the offending frame was consumed and skipped.
+
+    Attributes:
+        code: Error-table code (``crc_mismatch``, ``invalid_subject``, ...).
+        detail: Context for people.
+        frame: For a MSG/HMSG that failed its CRC check, the frame itself (so a
+            client can hand the delivery back); else None.
+    """
+
+    code: str
+    detail: str = ""
+    frame: Msg | None = field(default=None, compare=False)
+
+
+Event = Union[Info, Msg, Ok, Err, Ping, Pong, Command, ParseError]
 
 
 def parse_err_text(text: str) -> Err:
-    """Splits a -ERR text into code and message.
-
-    Args:
-        text: The text between the quotes of a ``-ERR`` line.
-
-    Returns:
-        An :class:`Err` whose ``code`` is the first word when it is lowercase
-        snake_case (a Fibril error starts with its code), else None (a NATS text
-        such as ``Authorization Violation``). Deciding whether that word is a
-        known code is the error table's job (``errors.error_from_wire``).
-    """
+    """Splits a -ERR text into code (first word, if lowercase snake_case) and message."""
     word, _, rest = text.partition(" ")
-    if _CODE_RE.fullmatch(word):
+    if word and word[0].isascii() and word[0].islower() and all(c.isascii() and (c.islower() or c.isdigit() or c == "_") for c in word):
         return Err(code=word, message=rest, text=text)
     return Err(code=None, message=text, text=text)
 
 
-def _parse_size(tok: bytes) -> int:
-    # bytes.isdigit is ASCII-only; int() alone would accept "+1", " 1" and "1_0".
-    if not tok or len(tok) > 12 or not tok.isdigit():
-        raise ProtocolError(f"bad size {tok!r}")
-    return int(tok)
-
-
-def _parse_crc(tok: bytes) -> int | None:
-    if tok == b"-":
-        return None
-    if len(tok) != 8 or tok.lower() != tok:
-        raise ProtocolError(f"bad crc token {tok!r}")
-    try:
-        return int(tok, 16)
-    except ValueError:
-        raise ProtocolError(f"bad crc token {tok!r}") from None
-
-
-class Parser:
-    """Incremental parser of server-to-client frames.
-
-    Args:
-        crc: Start in CRC mode (MSG/HMSG lines carry a final CRC token). The owner
-            flips :attr:`crc` when it sends a CONNECT that turns CRC on.
-        max_payload: Largest payload accepted; the owner raises it from INFO.
-        max_line: Longest control line accepted.
-
-    The parser is not thread-safe; one owner feeds it.
-    """
-
-    def __init__(
-        self,
-        *,
-        crc: bool = False,
-        max_payload: int = DEFAULT_MAX_PAYLOAD,
-        max_line: int = DEFAULT_MAX_LINE,
-    ) -> None:
-        self.crc = crc
-        self.max_payload = max_payload
-        self.max_line = max_line
-        self.state = State.OP_START
-        self._buf = bytearray()
-        self._scan = 0  # where the next search for LF starts
-        # Pending MSG/HMSG control line while in MSG_PAYLOAD.
-        self._msg: tuple[str, str, str | None, int, int, int | None] | None = None
-
-    def buffered(self) -> int:
-        """Returns how many received bytes are held for an incomplete frame."""
-        return len(self._buf)
-
-    def feed(self, data: bytes | bytearray | memoryview) -> list[Event]:
-        """Consumes received bytes and returns the complete frames as events.
-
-        Args:
-            data: Bytes as they arrived; any split point is fine.
-
-        Returns:
-            The events of every frame completed by ``data``, in order.
-
-        Raises:
-            ProtocolError: The bytes break the grammar or a limit. The parser
-                must not be fed again afterwards.
-        """
-        buf = self._buf
-        buf += data
-        events: list[Event] = []
-        pos = 0
-        n = len(buf)
-        while pos < n:
-            if self.state is State.MSG_PAYLOAD:
-                assert self._msg is not None
-                subject, sid, reply, hdr, total, crc = self._msg
-                # The body is followed by CRLF, or a bare LF (SPEC.md section 2).
-                if n - pos < total + 1:
-                    break
-                end = pos + total
-                term = buf[end]
-                if term == 0x0D:
-                    if n - pos < total + 2:
-                        break
-                    if buf[end + 1] != 0x0A:
-                        raise ProtocolError("payload not followed by CRLF")
-                    after = end + 2
-                elif term == 0x0A:
-                    after = end + 1
-                else:
-                    raise ProtocolError("payload not followed by CRLF")
-                body = bytes(buf[pos:end])
-                crc_ok = True
-                if crc is not None:
-                    crc_ok = zlib.crc32(body) == crc
-                header = body[:hdr] if hdr >= 0 else None
-                payload = body[hdr:] if hdr >= 0 else body
-                events.append(Msg(subject, sid, reply, header, payload, crc, crc_ok))
-                pos = after
-                self._msg = None
-                self.state = State.OP_START
-                self._scan = pos
-                continue
-            nl = buf.find(b"\n", max(self._scan, pos))
-            if nl < 0:
-                self._scan = n
-                if n - pos > self.max_line:
-                    raise ProtocolError("control line too long")
-                break
-            if nl - pos > self.max_line:
-                raise ProtocolError("control line too long")
-            end = nl - 1 if nl > pos and buf[nl - 1] == 0x0D else nl
-            line = bytes(buf[pos:end])
-            pos = nl + 1
-            self._scan = pos
-            ev = self._line(line)
-            if ev is not None:
-                events.append(ev)
-        if pos:
-            del buf[:pos]
-            self._scan = max(0, self._scan - pos)
-        return events
-
-    def _line(self, line: bytes) -> Event | None:
-        verb, _, rest = line.lstrip(b" \t").partition(b" ")
-        if b"\t" in verb:
-            verb, _, more = verb.partition(b"\t")
-            rest = more + b" " + rest if rest else more
-        v = verb.upper()
-        if v == b"MSG":
-            self._msg_line(rest, header=False)
-            return None
-        if v == b"HMSG":
-            self._msg_line(rest, header=True)
-            return None
-        if v == b"+OK":
-            return Ok(rest.strip(b" \t").decode("utf-8", "replace"))
-        if v == b"-ERR":
-            text = rest.strip(b" \t")
-            if len(text) >= 2 and text[:1] == b"'" and text[-1:] == b"'":
-                text = text[1:-1]
-            return parse_err_text(text.decode("utf-8", "replace"))
-        if v == b"PING":
-            return Ping()
-        if v == b"PONG":
-            return Pong()
-        if v == b"INFO":
-            try:
-                fields = json.loads(rest)
-            except ValueError as e:
-                raise ProtocolError(f"bad INFO json: {e}") from None
-            if not isinstance(fields, dict):
-                raise ProtocolError("INFO json is not an object")
-            return Info(fields)
-        if not v:
-            return None  # an empty line is tolerated, as NATS does
-        raise ProtocolError(f"unknown operation {verb[:32]!r}")
-
-    def _msg_line(self, rest: bytes, *, header: bool) -> None:
-        args = rest.split()
-        crc: int | None = None
-        if self.crc:
-            if not args:
-                raise ProtocolError("MSG without arguments")
-            crc = _parse_crc(args.pop())
-        need = 4 if header else 3
-        if len(args) == need:
-            reply: str | None = None
-        elif len(args) == need + 1:
-            reply = args.pop(2).decode("utf-8", "replace")
-        else:
-            raise ProtocolError(f"wrong number of {'HMSG' if header else 'MSG'} arguments")
-        subject = args[0].decode("utf-8", "replace")
-        sid = args[1].decode("utf-8", "replace")
-        if header:
-            hdr = _parse_size(args[2])
-            total = _parse_size(args[3])
-            if hdr > total:
-                raise ProtocolError("header size larger than total size")
-        else:
-            hdr = -1
-            total = _parse_size(args[2])
-        if total > self.max_payload:
-            raise ProtocolError(f"payload of {total} bytes exceeds maximum {self.max_payload}")
-        self._msg = (subject, sid, reply, hdr, total, crc)
-        self.state = State.MSG_PAYLOAD
-
-
-# ---------------------------------------------------------------------------
-# Subjects, handles, headers
-
-# Subject bytes are 0x21-0x7E or >= 0x80: no space, tab, control character or DEL.
-_SUBJECT_BAD = re.compile(r"[\x00-\x20\x7f]")
-_GROUP_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
-
-
-def validate_subject(subject: str, *, wildcards: bool = False) -> None:
-    """Checks a subject (or topic name) against SPEC.md section 6.
-
-    Args:
-        subject: The subject to check.
-        wildcards: Allow ``*`` and ``>`` tokens (subscription filters).
-
-    Raises:
-        ValueError: The subject is empty, has a space or control character or an
-            empty token, a wildcard inside a token, ``>`` not last, or a wildcard
-            where none is allowed.
-    """
-    if not subject:
-        raise ValueError("empty subject")
-    if _SUBJECT_BAD.search(subject):
-        raise ValueError(f"subject {subject!r} contains a space or control character")
-    toks = subject.split(".")
-    for i, t in enumerate(toks):
-        if not t:
-            raise ValueError(f"subject {subject!r} has an empty token")
-        if t in ("*", ">"):
-            if not wildcards:
-                raise ValueError(f"subject {subject!r} has a wildcard")
-            if t == ">" and i != len(toks) - 1:
-                raise ValueError(f"subject {subject!r}: '>' must be the last token")
-        elif "*" in t or ">" in t:
-            raise ValueError(f"subject {subject!r}: a wildcard must be a whole token")
-
-
-def validate_group(group: str) -> None:
-    """Checks a durable group name: 1-255 characters from ``A-Z a-z 0-9 _ -``.
-
-    Raises:
-        ValueError: The name is not valid.
-    """
-    if not _GROUP_RE.fullmatch(group):
-        raise ValueError(f"invalid group name {group!r}: 1-255 characters from A-Z a-z 0-9 _ -")
-
-
-def _validate_name(kind: str, name: str) -> None:
-    if not name or _SUBJECT_BAD.search(name):
-        raise ValueError(f"invalid {kind} {name!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class Handle:
-    """An ack handle ``$F.<topic-id>.<group-id>.<partition>.<seq>.<attempt>``.
-
-    Attributes:
-        topic: Server-assigned topic id.
-        group: Server-assigned group id.
-        partition: Partition number.
-        seq: Sequence of the message in its partition.
-        attempt: Delivery count, starting at 1.
-    """
-
-    topic: int
-    group: int
-    partition: int
-    seq: int
-    attempt: int
-
-    def __str__(self) -> str:
-        return f"$F.{self.topic}.{self.group}.{self.partition}.{self.seq}.{self.attempt}"
-
-
-_U32 = (1 << 32) - 1
-_U64 = (1 << 64) - 1
-# (minimum, maximum) of topic, group, partition, seq, attempt (SPEC.md 9.1).
-_HANDLE_RANGES = ((1, _U64), (1, _U64), (0, _U32), (1, _U64), (1, _U32))
-
-
-def parse_handle(s: str) -> Handle | None:
-    """Parses an ack handle (canonical decimal, numbers in range, SPEC.md 9.1).
-
-    Args:
-        s: A reply-to subject.
-
-    Returns:
-        The handle, or None when ``s`` is not a well-formed Fibril ack handle.
-    """
-    parts = s.split(".")
-    if len(parts) != 6 or parts[0] != "$F":
-        return None
-    nums: list[int] = []
-    for p, (lo, hi) in zip(parts[1:], _HANDLE_RANGES):
-        if not p or len(p) > 20 or not (p.isascii() and p.isdigit()) or (p[0] == "0" and len(p) > 1):
-            return None
-        v = int(p)
-        if not lo <= v <= hi:
-            return None
-        nums.append(v)
-    return Handle(*nums)
-
-
-HeaderPairs = list[tuple[str, str]]
-
-
-def encode_headers(pairs: Iterable[tuple[str, str]]) -> bytes:
-    """Encodes header pairs as a ``NATS/1.0`` header block.
-
-    Raises:
-        ValueError: A key is empty or has ``:``/whitespace, or a value has CR/LF.
-    """
-    out = [HEADER_VERSION, CRLF]
-    for k, v in pairs:
-        if not k or ":" in k or _SUBJECT_BAD.search(k):
-            raise ValueError(f"invalid header name {k!r}")
-        if "\r" in v or "\n" in v:
-            raise ValueError(f"header {k!r} value contains CR or LF")
-        out += (k.encode(), b": ", v.encode(), CRLF)
-    out.append(CRLF)
-    return b"".join(out)
-
-
-def decode_headers(block: bytes) -> tuple[int | None, str, HeaderPairs]:
-    """Decodes a ``NATS/1.0`` header block.
-
-    Args:
-        block: The raw header block of an HMSG.
-
-    Returns:
-        ``(status, description, pairs)``: the inline status code (None when absent),
-        its description, and the header pairs in order.
-
-    Raises:
-        ProtocolError: The block does not start with ``NATS/1.0``.
-    """
-    lines = block.split(b"\r\n")
-    first = lines[0]
-    if not first.startswith(HEADER_VERSION):
-        raise ProtocolError("header block does not start with NATS/1.0")
-    status: int | None = None
-    desc = ""
-    tail = first[len(HEADER_VERSION) :].strip()
-    if tail:
-        code, _, d = tail.partition(b" ")
-        if code.isdigit():
-            status = int(code)
-            desc = d.decode("utf-8", "replace").strip()
-    pairs: HeaderPairs = []
-    for ln in lines[1:]:
-        if not ln:
-            continue
-        k, sep, v = ln.partition(b":")
-        if not sep:
-            continue
-        pairs.append((k.decode("utf-8", "replace").strip(), v.decode("utf-8", "replace").strip()))
-    return status, desc, pairs
-
-
-# ---------------------------------------------------------------------------
-# Encoders (client -> server)
-
-
-def crc_token(body: bytes) -> bytes:
-    """Returns the CRC-32 IEEE of ``body`` as 8 lowercase hex digits."""
-    return b"%08x" % zlib.crc32(body)
-
-
-def encode_connect(options: Mapping[str, Any]) -> bytes:
-    """Encodes ``CONNECT {json}``."""
-    return b"CONNECT " + json.dumps(dict(options), separators=(",", ":")).encode() + CRLF
-
-
-def encode_pub(
-    subject: str,
-    payload: bytes,
-    *,
-    reply: str | None = None,
-    header: bytes | None = None,
-    crc: bool = False,
-) -> bytes:
-    """Encodes a PUB (or HPUB when ``header`` is given) frame.
-
-    Args:
-        subject: Destination subject (not validated here; see validate_subject).
-        payload: Body.
-        reply: Optional reply-to subject.
-        header: Optional raw header block from :func:`encode_headers`.
-        crc: Append the CRC token of header+payload (CRC mode).
-
-    Returns:
-        The whole frame, control line through trailing CRLF.
-    """
-    subj = subject.encode()
-    parts: list[bytes] = []
-    if header is None:
-        parts += (b"PUB ", subj)
-        if reply:
-            parts += (b" ", reply.encode())
-        parts.append(b" %d" % len(payload))
-        if crc:
-            parts += (b" ", crc_token(payload))
-        parts += (CRLF, payload, CRLF)
-    else:
-        parts += (b"HPUB ", subj)
-        if reply:
-            parts += (b" ", reply.encode())
-        parts.append(b" %d %d" % (len(header), len(header) + len(payload)))
-        if crc:
-            parts += (b" ", b"%08x" % zlib.crc32(payload, zlib.crc32(header)))
-        parts += (CRLF, header, payload, CRLF)
-    return b"".join(parts)
-
-
-def encode_sub(subject: str, sid: str, *, queue: str | None = None, max_inflight: int | None = None) -> bytes:
-    """Encodes ``SUB <subject> [group] <sid> [max-inflight]``.
-
-    Raises:
-        ValueError: ``max_inflight`` is given without a group, or is not positive.
-    """
-    parts = [b"SUB ", subject.encode()]
-    if queue:
-        parts += (b" ", queue.encode())
-    parts += (b" ", sid.encode())
-    if max_inflight is not None:
-        if not queue:
-            raise ValueError("max_inflight needs a group")
-        if max_inflight <= 0:
-            raise ValueError("max_inflight must be positive")
-        parts.append(b" %d" % max_inflight)
-    parts.append(CRLF)
-    return b"".join(parts)
-
-
-def encode_unsub(sid: str, max_msgs: int | None = None) -> bytes:
-    """Encodes ``UNSUB <sid> [max-msgs]``."""
-    if max_msgs is None:
-        return b"UNSUB " + sid.encode() + CRLF
-    return b"UNSUB %s %d\r\n" % (sid.encode(), max_msgs)
-
-
-PING = b"PING\r\n"
-PONG = b"PONG\r\n"
-
-
-def _ms(seconds: float, what: str) -> int:
-    if seconds < 0:
-        raise ValueError(f"{what} must not be negative")
-    return int(round(seconds * 1000))
-
-
-def encode_ack(handles: Iterable[str]) -> bytes:
-    """Encodes ``ACK <handle> [<handle> ...]``.
-
-    Raises:
-        ValueError: No handles were given.
-    """
-    hs = [h.encode() for h in handles]
-    if not hs:
-        raise ValueError("ACK needs at least one handle")
-    return b"ACK " + b" ".join(hs) + CRLF
-
-
-def encode_nack(handle: str, delay: float | None = None) -> bytes:
-    """Encodes ``NACK <handle> [<delay-ms>]``; ``delay`` is in seconds."""
-    if delay is None:
-        return b"NACK " + handle.encode() + CRLF
-    return b"NACK %s %d\r\n" % (handle.encode(), _ms(delay, "delay"))
-
-
-def encode_reject(handle: str) -> bytes:
-    """Encodes ``REJECT <handle>``."""
-    return b"REJECT " + handle.encode() + CRLF
-
-
-def encode_extend(handle: str, duration: float | None = None) -> bytes:
-    """Encodes ``EXTEND <handle> [<ms>]``; ``duration`` is in seconds."""
-    if duration is None:
-        return b"EXTEND " + handle.encode() + CRLF
-    return b"EXTEND %s %d\r\n" % (handle.encode(), _ms(duration, "duration"))
-
-
-def encode_poll(topic: str, group: str, max_messages: int, wait: float | None = None) -> bytes:
-    """Encodes ``POLL <topic> <group> <max> [<wait-ms>]``; ``wait`` is in seconds.
-
-    Raises:
-        ValueError: ``max_messages`` is not positive or a name is invalid.
-    """
-    validate_subject(topic)
-    validate_group(group)
-    if max_messages <= 0:
-        raise ValueError("max_messages must be positive")
-    if wait is None:
-        return b"POLL %s %s %d\r\n" % (topic.encode(), group.encode(), max_messages)
-    return b"POLL %s %s %d %d\r\n" % (topic.encode(), group.encode(), max_messages, _ms(wait, "wait"))
-
-
-def encode_manage(noun: str, verb: str, *args: str, config: Mapping[str, Any] | None = None) -> bytes:
-    """Encodes a management command such as ``TOPIC CREATE <name> [<json>]``.
-
-    Args:
-        noun: ``TOPIC`` or ``GROUP``.
-        verb: ``CREATE``, ``INFO``, ``LIST`` or ``DELETE``.
-        *args: Names (topic, group).
-        config: Optional JSON object appended as the rest of the line.
-
-    Raises:
-        ValueError: A name is empty or contains whitespace.
-    """
-    parts = [noun.encode(), verb.encode()]
-    for a in args:
-        _validate_name("name", a)
-        parts.append(a.encode())
-    if config:
-        parts.append(json.dumps(dict(config), separators=(",", ":")).encode())
-    return b" ".join(parts) + CRLF
-
-
 def parse_position(arg: str) -> tuple[int, int] | None:
-    """Parses the argument of a publish confirm ``+OK <partition>:<seq>``.
-
-    Returns:
-        ``(partition, seq)``, or None for ``+OK -`` / bare ``+OK`` (not captured
-        by a durable topic).
+    """Parses a publish confirm argument ``<partition>:<seq>`` (None for ``-`` or bare).
 
     Raises:
         ProtocolError: The argument is neither ``-`` nor ``<int>:<int>``.
@@ -661,5 +228,392 @@ def parse_position(arg: str) -> tuple[int, int] | None:
         return None
     p, sep, s = arg.partition(":")
     if not sep or not p.isdigit() or not s.isdigit():
-        raise ProtocolError(f"bad publish confirm {arg!r}")
+        raise ProtocolError(f"bad publish confirm {arg!r}", wire_code="invalid_args")
     return int(p), int(s)
+
+
+class _Skip(Exception):
+    """Internal: a non-fatal error of the current frame."""
+
+    def __init__(self, code: str, detail: str = "") -> None:
+        self.code = code
+        self.detail = detail
+
+
+def _s(b: bytes) -> str:
+    return b.decode("utf-8", "surrogateescape")
+
+
+def _split(b: bytes) -> tuple[bytes, bytes]:
+    """Returns the first space/tab-separated token of b and the rest (left-trimmed)."""
+    b = b.lstrip(b" \t")
+    i = 0
+    n = len(b)
+    while i < n and b[i] not in (0x20, 0x09):
+        i += 1
+    return b[:i], b[i:].lstrip(b" \t")
+
+
+def _count(tok: bytes, *, millis: bool = False) -> int:
+    if not tok.isdigit():
+        raise _Skip("invalid_number", _s(tok))
+    limit = MAX_MILLIS if millis else MAX_COUNT
+    if len(tok) > 20 or int(tok) > limit:
+        raise _Skip("number_overflow", _s(tok))
+    return int(tok)
+
+
+def _subject(tok: bytes, *, wildcards: bool) -> str:
+    code = subject_error(tok, wildcards=wildcards)
+    if code is not None:
+        raise _Skip(code, _s(tok))
+    return _s(tok)
+
+
+def _group(tok: bytes) -> str:
+    if not group_ok(tok):
+        raise _Skip("invalid_name", _s(tok))
+    return _s(tok)
+
+
+def _handle(tok: bytes) -> str:
+    s = _s(tok)
+    if parse_handle(s) is None:
+        raise _Skip("invalid_handle", s)
+    return s
+
+
+_SIZED = {b"PUB", b"HPUB", b"MSG", b"HMSG"}
+_JSON_VERBS = (b"INFO", b"CONNECT")
+
+
+class Parser:
+    """Incremental parser of one direction of one connection.
+
+    Args:
+        direction: Which side's frames are read (default: what a client reads).
+        crc: Start in CRC mode. The owner flips :attr:`crc` right after it sends
+            (client) or handles (server) a CONNECT with ``"crc": true``.
+        crc_after_connect: Flip to CRC mode by itself right after a CONNECT event
+            (what a server does; used by the vectors).
+        max_payload: Largest body accepted; a client raises it from INFO.
+        max_control_line: Longest control line (INFO/CONNECT: ``max_json_line``).
+        max_json_line: Longest INFO or CONNECT line.
+
+    The parser is not thread-safe; one owner feeds it. Events own their data.
+    """
+
+    def __init__(
+        self,
+        *,
+        direction: Direction = Direction.SERVER_TO_CLIENT,
+        crc: bool = False,
+        crc_after_connect: bool = False,
+        max_payload: int = DEFAULT_MAX_PAYLOAD,
+        max_control_line: int = DEFAULT_MAX_CONTROL_LINE,
+        max_json_line: int = DEFAULT_MAX_JSON_LINE,
+    ) -> None:
+        self.direction = direction
+        self.crc = crc
+        self.crc_after_connect = crc_after_connect
+        self.max_payload = max_payload
+        self.max_control_line = max_control_line
+        self.max_json_line = max(max_json_line, max_control_line)
+        self.state = State.OP_START
+        #: Total bytes consumed (whole frames, including skipped ones).
+        self.consumed = 0
+        self._buf = bytearray()
+        self._scan = 0  # where the next search for LF starts
+        # While in MSG_PAYLOAD: (verb, args, body start, header size, total size).
+        self._pending: tuple[bytes, list[bytes], int, int, int] | None = None
+        self._c2s = direction is Direction.CLIENT_TO_SERVER
+
+    def buffered(self) -> int:
+        """Returns how many received bytes are held for an incomplete frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Event]:
+        """Consumes received bytes and returns the events of the complete frames.
+
+        Args:
+            data: Bytes as they arrived; any split point is fine.
+
+        Returns:
+            The events (commands and non-fatal :class:`ParseError`) in order.
+
+        Raises:
+            ProtocolError: A fatal error (``wire_code`` says which); the parser
+                must not be fed again. Events of frames before it are lost with
+                the connection, as the spec's "stop" rule says.
+        """
+        buf = self._buf
+        buf += data
+        events: list[Event] = []
+        pos = 0
+        n = len(buf)
+        try:
+            while pos < n:
+                if self.state is State.MSG_PAYLOAD:
+                    # The control line stays unconsumed until its body is complete.
+                    assert self._pending is not None
+                    end = self._body(buf, self._pending[2], n, events)
+                else:
+                    end = self._line(buf, pos, n, events)
+                if end < 0:
+                    break
+                self.consumed += end - pos
+                pos = end
+        except ProtocolError as e:
+            e.events = events
+            raise
+        finally:
+            if pos:
+                del buf[:pos]
+                self._scan = max(0, self._scan - pos)
+                if self._pending is not None:
+                    v, a, start, h, t = self._pending
+                    self._pending = (v, a, start - pos, h, t)
+        return events
+
+    # -- control lines -----------------------------------------------------
+
+    def _limit(self, head: bytes) -> int:
+        verb = head.lstrip(b" \t")[:8].upper()
+        if verb.startswith(_JSON_VERBS):
+            return self.max_json_line
+        return self.max_control_line
+
+    def _line(self, buf: bytearray, pos: int, n: int, events: list[Event]) -> int:
+        nl = buf.find(b"\n", max(self._scan, pos))
+        if nl < 0:
+            self._scan = n
+            if n - pos > self._limit(bytes(buf[pos : pos + 16])) + 1:  # +1: a CR may precede the LF
+                raise ProtocolError("control line too long", wire_code="max_control_line")
+            return -1
+        end = nl - 1 if nl > pos and buf[nl - 1] == 0x0D else nl
+        line = bytes(buf[pos:end])
+        if len(line) > self._limit(line[:16]):
+            raise ProtocolError("control line too long", wire_code="max_control_line")
+        self._scan = nl + 1
+        verb, rest = _split(line)
+        if not verb:
+            return nl + 1  # blank line: ignored
+        v = verb.upper()
+        if v in _SIZED and (v in (b"PUB", b"HPUB")) == self._c2s:
+            return self._sized_line(v, rest, nl + 1, buf, n, events)
+        try:
+            ev = self._command(v, verb, rest) if self._c2s else self._answer(v, verb, rest)
+        except _Skip as e:
+            events.append(ParseError(e.code, e.detail))
+        else:
+            events.append(ev)
+            if self.crc_after_connect and isinstance(ev, Command) and ev.op == "CONNECT":
+                self.crc = True
+        return nl + 1
+
+    def _answer(self, v: bytes, verb: bytes, rest: bytes) -> Event:
+        if v == b"+OK":
+            return Ok(_s(rest.strip(b" \t")))
+        if v == b"-ERR":
+            text = rest.strip(b" \t")
+            if len(text) >= 2 and text[:1] == b"'" and text[-1:] == b"'":
+                text = text[1:-1]
+            return parse_err_text(_s(text))
+        if v == b"PING" or v == b"PONG":
+            if rest:
+                raise _Skip("invalid_args", _s(v))
+            return Ping() if v == b"PING" else Pong()
+        if v == b"INFO":
+            raw = rest.strip(b" \t")
+            if not raw:
+                raise _Skip("invalid_args", "INFO without JSON")
+            try:
+                fields = json.loads(raw)
+            except ValueError:
+                fields = None
+            if not isinstance(fields, dict):
+                raise _Skip("invalid_json", "INFO JSON is not an object")
+            return Info(fields, _s(raw))
+        raise _Skip("unknown_op", _s(verb[:32]))
+
+    def _command(self, v: bytes, verb: bytes, rest: bytes) -> Command:
+        if v == b"PING" or v == b"PONG":
+            if rest:
+                raise _Skip("invalid_args", _s(v))
+            return Command(_s(v))
+        if v == b"CONNECT":
+            raw = rest.strip(b" \t")
+            if not raw:
+                raise ProtocolError("CONNECT without JSON", wire_code="invalid_connect")
+            return Command("CONNECT", json=_s(raw))
+        if v in (b"TOPIC", b"GROUP"):
+            return self._manage(v, rest)
+        args = rest.split()
+        if v == b"SUB":
+            if not 2 <= len(args) <= 4:
+                raise _Skip("invalid_args", "SUB")
+            subject = _subject(args[0], wildcards=True)
+            group = _s(args[1]) if len(args) >= 3 else ""
+            sid = args[2] if len(args) >= 3 else args[1]
+            if sid == b"0":
+                raise _Skip("invalid_args", "sid 0 is reserved")
+            mx = _count(args[3]) if len(args) == 4 else 0
+            return Command("SUB", subject=subject, group=group, sid=_s(sid), max=mx)
+        if v == b"UNSUB":
+            if not 1 <= len(args) <= 2:
+                raise _Skip("invalid_args", "UNSUB")
+            return Command("UNSUB", sid=_s(args[0]), max=_count(args[1]) if len(args) == 2 else 0)
+        if v == b"POLL":
+            if not 3 <= len(args) <= 4:
+                raise _Skip("invalid_args", "POLL")
+            topic = _subject(args[0], wildcards=False)
+            group = _group(args[1])
+            mx = _count(args[2])
+            if mx == 0:
+                raise _Skip("invalid_args", "POLL max 0")
+            ms = _count(args[3], millis=True) if len(args) == 4 else 0
+            return Command("POLL", subject=topic, group=group, max=mx, millis=ms)
+        if v == b"ACK":
+            if not args:
+                raise _Skip("invalid_args", "ACK")
+            return Command("ACK", handles=tuple(_handle(a) for a in args))
+        if v in (b"NACK", b"EXTEND"):
+            if not 1 <= len(args) <= 2:
+                raise _Skip("invalid_args", _s(v))
+            h = _handle(args[0])
+            return Command(_s(v), handles=(h,), millis=_count(args[1], millis=True) if len(args) == 2 else 0)
+        if v == b"REJECT":
+            if len(args) != 1:
+                raise _Skip("invalid_args", "REJECT")
+            return Command("REJECT", handles=(_handle(args[0]),))
+        raise _Skip("unknown_op", _s(verb[:32]))
+
+    def _manage(self, noun: bytes, rest: bytes) -> Command:
+        sub, rest = _split(rest)
+        sv = sub.upper()
+        op = _s(noun) + " " + _s(sv)
+        # (names, JSON allowed) per sub-verb
+        shapes = {
+            b"TOPIC": {b"CREATE": (1, True), b"INFO": (1, False), b"LIST": (0, False), b"DELETE": (1, False)},
+            b"GROUP": {b"CREATE": (2, True), b"INFO": (2, False), b"LIST": (1, False), b"DELETE": (2, False)},
+        }[noun]
+        shape = shapes.get(sv)
+        if shape is None:
+            raise _Skip("invalid_args", f"unknown {_s(noun)} sub-verb {_s(sub)!r}")
+        nnames, has_json = shape
+        names: list[bytes] = []
+        for _ in range(nnames):
+            tok, rest = _split(rest)
+            if not tok:
+                raise _Skip("invalid_args", op)
+            names.append(tok)
+        raw = rest.strip(b" \t")
+        if raw and not has_json:
+            raise _Skip("invalid_args", op)
+        subject = _subject(names[0], wildcards=False) if names else ""
+        group = _group(names[1]) if len(names) == 2 else ""
+        return Command(op, subject=subject, group=group, json=_s(raw))
+
+    # -- sized frames ------------------------------------------------------
+
+    def _sized_line(self, v: bytes, rest: bytes, start: int, buf: bytearray, n: int, events: list[Event]) -> int:
+        args = rest.split()
+        has_sid = v in (b"MSG", b"HMSG")
+        has_hdr = v in (b"HPUB", b"HMSG")
+        if self.crc:
+            if not args:
+                raise ProtocolError(f"{_s(v)} without arguments", wire_code="bad_frame")
+        fixed = 2 + has_sid + has_hdr + self.crc  # subject [sid] [hdr] size [crc]
+        if len(args) not in (fixed, fixed + 1):
+            raise ProtocolError(f"wrong number of {_s(v)} arguments", wire_code="bad_frame")
+        size_at = len(args) - 1 - self.crc
+        total = self._size(args[size_at])
+        hdr = self._size(args[size_at - 1]) if has_hdr else -1
+        if hdr > total:
+            raise ProtocolError("header size larger than total size", wire_code="bad_frame")
+        self._pending = (v, args, start, hdr, total)
+        self.state = State.MSG_PAYLOAD
+        return self._body(buf, start, n, events) if start <= n else -1
+
+    def _size(self, tok: bytes) -> int:
+        if not tok.isdigit():
+            raise ProtocolError(f"size {tok[:24]!r} is not a decimal number", wire_code="bad_frame")
+        if len(tok) > 20 or int(tok) > self.max_payload:
+            raise ProtocolError(f"size {_s(tok[:24])} exceeds max_payload {self.max_payload}", wire_code="max_payload")
+        return int(tok)
+
+    def _body(self, buf: bytearray, pos: int, n: int, events: list[Event]) -> int:
+        """Completes the pending sized frame whose body starts at ``pos``; returns
+        the end of the frame, or -1 when more bytes are needed. Note ``pos`` is
+        the body start, so the caller's consumed count covers the control line."""
+        assert self._pending is not None
+        v, args, _, hdr, total = self._pending
+        end = pos + total
+        if n < end + 1:
+            return -1
+        term = buf[end]
+        if term == 0x0D:
+            if n < end + 2:
+                return -1
+            if buf[end + 1] != 0x0A:
+                raise ProtocolError("body not followed by CRLF", wire_code="bad_frame")
+            after = end + 2
+        elif term == 0x0A:
+            after = end + 1
+        else:
+            raise ProtocolError("body not followed by CRLF", wire_code="bad_frame")
+        body = bytes(buf[pos:end])
+        self._pending = None
+        self.state = State.OP_START
+        self._scan = after
+        try:
+            events.append(self._frame(v, args, hdr, body))
+        except _Skip as e:
+            events.append(ParseError(e.code, e.detail, e.frame if isinstance(e, _CrcSkip) else None))
+        return after
+
+    def _frame(self, v: bytes, args: list[bytes], hdr: int, body: bytes) -> Event:
+        has_sid = v in (b"MSG", b"HMSG")
+        crc_tok = args[-1] if self.crc else None
+        rest = args[:-1] if self.crc else args
+        n_sizes = 2 if hdr >= 0 else 1
+        names = rest[: len(rest) - n_sizes]  # subject [sid] [reply]
+        subject = _subject(names[0], wildcards=False)
+        sid = _s(names[1]) if has_sid else ""
+        reply_tok = names[2 if has_sid else 1] if len(names) > (2 if has_sid else 1) else None
+        reply = _subject(reply_tok, wildcards=False) if reply_tok is not None else ""
+        crc: int | None = None
+        has_crc = False
+        if crc_tok is not None:
+            computed = zlib.crc32(body)
+            if crc_tok == b"-" and self._c2s:
+                crc = computed
+            else:
+                if len(crc_tok) != 8 or any(c not in b"0123456789abcdef" for c in crc_tok):
+                    raise _Skip("invalid_crc_token", _s(crc_tok[:16]))
+                has_crc = True
+                crc = int(crc_tok, 16)
+                if crc != computed:
+                    frame = None
+                    if has_sid:
+                        frame = self._msg(subject, sid, reply, hdr, body, crc, False)
+                    raise _CrcSkip(f"got {_s(crc_tok)}, computed {computed:08x}", frame)
+        if hdr >= 0 and not header_ok(body[:hdr]):
+            raise _Skip("invalid_header", "")
+        if has_sid:
+            return self._msg(subject, sid, reply, hdr, body, crc, True)
+        header = body[:hdr] if hdr >= 0 else None
+        payload = body[hdr:] if hdr >= 0 else body
+        return Command(_s(v), subject=subject, reply=reply, header=header, payload=payload, crc=crc, has_crc=has_crc)
+
+    @staticmethod
+    def _msg(subject: str, sid: str, reply: str, hdr: int, body: bytes, crc: int | None, ok: bool) -> Msg:
+        header = body[:hdr] if hdr >= 0 else None
+        payload = body[hdr:] if hdr >= 0 else body
+        return Msg(subject, sid, reply or None, header, payload, crc, ok)
+
+
+class _CrcSkip(_Skip):
+    def __init__(self, detail: str, frame: Msg | None) -> None:
+        super().__init__("crc_mismatch", detail)
+        self.frame = frame

@@ -23,7 +23,11 @@ from typing import Any, Generator, Iterable
 
 from . import _proto as proto
 from ._common import (
+    CLIENT_MAX_LINE,
     DEFAULT_MAX_UNCONFIRMED,
+    PAYLOAD_SLACK,
+    ack_frames,
+    max_control_line,
     Data,
     HeadersArg,
     Position,
@@ -32,6 +36,7 @@ from ._common import (
     group_config,
     json_answer,
     parse_url,
+    poll_frame,
     position_from,
     publish_frame,
     tls_context,
@@ -143,7 +148,9 @@ class Client:
 
     async def _open(self) -> None:
         loop = asyncio.get_running_loop()
-        parser = proto.Parser()
+        # Management answers are single JSON lines of any length: the client
+        # is lenient about line length (the server's limit protects the server).
+        parser = proto.Parser(max_control_line=CLIENT_MAX_LINE, max_json_line=CLIENT_MAX_LINE)
         conn = _Conn(parser, self._on_events, self._on_lost)
         self._opening = True
         try:
@@ -156,7 +163,7 @@ class Client:
                 raise ProtocolError("the server does not speak the Fibril protocol (no fibril in INFO)")
             self._max_payload = int(self._info.get("max_payload") or proto.DEFAULT_MAX_PAYLOAD)
             # Slack for headers the server adds (dead-letter headers) to a maximal body.
-            parser.max_payload = self._max_payload + 64 * 1024
+            parser.max_payload = self._max_payload + PAYLOAD_SLACK
             use_tls = self._tls is not None or bool(self._info.get("tls_required"))
             if use_tls:
                 ctx = self._tls or ssl.create_default_context()
@@ -284,6 +291,10 @@ class Client:
             return
         pending = self._pending
         for ev in events:
+            if isinstance(ev, proto.ParseError):
+                if ev.frame is None:
+                    continue  # a frame we cannot use was skipped; nothing answers it
+                ev = ev.frame  # failed its CRC check: deliver it to be refused and handed back
             if isinstance(ev, proto.Msg):
                 if ev.sid == "0":
                     if pending and pending[0].kind == _POLL:
@@ -571,7 +582,7 @@ class Client:
             FibrilError: The server refused (unknown topic, ...).
         """
         frames: list[proto.Msg] = await self._call(
-            proto.encode_poll(topic, group, max_messages, wait), _POLL, retry=True
+            poll_frame(topic, group, max_messages, wait), _POLL, retry=True
         )
         try:
             return [make_msg(f, self) for f in frames]
@@ -581,15 +592,22 @@ class Client:
             raise
 
     async def ack(self, msgs: Iterable[Msg]) -> None:
-        """Acknowledges many messages with one ACK command.
+        """Acknowledges many messages with as few ACK lines as the server's
+        control-line limit allows (pipelined).
 
         Raises:
             NotAckableError: One of them has no handle.
             FibrilError: The server refused one of them.
         """
         handles = [m._handle() for m in msgs]
-        if handles:
-            await self._call(proto.encode_ack(handles))
+        frames = ack_frames(handles, max_control_line(self._info))
+        # Pipelined: every line is sent before the first answer is awaited.
+        futs = [asyncio.ensure_future(self._call(f)) for f in frames]
+        if futs:
+            results = await asyncio.gather(*futs, return_exceptions=True)
+            for r in results:
+                if isinstance(r, BaseException):
+                    raise r
 
     # ------------------------------------------------------------------
     # management

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import _proto as proto
-from ._common import MsgFields
+from ._common import MsgFields, to_ms
 from .errors import NotAckableError
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class Msg(MsgFields):
         """
         h = self._handle()
         assert self._client is not None
-        await self._client._settle(proto.encode_nack(h, delay))
+        await self._client._settle(proto.encode_nack(h, to_ms(delay, "delay")))
 
     async def reject(self) -> None:
         """Rejects the message: it goes to the group's dead-letter topic, never redelivered here.
@@ -87,4 +87,4 @@ class Msg(MsgFields):
         """
         h = self._handle()
         assert self._client is not None
-        await self._client._settle(proto.encode_extend(h, extend))
+        await self._client._settle(proto.encode_extend(h, to_ms(extend, "extend")))

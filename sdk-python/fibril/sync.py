@@ -25,6 +25,10 @@ from typing import Any, Iterable
 
 from . import _proto as proto
 from ._common import (
+    CLIENT_MAX_LINE,
+    PAYLOAD_SLACK,
+    ack_frames,
+    max_control_line,
     Data,
     HeadersArg,
     MsgFields,
@@ -34,9 +38,11 @@ from ._common import (
     json_answer,
     msg_fields,
     parse_url,
+    poll_frame,
     position_from,
     publish_frame,
     tls_context,
+    to_ms,
     topic_config,
 )
 from ._errbase import FibrilError
@@ -74,7 +80,7 @@ class Msg(MsgFields):
     def nack(self, *, delay: float | None = None) -> None:
         """Asks for redelivery after ``delay`` seconds (None = at once)."""
         c, h = self._h()
-        c._call(proto.encode_nack(h, delay))
+        c._call(proto.encode_nack(h, to_ms(delay, "delay")))
 
     def reject(self) -> None:
         """Dead-letters the message."""
@@ -84,7 +90,7 @@ class Msg(MsgFields):
     def in_progress(self, *, extend: float | None = None) -> None:
         """Extends the lease (by ``extend`` seconds, None = the group's lease)."""
         c, h = self._h()
-        c._call(proto.encode_extend(h, extend))
+        c._call(proto.encode_extend(h, to_ms(extend, "extend")))
 
 
 class Client:
@@ -135,7 +141,11 @@ class Client:
             if not data:
                 self.close()
                 raise ConnectionClosedError("connection closed by server")
-            self._events.extend(self._parser.feed(data))
+            try:
+                self._events.extend(self._parser.feed(data))
+            except ProtocolError:
+                self.close()
+                raise
         return self._events.pop(0)
 
     def _call(self, frame: bytes, *, poll: bool = False) -> Any:
@@ -172,6 +182,8 @@ class Client:
                 self._info.update(ev.fields)
             elif isinstance(ev, proto.Msg) and poll and ev.sid == "0":
                 msgs.append(ev)
+            elif isinstance(ev, proto.ParseError) and ev.frame is not None and poll and ev.frame.sid == "0":
+                msgs.append(ev.frame)  # failed its CRC check: refused (and handed back) by fetch
 
     def ping(self) -> None:
         """Round-trips a PING."""
@@ -208,7 +220,7 @@ class Client:
                 handed back with NACK, none is returned).
             FibrilError: The server refused.
         """
-        frames: list[proto.Msg] = self._call(proto.encode_poll(topic, group, max_messages, wait), poll=True)
+        frames: list[proto.Msg] = self._call(poll_frame(topic, group, max_messages, wait), poll=True)
         out: list[Msg] = []
         try:
             for fr in frames:
@@ -223,10 +235,10 @@ class Client:
         return out
 
     def ack(self, msgs: Iterable[Msg]) -> None:
-        """Acknowledges many messages with one ACK."""
+        """Acknowledges many messages (one ACK line per control-line's worth of handles)."""
         handles = [m._h()[1] for m in msgs]
-        if handles:
-            self._call(proto.encode_ack(handles))
+        for frame in ack_frames(handles, max_control_line(self._info)):
+            self._call(frame)
 
     def create_topic(self, name: str, **config: Any) -> Any:
         """Creates a durable topic; ``config`` as in :meth:`fibril.Client.create_topic`."""
@@ -287,7 +299,7 @@ def connect(
     except OSError as e:
         raise ConnectionClosedError(f"connect to {ep.host}:{ep.port}: {e}") from e
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    parser = proto.Parser()
+    parser = proto.Parser(max_control_line=CLIENT_MAX_LINE, max_json_line=CLIENT_MAX_LINE)
     c = Client(sock, parser, {}, crc, timeout)
     try:
         ev = c._next_event()
@@ -295,6 +307,7 @@ def connect(
             raise ProtocolError("server did not start with INFO")
         c._info = dict(ev.fields)
         c._max_payload = int(c._info.get("max_payload") or proto.DEFAULT_MAX_PAYLOAD)
+        parser.max_payload = c._max_payload + PAYLOAD_SLACK
         if not c._info.get("fibril"):
             raise ProtocolError("the server does not speak the Fibril protocol (no fibril in INFO)")
         ctx = tls_context(tls, ep)

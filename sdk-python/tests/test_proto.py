@@ -8,6 +8,7 @@ import zlib
 import pytest
 
 from fibril import _proto as proto
+from fibril._common import poll_frame
 
 
 def crc_hex(b: bytes) -> bytes:
@@ -42,7 +43,7 @@ def feed_split(p: proto.Parser, data: bytes, cuts: list[int]) -> list[proto.Even
 
 def expected_plain() -> list[proto.Event]:
     return [
-        proto.Info({"server_id": "S", "fibril": 1, "max_payload": 1048576}),
+        proto.Info({"server_id": "S", "fibril": 1, "max_payload": 1048576}, '{"server_id":"S","fibril":1,"max_payload":1048576}'),
         proto.Ok(""),
         proto.Msg("orders", "7", None, None, b"hello", None, True),
         proto.Msg("orders.eu", "8", "$F.1.2.0.42.3", None, b"", None, True),
@@ -100,9 +101,11 @@ def test_crc_mode_verifies_payload() -> None:
     assert isinstance(m, proto.Msg)
     assert (m.header, m.payload, m.reply, m.crc) == (HDR, b"payload", "$F.1.1.0.1.1", zlib.crc32(body))
 
-    corrupt = b"MSG a 1 5 " + crc_hex(b"hello") + b"\r\nhellO\r\n"
-    (ev,) = proto.Parser(crc=True).feed(corrupt)
-    assert isinstance(ev, proto.Msg) and ev.crc_ok is False
+    corrupt = b"MSG a 1 5 " + crc_hex(b"hello") + b"\r\nhellO\r\nPING\r\n"
+    ev, ping = proto.Parser(crc=True).feed(corrupt)
+    assert isinstance(ev, proto.ParseError) and ev.code == "crc_mismatch"
+    assert ev.frame is not None and ev.frame.crc_ok is False and ev.frame.payload == b"hellO"
+    assert ping == proto.Ping()
 
 
 def test_crc_flag_flips_between_frames() -> None:
@@ -114,40 +117,57 @@ def test_crc_flag_flips_between_frames() -> None:
 
 
 @pytest.mark.parametrize(
-    "frame, crc",
+    "frame, crc, code",
     [
-        (b"BOGUS x\r\n", False),
-        (b"MSG a 1\r\n", False),
-        (b"MSG a 1 b c d\r\n", False),
-        (b"MSG a 1 +5\r\nhello\r\n", False),
-        (b"MSG a 1 1_0\r\n", False),
-        (b"MSG a 1 5\r\nhelloXX", False),
-        (b"MSG a 1 5\r\nhello\rX", False),
-        (b"HMSG a 1 10 5\r\n", False),
-        (b"MSG a 1 5 ABCDEF01\r\nhello\r\n", True),
-        (b"MSG a 1 5 123\r\nhello\r\n", True),
-        (b"MSG a 1 5 zzzzzzzz\r\nhello\r\n", True),
-        (b"INFO {bad\r\n", False),
-        (b"INFO [1]\r\n", False),
-        (b"-ERR 'x'\r\nMSG a 1 99999999999\r\n", False),
+        (b"MSG a 1\r\n", False, "bad_frame"),
+        (b"MSG a 1 b c d\r\n", False, "bad_frame"),
+        (b"MSG a 1 +5\r\nhello\r\n", False, "bad_frame"),
+        (b"MSG a 1 1_0\r\n", False, "bad_frame"),
+        (b"MSG a 1 5\r\nhelloXX", False, "bad_frame"),
+        (b"MSG a 1 5\r\nhello\rX", False, "bad_frame"),
+        (b"HMSG a 1 10 5\r\n", False, "bad_frame"),
+        (b"MSG a 1 5\r\nhello\r\n", True, "bad_frame"),
+        (b"-ERR 'x'\r\nMSG a 1 99999999999\r\n", False, "max_payload"),
     ],
 )
-def test_protocol_errors(frame: bytes, crc: bool) -> None:
-    with pytest.raises(proto.ProtocolError):
+def test_fatal_errors(frame: bytes, crc: bool, code: str) -> None:
+    with pytest.raises(proto.ProtocolError) as ei:
         proto.Parser(crc=crc).feed(frame)
+    assert ei.value.wire_code == code and ei.value.fatal
 
 
-def test_size_checked_before_payload_arrives() -> None:
-    p = proto.Parser(max_payload=10)
-    with pytest.raises(proto.ProtocolError, match="exceeds"):
-        p.feed(b"MSG a 1 11\r\n")
+def test_fatal_error_keeps_earlier_events() -> None:
+    p = proto.Parser()
+    with pytest.raises(proto.ProtocolError) as ei:
+        p.feed(b"PONG\r\n+OK 0:1\r\nMSG a 1 x\r\n")
+    assert ei.value.events == [proto.Pong(), proto.Ok("0:1")]
+    assert p.consumed == len(b"PONG\r\n+OK 0:1\r\n")
 
 
-def test_control_line_limit() -> None:
-    p = proto.Parser(max_line=16)
-    with pytest.raises(proto.ProtocolError, match="too long"):
-        for _ in range(20):
-            p.feed(b"INFO ")
+@pytest.mark.parametrize(
+    "frame, crc, code",
+    [
+        (b"BOGUS x\r\n", False, "unknown_op"),
+        (b"PUB a 1\r\n", False, "unknown_op"),
+        (b"MSG a 1 5 ABCDEF01\r\nhello\r\n", True, "invalid_crc_token"),
+        (b"MSG a 1 5 123\r\nhello\r\n", True, "invalid_crc_token"),
+        (b"MSG a 1 5 -\r\nhello\r\n", True, "invalid_crc_token"),
+        (b"MSG a.* 1 1\r\nx\r\n", False, "wildcard_not_allowed"),
+        (b"MSG a 1 r..x 1\r\nx\r\n", False, "invalid_subject"),
+        (b"HMSG a 1 12 13\r\nNATS/1.1\r\n\r\nx\r\n", False, "invalid_header"),
+        (b"INFO {bad\r\n", False, "invalid_json"),
+        (b"INFO [1]\r\n", False, "invalid_json"),
+        (b"INFO\r\n", False, "invalid_args"),
+        (b"PING x\r\n", False, "invalid_args"),
+    ],
+)
+def test_non_fatal_errors_skip_the_frame(frame: bytes, crc: bool, code: str) -> None:
+    p = proto.Parser(crc=crc)
+    events = p.feed(frame + b"PING\r\n")
+    assert [type(e) for e in events] == [proto.ParseError, proto.Ping]
+    first = events[0]
+    assert isinstance(first, proto.ParseError) and first.code == code
+    assert p.consumed == len(frame) + 6
 
 
 @pytest.mark.parametrize(
@@ -178,11 +198,13 @@ def test_encoders() -> None:
     assert proto.encode_sub("t.>", "4") == b"SUB t.> 4\r\n"
     assert proto.encode_unsub("4") == b"UNSUB 4\r\n"
     assert proto.encode_ack(["$F.1.2.0.5.1", "$F.1.2.0.6.1"]) == b"ACK $F.1.2.0.5.1 $F.1.2.0.6.1\r\n"
-    assert proto.encode_nack("$F.1.2.0.5.1", 1.5) == b"NACK $F.1.2.0.5.1 1500\r\n"
+    assert proto.encode_nack("$F.1.2.0.5.1", 1500) == b"NACK $F.1.2.0.5.1 1500\r\n"
     assert proto.encode_nack("$F.1.2.0.5.1") == b"NACK $F.1.2.0.5.1\r\n"
     assert proto.encode_reject("$F.1.2.0.5.1") == b"REJECT $F.1.2.0.5.1\r\n"
-    assert proto.encode_extend("$F.1.2.0.5.1", 30) == b"EXTEND $F.1.2.0.5.1 30000\r\n"
-    assert proto.encode_poll("t", "g", 10, 0.25) == b"POLL t g 10 250\r\n"
+    assert proto.encode_extend("$F.1.2.0.5.1", 30000) == b"EXTEND $F.1.2.0.5.1 30000\r\n"
+    assert proto.encode_poll("t", "g", 10, 250) == b"POLL t g 10 250\r\n"
+    assert poll_frame("t", "g", 10, 0.25) == b"POLL t g 10 250\r\n"
+    assert poll_frame("t", "g", 10, 0) == b"POLL t g 10\r\n"
     assert proto.encode_manage("TOPIC", "CREATE", "t", config={"partitions": 2}) == (
         b'TOPIC CREATE t {"partitions":2}\r\n'
     )
@@ -198,10 +220,12 @@ def test_encoders() -> None:
         lambda: proto.encode_ack([]),
         lambda: proto.encode_nack("h", -1),
         lambda: proto.encode_poll("t", "g", 0),
-        lambda: proto.encode_poll("t x", "g", 1),
-        lambda: proto.encode_poll("t", "bad.group", 1),
-        lambda: proto.encode_poll("t.*", "g", 1),
-        lambda: proto.encode_manage("TOPIC", "INFO", ""),
+        lambda: poll_frame("t x", "g", 1, 0),
+        lambda: poll_frame("t", "bad.group", 1, 0),
+        lambda: poll_frame("t.*", "g", 1, 0),
+        lambda: poll_frame("t", "g", 2147483648, 0),
+        lambda: poll_frame("t", "g", 1, -1),
+        lambda: poll_frame("t", "g", 1, 5e6),
         lambda: proto.encode_headers([("Bad:Name", "v")]),
         lambda: proto.encode_headers([("K", "a\r\nb")]),
     ],
@@ -290,3 +314,15 @@ def test_parse_position(arg: str, want: tuple[int, int] | None, bad: bool) -> No
             proto.parse_position(arg)
     else:
         assert proto.parse_position(arg) == want
+
+
+def test_ack_frames_fit_the_line_limit() -> None:
+    from fibril._common import ack_frames
+
+    handles = [str(proto.Handle(1, 2, 0, i, 1)) for i in range(1, 500)]
+    frames = ack_frames(handles, 100)
+    assert len(frames) > 1
+    assert all(len(f) - 2 <= 100 for f in frames)
+    events = proto.Parser(direction=proto.Direction.CLIENT_TO_SERVER, max_control_line=100).feed(b"".join(frames))
+    got = [h for e in events if isinstance(e, proto.Command) for h in e.handles]
+    assert got == handles
