@@ -43,7 +43,9 @@ class Subscription:
         self.max_in_flight = max_in_flight
         self.sid = ""
         self._queue: collections.deque[proto.Msg] = collections.deque()
-        self._waiter: asyncio.Future[None] | None = None
+        # Several tasks may wait in next() at once (a worker pool on one
+        # subscription): each delivery wakes one, closing wakes all.
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._started = False
         self._closed = False
         self._error: FibrilError | None = None
@@ -93,11 +95,21 @@ class Subscription:
                 raise self._error
             if self._closed:
                 raise StopAsyncIteration
-            self._waiter = asyncio.get_running_loop().create_future()
+            w: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(w)
             try:
-                await self._waiter
+                await w
+            except BaseException:
+                if self._queue:
+                    self._wake()  # cancelled after being woken: pass the delivery on
+                raise
             finally:
-                self._waiter = None
+                if not w.done():
+                    w.cancel()
+                try:
+                    self._waiters.remove(w)
+                except ValueError:
+                    pass
         frame = self._queue.popleft()
         try:
             return make_msg(frame, self._client)
@@ -130,7 +142,7 @@ class Subscription:
         if self._closed:
             return
         self._closed = True
-        self._wake()
+        self._wake(all=True)
         queued, self._queue = list(self._queue), collections.deque()
         for f in queued:
             self._client._stray(f)
@@ -155,9 +167,11 @@ class Subscription:
         self._closed = True
         if err is not None and self._error is None:
             self._error = err
-        self._wake()
+        self._wake(all=True)
 
-    def _wake(self) -> None:
-        w = self._waiter
-        if w is not None and not w.done():
-            w.set_result(None)
+    def _wake(self, *, all: bool = False) -> None:
+        for w in list(self._waiters):
+            if not w.done():
+                w.set_result(None)
+                if not all:
+                    return

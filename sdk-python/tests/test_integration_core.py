@@ -88,3 +88,29 @@ def test_pipelined_publishes_many_outstanding(server: Server) -> None:
             assert await asyncio.gather(*futs) == [None] * 400
 
     run(body())
+
+
+def test_many_tasks_share_one_subscription(server: Server) -> None:
+    subject = "_INBOX." + unique("pool")
+
+    async def body() -> None:
+        async with fibril.connect(server.url) as c:
+            sub = await c.subscribe(subject).start()
+
+            async def take() -> bytes:
+                return (await sub.next()).data
+
+            waiting = [asyncio.ensure_future(take()) for _ in range(4)]
+            await c.ping()
+            for i in range(4):
+                await c.publish(subject, f"{i}".encode())
+            got = await asyncio.wait_for(asyncio.gather(*waiting), 5)
+            assert sorted(got) == [b"0", b"1", b"2", b"3"]
+
+            idle = [asyncio.ensure_future(take()) for _ in range(3)]
+            await sub.close()  # every waiting task ends, none hangs
+            for t in idle:
+                with pytest.raises(StopAsyncIteration):
+                    await asyncio.wait_for(t, 5)
+
+    run(body())
