@@ -64,10 +64,10 @@ type client struct {
 	closed      bool
 	answers     []*answer // answers not yet written, in command order
 	subs        map[string]*subscription
-	unconfirmed int           // publishes awaiting their confirm
-	deferring   bool          // an auto-create runs; durable publishes queue
-	deferred    []deferredPub // publishes waiting behind it, in order
-	outHigh     int           // bytes the transport still holds (owner reports)
+	unconfirmed int        // publishes awaiting their confirm
+	laneBusy    bool       // the lane goroutine runs (see lane.go)
+	laneQ       []laneFunc // durable commands queued on the lane, in order
+	outHigh     int        // bytes the transport still holds (owner reports)
 	dropped     uint64
 }
 
@@ -173,6 +173,14 @@ func (c *client) complete(a *answer, data []byte) {
 // order behind answers still outstanding.
 func (c *client) answerNow(data []byte) {
 	c.complete(c.reserve(), data)
+}
+
+// beginInput marks a wake as pending while the owner parses input: the
+// owner flushes right after, so answers queued meanwhile need no wake.
+func (c *client) beginInput() {
+	c.mu.Lock()
+	c.wakePending = true
+	c.mu.Unlock()
 }
 
 // takeOut hands the outbox to the owner goroutine and clears the wake flag,

@@ -28,7 +28,7 @@ func (s *Server) openDurable() error {
 	if s.opts.NoBroker {
 		return nil
 	}
-	bo := broker.DefaultOptions()
+	bo := s.opts.Engine
 	log := s.log.With("part", "broker")
 	bo.Logf = func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) }
 	b, err := broker.Open(s.opts.DataDir, bo)

@@ -46,28 +46,39 @@ func (c *client) handleDurable(cmd *protocol.Command) {
 	}
 }
 
-// lookupGroup finds topic/group for consumption, creating the group when
-// missing. Creation touches the disk: it runs on its own goroutine and
-// calls then with the group (or answers slot with the error).
-func (c *client) lookupGroup(topic, group string, slot *answer, then func(*broker.Group)) {
+// findGroup returns topic/group for consumption, creating the group when
+// missing. Creation touches the disk, so off the lane it queues again (the
+// lane is idle then, so again runs next) and reports groupDeferred; errors
+// are answered in slot (groupFailed).
+func (c *client) findGroup(topic, group string, slot *answer, onLane bool, again laneFunc) (*broker.Group, groupState) {
 	t, ok := c.srv.durable.b.Topic(broker.TopicName(topic))
 	if !ok {
 		c.complete(slot, c.errLine(protocol.CodeUnknownTopic, strconv.Quote(topic)))
-		return
+		return nil, groupFailed
 	}
 	if g, ok := t.FindGroup(broker.GroupName(group)); ok {
-		then(g)
-		return
+		return g, groupFound
 	}
-	go func() {
-		g, err := t.Group(broker.GroupName(group), broker.GroupConfig{})
-		if err != nil {
-			c.complete(slot, c.errAnswer(err))
-			return
-		}
-		then(g)
-	}()
+	if !onLane {
+		c.toLane(again)
+		return nil, groupDeferred
+	}
+	g, err := t.Group(broker.GroupName(group), broker.GroupConfig{})
+	if err != nil {
+		c.complete(slot, c.errAnswer(err))
+		return nil, groupFailed
+	}
+	return g, groupFound
 }
+
+// groupState is what findGroup did.
+type groupState uint8
+
+const (
+	groupFound    groupState = iota // the group is returned
+	groupDeferred                   // queued on the lane; it will run again
+	groupFailed                     // the error is answered
+)
 
 // handlePoll answers POLL topic group max [wait-ms].
 func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
@@ -83,7 +94,12 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 	wait := min(time.Duration(waitMS)*time.Millisecond, c.srv.opts.MaxPollWait)
 	slot := c.reserve()
 	crc, headers := c.crcOut.Load(), c.headersOut.Load() || c.strict.Load()
-	c.lookupGroup(topic, group, slot, func(g *broker.Group) {
+	var run laneFunc
+	run = func(onLane bool) {
+		g, st := c.findGroup(topic, group, slot, onLane, run)
+		if st != groupFound {
+			return
+		}
 		err := g.PollAsync(max, wait, c.owner(), func(ds []broker.Delivery, err error) {
 			if err != nil {
 				c.complete(slot, c.errAnswer(err))
@@ -103,7 +119,10 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 		if err != nil {
 			c.complete(slot, c.errAnswer(err))
 		}
-	})
+	}
+	if !c.serial(run) {
+		c.laneFull(slot)
+	}
 }
 
 // nackAll gives deliveries that reached a closing connection back at once.
@@ -146,60 +165,65 @@ func (p *pushSub) attach(s *broker.Subscription) bool {
 	return !stopped
 }
 
-// durableSub binds SUB <topic> <group> <sid> [max-inflight] to a durable
-// group when a topic has that name. It reports false when none does (the
-// SUB is then a plain queue group). Fibril clients settle deliveries;
-// other clients consume at most once: each delivery is acked as it is
-// queued for writing.
-func (s *Server) durableSub(c *client, sub *subscription, maxInflight int) bool {
-	if s.durable == nil {
-		return false
+// subGroup binds SUB <topic> <group> <sid> [max-inflight]: to a durable
+// group when a topic has that name, else to a plain queue group. sub is
+// already in c.subs; slot is its answer. Fibril clients settle durable
+// deliveries; other clients consume at most once: each delivery is acked as
+// it is queued for writing.
+func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLane bool, again laneFunc) {
+	okAnswer := []byte(nil)
+	if c.strict.Load() || c.opts.Verbose {
+		okAnswer = okLine
 	}
-	if _, ok := s.durable.b.Topic(broker.TopicName(sub.subject)); !ok {
-		return false
+	b := c.srv.durable.b
+	if _, ok := b.Topic(broker.TopicName(sub.subject)); !ok {
+		// Plain queue group. Lock order: client.mu, then sublist.mu.
+		c.mu.Lock()
+		if c.subs[sub.sid] == sub {
+			c.srv.subs.insert(sub)
+		}
+		c.mu.Unlock()
+		c.complete(slot, okAnswer)
+		return
+	}
+	g, st := c.findGroup(sub.subject, sub.queue, slot, onLane, again)
+	if st == groupFailed {
+		c.removeSub(sub)
+	}
+	if st != groupFound {
+		return
 	}
 	if maxInflight <= 0 {
-		maxInflight = s.opts.MaxInflight
+		maxInflight = c.srv.opts.MaxInflight
 	}
 	strict := c.strict.Load()
 	crc, headers := c.crcOut.Load(), c.headersOut.Load() || strict
-	b := s.durable.b
 	ps := &pushSub{}
-	sub.durable = ps
 	c.mu.Lock()
-	c.subs[sub.sid] = sub
+	sub.durable = ps
 	c.mu.Unlock()
-	slot := c.reserve()
 	deliver := func(d broker.Delivery) {
 		frame := appendDelivery(nil, &d, sub.sid, crc, headers)
-		if strict {
-			if !c.queueDurable(frame) {
-				_ = b.Settle(d.Handle, broker.Nack(0), nil)
+		switch {
+		case !c.queueDurable(frame):
+			// Closing, or output full: give it back rather than grow.
+			delay := time.Duration(0)
+			if !c.isClosing() {
+				delay = time.Second
 			}
-			return
-		}
-		if c.queueDurable(frame) {
+			_ = b.Settle(d.Handle, broker.Nack(delay), nil)
+		case !strict:
 			_ = b.Settle(d.Handle, broker.Ack(), nil)
-		} else {
-			// Full output: try again later rather than grow without bound.
-			_ = b.Settle(d.Handle, broker.Nack(time.Second), nil)
 		}
 	}
-	c.lookupGroup(sub.subject, sub.queue, slot, func(g *broker.Group) {
-		bs, err := g.Subscribe(c.owner(), maxInflight, deliver)
-		if err != nil {
-			c.removeSub(sub)
-			c.complete(slot, c.errAnswer(err))
-			return
-		}
-		ps.attach(bs) // an UNSUB or close may have raced the subscribe
-		if strict || c.opts.Verbose {
-			c.complete(slot, okLine)
-		} else {
-			c.complete(slot, nil)
-		}
-	})
-	return true
+	bs, err := g.Subscribe(c.owner(), maxInflight, deliver)
+	if err != nil {
+		c.removeSub(sub)
+		c.complete(slot, c.errAnswer(err))
+		return
+	}
+	ps.attach(bs) // an UNSUB or close may have raced the subscribe
+	c.complete(slot, okAnswer)
 }
 
 // queueDurable appends a durable delivery frame unless the connection is
@@ -224,17 +248,23 @@ func (c *client) queueDurable(frame []byte) bool {
 // with one +OK once every handle is settled, or the first error.
 func (c *client) handleSettle(hs []protocol.Handle, op broker.SettleOp) {
 	slot := c.reserve()
+	own := append([]protocol.Handle(nil), hs...)
 	b := c.srv.durable.b
-	st := &settleState{c: c, slot: slot, left: len(hs)}
-	for _, wh := range hs {
-		h, ok := toBrokerHandle(wh)
-		if !ok {
-			st.done(broker.ErrUnknownHandle)
-			continue
+	run := func(bool) {
+		st := &settleState{c: c, slot: slot, left: len(own)}
+		for _, wh := range own {
+			h, ok := toBrokerHandle(wh)
+			if !ok {
+				st.done(broker.ErrUnknownHandle)
+				continue
+			}
+			if err := b.Settle(h, op, st.done); err != nil {
+				st.done(err)
+			}
 		}
-		if err := b.Settle(h, op, st.done); err != nil {
-			st.done(err)
-		}
+	}
+	if !c.serial(run) {
+		c.laneFull(slot)
 	}
 }
 

@@ -7,9 +7,9 @@ package server
 // ring without blocking; its confirm (`+OK <partition>:<seq>`) fills its
 // answer slot when the partition actor reports durability, so confirms
 // leave in command order even though partitions finish out of order.
-// Creating a topic touches the disk, so auto-create runs off the event loop;
-// while it runs, this connection's later durable publishes wait (copied, at
-// most MaxUnconfirmed of them) behind it to keep their order.
+// Creating a topic touches the disk, so auto-create runs on the lane
+// (lane.go); while it runs, this connection's later durable commands wait
+// (copied) behind it to keep their order.
 
 import (
 	"strconv"
@@ -19,32 +19,14 @@ import (
 	"github.com/fibrilmq/fibril/server/broker"
 )
 
-// deferredPub is a publish waiting behind an auto-create.
-type deferredPub struct {
-	msg  broker.Message
-	slot *answer // nil: no confirm wanted
-}
-
-// publishDurable stores m when a topic captures (or may be created for)
-// its subject, after delivering it to plain subscribers. It reports false
-// when no durable topic is involved.
-func (c *client) publishDurable(m *pubMsg) bool {
-	d := c.srv.durable
-	c.mu.Lock()
-	deferring := c.deferring
-	c.mu.Unlock()
-	var t *broker.Topic
-	if !deferring {
-		t = d.b.Route(m.subject)
-		if t == nil && !c.srv.autoCreatable(m.subject) {
-			return false
-		}
-	}
+// publishDurable delivers m to plain subscribers, then stores it when a
+// topic captures (or may be created for) its subject, and answers it.
+func (c *client) publishDurable(m *pubMsg) {
+	c.fanOut(m)
 	slot, ok := c.reserveConfirm()
 	if !ok {
-		return true
+		return
 	}
-	c.fanOut(m)
 	msg := broker.Message{Subject: m.subject, Data: m.body[m.hdrLen:]}
 	if m.hdrLen > 0 {
 		msg.Header = m.body[:m.hdrLen]
@@ -52,26 +34,55 @@ func (c *client) publishDurable(m *pubMsg) bool {
 			msg.Key = k
 		}
 	}
-	if t != nil {
-		c.publishTo(t, msg, slot)
-		return true
-	}
-	// Defer behind an auto-create (ours or one already running).
-	own := clonePub(msg)
 	c.mu.Lock()
-	if len(c.deferred) >= c.srv.opts.MaxUnconfirmed {
-		c.mu.Unlock()
-		c.finishConfirm(slot, c.errLine(protocol.CodeQueueFull, "topic is being created"))
-		return true
-	}
-	c.deferred = append(c.deferred, deferredPub{msg: own, slot: slot})
-	start := !c.deferring
-	c.deferring = true
+	busy := c.laneBusy
 	c.mu.Unlock()
-	if start {
-		go c.drainDeferred()
+	if !busy {
+		// Fast path on the input goroutine: PublishAsync copies msg.
+		if t := c.srv.durable.b.Route(m.subject); t != nil {
+			c.publishTo(t, msg, slot)
+			return
+		}
+		if !c.srv.autoCreatable(m.subject) {
+			c.finishConfirm(slot, okNone)
+			return
+		}
 	}
-	return true
+	own := clonePub(msg)
+	fn := func(onLane bool) {
+		if !onLane {
+			c.toLane(func(bool) { c.storeRouted(own, slot) })
+			return
+		}
+		c.storeRouted(own, slot)
+	}
+	if !c.serial(fn) {
+		c.finishConfirm(slot, c.errLine(protocol.CodeQueueFull, "too many commands waiting"))
+	}
+}
+
+// storeRouted runs on the lane: it routes msg, auto-creating its topic when
+// allowed, and stores it (or answers "+OK -" when no topic captures it).
+func (c *client) storeRouted(msg broker.Message, slot *answer) {
+	b := c.srv.durable.b
+	t := b.Route(msg.Subject)
+	if t == nil && c.srv.autoCreatable(msg.Subject) {
+		var err error
+		t, err = b.CreateTopic(broker.TopicName(msg.Subject), autoTopicConfig())
+		if err != nil {
+			// Lost a race with another creator, or an overlap: route again.
+			if t = b.Route(msg.Subject); t == nil {
+				c.log.Info("auto-create topic failed", "subject", msg.Subject, "err", err)
+			}
+		} else {
+			c.log.Info("auto-created topic", "topic", msg.Subject)
+		}
+	}
+	if t == nil {
+		c.finishConfirm(slot, okNone)
+		return
+	}
+	c.publishTo(t, msg, slot)
 }
 
 // reserveConfirm takes an answer slot for a confirming connection, inside
@@ -126,49 +137,6 @@ func (c *client) publishTo(t *broker.Topic, msg broker.Message, slot *answer) {
 			c.log.Debug("unconfirmed durable publish refused", "subject", msg.Subject, "err", err)
 		}
 		c.finishConfirm(slot, c.errAnswer(err))
-	}
-}
-
-// drainDeferred runs off the event loop: it creates topics as needed and
-// publishes the deferred messages in order, then lets publishes go direct.
-func (c *client) drainDeferred() {
-	d := c.srv.durable
-	for {
-		c.mu.Lock()
-		if len(c.deferred) == 0 || c.closed {
-			c.deferring = false
-			for _, p := range c.deferred {
-				if p.slot != nil {
-					c.unconfirmed--
-				}
-			}
-			c.deferred = nil
-			c.mu.Unlock()
-			return
-		}
-		p := c.deferred[0]
-		c.deferred = c.deferred[1:]
-		c.mu.Unlock()
-
-		t := d.b.Route(p.msg.Subject)
-		if t == nil && c.srv.autoCreatable(p.msg.Subject) {
-			var err error
-			t, err = d.b.CreateTopic(broker.TopicName(p.msg.Subject), autoTopicConfig())
-			if err != nil {
-				// Lost a race with another creator, or an overlap: route again.
-				t = d.b.Route(p.msg.Subject)
-				if t == nil {
-					c.log.Info("auto-create topic failed", "subject", p.msg.Subject, "err", err)
-				}
-			} else {
-				c.log.Info("auto-created topic", "topic", p.msg.Subject)
-			}
-		}
-		if t == nil {
-			c.finishConfirm(p.slot, okNone) // reached plain subscribers only
-			continue
-		}
-		c.publishTo(t, p.msg, p.slot)
 	}
 }
 

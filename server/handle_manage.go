@@ -2,8 +2,8 @@ package server
 
 // SPEC.md "Management": TOPIC CREATE|INFO|LIST|DELETE and GROUP
 // CREATE|INFO|LIST|DELETE, answered `+OK <single-line json>` or -ERR. They
-// touch the disk, so each runs on its own goroutine; its answer slot keeps
-// it in command order.
+// touch the disk, so they run on the connection's lane (lane.go), in
+// command order.
 
 import (
 	"github.com/fibrilmq/fibril/protocol"
@@ -21,7 +21,7 @@ func (c *client) handleManage(cmd *protocol.Command) {
 	}
 	slot := c.reserve()
 	b := c.srv.durable.b
-	go func() {
+	run := func() {
 		v, err := manage(b, op, name, group, js)
 		if err != nil {
 			c.complete(slot, c.errAnswer(err))
@@ -33,7 +33,10 @@ func (c *client) handleManage(cmd *protocol.Command) {
 			return
 		}
 		c.complete(slot, line)
-	}()
+	}
+	if !c.blocking(run) {
+		c.laneFull(slot)
+	}
 }
 
 // canManage: with permissions, managing a topic needs both publish and
