@@ -19,15 +19,17 @@ class FibrilError(Exception):
         message: Human-readable text (the server's text for wire errors).
         retriable: True when the same request may succeed if tried again later.
         fatal: True when the server closes the connection after this error.
+        detail: Context after the table text (``got 00000000, computed ...``), or "".
     """
 
     code: ClassVar[str] = "unknown"
     retriable: ClassVar[bool] = False
     fatal: ClassVar[bool] = False
 
-    def __init__(self, message: str = "", *, code: str | None = None) -> None:
+    def __init__(self, message: str = "", *, code: str | None = None, detail: str = "") -> None:
         super().__init__(message)
         self.message = message
+        self.detail = detail
         if code is not None and code != type(self).code:
             # Instance attribute shadows the class constant only for codes the
             # generated table does not know (a newer server).

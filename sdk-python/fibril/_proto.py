@@ -77,6 +77,9 @@ __all__ = [
 DEFAULT_MAX_CONTROL_LINE = 4096
 #: Longest INFO or CONNECT line.
 DEFAULT_MAX_JSON_LINE = 65536
+MAX_U32 = (1 << 32) - 1
+MAX_U64 = (1 << 64) - 1
+
 #: Largest body (header block + payload), as NATS's default.
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 
@@ -219,17 +222,22 @@ def parse_err_text(text: str) -> Err:
 
 
 def parse_position(arg: str) -> tuple[int, int] | None:
-    """Parses a publish confirm argument ``<partition>:<seq>`` (None for ``-`` or bare).
+    """Parses the text of a publish confirm: ``<partition>:<seq>``, or ``-``
+    (not stored: returns None). Surrounding spaces are ignored.
 
     Raises:
-        ProtocolError: The argument is neither ``-`` nor ``<int>:<int>``.
+        ProtocolError: Anything else (``invalid_args``), including a bare ``+OK``.
     """
-    if arg in ("", "-"):
+    t = arg.strip(" \t")
+    if t == "-":
         return None
-    p, sep, s = arg.partition(":")
-    if not sep or not p.isdigit() or not s.isdigit():
+    p, sep, s = t.partition(":")
+    if not sep or not (p.isascii() and p.isdigit() and s.isascii() and s.isdigit()):
         raise ProtocolError(f"bad publish confirm {arg!r}", wire_code="invalid_args")
-    return int(p), int(s)
+    part, seq = int(p), int(s)
+    if part > MAX_U32 or seq > MAX_U64:
+        raise ProtocolError(f"publish confirm {arg!r} out of range", wire_code="invalid_args")
+    return part, seq
 
 
 class _Skip(Exception):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ._errbase import FibrilError
 from ._errors_gen import *  # noqa: F403 - the generated classes are the public error API
-from ._errors_gen import ERRORS, NATS_TEXTS
+from ._errors_gen import ERRORS, TABLE
 from ._errors_gen import __all__ as _GENERATED
 from ._proto import Err, ProtocolError
 
@@ -54,6 +54,41 @@ class NotAckableError(FibrilError):
     code = "not_ackable"
 
 
+def _is_code_word(w: str) -> bool:
+    return bool(w) and all(c.isascii() and (c.islower() or c.isdigit() or c == "_") for c in w)
+
+
+def map_err_text(text: str) -> tuple[str, str]:
+    """Maps a -ERR text to ``(code, detail)`` by the rule of SPEC.md section 7.8.
+
+    (1) A first word that is a code of the table is the code; the detail is the
+    rest after the table text and an optional ``:``. (2) Else the first row, in
+    table order, whose NATS text is a case-insensitive prefix of the text; the
+    detail is the rest. (3) Else a first word made of ``a-z 0-9 _`` is an
+    (unknown) code with the rest as detail. (4) Else ``unknown``, the whole text
+    as detail. Surrounding spaces and one pair of single quotes are stripped.
+    """
+    t = text.strip()
+    if len(t) >= 2 and t[0] == "'" and t[-1] == "'":
+        t = t[1:-1].strip()
+    word, _, rest = t.partition(" ")
+    rest = rest.strip()
+    if word in ERRORS:
+        table_text = next(tt for c, tt, _ in TABLE if c == word)
+        if table_text and rest.startswith(table_text):
+            rest = rest[len(table_text) :].lstrip()
+            if rest.startswith(":"):
+                rest = rest[1:]
+        return word, rest.strip()
+    low = t.lower()
+    for code, _, nats in TABLE:
+        if nats and low.startswith(nats.lower()):
+            return code, t[len(nats) :].strip()
+    if _is_code_word(word):
+        return word, rest
+    return "unknown", t
+
+
 def error_from_wire(err: Err) -> FibrilError:
     """Returns the typed error for a ``-ERR`` line.
 
@@ -61,19 +96,17 @@ def error_from_wire(err: Err) -> FibrilError:
         err: The parsed -ERR frame.
 
     Returns:
-        An instance of the generated class for its code (or its NATS text), or a
-        plain :class:`FibrilError` carrying the unknown code.
+        An instance of the generated class for its code (SPEC.md 7.8 mapping),
+        or a plain :class:`FibrilError` carrying an unknown code. ``message`` is
+        the text without the code, ``detail`` the context after the table text.
     """
-    cls = NATS_TEXTS.get(err.text.lower())
+    code, detail = map_err_text(err.text)
+    word, _, rest = err.text.partition(" ")
+    message = rest if word == code else err.text
+    cls = ERRORS.get(code)
     if cls is not None:
-        return cls(err.text)
-    if err.code is not None:
-        cls = ERRORS.get(err.code)
-        if cls is not None:
-            return cls(err.message)
-        if "_" in err.code:
-            return FibrilError(err.message, code=err.code)
-    return FibrilError(err.text, code="unknown")
+        return cls(message, detail=detail)
+    return FibrilError(message, code=code, detail=detail)
 
 
 __all__ = [
@@ -85,5 +118,6 @@ __all__ = [
     "NotAckableError",
     "TLSError",
     "error_from_wire",
+    "map_err_text",
     *_GENERATED,
 ]

@@ -59,9 +59,9 @@ def test_error_from_wire() -> None:
     e = errors.error_from_wire(proto.parse_err_text("internal internal server error: boom"))
     assert type(e) is ERRORS["internal"] and e.message == "internal server error: boom" and e.retriable
 
-    # A lowercase first word that is no code and has no underscore is just text.
+    # SPEC 7.8 rule 3: any lowercase first word is taken as a (future) code.
     e = errors.error_from_wire(proto.parse_err_text("something odd happened"))
-    assert e.code == "unknown" and e.message == "something odd happened"
+    assert e.code == "something" and e.message == "odd happened" and not e.retriable
 
     # NATS texts (non-Fibril lines) map through the table's nats_text column.
     e = errors.error_from_wire(proto.parse_err_text("Authorization Violation"))
@@ -75,3 +75,21 @@ def test_client_side_errors_are_fibril_errors() -> None:
                 errors.NotAckableError, errors.ProtocolError):
         assert issubclass(cls, errors.FibrilError)
         assert cls.code not in ERRORS
+
+
+@pytest.mark.parametrize(
+    "text, code, detail, message",
+    [
+        ("crc_mismatch payload checksum does not match: got 0, computed 1", "crc_mismatch", "got 0, computed 1",
+         "payload checksum does not match: got 0, computed 1"),
+        ("stale_handle ack handle is superseded by a later delivery", "stale_handle", "",
+         "ack handle is superseded by a later delivery"),
+        ("Permissions Violation for Publish to \"x\"", "permission_denied", "for Publish to \"x\"",
+         "Permissions Violation for Publish to \"x\""),
+        ("new_thing it happened", "new_thing", "it happened", "it happened"),
+        ("Odd Words", "unknown", "Odd Words", "Odd Words"),
+    ],
+)
+def test_error_detail_and_message(text: str, code: str, detail: str, message: str) -> None:
+    e = errors.error_from_wire(proto.parse_err_text(text))
+    assert (e.code, e.detail, e.message) == (code, detail, message)

@@ -22,9 +22,7 @@ def test_unconfirmed_publishes_are_retried_after_a_cut(server: Server) -> None:
         proxy = await Proxy(server.host, server.port).start()
         try:
             async with fibril.connect(proxy.url, reconnect=FAST) as c:
-                # ~45 KB in flight: below the 64 KiB burst that trips the
-                # server input bug (see test_pipelined_burst_over_64k).
-                futs = [await c.publish_async(f"{subject}.{i}", b"x" * 40) for i in range(500)]
+                futs = [await c.publish_async(f"{subject}.{i}", b"x" * 100) for i in range(500)]
                 proxy.cut()  # most of them are unconfirmed now
                 futs += [await c.publish_async(f"{subject}.after", b"y") for _ in range(100)]
                 results = await asyncio.gather(*futs)

@@ -306,7 +306,8 @@ def test_headers_round_trip() -> None:
 @pytest.mark.parametrize(
     "arg, want, bad",
     [("0:5", (0, 5), False), ("3:18446744073709551615", (3, 18446744073709551615), False), ("-", None, False),
-     ("", None, False), ("5", None, True), ("a:b", None, True), ("1:", None, True)],
+     (" 1:2 ", (1, 2), False), ("", None, True), ("5", None, True), ("a:b", None, True), ("1:", None, True),
+     ("4294967296:1", None, True), ("1:18446744073709551616", None, True)],
 )
 def test_parse_position(arg: str, want: tuple[int, int] | None, bad: bool) -> None:
     if bad:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from fibril import _proto as proto
+from fibril.errors import error_from_wire, map_err_text
 
 VECTORS = Path(__file__).resolve().parent.parent.parent / "conformance" / "vectors"
 FRAME_FILES = ["client_to_server", "server_to_client", "crc", "invalid"]
@@ -206,7 +207,9 @@ def test_vector_files_are_all_known() -> None:
     if not VECTORS.exists():
         pytest.skip(f"no vectors in {VECTORS}")
     files = {p.stem for p in VECTORS.glob("*.json")}
-    assert files == set(FRAME_FILES) | {"handles", "subjects", "ack_bodies"}, "a new vector file needs a runner"
+    assert files == set(FRAME_FILES) | {"handles", "subjects", "ack_bodies", "confirms", "err_texts"}, (
+        "a new vector file needs a runner"
+    )
 
 
 @pytest.mark.parametrize("v", params("handles"))
@@ -235,3 +238,25 @@ def test_ack_body_vector(v: dict[str, Any]) -> None:
         assert got is None
     else:
         assert got == (v["kind"], v["delay_ns"])
+
+
+@pytest.mark.parametrize("v", params("confirms"))
+def test_confirm_vector(v: dict[str, Any]) -> None:
+    if "error" in v:
+        with pytest.raises(proto.ProtocolError) as ei:
+            proto.parse_position(v["text"])
+        assert ei.value.wire_code == v["error"]
+    elif v["stored"]:
+        assert proto.parse_position(v["text"]) == (v["partition"], int(v["seq"]))
+    else:
+        assert proto.parse_position(v["text"]) is None
+
+
+@pytest.mark.parametrize("v", params("err_texts"))
+def test_err_text_vector(v: dict[str, Any]) -> None:
+    assert map_err_text(ours(v["text"])) == (v["code"], ours(v["detail"]))
+    # The line form reaches the same typed error.
+    err = proto.Parser().feed(proto.encode_err(ours(v["text"]).strip("'")))[0]
+    assert isinstance(err, proto.Err)
+    e = error_from_wire(err)
+    assert (e.code, e.detail) == (v["code"], ours(v["detail"]))

@@ -91,9 +91,11 @@ def render(entries: list[dict[str, Any]], source: str) -> str:
     lines += [f"    {code!r}: {cls}," for code, cls in names]
     lines += ["}", "", "#: Error class by NATS error text (for non-Fibril -ERR lines).", "NATS_TEXTS: dict[str, type[FibrilError]] = {"]
     lines += [f"    {t.lower()!r}: {cls}," for t, cls in nats]
-    lines += ["}", "", "__all__ = ["]
+    lines += ["}", "", "#: (code, text, nats_text) of every row, in table order (SPEC.md 7.8 mapping).", "TABLE: tuple[tuple[str, str, str], ...] = ("]
+    lines += [f"    ({str(e['code'])!r}, {str(e.get('text') or '')!r}, {str(e.get('nats_text') or '')!r})," for e in entries]
+    lines += [")", "", "__all__ = ["]
     lines += [f"    {cls!r}," for _, cls in names]
-    lines += ['    "ERRORS",', '    "NATS_TEXTS",', "]", ""]
+    lines += ['    "ERRORS",', '    "NATS_TEXTS",', '    "TABLE",', "]", ""]
     return "\n".join(lines)
 
 
