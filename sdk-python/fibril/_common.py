@@ -25,6 +25,9 @@ CLIENT_MAX_LINE = 16 * 1024 * 1024
 #: Room for headers the server adds to a maximal body (dead-letter headers).
 PAYLOAD_SLACK = 64 * 1024
 
+# Answer kinds of a pending request: how the client interprets its +OK argument.
+KIND_PLAIN, KIND_PUB, KIND_POLL, KIND_JSON = 0, 1, 2, 3
+
 HeadersArg = Union[Mapping[str, str], Iterable[tuple[str, str]], None]
 Data = Union[bytes, bytearray, memoryview, str]
 

@@ -25,6 +25,10 @@ from . import _proto as proto
 from ._common import (
     CLIENT_MAX_LINE,
     DEFAULT_MAX_UNCONFIRMED,
+    KIND_JSON,
+    KIND_PLAIN,
+    KIND_POLL,
+    KIND_PUB,
     PAYLOAD_SLACK,
     ack_frames,
     max_control_line,
@@ -33,7 +37,6 @@ from ._common import (
     Position,
     Reconnect,
     connect_options,
-    group_config,
     json_answer,
     parse_url,
     poll_frame,
@@ -42,13 +45,13 @@ from ._common import (
     tls_context,
 )
 from ._conn import _Conn
+from ._manage import _Manage
 from ._errbase import FibrilError
 from .errors import ClientClosedError, ConnectionClosedError, ProtocolError, TLSError, error_from_wire
 from .message import Msg
 from .subscription import Subscription, make_msg
 
-# Answer kinds of a pending request: how its +OK argument is interpreted.
-_PLAIN, _PUB, _POLL, _JSON = 0, 1, 2, 3
+_PLAIN, _PUB, _POLL, _JSON = KIND_PLAIN, KIND_PUB, KIND_POLL, KIND_JSON
 
 
 class _Request:
@@ -70,7 +73,7 @@ class _Request:
             self.future.set_exception(err)
 
 
-class Client:
+class Client(_Manage):
     """A connection to a Fibril server. Create it with :func:`connect`.
 
     All methods must be called from the event loop that connected it.
@@ -608,74 +611,6 @@ class Client:
             for r in results:
                 if isinstance(r, BaseException):
                     raise r
-
-    # ------------------------------------------------------------------
-    # management
-
-    async def create_topic(self, name: str, **config: Any) -> Any:
-        """Creates a durable topic (``TOPIC CREATE``).
-
-        Args:
-            name: Topic name (a subject without wildcards).
-            **config: Topic settings as named in SPEC.md: ``subjects``,
-                ``partitions``, ``durability``, ``retention``, ``max_age_ms``,
-                ``max_bytes``, ``max_msgs``, ``max_unsettled_msgs``,
-                ``max_unsettled_bytes``, ``full_policy``.
-
-        Returns:
-            The server's JSON answer (the topic's info).
-        """
-        proto.validate_subject(name)
-        from ._common import topic_config
-
-        return await self._call(proto.encode_manage("TOPIC", "CREATE", name, config=topic_config(**config)), _JSON)
-
-    async def topic_info(self, name: str) -> Any:
-        """Returns the JSON info of a topic (``TOPIC INFO``)."""
-        return await self._call(proto.encode_manage("TOPIC", "INFO", name), _JSON)
-
-    async def list_topics(self) -> Any:
-        """Returns the JSON list of topics (``TOPIC LIST``)."""
-        return await self._call(proto.encode_manage("TOPIC", "LIST"), _JSON)
-
-    async def delete_topic(self, name: str) -> Any:
-        """Deletes a topic and its data (``TOPIC DELETE``)."""
-        return await self._call(proto.encode_manage("TOPIC", "DELETE", name), _JSON)
-
-    async def create_group(
-        self,
-        topic: str,
-        group: str,
-        *,
-        start: str | None = None,
-        lease_ms: int | None = None,
-        max_deliveries: int | None = None,
-        dead_letter: str | None = None,
-    ) -> Any:
-        """Creates a consumer group (``GROUP CREATE``).
-
-        Args:
-            topic: Topic name.
-            group: Group name.
-            start: ``earliest`` (default) or ``new``.
-            lease_ms: Lease of a delivery before it is redelivered.
-            max_deliveries: Deliveries before a message is dead-lettered.
-            dead_letter: Dead-letter topic (default ``$DLQ.<topic>.<group>``).
-        """
-        cfg = group_config(start=start, lease_ms=lease_ms, max_deliveries=max_deliveries, dead_letter=dead_letter)
-        return await self._call(proto.encode_manage("GROUP", "CREATE", topic, group, config=cfg), _JSON)
-
-    async def group_info(self, topic: str, group: str) -> Any:
-        """Returns the JSON info of a group (``GROUP INFO``)."""
-        return await self._call(proto.encode_manage("GROUP", "INFO", topic, group), _JSON)
-
-    async def list_groups(self, topic: str) -> Any:
-        """Returns the JSON list of a topic's groups (``GROUP LIST``)."""
-        return await self._call(proto.encode_manage("GROUP", "LIST", topic), _JSON)
-
-    async def delete_group(self, topic: str, group: str) -> Any:
-        """Deletes a consumer group (``GROUP DELETE``)."""
-        return await self._call(proto.encode_manage("GROUP", "DELETE", topic, group), _JSON)
 
 
 class _Connect:
