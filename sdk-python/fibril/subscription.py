@@ -29,7 +29,8 @@ def make_msg(frame: proto.Msg, client: Client) -> Msg:
 class Subscription:
     """A push subscription: a durable group (``consume``) or a plain subject (``subscribe``).
 
-    Iterate with ``async for`` (leaving the loop unsubscribes) or call
+    Iterate with ``async for`` (leaving the loop unsubscribes, except when it
+    ends with :class:`CorruptMessageError`: then iterate again to go on) or call
     :meth:`next`. Deliveries buffered when it closes are handed back (NACK).
     The subscription survives reconnects: it is renewed on the new connection,
     and deliveries buffered from the old one are dropped (the server releases
@@ -121,15 +122,20 @@ class Subscription:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[Msg]:
+        keep = False
         try:
             while True:
                 try:
                     msg = await self.next()
                 except StopAsyncIteration:
                     return
+                except CorruptMessageError:
+                    keep = True  # the loop ends, the subscription goes on: iterate again
+                    raise
                 yield msg
         finally:
-            await self.close()
+            if not keep:
+                await self.close()
 
     async def __aenter__(self) -> Subscription:
         return await self.start()

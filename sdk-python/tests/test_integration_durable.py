@@ -288,3 +288,30 @@ def test_create_topic_is_idempotent(durable: Server) -> None:
             await c.create_group(topic, "g", lease_ms=5000)
 
     run(body())
+
+
+def test_corrupt_push_delivery_keeps_the_subscription(durable: Server) -> None:
+    topic = unique("t")
+
+    async def body() -> None:
+        proxy = await Proxy(durable.host, durable.port).start()
+        try:
+            async with fibril.connect(durable.url) as pub:
+                await pub.create_topic(topic)
+            async with fibril.connect(proxy.url) as c:
+                proxy.corrupt = (b"CORRUPTME", b"CORRUPTm3")
+                sub = c.consume(topic, "g", max_in_flight=1)
+                async with fibril.connect(durable.url) as pub:
+                    await pub.publish(topic, b"CORRUPTME push")
+                with pytest.raises(CorruptMessageError):
+                    async for _ in sub:
+                        pytest.fail("a corrupt delivery was returned")
+                async for m in sub:  # same subscription, redelivered intact
+                    assert (m.data, m.delivery_count) == (b"CORRUPTME push", 2)
+                    await m.ack()
+                    break
+                assert proxy.corrupted == 1
+        finally:
+            await proxy.close()
+
+    run(body())
