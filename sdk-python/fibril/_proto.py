@@ -400,7 +400,7 @@ class Parser:
             return -1
         end = nl - 1 if nl > pos and buf[nl - 1] == 0x0D else nl
         line = bytes(buf[pos:end])
-        if len(line) > self._limit(line[:16]):
+        if len(line) > self.max_control_line and len(line) > self._limit(line[:16]):
             raise ProtocolError("control line too long", wire_code="max_control_line")
         self._scan = nl + 1
         verb, rest = _split(line)
@@ -597,7 +597,7 @@ class Parser:
             if crc_tok == b"-" and self._c2s:
                 crc = computed
             else:
-                if len(crc_tok) != 8 or any(c not in b"0123456789abcdef" for c in crc_tok):
+                if len(crc_tok) != 8 or crc_tok.strip(b"0123456789abcdef"):
                     raise _Skip("invalid_crc_token", _s(crc_tok[:16]))
                 has_crc = True
                 crc = int(crc_tok, 16)

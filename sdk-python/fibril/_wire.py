@@ -4,6 +4,7 @@ blocks, settle bodies, numbers. Pure functions, no I/O.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -52,12 +53,15 @@ _SUBJECT_BAD = re.compile(rb"[\x00-\x20\x7f]")
 _GROUP_RE = re.compile(rb"[A-Za-z0-9_-]{1,255}")
 
 
+@functools.lru_cache(maxsize=4096)
 def subject_error(subject: bytes, *, wildcards: bool) -> str | None:
     """Returns the error code for a subject, or None when it is valid.
 
     Args:
         subject: The subject bytes.
         wildcards: Whether the context allows ``*`` and ``>`` tokens.
+
+    Results are cached (subjects repeat; this runs for every frame).
 
     Returns:
         ``invalid_subject`` (syntax), ``wildcard_not_allowed`` (a well-formed
@@ -147,8 +151,10 @@ class Handle:
 
 _U32 = (1 << 32) - 1
 _U64 = (1 << 64) - 1
-# (minimum, maximum) of topic, group, partition, seq, attempt.
-_HANDLE_RANGES = ((1, _U64), (1, _U64), (0, _U32), (1, _U64), (1, _U32))
+
+
+_NUM = r"(0|[1-9][0-9]{0,19})"
+_HANDLE_RE = re.compile(rf"\$F\.{_NUM}\.{_NUM}\.{_NUM}\.{_NUM}\.{_NUM}", re.ASCII)
 
 
 def parse_handle(s: str) -> Handle | None:
@@ -157,18 +163,13 @@ def parse_handle(s: str) -> Handle | None:
     Returns:
         The handle, or None when ``s`` is not a well-formed Fibril ack handle.
     """
-    parts = s.split(".")
-    if len(parts) != 6 or parts[0] != "$F":
+    m = _HANDLE_RE.fullmatch(s)
+    if m is None:
         return None
-    nums: list[int] = []
-    for p, (lo, hi) in zip(parts[1:], _HANDLE_RANGES):
-        if not p or len(p) > 20 or not (p.isascii() and p.isdigit()) or (p[0] == "0" and len(p) > 1):
-            return None
-        v = int(p)
-        if not lo <= v <= hi:
-            return None
-        nums.append(v)
-    return Handle(*nums)
+    t, g, p, q, a = (int(x) for x in m.groups())
+    if not (1 <= t <= _U64 and 1 <= g <= _U64 and p <= _U32 and 1 <= q <= _U64 and 1 <= a <= _U32):
+        return None
+    return Handle(t, g, p, q, a)
 
 
 # ---------------------------------------------------------------------------
