@@ -188,8 +188,13 @@ func TestVectorsFrames(t *testing.T) {
 	files := loadFrameFiles(t)
 	total := 0
 	for fname, f := range files {
+		names := map[string]bool{}
 		for _, v := range f.Vectors {
 			total++
+			if names[v.Name] {
+				t.Errorf("%s: vector name %q used twice", fname, v.Name)
+			}
+			names[v.Name] = true
 			t.Run(fname+"/"+v.Name, func(t *testing.T) {
 				wire := latin1(t, v.Wire)
 				got, n := runChunks(t, v, [][]byte{wire})

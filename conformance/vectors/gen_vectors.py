@@ -246,7 +246,15 @@ def invalid():
                  limits={"max_control_line": 64}, canonical=True, description="64 bytes without CRLF is allowed"))
     v.append(vec("control-line/connect-larger-limit", "CONNECT {\"name\":\"%s\"}\r\n" % ("n" * 100),
                  [cmd("CONNECT", json="{\"name\":\"%s\"}" % ("n" * 100))], limits={"max_control_line": 64}, canonical=True,
-                 description="CONNECT lines have their own (64 KiB) limit"))
+                 description="CONNECT lines have their own (1 MiB) limit"))
+    v.append(vec("control-line/topic-create-larger-limit", 'TOPIC CREATE t {"subjects":["%s"]}\r\n' % ("s" * 100),
+                 [cmd("TOPIC CREATE", subject="t", json='{"subjects":["%s"]}' % ("s" * 100))], limits={"max_control_line": 64},
+                 canonical=True, description="TOPIC and GROUP lines carry JSON: the JSON line limit applies"))
+    v.append(vec("control-line/ok-answer-larger-limit", '+OK {"topics":["%s"]}\r\n' % ("t" * 100),
+                 [cmd("+OK", text='{"topics":["%s"]}' % ("t" * 100))], direction=S2C, limits={"max_control_line": 64},
+                 canonical=True, description="management answers (TOPIC LIST) may be long"))
+    e("control-line/err-not-larger", "-ERR '" + "x" * 70 + "'\r\n", "max_control_line", True, direction=S2C,
+      limits={"max_control_line": 64})
     e("payload/too-big", "PUB a 17\r\n", "max_payload", True, limits={"max_payload": 16},
       description="checked on the control line, before the payload arrives")
     v.append(vec("payload/at-limit", "PUB a 16\r\n0123456789abcdef\r\n", [body("PUB", "a", "0123456789abcdef")],
