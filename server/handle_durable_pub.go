@@ -208,9 +208,13 @@ func (c *client) settleByPub(m *pubMsg) {
 				c.complete(slot, okNone)
 			}
 		}
-		if reply != "" && err == nil {
-			// JetStream's AckSync waits for an empty reply.
-			c.queueReply(reply)
+		if reply != "" {
+			// JetStream's double ack: empty on success, "<code> <text>" on failure.
+			var body []byte
+			if err != nil {
+				body = []byte(protocol.NewError(codeOf(err), "").Text())
+			}
+			c.queueReply(reply, body)
 		}
 	}
 	if err := d.b.Settle(h, op, done); err != nil {
@@ -218,11 +222,11 @@ func (c *client) settleByPub(m *pubMsg) {
 	}
 }
 
-// queueReply publishes an empty message to subject for plain subscribers.
-// Safe from any goroutine: it does not use the input goroutine's scratch.
-func (c *client) queueReply(subject string) {
+// queueReply publishes body to subject for plain subscribers. Safe from
+// any goroutine: it does not use the input goroutine's scratch.
+func (c *client) queueReply(subject string, body []byte) {
 	subs := c.srv.subs.match(subject, nil)
-	m := pubMsg{subject: subject, body: []byte{}}
+	m := pubMsg{subject: subject, body: body}
 	for _, s := range subs {
 		if s.queue != "" || s.durable != nil {
 			continue
