@@ -17,7 +17,7 @@ class UnknownOpError(FibrilError):
 
 
 class MaxControlLineError(FibrilError):
-    """No line end within the control-line limit (max_control_line in INFO, 4096 bytes by default; 65536 for INFO and CONNECT lines).
+    """No line end within the control-line limit (max_control_line in INFO, 4096 bytes by default; 1048576 for the JSON-carrying lines INFO, CONNECT, TOPIC, GROUP and +OK).
 
     Wire code ``max_control_line``; text: control line exceeds the maximum length."""
 

@@ -75,8 +75,8 @@ __all__ = [
 
 #: Longest control line, line end excluded (SPEC.md section 14).
 DEFAULT_MAX_CONTROL_LINE = 4096
-#: Longest INFO or CONNECT line.
-DEFAULT_MAX_JSON_LINE = 65536
+#: Longest line carrying JSON: INFO, CONNECT, TOPIC, GROUP, +OK.
+DEFAULT_MAX_JSON_LINE = 1048576
 MAX_U32 = (1 << 32) - 1
 MAX_U64 = (1 << 64) - 1
 
@@ -292,7 +292,7 @@ def _handle(tok: bytes) -> str:
 
 
 _SIZED = {b"PUB", b"HPUB", b"MSG", b"HMSG"}
-_JSON_VERBS = (b"INFO", b"CONNECT")
+_JSON_VERBS = frozenset((b"INFO", b"CONNECT", b"TOPIC", b"GROUP", b"+OK"))
 
 
 class Parser:
@@ -305,8 +305,8 @@ class Parser:
         crc_after_connect: Flip to CRC mode by itself right after a CONNECT event
             (what a server does; used by the vectors).
         max_payload: Largest body accepted; a client raises it from INFO.
-        max_control_line: Longest control line (INFO/CONNECT: ``max_json_line``).
-        max_json_line: Longest INFO or CONNECT line.
+        max_control_line: Longest control line (lines carrying JSON use ``max_json_line``).
+        max_json_line: Longest INFO, CONNECT, TOPIC, GROUP or +OK line.
 
     The parser is not thread-safe; one owner feeds it. Events own their data.
     """
@@ -386,8 +386,9 @@ class Parser:
     # -- control lines -----------------------------------------------------
 
     def _limit(self, head: bytes) -> int:
-        verb = head.lstrip(b" \t")[:8].upper()
-        if verb.startswith(_JSON_VERBS):
+        verb, rest = _split(head)
+        # A verb cut off by the 16-byte head cannot be one of the short JSON verbs.
+        if verb.upper() in _JSON_VERBS and (rest or len(head) < 16 or head.endswith((b" ", b"\t"))):
             return self.max_json_line
         return self.max_control_line
 
