@@ -235,7 +235,7 @@ def publish_frame(
     header = proto.encode_headers(pairs) if pairs else None
     size = len(body) + (len(header) if header else 0)
     if size > max_payload:
-        raise ValueError(f"message of {size} bytes exceeds the server's max_payload {max_payload}")
+        raise ValueError(f"max_payload: message of {size} bytes exceeds the server's max_payload {max_payload}")
     return proto.encode_pub(subject, body, header=header, crc=crc)
 
 

@@ -7,7 +7,7 @@ dicts (SPEC.md 10.1 and 10.2 give their fields).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from ._common import KIND_JSON as _JSON
 from ._common import group_config, topic_config
@@ -35,6 +35,7 @@ class _Manage:
         max_unsettled_msgs: int | None = None,
         max_unsettled_bytes: int | None = None,
         full_policy: str | None = None,
+        config: Mapping[str, Any] | None = None,
     ) -> Any:
         """Creates a durable topic (``TOPIC CREATE``); unset options take the
         server's defaults (SPEC.md 10.1). Creating it again with the same
@@ -52,6 +53,8 @@ class _Manage:
             max_unsettled_msgs: Most messages not yet settled by the slowest group.
             max_unsettled_bytes: Same, in bytes.
             full_policy: ``block`` or ``reject`` at the unsettled limits.
+            config: More fields sent as they are (a server newer than this SDK);
+                the named options above win over the same keys here.
 
         Returns:
             The topic's info (JSON object as a dict).
@@ -61,7 +64,8 @@ class _Manage:
             FibrilError: The server refused (``topic_overlap``, ``invalid_config``, ...).
         """
         validate_subject(name)
-        cfg = topic_config(
+        cfg = dict(config or {})
+        cfg |= topic_config(
             subjects=subjects, partitions=partitions, durability=durability, retention=retention,
             max_age_ms=max_age_ms, max_bytes=max_bytes, max_msgs=max_msgs,
             max_unsettled_msgs=max_unsettled_msgs, max_unsettled_bytes=max_unsettled_bytes, full_policy=full_policy,
@@ -89,6 +93,7 @@ class _Manage:
         lease_ms: int | None = None,
         max_deliveries: int | None = None,
         dead_letter: str | None = None,
+        config: Mapping[str, Any] | None = None,
     ) -> Any:
         """Creates a consumer group (``GROUP CREATE``).
 
@@ -99,8 +104,11 @@ class _Manage:
             lease_ms: Lease of a delivery before it is redelivered.
             max_deliveries: Deliveries before a message is dead-lettered.
             dead_letter: Dead-letter topic (default ``$DLQ.<topic>.<group>``).
+            config: More fields sent as they are (``nats_ack``, newer ones); the
+                named options above win over the same keys here.
         """
-        cfg = group_config(start=start, lease_ms=lease_ms, max_deliveries=max_deliveries, dead_letter=dead_letter)
+        cfg = dict(config or {})
+        cfg |= group_config(start=start, lease_ms=lease_ms, max_deliveries=max_deliveries, dead_letter=dead_letter)
         return await self._call(encode_manage("GROUP", "CREATE", topic, group, config=cfg), _JSON)
 
     async def group_info(self, topic: str, group: str) -> Any:

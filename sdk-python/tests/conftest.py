@@ -58,9 +58,11 @@ def _binary(tmp: Path) -> Path | None:
     return out
 
 
-def start_server(binary: Path, data_dir: str, *extra: str, timeout: float = 30.0) -> Server:
+def start_server(
+    binary: Path, data_dir: str, *extra: str, listen: str = "127.0.0.1:0", timeout: float = 30.0
+) -> Server:
     """Starts ``fibril serve`` and waits for its ready line (``--ready-json``)."""
-    args = [str(binary), "serve", "--listen", "127.0.0.1:0", "--data", data_dir, "--ready-json", *extra]
+    args = [str(binary), "serve", "--listen", listen, "--data", data_dir, "--ready-json", *extra]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
@@ -79,6 +81,14 @@ def start_server(binary: Path, data_dir: str, *extra: str, timeout: float = 30.0
             return Server(proc, str(ready["addr"]), data_dir, ready)
     proc.kill()
     raise RuntimeError("fibril serve printed no ready line in time")
+
+
+def kill_server(s: Server) -> None:
+    """Kills the server at once (SIGKILL), as a crash would."""
+    s.proc.kill()
+    s.proc.wait()
+    if s.proc.stdout is not None:
+        s.proc.stdout.close()
 
 
 def stop_server(s: Server) -> None:
