@@ -331,12 +331,9 @@ class Client(_Manage):
             elif isinstance(ev, proto.Err):
                 err = error_from_wire(ev)
                 if err.fatal:
+                    # Not an answer (SPEC.md 4): the server closes next, and
+                    # every pending request fails with this error then.
                     conn.error = err
-                    # A fatal, non-retriable error answers the head request
-                    # (bad credentials, oversized frame); a retriable one
-                    # (stale connection) is the server going away.
-                    if pending and not err.retriable:
-                        pending.popleft().fail(err)
                 elif pending:
                     pending.popleft().fail(err)
             elif isinstance(ev, proto.Ping):
@@ -385,8 +382,15 @@ class Client(_Manage):
             try:
                 await self._open()
                 return
-            except (FibrilError, OSError) as e:
-                err = e if isinstance(e, FibrilError) else ConnectionClosedError(str(e))
+            except FibrilError as e:
+                err = e
+                if not e.retriable and not isinstance(e, ConnectionClosedError):
+                    # Refused for good (credentials, TLS trust, not a Fibril
+                    # server): retrying cannot help.
+                    self._shutdown(e)
+                    return
+            except OSError as e:
+                err = ConnectionClosedError(str(e))
             attempt += 1
             if self._reconnect.max_attempts is not None and attempt >= self._reconnect.max_attempts:
                 self._shutdown(err)
