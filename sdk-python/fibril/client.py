@@ -331,9 +331,12 @@ class Client(_Manage):
             elif isinstance(ev, proto.Err):
                 err = error_from_wire(ev)
                 if err.fatal:
-                    # Not an answer (SPEC.md 4): the server closes next, and
-                    # every pending request fails with this error then.
+                    # Not an answer (SPEC.md 4): the server closes next. Drop
+                    # the connection now; pending requests fail with this error
+                    # (or, for publishes, are replayed after reconnect).
                     conn.error = err
+                    conn.abort()
+                    return
                 elif pending:
                     pending.popleft().fail(err)
             elif isinstance(ev, proto.Ping):

@@ -116,3 +116,23 @@ def test_keepalive_drops_a_silent_connection_and_reconnects(server: Server) -> N
             await proxy.close()
 
     run(body())
+
+
+def test_fatal_error_fails_pending_and_reconnects(server: Server) -> None:
+    async def body() -> None:
+        async with fibril.connect(server.url, reconnect=FAST) as c:
+            conn = c._conn
+            assert conn is not None
+            # A line over max_control_line is fatal: the server sends -ERR and closes.
+            conn.write(b"X" * 5000 + b"\r\n")
+            with pytest.raises(fibril.errors.MaxControlLineError) as ei:
+                await c.ping()  # sent after the bad line: never answered
+            assert ei.value.fatal
+
+            async def back() -> bool:
+                return c.is_connected and c.connects >= 2
+
+            await wait_for(back, what="reconnect after a fatal error")
+            await c.ping()
+
+    run(body())
