@@ -72,10 +72,10 @@ def test_nack_with_delay_redelivers_later(durable: Server) -> None:
             await c.publish(topic, b"job")
             (m,) = await c.fetch(topic, "g", 1, wait=2)
             t0 = time.monotonic()
-            await m.nack(delay=0.3)
+            await m.nack(delay=1.5)
             assert await c.fetch(topic, "g", 1, wait=0) == []  # not ready yet
-            (m2,) = await c.fetch(topic, "g", 1, wait=3)
-            assert time.monotonic() - t0 >= 0.25
+            (m2,) = await c.fetch(topic, "g", 1, wait=5)
+            assert time.monotonic() - t0 >= 1.4
             assert (m2.data, m2.delivery_count) == (b"job", 2)
             assert m2.handle is not None and m.handle is not None and m2.handle.seq == m.handle.seq
             with pytest.raises(fibril.errors.StaleHandleError):
