@@ -11,7 +11,8 @@ import random
 import ssl
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Union
+from typing import Any, Union
+from collections.abc import Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
 from . import _proto as proto

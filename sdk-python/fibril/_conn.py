@@ -8,7 +8,7 @@ and its own loss to its owner (the ``Client``) through two callbacks.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 from . import _proto as proto
 from ._errbase import FibrilError

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import zlib
-from typing import Any, Iterable, Mapping, Union
+from typing import Any, Union
+from collections.abc import Iterable, Mapping
 
 from ._wire import CRLF
 

@@ -19,7 +19,8 @@ import enum
 import json
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Union
+from typing import Any, Union
+from collections.abc import Mapping
 
 from ._encode import (
     PING,

@@ -8,7 +8,8 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from ._errbase import FibrilError
 

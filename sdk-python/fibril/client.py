@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
-from typing import Any, Generator, Iterable
+from typing import Any
+from collections.abc import Generator, Iterable
 
 from . import _proto as proto
 from ._common import (

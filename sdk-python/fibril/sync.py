@@ -21,7 +21,8 @@ from __future__ import annotations
 import socket
 import ssl
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from . import _proto as proto
 from ._common import (
@@ -132,7 +133,7 @@ class Client:
         while not self._events:
             try:
                 data = self._sock.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 self.close()
                 raise ConnectionClosedError("timed out waiting for the server") from None
             except OSError as e:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Awaitable, Callable, Coroutine, TypeVar
+from typing import TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ import ssl
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
