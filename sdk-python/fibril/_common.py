@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import random
 import ssl
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Union
-from collections.abc import Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
 from . import _proto as proto

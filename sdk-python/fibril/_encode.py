@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import zlib
-from typing import Any, Union
 from collections.abc import Iterable, Mapping
+from typing import Any, Union
 
 from ._wire import CRLF
 

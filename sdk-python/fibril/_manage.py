@@ -7,8 +7,8 @@ dicts (SPEC.md 10.1 and 10.2 give their fields).
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ._common import KIND_JSON as _JSON
 from ._common import group_config, topic_config

@@ -18,9 +18,9 @@ from __future__ import annotations
 import enum
 import json
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
-from collections.abc import Mapping
 
 from ._encode import (
     PING,

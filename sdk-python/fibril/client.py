@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
-from typing import Any
 from collections.abc import Generator, Iterable
+from typing import Any
 
 from . import _proto as proto
 from ._common import (
@@ -31,14 +31,14 @@ from ._common import (
     KIND_POLL,
     KIND_PUB,
     PAYLOAD_SLACK,
-    ack_frames,
-    max_control_line,
     Data,
     HeadersArg,
     Position,
     Reconnect,
+    ack_frames,
     connect_options,
     json_answer,
+    max_control_line,
     parse_url,
     poll_frame,
     position_from,
@@ -46,8 +46,8 @@ from ._common import (
     tls_context,
 )
 from ._conn import _Conn
-from ._manage import _Manage
 from ._errbase import FibrilError
+from ._manage import _Manage
 from .errors import ClientClosedError, ConnectionClosedError, ProtocolError, TLSError, error_from_wire
 from .message import Msg
 from .subscription import Subscription, make_msg

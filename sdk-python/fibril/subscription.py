@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import TYPE_CHECKING, Any
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from . import _proto as proto
 from ._common import msg_fields

@@ -20,23 +20,23 @@ from __future__ import annotations
 
 import socket
 import ssl
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Iterable
 
 from . import _proto as proto
 from ._common import (
     CLIENT_MAX_LINE,
     PAYLOAD_SLACK,
-    ack_frames,
-    max_control_line,
     Data,
     HeadersArg,
     MsgFields,
     Position,
+    ack_frames,
     connect_options,
     group_config,
     json_answer,
+    max_control_line,
     msg_fields,
     parse_url,
     poll_frame,

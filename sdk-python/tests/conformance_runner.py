@@ -17,9 +17,9 @@ import re
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from collections.abc import Awaitable, Callable
 
 import fibril
 from fibril import _proto as proto

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import TypeVar
 from collections.abc import Awaitable, Callable, Coroutine
+from typing import TypeVar
 
 T = TypeVar("T")
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conformance_runner import (
     DEFAULT_DIR,
     Scenario,

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from conftest import Server, start_server, stop_server
+from helpers import run, unique
 
 import fibril
 from fibril import sync
 from fibril.errors import AuthViolationError
-
-from conftest import Server, start_server, stop_server
-from helpers import run, unique
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from conftest import Server
+from helpers import run, unique
 
 import fibril
 from fibril import sync
 from fibril.errors import ConnectionClosedError
-
-from conftest import Server
-from helpers import run, unique
 
 
 def test_connect_handshake_and_ping(server: Server) -> None:

@@ -9,13 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import Server, kill_server, start_server, stop_server
+from helpers import Proxy, run, unique
 
 import fibril
 from fibril import sync
 from fibril.errors import CorruptMessageError, FibrilError
-
-from conftest import Server, kill_server, start_server, stop_server
-from helpers import Proxy, run, unique
 
 FAST = fibril.Reconnect(initial=0.01, max_delay=0.1)
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from conftest import Server
+from helpers import Proxy, run, unique, wait_for
 
 import fibril
 from fibril.errors import ConnectionClosedError
-
-from conftest import Server
-from helpers import Proxy, run, unique, wait_for
 
 FAST = fibril.Reconnect(initial=0.01, max_delay=0.1)
 

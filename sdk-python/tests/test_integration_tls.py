@@ -6,16 +6,15 @@ import shutil
 import ssl
 import subprocess
 import tempfile
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from conftest import Server, start_server, stop_server
+from helpers import run, unique
 
 import fibril
 from fibril import sync
-
-from conftest import Server, start_server, stop_server
-from helpers import run, unique
 
 
 @pytest.fixture(scope="module")

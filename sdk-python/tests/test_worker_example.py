@@ -9,10 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-from fibril import sync
-
 from conftest import Server
 from helpers import run, unique
+
+from fibril import sync
 
 WORKER = Path(__file__).resolve().parent.parent / "examples" / "worker.py"
 
