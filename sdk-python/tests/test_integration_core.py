@@ -109,3 +109,19 @@ def test_many_tasks_share_one_subscription(server: Server) -> None:
                     await asyncio.wait_for(t, 5)
 
     run(body())
+
+
+def test_close_leaves_no_tasks_behind(server: Server) -> None:
+    async def body() -> None:
+        before = asyncio.all_tasks()
+        async with fibril.connect(server.url, ping_interval=0.05) as c:
+            sub = await c.subscribe("_INBOX." + unique("leak")).start()
+            waiting = asyncio.ensure_future(sub.next())
+            await c.publish("_INBOX.x", b"x")
+            await c.ping()
+        with pytest.raises(StopAsyncIteration):
+            await waiting
+        await asyncio.sleep(0)  # let cancelled tasks finish unwinding
+        assert {t for t in asyncio.all_tasks() if not t.done()} - before == set()
+
+    run(body())
