@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -272,7 +273,15 @@ def _count(tok: bytes, *, millis: bool = False) -> int:
     return int(tok)
 
 
+# A subject without wildcards, checked at C speed; anything else goes to
+# subject_error for the exact code. (Reply handles are unique per delivery, so
+# this also keeps them out of subject_error's cache.)
+_PLAIN_SUBJECT = re.compile(rb"[^\x00-\x20\x7f.*>]+(?:\.[^\x00-\x20\x7f.*>]+)*")
+
+
 def _subject(tok: bytes, *, wildcards: bool) -> str:
+    if _PLAIN_SUBJECT.fullmatch(tok):
+        return _s(tok)
     code = subject_error(tok, wildcards=wildcards)
     if code is not None:
         raise _Skip(code, _s(tok))
