@@ -1,0 +1,119 @@
+// Errors: the generated table classes (errors_gen.ts) plus the few
+// client-side conditions that never travel on the wire. Callers switch on
+// `err.code` or `instanceof`, never on the message text.
+import { FibrilError } from './error_base.js';
+import { ERROR_CLASSES } from './errors_gen.js';
+
+export { FibrilError, type ErrorSpec } from './error_base.js';
+export * from './errors_gen.js';
+
+/** ClientErrorCodes are the codes the SDK itself produces (never sent by a server). */
+export const ClientErrorCodes = {
+  /** The connection was closed (by close() or for good after a fatal error). */
+  ConnectionClosed: 'connection_closed',
+  /** The connection dropped while the request was outstanding; its fate is unknown. */
+  Disconnected: 'disconnected',
+  /** No answer arrived in time. */
+  Timeout: 'timeout',
+  /** The server sent bytes the SDK cannot parse. */
+  ProtocolViolation: 'client_protocol_violation',
+  /** A delivery's checksum did not match its bytes (detected by this SDK). */
+  DeliveryCorrupt: 'delivery_corrupt',
+  /** ack/nack/reject/inProgress on a message that has no ack handle. */
+  NotDurable: 'not_durable',
+  /** A caller-supplied argument is invalid (bad subject, size, option). */
+  InvalidArgument: 'invalid_argument',
+  /** No server of the list could be reached. */
+  NoServers: 'no_servers',
+} as const;
+
+/** ConnectionClosedError: the connection is closed; nothing more can be sent on it. */
+export class ConnectionClosedError extends FibrilError {
+  /** Creates the error. */
+  constructor(message = 'connection closed', options: { cause?: unknown } = {}) {
+    super(ClientErrorCodes.ConnectionClosed, message, { cause: options.cause, retriable: false });
+  }
+}
+
+/**
+ * DisconnectedError: the connection dropped while the request was
+ * outstanding. The server may or may not have applied it; retrying is safe
+ * for idempotent operations (acks of the same handle, publishes with msgId).
+ */
+export class DisconnectedError extends FibrilError {
+  /** Creates the error. */
+  constructor(message = 'connection lost before the answer arrived', options: { cause?: unknown } = {}) {
+    super(ClientErrorCodes.Disconnected, message, { cause: options.cause, retriable: true });
+  }
+}
+
+/** TimeoutError: no answer arrived within the allowed time. */
+export class TimeoutError extends FibrilError {
+  /** Creates the error. */
+  constructor(message = 'timed out', options: { cause?: unknown } = {}) {
+    super(ClientErrorCodes.Timeout, message, { cause: options.cause, retriable: true });
+  }
+}
+
+/** ProtocolViolationError: the peer sent bytes that break the wire contract. */
+export class ProtocolViolationError extends FibrilError {
+  /** Creates the error. */
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(ClientErrorCodes.ProtocolViolation, message, { cause: options.cause, retriable: true, fatal: true });
+  }
+}
+
+/**
+ * DeliveryCorruptError: a delivery's bytes do not match the checksum the
+ * server sent. The SDK has already nacked the delivery so it is redelivered.
+ */
+export class DeliveryCorruptError extends FibrilError {
+  /** handle is the ack handle of the corrupt delivery ("" for plain messages). */
+  readonly handle: string;
+  /** Creates the error. */
+  constructor(message: string, handle: string, options: { cause?: unknown } = {}) {
+    super(ClientErrorCodes.DeliveryCorrupt, message, { cause: options.cause, retriable: true });
+    this.handle = handle;
+  }
+}
+
+/** NotDurableError: the message has no ack handle (it came from a plain subscription). */
+export class NotDurableError extends FibrilError {
+  /** Creates the error. */
+  constructor(message = 'message has no ack handle (plain subscription)') {
+    super(ClientErrorCodes.NotDurable, message, { retriable: false });
+  }
+}
+
+/** InvalidArgumentError: a caller-supplied argument is invalid. */
+export class InvalidArgumentError extends FibrilError {
+  /** Creates the error. */
+  constructor(message: string) {
+    super(ClientErrorCodes.InvalidArgument, message, { retriable: false });
+  }
+}
+
+/** NoServersError: none of the configured servers could be reached. */
+export class NoServersError extends FibrilError {
+  /** Creates the error. */
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(ClientErrorCodes.NoServers, message, { cause: options.cause, retriable: true });
+  }
+}
+
+/**
+ * errorFromWire turns the text of a fibril `-ERR` line (quotes removed),
+ * `<code> <human text>`, into a typed error: a code found in the table gives
+ * its generated class; any other code gives a FibrilError with that code
+ * (not retriable). The human text is only ever used as the message.
+ */
+export function errorFromWire(text: string): FibrilError {
+  const m = /^([a-z][a-z0-9_]*)(?:[ \t]+(.*))?$/s.exec(text.trim());
+  if (m === null) {
+    return new FibrilError('unknown', text, { retriable: false });
+  }
+  const code = m[1]!;
+  const cls = ERROR_CLASSES[code];
+  if (cls !== undefined) return new cls(m[2]);
+  return new FibrilError(code, m[2] ?? code, { retriable: false });
+}
