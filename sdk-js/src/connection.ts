@@ -1,0 +1,749 @@
+// Connection: the client. In fibril mode every command gets exactly one
+// answer, in order (SPEC.md "Strict answers"), so the connection keeps a FIFO
+// of outstanding requests; MSG/HMSG for subscriptions, server PINGs, fatal
+// -ERRs and INFO updates are the only unsolicited frames.
+//
+// Reconnect rule: a publish resolves only on its confirm. Publishes still
+// unconfirmed when the link drops are written again, in order, on the next
+// link, so a confirmed publish is never lost (unconfirmed ones may be stored
+// twice; give them a msgId to let the server de-duplicate).
+import { crc32 } from './crc.js';
+import { encodeAck, encodeExtend, encodeNack, encodePing, encodePoll, encodePub, encodeReject, encodeSub, encodeUnsub } from './encoder.js';
+import {
+  ConnectionClosedError,
+  DeliveryCorruptError,
+  DisconnectedError,
+  ERROR_CLASSES,
+  errorFromWire,
+  FibrilError,
+  InvalidArgumentError,
+  NoServersError,
+} from './errors.js';
+import { HeaderNames, MsgHeaders } from './headers.js';
+import { Link, openLink, type ServerInfo } from './link.js';
+import { Groups, Topics } from './manage.js';
+import { Msg } from './message.js';
+import { backoff, type ConnectOptions, resolve, type Resolved } from './options.js';
+import type { Frame, MsgFrame } from './parser.js';
+import { Subscription } from './subscription.js';
+
+/** Position is where a durable topic stored a published message. */
+export interface Position {
+  /** partition is the partition index. */
+  partition: number;
+  /** seq is the sequence number within the partition. */
+  seq: number;
+}
+
+/** PublishOptions are the optional parts of a publish. */
+export interface PublishOptions {
+  /** key is the partition key (sent as the Fibril-Key header). */
+  key?: string;
+  /** headers are extra headers. */
+  headers?: MsgHeaders | Record<string, string | string[]>;
+  /** msgId identifies the message for de-duplication (Fibril-Msg-Id header). */
+  msgId?: string;
+  /** reply is a reply-to subject for plain request/reply. */
+  reply?: string;
+  /** signal stops waiting: before sending, the publish is dropped; after, only the wait ends. */
+  signal?: AbortSignal;
+}
+
+/** ConsumeOptions tune a push consumer. */
+export interface ConsumeOptions {
+  /** maxInFlight bounds unsettled deliveries to this consumer (default: the server's max_inflight). */
+  maxInFlight?: number;
+  /** signal ends the consumer (unsubscribes) when aborted. */
+  signal?: AbortSignal;
+}
+
+/** FetchOptions tune a pull. */
+export interface FetchOptions {
+  /** max is the most messages returned (default 1). */
+  max?: number;
+  /** wait is how long (ms) the server waits for the first message (default 0). */
+  wait?: number;
+  /** signal stops waiting; messages that still arrive are nacked. */
+  signal?: AbortSignal;
+}
+
+/** Answer is a frame that answers a request. */
+type Answer = { op: 'OK'; arg: string } | { op: 'ERR'; text: string } | { op: 'PONG' };
+
+/** Req is one outstanding command. */
+interface Req {
+  kind: 'pub' | 'sub' | 'poll' | 'other';
+  bytes: Buffer;
+  answer(a: Answer): void;
+  fail(e: unknown): void;
+  msg?(f: MsgFrame): void;
+}
+
+const EMPTY = new Uint8Array(0);
+const enc = new TextEncoder();
+
+type State = 'connected' | 'reconnecting' | 'closing' | 'closed';
+
+function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException('aborted', 'AbortError');
+}
+
+/**
+ * connect connects to the first reachable server of opts.servers and
+ * completes the handshake. It rejects with InvalidArgumentError for bad
+ * options, the server's typed error (e.g. authorization), or NoServersError
+ * when no server could be reached.
+ */
+export async function connect(opts: ConnectOptions = {}): Promise<Connection> {
+  const o = resolve(opts);
+  let last: unknown;
+  for (const addr of o.servers) {
+    try {
+      const link = await openLink(addr, o, opts.signal);
+      return new Connection(o, link);
+    } catch (e) {
+      if (opts.signal?.aborted) throw e;
+      if (e instanceof FibrilError && e.fatal && !e.retriable) throw e;
+      last = e;
+    }
+  }
+  throw new NoServersError(`could not connect to ${o.servers.map((s) => s.url).join(', ')}`, { cause: last });
+}
+
+/**
+ * Connection is a client connection. Create it with connect(). It survives
+ * lost links when reconnect is on; closed() resolves once it is closed for
+ * good.
+ */
+export class Connection implements AsyncDisposable {
+  /** topics manages durable topics. */
+  readonly topics: Topics;
+  /** groups manages consumer groups. */
+  readonly groups: Groups;
+
+  #o: Resolved;
+  #link: Link | undefined;
+  #state: State = 'connected';
+  #pending: Req[] = [];
+  #pendingHead = 0;
+  #backlog: Req[] = [];
+  #pubCount = 0;
+  #pubWaiters: { go: () => void; stop: (e: unknown) => void }[] = [];
+  #subs = new Map<string, Subscription>();
+  #nextSid = 1;
+  #closedPromise: Promise<Error | undefined>;
+  #closedResolve!: (e: Error | undefined) => void;
+  #pinger: NodeJS.Timeout | undefined;
+  #reconnects = 0;
+  #info: ServerInfo;
+
+  /** @internal Use connect(). */
+  constructor(o: Resolved, link: Link) {
+    this.#o = o;
+    this.#info = link.info;
+    this.topics = new Topics((b, s) => this.#request(b, s));
+    this.groups = new Groups((b, s) => this.#request(b, s));
+    this.#closedPromise = new Promise((r) => (this.#closedResolve = r));
+    this.#adopt(link);
+  }
+
+  /** info is the INFO of the server currently (or last) connected to. */
+  get info(): ServerInfo {
+    return this.#info;
+  }
+
+  /** reconnects counts successful reconnections. */
+  get reconnects(): number {
+    return this.#reconnects;
+  }
+
+  /** isClosed says whether the connection is closed for good. */
+  get isClosed(): boolean {
+    return this.#state === 'closed';
+  }
+
+  /** isConnected says whether a link is up right now. */
+  get isConnected(): boolean {
+    return this.#state === 'connected';
+  }
+
+  /** unconfirmed is the number of publishes sent or queued but not yet confirmed. */
+  get unconfirmed(): number {
+    return this.#pubCount;
+  }
+
+  /** maxUnconfirmed is the publish window (INFO max_unconfirmed, default 256). */
+  get maxUnconfirmed(): number {
+    const m = this.#info.max_unconfirmed;
+    return typeof m === 'number' && m > 0 ? m : 256;
+  }
+
+  /**
+   * closed resolves when the connection is closed for good: with undefined
+   * after close(), or with the error that ended it.
+   */
+  closed(): Promise<Error | undefined> {
+    return this.#closedPromise;
+  }
+
+  // ---- publishing ----
+
+  /**
+   * publish sends a message and resolves with its Position once the server
+   * confirmed it durable, or null when no durable topic captured it. At most
+   * maxUnconfirmed publishes are outstanding; further calls wait their turn
+   * (in call order). Rejects with the server's typed error (e.g. a full
+   * topic), InvalidArgumentError, ConnectionClosedError, or signal's reason.
+   */
+  publish(subject: string, data?: Uint8Array | string, opts: PublishOptions = {}): Promise<Position | null> {
+    let bytes: Buffer;
+    try {
+      if (this.#state === 'closing' || this.#state === 'closed') throw new ConnectionClosedError();
+      bytes = this.#encodePublish(subject, data, opts);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const signal = opts.signal;
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
+    return new Promise<Position | null>((res, rej) => {
+      let done = false;
+      const onAbort = () => {
+        if (done) return;
+        done = true;
+        rej(abortReason(signal!));
+      };
+      const req: Req = {
+        kind: 'pub',
+        bytes,
+        answer: (a) => {
+          this.#pubRelease();
+          signal?.removeEventListener('abort', onAbort);
+          if (done) return;
+          done = true;
+          if (a.op === 'OK') {
+            const pos = parsePosition(a.arg);
+            if (pos === undefined) rej(new FibrilError('client_protocol_violation', `bad publish confirm ${JSON.stringify(a.arg)}`));
+            else res(pos);
+          } else if (a.op === 'ERR') {
+            rej(errorFromWire(a.text));
+          } else {
+            rej(new FibrilError('client_protocol_violation', 'PONG where a publish confirm was expected'));
+          }
+        },
+        fail: (e) => {
+          this.#pubRelease();
+          signal?.removeEventListener('abort', onAbort);
+          if (done) return;
+          done = true;
+          rej(e);
+        },
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const send = () => {
+        if (done) {
+          this.#pubRelease();
+          return;
+        }
+        this.#enqueue(req);
+      };
+      if (this.#pubWaiters.length === 0 && this.#pubCount < this.maxUnconfirmed) {
+        this.#pubCount++;
+        send();
+      } else {
+        const w = {
+          go: send,
+          stop: (e: unknown) => {
+            signal?.removeEventListener('abort', onAbort);
+            if (!done) {
+              done = true;
+              rej(e);
+            }
+          },
+        };
+        this.#pubWaiters.push(w);
+        signal?.addEventListener(
+          'abort',
+          () => {
+            const i = this.#pubWaiters.indexOf(w);
+            if (i >= 0) this.#pubWaiters.splice(i, 1);
+          },
+          { once: true },
+        );
+      }
+    });
+  }
+
+  #encodePublish(subject: string, data: Uint8Array | string | undefined, opts: PublishOptions): Buffer {
+    const payload = data === undefined ? EMPTY : typeof data === 'string' ? enc.encode(data) : data;
+    let hdrs: MsgHeaders | undefined;
+    if (opts.headers !== undefined || opts.key !== undefined || opts.msgId !== undefined) {
+      hdrs = new MsgHeaders(opts.headers instanceof MsgHeaders ? [...opts.headers] : opts.headers);
+      if (opts.headers instanceof MsgHeaders) {
+        hdrs.status = opts.headers.status;
+        hdrs.description = opts.headers.description;
+      }
+      if (opts.key !== undefined) hdrs.set(HeaderNames.Key, opts.key);
+      if (opts.msgId !== undefined) hdrs.set(HeaderNames.MsgId, opts.msgId);
+    }
+    const header = hdrs !== undefined ? hdrs.encode() : undefined;
+    const size = (header?.length ?? 0) + payload.length;
+    const max = this.#info.max_payload;
+    if (typeof max === 'number' && size > max) {
+      const cls = ERROR_CLASSES['max_payload'];
+      const msg = `message of ${size} bytes exceeds max_payload ${max}`;
+      throw cls !== undefined ? new cls(msg) : new InvalidArgumentError(msg);
+    }
+    return encodePub({ subject, reply: opts.reply, header, payload, crc: this.#o.crc ? true : undefined });
+  }
+
+  #pubRelease(): void {
+    this.#pubCount--;
+    while (this.#pubWaiters.length > 0 && this.#pubCount < this.maxUnconfirmed) {
+      this.#pubCount++;
+      this.#pubWaiters.shift()!.go();
+    }
+  }
+
+  // ---- consuming ----
+
+  /**
+   * consume starts a push consumer of a durable group (or a plain queue
+   * group when no durable topic has that name) and returns it as an async
+   * iterable. The SUB is sent at once; `sub.ready` resolves when the server
+   * accepted it. Iteration throws the server's error if the SUB is refused,
+   * DeliveryCorruptError for a corrupt delivery (after nacking it), and
+   * ConnectionClosedError if the connection ends with an error.
+   */
+  consume(topic: string, group: string, opts: ConsumeOptions = {}): Subscription {
+    return this.#subscribe(topic, group, opts.maxInFlight, opts.signal);
+  }
+
+  /**
+   * subscribe starts a plain NATS subscription (at-most-once fan-out, or a
+   * queue group when opts.queue is set). Same iteration rules as consume.
+   */
+  subscribe(subject: string, opts: { queue?: string; signal?: AbortSignal } = {}): Subscription {
+    return this.#subscribe(subject, opts.queue, undefined, opts.signal);
+  }
+
+  #subscribe(subject: string, group: string | undefined, maxInFlight: number | undefined, signal?: AbortSignal): Subscription {
+    const sid = String(this.#nextSid++);
+    const bytes = encodeSub(subject, sid, group, maxInFlight); // throws InvalidArgumentError
+    const sub = new Subscription(this, sid, subject, group, maxInFlight, signal);
+    if (this.#state === 'closing' || this.#state === 'closed') {
+      sub.fail(new ConnectionClosedError());
+      return sub;
+    }
+    this.#subs.set(sid, sub);
+    this.#sendSub(sub, bytes);
+    return sub;
+  }
+
+  #sendSub(sub: Subscription, bytes: Buffer): void {
+    this.#enqueue({
+      kind: 'sub',
+      bytes,
+      answer: (a) => {
+        if (a.op === 'OK') sub.accepted();
+        else {
+          this.#subs.delete(sub.sid);
+          sub.fail(a.op === 'ERR' ? errorFromWire(a.text) : new FibrilError('client_protocol_violation', 'unexpected answer to SUB'));
+        }
+      },
+      fail: () => {
+        // Link lost before the answer: the SUB is sent again on reconnect.
+      },
+    });
+  }
+
+  /** @internal unsubscribe is called by Subscription.close. */
+  unsubscribe(sub: Subscription, leftovers: Msg[]): void {
+    if (!this.#subs.delete(sub.sid)) return;
+    if (this.#state !== 'connected') return;
+    this.#enqueue(this.#fireAndForget(encodeUnsub(sub.sid)));
+    for (const m of leftovers) if (m.durable && !m.settled) m.nack().catch(() => {});
+  }
+
+  #fireAndForget(bytes: Buffer): Req {
+    return { kind: 'other', bytes, answer: () => {}, fail: () => {} };
+  }
+
+  /**
+   * fetch pulls up to opts.max ready messages from a durable group, waiting
+   * up to opts.wait ms for the first one; resolves with what arrived (maybe
+   * none). While it waits, answers to later commands on this connection wait
+   * too (SPEC.md). Rejects with the server's typed error,
+   * DeliveryCorruptError (the batch is nacked), or signal's reason.
+   */
+  fetch(topic: string, group: string, opts: FetchOptions = {}): Promise<Msg[]> {
+    const max = opts.max ?? 1;
+    if (!Number.isSafeInteger(max) || max < 1) return Promise.reject(new InvalidArgumentError('fetch: max must be a positive integer'));
+    let bytes: Buffer;
+    try {
+      bytes = encodePoll(topic, group, max, opts.wait);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const signal = opts.signal;
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
+    return new Promise<Msg[]>((res, rej) => {
+      const msgs: Msg[] = [];
+      let corrupt: DeliveryCorruptError | undefined;
+      let done = false;
+      const onAbort = () => {
+        if (done) return;
+        done = true;
+        rej(abortReason(signal!));
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#enqueue({
+        kind: 'poll',
+        bytes,
+        msg: (f) => {
+          const m = new Msg(this, f);
+          msgs.push(m);
+          if (corrupt === undefined) corrupt = this.#checkCRC(f, m);
+        },
+        answer: (a) => {
+          signal?.removeEventListener('abort', onAbort);
+          const giveBack = () => {
+            for (const m of msgs) if (m.durable) m.nack().catch(() => {});
+          };
+          if (done) return giveBack();
+          done = true;
+          if (a.op === 'ERR') return rej(errorFromWire(a.text));
+          if (corrupt !== undefined) {
+            giveBack();
+            return rej(corrupt);
+          }
+          res(msgs);
+        },
+        fail: (e) => {
+          signal?.removeEventListener('abort', onAbort);
+          if (done) return;
+          done = true;
+          rej(e);
+        },
+      });
+    });
+  }
+
+  #checkCRC(f: MsgFrame, m: Msg): DeliveryCorruptError | undefined {
+    if (!this.#o.crc || typeof f.crc !== 'number') return undefined;
+    const got = f.header !== undefined ? crc32(f.header, f.payload) : crc32(f.payload);
+    if (got === f.crc) return undefined;
+    return new DeliveryCorruptError(
+      `delivery on ${f.subject} fails its checksum (sent ${f.crc.toString(16)}, computed ${got.toString(16)})`,
+      m.reply ?? '',
+    );
+  }
+
+  /** @internal settle implements Msg.ack/nack/reject/inProgress. */
+  settle(op: 'ACK' | 'NACK' | 'REJECT' | 'EXTEND', handle: string, arg: number | undefined, signal?: AbortSignal): Promise<void> {
+    let bytes: Buffer;
+    try {
+      bytes =
+        op === 'ACK' ? encodeAck([handle]) : op === 'NACK' ? encodeNack(handle, arg) : op === 'REJECT' ? encodeReject(handle) : encodeExtend(handle, arg);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.#request(bytes, signal).then(() => undefined);
+  }
+
+  /**
+   * ackAll acknowledges many messages with one ACK line. Resolves on +OK;
+   * rejects with the server's typed error if any handle was refused.
+   */
+  async ackAll(msgs: Msg[], opts: { signal?: AbortSignal } = {}): Promise<void> {
+    const handles = msgs.filter((m) => m.durable).map((m) => m.reply!);
+    if (handles.length === 0) return;
+    await this.#request(encodeAck(handles), opts.signal);
+  }
+
+  /** flush resolves once the server answered everything sent before it (a PING round trip). */
+  async flush(opts: { signal?: AbortSignal } = {}): Promise<void> {
+    await this.#request(encodePing(), opts.signal);
+  }
+
+  /**
+   * #request sends one command and resolves with the argument of its +OK
+   * (or "" for PONG); rejects with the server's typed error, a
+   * DisconnectedError if the link drops first, or signal's reason.
+   */
+  #request(bytes: Buffer, signal?: AbortSignal): Promise<string> {
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
+    return new Promise<string>((res, rej) => {
+      let done = false;
+      const finish = (f: () => void) => {
+        if (done) return;
+        done = true;
+        signal?.removeEventListener('abort', onAbort);
+        f();
+      };
+      const onAbort = () => finish(() => rej(abortReason(signal!)));
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#enqueue({
+        kind: 'other',
+        bytes,
+        answer: (a) => finish(() => (a.op === 'ERR' ? rej(errorFromWire(a.text)) : res(a.op === 'OK' ? a.arg : ''))),
+        fail: (e) => finish(() => rej(e)),
+      });
+    });
+  }
+
+  // ---- link management ----
+
+  #enqueue(req: Req): void {
+    switch (this.#state) {
+      case 'connected':
+        this.#pending.push(req);
+        this.#link!.write(req.bytes);
+        return;
+      case 'reconnecting':
+        if (req.kind === 'pub') this.#backlog.push(req);
+        else if (req.kind !== 'sub') req.fail(new DisconnectedError('not connected (reconnecting)'));
+        return;
+      default:
+        req.fail(new ConnectionClosedError());
+    }
+  }
+
+  #adopt(link: Link): void {
+    this.#link = link;
+    this.#info = link.info;
+    this.#state = 'connected';
+    this.#pending = [];
+    this.#pendingHead = 0;
+    link.takeOver(
+      (f) => this.#onFrame(link, f),
+      (err) => this.#onLinkClosed(link, err),
+    );
+    if (link.closed) return;
+    // Re-establish subscriptions, then resend unconfirmed publishes in order.
+    for (const sub of this.#subs.values()) {
+      this.#sendSub(sub, encodeSub(sub.subject, sub.sid, sub.group, sub.maxInFlight));
+    }
+    const backlog = this.#backlog;
+    this.#backlog = [];
+    for (const r of backlog) this.#enqueue(r);
+    this.#startPinger(link);
+  }
+
+  #startPinger(link: Link): void {
+    clearInterval(this.#pinger);
+    const hb = this.#info.heartbeat_ms;
+    const every = this.#o.pingIntervalMs ?? (typeof hb === 'number' && hb > 0 ? hb : 30000);
+    if (every <= 0) return;
+    this.#pinger = setInterval(() => {
+      if (link !== this.#link) return;
+      const idle = Date.now() - link.lastRx;
+      if (idle > 3 * every) {
+        link.destroy(new DisconnectedError('stale connection: server silent'));
+      } else if (idle >= every) {
+        this.#enqueue(this.#fireAndForget(encodePing()));
+      }
+    }, every);
+    this.#pinger.unref();
+  }
+
+  #onFrame(link: Link, f: Frame): void {
+    if (link !== this.#link) return;
+    switch (f.op) {
+      case 'MSG':
+        this.#onMsg(link, f);
+        return;
+      case 'INFO':
+        this.#info = f.info as ServerInfo;
+        if (typeof f.info.max_payload === 'number') link.parser.maxPayload = f.info.max_payload;
+        return;
+      case 'ERR': {
+        const err = errorFromWire(f.text);
+        if (err.fatal) {
+          // Not an answer: the server closes the link after it.
+          link.fatal = err;
+          return;
+        }
+        this.#answer(link, f);
+        return;
+      }
+      case 'OK':
+      case 'PONG':
+        this.#answer(link, f);
+        return;
+      default:
+        link.destroy(new FibrilError('client_protocol_violation', `unexpected ${f.op} from server`, { retriable: true }));
+    }
+  }
+
+  #answer(link: Link, a: Answer): void {
+    if (this.#pendingHead >= this.#pending.length) {
+      link.destroy(new FibrilError('client_protocol_violation', `unsolicited ${a.op} from server`, { retriable: true }));
+      return;
+    }
+    const req = this.#pending[this.#pendingHead]!;
+    this.#pending[this.#pendingHead++] = undefined as unknown as Req;
+    if (this.#pendingHead > 1024 && this.#pendingHead * 2 > this.#pending.length) {
+      this.#pending = this.#pending.slice(this.#pendingHead);
+      this.#pendingHead = 0;
+    }
+    req.answer(a);
+  }
+
+  #onMsg(link: Link, f: MsgFrame): void {
+    if (f.sid === '0') {
+      const head = this.#pending[this.#pendingHead];
+      if (head === undefined || head.msg === undefined) {
+        link.destroy(new FibrilError('client_protocol_violation', 'delivery with sid 0 but no POLL outstanding', { retriable: true }));
+        return;
+      }
+      head.msg(f);
+      return;
+    }
+    const sub = this.#subs.get(f.sid);
+    const m = new Msg(this, f);
+    if (sub === undefined) {
+      // Late delivery after UNSUB: hand it back at once.
+      if (m.durable) m.nack().catch(() => {});
+      return;
+    }
+    const bad = this.#checkCRC(f, m);
+    if (bad !== undefined) {
+      if (m.durable) m.nack().catch(() => {});
+      sub.fail(bad);
+      this.unsubscribe(sub, []);
+      return;
+    }
+    sub.push(m);
+  }
+
+  #onLinkClosed(link: Link, err: unknown): void {
+    if (link !== this.#link) return;
+    this.#link = undefined;
+    clearInterval(this.#pinger);
+    const pending = this.#pending.slice(this.#pendingHead);
+    this.#pending = [];
+    this.#pendingHead = 0;
+    const fatal = err instanceof FibrilError && err.fatal ? err : undefined;
+    const giveUp = this.#state === 'closing' || this.#o.reconnect === undefined || (fatal !== undefined && !fatal.retriable);
+    const lost = fatal ?? new DisconnectedError('connection lost', { cause: err });
+    if (giveUp) {
+      for (const r of pending) r.fail(this.#state === 'closing' ? new ConnectionClosedError() : lost);
+      this.#finalize(this.#state === 'closing' ? undefined : asError(err ?? lost));
+      return;
+    }
+    this.#state = 'reconnecting';
+    for (const r of pending) {
+      if (r.kind === 'pub') this.#backlog.push(r);
+      else r.fail(lost);
+    }
+    void this.#reconnectLoop();
+  }
+
+  async #reconnectLoop(): Promise<void> {
+    const r = this.#o.reconnect!;
+    let last: unknown;
+    for (let n = 0; r.maxAttempts < 0 || n < r.maxAttempts; n++) {
+      await new Promise((res) => setTimeout(res, backoff(r, n)));
+      if (this.#state !== 'reconnecting') return;
+      const addr = this.#o.servers[n % this.#o.servers.length]!;
+      try {
+        const link = await openLink(addr, this.#o);
+        if (this.#state !== 'reconnecting') {
+          link.socket.destroy();
+          return;
+        }
+        this.#reconnects++;
+        this.#adopt(link);
+        return;
+      } catch (e) {
+        last = e;
+        if (e instanceof FibrilError && e.fatal && !e.retriable) break;
+      }
+    }
+    if (this.#state === 'reconnecting') {
+      this.#finalize(new NoServersError('reconnect failed', { cause: last }));
+    }
+  }
+
+  #finalize(err: Error | undefined): void {
+    if (this.#state === 'closed') return;
+    this.#state = 'closed';
+    clearInterval(this.#pinger);
+    const closedErr = new ConnectionClosedError('connection closed', { cause: err });
+    for (const r of this.#backlog) r.fail(closedErr);
+    this.#backlog = [];
+    for (const w of this.#pubWaiters.splice(0)) w.stop(closedErr);
+    for (const sub of this.#subs.values()) {
+      if (err === undefined) sub.end();
+      else sub.fail(closedErr);
+    }
+    this.#subs.clear();
+    this.#closedResolve(err);
+  }
+
+  /**
+   * close waits until the server answered everything already sent
+   * (unconfirmed publishes included, up to timeoutMs), ends every
+   * subscription and closes the connection. Publishes still waiting for a
+   * link are rejected. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.#state === 'closed' || this.#state === 'closing') {
+      await this.#closedPromise;
+      return;
+    }
+    if (this.#state === 'reconnecting') {
+      this.#finalize(undefined);
+      return;
+    }
+    const link = this.#link!;
+    try {
+      await this.#withTimeout(this.flush(), this.#o.timeoutMs);
+    } catch {
+      // Closing anyway.
+    }
+    if (this.#state === 'connected' && this.#link === link) {
+      this.#state = 'closing';
+      for (const sub of this.#subs.values()) sub.end();
+      link.end();
+      setTimeout(() => link.destroy(), 1000).unref();
+    }
+    await this.#closedPromise;
+  }
+
+  #withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+    return new Promise<T>((res, rej) => {
+      const t = setTimeout(() => rej(new Error('timeout')), ms);
+      p.then(
+        (v) => {
+          clearTimeout(t);
+          res(v);
+        },
+        (e) => {
+          clearTimeout(t);
+          rej(e);
+        },
+      );
+    });
+  }
+
+  /** Closes the connection (await using). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+function asError(e: unknown): Error {
+  return e instanceof Error ? e : new Error(String(e));
+}
+
+/** parsePosition parses a publish confirm argument: "<partition>:<seq>" or "-". */
+export function parsePosition(arg: string): Position | null | undefined {
+  const t = arg.trim();
+  if (t === '-') return null;
+  const m = /^(\d{1,15}):(\d{1,16})$/.exec(t);
+  if (m === null) return undefined;
+  const seq = Number(m[2]);
+  if (!Number.isSafeInteger(seq)) return undefined;
+  return { partition: Number(m[1]), seq };
+}
