@@ -7,7 +7,6 @@
 // unconfirmed when the link drops are written again, in order, on the next
 // link, so a confirmed publish is never lost (unconfirmed ones may be stored
 // twice; give them a msgId to let the server de-duplicate).
-import { crc32 } from './crc.js';
 import { encodeAck, encodeExtend, encodeNack, encodePing, encodePoll, encodePub, encodeReject, encodeSub, encodeUnsub } from './encoder.js';
 import {
   ConnectionClosedError,
@@ -19,12 +18,13 @@ import {
   InvalidArgumentError,
   NoServersError,
 } from './errors.js';
+import { parseHandle } from './handle.js';
 import { HeaderNames, MsgHeaders } from './headers.js';
 import { Link, openLink, type ServerInfo } from './link.js';
 import { Groups, Topics } from './manage.js';
 import { Msg } from './message.js';
 import { backoff, type ConnectOptions, resolve, type Resolved } from './options.js';
-import type { Frame, MsgFrame } from './parser.js';
+import type { Command, ParseFailure } from './parser.js';
 import { Subscription } from './subscription.js';
 
 /** Position is where a durable topic stored a published message. */
@@ -68,7 +68,7 @@ export interface FetchOptions {
 }
 
 /** Answer is a frame that answers a request. */
-type Answer = { op: 'OK'; arg: string } | { op: 'ERR'; text: string } | { op: 'PONG' };
+type Answer = { op: '+OK' | '-ERR' | 'PONG'; text?: string };
 
 /** Req is one outstanding command. */
 interface Req {
@@ -76,7 +76,8 @@ interface Req {
   bytes: Buffer;
   answer(a: Answer): void;
   fail(e: unknown): void;
-  msg?(f: MsgFrame): void;
+  msg?(c: Command): void;
+  corrupt?(e: DeliveryCorruptError, c: Command): void;
 }
 
 const EMPTY = new Uint8Array(0);
@@ -220,12 +221,12 @@ export class Connection implements AsyncDisposable {
           signal?.removeEventListener('abort', onAbort);
           if (done) return;
           done = true;
-          if (a.op === 'OK') {
-            const pos = parsePosition(a.arg);
-            if (pos === undefined) rej(new FibrilError('client_protocol_violation', `bad publish confirm ${JSON.stringify(a.arg)}`));
+          if (a.op === '+OK') {
+            const pos = parsePosition(a.text ?? '');
+            if (pos === undefined) rej(new FibrilError('client_protocol_violation', `bad publish confirm ${JSON.stringify(a.text)}`));
             else res(pos);
-          } else if (a.op === 'ERR') {
-            rej(errorFromWire(a.text));
+          } else if (a.op === '-ERR') {
+            rej(errorFromWire(a.text ?? ''));
           } else {
             rej(new FibrilError('client_protocol_violation', 'PONG where a publish confirm was expected'));
           }
@@ -344,10 +345,10 @@ export class Connection implements AsyncDisposable {
       kind: 'sub',
       bytes,
       answer: (a) => {
-        if (a.op === 'OK') sub.accepted();
+        if (a.op === '+OK') sub.accepted();
         else {
           this.#subs.delete(sub.sid);
-          sub.fail(a.op === 'ERR' ? errorFromWire(a.text) : new FibrilError('client_protocol_violation', 'unexpected answer to SUB'));
+          sub.fail(a.op === '-ERR' ? errorFromWire(a.text ?? '') : new FibrilError('client_protocol_violation', 'unexpected answer to SUB'));
         }
       },
       fail: () => {
@@ -399,10 +400,12 @@ export class Connection implements AsyncDisposable {
       this.#enqueue({
         kind: 'poll',
         bytes,
-        msg: (f) => {
-          const m = new Msg(this, f);
-          msgs.push(m);
-          if (corrupt === undefined) corrupt = this.#checkCRC(f, m);
+        msg: (c) => {
+          msgs.push(new Msg(this, c));
+        },
+        corrupt: (e, c) => {
+          if (c.reply !== undefined) msgs.push(new Msg(this, c));
+          corrupt ??= e;
         },
         answer: (a) => {
           signal?.removeEventListener('abort', onAbort);
@@ -411,7 +414,7 @@ export class Connection implements AsyncDisposable {
           };
           if (done) return giveBack();
           done = true;
-          if (a.op === 'ERR') return rej(errorFromWire(a.text));
+          if (a.op === '-ERR') return rej(errorFromWire(a.text ?? ''));
           if (corrupt !== undefined) {
             giveBack();
             return rej(corrupt);
@@ -426,16 +429,6 @@ export class Connection implements AsyncDisposable {
         },
       });
     });
-  }
-
-  #checkCRC(f: MsgFrame, m: Msg): DeliveryCorruptError | undefined {
-    if (!this.#o.crc || typeof f.crc !== 'number') return undefined;
-    const got = f.header !== undefined ? crc32(f.header, f.payload) : crc32(f.payload);
-    if (got === f.crc) return undefined;
-    return new DeliveryCorruptError(
-      `delivery on ${f.subject} fails its checksum (sent ${f.crc.toString(16)}, computed ${got.toString(16)})`,
-      m.reply ?? '',
-    );
   }
 
   /** @internal settle implements Msg.ack/nack/reject/inProgress. */
@@ -485,7 +478,7 @@ export class Connection implements AsyncDisposable {
       this.#enqueue({
         kind: 'other',
         bytes,
-        answer: (a) => finish(() => (a.op === 'ERR' ? rej(errorFromWire(a.text)) : res(a.op === 'OK' ? a.arg : ''))),
+        answer: (a) => finish(() => (a.op === '-ERR' ? rej(errorFromWire(a.text ?? '')) : res(a.text ?? ''))),
         fail: (e) => finish(() => rej(e)),
       });
     });
@@ -514,8 +507,9 @@ export class Connection implements AsyncDisposable {
     this.#state = 'connected';
     this.#pending = [];
     this.#pendingHead = 0;
+    link.onParseError = (e) => this.#onParseError(link, e);
     link.takeOver(
-      (f) => this.#onFrame(link, f),
+      (c) => this.#onCommand(link, c),
       (err) => this.#onLinkClosed(link, err),
     );
     if (link.closed) return;
@@ -546,32 +540,32 @@ export class Connection implements AsyncDisposable {
     this.#pinger.unref();
   }
 
-  #onFrame(link: Link, f: Frame): void {
+  #onCommand(link: Link, c: Command): void {
     if (link !== this.#link) return;
-    switch (f.op) {
+    switch (c.op) {
       case 'MSG':
-        this.#onMsg(link, f);
+      case 'HMSG':
+        this.#onMsg(link, c);
         return;
       case 'INFO':
-        this.#info = f.info as ServerInfo;
-        if (typeof f.info.max_payload === 'number') link.parser.maxPayload = f.info.max_payload;
+        this.#info = link.info;
         return;
-      case 'ERR': {
-        const err = errorFromWire(f.text);
+      case '-ERR': {
+        const err = errorFromWire(c.text ?? '');
         if (err.fatal) {
           // Not an answer: the server closes the link after it.
           link.fatal = err;
           return;
         }
-        this.#answer(link, f);
+        this.#answer(link, { op: '-ERR', text: c.text });
         return;
       }
-      case 'OK':
+      case '+OK':
       case 'PONG':
-        this.#answer(link, f);
+        this.#answer(link, { op: c.op, text: c.text });
         return;
       default:
-        link.destroy(new FibrilError('client_protocol_violation', `unexpected ${f.op} from server`, { retriable: true }));
+        link.destroy(new FibrilError('client_protocol_violation', `unexpected ${c.op} from server`, { retriable: true }));
     }
   }
 
@@ -589,31 +583,49 @@ export class Connection implements AsyncDisposable {
     req.answer(a);
   }
 
-  #onMsg(link: Link, f: MsgFrame): void {
-    if (f.sid === '0') {
+  #onMsg(link: Link, c: Command): void {
+    if (c.sid === '0') {
       const head = this.#pending[this.#pendingHead];
       if (head === undefined || head.msg === undefined) {
         link.destroy(new FibrilError('client_protocol_violation', 'delivery with sid 0 but no POLL outstanding', { retriable: true }));
         return;
       }
-      head.msg(f);
+      head.msg(c);
       return;
     }
-    const sub = this.#subs.get(f.sid);
-    const m = new Msg(this, f);
+    const sub = this.#subs.get(c.sid!);
+    const m = new Msg(this, c);
     if (sub === undefined) {
       // Late delivery after UNSUB: hand it back at once.
       if (m.durable) m.nack().catch(() => {});
       return;
     }
-    const bad = this.#checkCRC(f, m);
-    if (bad !== undefined) {
-      if (m.durable) m.nack().catch(() => {});
-      sub.fail(bad);
-      this.unsubscribe(sub, []);
+    sub.push(m);
+  }
+
+  // A delivery that fails its checks (checksum, header block) was skipped by
+  // the parser. Durable ones are nacked so they come again; the consumer (or
+  // fetch) sees DeliveryCorruptError. Other parse errors mean the server
+  // broke the contract: drop the link.
+  #onParseError(link: Link, e: ParseFailure): void {
+    if (link !== this.#link) return;
+    const c = e.command;
+    if (c === undefined || (c.op !== 'MSG' && c.op !== 'HMSG')) {
+      link.destroy(new FibrilError('client_protocol_violation', `server sent an invalid frame: ${e.message}`, { cause: e, retriable: true }));
       return;
     }
-    sub.push(m);
+    const bad = new DeliveryCorruptError(`delivery on ${c.subject} is corrupt: ${e.message}`, c.reply ?? '', { cause: e });
+    if (c.sid === '0') {
+      const head = this.#pending[this.#pendingHead];
+      if (head?.corrupt !== undefined) head.corrupt(bad, { ...c, header: undefined, op: 'MSG' });
+      return;
+    }
+    if (c.reply !== undefined && parseHandle(c.reply) !== undefined) this.settle('NACK', c.reply, undefined).catch(() => {});
+    const sub = this.#subs.get(c.sid!);
+    if (sub !== undefined) {
+      sub.fail(bad);
+      this.unsubscribe(sub, []);
+    }
   }
 
   #onLinkClosed(link: Link, err: unknown): void {

@@ -4,17 +4,23 @@
 // subject, token or size throws InvalidArgumentError, nothing is written.
 import { crc32, crcHex } from './crc.js';
 import { InvalidArgumentError } from './errors.js';
-import { validSubject } from './parser.js';
+import { checkSubject, validGroupName, validToken } from './parser.js';
 
 const CRLF = '\r\n';
 
 function subj(s: string, wild: boolean, what = 'subject'): string {
-  if (!validSubject(s, wild)) throw new InvalidArgumentError(`invalid ${what} ${JSON.stringify(s)}`);
+  const code = checkSubject(s, wild);
+  if (code !== '') throw new InvalidArgumentError(`invalid ${what} ${JSON.stringify(s)} (${code})`);
   return s;
 }
 
 function token(s: string, what: string): string {
-  if (s === '' || /[\s]/.test(s)) throw new InvalidArgumentError(`invalid ${what} ${JSON.stringify(s)}`);
+  if (!validToken(s)) throw new InvalidArgumentError(`invalid ${what} ${JSON.stringify(s)}`);
+  return s;
+}
+
+function groupName(s: string): string {
+  if (!validGroupName(s)) throw new InvalidArgumentError(`invalid group name ${JSON.stringify(s)}: 1 to 255 of A-Z a-z 0-9 _ -`);
   return s;
 }
 
@@ -140,7 +146,7 @@ export function encodeExtend(handle: string, ms?: number): Buffer {
 
 /** encodePoll encodes `POLL <topic> <group> <max> [<wait-ms>]`. */
 export function encodePoll(topic: string, group: string, max: number, waitMs?: number): Buffer {
-  let line = `POLL ${subj(topic, false, 'topic')} ${token(group, 'group')} ${count(max, 'max')}`;
+  let line = `POLL ${subj(topic, false, 'topic')} ${groupName(group)} ${count(max, 'max')}`;
   if (waitMs !== undefined) line += ' ' + count(Math.round(waitMs), 'wait');
   return Buffer.from(line + CRLF);
 }
@@ -150,7 +156,9 @@ export function encodePoll(topic: string, group: string, max: number, waitMs?: n
  */
 export function encodeManage(verb: 'TOPIC' | 'GROUP', action: string, args: string[], config?: Record<string, unknown>): Buffer {
   let line = `${verb} ${token(action, 'action')}`;
-  for (const a of args) line += ' ' + token(a, 'name');
+  args.forEach((a, i) => {
+    line += ' ' + (i === 0 ? subj(a, false, 'topic') : groupName(a));
+  });
   if (config !== undefined) line += ' ' + JSON.stringify(config);
   return Buffer.from(line + CRLF);
 }

@@ -4,21 +4,203 @@ import { FibrilError, type ErrorSpec } from './error_base.js';
 
 /** ErrorCodes lists every code of the spec's error table. */
 export const ErrorCodes = {
+  UnknownOp: "unknown_op",
+  MaxControlLine: "max_control_line",
+  MaxPayload: "max_payload",
+  BadFrame: "bad_frame",
+  InvalidArgs: "invalid_args",
+  InvalidNumber: "invalid_number",
+  NumberOverflow: "number_overflow",
+  InvalidSubject: "invalid_subject",
+  WildcardNotAllowed: "wildcard_not_allowed",
+  InvalidName: "invalid_name",
+  InvalidCrcToken: "invalid_crc_token",
   CrcMismatch: "crc_mismatch",
-  StaleHandle: "stale_handle",
-  UnknownHandle: "unknown_handle",
+  InvalidHeader: "invalid_header",
+  InvalidHandle: "invalid_handle",
+  InvalidConnect: "invalid_connect",
+  InvalidJson: "invalid_json",
+  FibrilRequired: "fibril_required",
   AuthViolation: "auth_violation",
+  AuthTimeout: "auth_timeout",
+  PermissionDenied: "permission_denied",
+  ReservedSubject: "reserved_subject",
+  StaleConnection: "stale_connection",
+  SlowConsumer: "slow_consumer",
+  MaxConnections: "max_connections",
+  MaxSubscriptions: "max_subscriptions",
+  DuplicateSid: "duplicate_sid",
+  MaxUnconfirmed: "max_unconfirmed",
+  QueueFull: "queue_full",
+  TopicFull: "topic_full",
+  UnknownTopic: "unknown_topic",
+  UnknownGroup: "unknown_group",
+  TopicExists: "topic_exists",
+  GroupExists: "group_exists",
+  TopicOverlap: "topic_overlap",
+  InvalidConfig: "invalid_config",
+  UnknownHandle: "unknown_handle",
+  StaleHandle: "stale_handle",
+  InvalidAck: "invalid_ack",
+  Internal: "internal",
+  ShuttingDown: "shutting_down",
 } as const;
 
 /** ERROR_TABLE is protocol/errors.json keyed by code. */
 export const ERROR_TABLE: Readonly<Record<string, ErrorSpec>> = Object.freeze({
-  crc_mismatch: {"code":"crc_mismatch","natsText":"","text":"payload checksum does not match","fatal":false,"retriable":true,"description":"The CRC token does not match the bytes."},
-  stale_handle: {"code":"stale_handle","natsText":"","text":"handle superseded","fatal":false,"retriable":false,"description":"x"},
-  unknown_handle: {"code":"unknown_handle","natsText":"","text":"unknown handle","fatal":false,"retriable":false,"description":"x"},
-  auth_violation: {"code":"auth_violation","natsText":"Authorization Violation","text":"authorization violation","fatal":true,"retriable":false,"description":"x"},
+  unknown_op: {"code":"unknown_op","natsText":"Unknown Protocol Operation","text":"unknown protocol operation","fatal":false,"retriable":false,"description":"The first token of a control line is not a verb this side accepts. Fibril clients get the error and the line is skipped; NATS clients are disconnected, as NATS does."},
+  max_control_line: {"code":"max_control_line","natsText":"Maximum Control Line Exceeded","text":"control line exceeds the maximum length","fatal":true,"retriable":false,"description":"No line end within the control-line limit (max_control_line in INFO, 4096 bytes by default; 65536 for INFO and CONNECT lines)."},
+  max_payload: {"code":"max_payload","natsText":"Maximum Payload Violation","text":"payload exceeds the maximum size","fatal":true,"retriable":false,"description":"The size announced by PUB/HPUB/MSG/HMSG is larger than max_payload (or overflows). Checked on the control line, before the payload is read."},
+  bad_frame: {"code":"bad_frame","natsText":"Unknown Protocol Operation","text":"frame cannot be delimited","fatal":true,"retriable":false,"description":"A PUB/HPUB/MSG/HMSG control line has the wrong number of tokens, a size that is not a decimal number, a header size larger than the total size, or the payload is not followed by CRLF. The end of the frame is unknown, so the connection cannot continue."},
+  invalid_args: {"code":"invalid_args","natsText":"Unknown Protocol Operation","text":"wrong number or form of arguments","fatal":false,"retriable":false,"description":"A command without payload has too few or too many arguments, or an argument of the wrong form (a POLL max of 0, SUB sid 0, an unknown TOPIC/GROUP sub-verb)."},
+  invalid_number: {"code":"invalid_number","natsText":"Unknown Protocol Operation","text":"argument is not a decimal number","fatal":false,"retriable":false,"description":"A numeric argument of a command without payload (max-msgs, max-inflight, max, wait-ms, delay-ms, ms) has a character other than 0-9."},
+  number_overflow: {"code":"number_overflow","natsText":"Unknown Protocol Operation","text":"number exceeds its range","fatal":false,"retriable":false,"description":"A numeric argument of a command without payload is larger than its field allows (counts 2147483647, milliseconds 4294967295)."},
+  invalid_subject: {"code":"invalid_subject","natsText":"Invalid Subject","text":"subject is not valid","fatal":false,"retriable":false,"description":"Empty subject, empty token (leading, trailing or double dot), a control character, a wildcard that is not a whole token, or > that is not the last token."},
+  wildcard_not_allowed: {"code":"wildcard_not_allowed","natsText":"Invalid Publish Subject","text":"wildcards are only allowed in SUB subjects and topic filters","fatal":false,"retriable":false,"description":"A * or > token in a PUB/HPUB/MSG/HMSG subject or reply-to, a POLL topic or a topic name."},
+  invalid_name: {"code":"invalid_name","natsText":"Invalid Subject","text":"group name is not valid","fatal":false,"retriable":false,"description":"A durable group name (POLL, GROUP verbs, SUB on a durable topic) is not 1 to 255 characters from A-Z a-z 0-9 _ -."},
+  invalid_crc_token: {"code":"invalid_crc_token","natsText":"","text":"checksum token is not 8 lowercase hex digits or -","fatal":false,"retriable":false,"description":"In CRC mode the last token of PUB/HPUB/MSG/HMSG must be 8 lowercase hex digits (or - from a client). The frame is skipped; nothing is stored."},
+  crc_mismatch: {"code":"crc_mismatch","natsText":"","text":"payload checksum does not match","fatal":false,"retriable":true,"description":"The CRC-32 (IEEE) of header block + payload differs from the token. The frame is skipped, nothing is stored; sending it again may succeed."},
+  invalid_header: {"code":"invalid_header","natsText":"","text":"header block is not valid","fatal":false,"retriable":false,"description":"An HPUB/HMSG header block does not start with NATS/1.0 or does not end with an empty line (CRLF CRLF)."},
+  invalid_handle: {"code":"invalid_handle","natsText":"","text":"ack handle is not valid","fatal":false,"retriable":false,"description":"An ACK/NACK/REJECT/EXTEND argument is not $F.<topic-id>.<group-id>.<partition>.<seq>.<attempt> with canonical decimal numbers in range."},
+  invalid_connect: {"code":"invalid_connect","natsText":"","text":"CONNECT is not valid","fatal":true,"retriable":false,"description":"CONNECT without JSON, JSON that does not decode, or unsupported values (fibril other than 0 or 1, protocol above 1)."},
+  invalid_json: {"code":"invalid_json","natsText":"","text":"JSON argument is not valid","fatal":false,"retriable":false,"description":"The JSON argument of a management verb does not decode into its object, or has unknown fields."},
+  fibril_required: {"code":"fibril_required","natsText":"Unknown Protocol Operation","text":"command requires CONNECT with \"fibril\":1","fatal":false,"retriable":false,"description":"POLL, ACK, NACK, REJECT, EXTEND, TOPIC and GROUP are only accepted after CONNECT with \"fibril\":1."},
+  auth_violation: {"code":"auth_violation","natsText":"Authorization Violation","text":"authorization violation","fatal":true,"retriable":false,"description":"Credentials missing or wrong, or a command other than CONNECT before CONNECT when auth is required."},
+  auth_timeout: {"code":"auth_timeout","natsText":"Authentication Timeout","text":"authentication timeout","fatal":true,"retriable":true,"description":"No CONNECT within the server's auth timeout."},
+  permission_denied: {"code":"permission_denied","natsText":"Permissions Violation","text":"permission denied","fatal":false,"retriable":false,"description":"The user may not publish to or subscribe to that subject. NATS clients get Permissions Violation for Publish to <subject> (or Subscription to)."},
+  reserved_subject: {"code":"reserved_subject","natsText":"Permissions Violation","text":"subjects starting with $ are reserved","fatal":false,"retriable":false,"description":"PUB/HPUB to a $ subject other than an ack handle, or TOPIC CREATE of a $ name."},
+  stale_connection: {"code":"stale_connection","natsText":"Stale Connection","text":"stale connection","fatal":true,"retriable":true,"description":"The peer did not answer PING within the heartbeat allowance; reconnect."},
+  slow_consumer: {"code":"slow_consumer","natsText":"Slow Consumer","text":"slow consumer","fatal":true,"retriable":true,"description":"The client did not read fast enough and the server's outbound buffer limit was reached; reconnect."},
+  max_connections: {"code":"max_connections","natsText":"maximum connections exceeded","text":"maximum connections exceeded","fatal":true,"retriable":true,"description":"The server accepts no more connections now."},
+  max_subscriptions: {"code":"max_subscriptions","natsText":"Maximum Subscriptions Exceeded","text":"maximum subscriptions exceeded","fatal":false,"retriable":false,"description":"The connection has as many subscriptions as the server allows."},
+  duplicate_sid: {"code":"duplicate_sid","natsText":"","text":"subscription id is already in use","fatal":false,"retriable":false,"description":"SUB with a sid this connection already uses."},
+  max_unconfirmed: {"code":"max_unconfirmed","natsText":"","text":"too many unconfirmed publishes","fatal":false,"retriable":true,"description":"The publish exceeds max_unconfirmed (INFO) outstanding publishes on this connection; nothing is stored. Wait for confirms, then retry."},
+  queue_full: {"code":"queue_full","natsText":"","text":"server is busy","fatal":false,"retriable":true,"description":"The partition's intake queue is full; nothing is stored. Retry after a short back-off."},
+  topic_full: {"code":"topic_full","natsText":"","text":"topic is full","fatal":false,"retriable":true,"description":"The topic reached a limit and its full_policy is reject; nothing is stored. Retry once consumers catch up."},
+  unknown_topic: {"code":"unknown_topic","natsText":"","text":"no such topic","fatal":false,"retriable":false,"description":"POLL, TOPIC INFO/DELETE or a GROUP verb names a topic that does not exist."},
+  unknown_group: {"code":"unknown_group","natsText":"","text":"no such group","fatal":false,"retriable":false,"description":"GROUP INFO/DELETE names a group that does not exist, or POLL/SUB names a missing group and the server does not auto-create groups."},
+  topic_exists: {"code":"topic_exists","natsText":"","text":"topic exists with a different configuration","fatal":false,"retriable":false,"description":"TOPIC CREATE of an existing name with a different configuration (the same configuration is answered +OK)."},
+  group_exists: {"code":"group_exists","natsText":"","text":"group exists with a different configuration","fatal":false,"retriable":false,"description":"GROUP CREATE of an existing group with a different configuration (the same configuration is answered +OK)."},
+  topic_overlap: {"code":"topic_overlap","natsText":"","text":"subject filters overlap another topic","fatal":false,"retriable":false,"description":"A filter of the new topic could match a subject that a filter of an existing topic matches."},
+  invalid_config: {"code":"invalid_config","natsText":"","text":"configuration value is not valid","fatal":false,"retriable":false,"description":"A topic or group configuration field is out of range or names an unknown policy."},
+  unknown_handle: {"code":"unknown_handle","natsText":"","text":"ack handle names no known topic or group","fatal":false,"retriable":false,"description":"The topic id or group id of the handle does not exist (deleted, or never was)."},
+  stale_handle: {"code":"stale_handle","natsText":"","text":"ack handle is superseded by a later delivery","fatal":false,"retriable":false,"description":"The handle's attempt is older than the message's current delivery count: its lease expired and the message was delivered again. Nothing is changed."},
+  invalid_ack: {"code":"invalid_ack","natsText":"","text":"ack body is not +ACK, -NAK, +WPI or +TERM","fatal":false,"retriable":false,"description":"A PUB to an ack handle subject carries a body that is not one of the settle bodies."},
+  internal: {"code":"internal","natsText":"","text":"internal server error","fatal":false,"retriable":true,"description":"The server failed (storage error); nothing was changed by this command. Retrying may succeed."},
+  shutting_down: {"code":"shutting_down","natsText":"","text":"server is shutting down","fatal":true,"retriable":true,"description":"The server is stopping; reconnect (to another server) later."},
 });
 
-/** CrcMismatchError is the `crc_mismatch` error: The CRC token does not match the bytes. */
+/** UnknownOpError is the `unknown_op` error: The first token of a control line is not a verb this side accepts. Fibril clients get the error and the line is skipped; NATS clients are disconnected, as NATS does. */
+export class UnknownOpError extends FibrilError {
+  /** code is always "unknown_op". */
+  static readonly code = "unknown_op";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("unknown_op", message ?? "unknown protocol operation", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** MaxControlLineError is the `max_control_line` error: No line end within the control-line limit (max_control_line in INFO, 4096 bytes by default; 65536 for INFO and CONNECT lines). */
+export class MaxControlLineError extends FibrilError {
+  /** code is always "max_control_line". */
+  static readonly code = "max_control_line";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("max_control_line", message ?? "control line exceeds the maximum length", { cause: options.cause, retriable: false, fatal: true });
+  }
+}
+
+/** MaxPayloadError is the `max_payload` error: The size announced by PUB/HPUB/MSG/HMSG is larger than max_payload (or overflows). Checked on the control line, before the payload is read. */
+export class MaxPayloadError extends FibrilError {
+  /** code is always "max_payload". */
+  static readonly code = "max_payload";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("max_payload", message ?? "payload exceeds the maximum size", { cause: options.cause, retriable: false, fatal: true });
+  }
+}
+
+/** BadFrameError is the `bad_frame` error: A PUB/HPUB/MSG/HMSG control line has the wrong number of tokens, a size that is not a decimal number, a header size larger than the total size, or the payload is not followed by CRLF. The end of the frame is unknown, so the connection cannot continue. */
+export class BadFrameError extends FibrilError {
+  /** code is always "bad_frame". */
+  static readonly code = "bad_frame";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("bad_frame", message ?? "frame cannot be delimited", { cause: options.cause, retriable: false, fatal: true });
+  }
+}
+
+/** InvalidArgsError is the `invalid_args` error: A command without payload has too few or too many arguments, or an argument of the wrong form (a POLL max of 0, SUB sid 0, an unknown TOPIC/GROUP sub-verb). */
+export class InvalidArgsError extends FibrilError {
+  /** code is always "invalid_args". */
+  static readonly code = "invalid_args";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("invalid_args", message ?? "wrong number or form of arguments", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** InvalidNumberError is the `invalid_number` error: A numeric argument of a command without payload (max-msgs, max-inflight, max, wait-ms, delay-ms, ms) has a character other than 0-9. */
+export class InvalidNumberError extends FibrilError {
+  /** code is always "invalid_number". */
+  static readonly code = "invalid_number";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("invalid_number", message ?? "argument is not a decimal number", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** NumberOverflowError is the `number_overflow` error: A numeric argument of a command without payload is larger than its field allows (counts 2147483647, milliseconds 4294967295). */
+export class NumberOverflowError extends FibrilError {
+  /** code is always "number_overflow". */
+  static readonly code = "number_overflow";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("number_overflow", message ?? "number exceeds its range", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** InvalidSubjectError is the `invalid_subject` error: Empty subject, empty token (leading, trailing or double dot), a control character, a wildcard that is not a whole token, or > that is not the last token. */
+export class InvalidSubjectError extends FibrilError {
+  /** code is always "invalid_subject". */
+  static readonly code = "invalid_subject";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("invalid_subject", message ?? "subject is not valid", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** WildcardNotAllowedError is the `wildcard_not_allowed` error: A * or > token in a PUB/HPUB/MSG/HMSG subject or reply-to, a POLL topic or a topic name. */
+export class WildcardNotAllowedError extends FibrilError {
+  /** code is always "wildcard_not_allowed". */
+  static readonly code = "wildcard_not_allowed";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("wildcard_not_allowed", message ?? "wildcards are only allowed in SUB subjects and topic filters", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** InvalidNameError is the `invalid_name` error: A durable group name (POLL, GROUP verbs, SUB on a durable topic) is not 1 to 255 characters from A-Z a-z 0-9 _ -. */
+export class InvalidNameError extends FibrilError {
+  /** code is always "invalid_name". */
+  static readonly code = "invalid_name";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("invalid_name", message ?? "group name is not valid", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** InvalidCrcTokenError is the `invalid_crc_token` error: In CRC mode the last token of PUB/HPUB/MSG/HMSG must be 8 lowercase hex digits (or - from a client). The frame is skipped; nothing is stored. */
+export class InvalidCrcTokenError extends FibrilError {
+  /** code is always "invalid_crc_token". */
+  static readonly code = "invalid_crc_token";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("invalid_crc_token", message ?? "checksum token is not 8 lowercase hex digits or -", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** CrcMismatchError is the `crc_mismatch` error: The CRC-32 (IEEE) of header block + payload differs from the token. The frame is skipped, nothing is stored; sending it again may succeed. */
 export class CrcMismatchError extends FibrilError {
   /** code is always "crc_mismatch". */
   static readonly code = "crc_mismatch";
@@ -28,27 +210,57 @@ export class CrcMismatchError extends FibrilError {
   }
 }
 
-/** StaleHandleError is the `stale_handle` error: x */
-export class StaleHandleError extends FibrilError {
-  /** code is always "stale_handle". */
-  static readonly code = "stale_handle";
+/** InvalidHeaderError is the `invalid_header` error: An HPUB/HMSG header block does not start with NATS/1.0 or does not end with an empty line (CRLF CRLF). */
+export class InvalidHeaderError extends FibrilError {
+  /** code is always "invalid_header". */
+  static readonly code = "invalid_header";
   /** Creates the error; message defaults to the table's text. */
   constructor(message?: string, options: { cause?: unknown } = {}) {
-    super("stale_handle", message ?? "handle superseded", { cause: options.cause, retriable: false, fatal: false });
+    super("invalid_header", message ?? "header block is not valid", { cause: options.cause, retriable: false, fatal: false });
   }
 }
 
-/** UnknownHandleError is the `unknown_handle` error: x */
-export class UnknownHandleError extends FibrilError {
-  /** code is always "unknown_handle". */
-  static readonly code = "unknown_handle";
+/** InvalidHandleError is the `invalid_handle` error: An ACK/NACK/REJECT/EXTEND argument is not $F.<topic-id>.<group-id>.<partition>.<seq>.<attempt> with canonical decimal numbers in range. */
+export class InvalidHandleError extends FibrilError {
+  /** code is always "invalid_handle". */
+  static readonly code = "invalid_handle";
   /** Creates the error; message defaults to the table's text. */
   constructor(message?: string, options: { cause?: unknown } = {}) {
-    super("unknown_handle", message ?? "unknown handle", { cause: options.cause, retriable: false, fatal: false });
+    super("invalid_handle", message ?? "ack handle is not valid", { cause: options.cause, retriable: false, fatal: false });
   }
 }
 
-/** AuthViolationError is the `auth_violation` error: x */
+/** InvalidConnectError is the `invalid_connect` error: CONNECT without JSON, JSON that does not decode, or unsupported values (fibril other than 0 or 1, protocol above 1). */
+export class InvalidConnectError extends FibrilError {
+  /** code is always "invalid_connect". */
+  static readonly code = "invalid_connect";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("invalid_connect", message ?? "CONNECT is not valid", { cause: options.cause, retriable: false, fatal: true });
+  }
+}
+
+/** InvalidJsonError is the `invalid_json` error: The JSON argument of a management verb does not decode into its object, or has unknown fields. */
+export class InvalidJsonError extends FibrilError {
+  /** code is always "invalid_json". */
+  static readonly code = "invalid_json";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("invalid_json", message ?? "JSON argument is not valid", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** FibrilRequiredError is the `fibril_required` error: POLL, ACK, NACK, REJECT, EXTEND, TOPIC and GROUP are only accepted after CONNECT with "fibril":1. */
+export class FibrilRequiredError extends FibrilError {
+  /** code is always "fibril_required". */
+  static readonly code = "fibril_required";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("fibril_required", message ?? "command requires CONNECT with \"fibril\":1", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** AuthViolationError is the `auth_violation` error: Credentials missing or wrong, or a command other than CONNECT before CONNECT when auth is required. */
 export class AuthViolationError extends FibrilError {
   /** code is always "auth_violation". */
   static readonly code = "auth_violation";
@@ -58,10 +270,266 @@ export class AuthViolationError extends FibrilError {
   }
 }
 
+/** AuthTimeoutError is the `auth_timeout` error: No CONNECT within the server's auth timeout. */
+export class AuthTimeoutError extends FibrilError {
+  /** code is always "auth_timeout". */
+  static readonly code = "auth_timeout";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("auth_timeout", message ?? "authentication timeout", { cause: options.cause, retriable: true, fatal: true });
+  }
+}
+
+/** PermissionDeniedError is the `permission_denied` error: The user may not publish to or subscribe to that subject. NATS clients get Permissions Violation for Publish to <subject> (or Subscription to). */
+export class PermissionDeniedError extends FibrilError {
+  /** code is always "permission_denied". */
+  static readonly code = "permission_denied";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("permission_denied", message ?? "permission denied", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** ReservedSubjectError is the `reserved_subject` error: PUB/HPUB to a $ subject other than an ack handle, or TOPIC CREATE of a $ name. */
+export class ReservedSubjectError extends FibrilError {
+  /** code is always "reserved_subject". */
+  static readonly code = "reserved_subject";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("reserved_subject", message ?? "subjects starting with $ are reserved", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** StaleConnectionError is the `stale_connection` error: The peer did not answer PING within the heartbeat allowance; reconnect. */
+export class StaleConnectionError extends FibrilError {
+  /** code is always "stale_connection". */
+  static readonly code = "stale_connection";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("stale_connection", message ?? "stale connection", { cause: options.cause, retriable: true, fatal: true });
+  }
+}
+
+/** SlowConsumerError is the `slow_consumer` error: The client did not read fast enough and the server's outbound buffer limit was reached; reconnect. */
+export class SlowConsumerError extends FibrilError {
+  /** code is always "slow_consumer". */
+  static readonly code = "slow_consumer";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("slow_consumer", message ?? "slow consumer", { cause: options.cause, retriable: true, fatal: true });
+  }
+}
+
+/** MaxConnectionsError is the `max_connections` error: The server accepts no more connections now. */
+export class MaxConnectionsError extends FibrilError {
+  /** code is always "max_connections". */
+  static readonly code = "max_connections";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("max_connections", message ?? "maximum connections exceeded", { cause: options.cause, retriable: true, fatal: true });
+  }
+}
+
+/** MaxSubscriptionsError is the `max_subscriptions` error: The connection has as many subscriptions as the server allows. */
+export class MaxSubscriptionsError extends FibrilError {
+  /** code is always "max_subscriptions". */
+  static readonly code = "max_subscriptions";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("max_subscriptions", message ?? "maximum subscriptions exceeded", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** DuplicateSidError is the `duplicate_sid` error: SUB with a sid this connection already uses. */
+export class DuplicateSidError extends FibrilError {
+  /** code is always "duplicate_sid". */
+  static readonly code = "duplicate_sid";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("duplicate_sid", message ?? "subscription id is already in use", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** MaxUnconfirmedError is the `max_unconfirmed` error: The publish exceeds max_unconfirmed (INFO) outstanding publishes on this connection; nothing is stored. Wait for confirms, then retry. */
+export class MaxUnconfirmedError extends FibrilError {
+  /** code is always "max_unconfirmed". */
+  static readonly code = "max_unconfirmed";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("max_unconfirmed", message ?? "too many unconfirmed publishes", { cause: options.cause, retriable: true, fatal: false });
+  }
+}
+
+/** QueueFullError is the `queue_full` error: The partition's intake queue is full; nothing is stored. Retry after a short back-off. */
+export class QueueFullError extends FibrilError {
+  /** code is always "queue_full". */
+  static readonly code = "queue_full";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("queue_full", message ?? "server is busy", { cause: options.cause, retriable: true, fatal: false });
+  }
+}
+
+/** TopicFullError is the `topic_full` error: The topic reached a limit and its full_policy is reject; nothing is stored. Retry once consumers catch up. */
+export class TopicFullError extends FibrilError {
+  /** code is always "topic_full". */
+  static readonly code = "topic_full";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("topic_full", message ?? "topic is full", { cause: options.cause, retriable: true, fatal: false });
+  }
+}
+
+/** UnknownTopicError is the `unknown_topic` error: POLL, TOPIC INFO/DELETE or a GROUP verb names a topic that does not exist. */
+export class UnknownTopicError extends FibrilError {
+  /** code is always "unknown_topic". */
+  static readonly code = "unknown_topic";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("unknown_topic", message ?? "no such topic", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** UnknownGroupError is the `unknown_group` error: GROUP INFO/DELETE names a group that does not exist, or POLL/SUB names a missing group and the server does not auto-create groups. */
+export class UnknownGroupError extends FibrilError {
+  /** code is always "unknown_group". */
+  static readonly code = "unknown_group";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("unknown_group", message ?? "no such group", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** TopicExistsError is the `topic_exists` error: TOPIC CREATE of an existing name with a different configuration (the same configuration is answered +OK). */
+export class TopicExistsError extends FibrilError {
+  /** code is always "topic_exists". */
+  static readonly code = "topic_exists";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("topic_exists", message ?? "topic exists with a different configuration", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** GroupExistsError is the `group_exists` error: GROUP CREATE of an existing group with a different configuration (the same configuration is answered +OK). */
+export class GroupExistsError extends FibrilError {
+  /** code is always "group_exists". */
+  static readonly code = "group_exists";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("group_exists", message ?? "group exists with a different configuration", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** TopicOverlapError is the `topic_overlap` error: A filter of the new topic could match a subject that a filter of an existing topic matches. */
+export class TopicOverlapError extends FibrilError {
+  /** code is always "topic_overlap". */
+  static readonly code = "topic_overlap";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("topic_overlap", message ?? "subject filters overlap another topic", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** InvalidConfigError is the `invalid_config` error: A topic or group configuration field is out of range or names an unknown policy. */
+export class InvalidConfigError extends FibrilError {
+  /** code is always "invalid_config". */
+  static readonly code = "invalid_config";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("invalid_config", message ?? "configuration value is not valid", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** UnknownHandleError is the `unknown_handle` error: The topic id or group id of the handle does not exist (deleted, or never was). */
+export class UnknownHandleError extends FibrilError {
+  /** code is always "unknown_handle". */
+  static readonly code = "unknown_handle";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("unknown_handle", message ?? "ack handle names no known topic or group", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** StaleHandleError is the `stale_handle` error: The handle's attempt is older than the message's current delivery count: its lease expired and the message was delivered again. Nothing is changed. */
+export class StaleHandleError extends FibrilError {
+  /** code is always "stale_handle". */
+  static readonly code = "stale_handle";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("stale_handle", message ?? "ack handle is superseded by a later delivery", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** InvalidAckError is the `invalid_ack` error: A PUB to an ack handle subject carries a body that is not one of the settle bodies. */
+export class InvalidAckError extends FibrilError {
+  /** code is always "invalid_ack". */
+  static readonly code = "invalid_ack";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("invalid_ack", message ?? "ack body is not +ACK, -NAK, +WPI or +TERM", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
+/** InternalError is the `internal` error: The server failed (storage error); nothing was changed by this command. Retrying may succeed. */
+export class InternalError extends FibrilError {
+  /** code is always "internal". */
+  static readonly code = "internal";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("internal", message ?? "internal server error", { cause: options.cause, retriable: true, fatal: false });
+  }
+}
+
+/** ShuttingDownError is the `shutting_down` error: The server is stopping; reconnect (to another server) later. */
+export class ShuttingDownError extends FibrilError {
+  /** code is always "shutting_down". */
+  static readonly code = "shutting_down";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("shutting_down", message ?? "server is shutting down", { cause: options.cause, retriable: true, fatal: true });
+  }
+}
+
 /** ERROR_CLASSES maps each code to its class. */
 export const ERROR_CLASSES: Readonly<Record<string, new (message?: string, options?: { cause?: unknown }) => FibrilError>> = Object.freeze({
+  unknown_op: UnknownOpError,
+  max_control_line: MaxControlLineError,
+  max_payload: MaxPayloadError,
+  bad_frame: BadFrameError,
+  invalid_args: InvalidArgsError,
+  invalid_number: InvalidNumberError,
+  number_overflow: NumberOverflowError,
+  invalid_subject: InvalidSubjectError,
+  wildcard_not_allowed: WildcardNotAllowedError,
+  invalid_name: InvalidNameError,
+  invalid_crc_token: InvalidCrcTokenError,
   crc_mismatch: CrcMismatchError,
-  stale_handle: StaleHandleError,
-  unknown_handle: UnknownHandleError,
+  invalid_header: InvalidHeaderError,
+  invalid_handle: InvalidHandleError,
+  invalid_connect: InvalidConnectError,
+  invalid_json: InvalidJsonError,
+  fibril_required: FibrilRequiredError,
   auth_violation: AuthViolationError,
+  auth_timeout: AuthTimeoutError,
+  permission_denied: PermissionDeniedError,
+  reserved_subject: ReservedSubjectError,
+  stale_connection: StaleConnectionError,
+  slow_consumer: SlowConsumerError,
+  max_connections: MaxConnectionsError,
+  max_subscriptions: MaxSubscriptionsError,
+  duplicate_sid: DuplicateSidError,
+  max_unconfirmed: MaxUnconfirmedError,
+  queue_full: QueueFullError,
+  topic_full: TopicFullError,
+  unknown_topic: UnknownTopicError,
+  unknown_group: UnknownGroupError,
+  topic_exists: TopicExistsError,
+  group_exists: GroupExistsError,
+  topic_overlap: TopicOverlapError,
+  invalid_config: InvalidConfigError,
+  unknown_handle: UnknownHandleError,
+  stale_handle: StaleHandleError,
+  invalid_ack: InvalidAckError,
+  internal: InternalError,
+  shutting_down: ShuttingDownError,
 });

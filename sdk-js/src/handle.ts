@@ -16,17 +16,20 @@ export interface Handle {
   readonly attempt: number;
 }
 
-const HANDLE_RE = /^\$F\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.([1-9][0-9]*)$/;
+const HANDLE_RE = /^\$F\.([1-9][0-9]*)\.([1-9][0-9]*)\.(0|[1-9][0-9]*)\.([1-9][0-9]*)\.([1-9][0-9]*)$/;
+const U32 = 2 ** 32 - 1;
 
 /**
- * parseHandle parses an ack handle, or returns undefined when s is not one
- * (a plain reply subject) or a number exceeds Number.MAX_SAFE_INTEGER.
+ * parseHandle parses an ack handle (canonical decimals; topic, group, seq and
+ * attempt at least 1; partition and attempt at most 2^32-1), or returns
+ * undefined when s is not one. Ids and seq above Number.MAX_SAFE_INTEGER are
+ * refused too (the raw handle string still settles the message).
  */
 export function parseHandle(s: string): Handle | undefined {
   const m = HANDLE_RE.exec(s);
   if (m === null) return undefined;
   const n = m.slice(1).map(Number);
-  if (n.some((x) => !Number.isSafeInteger(x))) return undefined;
+  if (n.some((x) => !Number.isSafeInteger(x)) || n[2]! > U32 || n[4]! > U32) return undefined;
   return { topicId: n[0]!, groupId: n[1]!, partition: n[2]!, seq: n[3]!, attempt: n[4]! };
 }
 

@@ -27,10 +27,13 @@ export type { TopicConfig, GroupConfig, Info } from './manage.js';
 export { MsgHeaders, HeaderNames } from './headers.js';
 export { parseHandle, formatHandle } from './handle.js';
 export type { Handle } from './handle.js';
-export { Parser, ParserState, ParseError, validSubject } from './parser.js';
-export type { Frame, MsgFrame, PubFrame, ParserOptions, ParserStateName } from './parser.js';
-export { ParseErrorCodes } from './parse_errors.js';
+export {
+  Parser, Direction, DefaultLimits, MaxCount, MaxMillis, MaxGroupName,
+  parseError, checkSubject, validGroupName, validToken,
+} from './parser.js';
+export type { Command, Op, Limits, ParseFailure, ParseHandler, DirectionName } from './parser.js';
 export * from './encoder.js';
+export { encodeCommand } from './encode_command.js';
 export { crc32, crcHex } from './crc.js';
 export { VERSION } from './link.js';
 export type { ServerInfo } from './link.js';

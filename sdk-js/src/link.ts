@@ -6,7 +6,7 @@ import * as tls from 'node:tls';
 import { encodeConnect, encodePing, encodePong } from './encoder.js';
 import { errorFromWire, FibrilError, ProtocolViolationError, TimeoutError } from './errors.js';
 import type { ServerAddr, Resolved } from './options.js';
-import { type Frame, Parser } from './parser.js';
+import { type Command, Direction, type ParseFailure, Parser } from './parser.js';
 
 /** VERSION is this SDK's version, sent in CONNECT. */
 export const VERSION = '0.1.0';
@@ -33,7 +33,7 @@ export interface ServerInfo {
 }
 
 /**
- * Link is an established connection. Set onFrame and onClose right after
+ * Link is an established connection. Set onCommand and onClose right after
  * openLink resolves; frames that arrive in the same chunk as the handshake's
  * PONG are held until then.
  */
@@ -50,12 +50,12 @@ export class Link {
   fatal: FibrilError | undefined;
   /** lastRx is Date.now() of the last bytes received. */
   lastRx = Date.now();
-  /** onFrame receives every frame after the handshake. */
-  onFrame: (f: Frame) => void = () => {};
+  /** onCommand receives every frame after the handshake. */
+  onCommand: (f: Command) => void = () => {};
   /** onClose is called once when the socket closes; err says why. */
   onClose: (err: unknown) => void = () => {};
   /** held keeps frames that arrive between the handshake and takeOver. */
-  readonly held: Frame[] = [];
+  readonly held: Command[] = [];
   #closed = false;
   #closeErr: unknown;
   #out: Buffer[] = [];
@@ -108,15 +108,15 @@ export class Link {
    * takeOver installs the owner's handlers and replays frames that arrived
    * after the handshake; if the socket already closed, onClose runs at once.
    */
-  takeOver(onFrame: (f: Frame) => void, onClose: (err: unknown) => void): void {
-    this.onFrame = onFrame;
+  takeOver(onCommand: (f: Command) => void, onClose: (err: unknown) => void): void {
+    this.onCommand = onCommand;
     this.onClose = onClose;
     const held = this.held.splice(0);
-    for (const f of held) onFrame(f);
+    for (const f of held) onCommand(f);
     if (this.#closed) onClose(this.fatal ?? this.#closeErr);
   }
 
-  /** @internal attach wires socket events to the parser and onFrame. */
+  /** @internal attach wires socket events to the parser and onCommand. */
   attach(sock: net.Socket): void {
     this.socket = sock;
     sock.on('data', (chunk: Buffer) => this.#data(chunk));
@@ -130,17 +130,33 @@ export class Link {
     });
   }
 
+  #handler = {
+    command: (c: Command) => {
+      if (c.op === 'PING') {
+        this.write(encodePong());
+        return;
+      }
+      if (c.op === 'INFO') {
+        try {
+          this.info = JSON.parse(c.json!) as ServerInfo;
+        } catch (e) {
+          this.destroy(new ProtocolViolationError('INFO is not JSON', { cause: e }));
+          return;
+        }
+        if (typeof this.info.max_payload === 'number') this.parser.setLimits({ ...this.parser.limits, maxPayload: this.info.max_payload });
+      }
+      this.onCommand(c);
+    },
+    error: (e: ParseFailure) => this.onParseError(e),
+  };
+
+  /** onParseError receives non-fatal parse errors (e.g. a corrupt delivery). */
+  onParseError: (e: ParseFailure) => void = () => {};
+
   #data(chunk: Buffer): void {
     this.lastRx = Date.now();
     try {
-      this.parser.feed(chunk, (f) => {
-        if (f.op === 'PING') {
-          this.write(encodePong());
-          return;
-        }
-        if (f.op === 'INFO') this.info = f.info as ServerInfo;
-        this.onFrame(f);
-      });
+      this.parser.feed(chunk, this.#handler);
     } catch (e) {
       this.destroy(new ProtocolViolationError(`cannot parse server data: ${(e as Error).message}`, { cause: e }));
     }
@@ -176,7 +192,7 @@ function connectJSON(o: Resolved, tlsOn: boolean): Record<string, unknown> {
  */
 export function openLink(addr: ServerAddr, o: Resolved, signal?: AbortSignal): Promise<Link> {
   return new Promise<Link>((resolve, reject) => {
-    const parser = new Parser({ crc: false });
+    const parser = new Parser(Direction.ServerToClient);
     const raw = net.connect({ host: addr.host, port: addr.port });
     raw.setNoDelay(true);
     const link = new Link(raw, addr, parser);
@@ -203,23 +219,22 @@ export function openLink(addr: ServerAddr, o: Resolved, signal?: AbortSignal): P
       link.write(encodePing());
       // The server handles CONNECT before anything after it, so every frame it
       // sends from now on is in the requested mode.
-      parser.crc = o.crc;
+      parser.setCRC(o.crc);
       phase = 'connect';
     };
-    link.onFrame = (f: Frame) => {
+    link.onCommand = (f: Command) => {
       if (phase === 'done') return;
-      if (f.op === 'ERR') {
-        fail(errorFromWire(f.text));
+      if (f.op === '-ERR') {
+        fail(errorFromWire(f.text!));
         return;
       }
       switch (phase) {
         case 'info': {
           if (f.op !== 'INFO') return fail(new ProtocolViolationError(`expected INFO, got ${f.op}`));
-          if (typeof f.info.max_payload === 'number') parser.maxPayload = f.info.max_payload;
-          if (f.info.fibril === undefined) {
+          if (link.info.fibril === undefined) {
             return fail(new ProtocolViolationError(`${addr.url} is not a Fibril server (no "fibril" in INFO)`));
           }
-          if (o.tls !== undefined || f.info.tls_required === true) {
+          if (o.tls !== undefined || link.info.tls_required === true) {
             // NATS-style upgrade: INFO in clear, then the TLS handshake.
             raw.removeAllListeners('data');
             const ts = tls.connect({ servername: net.isIP(addr.host) ? undefined : addr.host, ...o.tls, socket: raw });
@@ -232,7 +247,7 @@ export function openLink(addr: ServerAddr, o: Resolved, signal?: AbortSignal): P
           return;
         }
         case 'connect':
-          if (f.op === 'OK') {
+          if (f.op === '+OK') {
             phase = 'pong';
             return;
           }
@@ -243,7 +258,7 @@ export function openLink(addr: ServerAddr, o: Resolved, signal?: AbortSignal): P
             phase = 'done';
             clearTimeout(timer);
             signal?.removeEventListener('abort', onAbort);
-            link.onFrame = (g) => link.held.push(g);
+            link.onCommand = (g) => link.held.push(g);
             link.onClose = () => {};
             resolve(link);
             return;

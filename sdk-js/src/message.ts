@@ -45,15 +45,15 @@ export class Msg {
   /** Creates a message; the SDK does this, applications do not need to. */
   constructor(
     settler: Settler,
-    f: { subject: string; sid: string; reply?: string; header?: Uint8Array; payload: Uint8Array; crc?: number | null },
+    f: { subject?: string; sid?: string; reply?: string; header?: Uint8Array; payload?: Uint8Array; crc?: number; hasCRC?: boolean },
   ) {
     this.#settler = settler;
-    this.subject = f.subject;
-    this.sid = f.sid;
+    this.subject = f.subject ?? '';
+    this.sid = f.sid ?? '';
     this.reply = f.reply;
-    this.data = f.payload;
+    this.data = f.payload ?? new Uint8Array(0);
     this.headers = f.header !== undefined ? MsgHeaders.decode(f.header) : undefined;
-    this.crc = f.crc ?? undefined;
+    this.crc = f.hasCRC ? f.crc : undefined;
     this.handle = f.reply !== undefined ? parseHandle(f.reply) : undefined;
   }
 

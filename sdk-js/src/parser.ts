@@ -1,389 +1,705 @@
-// The streaming wire parser (SPEC.md "Framing" and "Verbs"). It takes bytes
-// as they arrive — any split of a frame across chunks, many frames in one
-// chunk — and hands each complete frame to a callback. It knows both
-// directions (client→server verbs are parsed too, so the shared vectors can
-// be run through it), does no I/O and keeps no timers.
-import { FibrilError } from './error_base.js';
-import { ParseErrorCodes } from './parse_errors.js';
+// The streaming wire parser (SPEC.md "Grammar", "Verbs", "Checksums"),
+// shaped like the Go parser in protocol/parser.go: a Direction, Limits, a
+// CRC mode flag, next/parseSized/checkSized, the same error codes and the
+// same fatal/non-fatal split. It takes bytes as they arrive (any split of a
+// frame across chunks, many frames in one chunk), does no I/O and keeps no
+// timers.
+import { crc32 } from './crc.js';
+import type { FibrilError } from './error_base.js';
+import { ERROR_CLASSES, ERROR_TABLE } from './errors_gen.js';
+import { type Handle, parseHandle } from './handle.js';
 
-/** ParserState names the parser's states; the names match the Go parser's. */
-export const ParserState = {
-  /** OpStart: waiting for (the rest of) a control line. */
-  OpStart: 'OpStart',
-  /** Payload: a PUB/HPUB/MSG/HMSG control line was read; waiting for its body and CRLF. */
-  Payload: 'Payload',
-  /** Failed: a fatal parse error happened; the parser accepts nothing more. */
-  Failed: 'Failed',
+/** Direction says which frames a Parser accepts (Go: protocol.Direction). */
+export const Direction = {
+  /** ClientToServer: CONNECT PING PONG PUB HPUB SUB UNSUB POLL ACK NACK REJECT EXTEND TOPIC GROUP. */
+  ClientToServer: 'client->server',
+  /** ServerToClient: INFO PING PONG +OK -ERR MSG HMSG. */
+  ServerToClient: 'server->client',
 } as const;
 
-/** ParserStateName is one of ParserState's values. */
-export type ParserStateName = (typeof ParserState)[keyof typeof ParserState];
+/** DirectionName is one of Direction's values. */
+export type DirectionName = (typeof Direction)[keyof typeof Direction];
 
-/** Frame is one parsed frame. Byte fields are views into the fed chunk. */
-export type Frame =
-  | { op: 'INFO'; json: string; info: Record<string, unknown> }
-  | { op: 'CONNECT'; json: string; options: Record<string, unknown> }
-  | { op: 'PING' }
-  | { op: 'PONG' }
-  | { op: 'OK'; arg: string }
-  | { op: 'ERR'; text: string }
-  | PubFrame
-  | MsgFrame
-  | { op: 'SUB'; subject: string; group?: string; sid: string; maxInFlight?: number }
-  | { op: 'UNSUB'; sid: string; max?: number }
-  | { op: 'ACK'; handles: string[] }
-  | { op: 'NACK'; handle: string; delayMs?: number }
-  | { op: 'REJECT'; handle: string }
-  | { op: 'EXTEND'; handle: string; ms?: number }
-  | { op: 'POLL'; topic: string; group: string; max: number; waitMs?: number }
-  | { op: 'TOPIC' | 'GROUP'; action: string; args: string[]; json?: string };
+/** Op names a command as written on the wire (Go: Op.String()). */
+export type Op =
+  | 'INFO' | 'CONNECT' | 'PING' | 'PONG' | '+OK' | '-ERR'
+  | 'PUB' | 'HPUB' | 'SUB' | 'UNSUB' | 'MSG' | 'HMSG'
+  | 'POLL' | 'ACK' | 'NACK' | 'REJECT' | 'EXTEND'
+  | 'TOPIC CREATE' | 'TOPIC INFO' | 'TOPIC LIST' | 'TOPIC DELETE'
+  | 'GROUP CREATE' | 'GROUP INFO' | 'GROUP LIST' | 'GROUP DELETE';
 
-/** PubFrame is a PUB or HPUB (client→server). */
-export interface PubFrame {
-  op: 'PUB';
-  /** headers is true for HPUB. */
-  headers: boolean;
-  subject: string;
+/**
+ * Command is one parsed frame (Go: protocol.Command). Only the fields its op
+ * uses are set. header and payload are views into the bytes fed; the parser
+ * never writes to them afterwards, so they stay valid.
+ */
+export interface Command {
+  op: Op;
+  /** subject: PUB/HPUB/MSG/HMSG/SUB subject, POLL topic, TOPIC/GROUP topic name. */
+  subject?: string;
+  /** reply: reply-to of PUB/HPUB, reply-to or ack handle of MSG/HMSG. */
   reply?: string;
-  /** header is the raw NATS/1.0 block (HPUB only). */
+  /** group: SUB queue or durable group, POLL group, GROUP CREATE/INFO/DELETE group. */
+  group?: string;
+  /** sid: SUB/UNSUB/MSG/HMSG subscription id ("0" for POLL deliveries). */
+  sid?: string;
+  /** header: HPUB/HMSG header block, "NATS/1.0" through the empty line. */
   header?: Uint8Array;
-  payload: Uint8Array;
-  /** crc is the announced checksum, null for "-", undefined when crc mode is off. */
-  crc?: number | null;
+  /** payload: PUB/HPUB/MSG/HMSG body after the header block. */
+  payload?: Uint8Array;
+  /** crc: CRC-32 of header + payload, computed in CRC mode (also when "-" was sent). */
+  crc?: number;
+  /** hasCRC: the frame carried an explicit checksum token (verified against crc). */
+  hasCRC?: boolean;
+  /** max: UNSUB max-msgs, SUB max-inflight, POLL max. */
+  max?: number;
+  /** millis: POLL wait-ms, NACK delay-ms, EXTEND ms. */
+  millis?: number;
+  /** handles: ACK's handles, or the one handle of NACK/REJECT/EXTEND. */
+  handles?: Handle[];
+  /** text: -ERR text without quotes, or the argument of +OK. */
+  text?: string;
+  /** json: INFO/CONNECT JSON, optional TOPIC CREATE/GROUP CREATE JSON. */
+  json?: string;
 }
 
-/** MsgFrame is a MSG or HMSG (server→client). */
-export interface MsgFrame {
-  op: 'MSG';
-  /** headers is true for HMSG. */
-  headers: boolean;
-  subject: string;
-  sid: string;
-  reply?: string;
-  /** header is the raw NATS/1.0 block (HMSG only). */
-  header?: Uint8Array;
-  payload: Uint8Array;
-  /** crc is the announced checksum, null for "-", undefined when crc mode is off. */
-  crc?: number | null;
-}
-
-/** ParseError is a fatal parse error; code is one of ParseErrorCodes. */
-export class ParseError extends FibrilError {
-  /** Creates the error. */
-  constructor(code: string, message: string) {
-    super(code, message, { retriable: false, fatal: true });
-  }
-}
-
-/** ParserOptions are the limits the parser enforces. */
-export interface ParserOptions {
-  /** maxControlLine is the longest control line accepted, CRLF excluded (default 4096). */
+/** Limits bound what a Parser accepts (Go: protocol.Limits). */
+export interface Limits {
+  /** maxControlLine: longest control line, line end excluded (default 4096). */
   maxControlLine?: number;
-  /** maxPayload is the largest body (header + payload) accepted (default 1 MiB). */
+  /** maxJSONLine: longest INFO or CONNECT line (default 65536). */
+  maxJSONLine?: number;
+  /** maxPayload: largest PUB/HPUB/MSG/HMSG body (default 1 MiB). */
   maxPayload?: number;
-  /** crc starts the parser in CRC mode (default false). */
-  crc?: boolean;
+}
+
+/** Default limits, as SPEC.md "Limits". */
+export const DefaultLimits = { maxControlLine: 4096, maxJSONLine: 64 * 1024, maxPayload: 1024 * 1024 } as const;
+
+/** MaxCount is the largest count argument (UNSUB max-msgs, SUB max-inflight, POLL max). */
+export const MaxCount = 2 ** 31 - 1;
+/** MaxMillis is the largest millisecond argument (POLL wait-ms, NACK delay-ms, EXTEND ms). */
+export const MaxMillis = 2 ** 32 - 1;
+/** MaxGroupName is the longest durable group name. */
+export const MaxGroupName = 255;
+
+/**
+ * ParseFailure is what a parse error carries besides its code: the error is
+ * an instance of the generated class for the code (e.g. CrcMismatchError),
+ * with `command` set to what was parsed of a delimited frame (subject, sid,
+ * reply...) so an SDK can still nack a corrupt delivery.
+ */
+export type ParseFailure = FibrilError & { command?: Command; detail: string };
+
+/** parseError builds the typed error for code with a detail, as Go's Error.Text(). */
+export function parseError(code: string, detail: string, command?: Command): ParseFailure {
+  const spec = ERROR_TABLE[code];
+  const cls = ERROR_CLASSES[code]!;
+  const e = new cls(detail === '' ? spec?.text : `${spec?.text}: ${detail}`) as ParseFailure;
+  e.detail = detail;
+  if (command !== undefined) e.command = command;
+  return e;
+}
+
+/** ParseHandler receives commands and non-fatal errors, synchronously, in order. */
+export interface ParseHandler {
+  /** command is called once per valid frame. */
+  command(c: Command): void;
+  /** error is called for a non-fatal error: the frame was skipped. */
+  error?(e: ParseFailure): void;
 }
 
 const NL = 0x0a;
 const CR = 0x0d;
+const SP = 0x20;
+const TAB = 0x09;
 const EMPTY = new Uint8Array(0);
+const NUM_INVALID = -1;
+const NUM_OVERFLOW = -2;
 
 /**
- * Parser is the streaming frame parser. Feed it chunks; it calls onFrame for
- * every complete frame, in order, synchronously. A fatal error is thrown as
- * ParseError and leaves the parser in the Failed state.
+ * Parser is a streaming parser for one direction of one connection. feed
+ * appends bytes and handles every complete frame; a partial frame is kept
+ * until more bytes come. Non-fatal errors go to handler.error and parsing
+ * goes on after the skipped frame; a fatal error (its table row says fatal)
+ * is thrown, and the Parser accepts nothing more (the owner closes).
  */
 export class Parser {
-  /** state is the current state (a ParserState value). */
-  state: ParserStateName = ParserState.OpStart;
-  /** crc is the CRC mode flag; flip it right after handling CONNECT (or after sending it). */
-  crc: boolean;
-  /** maxControlLine is the longest accepted control line. */
-  maxControlLine: number;
-  /** maxPayload is the largest accepted body; update it from INFO. */
-  maxPayload: number;
+  /** direction is the direction the parser was made for. */
+  readonly direction: DirectionName;
+  #crc = false;
+  #lim: Required<Limits>;
+  #buf: Uint8Array = EMPTY;
+  #pending = 0;
+  #failed: ParseFailure | undefined;
 
-  #pending: Uint8Array = EMPTY;
-  #frame: PubFrame | MsgFrame | undefined;
-  #hdrSize = 0;
-  #size = 0;
-
-  /** Creates a parser with the given limits. */
-  constructor(opts: ParserOptions = {}) {
-    this.maxControlLine = opts.maxControlLine ?? 4096;
-    this.maxPayload = opts.maxPayload ?? 1024 * 1024;
-    this.crc = opts.crc ?? false;
+  /** Creates a parser for dir with CRC mode off; missing limits get defaults. */
+  constructor(dir: DirectionName, lim: Limits = {}) {
+    this.direction = dir;
+    this.#lim = withDefaults(lim);
   }
 
-  /** buffered is the number of bytes held back waiting for the rest of a frame. */
+  /** setCRC turns CRC mode on or off; from inside the handler it affects the next frame. */
+  setCRC(on: boolean): void {
+    this.#crc = on;
+  }
+
+  /** crc reports whether CRC mode is on. */
+  get crc(): boolean {
+    return this.#crc;
+  }
+
+  /** limits returns the limits in force. */
+  get limits(): Required<Limits> {
+    return { ...this.#lim };
+  }
+
+  /** setLimits replaces the limits (a client passes INFO's max_payload). */
+  setLimits(lim: Limits): void {
+    this.#lim = withDefaults(lim);
+  }
+
+  /** buffered is the number of bytes held back (a partial frame). */
   get buffered(): number {
-    return this.#pending.length;
+    return this.#buf.length;
   }
 
   /**
-   * feed parses chunk (after anything held back). onFrame runs synchronously
-   * for each frame and may change `crc` or `maxPayload`; the next frame is
-   * parsed under the new settings. Throws ParseError on a fatal error.
+   * pending is, while a frame whose size is known waits for its body, the
+   * number of bytes that frame needs in total; 0 otherwise.
    */
-  feed(chunk: Uint8Array, onFrame: (f: Frame) => void): void {
-    if (this.state === ParserState.Failed) throw new ParseError(ParseErrorCodes.ParserFailed, 'parser failed earlier');
+  get pending(): number {
+    return this.#pending;
+  }
+
+  /** failed is the fatal error that stopped the parser, if any. */
+  get failed(): ParseFailure | undefined {
+    return this.#failed;
+  }
+
+  /** feed parses chunk after what was held back. Throws the fatal error, if one happens. */
+  feed(chunk: Uint8Array, h: ParseHandler): void {
+    if (this.#failed !== undefined) throw this.#failed;
     let buf: Uint8Array;
-    if (this.#pending.length === 0) {
-      buf = chunk;
-    } else {
-      buf = new Uint8Array(this.#pending.length + chunk.length);
-      buf.set(this.#pending, 0);
-      buf.set(chunk, this.#pending.length);
+    if (this.#buf.length === 0) buf = chunk;
+    else {
+      buf = new Uint8Array(this.#buf.length + chunk.length);
+      buf.set(this.#buf, 0);
+      buf.set(chunk, this.#buf.length);
     }
+    this.#buf = EMPTY;
     let pos = 0;
-    try {
-      while (pos < buf.length) {
-        if (this.state === ParserState.OpStart) {
-          const nl = buf.indexOf(NL, pos);
-          if (nl < 0) {
-            if (buf.length - pos > this.maxControlLine + 1) {
-              throw new ParseError(ParseErrorCodes.MaxControlLine, 'control line too long');
-            }
-            break;
-          }
-          let end = nl;
-          if (end > pos && buf[end - 1] === CR) end--;
-          if (end - pos > this.maxControlLine) {
-            throw new ParseError(ParseErrorCodes.MaxControlLine, 'control line too long');
-          }
-          const line = Buffer.from(buf.buffer, buf.byteOffset + pos, end - pos).toString('utf8');
-          pos = nl + 1;
-          const f = this.#control(line);
-          if (f !== undefined) onFrame(f);
-        } else {
-          // Payload: body bytes, then CRLF (or a bare LF).
-          const need = this.#size;
-          if (buf.length - pos < need + 1) break;
-          let after = pos + need;
-          if (buf[after] === CR) {
-            if (buf.length - after < 2) break;
-            after++;
-          }
-          if (buf[after] !== NL) {
-            throw new ParseError(ParseErrorCodes.MissingCRLF, 'body not followed by CRLF');
-          }
-          const f = this.#frame!;
-          const body = buf.subarray(pos, pos + need);
-          if (f.headers) {
-            f.header = body.subarray(0, this.#hdrSize);
-            f.payload = body.subarray(this.#hdrSize);
-          } else {
-            f.payload = body;
-          }
-          pos = after + 1;
-          this.#frame = undefined;
-          this.state = ParserState.OpStart;
-          onFrame(f);
+    while (pos < buf.length) {
+      if (this.#pending > 0 && buf.length - pos < this.#pending) break;
+      this.#pending = 0;
+      const b = buf.subarray(pos);
+      const r = this.next(b);
+      if (r.err !== undefined) {
+        if (r.err.fatal) {
+          this.#failed = r.err;
+          throw r.err;
         }
+        pos += r.n;
+        h.error?.(r.err);
+        continue;
       }
-    } catch (e) {
-      this.state = ParserState.Failed;
-      this.#pending = EMPTY;
-      throw e;
+      if (r.n === 0) break;
+      pos += r.n;
+      if (r.cmd !== undefined) h.command(r.cmd);
     }
-    this.#pending = pos >= buf.length ? EMPTY : buf.slice(pos);
+    if (pos < buf.length) this.#buf = buf.slice(pos);
   }
 
-  /** reset forgets buffered bytes and the Failed state (for a new connection). */
-  reset(): void {
-    this.state = ParserState.OpStart;
-    this.#pending = EMPTY;
-    this.#frame = undefined;
+  /**
+   * next parses one frame at the start of b: n is 0 when b holds only part
+   * of a frame; cmd is undefined for an empty line or an error.
+   */
+  next(b: Uint8Array): { n: number; cmd?: Command; err?: ParseFailure } {
+    const eol = b.indexOf(NL);
+    if (eol < 0) {
+      if (b.length > this.#lineLimit(b) + 1) return { n: 0, err: parseError('max_control_line', this.#limitDetail(b)) };
+      return { n: 0 };
+    }
+    let line = b.subarray(0, eol);
+    if (line.length > 0 && line[line.length - 1] === CR) line = line.subarray(0, line.length - 1);
+    if (line.length > this.#lineLimit(line)) return { n: 0, err: parseError('max_control_line', this.#limitDetail(line)) };
+    const [verb, rest] = nextToken(line);
+    if (verb.length === 0) return { n: eol + 1 };
+    return this.direction === Direction.ClientToServer ? this.#fromClient(b, eol, verb, rest) : this.#fromServer(b, eol, verb, rest);
   }
 
-  #control(line: string): Frame | undefined {
-    const trimmed = line.replace(/^[ \t]+|[ \t]+$/g, '');
-    if (trimmed === '') return undefined; // empty lines are ignored, as telnet users send them
-    const m = /^(\S+)(?:[ \t]+(.*))?$/s.exec(trimmed)!;
-    const verb = m[1]!.toUpperCase();
-    const rest = m[2] ?? '';
-    const args = rest === '' ? [] : rest.split(/[ \t]+/);
-    switch (verb) {
-      case 'PING':
-        return { op: 'PING' };
-      case 'PONG':
-        return { op: 'PONG' };
-      case '+OK':
-        return { op: 'OK', arg: rest };
-      case '-ERR':
-        return { op: 'ERR', text: unquote(rest) };
-      case 'INFO':
-        return { op: 'INFO', json: rest, info: parseJSON(rest, 'INFO') };
-      case 'CONNECT':
-        return { op: 'CONNECT', json: rest, options: parseJSON(rest, 'CONNECT') };
+  #fromClient(b: Uint8Array, eol: number, verb: Uint8Array, rest: Uint8Array): { n: number; cmd?: Command; err?: ParseFailure } {
+    const v = upper(verb);
+    switch (v) {
       case 'PUB':
       case 'HPUB':
-        return this.#pub(verb === 'HPUB', args);
+        return this.#parseSized(b, eol, rest, v);
+      case 'SUB':
+        return finish(eol, parseSub(rest));
+      case 'ACK':
+        return finish(eol, parseAck(rest));
+      case 'PING':
+      case 'PONG':
+        return finish(eol, parseNoArgs(rest, v));
+      case 'POLL':
+        return finish(eol, parsePoll(rest));
+      case 'NACK':
+      case 'REJECT':
+      case 'EXTEND':
+        return finish(eol, parseHandleCmd(rest, v));
+      case 'UNSUB':
+        return finish(eol, parseUnsub(rest));
+      case 'TOPIC':
+        return finish(eol, parseTopic(rest));
+      case 'GROUP':
+        return finish(eol, parseGroup(rest));
+      case 'CONNECT': {
+        const js = trim(rest);
+        if (js.length === 0) return { n: 0, err: parseError('invalid_connect', 'CONNECT needs a JSON object') };
+        return { n: eol + 1, cmd: { op: 'CONNECT', json: str(js) } };
+      }
+    }
+    return { n: eol + 1, err: parseError('unknown_op', quoteDetail(verb)) };
+  }
+
+  #fromServer(b: Uint8Array, eol: number, verb: Uint8Array, rest: Uint8Array): { n: number; cmd?: Command; err?: ParseFailure } {
+    const v = upper(verb);
+    switch (v) {
       case 'MSG':
       case 'HMSG':
-        return this.#msg(verb === 'HMSG', args);
-      case 'SUB': {
-        if (args.length < 2 || args.length > 4) throw argErr('SUB');
-        const subject = subjectArg(args[0]!, true);
-        if (args.length === 2) return { op: 'SUB', subject, sid: args[1]! };
-        const f: Frame = { op: 'SUB', subject, group: args[1]!, sid: args[2]! };
-        if (args.length === 4) f.maxInFlight = num(args[3]!);
-        return f;
+        return this.#parseSized(b, eol, rest, v);
+      case '+OK':
+        return { n: eol + 1, cmd: { op: '+OK', text: str(trim(rest)) } };
+      case 'PING':
+      case 'PONG':
+        return finish(eol, parseNoArgs(rest, v));
+      case '-ERR': {
+        let t = trim(rest);
+        if (t.length >= 2 && t[0] === 0x27 && t[t.length - 1] === 0x27) t = t.subarray(1, t.length - 1);
+        return { n: eol + 1, cmd: { op: '-ERR', text: str(t) } };
       }
-      case 'UNSUB': {
-        if (args.length < 1 || args.length > 2) throw argErr('UNSUB');
-        return args.length === 2 ? { op: 'UNSUB', sid: args[0]!, max: num(args[1]!) } : { op: 'UNSUB', sid: args[0]! };
+      case 'INFO': {
+        const js = trim(rest);
+        if (js.length === 0) return { n: eol + 1, err: parseError('invalid_args', 'INFO needs a JSON object') };
+        return { n: eol + 1, cmd: { op: 'INFO', json: str(js) } };
       }
-      case 'ACK':
-        if (args.length < 1) throw argErr('ACK');
-        return { op: 'ACK', handles: args };
-      case 'NACK':
-        if (args.length < 1 || args.length > 2) throw argErr('NACK');
-        return args.length === 2 ? { op: 'NACK', handle: args[0]!, delayMs: num(args[1]!) } : { op: 'NACK', handle: args[0]! };
-      case 'REJECT':
-        if (args.length !== 1) throw argErr('REJECT');
-        return { op: 'REJECT', handle: args[0]! };
-      case 'EXTEND':
-        if (args.length < 1 || args.length > 2) throw argErr('EXTEND');
-        return args.length === 2 ? { op: 'EXTEND', handle: args[0]!, ms: num(args[1]!) } : { op: 'EXTEND', handle: args[0]! };
-      case 'POLL': {
-        if (args.length < 3 || args.length > 4) throw argErr('POLL');
-        const f: Frame = { op: 'POLL', topic: subjectArg(args[0]!, false), group: args[1]!, max: num(args[2]!) };
-        if (args.length === 4) f.waitMs = num(args[3]!);
-        return f;
-      }
-      case 'TOPIC':
-      case 'GROUP':
-        return manage(verb, rest);
-      default:
-        throw new ParseError(ParseErrorCodes.UnknownOp, `unknown protocol operation ${JSON.stringify(m[1])}`);
     }
+    return { n: eol + 1, err: parseError('unknown_op', quoteDetail(verb)) };
   }
 
-  #pub(hpub: boolean, args: string[]): undefined {
-    const verb = hpub ? 'HPUB' : 'PUB';
-    const base = hpub ? 3 : 2; // subject [reply] [hdr] size
-    const extra = this.crc ? 1 : 0;
-    if (args.length !== base + extra && args.length !== base + 1 + extra) throw argErr(verb);
-    const crc = this.crc ? crcArg(args.pop()!) : undefined;
-    const hasReply = args.length === base + 1;
-    const f: PubFrame = {
-      op: 'PUB',
-      headers: hpub,
-      subject: subjectArg(args[0]!, false),
-      payload: EMPTY,
-    };
-    if (hasReply) f.reply = subjectArg(args[1]!, false);
-    if (crc !== undefined) f.crc = crc;
-    this.#startBody(f, hpub, args.slice(hasReply ? 2 : 1));
-    return undefined;
-  }
-
-  #msg(hmsg: boolean, args: string[]): undefined {
-    const verb = hmsg ? 'HMSG' : 'MSG';
-    const base = hmsg ? 4 : 3; // subject sid [reply] [hdr] size
-    const extra = this.crc ? 1 : 0;
-    if (args.length !== base + extra && args.length !== base + 1 + extra) throw argErr(verb);
-    const crc = this.crc ? crcArg(args.pop()!) : undefined;
-    const hasReply = args.length === base + 1;
-    const f: MsgFrame = {
-      op: 'MSG',
-      headers: hmsg,
-      subject: subjectArg(args[0]!, false),
-      sid: args[1]!,
-      payload: EMPTY,
-    };
-    if (hasReply) f.reply = subjectArg(args[2]!, false);
-    if (crc !== undefined) f.crc = crc;
-    this.#startBody(f, hmsg, args.slice(hasReply ? 3 : 2));
-    return undefined;
-  }
-
-  #startBody(f: PubFrame | MsgFrame, headers: boolean, sizes: string[]): void {
+  #parseSized(b: Uint8Array, eol: number, rest: Uint8Array, op: 'PUB' | 'HPUB' | 'MSG' | 'HMSG'): { n: number; cmd?: Command; err?: ParseFailure } {
+    const a = split(rest);
+    const hasHdr = op === 'HPUB' || op === 'HMSG';
+    const hasSid = op === 'MSG' || op === 'HMSG';
+    let fixed = 2 + (hasHdr ? 1 : 0) + (hasSid ? 1 : 0) + (this.#crc ? 1 : 0);
+    if (a.length !== fixed && a.length !== fixed + 1) {
+      return { n: 0, err: parseError('bad_frame', `${op} has ${a.length} arguments, want ${fixed} or ${fixed + 1}`) };
+    }
+    const c: Command = { op, subject: str(a[0]!) };
+    let i = 1;
+    if (hasSid) c.sid = str(a[i++]!);
+    let replyTok: Uint8Array | undefined;
+    if (a.length === fixed + 1) {
+      replyTok = a[i++]!;
+      c.reply = str(replyTok);
+    }
     let hdr = 0;
-    let total: number;
-    if (headers) {
-      hdr = num(sizes[0]!);
-      total = num(sizes[1]!);
-      if (hdr > total) throw new ParseError(ParseErrorCodes.BadHeaderSize, 'header size larger than total size');
-    } else {
-      total = num(sizes[0]!);
+    if (hasHdr) {
+      const v = parseUint(a[i]!, Number.MAX_SAFE_INTEGER);
+      if (v === NUM_INVALID) return { n: 0, err: parseError('bad_frame', 'header size ' + quoteDetail(a[i]!)) };
+      hdr = v === NUM_OVERFLOW ? Number.MAX_SAFE_INTEGER : v;
+      i++;
     }
-    if (total > this.maxPayload) {
-      throw new ParseError(ParseErrorCodes.MaxPayload, `payload of ${total} bytes exceeds max_payload ${this.maxPayload}`);
+    const total = parseUint(a[i]!, this.#lim.maxPayload);
+    if (total === NUM_INVALID) return { n: 0, err: parseError('bad_frame', 'size ' + quoteDetail(a[i]!)) };
+    if (total === NUM_OVERFLOW) {
+      return { n: 0, err: parseError('max_payload', `size ${quoteDetail(a[i]!)}, limit ${this.#lim.maxPayload}`) };
     }
-    this.#frame = f;
-    this.#hdrSize = hdr;
-    this.#size = total;
-    this.state = ParserState.Payload;
+    if (hdr > total) return { n: 0, err: parseError('bad_frame', 'header size larger than total size') };
+    i++;
+    const crcTok = this.#crc ? a[i]! : undefined;
+    const start = eol + 1;
+    const end = start + total;
+    if (b.length < end + 1) {
+      this.#pending = end + 2;
+      return { n: 0 };
+    }
+    let next = end + 1;
+    if (b[end] === CR) {
+      if (b.length < end + 2) {
+        this.#pending = end + 2;
+        return { n: 0 };
+      }
+      if (b[end + 1] !== NL) return { n: 0, err: parseError('bad_frame', 'payload not followed by CRLF') };
+      next = end + 2;
+    } else if (b[end] !== NL) {
+      return { n: 0, err: parseError('bad_frame', 'payload not followed by CRLF') };
+    }
+    const body = b.subarray(start, end);
+    if (hasHdr) c.header = body.subarray(0, hdr);
+    c.payload = body.subarray(hdr);
+    const err = this.#checkSized(c, a[0]!, replyTok, body, crcTok, hasHdr);
+    if (err !== undefined) return { n: next, err };
+    return { n: next, cmd: c };
+  }
+
+  // checkSized runs the non-fatal checks of a delimited frame, in SPEC.md's
+  // order: subject, reply-to, sid, checksum token, checksum, header.
+  #checkSized(c: Command, subj: Uint8Array, reply: Uint8Array | undefined, body: Uint8Array, crcTok: Uint8Array | undefined, hasHdr: boolean): ParseFailure | undefined {
+    let code = checkSubject(subj, false);
+    if (code !== '') return parseError(code, 'subject ' + quoteDetail(subj), c);
+    if (reply !== undefined) {
+      code = checkSubject(reply, false);
+      if (code !== '') return parseError(code, 'reply-to ' + quoteDetail(reply), c);
+    }
+    if (c.sid !== undefined && !validToken(enc(c.sid))) return parseError('invalid_args', 'sid ' + quoteDetail(enc(c.sid)), c);
+    if (this.#crc) {
+      let want = 0;
+      let given = false;
+      if (crcTok!.length === 1 && crcTok![0] === 0x2d && this.direction === Direction.ClientToServer) {
+        given = false;
+      } else {
+        const v = parseHex8(crcTok!);
+        if (v === undefined) return parseError('invalid_crc_token', quoteDetail(crcTok!), c);
+        want = v;
+        given = true;
+      }
+      c.crc = crc32(body);
+      c.hasCRC = given;
+      if (given && c.crc !== want) {
+        return parseError('crc_mismatch', `got ${hex8(want)}, computed ${hex8(c.crc)}`, c);
+      }
+    }
+    if (hasHdr && !validHeaderBlock(c.header!)) return parseError('invalid_header', quoteDetail(c.header!), c);
+    return undefined;
+  }
+
+  #lineLimit(line: Uint8Array): number {
+    const v = upper(nextToken(line)[0]);
+    return v === 'CONNECT' || v === 'INFO' ? this.#lim.maxJSONLine : this.#lim.maxControlLine;
+  }
+
+  #limitDetail(line: Uint8Array): string {
+    return `limit ${this.#lineLimit(line)} bytes`;
   }
 }
 
-function argErr(verb: string): ParseError {
-  return new ParseError(ParseErrorCodes.BadArgs, `wrong number of arguments for ${verb}`);
+function withDefaults(l: Limits): Required<Limits> {
+  const r = {
+    maxControlLine: l.maxControlLine && l.maxControlLine > 0 ? l.maxControlLine : DefaultLimits.maxControlLine,
+    maxJSONLine: l.maxJSONLine && l.maxJSONLine > 0 ? l.maxJSONLine : DefaultLimits.maxJSONLine,
+    maxPayload: l.maxPayload && l.maxPayload > 0 ? l.maxPayload : DefaultLimits.maxPayload,
+  };
+  if (r.maxJSONLine < r.maxControlLine) r.maxJSONLine = r.maxControlLine;
+  return r;
 }
 
-/** num parses a non-negative decimal that fits a safe integer. */
-function num(s: string): number {
-  if (!/^[0-9]{1,15}$/.test(s)) throw new ParseError(ParseErrorCodes.BadNumber, `bad number ${JSON.stringify(s)}`);
-  return Number(s);
+function finish(eol: number, r: Command | ParseFailure): { n: number; cmd?: Command; err?: ParseFailure } {
+  if (r instanceof Error) return { n: eol + 1, err: r };
+  return { n: eol + 1, cmd: r };
 }
 
-function crcArg(s: string): number | null {
-  if (s === '-') return null;
-  if (!/^[0-9a-f]{8}$/.test(s)) throw new ParseError(ParseErrorCodes.BadCRC, `bad crc token ${JSON.stringify(s)}`);
-  return parseInt(s, 16) >>> 0;
+function parseNoArgs(rest: Uint8Array, op: 'PING' | 'PONG'): Command | ParseFailure {
+  if (nextToken(rest)[0].length !== 0) return parseError('invalid_args', `${op} takes no arguments`);
+  return { op };
 }
 
-/** validSubject reports whether s is a valid subject (wildcards allowed if wild). */
-export function validSubject(s: string, wild: boolean): boolean {
-  if (s === '') return false;
-  const toks = s.split('.');
-  for (let i = 0; i < toks.length; i++) {
-    const t = toks[i]!;
-    if (t === '' || /[\s]/.test(t)) return false;
-    if (t === '>' && (!wild || i !== toks.length - 1)) return false;
-    if (t === '*' && !wild) return false;
-    if (t.length > 1 && (t.includes('*') || t.includes('>')) && wild) {
-      // Wildcards must stand alone in a token; inside a token they are literal in NATS.
+function argCount(op: Op, n: number, want: string): ParseFailure {
+  return parseError('invalid_args', `${op} has ${n} arguments, want ${want}`);
+}
+
+function number(tok: Uint8Array, max: number, name: string): number | ParseFailure {
+  const v = parseUint(tok, max);
+  if (v === NUM_INVALID) return parseError('invalid_number', `${name} ${quoteDetail(tok)}`);
+  if (v === NUM_OVERFLOW) return parseError('number_overflow', `${name} ${quoteDetail(tok)}, limit ${max}`);
+  return v;
+}
+
+function parseSub(rest: Uint8Array): Command | ParseFailure {
+  const a = split(rest);
+  if (a.length < 2 || a.length > 4) return argCount('SUB', a.length, '2 to 4');
+  const c: Command = { op: 'SUB', subject: str(a[0]!) };
+  let groupTok: Uint8Array | undefined;
+  let sidTok: Uint8Array;
+  if (a.length === 2) sidTok = a[1]!;
+  else {
+    groupTok = a[1]!;
+    sidTok = a[2]!;
+    c.group = str(groupTok);
+  }
+  c.sid = str(sidTok);
+  const code = checkSubject(a[0]!, true);
+  if (code !== '') return parseError(code, 'subject ' + quoteDetail(a[0]!));
+  if (groupTok !== undefined && !validToken(groupTok)) return parseError('invalid_args', 'group ' + quoteDetail(groupTok));
+  if (!validToken(sidTok) || (sidTok.length === 1 && sidTok[0] === 0x30)) {
+    return parseError('invalid_args', `sid ${quoteDetail(sidTok)} (sid 0 is reserved for POLL)`);
+  }
+  if (a.length === 4) {
+    const v = number(a[3]!, MaxCount, 'max-inflight');
+    if (typeof v !== 'number') return v;
+    c.max = v;
+  }
+  return c;
+}
+
+function parseUnsub(rest: Uint8Array): Command | ParseFailure {
+  const a = split(rest);
+  if (a.length < 1 || a.length > 2) return argCount('UNSUB', a.length, '1 or 2');
+  const c: Command = { op: 'UNSUB', sid: str(a[0]!) };
+  if (!validToken(a[0]!)) return parseError('invalid_args', 'sid ' + quoteDetail(a[0]!));
+  if (a.length === 2) {
+    const v = number(a[1]!, MaxCount, 'max-msgs');
+    if (typeof v !== 'number') return v;
+    c.max = v;
+  }
+  return c;
+}
+
+function parsePoll(rest: Uint8Array): Command | ParseFailure {
+  const a = split(rest);
+  if (a.length < 3 || a.length > 4) return argCount('POLL', a.length, '3 or 4');
+  const c: Command = { op: 'POLL', subject: str(a[0]!), group: str(a[1]!) };
+  const code = checkSubject(a[0]!, false);
+  if (code !== '') return parseError(code, 'topic ' + quoteDetail(a[0]!));
+  if (!validGroupName(a[1]!)) return parseError('invalid_name', quoteDetail(a[1]!));
+  const v = number(a[2]!, MaxCount, 'max');
+  if (typeof v !== 'number') return v;
+  if (v === 0) return parseError('invalid_args', 'POLL max must be at least 1');
+  c.max = v;
+  if (a.length === 4) {
+    const w = number(a[3]!, MaxMillis, 'wait-ms');
+    if (typeof w !== 'number') return w;
+    c.millis = w;
+  }
+  return c;
+}
+
+function parseAck(rest: Uint8Array): Command | ParseFailure {
+  const a = split(rest);
+  const handles: Handle[] = [];
+  for (const tok of a) {
+    const h = parseHandle(str(tok));
+    if (h === undefined) return parseError('invalid_handle', quoteDetail(tok));
+    handles.push(h);
+  }
+  if (handles.length === 0) return argCount('ACK', 0, 'at least 1');
+  return { op: 'ACK', handles };
+}
+
+function parseHandleCmd(rest: Uint8Array, op: 'NACK' | 'REJECT' | 'EXTEND'): Command | ParseFailure {
+  const a = split(rest);
+  const max = op === 'REJECT' ? 1 : 2;
+  if (a.length < 1 || a.length > max) return argCount(op, a.length, max === 1 ? '1' : '1 or 2');
+  const h = parseHandle(str(a[0]!));
+  if (h === undefined) return parseError('invalid_handle', quoteDetail(a[0]!));
+  const c: Command = { op, handles: [h] };
+  if (a.length === 2) {
+    const v = number(a[1]!, MaxMillis, op === 'EXTEND' ? 'ms' : 'delay-ms');
+    if (typeof v !== 'number') return v;
+    c.millis = v;
+  }
+  return c;
+}
+
+function parseTopic(rest: Uint8Array): Command | ParseFailure {
+  const [sub, r1] = nextToken(rest);
+  const s = upper(sub);
+  if (s === 'LIST') {
+    if (nextToken(r1)[0].length !== 0) return argCount('TOPIC LIST', 1, '0');
+    return { op: 'TOPIC LIST' };
+  }
+  if (s !== 'CREATE' && s !== 'INFO' && s !== 'DELETE') return parseError('invalid_args', 'TOPIC needs CREATE, INFO, LIST or DELETE');
+  const op = `TOPIC ${s}` as Op;
+  const [name, r2] = nextToken(r1);
+  if (name.length === 0) return argCount(op, 0, '1');
+  const code = checkSubject(name, false);
+  if (code !== '') return parseError(code, 'topic ' + quoteDetail(name));
+  const js = trim(r2);
+  if (op !== 'TOPIC CREATE' && js.length !== 0) return argCount(op, 2, '1');
+  const c: Command = { op, subject: str(name) };
+  if (js.length !== 0) c.json = str(js);
+  return c;
+}
+
+function parseGroup(rest: Uint8Array): Command | ParseFailure {
+  const [sub, r1] = nextToken(rest);
+  const s = upper(sub);
+  if (s !== 'CREATE' && s !== 'INFO' && s !== 'LIST' && s !== 'DELETE') return parseError('invalid_args', 'GROUP needs CREATE, INFO, LIST or DELETE');
+  const op = `GROUP ${s}` as Op;
+  const [topic, r2] = nextToken(r1);
+  if (topic.length === 0) return argCount(op, 0, 'at least 1');
+  const code = checkSubject(topic, false);
+  if (code !== '') return parseError(code, 'topic ' + quoteDetail(topic));
+  let r3 = r2;
+  let group: Uint8Array | undefined;
+  if (op !== 'GROUP LIST') {
+    [group, r3] = nextToken(r2);
+    if (group.length === 0) return argCount(op, 1, '2');
+    if (!validGroupName(group)) return parseError('invalid_name', quoteDetail(group));
+  }
+  const js = trim(r3);
+  if (op !== 'GROUP CREATE' && js.length !== 0) return parseError('invalid_args', `${op} has too many arguments`);
+  const c: Command = { op, subject: str(topic) };
+  if (group !== undefined) c.group = str(group);
+  if (js.length !== 0) c.json = str(js);
+  return c;
+}
+
+// ---- lexing helpers (Go: lex.go) ----
+
+const utf8 = new TextDecoder();
+const utf8enc = new TextEncoder();
+
+function str(b: Uint8Array): string {
+  return utf8.decode(b);
+}
+
+function enc(s: string): Uint8Array {
+  return utf8enc.encode(s);
+}
+
+function upper(tok: Uint8Array): string {
+  if (tok.length > 8) return '';
+  let s = '';
+  for (const c of tok) s += String.fromCharCode(c >= 0x61 && c <= 0x7a ? c - 0x20 : c);
+  return s;
+}
+
+function isSpace(c: number | undefined): boolean {
+  return c === SP || c === TAB;
+}
+
+/** nextToken returns the first token of b and the rest after it. */
+function nextToken(b: Uint8Array): [Uint8Array, Uint8Array] {
+  let i = 0;
+  while (i < b.length && isSpace(b[i])) i++;
+  let j = i;
+  while (j < b.length && !isSpace(b[j])) j++;
+  return [b.subarray(i, j), b.subarray(j)];
+}
+
+function split(b: Uint8Array): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  for (;;) {
+    const [tok, rest] = nextToken(b);
+    if (tok.length === 0) return out;
+    out.push(tok);
+    b = rest;
+  }
+}
+
+function trim(b: Uint8Array): Uint8Array {
+  let i = 0;
+  let j = b.length;
+  while (i < j && isSpace(b[i])) i++;
+  while (j > i && isSpace(b[j - 1])) j--;
+  return b.subarray(i, j);
+}
+
+/** parseUint parses a non-empty run of ASCII digits no larger than max. */
+function parseUint(b: Uint8Array, max: number): number {
+  if (b.length === 0) return NUM_INVALID;
+  let v = 0;
+  let over = false;
+  for (const c of b) {
+    const d = c - 0x30;
+    if (d < 0 || d > 9) return NUM_INVALID;
+    if (!over) {
+      v = v * 10 + d;
+      if (v > Number.MAX_SAFE_INTEGER) over = true;
     }
+  }
+  if (over || v > max) return NUM_OVERFLOW;
+  return v;
+}
+
+function parseHex8(b: Uint8Array): number | undefined {
+  if (b.length !== 8) return undefined;
+  let v = 0;
+  for (const c of b) {
+    let d: number;
+    if (c >= 0x30 && c <= 0x39) d = c - 0x30;
+    else if (c >= 0x61 && c <= 0x66) d = c - 0x61 + 10;
+    else return undefined;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+function hex8(v: number): string {
+  return (v >>> 0).toString(16).padStart(8, '0');
+}
+
+/**
+ * checkSubject returns "" for a valid subject, else the error code:
+ * invalid_subject or (wildcards false) wildcard_not_allowed.
+ */
+export function checkSubject(s: Uint8Array | string, wildcards: boolean): string {
+  if (typeof s === 'string') s = enc(s);
+  if (s.length === 0) return 'invalid_subject';
+  let wild = false;
+  let start = 0;
+  for (let i = 0; i <= s.length; i++) {
+    if (i < s.length) {
+      const c = s[i]!;
+      if (c <= SP || c === 0x7f) return 'invalid_subject';
+      if (c !== 0x2e) continue;
+    }
+    const len = i - start;
+    if (len === 0) return 'invalid_subject';
+    if (len === 1 && s[start] === 0x2a) wild = true;
+    else if (len === 1 && s[start] === 0x3e) {
+      if (i !== s.length) return 'invalid_subject';
+      wild = true;
+    } else {
+      for (let k = start; k < i; k++) if (s[k] === 0x2a || s[k] === 0x3e) return 'invalid_subject';
+    }
+    start = i + 1;
+  }
+  if (wild && !wildcards) return 'wildcard_not_allowed';
+  return '';
+}
+
+/** validGroupName: 1 to 255 bytes from A-Z a-z 0-9 _ -. */
+export function validGroupName(b: Uint8Array | string): boolean {
+  if (typeof b === 'string') b = enc(b);
+  if (b.length === 0 || b.length > MaxGroupName) return false;
+  for (const c of b) {
+    const ok = (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || (c >= 0x30 && c <= 0x39) || c === 0x5f || c === 0x2d;
+    if (!ok) return false;
   }
   return true;
 }
 
-function subjectArg(s: string, wild: boolean): string {
-  if (!validSubject(s, wild)) throw new ParseError(ParseErrorCodes.InvalidSubject, `invalid subject ${JSON.stringify(s)}`);
-  return s;
+/** validToken: a non-empty run of bytes above 0x20 (not 0x7f), as a sid or queue group. */
+export function validToken(b: Uint8Array | string): boolean {
+  if (typeof b === 'string') b = enc(b);
+  if (b.length === 0) return false;
+  for (const c of b) if (c <= SP || c === 0x7f) return false;
+  return true;
 }
 
-function unquote(s: string): string {
-  const t = s.trim();
-  if (t.length >= 2 && t.startsWith("'") && t.endsWith("'")) return t.slice(1, -1);
-  return t;
+function validHeaderBlock(h: Uint8Array): boolean {
+  const min = 8 + 4;
+  if (h.length < min) return false;
+  for (let i = 0; i < 8; i++) if (h[i] !== 'NATS/1.0'.charCodeAt(i)) return false;
+  const c = h[8];
+  if (c !== SP && c !== CR) return false;
+  const n = h.length;
+  return h[n - 4] === CR && h[n - 3] === NL && h[n - 2] === CR && h[n - 1] === NL;
 }
 
-function parseJSON(s: string, verb: string): Record<string, unknown> {
-  try {
-    const v: unknown = JSON.parse(s);
-    if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new Error('not an object');
-    return v as Record<string, unknown>;
-  } catch (e) {
-    throw new ParseError(ParseErrorCodes.BadJSON, `${verb}: invalid JSON: ${(e as Error).message}`);
+function quoteDetail(b: Uint8Array): string {
+  const max = 64;
+  let out = '"';
+  for (let i = 0; i < b.length; i++) {
+    if (i === max) {
+      out += '...';
+      break;
+    }
+    const c = b[i]!;
+    if (c < 0x20 || c >= 0x7f || c === 0x22 || c === 0x27 || c === 0x5c) out += '\\x' + hex8(c).slice(6);
+    else out += String.fromCharCode(c);
   }
-}
-
-function manage(verb: 'TOPIC' | 'GROUP', rest: string): Frame {
-  // <ACTION> <name>... [<json>]; the JSON is the rest of the line from the first '{'.
-  const brace = rest.indexOf('{');
-  const head = (brace < 0 ? rest : rest.slice(0, brace)).trim();
-  const json = brace < 0 ? undefined : rest.slice(brace).trim();
-  const toks = head === '' ? [] : head.split(/[ \t]+/);
-  if (toks.length < 1) throw argErr(verb);
-  const f: Frame = { op: verb, action: toks[0]!.toUpperCase(), args: toks.slice(1) };
-  if (json !== undefined) {
-    parseJSON(json, verb);
-    f.json = json;
-  }
-  return f;
+  return out + '"';
 }
