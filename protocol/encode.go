@@ -161,8 +161,8 @@ func AppendPoll[S, G Text](dst []byte, topic S, group G, max int, waitMillis int
 }
 
 // AppendAck appends "ACK <handle> [<handle> ...]". The caller keeps the line
-// under the control-line limit (about 60 handles of maximal length fit in
-// 4096 bytes).
+// under the control-line limit (46 handles of maximal length fit in 4096
+// bytes).
 func AppendAck(dst []byte, handles ...Handle) []byte {
 	dst = append(dst, "ACK"...)
 	for _, h := range handles {
