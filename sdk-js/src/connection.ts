@@ -31,8 +31,8 @@ import { Subscription } from './subscription.js';
 export interface Position {
   /** partition is the partition index. */
   partition: number;
-  /** seq is the sequence number within the partition. */
-  seq: number;
+  /** seq is the sequence number within the partition (64-bit, so a bigint). */
+  seq: bigint;
 }
 
 /** PublishOptions are the optional parts of a publish. */
@@ -749,13 +749,14 @@ function asError(e: unknown): Error {
   return e instanceof Error ? e : new Error(String(e));
 }
 
-/** parsePosition parses a publish confirm argument: "<partition>:<seq>" or "-". */
+/** parsePosition parses a publish confirm argument: "<partition>:<seq>" or "-" (null); undefined if malformed. */
 export function parsePosition(arg: string): Position | null | undefined {
   const t = arg.trim();
   if (t === '-') return null;
-  const m = /^(\d{1,15}):(\d{1,16})$/.exec(t);
+  const m = /^(0|[1-9][0-9]{0,9}):([0-9]{1,20})$/.exec(t);
   if (m === null) return undefined;
-  const seq = Number(m[2]);
-  if (!Number.isSafeInteger(seq)) return undefined;
-  return { partition: Number(m[1]), seq };
+  const partition = Number(m[1]);
+  const seq = BigInt(m[2]!);
+  if (partition > 2 ** 32 - 1 || seq > 2n ** 64n - 1n) return undefined;
+  return { partition, seq };
 }

@@ -1,39 +1,45 @@
-// Ack handles: the reply-to of a durable delivery,
+// Ack handles (SPEC.md 9.1): the reply-to of a durable delivery,
 //   $F.<topic-id>.<group-id>.<partition>.<seq>.<attempt>
-// (decimal numbers; attempt is the delivery count, starting at 1).
+// canonical decimals; ids and seq are 64-bit, so they are bigints here.
 
 /** Handle is a parsed ack handle. */
 export interface Handle {
-  /** topicId is the server-assigned topic id. */
-  readonly topicId: number;
-  /** groupId is the server-assigned group id. */
-  readonly groupId: number;
-  /** partition is the partition index. */
+  /** topicId is the server-assigned topic id, 1..2^64-1. */
+  readonly topicId: bigint;
+  /** groupId is the server-assigned group id, 1..2^64-1. */
+  readonly groupId: bigint;
+  /** partition is the partition index, 0..2^32-1. */
   readonly partition: number;
-  /** seq is the message's sequence in its partition. */
-  readonly seq: number;
-  /** attempt is the delivery count of this delivery (1 = first delivery). */
+  /** seq is the message's sequence in its partition, 1..2^64-1. */
+  readonly seq: bigint;
+  /** attempt is the delivery count of this delivery (1 = first), 1..2^32-1. */
   readonly attempt: number;
 }
 
-const HANDLE_RE = /^\$F\.([1-9][0-9]*)\.([1-9][0-9]*)\.(0|[1-9][0-9]*)\.([1-9][0-9]*)\.([1-9][0-9]*)$/;
+/** HandlePrefix starts every ack handle subject. */
+export const HandlePrefix = '$F.';
+
+const HANDLE_RE = /^\$F\.([1-9][0-9]{0,19})\.([1-9][0-9]{0,19})\.(0|[1-9][0-9]{0,9})\.([1-9][0-9]{0,19})\.([1-9][0-9]{0,9})$/;
+const U64 = 2n ** 64n - 1n;
 const U32 = 2 ** 32 - 1;
 
 /**
- * parseHandle parses an ack handle (canonical decimals; topic, group, seq and
- * attempt at least 1; partition and attempt at most 2^32-1), or returns
- * undefined when s is not one. Ids and seq above Number.MAX_SAFE_INTEGER are
- * refused too (the raw handle string still settles the message).
+ * parseHandle parses an ack handle, or returns undefined when s is not a
+ * canonical handle with every field in range (a plain reply subject, say).
  */
 export function parseHandle(s: string): Handle | undefined {
   const m = HANDLE_RE.exec(s);
   if (m === null) return undefined;
-  const n = m.slice(1).map(Number);
-  if (n.some((x) => !Number.isSafeInteger(x)) || n[2]! > U32 || n[4]! > U32) return undefined;
-  return { topicId: n[0]!, groupId: n[1]!, partition: n[2]!, seq: n[3]!, attempt: n[4]! };
+  const topicId = BigInt(m[1]!);
+  const groupId = BigInt(m[2]!);
+  const partition = Number(m[3]!);
+  const seq = BigInt(m[4]!);
+  const attempt = Number(m[5]!);
+  if (topicId > U64 || groupId > U64 || seq > U64 || partition > U32 || attempt > U32) return undefined;
+  return { topicId, groupId, partition, seq, attempt };
 }
 
 /** formatHandle is the inverse of parseHandle. */
 export function formatHandle(h: Handle): string {
-  return `$F.${h.topicId}.${h.groupId}.${h.partition}.${h.seq}.${h.attempt}`;
+  return `${HandlePrefix}${h.topicId}.${h.groupId}.${h.partition}.${h.seq}.${h.attempt}`;
 }

@@ -29,6 +29,7 @@ export interface ServerInfo {
   heartbeat_ms?: number;
   max_inflight?: number;
   crc?: boolean;
+  max_control_line?: number;
   [k: string]: unknown;
 }
 
@@ -143,7 +144,10 @@ export class Link {
           this.destroy(new ProtocolViolationError('INFO is not JSON', { cause: e }));
           return;
         }
-        if (typeof this.info.max_payload === 'number') this.parser.setLimits({ ...this.parser.limits, maxPayload: this.info.max_payload });
+        const lim = this.parser.limits;
+        if (typeof this.info.max_payload === 'number') lim.maxPayload = this.info.max_payload;
+        if (typeof this.info.max_control_line === 'number') lim.maxControlLine = this.info.max_control_line;
+        this.parser.setLimits(lim);
       }
       this.onCommand(c);
     },

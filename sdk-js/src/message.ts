@@ -73,7 +73,7 @@ export class Msg {
   }
 
   /** seq is the message's sequence in its partition (durable deliveries only). */
-  get seq(): number | undefined {
+  get seq(): bigint | undefined {
     return this.handle?.seq;
   }
 

@@ -28,9 +28,13 @@ test('headers: status line and bad input', () => {
 
 test('handles: parse, format, reject', () => {
   const h = parseHandle('$F.3.4.1.99.2');
-  assert.deepEqual(h, { topicId: 3, groupId: 4, partition: 1, seq: 99, attempt: 2 });
+  assert.deepEqual(h, { topicId: 3n, groupId: 4n, partition: 1, seq: 99n, attempt: 2 });
   assert.equal(formatHandle(h), '$F.3.4.1.99.2');
-  for (const bad of ['', '_INBOX.x', '$F.1.2.3.4', '$F.1.2.3.4.0', '$F.1.2.3.04.1', '$F.a.2.3.4.1', '$F.1.2.3.99999999999999999999.1']) {
+  const max = '$F.18446744073709551615.18446744073709551615.4294967295.18446744073709551615.4294967295';
+  assert.equal(formatHandle(parseHandle(max)), max);
+  assert.equal(parseHandle(max).seq, 2n ** 64n - 1n);
+  for (const bad of ['', '_INBOX.x', '$F.1.2.3.4', '$F.1.2.3.4.0', '$F.0.2.3.4.1', '$F.1.2.3.0.1', '$F.1.2.3.04.1', '$F.a.2.3.4.1',
+    '$F.18446744073709551616.1.0.1.1', '$F.1.1.4294967296.1.1', '$F.1.1.0.1.4294967296', '$F.1.2.3.4.1.6']) {
     assert.equal(parseHandle(bad), undefined, bad);
   }
 });
@@ -73,7 +77,9 @@ test('options: servers and backoff', () => {
 });
 
 test('positions', () => {
-  assert.deepEqual(parsePosition('2:17'), { partition: 2, seq: 17 });
+  assert.deepEqual(parsePosition('2:17'), { partition: 2, seq: 17n });
+  assert.deepEqual(parsePosition('0:18446744073709551615'), { partition: 0, seq: 2n ** 64n - 1n });
+  assert.equal(parsePosition('0:18446744073709551616'), undefined);
   assert.equal(parsePosition('-'), null);
   assert.equal(parsePosition('x'), undefined);
   assert.equal(parsePosition('1:'), undefined);
