@@ -704,21 +704,22 @@ export class Connection implements AsyncDisposable {
       await this.#closedPromise;
       return;
     }
-    if (this.#state === 'reconnecting') {
-      this.#finalize(undefined);
-      return;
+    if (this.#state === 'connected') {
+      try {
+        await this.#withTimeout(this.flush(), this.#o.timeoutMs);
+      } catch {
+        // Closing anyway.
+      }
     }
-    const link = this.#link!;
-    try {
-      await this.#withTimeout(this.flush(), this.#o.timeoutMs);
-    } catch {
-      // Closing anyway.
-    }
-    if (this.#state === 'connected' && this.#link === link) {
+    // The state may have changed while flushing.
+    const link = this.#link;
+    if (this.#state === 'connected' && link !== undefined) {
       this.#state = 'closing';
       for (const sub of this.#subs.values()) sub.end();
       link.end();
       setTimeout(() => link.destroy(), 1000).unref();
+    } else if (this.#state === 'reconnecting') {
+      this.#finalize(undefined);
     }
     await this.#closedPromise;
   }

@@ -2,7 +2,7 @@
 // client-side conditions that never travel on the wire. Callers switch on
 // `err.code` or `instanceof`, never on the message text.
 import { FibrilError } from './error_base.js';
-import { ERROR_CLASSES } from './errors_gen.js';
+import { ERROR_CLASSES, ERROR_TABLE } from './errors_gen.js';
 
 export { FibrilError, type ErrorSpec } from './error_base.js';
 export * from './errors_gen.js';
@@ -102,18 +102,27 @@ export class NoServersError extends FibrilError {
 }
 
 /**
- * errorFromWire turns the text of a fibril `-ERR` line (quotes removed),
- * `<code> <human text>`, into a typed error: a code found in the table gives
- * its generated class; any other code gives a FibrilError with that code
- * (not retriable). The human text is only ever used as the message.
+ * errorFromWire turns the text of a `-ERR` line (quotes removed) into a
+ * typed error, by the same rules as Go's protocol.ParseErrText: a first word
+ * that is a table code gives that code's class (Fibril form, `<code> <text>`);
+ * otherwise a text starting with a table row's NATS text gives that row's
+ * class (a server answers in the NATS form before CONNECT is accepted, e.g.
+ * `Authorization Violation`); otherwise a code-like first word gives a
+ * FibrilError with that code, and anything else the code "unknown".
  */
 export function errorFromWire(text: string): FibrilError {
-  const m = /^([a-z][a-z0-9_]*)(?:[ \t]+(.*))?$/s.exec(text.trim());
-  if (m === null) {
-    return new FibrilError('unknown', text, { retriable: false });
+  const t = text.trim();
+  const sp = t.search(/[ \t]/);
+  const word = sp < 0 ? t : t.slice(0, sp);
+  const rest = sp < 0 ? undefined : t.slice(sp).trim();
+  const cls = ERROR_CLASSES[word];
+  if (cls !== undefined) return new cls(rest);
+  const low = t.toLowerCase();
+  for (const spec of Object.values(ERROR_TABLE)) {
+    if (spec.natsText !== '' && low.startsWith(spec.natsText.toLowerCase())) {
+      return new ERROR_CLASSES[spec.code]!(t);
+    }
   }
-  const code = m[1]!;
-  const cls = ERROR_CLASSES[code];
-  if (cls !== undefined) return new cls(m[2]);
-  return new FibrilError(code, m[2] ?? code, { retriable: false });
+  if (/^[a-z0-9_]+$/.test(word)) return new FibrilError(word, rest ?? word, { retriable: false });
+  return new FibrilError('unknown', t, { retriable: false });
 }

@@ -55,7 +55,9 @@ test('errors: wire text maps to the generated class by code', () => {
   const u = errorFromWire('made_up_code text');
   assert.equal(u.code, 'made_up_code');
   assert.equal(u.retriable, false);
-  assert.equal(errorFromWire('Unknown Protocol Operation').code, 'unknown');
+  assert.equal(errorFromWire('Authorization Violation').code, 'auth_violation');
+  assert.equal(errorFromWire('Authorization Violation').fatal, true);
+  assert.equal(errorFromWire('Something Else Entirely').code, 'unknown');
 });
 
 test('errors: cause is kept', () => {
