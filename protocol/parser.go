@@ -155,7 +155,7 @@ func (p *Parser) next(b []byte) (int, error) {
 	if len(line) > 0 && line[len(line)-1] == '\r' {
 		line = line[:len(line)-1]
 	}
-	if len(line) > p.lineLimit(line) {
+	if len(line) > p.lim.MaxControlLine && len(line) > p.lineLimit(line) {
 		return 0, &Error{Code: CodeMaxControlLine, Detail: p.limitDetail(line)}
 	}
 	verb, rest := nextToken(line)
