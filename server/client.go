@@ -64,8 +64,10 @@ type client struct {
 	closed      bool
 	answers     []*answer // answers not yet written, in command order
 	subs        map[string]*subscription
-	unconfirmed int // publishes awaiting their confirm
-	outHigh     int // bytes the transport still holds (owner reports)
+	unconfirmed int        // publishes awaiting their confirm
+	laneBusy    bool       // the lane goroutine runs (see lane.go)
+	laneQ       []laneFunc // durable commands queued on the lane, in order
+	outHigh     int        // bytes the transport still holds (owner reports)
 	dropped     uint64
 }
 

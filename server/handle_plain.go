@@ -200,8 +200,19 @@ func (c *client) handleSub(subject, queue, sid string, maxInflight int) {
 		return
 	}
 	s := &subscription{c: c, subject: subject, queue: queue, sid: sid}
-	if queue != "" && c.srv.durableSub(c, s, maxInflight) {
-		return // answered by the durable path
+	if queue != "" && c.srv.durable != nil {
+		// Durable group or plain queue group: decided in command order.
+		slot := c.reserve()
+		c.mu.Lock()
+		c.subs[sid] = s
+		c.mu.Unlock()
+		var run laneFunc
+		run = func(onLane bool) { c.subGroup(s, maxInflight, slot, onLane, run) }
+		if !c.serial(run) {
+			c.removeSub(s)
+			c.laneFull(slot)
+		}
+		return
 	}
 	c.mu.Lock()
 	c.subs[sid] = s

@@ -29,7 +29,8 @@ func (c *client) handlePub(m *pubMsg) {
 		c.reject(protocol.CodePermissionDenied, "for Publish to "+strconv.Quote(m.subject))
 		return
 	}
-	if c.srv.durable != nil && c.publishDurable(m) {
+	if c.srv.durable != nil {
+		c.publishDurable(m)
 		return
 	}
 	c.fanOut(m)

@@ -8,6 +8,8 @@ import (
 	"net"
 	"runtime"
 	"time"
+
+	"github.com/fibrilmq/fibril/server/broker"
 )
 
 // ErrInvalidOptions is wrapped by every error validate returns.
@@ -34,6 +36,10 @@ type Options struct {
 	// NoBroker runs the plain NATS core only: durable verbs answer
 	// "durable_unavailable". Tests of the network layer use it.
 	NoBroker bool
+	// Engine tunes the durable engine (queue sizes, snapshots, the store
+	// opener); its zero value means the engine's defaults. Logf is set by
+	// the server.
+	Engine broker.Options
 	// ServerName is reported in INFO; empty means the generated server id.
 	ServerName string
 
