@@ -43,3 +43,35 @@ export function parseHandle(s: string): Handle | undefined {
 export function formatHandle(h: Handle): string {
   return `${HandlePrefix}${h.topicId}.${h.groupId}.${h.partition}.${h.seq}.${h.attempt}`;
 }
+
+/** AckKind is what a settle body published to a handle subject asks for (SPEC.md 9.3). */
+export type AckKind = 'ack' | 'nak' | 'progress' | 'term';
+
+/** AckBodies are the bodies that settle a delivery when published to its handle. */
+export const AckBodies = { ack: '+ACK', nak: '-NAK', progress: '+WPI', term: '+TERM' } as const;
+
+function trimBody(s: string): string {
+  return s.replace(/^[ \t]+/, '').replace(/[ \t\r\n]+$/, '');
+}
+
+/**
+ * parseAckBody parses the payload of a PUB to a handle subject, as Go's
+ * protocol.ParseAckBody: empty or "+ACK", "-NAK" (optionally
+ * `{"delay":<ns>}`), "+WPI", "+TERM [reason]". Returns undefined for any
+ * other body (the server answers invalid_ack).
+ */
+export function parseAckBody(payload: string): { kind: AckKind; delayNs: bigint } | undefined {
+  const p = trimBody(payload);
+  if (p === '' || p === '+ACK') return { kind: 'ack', delayNs: 0n };
+  if (p === '+WPI') return { kind: 'progress', delayNs: 0n };
+  if (p === '+TERM' || p.startsWith('+TERM ')) return { kind: 'term', delayNs: 0n };
+  if (p === '-NAK') return { kind: 'nak', delayNs: 0n };
+  if (p.startsWith('-NAK ')) {
+    const m = /^\{[ \t]*"delay"[ \t]*:[ \t]*([0-9]+)[ \t]*\}$/.exec(trimBody(p.slice(5)));
+    if (m === null) return undefined;
+    const d = BigInt(m[1]!);
+    if (d > 2n ** 63n - 1n) return undefined;
+    return { kind: 'nak', delayNs: d };
+  }
+  return undefined;
+}

@@ -25,8 +25,8 @@ export { Subscription } from './subscription.js';
 export { Topics, Groups } from './manage.js';
 export type { TopicConfig, GroupConfig, Info } from './manage.js';
 export { MsgHeaders, HeaderNames } from './headers.js';
-export { parseHandle, formatHandle } from './handle.js';
-export type { Handle } from './handle.js';
+export { parseHandle, formatHandle, parseAckBody, AckBodies, HandlePrefix } from './handle.js';
+export type { Handle, AckKind } from './handle.js';
 export {
   Parser, Direction, DefaultLimits, MaxCount, MaxMillis, MaxGroupName,
   parseError, checkSubject, validGroupName, validToken,

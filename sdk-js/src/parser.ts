@@ -131,6 +131,7 @@ export class Parser {
   #lim: Required<Limits>;
   #buf: Uint8Array = EMPTY;
   #pending = 0;
+  #consumed = 0;
   #failed: ParseFailure | undefined;
 
   /** Creates a parser for dir with CRC mode off; missing limits get defaults. */
@@ -166,10 +167,16 @@ export class Parser {
 
   /**
    * pending is, while a frame whose size is known waits for its body, the
-   * number of bytes that frame needs in total; 0 otherwise.
+   * fewest bytes that frame can still take in total (body plus a bare LF);
+   * 0 otherwise. feed does not re-parse until that many bytes are buffered.
    */
   get pending(): number {
     return this.#pending;
+  }
+
+  /** consumed counts every byte consumed so far (frames handled or skipped). */
+  get consumed(): number {
+    return this.#consumed;
   }
 
   /** failed is the fatal error that stopped the parser, if any. */
@@ -200,11 +207,13 @@ export class Parser {
           throw r.err;
         }
         pos += r.n;
+        this.#consumed += r.n;
         h.error?.(r.err);
         continue;
       }
       if (r.n === 0) break;
       pos += r.n;
+      this.#consumed += r.n;
       if (r.cmd !== undefined) h.command(r.cmd);
     }
     if (pos < buf.length) this.#buf = buf.slice(pos);
@@ -321,7 +330,7 @@ export class Parser {
     const start = eol + 1;
     const end = start + total;
     if (b.length < end + 1) {
-      this.#pending = end + 2;
+      this.#pending = end + 1; // at least the body and a bare LF
       return { n: 0 };
     }
     let next = end + 1;
@@ -588,11 +597,12 @@ function split(b: Uint8Array): Uint8Array[] {
   }
 }
 
+// trim drops leading spaces/tabs and trailing spaces/tabs/CR/LF (Go: trimSpace).
 function trim(b: Uint8Array): Uint8Array {
   let i = 0;
   let j = b.length;
   while (i < j && isSpace(b[i])) i++;
-  while (j > i && isSpace(b[j - 1])) j--;
+  while (j > i && (isSpace(b[j - 1]) || b[j - 1] === CR || b[j - 1] === NL)) j--;
   return b.subarray(i, j);
 }
 

@@ -131,7 +131,7 @@ test('parser: waits for the whole body, then its CRLF', () => {
   const h = { command: (c) => got.push(c) };
   p.feed(b('MSG a 1 5\r\nhel'), h);
   assert.equal(got.length, 0);
-  assert.equal(p.pending, 'MSG a 1 5\r\n'.length + 7);
+  assert.equal(p.pending, 'MSG a 1 5\r\n'.length + 6);
   p.feed(b('lo\r'), h);
   assert.equal(got.length, 0, 'CR alone is not the end');
   p.feed(b('\n'), h);
