@@ -175,6 +175,14 @@ func (c *client) answerNow(data []byte) {
 	c.complete(c.reserve(), data)
 }
 
+// beginInput marks a wake as pending while the owner parses input: the
+// owner flushes right after, so answers queued meanwhile need no wake.
+func (c *client) beginInput() {
+	c.mu.Lock()
+	c.wakePending = true
+	c.mu.Unlock()
+}
+
 // takeOut hands the outbox to the owner goroutine and clears the wake flag,
 // so a later queueOut wakes the owner again. transportPending is what the
 // transport still holds from earlier writes. It reports whether the

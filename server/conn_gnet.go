@@ -77,10 +77,14 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 		if cl.isClosing() {
 			_, _ = c.Discard(n)
 		} else {
+			cl.beginInput()
 			buf, err := c.Peek(n)
 			if err == nil {
-				used := cl.feed(buf)
-				_, _ = c.Discard(used)
+				// gnet's Discard(0) discards everything: call it only
+				// when something was consumed.
+				if used := cl.feed(buf); used > 0 {
+					_, _ = c.Discard(used)
+				}
 			}
 			if left := c.InboundBuffered(); left > h.s.opts.MaxInputBuffer {
 				cl.fail(protocol.CodeMaxPayload, fmt.Sprintf("input buffer over %d bytes", h.s.opts.MaxInputBuffer))

@@ -39,9 +39,10 @@ func TestPublishPollAck(t *testing.T) {
 	if got := datas(ds); !slices.Equal(got, []string{"m3", "m4"}) {
 		t.Fatalf("second poll %v", got)
 	}
-	if in := g.Info(); in.Inflight != 2 || in.Pending != 2 {
-		t.Fatalf("info %+v", in)
-	}
+	waitFor(t, "info inflight 2 pending 2", func() bool {
+		in := g.Info()
+		return in.Inflight == 2 && in.Pending == 2
+	})
 	// nothing ready: Poll waits until ctx ends
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()

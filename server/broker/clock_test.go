@@ -34,7 +34,9 @@ func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
 	defer c.mu.Unlock()
 	t := &fakeTimer{at: c.now.Add(d), f: f}
 	if d <= 0 {
-		go f()
+		c.mu.Unlock()
+		f()
+		c.mu.Lock()
 		return func() bool { return false }
 	}
 	c.timers = append(c.timers, t)
@@ -47,7 +49,8 @@ func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
 	}
 }
 
-// Advance moves time forward by d and fires the timers that became due.
+// Advance moves time forward by d and runs the callbacks of the timers that
+// became due before it returns (the broker's callbacks never block).
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
@@ -66,6 +69,6 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.timers = keep
 	c.mu.Unlock()
 	for _, t := range due {
-		go t.f()
+		t.f()
 	}
 }

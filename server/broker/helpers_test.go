@@ -14,8 +14,22 @@ type testEnv struct {
 	b      *Broker
 }
 
-// newEnv opens a broker in a temp dir on test stores. clock may be nil.
+// newEnv opens a broker in a temp dir on the real file log (small
+// segments). clock may be nil.
 func newEnv(t *testing.T, clock Clock) *testEnv {
+	t.Helper()
+	e := &testEnv{t: t, dir: t.TempDir(), clock: clock}
+	e.open()
+	t.Cleanup(func() {
+		if e.b != nil {
+			e.b.Close()
+		}
+	})
+	return e
+}
+
+// newMemEnv opens a broker on test stores, which crashCopy can copy.
+func newMemEnv(t *testing.T, clock Clock) *testEnv {
 	t.Helper()
 	e := &testEnv{t: t, dir: t.TempDir(), stores: newTestStores(), clock: clock}
 	e.open()
@@ -28,7 +42,12 @@ func newEnv(t *testing.T, clock Clock) *testEnv {
 }
 
 func (e *testEnv) opts() Options {
-	return Options{OpenStore: e.stores.open, Clock: e.clock, Logf: e.t.Logf, RetentionInterval: time.Millisecond}
+	o := Options{Clock: e.clock, Logf: e.t.Logf, RetentionInterval: time.Millisecond,
+		SegmentSize: 64 << 10, EventSegmentSize: 16 << 10}
+	if e.stores != nil {
+		o.OpenStore = e.stores.open
+	}
+	return o
 }
 
 func (e *testEnv) open() {

@@ -14,8 +14,15 @@ type StoreOpener func(dir string, policy seglog.Policy) (seglog.Store, error)
 
 // Options configures a Broker. The zero value of a field means its default.
 type Options struct {
-	// OpenStore opens a partition's logs. Default: the file-backed seglog.
+	// OpenStore opens a partition's logs. Default: the file-backed seglog
+	// with SegmentSize and EventSegmentSize.
 	OpenStore StoreOpener
+	// SegmentSize is the segment size of the default data logs. Default
+	// seglog.DefaultSegmentSize (64 MiB); each segment is preallocated.
+	SegmentSize int64
+	// EventSegmentSize is the segment size of the default event logs.
+	// Default 4 MiB.
+	EventSegmentSize int64
 	// Clock supplies time to leases, delays and retention. Default: the
 	// system clock.
 	Clock Clock
@@ -36,7 +43,7 @@ type Options struct {
 }
 
 // DefaultOptions returns the options with every default filled in (except
-// OpenStore, which stays nil and means the file-backed seglog).
+// OpenStore, which stays nil and means the file-backed seglog, and Logf).
 func DefaultOptions() Options {
 	return Options{
 		Clock:             SystemClock(),
@@ -44,6 +51,8 @@ func DefaultOptions() Options {
 		MaxBatch:          1024,
 		SnapshotEvery:     100000,
 		RetentionInterval: time.Second,
+		SegmentSize:       seglog.DefaultSegmentSize,
+		EventSegmentSize:  4 << 20,
 	}
 }
 
@@ -66,8 +75,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.RetentionInterval == 0 {
 		o.RetentionInterval = d.RetentionInterval
 	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = seglog.DefaultSegmentSize
+	}
+	if o.EventSegmentSize == 0 {
+		o.EventSegmentSize = 4 << 20
+	}
 	if o.OpenStore == nil {
-		o.OpenStore = defaultOpenStore
+		o.OpenStore = fileStoreOpener(o.SegmentSize, o.EventSegmentSize)
 	}
 	switch {
 	case o.QueueSize < 2 || o.QueueSize > 1<<24:

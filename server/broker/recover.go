@@ -19,11 +19,11 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("partition %d: %w", idx, err)
 	}
-	data, err := o.OpenStore(filepath.Join(dir, "data"), t.cfg.policy())
+	data, err := o.OpenStore(filepath.Join(dir, dataLogName), t.cfg.policy())
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: data log: %w", idx, err)
 	}
-	events, err := o.OpenStore(filepath.Join(dir, "events"), t.cfg.policy())
+	events, err := o.OpenStore(filepath.Join(dir, eventsLogName), t.cfg.policy())
 	if err != nil {
 		data.Close()
 		return nil, fmt.Errorf("partition %d: event log: %w", idx, err)
