@@ -312,8 +312,9 @@ export class Connection implements AsyncDisposable {
    * group when no durable topic has that name) and returns it as an async
    * iterable. The SUB is sent at once; `sub.ready` resolves when the server
    * accepted it. Iteration throws the server's error if the SUB is refused,
-   * DeliveryCorruptError for a corrupt delivery (after nacking it), and
-   * ConnectionClosedError if the connection ends with an error.
+   * DeliveryCorruptError once per corrupt delivery (after nacking it; the
+   * subscription goes on), and ConnectionClosedError if the connection ends
+   * with an error.
    */
   consume(topic: string, group: string, opts: ConsumeOptions = {}): Subscription {
     return this.#subscribe(topic, group, opts.maxInFlight, opts.signal);
@@ -621,11 +622,7 @@ export class Connection implements AsyncDisposable {
       return;
     }
     if (c.reply !== undefined && parseHandle(c.reply) !== undefined) this.settle('NACK', c.reply, undefined).catch(() => {});
-    const sub = this.#subs.get(c.sid!);
-    if (sub !== undefined) {
-      sub.fail(bad);
-      this.unsubscribe(sub, []);
-    }
+    this.#subs.get(c.sid!)?.pushError(bad);
   }
 
   #onLinkClosed(link: Link, err: unknown): void {

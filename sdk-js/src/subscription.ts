@@ -15,8 +15,9 @@ export interface SubscriptionOwner {
  * `for await` loop, calling close(), disposing it or aborting its signal
  * unsubscribes; durable messages still queued are nacked so they are
  * redelivered at once. The loop throws when the subscription fails (the
- * server refused the SUB, the connection closed for good, or a delivery's
- * checksum did not match).
+ * server refused the SUB, or the connection closed for good), and once per
+ * corrupt delivery (DeliveryCorruptError; the SDK already nacked it, and the
+ * subscription goes on).
  */
 export class Subscription implements AsyncIterable<Msg>, AsyncDisposable {
   /** sid is the subscription id on the wire. */
@@ -31,10 +32,10 @@ export class Subscription implements AsyncIterable<Msg>, AsyncDisposable {
   readonly ready: Promise<void>;
 
   #owner: SubscriptionOwner;
-  #queue: Msg[] = [];
+  // Queued deliveries, and non-terminal errors in their place (a corrupt delivery).
+  #queue: (Msg | { error: unknown })[] = [];
   #head = 0;
-  #waiter: ((r: IteratorResult<Msg>) => void) | undefined;
-  #waiterFail: ((e: unknown) => void) | undefined;
+  #waiters: { res: (r: IteratorResult<Msg>) => void; rej: (e: unknown) => void }[] = [];
   #error: unknown;
   #done = false;
   #received = 0;
@@ -81,29 +82,37 @@ export class Subscription implements AsyncIterable<Msg>, AsyncDisposable {
   push(m: Msg): void {
     if (this.#done) return;
     this.#received++;
-    if (this.#waiter !== undefined) {
-      const w = this.#waiter;
-      this.#waiter = this.#waiterFail = undefined;
-      w({ value: m, done: false });
-      return;
-    }
-    this.#queue.push(m);
+    this.#deliver(m);
   }
 
-  /** @internal fail ends the subscription with err (thrown from the loop). */
-  fail(err: FibrilError | unknown): void {
+  /**
+   * @internal pushError queues an error in the stream without ending it:
+   * the next call of next() rejects with it, later calls go on.
+   */
+  pushError(err: unknown): void {
     if (this.#done) return;
+    this.#deliver({ error: err });
+  }
+
+  #deliver(item: Msg | { error: unknown }): void {
+    const w = this.#waiters.shift();
+    if (w === undefined) {
+      this.#queue.push(item);
+      return;
+    }
+    if ('error' in item) w.rej(item.error);
+    else w.res({ value: item, done: false });
+  }
+
+  /** @internal fail ends the subscription with err; queued messages are still handed out first. */
+  fail(err: FibrilError | unknown): void {
+    if (this.#done || this.#error !== undefined) return;
     if (!this.#readySettled) {
       this.#readySettled = true;
       this.#readyReject(err);
     }
     this.#error = err;
-    if (this.#waiterFail !== undefined) {
-      const f = this.#waiterFail;
-      this.#waiter = this.#waiterFail = undefined;
-      this.#finish();
-      f(err);
-    }
+    for (const w of this.#waiters.splice(0)) w.rej(err);
   }
 
   /** @internal end finishes iteration without an error (connection closed cleanly). */
@@ -123,41 +132,41 @@ export class Subscription implements AsyncIterable<Msg>, AsyncDisposable {
 
   #finish(): Msg[] {
     this.#done = true;
-    const left = this.#queue.slice(this.#head);
+    const left = this.#queue.slice(this.#head).filter((x): x is Msg => !('error' in x));
     this.#queue = [];
     this.#head = 0;
-    if (this.#waiter !== undefined) {
-      const w = this.#waiter;
-      this.#waiter = this.#waiterFail = undefined;
-      w({ value: undefined, done: true });
-    }
+    for (const w of this.#waiters.splice(0)) w.res({ value: undefined, done: true });
     return left;
   }
 
-  /** next returns the next message (the async iterator protocol). */
+  /**
+   * next returns the next message (the async iterator protocol). Several
+   * callers may wait at once (one worker loop each); each message goes to
+   * one of them, in call order. A corrupt delivery rejects one call with
+   * DeliveryCorruptError and the stream goes on; a terminal error rejects
+   * every call from then on.
+   */
   next(): Promise<IteratorResult<Msg>> {
     if (this.#head < this.#queue.length) {
-      const m = this.#queue[this.#head]!;
+      const item = this.#queue[this.#head]!;
       this.#queue[this.#head++] = undefined as unknown as Msg;
       if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
         this.#queue = this.#queue.slice(this.#head);
         this.#head = 0;
       }
-      return Promise.resolve({ value: m, done: false });
+      if ('error' in item) return Promise.reject(item.error);
+      return Promise.resolve({ value: item, done: false });
     }
-    if (this.#error !== undefined) {
-      const e = this.#error;
-      if (!this.#done) this.#finish();
-      return Promise.reject(e);
-    }
+    if (this.#error !== undefined) return Promise.reject(this.#error);
     if (this.#done) return Promise.resolve({ value: undefined, done: true });
-    return new Promise((res, rej) => {
-      this.#waiter = res;
-      this.#waiterFail = rej;
-    });
+    return new Promise((res, rej) => this.#waiters.push({ res, rej }));
   }
 
-  /** Returns this; a subscription can be iterated once. */
+  /**
+   * Returns an iterator over this subscription. Leaving a `for await` loop
+   * early (break, return) closes the subscription; an error thrown by next()
+   * does not, so a loop may catch a DeliveryCorruptError and iterate again.
+   */
   [Symbol.asyncIterator](): AsyncIterator<Msg> {
     return {
       next: () => this.next(),
