@@ -241,7 +241,7 @@ export function openLink(addr: ServerAddr, o: Resolved, signal?: AbortSignal): P
           if (o.tls !== undefined || link.info.tls_required === true) {
             // NATS-style upgrade: INFO in clear, then the TLS handshake.
             raw.removeAllListeners('data');
-            const ts = tls.connect({ servername: net.isIP(addr.host) ? undefined : addr.host, ...o.tls, socket: raw });
+            const ts = tls.connect({ host: addr.host, servername: net.isIP(addr.host) ? undefined : addr.host, ...o.tls, socket: raw });
             ts.once('secureConnect', sendConnect);
             ts.on('error', (e) => fail(e));
             link.attach(ts);

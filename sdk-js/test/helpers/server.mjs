@@ -64,6 +64,7 @@ export async function startServer(t, opts = {}) {
   });
   const port = Number(ready.addr.split(':').pop());
   const srv = {
+    ready,
     addr: ready.addr,
     url: `nats://${ready.addr}`,
     port,
