@@ -445,13 +445,30 @@ export class Connection implements AsyncDisposable {
   }
 
   /**
-   * ackAll acknowledges many messages with one ACK line. Resolves on +OK;
-   * rejects with the server's typed error if any handle was refused.
+   * ackAll acknowledges many messages with as few ACK lines as the server's
+   * control-line limit allows. Resolves when every line got +OK; rejects
+   * with the server's typed error if any handle was refused (the others are
+   * settled regardless, SPEC.md 8.2).
    */
   async ackAll(msgs: Msg[], opts: { signal?: AbortSignal } = {}): Promise<void> {
     const handles = msgs.filter((m) => m.durable).map((m) => m.reply!);
-    if (handles.length === 0) return;
-    await this.#request(encodeAck(handles), opts.signal);
+    const limit = (typeof this.#info.max_control_line === 'number' ? this.#info.max_control_line : 4096) - 8;
+    const lines: string[][] = [];
+    let cur: string[] = [];
+    let len = 3;
+    for (const h of handles) {
+      if (cur.length > 0 && len + 1 + h.length > limit) {
+        lines.push(cur);
+        cur = [];
+        len = 3;
+      }
+      cur.push(h);
+      len += 1 + h.length;
+    }
+    if (cur.length > 0) lines.push(cur);
+    const results = await Promise.allSettled(lines.map((l) => this.#request(encodeAck(l), opts.signal)));
+    const bad = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (bad !== undefined) throw bad.reason;
   }
 
   /** flush resolves once the server answered everything sent before it (a PING round trip). */

@@ -217,3 +217,20 @@ test('a lost connection releases its leases: another connection gets the message
   assert.equal(got.deliveryCount, 2);
   await got.ack();
 });
+
+test('ackAll splits long ACK lines at the control-line limit', async (t) => {
+  const { nc } = await setup(t);
+  if (!nc) return;
+  await nc.topics.create('many');
+  const n = 400;
+  await Promise.all(Array.from({ length: n }, (_, i) => nc.publish('many', String(i))));
+  const got = [];
+  while (got.length < n) got.push(...(await nc.fetch('many', 'g', { max: n, wait: 2000 })));
+  const bytes = got.reduce((a, m) => a + m.reply.length + 1, 4);
+  assert.ok(bytes > 4096, `${bytes} bytes of handles fit one line; the test needs more`);
+  await nc.ackAll(got); // more handles than one 4096-byte line holds
+  await waitFor(async () => {
+    const gi = await nc.groups.info('many', 'g');
+    return gi.pending + gi.inflight === 0;
+  }, { what: 'all acked' });
+});
