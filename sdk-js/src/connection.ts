@@ -21,6 +21,7 @@ import {
 import { parseHandle } from './handle.js';
 import { HeaderNames, MsgHeaders } from './headers.js';
 import { Link, openLink, type ServerInfo } from './link.js';
+import { Fifo } from './fifo.js';
 import { Groups, Topics } from './manage.js';
 import { Msg } from './message.js';
 import { backoff, type ConnectOptions, resolve, type Resolved } from './options.js';
@@ -125,11 +126,10 @@ export class Connection implements AsyncDisposable {
   #o: Resolved;
   #link: Link | undefined;
   #state: State = 'connected';
-  #pending: Req[] = [];
-  #pendingHead = 0;
+  #pending = new Fifo<Req>();
   #backlog: Req[] = [];
   #pubCount = 0;
-  #pubWaiters: { go: () => void; stop: (e: unknown) => void }[] = [];
+  #pubWaiters = new Fifo<{ go: () => void; stop: (e: unknown) => void; cancelled: boolean }>();
   #subs = new Map<string, Subscription>();
   #nextSid = 1;
   #closedPromise: Promise<Error | undefined>;
@@ -252,6 +252,7 @@ export class Connection implements AsyncDisposable {
         send();
       } else {
         const w = {
+          cancelled: false,
           go: send,
           stop: (e: unknown) => {
             signal?.removeEventListener('abort', onAbort);
@@ -265,8 +266,7 @@ export class Connection implements AsyncDisposable {
         signal?.addEventListener(
           'abort',
           () => {
-            const i = this.#pubWaiters.indexOf(w);
-            if (i >= 0) this.#pubWaiters.splice(i, 1);
+            w.cancelled = true; // skipped when its turn comes
           },
           { once: true },
         );
@@ -300,8 +300,10 @@ export class Connection implements AsyncDisposable {
   #pubRelease(): void {
     this.#pubCount--;
     while (this.#pubWaiters.length > 0 && this.#pubCount < this.maxUnconfirmed) {
+      const w = this.#pubWaiters.shift()!;
+      if (w.cancelled) continue;
       this.#pubCount++;
-      this.#pubWaiters.shift()!.go();
+      w.go();
     }
   }
 
@@ -523,8 +525,7 @@ export class Connection implements AsyncDisposable {
     this.#link = link;
     this.#info = link.info;
     this.#state = 'connected';
-    this.#pending = [];
-    this.#pendingHead = 0;
+    this.#pending = new Fifo<Req>();
     link.onParseError = (e) => this.#onParseError(link, e);
     link.takeOver(
       (c) => this.#onCommand(link, c),
@@ -588,22 +589,17 @@ export class Connection implements AsyncDisposable {
   }
 
   #answer(link: Link, a: Answer): void {
-    if (this.#pendingHead >= this.#pending.length) {
+    const req = this.#pending.shift();
+    if (req === undefined) {
       link.destroy(new FibrilError('client_protocol_violation', `unsolicited ${a.op} from server`, { retriable: true }));
       return;
-    }
-    const req = this.#pending[this.#pendingHead]!;
-    this.#pending[this.#pendingHead++] = undefined as unknown as Req;
-    if (this.#pendingHead > 1024 && this.#pendingHead * 2 > this.#pending.length) {
-      this.#pending = this.#pending.slice(this.#pendingHead);
-      this.#pendingHead = 0;
     }
     req.answer(a);
   }
 
   #onMsg(link: Link, c: Command): void {
     if (c.sid === '0') {
-      const head = this.#pending[this.#pendingHead];
+      const head = this.#pending.peek();
       if (head === undefined || head.msg === undefined) {
         link.destroy(new FibrilError('client_protocol_violation', 'delivery with sid 0 but no POLL outstanding', { retriable: true }));
         return;
@@ -634,7 +630,7 @@ export class Connection implements AsyncDisposable {
     }
     const bad = new DeliveryCorruptError(`delivery on ${c.subject} is corrupt: ${e.message}`, c.reply ?? '', { cause: e });
     if (c.sid === '0') {
-      const head = this.#pending[this.#pendingHead];
+      const head = this.#pending.peek();
       if (head?.corrupt !== undefined) head.corrupt(bad, { ...c, header: undefined, op: 'MSG' });
       return;
     }
@@ -646,9 +642,7 @@ export class Connection implements AsyncDisposable {
     if (link !== this.#link) return;
     this.#link = undefined;
     clearInterval(this.#pinger);
-    const pending = this.#pending.slice(this.#pendingHead);
-    this.#pending = [];
-    this.#pendingHead = 0;
+    const pending = this.#pending.drain();
     const fatal = err instanceof FibrilError && err.fatal ? err : undefined;
     const giveUp = this.#state === 'closing' || this.#o.reconnect === undefined || (fatal !== undefined && !fatal.retriable);
     const lost = fatal ?? new DisconnectedError('connection lost', { cause: err });
@@ -698,7 +692,7 @@ export class Connection implements AsyncDisposable {
     const closedErr = new ConnectionClosedError('connection closed', { cause: err });
     for (const r of this.#backlog) r.fail(closedErr);
     this.#backlog = [];
-    for (const w of this.#pubWaiters.splice(0)) w.stop(closedErr);
+    for (const w of this.#pubWaiters.drain()) w.stop(closedErr);
     for (const sub of this.#subs.values()) {
       if (err === undefined) sub.end();
       else sub.fail(closedErr);
