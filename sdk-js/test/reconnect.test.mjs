@@ -97,3 +97,33 @@ test('backoff doubles up to the cap', () => {
     assert.ok(d >= base * 0.8 - 1 && d <= base * 1.2 + 1, `attempt ${n}: ${d}`);
   }
 });
+
+test('a silent link is detected by the pinger and replaced; a durable consumer resumes', async (t) => {
+  const { corruptingProxy } = await import('./helpers/proxy.mjs');
+  const srv = await startServer(t);
+  if (!srv) return;
+  const proxy = await corruptingProxy(t, srv, 'never-matches-xyz', 'never-matches-xyZ');
+  const nc = await connect({ servers: proxy.url, pingIntervalMs: 50, reconnect: { initialDelayMs: 10, maxDelayMs: 50 } });
+  t.after(() => nc.close());
+  await nc.topics.create('hb');
+  const sub = nc.consume('hb', 'g', { maxInFlight: 10 });
+  await sub.ready;
+  await nc.publish('hb', 'before');
+  const it = sub[Symbol.asyncIterator]();
+  const first = (await it.next()).value;
+  assert.equal(first.string(), 'before');
+  // The link goes silent without closing: only the heartbeat can tell.
+  proxy.blackhole();
+  await waitFor(() => nc.reconnects >= 1 && nc.isConnected, { what: 'reconnect after a silent link' });
+  assert.equal(proxy.state.connections, 2);
+  // The old lease was released when the server dropped the old link (or it
+  // expires); either way the consumer, re-subscribed, gets the message again.
+  await nc.publish('hb', 'after');
+  const seen = new Map();
+  while (!seen.has('after') || !seen.has('before')) {
+    const m = (await it.next()).value;
+    seen.set(m.string(), m.deliveryCount);
+    await m.ack();
+  }
+  assert.equal(seen.get('before'), 2);
+});
