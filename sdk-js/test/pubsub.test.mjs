@@ -93,3 +93,16 @@ test('token auth: wrong token is a typed fatal error, right token works', async 
   t.after(() => nc.close());
   await nc.flush();
 });
+
+test('a message above max_payload is refused before sending; the connection stays up', async (t) => {
+  const srv = await startServer(t, { args: ['-max-payload', '1024'] });
+  if (!srv) return;
+  const nc = await connect({ servers: srv.url });
+  t.after(() => nc.close());
+  assert.equal(nc.info.max_payload, 1024);
+  await assert.rejects(nc.publish('_INBOX.big', Buffer.alloc(1025)), (e) => e.code === 'max_payload');
+  // Headers count too.
+  await assert.rejects(nc.publish('_INBOX.big', Buffer.alloc(1000), { headers: { 'X-Pad': 'x'.repeat(100) } }), (e) => e.code === 'max_payload');
+  assert.equal(await nc.publish('_INBOX.big', Buffer.alloc(1024)), null);
+  assert.equal(nc.isConnected, true);
+});
