@@ -3,6 +3,8 @@ package protocol
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"reflect"
 	"strings"
 	"testing"
@@ -75,12 +77,9 @@ func TestParseVerbs(t *testing.T) {
 	}
 }
 
-func crcHex(s string) string {
-	var c Command
-	c.Payload = []byte(s)
-	b := appendCRCToken(nil, ComputeCRC, nil, c.Payload)
-	return string(b[1:])
-}
+// crcHex is the CRC-32 (IEEE) of s as 8 lowercase hex digits, computed with
+// the standard library, not the package's encoder.
+func crcHex(s string) string { return fmt.Sprintf("%08x", crc32.ChecksumIEEE([]byte(s))) }
 
 // TestParseErrors has one case per error code the parser produces, checking
 // the code, fatality and how much was consumed.
@@ -190,8 +189,21 @@ func TestParsePending(t *testing.T) {
 	if n != 0 || err != nil {
 		t.Fatalf("Parse = %d, %v", n, err)
 	}
-	if want := len("PUB a 100\r\n") + 100 + 2; p.Pending() != want {
+	if want := len("PUB a 100\r\n") + 100 + 1; p.Pending() != want {
 		t.Fatalf("Pending() = %d, want %d", p.Pending(), want)
+	}
+	// A bare-LF body completes at exactly Pending bytes; one ending in CR
+	// then asks for the LF.
+	in = []byte("PUB a 5\nhel")
+	if n, err := p.Parse(in, HandlerFunc(func(*Command) error { return nil })); n != 0 || err != nil || p.Pending() != 14 {
+		t.Fatalf("Parse = %d, %v, Pending %d; want 0, nil, 14", n, err, p.Pending())
+	}
+	frames := 0
+	if n, err := p.Parse([]byte("PUB a 5\nhello\n"), HandlerFunc(func(*Command) error { frames++; return nil })); n != 14 || err != nil || frames != 1 {
+		t.Fatalf("bare-LF frame of Pending bytes: %d, %v, %d frames", n, err, frames)
+	}
+	if n, err := p.Parse([]byte("PUB a 5\nhello\r"), HandlerFunc(func(*Command) error { return nil })); n != 0 || err != nil || p.Pending() != 15 {
+		t.Fatalf("CR without LF: %d, %v, Pending %d; want 15", n, err, p.Pending())
 	}
 	if _, err := p.Parse([]byte("PING\r\n"), HandlerFunc(func(*Command) error { return nil })); err != nil || p.Pending() != 0 {
 		t.Fatalf("Pending after a complete frame = %d, %v", p.Pending(), err)

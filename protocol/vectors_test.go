@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -187,8 +188,13 @@ func TestVectorsFrames(t *testing.T) {
 	files := loadFrameFiles(t)
 	total := 0
 	for fname, f := range files {
+		names := map[string]bool{}
 		for _, v := range f.Vectors {
 			total++
+			if names[v.Name] {
+				t.Errorf("%s: vector name %q used twice", fname, v.Name)
+			}
+			names[v.Name] = true
 			t.Run(fname+"/"+v.Name, func(t *testing.T) {
 				wire := latin1(t, v.Wire)
 				got, n := runChunks(t, v, [][]byte{wire})
@@ -363,5 +369,80 @@ func readVectorFile(t testing.TB, name string, v any) {
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+func TestVectorsConfirms(t *testing.T) {
+	var f struct {
+		Vectors []struct {
+			Text      string `json:"text"`
+			Stored    bool   `json:"stored"`
+			Partition uint32 `json:"partition"`
+			Seq       string `json:"seq"`
+			Error     string `json:"error"`
+		} `json:"vectors"`
+	}
+	readVectorFile(t, "confirms.json", &f)
+	for _, v := range f.Vectors {
+		pos, stored, err := ParseConfirm(latin1(t, v.Text))
+		if v.Error != "" {
+			if !errors.Is(err, &Error{Code: Code(v.Error)}) {
+				t.Errorf("ParseConfirm(%q) err = %v, want %s", v.Text, err, v.Error)
+			}
+			continue
+		}
+		seq := uint64(0)
+		if v.Seq != "" {
+			seq, _ = strconv.ParseUint(v.Seq, 10, 64)
+		}
+		if err != nil || stored != v.Stored || pos != (Position{Partition: v.Partition, Seq: seq}) {
+			t.Errorf("ParseConfirm(%q) = %v, %v, %v", v.Text, pos, stored, err)
+		}
+	}
+}
+
+func TestVectorsErrTexts(t *testing.T) {
+	var f struct {
+		Vectors []struct {
+			Text   string `json:"text"`
+			Code   string `json:"code"`
+			Detail string `json:"detail"`
+		} `json:"vectors"`
+	}
+	readVectorFile(t, "err_texts.json", &f)
+	for _, v := range f.Vectors {
+		e := ParseErrText(latin1(t, v.Text))
+		if string(e.Code) != v.Code || e.Detail != v.Detail {
+			t.Errorf("ParseErrText(%q) = %s %q, want %s %q", v.Text, e.Code, e.Detail, v.Code, v.Detail)
+		}
+	}
+}
+
+// TestVectorsUpToDate regenerates the vectors into a temporary directory and
+// compares, so a hand edit of a JSON file (or of the generator without
+// regenerating) fails. Skipped where python3 is missing.
+func TestVectorsUpToDate(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	dir := t.TempDir()
+	out, err := exec.Command(py, filepath.Join(vectorDir, "gen_vectors.py"), dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gen_vectors.py: %v\n%s", err, out)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("generator wrote nothing: %v", err)
+	}
+	for _, f := range files {
+		want, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(vectorDir, filepath.Base(f)))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s differs from gen_vectors.py output: run python3 conformance/vectors/gen_vectors.py", filepath.Base(f))
+		}
 	}
 }

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Writes the Fibril wire-protocol test vectors (see README.md).
 
+Usage: python3 gen_vectors.py [output-dir]   (default: this script's directory)
+
 The expectations here are written by hand from SPEC.md, not produced by any
 implementation, so every implementation (Go, Python, TypeScript) is checked
-against the spec. Run from this directory: python3 gen_vectors.py
+against the spec.
 """
 import json
+import os
+import sys
 import zlib
 
 C2S, S2C = "client_to_server", "server_to_client"
@@ -242,7 +246,15 @@ def invalid():
                  limits={"max_control_line": 64}, canonical=True, description="64 bytes without CRLF is allowed"))
     v.append(vec("control-line/connect-larger-limit", "CONNECT {\"name\":\"%s\"}\r\n" % ("n" * 100),
                  [cmd("CONNECT", json="{\"name\":\"%s\"}" % ("n" * 100))], limits={"max_control_line": 64}, canonical=True,
-                 description="CONNECT lines have their own (64 KiB) limit"))
+                 description="CONNECT lines have their own (1 MiB) limit"))
+    v.append(vec("control-line/topic-create-larger-limit", 'TOPIC CREATE t {"subjects":["%s"]}\r\n' % ("s" * 100),
+                 [cmd("TOPIC CREATE", subject="t", json='{"subjects":["%s"]}' % ("s" * 100))], limits={"max_control_line": 64},
+                 canonical=True, description="TOPIC and GROUP lines carry JSON: the JSON line limit applies"))
+    v.append(vec("control-line/ok-answer-larger-limit", '+OK {"topics":["%s"]}\r\n' % ("t" * 100),
+                 [cmd("+OK", text='{"topics":["%s"]}' % ("t" * 100))], direction=S2C, limits={"max_control_line": 64},
+                 canonical=True, description="management answers (TOPIC LIST) may be long"))
+    e("control-line/err-not-larger", "-ERR '" + "x" * 70 + "'\r\n", "max_control_line", True, direction=S2C,
+      limits={"max_control_line": 64})
     e("payload/too-big", "PUB a 17\r\n", "max_payload", True, limits={"max_payload": 16},
       description="checked on the control line, before the payload arrives")
     v.append(vec("payload/at-limit", "PUB a 16\r\n0123456789abcdef\r\n", [body("PUB", "a", "0123456789abcdef")],
@@ -392,8 +404,46 @@ def ack_bodies():
     ]
 
 
+def confirms():
+    ok = lambda t, p, q: {"text": t, "stored": True, "partition": p, "seq": q}
+    return [
+        ok("0:1", 0, "1"), ok("3:17", 3, "17"), ok(" 4294967295:18446744073709551615 ", 4294967295, "18446744073709551615"),
+        {"text": "-", "stored": False},
+        {"text": "", "error": "invalid_args"}, {"text": "1", "error": "invalid_args"}, {"text": ":1", "error": "invalid_args"},
+        {"text": "1:", "error": "invalid_args"}, {"text": "4294967296:1", "error": "invalid_args"}, {"text": "a:1", "error": "invalid_args"},
+    ]
+
+
+def err_texts():
+    e = lambda t, c, d="": {"text": t, "code": c, "detail": d}
+    return [
+        e("crc_mismatch payload checksum does not match", "crc_mismatch"),
+        e("crc_mismatch payload checksum does not match: got 00000000, computed 3610a686", "crc_mismatch",
+          "got 00000000, computed 3610a686"),
+        e("stale_handle ack handle is superseded by a later delivery", "stale_handle"),
+        e("unknown_op unknown protocol operation: \"FOO\"", "unknown_op", "\"FOO\""),
+        e("'queue_full server is busy'", "queue_full"),
+        e("Unknown Protocol Operation", "unknown_op"),
+        e("Maximum Payload Violation", "max_payload"),
+        e("Maximum Control Line Exceeded", "max_control_line"),
+        e("Authorization Violation", "auth_violation"),
+        e("authorization violation", "auth_violation", ""),
+        e("Stale Connection", "stale_connection"),
+        e("Slow Consumer", "slow_consumer"),
+        e("Invalid Subject", "invalid_subject"),
+        e("Invalid Publish Subject", "wildcard_not_allowed"),
+        e("Permissions Violation for Publish to \"orders\"", "permission_denied", "for Publish to \"orders\""),
+        e("maximum connections exceeded", "max_connections"),
+        e("future_code something new", "future_code", "something new"),
+        e("Something Else Entirely", "unknown", "Something Else Entirely"),
+    ]
+
+
+OUT_DIR = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+
+
 def write(name, description, vectors, key="vectors"):
-    with open(name, "w", encoding="utf-8") as f:
+    with open(os.path.join(OUT_DIR, name), "w", encoding="utf-8") as f:
         json.dump({"description": description, key: vectors}, f, indent=1, ensure_ascii=True)
         f.write("\n")
     return len(vectors)
@@ -408,4 +458,6 @@ if __name__ == "__main__":
     n += write("handles.json", "Ack handle syntax (SPEC.md section 9.1).", handles())
     n += write("subjects.json", "Subject syntax (SPEC.md section 6).", subjects())
     n += write("ack_bodies.json", "Settle bodies published to a handle (SPEC.md section 9.3).", ack_bodies())
+    n += write("confirms.json", "Texts of +OK answering a publish (SPEC.md section 7.5).", confirms())
+    n += write("err_texts.json", "-ERR texts and the code a client maps them to (SPEC.md section 7.8).", err_texts())
     print(n, "vectors")
