@@ -10,6 +10,11 @@ export class FibrilError extends Error {
   readonly retriable: boolean;
   /** fatal says whether the server closes the connection after this error. */
   readonly fatal: boolean;
+  /**
+   * detail is the optional context a server put after the table text of an
+   * `-ERR` ("got 00000000, computed 3610a686"); "" when none. For people.
+   */
+  detail = '';
 
   /**
    * Creates an error with the given code. `options.cause` is kept as the

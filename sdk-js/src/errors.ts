@@ -102,27 +102,44 @@ export class NoServersError extends FibrilError {
 }
 
 /**
- * errorFromWire turns the text of a `-ERR` line (quotes removed) into a
- * typed error, by the same rules as Go's protocol.ParseErrText: a first word
- * that is a table code gives that code's class (Fibril form, `<code> <text>`);
+ * errorFromWire turns the text of a `-ERR` line into a typed error, by the
+ * rule of SPEC.md 7.8 (as Go's protocol.ParseErrText): one pair of quotes
+ * and surrounding spaces are dropped; a first word that is a table code
+ * gives that code's class (Fibril form `<code> <text>[: <detail>]`);
  * otherwise a text starting with a table row's NATS text gives that row's
  * class (a server answers in the NATS form before CONNECT is accepted, e.g.
  * `Authorization Violation`); otherwise a code-like first word gives a
- * FibrilError with that code, and anything else the code "unknown".
+ * FibrilError with that code, and anything else the code "unknown". The
+ * context after the table text lands in `detail`.
  */
 export function errorFromWire(text: string): FibrilError {
-  const t = text.trim();
-  const sp = t.search(/[ \t]/);
+  let t = text.trim();
+  if (t.length >= 2 && t.startsWith("'") && t.endsWith("'")) t = t.slice(1, -1);
+  const sp = t.indexOf(' ');
   const word = sp < 0 ? t : t.slice(0, sp);
-  const rest = sp < 0 ? undefined : t.slice(sp).trim();
-  const cls = ERROR_CLASSES[word];
-  if (cls !== undefined) return new cls(rest);
+  const rest = sp < 0 ? '' : t.slice(sp + 1);
+  const spec = ERROR_TABLE[word];
+  if (spec !== undefined) {
+    const e = new ERROR_CLASSES[word]!(rest === '' ? spec.text : rest);
+    let d = rest.startsWith(spec.text) ? rest.slice(spec.text.length) : rest;
+    if (d.startsWith(':')) d = d.slice(1);
+    e.detail = d.trim();
+    return e;
+  }
   const low = t.toLowerCase();
-  for (const spec of Object.values(ERROR_TABLE)) {
-    if (spec.natsText !== '' && low.startsWith(spec.natsText.toLowerCase())) {
-      return new ERROR_CLASSES[spec.code]!(t);
+  for (const row of Object.values(ERROR_TABLE)) {
+    if (row.natsText !== '' && low.startsWith(row.natsText.toLowerCase())) {
+      const e = new ERROR_CLASSES[row.code]!(t);
+      e.detail = t.slice(row.natsText.length).trim();
+      return e;
     }
   }
-  if (/^[a-z0-9_]+$/.test(word)) return new FibrilError(word, rest ?? word, { retriable: false });
-  return new FibrilError('unknown', t, { retriable: false });
+  if (/^[a-z0-9_]+$/.test(word)) {
+    const e = new FibrilError(word, rest === '' ? word : rest, { retriable: false });
+    e.detail = rest;
+    return e;
+  }
+  const e = new FibrilError('unknown', t, { retriable: false });
+  e.detail = t;
+  return e;
 }

@@ -49,7 +49,7 @@ export const ErrorCodes = {
 /** ERROR_TABLE is protocol/errors.json keyed by code. */
 export const ERROR_TABLE: Readonly<Record<string, ErrorSpec>> = Object.freeze({
   unknown_op: {"code":"unknown_op","natsText":"Unknown Protocol Operation","text":"unknown protocol operation","fatal":false,"retriable":false,"description":"The first token of a control line is not a verb this side accepts. Fibril clients get the error and the line is skipped; NATS clients are disconnected, as NATS does."},
-  max_control_line: {"code":"max_control_line","natsText":"Maximum Control Line Exceeded","text":"control line exceeds the maximum length","fatal":true,"retriable":false,"description":"No line end within the control-line limit (max_control_line in INFO, 4096 bytes by default; 65536 for INFO and CONNECT lines)."},
+  max_control_line: {"code":"max_control_line","natsText":"Maximum Control Line Exceeded","text":"control line exceeds the maximum length","fatal":true,"retriable":false,"description":"No line end within the control-line limit (max_control_line in INFO, 4096 bytes by default; 1048576 for the JSON-carrying lines INFO, CONNECT, TOPIC, GROUP and +OK)."},
   max_payload: {"code":"max_payload","natsText":"Maximum Payload Violation","text":"payload exceeds the maximum size","fatal":true,"retriable":false,"description":"The size announced by PUB/HPUB/MSG/HMSG is larger than max_payload (or overflows). Checked on the control line, before the payload is read."},
   bad_frame: {"code":"bad_frame","natsText":"Unknown Protocol Operation","text":"frame cannot be delimited","fatal":true,"retriable":false,"description":"A PUB/HPUB/MSG/HMSG control line has the wrong number of tokens, a size that is not a decimal number, a header size larger than the total size, or the payload is not followed by CRLF. The end of the frame is unknown, so the connection cannot continue."},
   invalid_args: {"code":"invalid_args","natsText":"Unknown Protocol Operation","text":"wrong number or form of arguments","fatal":false,"retriable":false,"description":"A command without payload has too few or too many arguments, or an argument of the wrong form (a POLL max of 0, SUB sid 0, an unknown TOPIC/GROUP sub-verb)."},
@@ -100,7 +100,7 @@ export class UnknownOpError extends FibrilError {
   }
 }
 
-/** MaxControlLineError is the `max_control_line` error: No line end within the control-line limit (max_control_line in INFO, 4096 bytes by default; 65536 for INFO and CONNECT lines). */
+/** MaxControlLineError is the `max_control_line` error: No line end within the control-line limit (max_control_line in INFO, 4096 bytes by default; 1048576 for the JSON-carrying lines INFO, CONNECT, TOPIC, GROUP and +OK). */
 export class MaxControlLineError extends FibrilError {
   /** code is always "max_control_line". */
   static readonly code = "max_control_line";

@@ -67,14 +67,14 @@ export interface Command {
 export interface Limits {
   /** maxControlLine: longest control line, line end excluded (default 4096). */
   maxControlLine?: number;
-  /** maxJSONLine: longest INFO or CONNECT line (default 65536). */
+  /** maxJSONLine: longest line carrying JSON: INFO, CONNECT, TOPIC, GROUP, +OK (default 1 MiB). */
   maxJSONLine?: number;
   /** maxPayload: largest PUB/HPUB/MSG/HMSG body (default 1 MiB). */
   maxPayload?: number;
 }
 
 /** Default limits, as SPEC.md "Limits". */
-export const DefaultLimits = { maxControlLine: 4096, maxJSONLine: 64 * 1024, maxPayload: 1024 * 1024 } as const;
+export const DefaultLimits = { maxControlLine: 4096, maxJSONLine: 1024 * 1024, maxPayload: 1024 * 1024 } as const;
 
 /** MaxCount is the largest count argument (UNSUB max-msgs, SUB max-inflight, POLL max). */
 export const MaxCount = 2 ** 31 - 1;
@@ -385,7 +385,7 @@ export class Parser {
 
   #lineLimit(line: Uint8Array): number {
     const v = upper(nextToken(line)[0]);
-    return v === 'CONNECT' || v === 'INFO' ? this.#lim.maxJSONLine : this.#lim.maxControlLine;
+    return v === 'CONNECT' || v === 'INFO' || v === '+OK' || v === 'TOPIC' || v === 'GROUP' ? this.#lim.maxJSONLine : this.#lim.maxControlLine;
   }
 
   #limitDetail(line: Uint8Array): string {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  Parser, Direction, encodeCommand, parseHandle, formatHandle, checkSubject, parseAckBody,
+  Parser, Direction, encodeCommand, parseHandle, formatHandle, checkSubject, parseAckBody, parsePosition, errorFromWire,
 } from '../dist/index.js';
 import { repoRoot } from './helpers/server.mjs';
 
@@ -180,7 +180,25 @@ test('vectors: ack bodies', () => {
   }
 });
 
+test('vectors: publish confirms', () => {
+  for (const v of load('confirms.json')) {
+    const p = parsePosition(bytes(v.text).toString('utf8'));
+    if (v.error) assert.equal(p, undefined, JSON.stringify(v));
+    else if (!v.stored) assert.equal(p, null, JSON.stringify(v));
+    else assert.deepEqual(p, { partition: v.partition, seq: BigInt(v.seq) }, JSON.stringify(v));
+  }
+});
+
+test('vectors: -ERR texts map to codes and details', () => {
+  for (const v of load('err_texts.json')) {
+    const e = errorFromWire(bytes(v.text).toString('utf8'));
+    assert.equal(e.code, v.code, JSON.stringify(v));
+    assert.equal(e.detail, v.detail, JSON.stringify(v));
+  }
+});
+
 test('vectors: every vector file is exercised', () => {
   const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
-  assert.deepEqual(files, [...FRAME_FILES, 'handles.json', 'subjects.json', 'ack_bodies.json'].sort());
+  const known = [...FRAME_FILES, 'handles.json', 'subjects.json', 'ack_bodies.json', 'confirms.json', 'err_texts.json'];
+  assert.deepEqual(files, known.sort(), 'a new vector file appeared: run it here');
 });
