@@ -1,16 +1,21 @@
 // Encoders for every client→server frame (SPEC.md "Verbs"), plus MSG/HMSG,
 // INFO and the answer lines so tests and vectors can round-trip. Each returns
 // a fresh Buffer holding the whole frame. Arguments are validated: a bad
-// subject, token or size throws InvalidArgumentError, nothing is written.
+// subject or group name throws the table's error (InvalidSubjectError,
+// WildcardNotAllowedError, InvalidNameError), a bad token or count
+// InvalidArgumentError; nothing is written.
 import { crc32, crcHex } from './crc.js';
-import { InvalidArgumentError } from './errors.js';
+import { ERROR_CLASSES, InvalidArgumentError } from './errors.js';
 import { checkSubject, validGroupName, validToken } from './parser.js';
 
 const CRLF = '\r\n';
 
+// Subject and group-name checks raise the table's code (invalid_subject,
+// wildcard_not_allowed, invalid_name), as the server would, so callers see
+// one code whichever side refused.
 function subj(s: string, wild: boolean, what = 'subject'): string {
   const code = checkSubject(s, wild);
-  if (code !== '') throw new InvalidArgumentError(`invalid ${what} ${JSON.stringify(s)} (${code})`);
+  if (code !== '') throw new ERROR_CLASSES[code]!(`${what} ${JSON.stringify(s)}`);
   return s;
 }
 
@@ -20,7 +25,7 @@ function token(s: string, what: string): string {
 }
 
 function groupName(s: string): string {
-  if (!validGroupName(s)) throw new InvalidArgumentError(`invalid group name ${JSON.stringify(s)}: 1 to 255 of A-Z a-z 0-9 _ -`);
+  if (!validGroupName(s)) throw new ERROR_CLASSES['invalid_name']!(`group ${JSON.stringify(s)}: 1 to 255 of A-Z a-z 0-9 _ -`);
   return s;
 }
 

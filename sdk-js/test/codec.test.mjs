@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   MsgHeaders, parseHandle, formatHandle, errorFromWire, FibrilError, ERROR_TABLE, ERROR_CLASSES,
-  InvalidArgumentError, parseServer, backoff, parsePosition, encodeSub, encodeNack, encodeManage, encodePub,
+  InvalidArgumentError, parseServer, backoff, parsePosition, encodeSub, encodeNack, encodeManage, encodePub, encodePoll,
 } from '../dist/index.js';
 
 test('headers: encode/decode round trip keeps order, case and repeats', () => {
@@ -92,9 +92,10 @@ test('encoders validate their arguments', () => {
   assert.equal(encodeNack('$F.1.1.0.1.1', 250).toString(), 'NACK $F.1.1.0.1.1 250\r\n');
   assert.equal(encodeManage('TOPIC', 'CREATE', ['t'], { partitions: 2 }).toString(), 'TOPIC CREATE t {"partitions":2}\r\n');
   assert.equal(encodePub({ subject: 'a', payload: Buffer.from('hi'), crc: null }).toString(), 'PUB a 2 -\r\nhi\r\n');
-  assert.throws(() => encodeSub('a b', '1'), InvalidArgumentError);
+  assert.throws(() => encodeSub('a b', '1'), (e) => e.code === 'invalid_subject');
   assert.throws(() => encodeSub('a', '1', undefined, 3), InvalidArgumentError);
-  assert.throws(() => encodePub({ subject: 'a.*', payload: Buffer.alloc(0) }), InvalidArgumentError);
-  assert.throws(() => encodePub({ subject: '', payload: Buffer.alloc(0) }), InvalidArgumentError);
+  assert.throws(() => encodePub({ subject: 'a.*', payload: Buffer.alloc(0) }), (e) => e.code === 'wildcard_not_allowed');
+  assert.throws(() => encodePub({ subject: '', payload: Buffer.alloc(0) }), (e) => e.code === 'invalid_subject');
+  assert.throws(() => encodePoll('t', 'bad.group', 1), (e) => e.code === 'invalid_name');
   assert.throws(() => encodeNack('h', -1), InvalidArgumentError);
 });

@@ -30,7 +30,7 @@ test('management: topics and groups', async (t) => {
   assert.deepEqual((await nc.groups.list('orders')).groups, []);
   await nc.topics.delete('orders');
   await assert.rejects(nc.topics.info('orders'), UnknownTopicError);
-  await assert.rejects(nc.topics.create('bad name'), (e) => e.code === 'invalid_argument');
+  await assert.rejects(nc.topics.create('bad name'), (e) => e.code === 'invalid_subject');
 });
 
 test('publish: confirms with positions, many in flight within max_unconfirmed', async (t) => {
