@@ -6,7 +6,9 @@
 // Reconnect rule: a publish resolves only on its confirm. Publishes still
 // unconfirmed when the link drops are written again, in order, on the next
 // link, so a confirmed publish is never lost (unconfirmed ones may be stored
-// twice; give them a msgId to let the server de-duplicate).
+// twice; give them a msgId to let the server de-duplicate). Other commands
+// outstanding at the drop reject with DisconnectedError (their fate is
+// unknown); commands made while reconnecting wait for the next link.
 import { encodeAck, encodeExtend, encodeNack, encodePing, encodePoll, encodePub, encodeReject, encodeSub, encodeUnsub } from './encoder.js';
 import {
   ConnectionClosedError,
@@ -477,8 +479,9 @@ export class Connection implements AsyncDisposable {
         this.#link!.write(req.bytes);
         return;
       case 'reconnecting':
-        if (req.kind === 'pub') this.#backlog.push(req);
-        else if (req.kind !== 'sub') req.fail(new DisconnectedError('not connected (reconnecting)'));
+        // Not sent yet, so safe to send on the next link (SUBs are re-sent
+        // from #subs instead).
+        if (req.kind !== 'sub') this.#backlog.push(req);
         return;
       default:
         req.fail(new ConnectionClosedError());
