@@ -41,8 +41,13 @@ test('reconnect after a crash loses no confirmed publish', async (t) => {
   // Published while disconnected: queued and sent after the reconnect.
   const second = [];
   for (let i = 400; i < 500; i++) second.push(track(i, nc.publish('r', `m-${i}`)));
+  // Other commands made while down wait for the new link too.
+  const info = nc.topics.info('r');
+  const flushed = nc.flush();
   srv = await startServer(t, { port: srv.port, dataDir: srv.dataDir });
   await Promise.all([...first, ...second]);
+  assert.equal((await info).name, 'r');
+  await flushed;
   assert.deepEqual(failed, [], 'no publish failed');
   assert.equal(confirmed.size, 500);
   assert.ok(nc.reconnects >= 1);
