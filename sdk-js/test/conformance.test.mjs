@@ -5,7 +5,7 @@
 // entries are run and their outcome only logged.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect } from '../dist/index.js';
 import { repoRoot, startServer } from './helpers/server.mjs';
@@ -13,6 +13,12 @@ import { Runner, missingFeature } from './helpers/conformance.mjs';
 
 const dir = process.env.FIBRIL_CONFORMANCE_DIR ?? join(repoRoot, 'conformance');
 const scenarioDir = join(dir, 'scenarios');
+// FIBRIL_CONFORMANCE_JSONL=<file> appends one result line per scenario, for
+// `go run ./cmd/fibril-conformance -merge <file>`.
+const jsonl = process.env.FIBRIL_CONFORMANCE_JSONL;
+const record = (scenario, status, detail) => {
+  if (jsonl) appendFileSync(jsonl, JSON.stringify({ scenario, runner: 'js-sdk', status, detail }) + '\n');
+};
 
 test('conformance scenarios (js-sdk runner)', async (t) => {
   if (!existsSync(scenarioDir)) return t.skip(`no scenarios at ${scenarioDir}`);
@@ -30,7 +36,10 @@ test('conformance scenarios (js-sdk runner)', async (t) => {
     await t.test(sc.name, async (st) => {
       const needsRestart = (sc.requires ?? []).includes('restart');
       const missing = missingFeature(sc, info, true);
-      if (missing) return st.skip(`needs ${missing}`);
+      if (missing) {
+        record(sc.name, 'skip', `needs ${missing}`);
+        return st.skip(`needs ${missing}`);
+      }
       let srv = shared;
       if (needsRestart) srv = await startServer(st);
       const env = {
@@ -47,6 +56,7 @@ test('conformance scenarios (js-sdk runner)', async (t) => {
       } catch (e) {
         err = e;
       }
+      record(sc.name, err ? 'FAIL' : 'pass', err ? err.message : '');
       const reason = known[sc.name];
       if (reason?.startsWith('flaky:')) {
         st.diagnostic(`known flaky (${reason}): ${err ? `failed: ${err.message}` : 'passed'}`);
