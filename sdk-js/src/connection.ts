@@ -103,6 +103,9 @@ export class Connection implements AsyncDisposable {
   #pinger: NodeJS.Timeout | undefined;
   #reconnects = 0;
   #info: ServerInfo;
+  // Until when a long POLL may hold back every answer (SPEC.md 4): the
+  // pinger does not call such a quiet link stale.
+  #quietUntil = 0;
 
   /** @internal Use connect(). */
   constructor(o: Resolved, link: Link) {
@@ -366,6 +369,7 @@ export class Connection implements AsyncDisposable {
         rej(abortReason(signal!));
       };
       signal?.addEventListener('abort', onAbort, { once: true });
+      this.#quietUntil = Math.max(this.#quietUntil, Date.now() + (opts.wait ?? 0));
       this.#enqueue({
         kind: 'poll',
         bytes,
@@ -517,7 +521,7 @@ export class Connection implements AsyncDisposable {
     this.#pinger = setInterval(() => {
       if (link !== this.#link) return;
       const idle = Date.now() - link.lastRx;
-      if (idle > 3 * every) {
+      if (idle > 3 * every && Date.now() > this.#quietUntil + every) {
         link.destroy(new DisconnectedError('stale connection: server silent'));
       } else if (idle >= every) {
         this.#enqueue(this.#fireAndForget(encodePing()));

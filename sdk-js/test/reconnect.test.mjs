@@ -132,3 +132,16 @@ test('a silent link is detected by the pinger and replaced; a durable consumer r
   }
   assert.equal(seen.get('before'), 2);
 });
+
+test('a long fetch is not mistaken for a stale link', async (t) => {
+  const srv = await startServer(t);
+  if (!srv) return;
+  const nc = await connect({ servers: srv.url, pingIntervalMs: 50 });
+  t.after(() => nc.close());
+  await nc.topics.create('slow');
+  const t0 = Date.now();
+  const got = await nc.fetch('slow', 'g', { wait: 600 });
+  assert.deepEqual(got, []);
+  assert.ok(Date.now() - t0 >= 550, 'the server waited');
+  assert.equal(nc.reconnects, 0, 'no reconnect while the poll held answers back');
+});
