@@ -175,8 +175,11 @@ test('consume: push delivery bounded by maxInFlight, ack, abort ends the loop', 
 });
 
 test('fetch: an aborted long poll rejects at once with the signal reason', async (t) => {
-  const { nc } = await setup(t);
-  if (!nc) return;
+  const srv = await startServer(t);
+  if (!srv) return;
+  // close() waits for the abandoned POLL's answer at most timeoutMs.
+  const nc = await connect({ servers: srv.url, timeoutMs: 500 });
+  t.after(() => nc.close());
   await nc.topics.create('idle');
   const ac = new AbortController();
   const p = nc.fetch('idle', 'g', { wait: 60000, signal: ac.signal });

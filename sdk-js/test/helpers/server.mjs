@@ -36,8 +36,8 @@ export async function startServer(t, opts = {}) {
     t.skip('no fibril server in this tree (cmd/fibril missing) and FIBRIL_BIN unset');
     return undefined;
   }
+  const ownDir = opts.dataDir === undefined;
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'fibril-sdkjs-data-'));
-  if (opts.dataDir === undefined) t.after(() => rmSync(dataDir, { recursive: true, force: true }));
   const args = ['serve', '-ready-json', '-listen', `127.0.0.1:${opts.port ?? 0}`, '-data', dataDir, '-log-level', 'warn', ...(opts.args ?? [])];
   const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
@@ -83,7 +83,26 @@ export async function startServer(t, opts = {}) {
       return exited;
     },
   };
-  t.after(() => srv.kill());
+  // One hook, in this order: the server must be gone before its directory is
+  // removed (hooks registered separately could run the other way round).
+  t.after(async () => {
+    await srv.kill();
+    // Best effort: a restarted server on the same directory may still be
+    // running until its own hook; a leftover temp directory harms nobody.
+    if (ownDir) {
+      try {
+        rmSync(dataDir, { recursive: true, force: true, maxRetries: 3 });
+      } catch {
+        process.once('exit', () => {
+          try {
+            rmSync(dataDir, { recursive: true, force: true });
+          } catch {
+            // left in the temp directory
+          }
+        });
+      }
+    }
+  });
   return srv;
 }
 
