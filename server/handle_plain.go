@@ -228,6 +228,7 @@ func validQueue(q string) bool { return validSubject(q) }
 func (c *client) handleUnsub(sid string, max uint64) {
 	c.mu.Lock()
 	s := c.subs[sid]
+	durable := s != nil && s.durable != nil
 	c.mu.Unlock()
 	if s == nil {
 		// NATS answers a missing sid with nothing; strict clients get +OK
@@ -235,7 +236,7 @@ func (c *client) handleUnsub(sid string, max uint64) {
 		c.ok()
 		return
 	}
-	if max > 0 && s.durable == nil && s.delivered.Load() < max {
+	if max > 0 && !durable && s.delivered.Load() < max {
 		s.max.Store(max)
 		// A delivery may have raced past max between the check and the
 		// store; removeSub is idempotent.

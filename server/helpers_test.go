@@ -40,7 +40,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // startServer runs a server on 127.0.0.1:0 until the test ends.
-func startServer(t *testing.T, mutate func(*Options)) *Server {
+func startServer(t testing.TB, mutate func(*Options)) *Server {
 	t.Helper()
 	s, err := New(testOptions(t, mutate))
 	if err != nil {

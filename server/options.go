@@ -71,7 +71,7 @@ type Options struct {
 	// authenticates it; past it the connection is closed.
 	AuthTimeout time.Duration
 	// PreAuthBytes caps what a connection may send before it has
-	// authenticated (only CONNECT and PING are accepted then).
+	// authenticated (only CONNECT is accepted then).
 	PreAuthBytes int
 
 	// Token, when set, is the shared secret every client must present as
@@ -90,6 +90,9 @@ type Options struct {
 	// AutoCreateTopics lets a PUB to a subject that no topic captures create
 	// a topic named after the subject (never for _INBOX.> nor $...).
 	AutoCreateTopics bool
+	// AutoCreateGroups lets POLL and a durable SUB create a missing group
+	// (default config); off, they answer unknown_group.
+	AutoCreateGroups bool
 
 	// ShutdownTimeout bounds the graceful drain when Run's context ends.
 	ShutdownTimeout time.Duration
@@ -146,6 +149,7 @@ func DefaultOptions() Options {
 		MaxInflight:      256,
 		MaxPollWait:      5 * time.Minute,
 		AutoCreateTopics: true,
+		AutoCreateGroups: true,
 		ShutdownTimeout:  10 * time.Second,
 	}
 }

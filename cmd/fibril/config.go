@@ -132,6 +132,7 @@ var settings = []setting{
 	durSetting("max-poll-wait", "longest wait a POLL may ask for", func(o *server.Options) *time.Duration { return &o.MaxPollWait }),
 	durSetting("shutdown-timeout", "longest graceful drain on shutdown", func(o *server.Options) *time.Duration { return &o.ShutdownTimeout }),
 	boolSetting("auto-create", "create a topic on the first PUB to an uncaptured subject", func(o *server.Options, _ *serveConfig) *bool { return &o.AutoCreateTopics }),
+	boolSetting("auto-create-groups", "create a missing group on POLL or durable SUB", func(o *server.Options, _ *serveConfig) *bool { return &o.AutoCreateGroups }),
 	boolSetting("no-durable", "serve the plain NATS core only (no data directory)", func(o *server.Options, _ *serveConfig) *bool { return &o.NoBroker }),
 	boolSetting("ready-json", "print one JSON line {\"addr\":...} on stdout once listening", func(_ *server.Options, sc *serveConfig) *bool { return &sc.readyJSON }),
 	{"log-level", "log level: debug, info, warn, error",
