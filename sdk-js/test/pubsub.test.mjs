@@ -30,6 +30,11 @@ test('plain pub/sub: connect, subscribe, publish, headers, close', async (t) => 
   assert.deepEqual(got[1].headers.getAll('x-test'), ['a', 'b']);
   await assert.rejects(got[0].ack(), (e) => e.code === 'not_durable');
   assert.equal(sub.closed, true, 'breaking out of the loop unsubscribes');
+  const sub2 = nc.subscribe('_INBOX.sdkjs.dispose');
+  await sub2.ready;
+  await sub2[Symbol.asyncDispose]();
+  assert.equal(sub2.closed, true);
+  assert.deepEqual(await sub2.next(), { value: undefined, done: true });
   await nc.flush();
   await nc.close();
   assert.equal(await nc.closed(), undefined);
