@@ -145,3 +145,27 @@ test('a long fetch is not mistaken for a stale link', async (t) => {
   assert.ok(Date.now() - t0 >= 550, 'the server waited');
   assert.equal(nc.reconnects, 0, 'no reconnect while the poll held answers back');
 });
+
+test('a graceful server restart (SIGTERM, shutting_down) is ridden out too', async (t) => {
+  let srv = await startServer(t);
+  if (!srv) return;
+  const nc = await connect({ servers: srv.url, reconnect: { initialDelayMs: 20, maxDelayMs: 200 } });
+  t.after(() => nc.close());
+  await nc.topics.create('g');
+  const ps = [];
+  for (let i = 0; i < 200; i++) ps.push(nc.publish('g', `m-${i}`));
+  const stopped = srv.stop();
+  for (let i = 200; i < 300; i++) ps.push(nc.publish('g', `m-${i}`));
+  await stopped;
+  srv = await startServer(t, { port: srv.port, dataDir: srv.dataDir });
+  const res = await Promise.allSettled(ps);
+  assert.deepEqual(res.filter((r) => r.status === 'rejected').map((r) => r.reason?.code), []);
+  const stored = new Set();
+  for (;;) {
+    const batch = await nc.fetch('g', 'check', { max: 500, wait: 500 });
+    if (batch.length === 0) break;
+    for (const m of batch) stored.add(m.string());
+    await nc.ackAll(batch);
+  }
+  for (let i = 0; i < 300; i++) assert.ok(stored.has(`m-${i}`), `m-${i} lost`);
+});
