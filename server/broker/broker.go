@@ -1,0 +1,410 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Broker is an open broker: a directory of topics. Its methods are safe for
+// concurrent use.
+type Broker struct {
+	dir  string
+	opts Options
+
+	// mu serializes catalog changes (create/delete of topics and groups)
+	// and guards cat and every Topic.groups. It is never held on the
+	// publish/poll/settle path and partition actors never take it.
+	mu  sync.Mutex
+	cat catalog
+
+	table  atomic.Pointer[topicTable]
+	closed atomic.Bool
+}
+
+// topicTable is an immutable routing snapshot, replaced on catalog changes.
+type topicTable struct {
+	byName map[TopicName]*Topic
+	byID   map[TopicID]*Topic
+	exact  map[string]*Topic
+	wild   []wildFilter
+}
+
+type wildFilter struct {
+	filter string
+	t      *Topic
+}
+
+// Open opens (creating if needed) the broker kept in dir: it loads the
+// catalog, recovers every partition (data log, latest snapshot plus the
+// events after it) and starts the partition actors. opts is not modified.
+func Open(dir string, opts Options) (*Broker, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "topics"), 0o755); err != nil {
+		return nil, fmt.Errorf("open broker: %w", err)
+	}
+	b := &Broker{dir: dir, opts: o}
+	b.cat, err = loadCatalog(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open broker %s: %w", dir, err)
+	}
+	var opened []*Topic
+	for _, ct := range b.cat.Topics {
+		t, err := b.openTopic(ct)
+		if err != nil {
+			for _, t := range opened {
+				t.stop()
+			}
+			return nil, fmt.Errorf("open broker %s: %w", dir, err)
+		}
+		opened = append(opened, t)
+	}
+	b.rebuild(opened)
+	for _, t := range opened {
+		t.start()
+	}
+	return b, nil
+}
+
+func (b *Broker) logf(format string, args ...any) {
+	if b.opts.Logf != nil {
+		b.opts.Logf(format, args...)
+		return
+	}
+	log.Printf("fibril broker: "+format, args...)
+}
+
+func (b *Broker) topicDir(id TopicID) string {
+	return filepath.Join(b.dir, "topics", strconv.FormatUint(uint64(id), 10))
+}
+
+// openTopic opens a topic's partitions and recovers them (not started).
+func (b *Broker) openTopic(ct catTopic) (*Topic, error) {
+	t := &Topic{b: b, id: ct.ID, name: ct.Name, cfg: ct.Config, dir: b.topicDir(ct.ID), groups: map[GroupName]*Group{}}
+	var groups []*Group
+	for _, cg := range ct.Groups {
+		g := &Group{t: t, id: cg.ID, name: cg.Name, cfg: cg.Config, parts: make([]*groupPart, ct.Config.Partitions)}
+		t.groups[cg.Name] = g
+		groups = append(groups, g)
+	}
+	for i := 0; i < ct.Config.Partitions; i++ {
+		p, err := openPartition(t, Partition(i), groups)
+		if err != nil {
+			for _, p := range t.parts {
+				p.closeStores()
+			}
+			return nil, fmt.Errorf("topic %s: %w", ct.Name, err)
+		}
+		t.parts = append(t.parts, p)
+	}
+	return t, nil
+}
+
+func (t *Topic) start() {
+	for _, p := range t.parts {
+		go p.run()
+	}
+}
+
+func (t *Topic) stop() {
+	var wg sync.WaitGroup
+	for _, p := range t.parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.stop()
+		}()
+	}
+	wg.Wait()
+}
+
+// rebuild replaces the routing table (callers hold mu, or are Open).
+func (b *Broker) rebuild(ts []*Topic) {
+	tt := &topicTable{byName: map[TopicName]*Topic{}, byID: map[TopicID]*Topic{}, exact: map[string]*Topic{}}
+	for _, t := range ts {
+		tt.byName[t.name] = t
+		tt.byID[t.id] = t
+		for _, f := range t.cfg.Subjects {
+			if strings.ContainsAny(f, "*>") {
+				tt.wild = append(tt.wild, wildFilter{f, t})
+			} else {
+				tt.exact[f] = t
+			}
+		}
+	}
+	b.table.Store(tt)
+}
+
+func (b *Broker) topicList() []*Topic {
+	tt := b.table.Load()
+	out := make([]*Topic, 0, len(tt.byName))
+	for _, t := range tt.byName {
+		out = append(out, t)
+	}
+	return out
+}
+
+// Topic returns the topic named name.
+func (b *Broker) Topic(name TopicName) (*Topic, bool) {
+	t, ok := b.table.Load().byName[name]
+	return t, ok
+}
+
+// Topics returns every topic, sorted by name.
+func (b *Broker) Topics() []*Topic {
+	ts := b.topicList()
+	names := make([]TopicName, len(ts))
+	for i, t := range ts {
+		names[i] = t.name
+	}
+	sortNames(names)
+	tt := b.table.Load()
+	for i, n := range names {
+		ts[i] = tt.byName[n]
+	}
+	return ts
+}
+
+// Route returns the topic whose subject filters capture subject, or nil.
+// Subjects in the reserved "$" space are captured only by "$" topics and
+// the other way round. Route does not block and does not allocate.
+func (b *Broker) Route(subject string) *Topic {
+	tt := b.table.Load()
+	if t := tt.exact[subject]; t != nil {
+		return t
+	}
+	reserved := strings.HasPrefix(subject, "$")
+	for _, w := range tt.wild {
+		if strings.HasPrefix(string(w.t.name), "$") == reserved && subjectMatches(w.filter, subject) {
+			return w.t
+		}
+	}
+	return nil
+}
+
+// CreateTopic creates a topic. It fails with ErrTopicExists, ErrOverlap
+// (its filters overlap another topic's), ErrInvalid (bad name or config; the
+// "$" space is reserved) or an I/O error. It blocks on disk I/O.
+func (b *Broker) CreateTopic(name TopicName, cfg TopicConfig) (*Topic, error) {
+	if err := validTopicName(name, false); err != nil {
+		return nil, fmt.Errorf("create topic: %w", err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.createTopicLocked(name, cfg)
+}
+
+func (b *Broker) createTopicLocked(name TopicName, cfg TopicConfig) (*Topic, error) {
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
+	cfg, err := cfg.withDefaults(name)
+	if err != nil {
+		return nil, fmt.Errorf("create topic %s: %w", name, err)
+	}
+	if b.cat.topic(name) != nil {
+		return nil, fmt.Errorf("create topic %s: %w", name, ErrTopicExists)
+	}
+	reserved := strings.HasPrefix(string(name), "$")
+	for _, ct := range b.cat.Topics {
+		if strings.HasPrefix(string(ct.Name), "$") != reserved {
+			continue
+		}
+		for _, f := range ct.Config.Subjects {
+			for _, g := range cfg.Subjects {
+				if filtersOverlap(f, g) {
+					return nil, fmt.Errorf("create topic %s: %w: %q overlaps %q of topic %s", name, ErrOverlap, g, f, ct.Name)
+				}
+			}
+		}
+	}
+	ct := catTopic{ID: b.cat.NextTopicID, Name: name, Config: cfg}
+	cat := b.cat
+	cat.NextTopicID++
+	cat.Topics = append(append([]catTopic(nil), b.cat.Topics...), ct)
+	t, err := b.openTopic(ct)
+	if err != nil {
+		return nil, fmt.Errorf("create topic %s: %w", name, err)
+	}
+	if err := cat.save(b.dir); err != nil {
+		t.stopUnstarted()
+		os.RemoveAll(t.dir)
+		return nil, fmt.Errorf("create topic %s: %w", name, err)
+	}
+	b.cat = cat
+	t.start()
+	b.rebuild(append(b.topicList(), t))
+	return t, nil
+}
+
+func (t *Topic) stopUnstarted() {
+	for _, p := range t.parts {
+		p.closeStores()
+	}
+}
+
+// DeleteTopic stops the topic's partitions and deletes its data. Its id is
+// never reused. Pending async callbacks of the topic get ErrClosed.
+func (b *Broker) DeleteTopic(name TopicName) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.Topic(name)
+	if !ok {
+		return fmt.Errorf("delete topic %s: %w", name, ErrNoTopic)
+	}
+	cat := b.cat
+	cat.Topics = nil
+	for _, ct := range b.cat.Topics {
+		if ct.Name != name {
+			cat.Topics = append(cat.Topics, ct)
+		}
+	}
+	if err := cat.save(b.dir); err != nil {
+		return fmt.Errorf("delete topic %s: %w", name, err)
+	}
+	b.cat = cat
+	var rest []*Topic
+	for _, x := range b.topicList() {
+		if x != t {
+			rest = append(rest, x)
+		}
+	}
+	b.rebuild(rest)
+	t.stop()
+	if err := os.RemoveAll(t.dir); err != nil {
+		return fmt.Errorf("delete topic %s: remove data: %w", name, err)
+	}
+	return nil
+}
+
+// Settle applies op to the delivery h without blocking: ack, nack (with a
+// redelivery delay), reject (dead-letter) or extend. It returns
+// ErrUnknownHandle for an unknown topic or partition, ErrQueueFull or
+// ErrClosed at once (done is then not called); otherwise done is called
+// exactly once on the partition's actor goroutine, after the change is
+// durable, with nil, ErrStaleHandle, ErrUnknownHandle or ErrNotInflight.
+// Acking a settled offset is nil (idempotent).
+func (b *Broker) Settle(h Handle, op SettleOp, done func(error)) error {
+	p, err := b.partitionOf(h)
+	if err != nil {
+		return err
+	}
+	if op.Kind < SettleAck || op.Kind > SettleExtend {
+		return fmt.Errorf("%w: settle kind %d", ErrInvalid, op.Kind)
+	}
+	c := command{kind: cmdSettle, h: h, op: op, setDone: done}
+	return p.push(&c)
+}
+
+func (b *Broker) partitionOf(h Handle) (*partition, error) {
+	t := b.table.Load().byID[h.Topic]
+	if t == nil {
+		return nil, fmt.Errorf("%w: topic id %d", ErrUnknownHandle, h.Topic)
+	}
+	if int(h.Partition) >= len(t.parts) {
+		return nil, fmt.Errorf("%w: topic %s has no partition %d", ErrUnknownHandle, t.name, h.Partition)
+	}
+	return t.parts[h.Partition], nil
+}
+
+// ReleaseOwner puts every lease held by owner back to ready at once, drops
+// its parked polls (answered with ErrClosed) and closes its subscriptions.
+// The server calls it when a connection closes. It does not block.
+func (b *Broker) ReleaseOwner(owner OwnerID) {
+	if owner == 0 {
+		return
+	}
+	for _, t := range b.topicList() {
+		for _, p := range t.parts {
+			p.control(func(p *partition) {
+				for _, gp := range p.order {
+					gp.release(owner, p.now)
+					k := 0
+					for _, w := range gp.waiters {
+						if w.owner == owner {
+							if w.claim() {
+								p.after = append(p.after, func() { w.finish(nil, ErrClosed) })
+							}
+							continue
+						}
+						gp.waiters[k] = w
+						k++
+					}
+					gp.waiters = gp.waiters[:k]
+					k = 0
+					for _, s := range gp.subs {
+						if s.owner == owner {
+							s.closed.Store(true)
+							gp.releaseSub(s)
+							continue
+						}
+						gp.subs[k] = s
+						k++
+					}
+					gp.subs = gp.subs[:k]
+					gp.rr = 0
+				}
+			})
+		}
+	}
+}
+
+// Close stops intake, lets every partition finish what it holds (commits
+// and callbacks), writes snapshots and closes the logs. A second Close
+// returns nil.
+func (b *Broker) Close() error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, t := range b.topicList() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.stop()
+		}()
+	}
+	wg.Wait()
+	var errs []error
+	for _, t := range b.topicList() {
+		for _, p := range t.parts {
+			errs = append(errs, p.closeErr)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// settleWait is Settle for sync callers: it waits for ring room and for the
+// answer, both bounded by ctx.
+func (b *Broker) settleWait(ctx context.Context, h Handle, op SettleOp) error {
+	if b == nil {
+		return fmt.Errorf("%w: delivery not from a broker", ErrInvalid)
+	}
+	p, err := b.partitionOf(h)
+	if err != nil {
+		return err
+	}
+	ch := make(chan error, 1)
+	c := command{kind: cmdSettle, h: h, op: op, setDone: func(err error) { ch <- err }}
+	if err := pushWait(ctx, p, &c); err != nil {
+		return fmt.Errorf("settle %s: %w", h, err)
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("settle %s: %w", h, ctx.Err())
+	}
+}

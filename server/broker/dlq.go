@@ -1,0 +1,94 @@
+package broker
+
+import (
+	"bytes"
+	"strconv"
+)
+
+// sendDeadLetters copies due dead letters to their groups' dead-letter
+// topics. The source offset is settled only when the copy is durable (the
+// callback comes back through the control stack); if the dead-letter
+// partition's ring is full the copy is retried on a timer. A crash in
+// between re-sends it on open (at least once).
+func (p *partition) sendDeadLetters() {
+	p.dlqRetry = false
+	for _, gp := range p.order {
+		if len(gp.dlq) == 0 {
+			continue
+		}
+		todo := gp.dlq
+		gp.dlq = nil
+		dest := gp.g.cfg.DeadLetter
+		var dt *Topic
+		if dest != "-" {
+			dt, _ = p.t.b.Topic(TopicName(dest))
+		}
+		for i, dl := range todo {
+			if dt == nil {
+				gp.deadLettered(dl.seq) // no dead-letter topic: drop
+				continue
+			}
+			rec, err := p.data.Read(dl.seq)
+			var hdrLen int
+			var subject string
+			if err == nil {
+				hdrLen, subject, err = decodeMeta(rec.Meta)
+			}
+			if err != nil || hdrLen > len(rec.Data) {
+				gp.deadLettered(dl.seq) // record gone: nothing to copy
+				continue
+			}
+			hdr := dlqHeader(rec.Data[:hdrLen], reasonText(dl.reason), subject, p.idx, dl.seq, dl.attempts)
+			body := make([]byte, 0, len(hdr)+len(rec.Data)-hdrLen)
+			body = append(append(body, hdr...), rec.Data[hdrLen:]...)
+			seq, gid := dl.seq, gp.id
+			c := command{kind: cmdPublish, subject: dest, hdrLen: len(hdr), body: body}
+			c.pubDone = func(_ Position, err error) {
+				p.control(func(p *partition) {
+					g := p.groups[gid]
+					if g == nil {
+						return
+					}
+					if err != nil {
+						g.dlq = append(g.dlq, dl)
+						p.dlqRetry = true
+						return
+					}
+					g.deadLettered(seq)
+				})
+			}
+			if err := dt.partFor(nil).push(&c); err != nil {
+				gp.dlq = append(gp.dlq, todo[i:]...)
+				p.dlqRetry = true
+				break
+			}
+		}
+	}
+}
+
+// dlqHeader returns a NATS/1.0 header block: the original header lines plus
+// Fibril-Reason, Fibril-Subject, Fibril-Partition, Fibril-Seq and
+// Fibril-Deliveries.
+func dlqHeader(orig []byte, reason, subject string, part Partition, seq Seq, deliveries uint32) []byte {
+	var b []byte
+	if bytes.HasPrefix(orig, []byte("NATS/1.0")) {
+		b = append(b, bytes.TrimSuffix(orig, []byte("\r\n"))...) // keep lines, drop the blank one
+		if !bytes.HasSuffix(b, []byte("\r\n")) {
+			b = append(b, "\r\n"...)
+		}
+	} else {
+		b = append(b, "NATS/1.0\r\n"...)
+	}
+	line := func(k, v string) {
+		b = append(b, k...)
+		b = append(b, ": "...)
+		b = append(b, v...)
+		b = append(b, "\r\n"...)
+	}
+	line("Fibril-Reason", reason)
+	line("Fibril-Subject", subject)
+	line("Fibril-Partition", strconv.FormatUint(uint64(part), 10))
+	line("Fibril-Seq", strconv.FormatUint(uint64(seq), 10))
+	line("Fibril-Deliveries", strconv.FormatUint(uint64(deliveries), 10))
+	return append(b, "\r\n"...)
+}

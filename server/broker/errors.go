@@ -1,0 +1,40 @@
+package broker
+
+import "errors"
+
+// Sentinel errors. Callers test them with errors.Is; the broker wraps them
+// with context.
+var (
+	// ErrClosed: the broker (or the topic) is closed or closing.
+	ErrClosed = errors.New("broker: closed")
+	// ErrQueueFull: a partition's command ring is full; retry later. Returned
+	// at once by the Async methods, never after blocking.
+	ErrQueueFull = errors.New("broker: partition queue full")
+	// ErrTopicFull: the topic's max_unsettled_msgs/bytes limit is reached and
+	// its full_policy is reject (or the caller cannot wait).
+	ErrTopicFull = errors.New("broker: topic full")
+	// ErrTopicExists: a topic with that name already exists.
+	ErrTopicExists = errors.New("broker: topic exists")
+	// ErrNoTopic: no topic with that name or id.
+	ErrNoTopic = errors.New("broker: no such topic")
+	// ErrNoGroup: no group with that name or id.
+	ErrNoGroup = errors.New("broker: no such group")
+	// ErrOverlap: the topic's subject filters overlap another topic's.
+	ErrOverlap = errors.New("broker: subject filters overlap another topic")
+	// ErrInvalid: a bad name, subject, config value or argument.
+	ErrInvalid = errors.New("broker: invalid argument")
+	// ErrUnknownHandle: the handle names no known topic, group, partition or
+	// delivered message.
+	ErrUnknownHandle = errors.New("broker: unknown handle")
+	// ErrStaleHandle: the handle's attempt is not the message's current
+	// delivery count (it was redelivered since).
+	ErrStaleHandle = errors.New("broker: stale handle")
+	// ErrNotInflight: extend of a delivery whose lease already ended.
+	ErrNotInflight = errors.New("broker: delivery not in flight")
+	// ErrCRCMismatch: Message.CRC does not match the header and data.
+	ErrCRCMismatch = errors.New("broker: crc mismatch")
+)
+
+// ErrCorruptState: a snapshot or event record of consumer state cannot be
+// decoded. Open refuses to start rather than guess.
+var ErrCorruptState = errors.New("broker: corrupt consumer state")

@@ -1,0 +1,190 @@
+package broker
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Group returns the group named name, creating it with cfg when missing
+// (cfg is ignored for an existing group). Creating a group also creates its
+// dead-letter topic when missing. It blocks on disk I/O and on the
+// partitions recording where the group starts.
+func (t *Topic) Group(name GroupName, cfg GroupConfig) (*Group, error) {
+	if err := validTopicName(TopicName(name), false); err != nil || strings.Contains(string(name), ".") {
+		return nil, fmt.Errorf("%w: group name %q (one token, no wildcards)", ErrInvalid, name)
+	}
+	b := t.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if g, ok := t.groups[name]; ok {
+		return g, nil
+	}
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
+	if cur, ok := b.Topic(t.name); !ok || cur != t {
+		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, ErrNoTopic)
+	}
+	if strings.HasPrefix(string(t.name), "$DLQ.") {
+		// Dead letters of dead letters would pile up forever: by default a
+		// group on a dead-letter topic redelivers without limit.
+		if cfg.MaxDeliveries == 0 {
+			cfg.MaxDeliveries = -1
+		}
+		if cfg.DeadLetter == "" {
+			cfg.DeadLetter = "-"
+		}
+	}
+	cfg, err := cfg.withDefaults(t.name, name)
+	if err != nil {
+		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, err)
+	}
+	if cfg.DeadLetter != "-" {
+		if _, ok := b.Topic(TopicName(cfg.DeadLetter)); !ok {
+			dcfg := TopicConfig{Durability: t.cfg.Durability}
+			if _, err := b.createTopicLocked(TopicName(cfg.DeadLetter), dcfg); err != nil {
+				return nil, fmt.Errorf("group %s/%s: dead-letter topic: %w", t.name, name, err)
+			}
+		}
+	}
+	g := &Group{t: t, id: b.cat.NextGroupID, name: name, cfg: cfg, parts: make([]*groupPart, len(t.parts))}
+	cat := b.cat
+	cat.NextGroupID++
+	// Reserve the id on disk first, so a crash can never hand it out twice.
+	if err := cat.save(b.dir); err != nil {
+		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, err)
+	}
+	b.cat = cat
+	errs := make(chan error, len(t.parts))
+	for _, p := range t.parts {
+		p.control(func(p *partition) { p.addGroup(g, errs) })
+	}
+	for range t.parts {
+		if err := <-errs; err != nil {
+			return nil, fmt.Errorf("group %s/%s: %w", t.name, name, err)
+		}
+	}
+	cat.Topics = append([]catTopic(nil), b.cat.Topics...)
+	for i := range cat.Topics {
+		if cat.Topics[i].ID == t.id {
+			ct := &cat.Topics[i]
+			ct.Groups = append(append([]catGroup(nil), ct.Groups...), catGroup{ID: g.id, Name: name, Config: cfg})
+		}
+	}
+	if err := cat.save(b.dir); err != nil {
+		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, err)
+	}
+	b.cat = cat
+	t.groups[name] = g
+	return g, nil
+}
+
+// FindGroup returns the group named name, if it exists.
+func (t *Topic) FindGroup(name GroupName) (*Group, bool) {
+	t.b.mu.Lock()
+	defer t.b.mu.Unlock()
+	g, ok := t.groups[name]
+	return g, ok
+}
+
+// Groups returns the topic's groups, sorted by name.
+func (t *Topic) Groups() []*Group {
+	t.b.mu.Lock()
+	defer t.b.mu.Unlock()
+	names := make([]GroupName, 0, len(t.groups))
+	for n := range t.groups {
+		names = append(names, n)
+	}
+	sortNames(names)
+	out := make([]*Group, len(names))
+	for i, n := range names {
+		out[i] = t.groups[n]
+	}
+	return out
+}
+
+// DeleteGroup removes a group: its state is dropped, its parked polls are
+// answered with ErrClosed and its subscriptions stop. Its id is never reused.
+// The dead-letter topic stays.
+func (t *Topic) DeleteGroup(name GroupName) error {
+	b := t.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g, ok := t.groups[name]
+	if !ok {
+		return fmt.Errorf("delete group %s/%s: %w", t.name, name, ErrNoGroup)
+	}
+	cat := b.cat
+	cat.Topics = append([]catTopic(nil), b.cat.Topics...)
+	for i := range cat.Topics {
+		if cat.Topics[i].ID == t.id {
+			ct := &cat.Topics[i]
+			var keep []catGroup
+			for _, cg := range ct.Groups {
+				if cg.ID != g.id {
+					keep = append(keep, cg)
+				}
+			}
+			ct.Groups = keep
+		}
+	}
+	if err := cat.save(b.dir); err != nil {
+		return fmt.Errorf("delete group %s/%s: %w", t.name, name, err)
+	}
+	b.cat = cat
+	delete(t.groups, name)
+	done := make(chan struct{}, len(t.parts))
+	for _, p := range t.parts {
+		p.control(func(p *partition) {
+			p.removeGroup(g.id)
+			done <- struct{}{}
+		})
+	}
+	for _, p := range t.parts {
+		select {
+		case <-done:
+		case <-p.done: // actor stopped (Close): nothing left to remove
+		}
+	}
+	return nil
+}
+
+// addGroup (actor) creates the group's state here and records where it
+// starts; errs gets the result once that record is durable.
+func (p *partition) addGroup(g *Group, errs chan<- error) {
+	start := p.first
+	if g.cfg.Start == StartNew {
+		start = p.last + 1
+	}
+	gs := newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, start)
+	gs.ev = &p.ev
+	gs.emit(evInit, start, 0)
+	gp := &groupPart{groupState: gs, g: g}
+	p.groups[g.id] = gp
+	p.order = append(p.order, gp)
+	g.parts[p.idx] = gp
+	p.after = append(p.after, func() { errs <- p.evErr })
+}
+
+// removeGroup (actor) drops a group's state.
+func (p *partition) removeGroup(id GroupID) {
+	gp := p.groups[id]
+	if gp == nil {
+		return
+	}
+	delete(p.groups, id)
+	for i, x := range p.order {
+		if x == gp {
+			p.order = append(p.order[:i], p.order[i+1:]...)
+			break
+		}
+	}
+	for _, w := range gp.waiters {
+		if w.claim() {
+			p.after = append(p.after, func() { w.finish(nil, ErrClosed) })
+		}
+	}
+	for _, s := range gp.subs {
+		s.closed.Store(true)
+	}
+}

@@ -1,0 +1,399 @@
+package broker
+
+import (
+	"fmt"
+)
+
+// offState is where a delivered, not yet settled offset stands.
+type offState uint8
+
+const (
+	stReady         offState = iota // waiting for redelivery
+	stInflight                      // leased to a consumer until deadline
+	stDelayed                       // nacked with a delay; ready at deadline
+	stDeadLettering                 // being copied to the dead-letter topic
+)
+
+// Dead-letter reasons, persisted in events and snapshots.
+const (
+	reasonNone          uint8 = 0
+	reasonMaxDeliveries uint8 = 1
+	reasonRejected      uint8 = 2
+)
+
+func reasonText(r uint8) string {
+	if r == reasonRejected {
+		return "rejected"
+	}
+	return "max_deliveries"
+}
+
+// pendingOff is the state of one offset that was delivered at least once and
+// is not settled.
+type pendingOff struct {
+	attempts uint32
+	state    offState
+	reason   uint8 // dead-letter reason while stDeadLettering
+	deadline int64 // lease end (inflight) or not-before (delayed), unix ns
+	owner    OwnerID
+	sub      *Subscription // push subscription holding the credit, or nil
+}
+
+// deadLetter is an offset whose copy to the dead-letter topic is due.
+type deadLetter struct {
+	seq      Seq
+	attempts uint32
+	reason   uint8
+}
+
+// groupState is one consumer group's state machine in one partition. It is
+// pure: no I/O, no goroutines, time passed in. It appends the events that
+// must be persisted to *ev and the dead-letter work to dlq; the partition
+// actor writes and runs them.
+//
+// Invariants: an offset is settled (in acks), pending (delivered, with a
+// state) or never delivered (>= next and not pending) — never two of these;
+// only never-delivered and stReady offsets are handed out.
+type groupState struct {
+	id            GroupID
+	leaseNs       int64
+	maxDeliveries int // -1: unlimited
+
+	next      Seq // lowest offset never delivered
+	acks      ackSet
+	pending   map[Seq]pendingOff
+	ready     seqHeap   // stReady candidates, validated lazily
+	timers    timerHeap // lease ends and nack delays, validated lazily
+	dlq       []deadLetter
+	nInflight int
+
+	ev *evSink // event sink (nil: events are dropped, e.g. while replaying)
+}
+
+// evSink collects the events of one actor round.
+type evSink struct {
+	b []byte
+	n int
+}
+
+func newGroupState(id GroupID, leaseNs int64, maxDeliveries int, start Seq) *groupState {
+	if start == 0 {
+		start = 1
+	}
+	return &groupState{
+		id: id, leaseNs: leaseNs, maxDeliveries: maxDeliveries,
+		next: start, acks: newAckSet(start), pending: map[Seq]pendingOff{},
+	}
+}
+
+func (g *groupState) emit(kind byte, seq Seq, arg uint64) {
+	if g.ev != nil {
+		g.ev.b = appendEvent(g.ev.b, kind, g.id, seq, arg)
+		g.ev.n++
+	}
+}
+
+// take returns the next offset to deliver, at most last: the lowest stReady
+// redelivery first, then the lowest never-delivered offset. It does not
+// change state; deliver does.
+func (g *groupState) take(last Seq) (Seq, bool) {
+	for {
+		s, ok := g.ready.peek()
+		if !ok {
+			break
+		}
+		if p, ok := g.pending[s]; ok && p.state == stReady {
+			return s, true
+		}
+		g.ready.pop() // stale entry
+	}
+	g.next = g.acks.nextUnsettled(g.next)
+	if g.next <= last {
+		return g.next, true
+	}
+	return 0, false
+}
+
+// deliver leases seq (returned by take) and returns its new attempt number.
+func (g *groupState) deliver(seq Seq, now int64, owner OwnerID, sub *Subscription) uint32 {
+	p, ok := g.pending[seq]
+	if ok {
+		if s, ok := g.ready.peek(); ok && s == seq {
+			g.ready.pop()
+		}
+	} else if seq >= g.next {
+		g.next = seq + 1
+	}
+	p.attempts++
+	p.state = stInflight
+	p.deadline = now + g.leaseNs
+	p.owner = owner
+	p.sub = sub
+	g.pending[seq] = p
+	g.nInflight++
+	g.timers.push(timerEntry{at: p.deadline, seq: seq, attempt: p.attempts})
+	g.emit(evDeliver, seq, uint64(p.attempts))
+	return p.attempts
+}
+
+// drop settles seq without delivering it (its record is gone: retention).
+func (g *groupState) drop(seq Seq) {
+	if p, ok := g.pending[seq]; ok {
+		g.endLease(seq, p)
+		delete(g.pending, seq)
+	}
+	if seq >= g.next {
+		g.next = seq + 1
+	}
+	if g.acks.add(seq) {
+		g.emit(evSettle, seq, 0)
+	}
+}
+
+// endLease releases the lease bookkeeping of an inflight offset.
+func (g *groupState) endLease(seq Seq, p pendingOff) {
+	if p.state != stInflight {
+		return
+	}
+	g.nInflight--
+	if p.sub != nil {
+		p.sub.returnCredit()
+	}
+}
+
+// requeue moves an offset that left Inflight (nack, expiry, release) to
+// ready, delayed, or dead-lettering when it reached max deliveries.
+func (g *groupState) requeue(seq Seq, p pendingOff, now, delay int64) {
+	g.endLease(seq, p)
+	p.owner, p.sub = 0, nil
+	switch {
+	case g.maxDeliveries > 0 && p.attempts >= uint32(g.maxDeliveries):
+		g.toDeadLetter(seq, p, reasonMaxDeliveries)
+		return
+	case delay > 0:
+		p.state = stDelayed
+		p.deadline = now + delay
+		g.timers.push(timerEntry{at: p.deadline, seq: seq, attempt: p.attempts})
+	default:
+		p.state = stReady
+		g.ready.push(seq)
+	}
+	g.pending[seq] = p
+}
+
+func (g *groupState) toDeadLetter(seq Seq, p pendingOff, reason uint8) {
+	p.state = stDeadLettering
+	p.reason = reason
+	g.pending[seq] = p
+	g.dlq = append(g.dlq, deadLetter{seq: seq, attempts: p.attempts, reason: reason})
+	g.emit(evDeadLetter, seq, uint64(reason))
+}
+
+// deadLettered settles seq once its dead-letter copy is durable.
+func (g *groupState) deadLettered(seq Seq) {
+	if p, ok := g.pending[seq]; !ok || p.state != stDeadLettering {
+		return
+	}
+	delete(g.pending, seq)
+	if g.acks.add(seq) {
+		g.emit(evSettle, seq, 0)
+	}
+}
+
+// settle applies a settle operation for (seq, attempt) and reports whether
+// the operation is refused.
+func (g *groupState) settle(seq Seq, attempt uint32, op SettleOp, now int64) error {
+	if op.Kind < SettleAck || op.Kind > SettleExtend {
+		return fmt.Errorf("%w: settle kind %d", ErrInvalid, op.Kind)
+	}
+	if g.acks.contains(seq) {
+		if op.Kind == SettleExtend {
+			return fmt.Errorf("%w: offset %d already settled", ErrNotInflight, seq)
+		}
+		return nil // idempotent: settled is final
+	}
+	p, ok := g.pending[seq]
+	if !ok {
+		return fmt.Errorf("%w: offset %d was not delivered to group %d", ErrUnknownHandle, seq, g.id)
+	}
+	if attempt != p.attempts {
+		if attempt < p.attempts {
+			return fmt.Errorf("%w: attempt %d, offset %d is at delivery %d", ErrStaleHandle, attempt, seq, p.attempts)
+		}
+		return fmt.Errorf("%w: attempt %d, offset %d is at delivery %d", ErrUnknownHandle, attempt, seq, p.attempts)
+	}
+	if p.state == stDeadLettering {
+		if op.Kind == SettleExtend {
+			return fmt.Errorf("%w: offset %d is being dead-lettered", ErrNotInflight, seq)
+		}
+		return nil
+	}
+	switch op.Kind {
+	case SettleAck:
+		g.endLease(seq, p)
+		delete(g.pending, seq)
+		g.acks.add(seq)
+		g.emit(evSettle, seq, 0)
+	case SettleNack:
+		if p.state == stInflight {
+			g.requeue(seq, p, now, int64(op.Delay))
+		}
+	case SettleReject:
+		g.endLease(seq, p)
+		p.owner, p.sub = 0, nil
+		g.toDeadLetter(seq, p, reasonRejected)
+	case SettleExtend:
+		if p.state != stInflight {
+			return fmt.Errorf("%w: offset %d lease ended", ErrNotInflight, seq)
+		}
+		d := int64(op.Delay)
+		if d <= 0 {
+			d = g.leaseNs
+		}
+		p.deadline = now + d
+		g.pending[seq] = p
+		g.timers.push(timerEntry{at: p.deadline, seq: seq, attempt: p.attempts})
+	default:
+		return fmt.Errorf("%w: settle kind %d", ErrInvalid, op.Kind)
+	}
+	return nil
+}
+
+// expire ends every lease and nack delay due at now.
+func (g *groupState) expire(now int64) {
+	for {
+		e, ok := g.timers.peek()
+		if !ok || e.at > now {
+			return
+		}
+		g.timers.pop()
+		p, ok := g.pending[e.seq]
+		if !ok || p.attempts != e.attempt || p.deadline != e.at {
+			continue // settled, redelivered or extended since
+		}
+		switch p.state {
+		case stInflight:
+			g.requeue(e.seq, p, now, 0)
+		case stDelayed:
+			p.state = stReady
+			g.pending[e.seq] = p
+			g.ready.push(e.seq)
+		}
+	}
+}
+
+// nextDeadline returns the earliest pending timer (0 if none).
+func (g *groupState) nextDeadline() int64 {
+	e, ok := g.timers.peek()
+	if !ok {
+		return 0
+	}
+	return e.at
+}
+
+// release puts every lease held by owner back to ready at once.
+func (g *groupState) release(owner OwnerID, now int64) {
+	for seq, p := range g.pending {
+		if p.state == stInflight && p.owner == owner {
+			g.requeue(seq, p, now, 0)
+		}
+	}
+}
+
+// releaseSub ends the credit link of a closed subscription; its leases stay
+// until settled or expired.
+func (g *groupState) releaseSub(s *Subscription) {
+	for seq, p := range g.pending {
+		if p.sub == s {
+			p.sub = nil
+			g.pending[seq] = p
+		}
+	}
+}
+
+// truncatedTo marks everything below first settled: retention removed it.
+func (g *groupState) truncatedTo(first Seq) {
+	if g.acks.frontier >= first {
+		return
+	}
+	g.acks.advanceTo(first)
+	for seq, p := range g.pending {
+		if seq < first {
+			g.endLease(seq, p)
+			delete(g.pending, seq)
+		}
+	}
+	if g.next < first {
+		g.next = first
+	}
+	// dead letters below first can no longer be copied
+	k := 0
+	for _, d := range g.dlq {
+		if d.seq >= first {
+			g.dlq[k] = d
+			k++
+		}
+	}
+	g.dlq = g.dlq[:k]
+}
+
+// restored is called after replay: leases are not persisted, so every
+// pending offset is ready again (dead letters stay due).
+func (g *groupState) restored() {
+	g.ready = g.ready[:0]
+	g.timers = g.timers[:0]
+	g.dlq = g.dlq[:0]
+	g.nInflight = 0
+	for seq, p := range g.pending {
+		p.owner, p.sub, p.deadline = 0, nil, 0
+		if p.state == stDeadLettering {
+			g.dlq = append(g.dlq, deadLetter{seq: seq, attempts: p.attempts, reason: p.reason})
+		} else if g.maxDeliveries > 0 && p.attempts >= uint32(g.maxDeliveries) {
+			p.state = stDeadLettering
+			p.reason = reasonMaxDeliveries
+			g.dlq = append(g.dlq, deadLetter{seq: seq, attempts: p.attempts, reason: p.reason})
+		} else {
+			p.state = stReady
+			g.ready.push(seq)
+		}
+		g.pending[seq] = p
+	}
+}
+
+// apply replays one persisted event.
+func (g *groupState) apply(kind byte, seq Seq, arg uint64) {
+	switch kind {
+	case evDeliver:
+		if g.acks.contains(seq) {
+			return
+		}
+		p := g.pending[seq]
+		if uint32(arg) > p.attempts {
+			p.attempts = uint32(arg)
+		}
+		if p.state != stDeadLettering {
+			p.state = stReady
+		}
+		g.pending[seq] = p
+		if seq >= g.next {
+			g.next = seq + 1
+		}
+	case evSettle:
+		delete(g.pending, seq)
+		g.acks.add(seq)
+		if seq >= g.next {
+			g.next = seq + 1
+		}
+	case evDeadLetter:
+		if g.acks.contains(seq) {
+			return
+		}
+		p := g.pending[seq]
+		p.state = stDeadLettering
+		p.reason = uint8(arg)
+		g.pending[seq] = p
+	}
+}
+
+// unsettledFrom returns the lowest offset not settled by this group.
+func (g *groupState) frontier() Seq { return g.acks.frontier }

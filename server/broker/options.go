@@ -1,0 +1,270 @@
+package broker
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/fibrilmq/fibril/server/seglog"
+)
+
+// StoreOpener opens (creating if needed) the log kept in dir with the given
+// durability policy. The broker opens two per partition: "data" for messages
+// and "events" for consumer-state events.
+type StoreOpener func(dir string, policy seglog.Policy) (seglog.Store, error)
+
+// Options configures a Broker. The zero value of a field means its default.
+type Options struct {
+	// OpenStore opens a partition's logs. Default: the file-backed seglog
+	// with SegmentSize and EventSegmentSize.
+	OpenStore StoreOpener
+	// SegmentSize is the segment size of the default data logs. Default
+	// seglog.DefaultSegmentSize (64 MiB); each segment is preallocated.
+	SegmentSize int64
+	// EventSegmentSize is the segment size of the default event logs.
+	// Default 4 MiB.
+	EventSegmentSize int64
+	// Clock supplies time to leases, delays and retention. Default: the
+	// system clock.
+	Clock Clock
+	// QueueSize is the capacity of each partition's command ring (rounded up
+	// to a power of two). Default 8192.
+	QueueSize int
+	// MaxBatch caps how many commands an actor takes per round. Default 1024.
+	MaxBatch int
+	// SnapshotEvery writes a partition's consumer-state snapshot after this
+	// many events, so replay on open stays short. Default 100000.
+	SnapshotEvery int
+	// RetentionInterval is how often an idle partition applies retention.
+	// Default 1s.
+	RetentionInterval time.Duration
+	// Logf reports background errors (snapshot, retention, unreadable
+	// records). Default: the standard logger.
+	Logf func(format string, args ...any)
+}
+
+// DefaultOptions returns the options with every default filled in (except
+// OpenStore, which stays nil and means the file-backed seglog, and Logf).
+func DefaultOptions() Options {
+	return Options{
+		Clock:             SystemClock(),
+		QueueSize:         8192,
+		MaxBatch:          1024,
+		SnapshotEvery:     100000,
+		RetentionInterval: time.Second,
+		SegmentSize:       seglog.DefaultSegmentSize,
+		EventSegmentSize:  4 << 20,
+	}
+}
+
+// withDefaults returns a copy with defaults applied; the caller's value is
+// never changed.
+func (o Options) withDefaults() (Options, error) {
+	d := DefaultOptions()
+	if o.Clock == nil {
+		o.Clock = d.Clock
+	}
+	if o.QueueSize == 0 {
+		o.QueueSize = d.QueueSize
+	}
+	if o.MaxBatch == 0 {
+		o.MaxBatch = d.MaxBatch
+	}
+	if o.SnapshotEvery == 0 {
+		o.SnapshotEvery = d.SnapshotEvery
+	}
+	if o.RetentionInterval == 0 {
+		o.RetentionInterval = d.RetentionInterval
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = seglog.DefaultSegmentSize
+	}
+	if o.EventSegmentSize == 0 {
+		o.EventSegmentSize = 4 << 20
+	}
+	if o.OpenStore == nil {
+		o.OpenStore = fileStoreOpener(o.SegmentSize, o.EventSegmentSize)
+	}
+	switch {
+	case o.QueueSize < 2 || o.QueueSize > 1<<24:
+		return o, fmt.Errorf("%w: QueueSize %d out of [2, 16M]", ErrInvalid, o.QueueSize)
+	case o.MaxBatch < 1:
+		return o, fmt.Errorf("%w: MaxBatch %d < 1", ErrInvalid, o.MaxBatch)
+	case o.SnapshotEvery < 1:
+		return o, fmt.Errorf("%w: SnapshotEvery %d < 1", ErrInvalid, o.SnapshotEvery)
+	case o.RetentionInterval < 0:
+		return o, fmt.Errorf("%w: negative RetentionInterval", ErrInvalid)
+	}
+	return o, nil
+}
+
+// Durability says when a publish is confirmed.
+type Durability string
+
+// Durability values.
+const (
+	// DurabilityGroup: confirmed once on disk; concurrent publishes share an
+	// fsync (default).
+	DurabilityGroup Durability = "group"
+	// DurabilitySync: every batch is fsynced before it is confirmed.
+	DurabilitySync Durability = "sync"
+	// DurabilityNone: confirmed once written; the OS flushes later.
+	DurabilityNone Durability = "none"
+)
+
+// Retention says when messages are deleted.
+type Retention string
+
+// Retention values.
+const (
+	// RetentionWorkqueue: a message is deleted once every group has settled
+	// it; kept until the first group exists (default).
+	RetentionWorkqueue Retention = "workqueue"
+	// RetentionLimits: messages are deleted by age, size and count only.
+	RetentionLimits Retention = "limits"
+)
+
+// FullPolicy says what a publish does when the topic is full.
+type FullPolicy string
+
+// FullPolicy values.
+const (
+	// FullBlock: a sync publish waits for room (with its context); an async
+	// publish fails with ErrTopicFull (default).
+	FullBlock FullPolicy = "block"
+	// FullReject: every publish fails at once with ErrTopicFull.
+	FullReject FullPolicy = "reject"
+)
+
+// TopicConfig configures a topic. JSON names match the TOPIC CREATE verb.
+type TopicConfig struct {
+	// Subjects are the filters (wildcards allowed) whose publishes the topic
+	// captures; default: the topic name alone.
+	Subjects   []string   `json:"subjects,omitempty"`
+	Partitions int        `json:"partitions,omitempty"` // default 1
+	Durability Durability `json:"durability,omitempty"` // default group
+	Retention  Retention  `json:"retention,omitempty"`  // default workqueue
+	MaxAgeMs   int64      `json:"max_age_ms,omitempty"` // 0: unlimited
+	MaxBytes   int64      `json:"max_bytes,omitempty"`  // 0: unlimited
+	MaxMsgs    int64      `json:"max_msgs,omitempty"`   // 0: unlimited
+	// MaxUnsettledMsgs and MaxUnsettledBytes bound what is stored but not
+	// yet settled by every group (0: unlimited). The check is made when a
+	// publish is enqueued, so concurrent publishers may overshoot by up to
+	// one ring's worth.
+	MaxUnsettledMsgs  int64      `json:"max_unsettled_msgs,omitempty"`
+	MaxUnsettledBytes int64      `json:"max_unsettled_bytes,omitempty"`
+	FullPolicy        FullPolicy `json:"full_policy,omitempty"` // default block
+}
+
+func (c TopicConfig) withDefaults(name TopicName) (TopicConfig, error) {
+	if len(c.Subjects) == 0 {
+		c.Subjects = []string{string(name)}
+	} else {
+		c.Subjects = append([]string(nil), c.Subjects...)
+	}
+	for _, s := range c.Subjects {
+		if err := validFilter(s); err != nil {
+			return c, err
+		}
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 1
+	}
+	if c.Partitions < 1 || c.Partitions > 4096 {
+		return c, fmt.Errorf("%w: partitions %d out of [1, 4096]", ErrInvalid, c.Partitions)
+	}
+	switch c.Durability {
+	case "":
+		c.Durability = DurabilityGroup
+	case DurabilityGroup, DurabilitySync, DurabilityNone:
+	default:
+		return c, fmt.Errorf("%w: durability %q (want sync, group or none)", ErrInvalid, c.Durability)
+	}
+	switch c.Retention {
+	case "":
+		c.Retention = RetentionWorkqueue
+	case RetentionWorkqueue, RetentionLimits:
+	default:
+		return c, fmt.Errorf("%w: retention %q (want workqueue or limits)", ErrInvalid, c.Retention)
+	}
+	switch c.FullPolicy {
+	case "":
+		c.FullPolicy = FullBlock
+	case FullBlock, FullReject:
+	default:
+		return c, fmt.Errorf("%w: full_policy %q (want block or reject)", ErrInvalid, c.FullPolicy)
+	}
+	if c.MaxAgeMs < 0 || c.MaxBytes < 0 || c.MaxMsgs < 0 || c.MaxUnsettledMsgs < 0 || c.MaxUnsettledBytes < 0 {
+		return c, fmt.Errorf("%w: negative limit", ErrInvalid)
+	}
+	return c, nil
+}
+
+func (c TopicConfig) policy() seglog.Policy {
+	switch c.Durability {
+	case DurabilitySync:
+		return seglog.PolicySync
+	case DurabilityNone:
+		return seglog.PolicyNone
+	}
+	return seglog.PolicyGroup
+}
+
+// Start says where a new group begins.
+type Start string
+
+// Start values.
+const (
+	// StartEarliest: the group sees every retained message (default).
+	StartEarliest Start = "earliest"
+	// StartNew: the group sees messages published after it was created.
+	StartNew Start = "new"
+)
+
+// GroupConfig configures a consumer group. JSON names match GROUP CREATE.
+type GroupConfig struct {
+	Start   Start `json:"start,omitempty"`    // default earliest
+	LeaseMs int64 `json:"lease_ms,omitempty"` // default 30000
+	// MaxDeliveries is how many times a message is delivered before it is
+	// dead-lettered; default 5, -1 means unlimited.
+	MaxDeliveries int `json:"max_deliveries,omitempty"`
+	// DeadLetter is the dead-letter topic; default "$DLQ.<topic>.<group>",
+	// "-" means none (a message that reaches MaxDeliveries is then dropped).
+	DeadLetter string `json:"dead_letter,omitempty"`
+}
+
+func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig, error) {
+	switch c.Start {
+	case "":
+		c.Start = StartEarliest
+	case StartEarliest, StartNew:
+	default:
+		return c, fmt.Errorf("%w: start %q (want earliest or new)", ErrInvalid, c.Start)
+	}
+	if c.LeaseMs == 0 {
+		c.LeaseMs = 30000
+	}
+	if c.LeaseMs < 1 {
+		return c, fmt.Errorf("%w: lease_ms %d < 1", ErrInvalid, c.LeaseMs)
+	}
+	if c.MaxDeliveries == 0 {
+		c.MaxDeliveries = 5
+	}
+	if c.MaxDeliveries < -1 {
+		return c, fmt.Errorf("%w: max_deliveries %d", ErrInvalid, c.MaxDeliveries)
+	}
+	if c.DeadLetter == "" {
+		c.DeadLetter = DeadLetterTopic(topic, group)
+	}
+	if c.DeadLetter != "-" {
+		if err := validTopicName(TopicName(c.DeadLetter), true); err != nil {
+			return c, fmt.Errorf("dead_letter: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// DeadLetterTopic returns the default dead-letter topic of a group:
+// "$DLQ.<topic>.<group>".
+func DeadLetterTopic(topic TopicName, group GroupName) string {
+	return "$DLQ." + string(topic) + "." + string(group)
+}

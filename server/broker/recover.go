@@ -1,0 +1,140 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/fibrilmq/fibril/server/seglog"
+)
+
+// openPartition opens a partition's logs and rebuilds its consumer state:
+// the latest snapshot, then the events that follow it. Leases are not
+// persisted, so every delivered, unsettled message is ready again.
+func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error) {
+	o := &t.b.opts
+	dir := filepath.Join(t.dir, strconv.FormatUint(uint64(idx), 10))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("partition %d: %w", idx, err)
+	}
+	data, err := o.OpenStore(filepath.Join(dir, dataLogName), t.cfg.policy())
+	if err != nil {
+		return nil, fmt.Errorf("partition %d: data log: %w", idx, err)
+	}
+	events, err := o.OpenStore(filepath.Join(dir, eventsLogName), t.cfg.policy())
+	if err != nil {
+		data.Close()
+		return nil, fmt.Errorf("partition %d: event log: %w", idx, err)
+	}
+	p := &partition{
+		t: t, idx: idx, dir: dir, data: data, events: events, clock: o.Clock,
+		q: newRing(o.QueueSize), wk: newWaker(),
+		quit: make(chan struct{}), done: make(chan struct{}),
+		groups: map[GroupID]*groupPart{},
+	}
+	p.first, p.last = data.Bounds()
+	for _, g := range groups {
+		p.attach(g, newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, p.first))
+	}
+	if err := p.recoverState(); err != nil {
+		p.closeStores()
+		return nil, fmt.Errorf("partition %d: %w", idx, err)
+	}
+	for _, gp := range p.order {
+		gp.truncatedTo(p.first)
+		gp.restored()
+		gp.ev = &p.ev
+	}
+	p.publishStats()
+	return p, nil
+}
+
+func (p *partition) attach(g *Group, gs *groupState) {
+	if old := p.groups[g.id]; old != nil {
+		old.groupState = gs
+		return
+	}
+	gp := &groupPart{groupState: gs, g: g}
+	p.groups[g.id] = gp
+	p.order = append(p.order, gp)
+	g.parts[p.idx] = gp
+}
+
+func (p *partition) recoverState() error {
+	var from Seq = 1
+	b, err := os.ReadFile(filepath.Join(p.dir, snapName))
+	switch {
+	case err == nil:
+		seq, sgs, err := decodeSnapshot(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(p.dir, snapName), err)
+		}
+		for _, sg := range sgs {
+			gp := p.groups[sg.id]
+			if gp == nil {
+				continue // deleted group
+			}
+			gs := newGroupState(sg.id, gp.leaseNs, gp.maxDeliveries, sg.frontier)
+			gs.next, gs.acks.spans, gs.pending = sg.next, sg.spans, sg.pending
+			gp.groupState = gs
+		}
+		from = seq + 1
+		p.lastEventSeq = seq
+	case errors.Is(err, os.ErrNotExist):
+		if first, _ := p.events.Bounds(); first > 1 {
+			return fmt.Errorf("%w: no snapshot but the event log starts at %d", ErrCorruptState, first)
+		}
+	default:
+		return fmt.Errorf("read snapshot: %w", err)
+	}
+	_, last := p.events.Bounds()
+	var decErr error
+	for at := from; at <= last && decErr == nil; {
+		was := at
+		err := p.events.Scan(at, 1<<20, func(r seglog.Record) bool {
+			decErr = decodeEvents(r.Data, p.replay)
+			if decErr != nil {
+				decErr = fmt.Errorf("event %d: %w", r.Seq, decErr)
+				return false
+			}
+			at = r.Seq + 1
+			return true
+		})
+		if err != nil {
+			return fmt.Errorf("replay events: %w", err)
+		}
+		if at == was {
+			break
+		}
+	}
+	if decErr != nil {
+		return fmt.Errorf("replay events: %w", decErr)
+	}
+	if last > p.lastEventSeq {
+		p.lastEventSeq = last
+	}
+	return nil
+}
+
+func (p *partition) replay(kind byte, gid GroupID, seq Seq, arg uint64) {
+	gp := p.groups[gid]
+	if gp == nil {
+		return // group deleted, or its creation never reached the catalog
+	}
+	if kind == evInit {
+		gp.groupState = newGroupState(gid, gp.leaseNs, gp.maxDeliveries, seq)
+		return
+	}
+	gp.apply(kind, seq, arg)
+}
+
+func (p *partition) closeStores() {
+	if err := p.data.Close(); err != nil {
+		p.closeErr = errors.Join(p.closeErr, fmt.Errorf("topic %s partition %d: close data: %w", p.t.name, p.idx, err))
+	}
+	if err := p.events.Close(); err != nil {
+		p.closeErr = errors.Join(p.closeErr, fmt.Errorf("topic %s partition %d: close events: %w", p.t.name, p.idx, err))
+	}
+}

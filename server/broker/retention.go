@@ -1,0 +1,81 @@
+package broker
+
+import (
+	"fmt"
+
+	"github.com/fibrilmq/fibril/server/seglog"
+)
+
+// retentionDue reports whether a retention pass may have work: messages
+// below the lowest frontier (workqueue) or limits to enforce.
+func (p *partition) retentionDue() bool {
+	cfg := &p.t.cfg
+	if p.last >= p.first && (cfg.MaxAgeMs > 0 || cfg.MaxMsgs > 0 || cfg.MaxBytes > 0) {
+		return true
+	}
+	return cfg.Retention == RetentionWorkqueue && len(p.order) > 0 && p.lowFrontier() > p.first
+}
+
+// retain applies the topic's retention at most once per RetentionInterval:
+// workqueue deletes below the lowest group frontier (kept while no group
+// exists); limits deletes by count, age and (approximate) bytes. The log
+// deletes whole segments only; Bounds says what remains.
+func (p *partition) retain() {
+	if !p.retentionDue() || p.now-p.lastRetention < int64(p.t.b.opts.RetentionInterval) {
+		return
+	}
+	p.lastRetention = p.now
+	cut := p.first
+	cfg := &p.t.cfg
+	if cfg.Retention == RetentionWorkqueue && len(p.order) > 0 {
+		cut = p.lowFrontier()
+	}
+	{
+		if cfg.MaxMsgs > 0 && int64(p.last-p.first+1) > cfg.MaxMsgs {
+			cut = max(cut, p.last-Seq(cfg.MaxMsgs)+1)
+		}
+		if cfg.MaxBytes > 0 {
+			if avg := p.avgSize(); avg > 0 {
+				keep := Seq(cfg.MaxBytes / avg)
+				if p.last-cut+1 > keep {
+					cut = p.last - keep + 1
+				}
+			}
+		}
+		if cfg.MaxAgeMs > 0 {
+			cut = max(cut, p.firstYoungerThan(p.now-cfg.MaxAgeMs*1e6, cut))
+		}
+	}
+	if cut <= p.first {
+		return
+	}
+	if err := p.data.TruncateFront(cut); err != nil {
+		p.t.b.logf("%v", fmt.Errorf("topic %s partition %d: retention: %w", p.t.name, p.idx, err))
+		return
+	}
+	p.first, _ = p.data.Bounds()
+	for _, gp := range p.order {
+		gp.truncatedTo(p.first)
+	}
+}
+
+// firstYoungerThan returns the first offset at or after from whose record
+// is not older than cutoff (unix ns).
+func (p *partition) firstYoungerThan(cutoff int64, from Seq) Seq {
+	at := from
+	for at <= p.last {
+		stop, was := false, at
+		err := p.data.Scan(at, 1<<20, func(r seglog.Record) bool {
+			if r.Time >= cutoff {
+				stop = true
+				return false
+			}
+			at = r.Seq + 1
+			return true
+		})
+		if err != nil || stop || at == was {
+			break
+		}
+	}
+	return at
+}

@@ -1,0 +1,142 @@
+package broker
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// Snapshot file layout: "FBS1", the event log sequence it covers (uvarint),
+// the number of groups, then per group: id, next, frontier, span count,
+// spans (lo, hi), pending count, pending (seq, attempts, state, reason);
+// finally the CRC-32 (IEEE) of everything before it, 4 bytes little endian.
+const snapMagic = "FBS1"
+
+const snapName = "state.snap"
+
+func encodeSnapshot(eventSeq Seq, groups []*groupState) []byte {
+	b := []byte(snapMagic)
+	b = binary.AppendUvarint(b, uint64(eventSeq))
+	b = binary.AppendUvarint(b, uint64(len(groups)))
+	for _, g := range groups {
+		b = binary.AppendUvarint(b, uint64(g.id))
+		b = binary.AppendUvarint(b, uint64(g.next))
+		b = binary.AppendUvarint(b, uint64(g.acks.frontier))
+		b = binary.AppendUvarint(b, uint64(len(g.acks.spans)))
+		for _, s := range g.acks.spans {
+			b = binary.AppendUvarint(b, uint64(s.lo))
+			b = binary.AppendUvarint(b, uint64(s.hi))
+		}
+		seqs := make([]Seq, 0, len(g.pending))
+		for s := range g.pending {
+			seqs = append(seqs, s)
+		}
+		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+		b = binary.AppendUvarint(b, uint64(len(seqs)))
+		for _, s := range seqs {
+			p := g.pending[s]
+			st := byte(0)
+			if p.state == stDeadLettering {
+				st = 1
+			}
+			b = binary.AppendUvarint(b, uint64(s))
+			b = binary.AppendUvarint(b, uint64(p.attempts))
+			b = append(b, st, p.reason)
+		}
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+}
+
+// snapGroup is one group's state as read from a snapshot.
+type snapGroup struct {
+	id       GroupID
+	next     Seq
+	frontier Seq
+	spans    []span
+	pending  map[Seq]pendingOff
+}
+
+func decodeSnapshot(b []byte) (eventSeq Seq, groups []snapGroup, err error) {
+	if len(b) < len(snapMagic)+4 || string(b[:len(snapMagic)]) != snapMagic {
+		return 0, nil, fmt.Errorf("%w: snapshot header", ErrCorruptState)
+	}
+	body := b[:len(b)-4]
+	if crc32.ChecksumIEEE(body) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+		return 0, nil, fmt.Errorf("%w: snapshot checksum", ErrCorruptState)
+	}
+	r := body[len(snapMagic):]
+	bad := false
+	u := func() uint64 {
+		x, n := binary.Uvarint(r)
+		if n <= 0 {
+			bad = true
+			return 0
+		}
+		r = r[n:]
+		return x
+	}
+	eventSeq = Seq(u())
+	ng := u()
+	for i := uint64(0); i < ng && !bad; i++ {
+		g := snapGroup{id: GroupID(u()), next: Seq(u()), frontier: Seq(u()), pending: map[Seq]pendingOff{}}
+		ns := u()
+		for j := uint64(0); j < ns && !bad; j++ {
+			g.spans = append(g.spans, span{Seq(u()), Seq(u())})
+		}
+		np := u()
+		for j := uint64(0); j < np && !bad; j++ {
+			s, a := Seq(u()), uint32(u())
+			if len(r) < 2 {
+				bad = true
+				break
+			}
+			p := pendingOff{attempts: a, reason: r[1]}
+			if r[0] == 1 {
+				p.state = stDeadLettering
+			}
+			r = r[2:]
+			g.pending[s] = p
+		}
+		groups = append(groups, g)
+	}
+	if bad || len(r) != 0 {
+		return 0, nil, fmt.Errorf("%w: snapshot body", ErrCorruptState)
+	}
+	return eventSeq, groups, nil
+}
+
+// writeFileAtomic writes data to dir/name through a temp file, fsyncs it,
+// renames it into place and fsyncs the directory.
+func writeFileAtomic(dir, name string, data []byte) error {
+	tmp, err := os.CreateTemp(dir, name+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync %s: %w", name, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", name, err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("rename %s: %w", name, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync dir of %s: %w", name, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync dir of %s: %w", name, err)
+	}
+	return nil
+}

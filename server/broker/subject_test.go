@@ -1,0 +1,96 @@
+package broker
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestSubjectMatches(t *testing.T) {
+	tests := []struct {
+		filter, subject string
+		want            bool
+	}{
+		{"a", "a", true},
+		{"a", "b", false},
+		{"a.b", "a.b", true},
+		{"a.b", "a", false},
+		{"a", "a.b", false},
+		{"a.*", "a.b", true},
+		{"a.*", "a.b.c", false},
+		{"a.*", "a", false},
+		{"a.>", "a.b", true},
+		{"a.>", "a.b.c", true},
+		{"a.>", "a", false},
+		{">", "a", true},
+		{"*.b.>", "x.b.y.z", true},
+		{"*.b.>", "x.c.y", false},
+	}
+	for _, tt := range tests {
+		if got := subjectMatches(tt.filter, tt.subject); got != tt.want {
+			t.Errorf("subjectMatches(%q, %q) = %v, want %v", tt.filter, tt.subject, got, tt.want)
+		}
+	}
+}
+
+func TestFiltersOverlap(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"a", "a", true},
+		{"a", "b", false},
+		{"a.*", "a.b", true},
+		{"a.>", "a", false},
+		{"a.>", "a.b.c", true},
+		{"a.*", "a.b.c", false},
+		{"*.b", "a.*", true},
+		{"*.b", "a.c", false},
+		{">", "x.y", true},
+		{"a.*.c", "a.b.>", true},
+		{"a.*.c", "a.b.d", false},
+	}
+	for _, tt := range tests {
+		if got := filtersOverlap(tt.a, tt.b); got != tt.want {
+			t.Errorf("filtersOverlap(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+		if got := filtersOverlap(tt.b, tt.a); got != tt.want {
+			t.Errorf("filtersOverlap(%q, %q) = %v, want %v (swapped)", tt.b, tt.a, got, tt.want)
+		}
+	}
+}
+
+func TestValidFilter(t *testing.T) {
+	for _, bad := range []string{"", "a..b", ".a", "a.", "a.>.b", "a*", "a b", "a.b>"} {
+		if err := validFilter(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("validFilter(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+	for _, good := range []string{"a", "a.b", "a.*", "a.>", ">", "*", "$DLQ.x.y"} {
+		if err := validFilter(good); err != nil {
+			t.Errorf("validFilter(%q) = %v", good, err)
+		}
+	}
+	if err := validTopicName("$x", false); !errors.Is(err, ErrInvalid) {
+		t.Errorf("reserved name accepted: %v", err)
+	}
+	if err := validTopicName("a.*", true); !errors.Is(err, ErrInvalid) {
+		t.Errorf("wildcard name accepted: %v", err)
+	}
+}
+
+func FuzzSubjectMatches(f *testing.F) {
+	f.Add("a.*.>", "a.b.c")
+	f.Add("a.b", "a.b")
+	f.Fuzz(func(t *testing.T, filter, subject string) {
+		if validFilter(filter) != nil || validTopicName(TopicName(subject), true) != nil {
+			return
+		}
+		// A literal filter matches exactly itself; every match implies overlap.
+		if subjectMatches(filter, subject) && !filtersOverlap(filter, subject) {
+			t.Fatalf("%q matches %q but filters do not overlap", filter, subject)
+		}
+		if subjectMatches(subject, filter) != (subject == filter) {
+			t.Fatalf("literal %q vs %q", subject, filter)
+		}
+	})
+}

@@ -1,0 +1,194 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Topic is a named stream of messages split into partitions. Its methods are
+// safe for concurrent use.
+type Topic struct {
+	b     *Broker
+	id    TopicID
+	name  TopicName
+	cfg   TopicConfig
+	dir   string
+	parts []*partition
+	rr    atomic.Uint64
+	space signal // room under max_unsettled_*, for blocked publishers
+
+	groups map[GroupName]*Group // guarded by b.mu
+}
+
+// Name returns the topic's name.
+func (t *Topic) Name() TopicName { return t.name }
+
+// ID returns the topic's id (used in handles).
+func (t *Topic) ID() TopicID { return t.id }
+
+// Config returns the topic's configuration with defaults filled in.
+func (t *Topic) Config() TopicConfig {
+	c := t.cfg
+	c.Subjects = append([]string(nil), c.Subjects...)
+	return c
+}
+
+// partFor picks the partition: xxhash64(key) % P with a key, else round robin.
+func (t *Topic) partFor(key []byte) *partition {
+	n := uint64(len(t.parts))
+	if n == 1 {
+		return t.parts[0]
+	}
+	if len(key) > 0 {
+		return t.parts[xxhash.Sum64(key)%n]
+	}
+	return t.parts[t.rr.Add(1)%n]
+}
+
+// unsettled returns the topic's messages stored and not settled by every
+// group, and their approximate bytes.
+func (t *Topic) unsettled() (msgs, bytes int64) {
+	for _, p := range t.parts {
+		n := p.stUnsettled.Load()
+		msgs += n
+		bytes += n * p.avgSizeShared()
+	}
+	return msgs, bytes
+}
+
+func (t *Topic) full() bool {
+	if t.cfg.MaxUnsettledMsgs == 0 && t.cfg.MaxUnsettledBytes == 0 {
+		return false
+	}
+	msgs, bytes := t.unsettled()
+	return (t.cfg.MaxUnsettledMsgs > 0 && msgs >= t.cfg.MaxUnsettledMsgs) ||
+		(t.cfg.MaxUnsettledBytes > 0 && bytes >= t.cfg.MaxUnsettledBytes)
+}
+
+func (t *Topic) prepare(m *Message) (command, error) {
+	if m.Subject == "" {
+		return command{}, fmt.Errorf("%w: empty subject", ErrInvalid)
+	}
+	if m.CRC != 0 {
+		if crc32.Update(crc32.ChecksumIEEE(m.Header), crc32.IEEETable, m.Data) != m.CRC {
+			return command{}, fmt.Errorf("publish to %s: %w", t.name, ErrCRCMismatch)
+		}
+	}
+	body := make([]byte, 0, len(m.Header)+len(m.Data))
+	body = append(append(body, m.Header...), m.Data...)
+	return command{kind: cmdPublish, subject: m.Subject, hdrLen: len(m.Header), body: body}, nil
+}
+
+// PublishAsync stores m without blocking. It returns ErrQueueFull at once
+// when the partition's ring is full, ErrTopicFull when the topic is over
+// its unsettled limits, ErrClosed after Close; then done is never called.
+// Otherwise done is called exactly once, on the partition's actor goroutine
+// (so it must be quick), after the message is durable under the topic's
+// policy or the append failed. m is copied: its buffers may be reused once
+// PublishAsync returns.
+func (t *Topic) PublishAsync(m Message, done func(Position, error)) error {
+	if t.full() {
+		return fmt.Errorf("publish to %s: %w", t.name, ErrTopicFull)
+	}
+	c, err := t.prepare(&m)
+	if err != nil {
+		return err
+	}
+	c.pubDone = done
+	if err := t.partFor(m.Key).push(&c); err != nil {
+		return fmt.Errorf("publish to %s: %w", t.name, err)
+	}
+	return nil
+}
+
+// Publish stores m and returns its position once durable under the topic's
+// policy. When the topic is full it waits for room (full_policy block) or
+// fails with ErrTopicFull (reject); when the partition's ring is full it
+// waits. Waiting ends with ctx. If ctx ends after the message was handed to
+// the partition, Publish returns ctx's error and the message may still be
+// stored.
+func (t *Topic) Publish(ctx context.Context, m Message) (Position, error) {
+	if t.full() {
+		if t.cfg.FullPolicy == FullReject {
+			return Position{}, fmt.Errorf("publish to %s: %w", t.name, ErrTopicFull)
+		}
+		if err := t.space.waitUntil(ctx, func() bool { return !t.full() }); err != nil {
+			return Position{}, fmt.Errorf("publish to %s: waiting for room: %w", t.name, err)
+		}
+	}
+	c, err := t.prepare(&m)
+	if err != nil {
+		return Position{}, err
+	}
+	type result struct {
+		pos Position
+		err error
+	}
+	ch := make(chan result, 1)
+	c.pubDone = func(pos Position, err error) { ch <- result{pos, err} }
+	p := t.partFor(m.Key)
+	if err := pushWait(ctx, p, &c); err != nil {
+		return Position{}, fmt.Errorf("publish to %s: %w", t.name, err)
+	}
+	select {
+	case r := <-ch:
+		return r.pos, r.err
+	case <-ctx.Done():
+		return Position{}, fmt.Errorf("publish to %s: %w", t.name, ctx.Err())
+	}
+}
+
+// pushWait pushes c, waiting with ctx while the ring is full.
+func pushWait(ctx context.Context, p *partition, c *command) error {
+	err := p.push(c)
+	if err != ErrQueueFull {
+		return err
+	}
+	return p.room.waitUntil(ctx, func() bool {
+		err = p.push(c)
+		return err != ErrQueueFull
+	})
+}
+
+// TopicInfo describes a topic; numbers are a recent, not atomic, view.
+type TopicInfo struct {
+	Name       TopicName       `json:"name"`
+	ID         TopicID         `json:"id"`
+	Config     TopicConfig     `json:"config"`
+	Partitions []PartitionInfo `json:"partitions"`
+	Messages   int64           `json:"messages"`  // retained
+	Unsettled  int64           `json:"unsettled"` // not settled by every group
+	Bytes      int64           `json:"bytes"`     // approximate
+	Groups     []GroupName     `json:"groups"`
+}
+
+// PartitionInfo describes one partition.
+type PartitionInfo struct {
+	FirstSeq Seq `json:"first_seq"`
+	LastSeq  Seq `json:"last_seq"`
+}
+
+// Info returns the topic's description without waiting for its actors.
+func (t *Topic) Info() TopicInfo {
+	in := TopicInfo{Name: t.name, ID: t.id, Config: t.Config()}
+	for _, p := range t.parts {
+		f, l := Seq(p.stFirst.Load()), Seq(p.stLast.Load())
+		in.Partitions = append(in.Partitions, PartitionInfo{FirstSeq: f, LastSeq: l})
+		if l >= f {
+			in.Messages += int64(l - f + 1)
+		}
+		in.Unsettled += p.stUnsettled.Load()
+		in.Bytes += p.stBytes.Load()
+	}
+	t.b.mu.Lock()
+	for name := range t.groups {
+		in.Groups = append(in.Groups, name)
+	}
+	t.b.mu.Unlock()
+	sortNames(in.Groups)
+	return in
+}

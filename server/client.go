@@ -1,0 +1,247 @@
+package server
+
+import (
+	"log/slog"
+
+	"github.com/fibrilmq/fibril/protocol"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// transport is what a client needs from the connection under it: the gnet
+// connection or the TLS connection. Every method is safe from any goroutine.
+type transport interface {
+	// wake asks the input goroutine to call client.flush soon.
+	wake()
+	// close closes the connection after writing what client.flush returns.
+	close()
+	// remoteAddr is for logs.
+	remoteAddr() string
+	// buffered reports bytes written to the transport but not yet to the
+	// socket (gnet's outbound buffer); updated by the owner goroutine.
+	isTLS() bool
+}
+
+// client is the state of one connection, whichever transport carries it.
+//
+// Fields in the first block belong to the input goroutine (the gnet event
+// loop owning the connection, or the TLS reader) and are touched only there.
+// Fields under mu may be touched from anywhere; mu is a leaf lock: nothing
+// else is locked while it is held except the answer slots it guards.
+type client struct {
+	srv *Server
+	id  uint64
+	tr  transport
+	log *slog.Logger
+
+	// Input goroutine only.
+	connected   bool
+	opts        protocol.Connect
+	parser      *protocol.Parser
+	echo        bool
+	perms       *Permissions
+	preAuthUsed int
+	matchBuf    []*subscription // scratch for fan-out matches
+	frameBuf    []byte          // scratch for encoding one frame
+
+	// Read from any goroutine once set at CONNECT (before any delivery can
+	// be routed to this client, since subscriptions come later).
+	crcOut     atomic.Bool
+	headersOut atomic.Bool
+	strict     atomic.Bool
+
+	authed   atomic.Bool
+	created  time.Time
+	lastIn   atomic.Int64 // unix nanos of the last input
+	lastPing atomic.Int64 // unix nanos of the last server PING
+	pingsOut atomic.Int32
+
+	mu          sync.Mutex
+	out         []byte // the outbox: queued bytes not yet handed to tr
+	wakePending bool   // a wake is requested or the owner is flushing
+	closing     bool   // no more output accepted; close after flush
+	closed      bool
+	answers     []*answer // answers not yet written, in command order
+	subs        map[string]*subscription
+	unconfirmed int        // publishes awaiting their confirm
+	laneBusy    bool       // the lane goroutine runs (see lane.go)
+	laneQ       []laneFunc // durable commands queued on the lane, in order
+	outHigh     int        // bytes the transport still holds (owner reports)
+	dropped     uint64
+}
+
+// answer is one slot in the per-connection reorder queue: commands are
+// answered in the order they were sent, even though their answers complete
+// out of order (different partitions, POLL waits).
+type answer struct {
+	done bool
+	data []byte
+}
+
+func newClient(s *Server, id uint64, tr transport) *client {
+	c := &client{
+		srv:  s,
+		id:   id,
+		tr:   tr,
+		echo: true,
+		subs: make(map[string]*subscription),
+	}
+	c.parser = protocol.NewParser(protocol.ClientToServer, protocol.Limits{
+		MaxControlLine: s.opts.MaxControlLine,
+		MaxPayload:     s.opts.MaxPayload,
+	})
+	c.log = s.log.With("cid", id, "remote", tr.remoteAddr())
+	c.created = time.Now()
+	c.lastIn.Store(c.created.UnixNano())
+	return c
+}
+
+// queueOut appends b to the outbox and wakes the owner. It reports false
+// when the connection is closing. Safe from any goroutine; b is copied.
+func (c *client) queueOut(b []byte) bool {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return false
+	}
+	// An answer written while earlier ones are outstanding would jump the
+	// queue; callers that answer commands use reserve/complete instead.
+	c.out = append(c.out, b...)
+	w := c.markWakeLocked()
+	c.mu.Unlock()
+	if w {
+		c.tr.wake()
+	}
+	return true
+}
+
+// markWakeLocked reports whether the caller must call tr.wake after
+// unlocking (a wake is not already pending).
+func (c *client) markWakeLocked() bool {
+	if c.wakePending {
+		return false
+	}
+	c.wakePending = true
+	return true
+}
+
+// pendingLocked is the output held for this connection and not yet on the
+// socket.
+func (c *client) pendingLocked() int { return len(c.out) + c.outHigh }
+
+// reserve takes the next slot in the answer order. Input goroutine only.
+func (c *client) reserve() *answer {
+	a := &answer{}
+	c.mu.Lock()
+	c.answers = append(c.answers, a)
+	c.mu.Unlock()
+	return a
+}
+
+// complete fills slot a with data and releases every answer that is now at
+// the head of the order. Safe from any goroutine; data is copied.
+func (c *client) complete(a *answer, data []byte) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	a.done = true
+	a.data = append(a.data, data...)
+	n := 0
+	for n < len(c.answers) && c.answers[n].done {
+		c.out = append(c.out, c.answers[n].data...)
+		c.answers[n] = nil
+		n++
+	}
+	var w bool
+	if n > 0 {
+		c.answers = c.answers[n:]
+		if len(c.answers) == 0 {
+			c.answers = nil
+		}
+		w = c.markWakeLocked()
+	}
+	c.mu.Unlock()
+	if w {
+		c.tr.wake()
+	}
+}
+
+// answerNow answers a command whose reply is known at once, keeping the
+// order behind answers still outstanding.
+func (c *client) answerNow(data []byte) {
+	c.complete(c.reserve(), data)
+}
+
+// beginInput marks a wake as pending while the owner parses input: the
+// owner flushes right after, so answers queued meanwhile need no wake.
+func (c *client) beginInput() {
+	c.mu.Lock()
+	c.wakePending = true
+	c.mu.Unlock()
+}
+
+// takeOut hands the outbox to the owner goroutine and clears the wake flag,
+// so a later queueOut wakes the owner again. transportPending is what the
+// transport still holds from earlier writes. It reports whether the
+// connection must be closed after writing out.
+func (c *client) takeOut(transportPending int, spare []byte) (out []byte, closeAfter bool) {
+	c.mu.Lock()
+	out = c.out
+	c.out = spare[:0]
+	c.wakePending = false
+	c.outHigh = transportPending
+	closeAfter = c.closing
+	c.mu.Unlock()
+	return out, closeAfter
+}
+
+// closeWith queues err (already encoded, may be nil) as the last bytes of
+// the connection and asks the transport to close it. Safe from any goroutine.
+func (c *client) closeWith(reason string, errLine []byte) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	// Answers still outstanding are abandoned: the connection is going away.
+	c.answers = nil
+	c.out = append(c.out, errLine...)
+	c.closing = true
+	w := c.markWakeLocked()
+	c.mu.Unlock()
+	c.log.Debug("closing connection", "reason", reason)
+	if w {
+		c.tr.wake()
+	}
+}
+
+// isClosing reports whether the connection stopped accepting output.
+func (c *client) isClosing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing
+}
+
+// closed is called once by the transport when the socket is gone: it drops
+// the connection's subscriptions and durable leases.
+func (c *client) teardown() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.closing = true
+	subs := c.subs
+	c.subs = nil
+	c.answers = nil
+	c.out = nil
+	c.mu.Unlock()
+	for _, s := range subs {
+		c.srv.dropSub(s)
+	}
+	c.srv.clientGone(c)
+}

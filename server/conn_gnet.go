@@ -1,0 +1,137 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+)
+
+// gnetHandler binds gnet's callbacks to the server. Every callback except
+// OnTick runs on the event loop that owns the connection and must not block.
+type gnetHandler struct {
+	gnet.BuiltinEventEngine
+	s      *Server
+	booted chan struct{}
+	addr   atomic.Pointer[net.TCPAddr]
+}
+
+// gnetConn is the transport of a connection served by a gnet event loop.
+type gnetConn struct {
+	c      gnet.Conn
+	remote string
+	spare  []byte
+}
+
+func (g *gnetConn) wake()              { _ = g.c.Wake(nil) }
+func (g *gnetConn) close()             { _ = g.c.Wake(nil) }
+func (g *gnetConn) remoteAddr() string { return g.remote }
+func (g *gnetConn) isTLS() bool        { return false }
+
+// OnBoot records the engine and the bound address (port 0 resolves here).
+func (h *gnetHandler) OnBoot(eng gnet.Engine) gnet.Action {
+	h.s.eng.Store(&eng)
+	if fd, err := eng.Dup(); err == nil {
+		if sa, err := unix.Getsockname(fd); err == nil {
+			switch a := sa.(type) {
+			case *unix.SockaddrInet4:
+				h.addr.Store(&net.TCPAddr{IP: net.IP(a.Addr[:]).To16(), Port: a.Port})
+			case *unix.SockaddrInet6:
+				h.addr.Store(&net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port})
+			}
+		}
+		_ = unix.Close(fd)
+	}
+	close(h.booted)
+	return gnet.None
+}
+
+// OnOpen admits the connection (or refuses it past MaxConnections or while
+// draining) and sends INFO.
+func (h *gnetHandler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	remote := "?"
+	if ra := c.RemoteAddr(); ra != nil {
+		remote = ra.String()
+	}
+	gc := &gnetConn{c: c, remote: remote}
+	cl, refuse := h.s.admit(gc)
+	if cl == nil {
+		return refuse, gnet.Close
+	}
+	c.SetContext(cl)
+	return h.s.infoLine(false), gnet.None
+}
+
+// OnTraffic parses what arrived (or only flushes, after a Wake) and writes
+// the outbox. Peek's slice is used only inside this call.
+func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
+	cl, ok := c.Context().(*client)
+	if !ok {
+		return gnet.Close
+	}
+	if n := c.InboundBuffered(); n > 0 {
+		if cl.isClosing() {
+			_, _ = c.Discard(n)
+		} else {
+			cl.beginInput()
+			buf, err := c.Peek(n)
+			if err == nil {
+				// gnet's Discard(0) discards everything: call it only
+				// when something was consumed.
+				if used := cl.feed(buf); used > 0 {
+					_, _ = c.Discard(used)
+				}
+			}
+			if left := c.InboundBuffered(); left > h.s.opts.MaxInputBuffer {
+				cl.fail(protocol.CodeMaxPayload, fmt.Sprintf("input buffer over %d bytes", h.s.opts.MaxInputBuffer))
+			}
+		}
+	}
+	return h.flush(c, cl)
+}
+
+func (h *gnetHandler) flush(c gnet.Conn, cl *client) gnet.Action {
+	gc := cl.tr.(*gnetConn)
+	out, closeAfter := cl.takeOut(c.OutboundBuffered(), gc.spare)
+	if len(out) > 0 {
+		if _, err := c.Write(out); err != nil {
+			return gnet.Close
+		}
+	}
+	// Keep a modest buffer for the next flush; let a burst's big one go.
+	if cap(out) <= 64<<10 {
+		gc.spare = out[:0]
+	} else {
+		gc.spare = nil
+	}
+	if closeAfter {
+		return gnet.Close
+	}
+	return gnet.None
+}
+
+// OnClose releases the connection's subscriptions and leases.
+func (h *gnetHandler) OnClose(c gnet.Conn, _ error) gnet.Action {
+	if cl, ok := c.Context().(*client); ok {
+		cl.teardown()
+	}
+	return gnet.None
+}
+
+// OnTick runs on its own goroutine: heartbeats and auth timeouts.
+func (h *gnetHandler) OnTick() (time.Duration, gnet.Action) {
+	return h.s.tick(time.Now()), gnet.None
+}
+
+// gnetLogger sends gnet's own logs to slog at debug level (errors at warn).
+type gnetLogger struct{ s *Server }
+
+func (l gnetLogger) Debugf(f string, a ...any) { l.s.log.Debug("gnet: " + fmt.Sprintf(f, a...)) }
+func (l gnetLogger) Infof(f string, a ...any)  { l.s.log.Debug("gnet: " + fmt.Sprintf(f, a...)) }
+func (l gnetLogger) Warnf(f string, a ...any)  { l.s.log.Warn("gnet: " + fmt.Sprintf(f, a...)) }
+func (l gnetLogger) Errorf(f string, a ...any) { l.s.log.Warn("gnet: " + fmt.Sprintf(f, a...)) }
+func (l gnetLogger) Fatalf(f string, a ...any) { l.s.log.Error("gnet: " + fmt.Sprintf(f, a...)) }

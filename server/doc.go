@@ -1,0 +1,25 @@
+// Package server is Fibril's network layer: it accepts client connections
+// (gnet event loops for plain TCP, a crypto/tls listener for TLS), speaks the
+// NATS-compatible text protocol through package protocol, enforces limits,
+// authentication and permissions, routes plain NATS traffic between
+// subscribers itself, and binds durable verbs (confirmed publish, POLL, push
+// SUB with a group, ACK/NACK/REJECT/EXTEND, TOPIC/GROUP) to the embeddable
+// engine in server/broker.
+//
+// Threading: each connection is owned by one goroutine at a time for input
+// (its gnet event loop, or its TLS reader goroutine). Output from any
+// goroutine (broker callbacks, other connections' fan-out, the heartbeat
+// ticker) is appended to the connection's bounded outbox and the owner is
+// woken to write it, so the bytes of one connection leave in the order they
+// were queued.
+//
+// The package must never block an event loop on disk, on another connection
+// or on a slow consumer, never retain gnet's Peek slices past the callback
+// that produced them, never let a connection's buffered input or output grow
+// past its cap, and never log a secret (tokens, passwords, hashes).
+//
+// TLS: gnet has no TLS, so when Options.TLSListen is set the server runs a
+// second listener with crypto/tls from the standard library, one reader and
+// one writer goroutine per TLS connection, feeding the very same connection
+// and protocol code as the gnet path.
+package server

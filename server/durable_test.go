@@ -1,0 +1,285 @@
+package server
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// startDurable runs a server with the durable engine on in-memory stores.
+func startDurable(t *testing.T, mutate func(*Options)) *Server {
+	t.Helper()
+	ms := newMemStores()
+	return startServer(t, func(o *Options) {
+		o.NoBroker = false
+		o.Engine.OpenStore = ms.open
+		if mutate != nil {
+			mutate(o)
+		}
+	})
+}
+
+// fibril dials s and says CONNECT {"fibril":1}.
+func fibrilConn(t *testing.T, s *Server, extra string) *wire {
+	t.Helper()
+	w := dialInfo(t, s)
+	w.send(`CONNECT {"fibril":1` + extra + "}\r\n")
+	w.expect(`^\+OK$`)
+	return w
+}
+
+var handleRe = regexp.MustCompile(`\$F\.\d+\.\d+\.\d+\.\d+\.\d+`)
+
+// expectDelivery reads one MSG/HMSG line matching re and its body, and
+// returns the ack handle.
+func (w *wire) expectDelivery(re, body string) string {
+	w.t.Helper()
+	l := w.expect(re)
+	w.expectBody(body)
+	h := handleRe.FindString(l)
+	if h == "" {
+		w.t.Fatalf("no handle in %q", l)
+	}
+	return h
+}
+
+func TestDurablePublishPollAck(t *testing.T) {
+	s := startDurable(t, nil)
+	w := fibrilConn(t, s, "")
+	w.send("TOPIC CREATE orders {\"partitions\":1}\r\n")
+	w.expect(`^\+OK \{.*"name":"orders".*\}$`)
+	w.send("PUB orders 5\r\nhello\r\nPUB orders 5\r\nworld\r\n")
+	w.expect(`^\+OK 0:1$`)
+	w.expect(`^\+OK 0:2$`)
+	w.send("POLL orders g 10\r\n")
+	h1 := w.expectDelivery(`^MSG orders 0 \$F\.\d+\.\d+\.0\.1\.1 5$`, "hello")
+	h2 := w.expectDelivery(`^MSG orders 0 \$F\.\d+\.\d+\.0\.2\.1 5$`, "world")
+	w.expect(`^\+OK 2$`)
+	w.send("ACK " + h1 + " " + h2 + "\r\nACK " + h1 + "\r\nPOLL orders g 10\r\n")
+	w.expect(`^\+OK$`)
+	w.expect(`^\+OK$`) // idempotent
+	w.expect(`^\+OK 0$`)
+	w.send("TOPIC INFO orders\r\nGROUP LIST orders\r\nTOPIC INFO nope\r\n")
+	w.expect(`^\+OK \{"name":"orders".*"groups":\["g"\]\}$`)
+	w.expect(`^\+OK \{"topic":"orders","groups":\["g"\]\}$`)
+	w.expect(`^-ERR 'unknown_topic `)
+}
+
+func TestDurableNackRedeliversAndRejectDeadLetters(t *testing.T) {
+	s := startDurable(t, nil)
+	w := fibrilConn(t, s, "")
+	w.send("TOPIC CREATE jobs\r\n")
+	w.expect(`^\+OK `)
+	w.send("PUB jobs 3\r\njob\r\n")
+	w.expect(`^\+OK 0:1$`)
+	w.send("POLL jobs g 1\r\n")
+	h := w.expectDelivery(`^MSG jobs 0 \S+\.1 3$`, "job")
+	w.expect(`^\+OK 1$`)
+	w.send("NACK " + h + "\r\nPOLL jobs g 1 2000\r\n")
+	w.expect(`^\+OK$`)
+	h2 := w.expectDelivery(`^MSG jobs 0 \S+\.2 3$`, "job") // attempt 2
+	w.expect(`^\+OK 1$`)
+	w.send("ACK " + h + "\r\n")
+	w.expect(`^-ERR 'stale_handle `)
+	w.send("REJECT " + h2 + "\r\nPOLL $DLQ.jobs.g d 1 2000\r\n")
+	w.expect(`^\+OK$`)
+	l := w.expect(`^HMSG \$DLQ\.jobs\.g 0 \S+ \d+ \d+$`)
+	var hdr, total int
+	fmt.Sscanf(l[strings.LastIndex(l[:strings.LastIndexByte(l, ' ')], " ")+1:], "%d %d", &hdr, &total)
+	body := make([]byte, total+2)
+	if _, err := w.r.Read(body[:0]); err != nil {
+		t.Fatal(err)
+	}
+	got := ""
+	for len(got) < total+2 {
+		b, err := w.r.ReadByte()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += string(b)
+	}
+	if !strings.Contains(got[:hdr], "Fibril-Reason: rejected") || got[hdr:total] != "job" {
+		t.Fatalf("dead letter %q", got)
+	}
+	w.expect(`^\+OK 1$`)
+}
+
+func TestDurableConfirmOrderAcrossTopics(t *testing.T) {
+	s := startDurable(t, nil)
+	w := fibrilConn(t, s, "")
+	for _, name := range []string{"a", "b"} {
+		w.send("TOPIC CREATE " + name + "\r\n")
+		w.expect(`^\+OK `)
+	}
+	// Two single-partition topics: each confirm's seq is fixed by the
+	// order of the PUBs, so any reordering of answers shows.
+	var sb strings.Builder
+	var want []string
+	count := map[string]int{}
+	for i := range 300 {
+		topic := "a"
+		if i%3 == 0 {
+			topic = "b"
+		}
+		count[topic]++
+		fmt.Fprintf(&sb, "PUB %s %d\r\n%d\r\n", topic, len(fmt.Sprint(i)), i)
+		want = append(want, fmt.Sprintf("+OK 0:%d", count[topic]))
+		if i%50 == 0 {
+			sb.WriteString("PUB _INBOX.x 1\r\nx\r\nPING\r\n")
+			want = append(want, "+OK -", "PONG")
+		}
+	}
+	w.send(sb.String())
+	for i, wl := range want {
+		l, err := w.line()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l != wl {
+			t.Fatalf("answer %d: got %q want %q", i, l, wl)
+		}
+	}
+}
+
+func TestDurablePushCreditAndRelease(t *testing.T) {
+	s := startDurable(t, nil)
+	w := fibrilConn(t, s, "")
+	w.send("TOPIC CREATE push\r\n")
+	w.expect(`^\+OK `)
+	for i := range 5 {
+		w.send(fmt.Sprintf("PUB push 1\r\n%d\r\n", i))
+		w.expect(`^\+OK 0:\d+$`)
+	}
+	c := fibrilConn(t, s, "")
+	c.send("SUB push g 9 2\r\n")
+	c.expect(`^\+OK$`)
+	h0 := c.expectDelivery(`^MSG push 9 \S+ 1$`, "0")
+	c.expectDelivery(`^MSG push 9 \S+ 1$`, "1")
+	// Credit 2 is used: nothing more until a settle.
+	c.send("PING\r\n")
+	c.expect(`^PONG$`)
+	c.send("ACK " + h0 + "\r\n")
+	c.expect(`^\+OK$`)
+	c.expectDelivery(`^MSG push 9 \S+\.1 1$`, "2")
+	// Closing the connection releases its two leases at once.
+	c.nc.Close()
+	d := fibrilConn(t, s, "")
+	d.send("POLL push g 10 2000\r\n")
+	got := map[string]bool{}
+	for {
+		l, err := d.line()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(l, "+OK") {
+			break
+		}
+		b, _ := d.line()
+		got[b] = true
+	}
+	for _, want := range []string{"1", "2", "3", "4"} {
+		if !got[want] {
+			// Released leases may come back on a second poll if the first
+			// answered before the release landed.
+			d.send("POLL push g 10 2000\r\n")
+			for {
+				l, err := d.line()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.HasPrefix(l, "+OK") {
+					break
+				}
+				b, _ := d.line()
+				got[b] = true
+			}
+			break
+		}
+	}
+	for _, want := range []string{"1", "2", "3", "4"} {
+		if !got[want] {
+			t.Fatalf("message %s not redelivered after close (got %v)", want, got)
+		}
+	}
+}
+
+func TestDurableLongPollHoldsLaterAnswers(t *testing.T) {
+	s := startDurable(t, nil)
+	w := fibrilConn(t, s, "")
+	w.send("TOPIC CREATE lp\r\nPOLL lp g 1 5000\r\nPING\r\n")
+	w.expect(`^\+OK `)
+	p := fibrilConn(t, s, "")
+	p.send("PUB lp 4\r\nlate\r\n")
+	p.expect(`^\+OK 0:1$`)
+	w.expectDelivery(`^MSG lp 0 \S+ 4$`, "late")
+	w.expect(`^\+OK 1$`)
+	w.expect(`^PONG$`)
+}
+
+func TestDurableAutoCreateAndReserved(t *testing.T) {
+	s := startDurable(t, nil)
+	w := fibrilConn(t, s, "")
+	w.send("PUB auto.one 1\r\nx\r\nPUB auto.one 1\r\ny\r\nPUB _INBOX.abc 1\r\nz\r\nTOPIC LIST\r\n")
+	w.expect(`^\+OK 0:1$`)
+	w.expect(`^\+OK 0:2$`)
+	w.expect(`^\+OK -$`)
+	w.expect(`^\+OK \{"topics":\["auto.one"\]\}$`)
+}
+
+func TestDurableNATSClientConsumesGroupAtMostOnce(t *testing.T) {
+	s := startDurable(t, nil)
+	w := fibrilConn(t, s, "")
+	w.send("TOPIC CREATE work\r\n")
+	w.expect(`^\+OK `)
+	nc := natsConnect(t, s)
+	sub, err := nc.QueueSubscribeSync("work", "workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := nc.Publish("work", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for len(seen) < 20 {
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("after %d: %v", len(seen), err)
+		}
+		if !strings.HasPrefix(m.Reply, "$F.") {
+			t.Fatalf("delivery without ack handle: %q", m.Reply)
+		}
+		seen[string(m.Data)] = true
+	}
+	// Settled on write: the group has nothing pending.
+	waitFor(t, 5*time.Second, "group drained", func() bool {
+		w.send("GROUP INFO work workers\r\n")
+		l := w.expect(`^\+OK `)
+		return strings.Contains(l, `"pending":0,"inflight":0`)
+	})
+	_ = nats.ErrTimeout
+}
+
+func TestDurableAckByPublish(t *testing.T) {
+	s := startDurable(t, nil)
+	w := fibrilConn(t, s, "")
+	w.send("TOPIC CREATE ap\r\nPUB ap 1\r\nq\r\nPOLL ap g 1\r\n")
+	w.expect(`^\+OK \{`)
+	w.expect(`^\+OK 0:1$`)
+	h := w.expectDelivery(`^MSG ap 0 \S+ 1$`, "q")
+	w.expect(`^\+OK 1$`)
+	nc := natsConnect(t, s)
+	if _, err := nc.Request(h, []byte("+ACK"), 5*time.Second); err != nil {
+		t.Fatalf("AckSync-style request: %v", err)
+	}
+	w.send("GROUP INFO ap g\r\n")
+	w.expect(`"pending":0,"inflight":0`)
+}

@@ -1,0 +1,125 @@
+package server
+
+// Input path (SPEC.md "Framing", "Limits", "Security"): bytes from the
+// transport → protocol.Parser → the handlers of this package. The parser
+// checks control-line and payload limits before waiting for a body, so the
+// unparsed remainder a connection can hold stays under one maximal frame.
+
+import (
+	"errors"
+	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
+)
+
+// feed parses the whole frames at the start of buf (borrowed: nothing may
+// keep it after return) and returns how many bytes it consumed. A partial
+// frame is left for the next call. Input goroutine only.
+func (c *client) feed(buf []byte) int {
+	c.sawInput(time.Now().UnixNano())
+	pos := 0
+	for pos < len(buf) && !c.isClosing() {
+		view := buf[pos:]
+		preAuth := !c.authed.Load()
+		if preAuth {
+			// Until authenticated, the parser only ever sees the budget.
+			left := c.srv.opts.PreAuthBytes - c.preAuthUsed
+			if left <= 0 {
+				c.fail(protocol.CodeAuthViolation, "too much input before authentication")
+				return pos
+			}
+			view = view[:min(len(view), left)]
+		}
+		n, err := c.parser.Parse(view, c)
+		pos += n
+		if preAuth {
+			c.preAuthUsed += n
+		}
+		if err != nil {
+			var pe *protocol.Error
+			if !errors.As(err, &pe) {
+				return pos // errStop: the handler closed the connection
+			}
+			if c.fatal(pe.Code) {
+				c.fail(pe.Code, pe.Detail)
+				return pos
+			}
+			c.answerNow(protocol.AppendError(nil, pe, c.strict.Load()))
+			continue
+		}
+		if preAuth && !c.authed.Load() {
+			if c.preAuthUsed+len(buf)-pos > c.srv.opts.PreAuthBytes {
+				c.fail(protocol.CodeAuthViolation, "too much input before authentication")
+			}
+			return pos
+		}
+		if preAuth {
+			continue // authenticated mid-buffer: parse the rest unrestricted
+		}
+		return pos
+	}
+	return pos
+}
+
+// HandleCommand implements protocol.Handler: it dispatches one frame. cmd
+// and its slices are borrowed until it returns.
+func (c *client) HandleCommand(cmd *protocol.Command) error {
+	if !c.authed.Load() && cmd.Op != protocol.OpConnect && cmd.Op != protocol.OpPing && cmd.Op != protocol.OpPong {
+		c.fail(protocol.CodeAuthViolation, "authenticate first")
+		return errStop
+	}
+	if cmd.Op.Fibril() && !c.strict.Load() {
+		c.reject(protocol.CodeFibrilRequired, cmd.Op.String())
+		return c.stopIfClosing()
+	}
+	switch cmd.Op {
+	case protocol.OpPing:
+		c.handlePing()
+	case protocol.OpPong:
+		c.handlePong()
+	case protocol.OpConnect:
+		c.handleConnect(cmd.JSON)
+	case protocol.OpPub, protocol.OpHPub:
+		m := pubMsg{subject: string(cmd.Subject), hdrLen: len(cmd.Header), body: frameBody(cmd)}
+		if cmd.Reply != nil {
+			m.reply = string(cmd.Reply)
+		}
+		if c.parser.CRC() {
+			m.crc, m.crcSet = cmd.CRC, true
+		}
+		c.handlePub(&m)
+	case protocol.OpSub:
+		c.handleSub(string(cmd.Subject), string(cmd.Group), string(cmd.Sid), int(cmd.Max))
+	case protocol.OpUnsub:
+		c.handleUnsub(string(cmd.Sid), uint64(cmd.Max))
+	default:
+		c.handleDurable(cmd)
+	}
+	return c.stopIfClosing()
+}
+
+func (c *client) stopIfClosing() error {
+	if c.isClosing() {
+		return errStop
+	}
+	return nil
+}
+
+// frameBody returns header block and payload as one slice. The parser hands
+// them out as adjacent sub-slices of the input, so no copy is needed.
+func frameBody(cmd *protocol.Command) []byte {
+	h, p := cmd.Header, cmd.Payload
+	if len(h) == 0 {
+		return p
+	}
+	if len(p) == 0 {
+		return h
+	}
+	if cap(h) >= len(h)+len(p) && &h[:len(h)+1][len(h)] == &p[0] {
+		return h[:len(h)+len(p)]
+	}
+	return append(append(make([]byte, 0, len(h)+len(p)), h...), p...)
+}
+
+// setParserCRC switches CRC-token parsing for the frames after CONNECT.
+func (c *client) setParserCRC(on bool) { c.parser.SetCRC(on) }

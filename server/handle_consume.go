@@ -1,0 +1,295 @@
+package server
+
+// SPEC.md "POLL", "SUB" (durable groups), "ACK", "NACK", "REJECT",
+// "EXTEND". Deliveries carry the ack handle in the reply-to slot. A POLL is
+// answered by its deliveries (sid 0) and `+OK <n>` in its answer slot, so a
+// waiting POLL holds back the answers of later commands. Push SUBs get
+// unsolicited MSG frames, at most max-inflight unsettled at a time. Leases
+// of a closed connection are released at once (Server.releaseDurable);
+// deliveries that race the close are nacked without delay.
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server/broker"
+)
+
+// maxPollBatch caps one POLL's max so its answer stays bounded.
+const maxPollBatch = 1024
+
+// handleDurable dispatches the Fibril verbs (strict mode is checked).
+func (c *client) handleDurable(cmd *protocol.Command) {
+	if c.srv.durable == nil {
+		c.reject(protocol.CodeInternal, cmd.Op.String()+": durable engine is off")
+		return
+	}
+	switch cmd.Op {
+	case protocol.OpPoll:
+		c.handlePoll(string(cmd.Subject), string(cmd.Group), int(cmd.Max), cmd.Millis)
+	case protocol.OpAck:
+		c.handleSettle(cmd.Handles, broker.Ack())
+	case protocol.OpNack:
+		c.handleSettle(cmd.Handles, broker.Nack(time.Duration(cmd.Millis)*time.Millisecond))
+	case protocol.OpReject:
+		c.handleSettle(cmd.Handles, broker.Reject())
+	case protocol.OpExtend:
+		c.handleSettle(cmd.Handles, broker.Extend(time.Duration(cmd.Millis)*time.Millisecond))
+	default:
+		if cmd.Op.Management() {
+			c.handleManage(cmd)
+			return
+		}
+		c.reject(protocol.CodeUnknownOp, cmd.Op.String())
+	}
+}
+
+// findGroup returns topic/group for consumption, creating the group when
+// missing. Creation touches the disk, so off the lane it queues again (the
+// lane is idle then, so again runs next) and reports groupDeferred; errors
+// are answered in slot (groupFailed).
+func (c *client) findGroup(topic, group string, slot *answer, onLane bool, again laneFunc) (*broker.Group, groupState) {
+	t, ok := c.srv.durable.b.Topic(broker.TopicName(topic))
+	if !ok {
+		c.complete(slot, c.errLine(protocol.CodeUnknownTopic, strconv.Quote(topic)))
+		return nil, groupFailed
+	}
+	if g, ok := t.FindGroup(broker.GroupName(group)); ok {
+		return g, groupFound
+	}
+	if !onLane {
+		c.toLane(again)
+		return nil, groupDeferred
+	}
+	g, err := t.Group(broker.GroupName(group), broker.GroupConfig{})
+	if err != nil {
+		c.complete(slot, c.errAnswer(err))
+		return nil, groupFailed
+	}
+	return g, groupFound
+}
+
+// groupState is what findGroup did.
+type groupState uint8
+
+const (
+	groupFound    groupState = iota // the group is returned
+	groupDeferred                   // queued on the lane; it will run again
+	groupFailed                     // the error is answered
+)
+
+// handlePoll answers POLL topic group max [wait-ms].
+func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
+	if !c.canConsume(topic) {
+		c.reject(protocol.CodePermissionDenied, "for Subscription to "+strconv.Quote(topic))
+		return
+	}
+	if max < 1 {
+		c.reject(protocol.CodeInvalidArgs, "POLL max must be >= 1")
+		return
+	}
+	max = min(max, maxPollBatch)
+	wait := min(time.Duration(waitMS)*time.Millisecond, c.srv.opts.MaxPollWait)
+	slot := c.reserve()
+	crc, headers := c.crcOut.Load(), c.headersOut.Load() || c.strict.Load()
+	var run laneFunc
+	run = func(onLane bool) {
+		g, st := c.findGroup(topic, group, slot, onLane, run)
+		if st != groupFound {
+			return
+		}
+		err := g.PollAsync(max, wait, c.owner(), func(ds []broker.Delivery, err error) {
+			if err != nil {
+				c.complete(slot, c.errAnswer(err))
+				return
+			}
+			if c.isClosing() {
+				c.nackAll(ds)
+				return
+			}
+			var buf []byte
+			for i := range ds {
+				buf = appendDelivery(buf, &ds[i], "0", crc, headers)
+			}
+			buf = protocol.AppendPollDone(buf, len(ds))
+			c.complete(slot, buf)
+		})
+		if err != nil {
+			c.complete(slot, c.errAnswer(err))
+		}
+	}
+	if !c.serial(run) {
+		c.laneFull(slot)
+	}
+}
+
+// nackAll gives deliveries that reached a closing connection back at once.
+func (c *client) nackAll(ds []broker.Delivery) {
+	for i := range ds {
+		_ = c.srv.durable.b.Settle(ds[i].Handle, broker.Nack(0), nil)
+	}
+}
+
+// pushSub is a SUB consuming a durable group by push. The engine's
+// subscription is attached once the group is found or created.
+type pushSub struct {
+	mu      sync.Mutex
+	s       *broker.Subscription
+	stopped bool
+}
+
+func (p *pushSub) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	s := p.s
+	p.mu.Unlock()
+	if s != nil {
+		s.Close()
+	}
+}
+
+// attach sets the engine subscription; it reports false (and closes it)
+// when the SUB was already stopped.
+func (p *pushSub) attach(s *broker.Subscription) bool {
+	p.mu.Lock()
+	stopped := p.stopped
+	if !stopped {
+		p.s = s
+	}
+	p.mu.Unlock()
+	if stopped {
+		s.Close()
+	}
+	return !stopped
+}
+
+// subGroup binds SUB <topic> <group> <sid> [max-inflight]: to a durable
+// group when a topic has that name, else to a plain queue group. sub is
+// already in c.subs; slot is its answer. Fibril clients settle durable
+// deliveries; other clients consume at most once: each delivery is acked as
+// it is queued for writing.
+func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLane bool, again laneFunc) {
+	okAnswer := []byte(nil)
+	if c.strict.Load() || c.opts.Verbose {
+		okAnswer = okLine
+	}
+	b := c.srv.durable.b
+	if _, ok := b.Topic(broker.TopicName(sub.subject)); !ok {
+		// Plain queue group. Lock order: client.mu, then sublist.mu.
+		c.mu.Lock()
+		if c.subs[sub.sid] == sub {
+			c.srv.subs.insert(sub)
+		}
+		c.mu.Unlock()
+		c.complete(slot, okAnswer)
+		return
+	}
+	g, st := c.findGroup(sub.subject, sub.queue, slot, onLane, again)
+	if st == groupFailed {
+		c.removeSub(sub)
+	}
+	if st != groupFound {
+		return
+	}
+	if maxInflight <= 0 {
+		maxInflight = c.srv.opts.MaxInflight
+	}
+	strict := c.strict.Load()
+	crc, headers := c.crcOut.Load(), c.headersOut.Load() || strict
+	ps := &pushSub{}
+	c.mu.Lock()
+	sub.durable = ps
+	c.mu.Unlock()
+	deliver := func(d broker.Delivery) {
+		frame := appendDelivery(nil, &d, sub.sid, crc, headers)
+		switch {
+		case !c.queueDurable(frame):
+			// Closing, or output full: give it back rather than grow.
+			delay := time.Duration(0)
+			if !c.isClosing() {
+				delay = time.Second
+			}
+			_ = b.Settle(d.Handle, broker.Nack(delay), nil)
+		case !strict:
+			_ = b.Settle(d.Handle, broker.Ack(), nil)
+		}
+	}
+	bs, err := g.Subscribe(c.owner(), maxInflight, deliver)
+	if err != nil {
+		c.removeSub(sub)
+		c.complete(slot, c.errAnswer(err))
+		return
+	}
+	ps.attach(bs) // an UNSUB or close may have raced the subscribe
+	c.complete(slot, okAnswer)
+}
+
+// queueDurable appends a durable delivery frame unless the connection is
+// closing or its output is over MaxPending (then the caller gives the
+// delivery back instead of closing the connection). Safe from any goroutine.
+func (c *client) queueDurable(frame []byte) bool {
+	c.mu.Lock()
+	if c.closing || c.pendingLocked()+len(frame) > c.srv.opts.MaxPending {
+		c.mu.Unlock()
+		return false
+	}
+	c.out = append(c.out, frame...)
+	w := c.markWakeLocked()
+	c.mu.Unlock()
+	if w {
+		c.tr.wake()
+	}
+	return true
+}
+
+// handleSettle answers ACK (one or more handles), NACK, REJECT, EXTEND
+// with one +OK once every handle is settled, or the first error.
+func (c *client) handleSettle(hs []protocol.Handle, op broker.SettleOp) {
+	slot := c.reserve()
+	own := append([]protocol.Handle(nil), hs...)
+	b := c.srv.durable.b
+	run := func(bool) {
+		st := &settleState{c: c, slot: slot, left: len(own)}
+		for _, wh := range own {
+			h, ok := toBrokerHandle(wh)
+			if !ok {
+				st.done(broker.ErrUnknownHandle)
+				continue
+			}
+			if err := b.Settle(h, op, st.done); err != nil {
+				st.done(err)
+			}
+		}
+	}
+	if !c.serial(run) {
+		c.laneFull(slot)
+	}
+}
+
+// settleState gathers the results of one settle command's handles.
+type settleState struct {
+	c     *client
+	slot  *answer
+	left  int
+	first error
+}
+
+func (st *settleState) done(err error) {
+	st.c.mu.Lock()
+	st.left--
+	if err != nil && st.first == nil {
+		st.first = err
+	}
+	last, first := st.left == 0, st.first
+	st.c.mu.Unlock()
+	if !last {
+		return
+	}
+	if first != nil {
+		st.c.complete(st.slot, st.c.errAnswer(first))
+		return
+	}
+	st.c.complete(st.slot, okLine)
+}

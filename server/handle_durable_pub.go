@@ -1,0 +1,232 @@
+package server
+
+// SPEC.md "PUB/HPUB" (durable capture, confirms, the publish window,
+// auto-create) and "Settling by PUB to a handle".
+//
+// A PUB whose subject a topic captures is handed to the topic's partition
+// ring without blocking; its confirm (`+OK <partition>:<seq>`) fills its
+// answer slot when the partition actor reports durability, so confirms
+// leave in command order even though partitions finish out of order.
+// Creating a topic touches the disk, so auto-create runs on the lane
+// (lane.go); while it runs, this connection's later durable commands wait
+// (copied) behind it to keep their order.
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server/broker"
+)
+
+// publishDurable delivers m to plain subscribers, then stores it when a
+// topic captures (or may be created for) its subject, and answers it.
+func (c *client) publishDurable(m *pubMsg) {
+	c.fanOut(m)
+	slot, ok := c.reserveConfirm()
+	if !ok {
+		return
+	}
+	msg := broker.Message{Subject: m.subject, Data: m.body[m.hdrLen:]}
+	if m.hdrLen > 0 {
+		msg.Header = m.body[:m.hdrLen]
+		if k, ok := protocol.HeaderValue(msg.Header, "Fibril-Key"); ok {
+			msg.Key = k
+		}
+	}
+	c.mu.Lock()
+	busy := c.laneBusy
+	c.mu.Unlock()
+	if !busy {
+		// Fast path on the input goroutine: PublishAsync copies msg.
+		if t := c.srv.durable.b.Route(m.subject); t != nil {
+			c.publishTo(t, msg, slot)
+			return
+		}
+		if !c.srv.autoCreatable(m.subject) {
+			c.finishConfirm(slot, okNone)
+			return
+		}
+	}
+	own := clonePub(msg)
+	fn := func(onLane bool) {
+		if !onLane {
+			c.toLane(func(bool) { c.storeRouted(own, slot) })
+			return
+		}
+		c.storeRouted(own, slot)
+	}
+	if !c.serial(fn) {
+		c.finishConfirm(slot, c.errLine(protocol.CodeQueueFull, "too many commands waiting"))
+	}
+}
+
+// storeRouted runs on the lane: it routes msg, auto-creating its topic when
+// allowed, and stores it (or answers "+OK -" when no topic captures it).
+func (c *client) storeRouted(msg broker.Message, slot *answer) {
+	b := c.srv.durable.b
+	t := b.Route(msg.Subject)
+	if t == nil && c.srv.autoCreatable(msg.Subject) {
+		var err error
+		t, err = b.CreateTopic(broker.TopicName(msg.Subject), autoTopicConfig())
+		if err != nil {
+			// Lost a race with another creator, or an overlap: route again.
+			if t = b.Route(msg.Subject); t == nil {
+				c.log.Info("auto-create topic failed", "subject", msg.Subject, "err", err)
+			}
+		} else {
+			c.log.Info("auto-created topic", "topic", msg.Subject)
+		}
+	}
+	if t == nil {
+		c.finishConfirm(slot, okNone)
+		return
+	}
+	c.publishTo(t, msg, slot)
+}
+
+// reserveConfirm takes an answer slot for a confirming connection, inside
+// the publish window. It returns (nil, true) when no confirm is wanted and
+// (nil, false) when the window is full (the command is then answered).
+func (c *client) reserveConfirm() (*answer, bool) {
+	if !c.confirming() {
+		if c.opts.Verbose {
+			c.answerNow(okLine)
+		}
+		return nil, true
+	}
+	c.mu.Lock()
+	if c.unconfirmed >= c.srv.opts.MaxUnconfirmed {
+		c.mu.Unlock()
+		c.reject(protocol.CodeMaxUnconfirmed, "window "+strconv.Itoa(c.srv.opts.MaxUnconfirmed))
+		return nil, false
+	}
+	c.unconfirmed++
+	a := &answer{}
+	c.answers = append(c.answers, a)
+	c.mu.Unlock()
+	return a, true
+}
+
+// finishConfirm fills a confirm slot and reopens one place in the window.
+func (c *client) finishConfirm(slot *answer, data []byte) {
+	if slot == nil {
+		return
+	}
+	c.mu.Lock()
+	c.unconfirmed--
+	c.mu.Unlock()
+	c.complete(slot, data)
+}
+
+// publishTo hands msg to t without blocking; the confirm fills slot.
+func (c *client) publishTo(t *broker.Topic, msg broker.Message, slot *answer) {
+	err := t.PublishAsync(msg, func(pos broker.Position, err error) {
+		if err != nil {
+			if slot == nil {
+				c.log.Debug("unconfirmed durable publish failed", "subject", msg.Subject, "err", err)
+			}
+			c.finishConfirm(slot, c.errAnswer(err))
+			return
+		}
+		var b [32]byte
+		c.finishConfirm(slot, protocol.AppendConfirm(b[:0], protocol.Position{Partition: uint32(pos.Partition), Seq: uint64(pos.Seq)}))
+	})
+	if err != nil {
+		if slot == nil {
+			c.log.Debug("unconfirmed durable publish refused", "subject", msg.Subject, "err", err)
+		}
+		c.finishConfirm(slot, c.errAnswer(err))
+	}
+}
+
+func clonePub(m broker.Message) broker.Message {
+	buf := make([]byte, 0, len(m.Header)+len(m.Data)+len(m.Key))
+	buf = append(buf, m.Header...)
+	buf = append(buf, m.Data...)
+	buf = append(buf, m.Key...)
+	out := broker.Message{Subject: m.Subject, CRC: m.CRC}
+	if m.Header != nil {
+		out.Header = buf[:len(m.Header):len(m.Header)]
+	}
+	out.Data = buf[len(m.Header) : len(m.Header)+len(m.Data) : len(m.Header)+len(m.Data)]
+	if m.Key != nil {
+		out.Key = buf[len(m.Header)+len(m.Data):]
+	}
+	return out
+}
+
+// settleByPub handles a PUB to an ack handle subject: the body says what
+// to do (+ACK, -NAK [{"delay":ns}], +WPI, +TERM), as in JetStream.
+func (c *client) settleByPub(m *pubMsg) {
+	d := c.srv.durable
+	if d == nil {
+		c.reject(protocol.CodeUnknownHandle, "no durable engine")
+		return
+	}
+	wh, err := protocol.ParseHandle([]byte(m.subject))
+	if err != nil {
+		c.reject(protocol.CodeInvalidHandle, err.Error())
+		return
+	}
+	h, ok := toBrokerHandle(wh)
+	if !ok {
+		c.reject(protocol.CodeUnknownHandle, m.subject)
+		return
+	}
+	kind, delay, err := protocol.ParseAckBody(m.body[m.hdrLen:])
+	if err != nil {
+		c.reject(protocol.CodeInvalidAck, "")
+		return
+	}
+	var op broker.SettleOp
+	switch kind {
+	case protocol.AckAck:
+		op = broker.Ack()
+	case protocol.AckNak:
+		op = broker.Nack(time.Duration(delay))
+	case protocol.AckProgress:
+		op = broker.Extend(0)
+	case protocol.AckTerm:
+		op = broker.Reject()
+	}
+	var slot *answer
+	if c.confirming() {
+		slot = c.reserve()
+	} else {
+		c.ok()
+	}
+	reply := m.reply
+	done := func(err error) {
+		if err != nil {
+			c.log.Debug("settle by publish failed", "handle", wh.String(), "err", err)
+		}
+		if slot != nil {
+			if err != nil {
+				c.complete(slot, c.errAnswer(err))
+			} else {
+				c.complete(slot, okNone)
+			}
+		}
+		if reply != "" && err == nil {
+			// JetStream's AckSync waits for an empty reply.
+			c.queueReply(reply)
+		}
+	}
+	if err := d.b.Settle(h, op, done); err != nil {
+		done(err)
+	}
+}
+
+// queueReply publishes an empty message to subject for plain subscribers.
+// Safe from any goroutine: it does not use the input goroutine's scratch.
+func (c *client) queueReply(subject string) {
+	subs := c.srv.subs.match(subject, nil)
+	m := pubMsg{subject: subject, body: []byte{}}
+	for _, s := range subs {
+		if s.queue != "" || s.durable != nil {
+			continue
+		}
+		s.c.queueDelivery(appendMsg(nil, &m, s.sid, s.c.crcOut.Load(), true))
+	}
+}

@@ -1,0 +1,273 @@
+package server
+
+// SPEC.md "PUB/HPUB", "SUB", "UNSUB", "MSG/HMSG" for plain (non-durable)
+// subscriptions: NATS core fan-out, at most once. Every matching plain
+// subscription gets the message, except queue groups, where one member
+// does. A connection whose output passes MaxPending is a slow consumer: the
+// message is dropped, counted, and the connection is told and closed.
+
+import (
+	"hash/crc32"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/fibrilmq/fibril/protocol"
+)
+
+// subscription is one SUB of one connection.
+type subscription struct {
+	c       *client
+	subject string
+	queue   string
+	sid     string
+	// max is the auto-unsubscribe count (0: none); delivered counts
+	// deliveries to enforce it from any publisher's goroutine.
+	max       atomic.Uint64
+	delivered atomic.Uint64
+	// durable is set when the SUB consumes a durable group instead of
+	// joining the plain sublist.
+	durable durableSub
+}
+
+// pubMsg is one published message while it is routed. Its slices are
+// borrowed from the input buffer until the handler returns.
+type pubMsg struct {
+	subject string
+	reply   string
+	hdrLen  int // 0: no header block
+	body    []byte
+	crc     uint32
+	crcSet  bool
+}
+
+func (m *pubMsg) sum() uint32 {
+	if !m.crcSet {
+		m.crc, m.crcSet = crc32.ChecksumIEEE(m.body), true
+	}
+	return m.crc
+}
+
+// fanOut delivers m to the matching plain subscriptions and reports how
+// many received it.
+func (c *client) fanOut(m *pubMsg) int {
+	c.matchBuf = c.srv.subs.match(m.subject, c.matchBuf[:0])
+	if len(c.matchBuf) == 0 {
+		return 0
+	}
+	n := 0
+	var queues map[string][]*subscription
+	for _, s := range c.matchBuf {
+		if s.queue != "" {
+			if queues == nil {
+				queues = make(map[string][]*subscription)
+			}
+			queues[s.queue] = append(queues[s.queue], s)
+			continue
+		}
+		if c.deliverPlain(s, m) {
+			n++
+		}
+	}
+	for _, members := range queues {
+		// One member per message; try others if the pick is gone or full.
+		start := rand.IntN(len(members))
+		for i := range members {
+			if c.deliverPlain(members[(start+i)%len(members)], m) {
+				n++
+				break
+			}
+		}
+	}
+	clear(c.matchBuf)
+	return n
+}
+
+// deliverPlain writes m to s's connection. It reports whether it did.
+func (c *client) deliverPlain(s *subscription, m *pubMsg) bool {
+	to := s.c
+	if to == c && !c.echo {
+		return false
+	}
+	if limit := s.max.Load(); limit > 0 {
+		n := s.delivered.Add(1)
+		if n > limit {
+			return false
+		}
+		if n == limit {
+			defer to.removeSub(s)
+		}
+	}
+	c.frameBuf = appendMsg(c.frameBuf[:0], m, s.sid, to.crcOut.Load(), to.headersOut.Load() || m.hdrLen == 0)
+	return to.queueDelivery(c.frameBuf)
+}
+
+// appendMsg encodes a MSG or HMSG frame. withHeaders false strips the
+// header block for clients that did not enable headers (NATS does the same).
+func appendMsg(b []byte, m *pubMsg, sid string, crc, withHeaders bool) []byte {
+	body := m.body
+	hdr := m.hdrLen
+	if !withHeaders && hdr > 0 {
+		body, hdr = body[hdr:], 0
+	}
+	if hdr > 0 {
+		b = append(b, "HMSG "...)
+	} else {
+		b = append(b, "MSG "...)
+	}
+	b = append(b, m.subject...)
+	b = append(b, ' ')
+	b = append(b, sid...)
+	b = append(b, ' ')
+	if m.reply != "" {
+		b = append(b, m.reply...)
+		b = append(b, ' ')
+	}
+	if hdr > 0 {
+		b = strconv.AppendInt(b, int64(hdr), 10)
+		b = append(b, ' ')
+	}
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	if crc {
+		var sum uint32
+		if len(body) == len(m.body) {
+			sum = m.sum()
+		} else {
+			sum = crc32.ChecksumIEEE(body)
+		}
+		b = append(b, ' ')
+		b = appendHex8(b, sum)
+	}
+	b = append(b, '\r', '\n')
+	b = append(b, body...)
+	return append(b, '\r', '\n')
+}
+
+func appendHex8(b []byte, v uint32) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 28; shift >= 0; shift -= 4 {
+		b = append(b, digits[(v>>uint(shift))&0xf])
+	}
+	return b
+}
+
+// queueDelivery appends an unsolicited delivery frame (copied) to the
+// outbox unless that would pass MaxPending, in which case the connection
+// is a slow consumer: the frame is dropped and the connection closed.
+// Safe from any goroutine.
+func (c *client) queueDelivery(frame []byte) bool {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return false
+	}
+	if c.pendingLocked()+len(frame) > c.srv.opts.MaxPending {
+		c.dropped++
+		c.mu.Unlock()
+		c.log.Warn("slow consumer: dropping message and closing", "pending_limit", c.srv.opts.MaxPending)
+		c.fail(protocol.CodeSlowConsumer, "output over "+strconv.Itoa(c.srv.opts.MaxPending)+" bytes")
+		return false
+	}
+	c.out = append(c.out, frame...)
+	w := c.markWakeLocked()
+	c.mu.Unlock()
+	if w {
+		c.tr.wake()
+	}
+	return true
+}
+
+// handleSub registers SUB subject [queue] sid [max-inflight].
+func (c *client) handleSub(subject, queue, sid string, maxInflight int) {
+	if !validFilter(subject) || (queue != "" && !validQueue(queue)) {
+		c.reject(protocol.CodeInvalidSubject, "subject "+strconv.Quote(subject))
+		return
+	}
+	if !c.canConsume(subject) {
+		c.reject(protocol.CodePermissionDenied, "for Subscription to "+strconv.Quote(subject))
+		return
+	}
+	c.mu.Lock()
+	_, dup := c.subs[sid]
+	count := len(c.subs)
+	c.mu.Unlock()
+	if dup {
+		c.reject(protocol.CodeDuplicateSID, "sid "+strconv.Quote(sid))
+		return
+	}
+	if count >= c.srv.opts.MaxSubsPerConn {
+		c.reject(protocol.CodeMaxSubscriptions, "limit "+strconv.Itoa(c.srv.opts.MaxSubsPerConn))
+		return
+	}
+	s := &subscription{c: c, subject: subject, queue: queue, sid: sid}
+	if queue != "" && c.srv.durable != nil {
+		// Durable group or plain queue group: decided in command order.
+		slot := c.reserve()
+		c.mu.Lock()
+		c.subs[sid] = s
+		c.mu.Unlock()
+		var run laneFunc
+		run = func(onLane bool) { c.subGroup(s, maxInflight, slot, onLane, run) }
+		if !c.serial(run) {
+			c.removeSub(s)
+			c.laneFull(slot)
+		}
+		return
+	}
+	c.mu.Lock()
+	c.subs[sid] = s
+	c.mu.Unlock()
+	c.srv.subs.insert(s)
+	c.ok()
+}
+
+// validQueue reports whether a queue group name is usable.
+func validQueue(q string) bool { return validSubject(q) }
+
+// handleUnsub removes sid now, or after max more deliveries.
+func (c *client) handleUnsub(sid string, max uint64) {
+	c.mu.Lock()
+	s := c.subs[sid]
+	c.mu.Unlock()
+	if s == nil {
+		// NATS answers a missing sid with nothing; strict clients get +OK
+		// too: the subscription is gone either way.
+		c.ok()
+		return
+	}
+	if max > 0 && s.durable == nil && s.delivered.Load() < max {
+		s.max.Store(max)
+		// A delivery may have raced past max between the check and the
+		// store; removeSub is idempotent.
+		if s.delivered.Load() >= max {
+			c.removeSub(s)
+		}
+		c.ok()
+		return
+	}
+	c.removeSub(s)
+	c.ok()
+}
+
+// removeSub drops s from its connection and from routing. Idempotent; safe
+// from any goroutine.
+func (c *client) removeSub(s *subscription) {
+	c.mu.Lock()
+	cur, ok := c.subs[s.sid]
+	if ok && cur == s {
+		delete(c.subs, s.sid)
+	}
+	c.mu.Unlock()
+	if ok && cur == s {
+		c.srv.dropSub(s)
+	}
+}
+
+// dropSub removes s from routing (plain sublist or durable engine).
+func (s *Server) dropSub(sub *subscription) {
+	if sub.durable != nil {
+		sub.durable.stop()
+		return
+	}
+	s.subs.remove(sub)
+}

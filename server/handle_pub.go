@@ -1,0 +1,42 @@
+package server
+
+// SPEC.md "PUB/HPUB": validation, permissions, the reserved `$` space, ack
+// handles as subjects, then durable capture (confirm after durability) and
+// plain fan-out.
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/fibrilmq/fibril/protocol"
+)
+
+var okNone = []byte("+OK -\r\n")
+
+// handlePub routes one PUB/HPUB that the parser validated (subject,
+// reply-to, checksum, header block). m's slices are borrowed until it
+// returns.
+func (c *client) handlePub(m *pubMsg) {
+	if strings.HasPrefix(m.subject, "$") {
+		if strings.HasPrefix(m.subject, "$F.") {
+			c.settleByPub(m)
+			return
+		}
+		c.reject(protocol.CodeReservedSubject, "to "+strconv.Quote(m.subject))
+		return
+	}
+	if !c.canPublish(m.subject) {
+		c.reject(protocol.CodePermissionDenied, "for Publish to "+strconv.Quote(m.subject))
+		return
+	}
+	if c.srv.durable != nil {
+		c.publishDurable(m)
+		return
+	}
+	c.fanOut(m)
+	if c.confirming() {
+		c.answerNow(okNone)
+		return
+	}
+	c.ok()
+}

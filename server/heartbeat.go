@@ -1,0 +1,41 @@
+package server
+
+// Heartbeats (SPEC.md "PING/PONG"): the server PINGs a connection that has
+// been silent for PingInterval and closes it as stale after MaxPingsOut
+// unanswered PINGs. A connection that has not authenticated within
+// AuthTimeout is closed. Runs on gnet's ticker goroutine.
+
+import (
+	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
+)
+
+var pingLine = []byte("PING\r\n")
+
+// heartbeat is called by the ticker for every connection.
+func (c *client) heartbeat(now time.Time, interval time.Duration) {
+	if !c.authed.Load() && now.Sub(c.created) > c.srv.opts.AuthTimeout {
+		c.fail(protocol.CodeAuthTimeout, "")
+		return
+	}
+	last := max(c.lastIn.Load(), c.lastPing.Load())
+	if now.UnixNano()-last < int64(interval) {
+		return
+	}
+	if int(c.pingsOut.Load()) >= c.srv.opts.MaxPingsOut {
+		c.fail(protocol.CodeStaleConnection, "")
+		return
+	}
+	c.pingsOut.Add(1)
+	c.lastPing.Store(now.UnixNano())
+	c.queueOut(pingLine)
+}
+
+// sawInput records liveness: any input counts as an answer to our PINGs.
+func (c *client) sawInput(now int64) {
+	c.lastIn.Store(now)
+	if c.pingsOut.Load() != 0 {
+		c.pingsOut.Store(0)
+	}
+}

@@ -1,0 +1,85 @@
+package server
+
+// The lane: a per-connection queue of durable commands that must run off the
+// event loop (they touch the disk: topic/group creation, management verbs)
+// or behind one that does. Commands keep their effects in the order the
+// client sent them: while the lane is busy, every later durable command
+// queues on it too; when it is idle, they run inline on the input goroutine.
+// Answer slots are reserved on the input goroutine before queuing, so the
+// answers keep their order whatever runs where.
+
+import "github.com/fibrilmq/fibril/protocol"
+
+// laneFunc is one queued command. onLane says it runs on the lane
+// goroutine, where it may block on the engine.
+type laneFunc func(onLane bool)
+
+// serial runs fn now (onLane false) when the lane is idle, else queues it.
+// It reports false when the lane is over its bound (the caller answers
+// queue_full). Input goroutine only.
+func (c *client) serial(fn laneFunc) bool {
+	c.mu.Lock()
+	if !c.laneBusy {
+		c.mu.Unlock()
+		fn(false)
+		return true
+	}
+	if len(c.laneQ) >= c.laneLimit() {
+		c.mu.Unlock()
+		return false
+	}
+	c.laneQ = append(c.laneQ, fn)
+	c.mu.Unlock()
+	return true
+}
+
+// toLane queues fn on the lane, starting the lane goroutine when idle.
+// Called on the input goroutine (or by an inline laneFunc, which only runs
+// when the lane is idle, so fn goes first).
+func (c *client) toLane(fn laneFunc) {
+	c.mu.Lock()
+	c.laneQ = append(c.laneQ, fn)
+	start := !c.laneBusy
+	c.laneBusy = true
+	c.mu.Unlock()
+	if start {
+		go c.laneLoop()
+	}
+}
+
+func (c *client) laneLoop() {
+	for {
+		c.mu.Lock()
+		if len(c.laneQ) == 0 {
+			c.laneBusy = false
+			c.laneQ = nil
+			c.mu.Unlock()
+			return
+		}
+		fn := c.laneQ[0]
+		c.laneQ[0] = nil
+		c.laneQ = c.laneQ[1:]
+		c.mu.Unlock()
+		fn(true)
+	}
+}
+
+// laneLimit bounds queued commands (each may hold a copied message).
+func (c *client) laneLimit() int { return c.srv.opts.MaxUnconfirmed + 64 }
+
+// laneFull answers a command refused because the lane is full.
+func (c *client) laneFull(slot *answer) {
+	c.complete(slot, c.errLine(protocol.CodeQueueFull, "too many commands waiting"))
+}
+
+// blocking runs fn on the lane, in command order. It reports false when the
+// lane is full. Input goroutine only.
+func (c *client) blocking(fn func()) bool {
+	return c.serial(func(onLane bool) {
+		if onLane {
+			fn()
+			return
+		}
+		c.toLane(func(bool) { fn() })
+	})
+}

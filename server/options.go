@@ -1,0 +1,237 @@
+package server
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"time"
+
+	"github.com/fibrilmq/fibril/server/broker"
+)
+
+// ErrInvalidOptions is wrapped by every error validate returns.
+var ErrInvalidOptions = errors.New("server: invalid options")
+
+// Options configures a Server. Build one with DefaultOptions and change what
+// you need; New copies it and never mutates the caller's value. The zero value
+// of a field does not mean "default": DefaultOptions fills every field.
+type Options struct {
+	// Listen is the host:port of the plain TCP listener (gnet). Port 0 picks
+	// a free port; Server.Addr reports the bound address.
+	Listen string
+	// TLSListen, when not empty, is the host:port of a second listener that
+	// speaks TLS (crypto/tls over the standard library) and feeds the same
+	// protocol code. It needs TLSConfig or TLSCertFile+TLSKeyFile.
+	TLSListen string
+	// TLSCertFile and TLSKeyFile are PEM files loaded when TLSConfig is nil.
+	TLSCertFile, TLSKeyFile string
+	// TLSConfig, when set, is used as is for the TLS listener.
+	TLSConfig *tls.Config
+
+	// DataDir is where the durable engine keeps its data.
+	DataDir string
+	// NoBroker runs the plain NATS core only: durable verbs answer
+	// "durable_unavailable". Tests of the network layer use it.
+	NoBroker bool
+	// Engine tunes the durable engine (queue sizes, snapshots, the store
+	// opener); its zero value means the engine's defaults. Logf is set by
+	// the server.
+	Engine broker.Options
+	// ServerName is reported in INFO; empty means the generated server id.
+	ServerName string
+
+	// EventLoops is the number of gnet event loops; default GOMAXPROCS.
+	EventLoops int
+	// MaxConnections caps concurrent client connections (both listeners).
+	MaxConnections int
+	// MaxPayload caps the body (headers+payload) of one PUB/HPUB, in bytes.
+	MaxPayload int
+	// MaxControlLine caps one control line (verb and arguments), in bytes.
+	MaxControlLine int
+	// MaxSubsPerConn caps the subscriptions of one connection.
+	MaxSubsPerConn int
+	// MaxPending caps the bytes queued for one connection but not yet written
+	// to its socket. Plain deliveries past it close the connection as a slow
+	// consumer; durable deliveries are not sent past it (their credit waits).
+	MaxPending int
+	// MaxInputBuffer caps the unparsed input of one connection; it must hold
+	// at least one maximal frame (MaxControlLine + MaxPayload).
+	MaxInputBuffer int
+
+	// PingInterval is how long a connection may stay silent before the
+	// server sends it PING.
+	PingInterval time.Duration
+	// MaxPingsOut is how many PINGs may go unanswered before the connection
+	// is closed as stale.
+	MaxPingsOut int
+	// AuthTimeout is how long a new connection has to send a CONNECT that
+	// authenticates it; past it the connection is closed.
+	AuthTimeout time.Duration
+	// PreAuthBytes caps what a connection may send before it has
+	// authenticated (only CONNECT and PING are accepted then).
+	PreAuthBytes int
+
+	// Token, when set, is the shared secret every client must present as
+	// auth_token in CONNECT (unless it authenticates as one of Users).
+	Token string
+	// Users are the accounts that may authenticate with user/pass.
+	Users []User
+
+	// MaxUnconfirmed is the per-connection window of publishes that wait for
+	// their confirm; it is advertised in INFO and enforced.
+	MaxUnconfirmed int
+	// MaxInflight is the default push credit of a durable SUB.
+	MaxInflight int
+	// MaxPollWait caps the wait-ms of one POLL.
+	MaxPollWait time.Duration
+	// AutoCreateTopics lets a PUB to a subject that no topic captures create
+	// a topic named after the subject (never for _INBOX.> nor $...).
+	AutoCreateTopics bool
+
+	// ShutdownTimeout bounds the graceful drain when Run's context ends.
+	ShutdownTimeout time.Duration
+	// Logger receives the server's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// User is one account for user/password authentication.
+type User struct {
+	// Name is the CONNECT "user" value.
+	Name string `json:"name"`
+	// PasswordHash is a bcrypt hash of the password (never the password).
+	PasswordHash string `json:"password_bcrypt"`
+	// Permissions restrict the subjects this user may use; the zero value
+	// allows everything.
+	Permissions Permissions `json:"permissions"`
+}
+
+// Permissions lists subject filters (wildcards allowed). A subject is
+// allowed when Allow is empty or one of its filters matches, and no Deny
+// filter matches: deny overrides allow.
+type Permissions struct {
+	// Publish governs PUB/HPUB and the durable publish path.
+	Publish SubjectPermission `json:"publish"`
+	// Consume governs SUB, POLL and durable consumption.
+	Consume SubjectPermission `json:"consume"`
+}
+
+// SubjectPermission is one allow/deny pair of subject filter lists.
+type SubjectPermission struct {
+	// Allow filters; empty allows every subject not denied.
+	Allow []string `json:"allow"`
+	// Deny filters; they win over Allow.
+	Deny []string `json:"deny"`
+}
+
+// DefaultOptions returns the options `fibril serve` uses with no flags.
+func DefaultOptions() Options {
+	return Options{
+		Listen:           "127.0.0.1:4222",
+		DataDir:          "fibril-data",
+		EventLoops:       runtime.GOMAXPROCS(0),
+		MaxConnections:   64 * 1024,
+		MaxPayload:       1 << 20,
+		MaxControlLine:   4096,
+		MaxSubsPerConn:   4096,
+		MaxPending:       64 << 20,
+		MaxInputBuffer:   4 << 20,
+		PingInterval:     2 * time.Minute,
+		MaxPingsOut:      2,
+		AuthTimeout:      2 * time.Second,
+		PreAuthBytes:     8 << 10,
+		MaxUnconfirmed:   1024,
+		MaxInflight:      256,
+		MaxPollWait:      5 * time.Minute,
+		AutoCreateTopics: true,
+		ShutdownTimeout:  10 * time.Second,
+	}
+}
+
+// validate checks o and returns an error wrapping ErrInvalidOptions that
+// names the first bad field.
+func (o *Options) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+		return bad("Listen %q: %v", o.Listen, err)
+	}
+	if o.TLSListen != "" {
+		if _, _, err := net.SplitHostPort(o.TLSListen); err != nil {
+			return bad("TLSListen %q: %v", o.TLSListen, err)
+		}
+		if o.TLSConfig == nil && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
+			return bad("TLSListen needs TLSConfig or TLSCertFile and TLSKeyFile")
+		}
+	}
+	if !o.NoBroker && o.DataDir == "" {
+		return bad("DataDir is empty")
+	}
+	positive := []struct {
+		name string
+		v    int
+	}{
+		{"EventLoops", o.EventLoops}, {"MaxConnections", o.MaxConnections},
+		{"MaxPayload", o.MaxPayload}, {"MaxControlLine", o.MaxControlLine},
+		{"MaxSubsPerConn", o.MaxSubsPerConn}, {"MaxPending", o.MaxPending},
+		{"MaxInputBuffer", o.MaxInputBuffer}, {"MaxPingsOut", o.MaxPingsOut},
+		{"PreAuthBytes", o.PreAuthBytes}, {"MaxUnconfirmed", o.MaxUnconfirmed},
+		{"MaxInflight", o.MaxInflight},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			return bad("%s must be > 0, got %d", p.name, p.v)
+		}
+	}
+	if o.MaxControlLine < 64 {
+		return bad("MaxControlLine must be >= 64, got %d", o.MaxControlLine)
+	}
+	if o.MaxInputBuffer < o.MaxControlLine+o.MaxPayload+2 {
+		return bad("MaxInputBuffer (%d) must hold one frame (MaxControlLine+MaxPayload+2 = %d)",
+			o.MaxInputBuffer, o.MaxControlLine+o.MaxPayload+2)
+	}
+	if o.PreAuthBytes < 512 {
+		return bad("PreAuthBytes must be >= 512, got %d", o.PreAuthBytes)
+	}
+	durations := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"PingInterval", o.PingInterval}, {"AuthTimeout", o.AuthTimeout},
+		{"MaxPollWait", o.MaxPollWait}, {"ShutdownTimeout", o.ShutdownTimeout},
+	}
+	for _, d := range durations {
+		if d.v <= 0 {
+			return bad("%s must be > 0, got %s", d.name, d.v)
+		}
+	}
+	seen := make(map[string]bool, len(o.Users))
+	for i, u := range o.Users {
+		if u.Name == "" {
+			return bad("Users[%d] has no name", i)
+		}
+		if seen[u.Name] {
+			return bad("user %q listed twice", u.Name)
+		}
+		seen[u.Name] = true
+		if len(u.PasswordHash) < 4 || u.PasswordHash[0] != '$' {
+			return bad("user %q: password_bcrypt is not a bcrypt hash", u.Name)
+		}
+		lists := [][]string{u.Permissions.Publish.Allow, u.Permissions.Publish.Deny,
+			u.Permissions.Consume.Allow, u.Permissions.Consume.Deny}
+		for _, l := range lists {
+			for _, f := range l {
+				if !validFilter(f) {
+					return bad("user %q: bad subject filter %q", u.Name, f)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// authRequired reports whether connections must authenticate.
+func (o *Options) authRequired() bool { return o.Token != "" || len(o.Users) > 0 }

@@ -1,0 +1,269 @@
+package seglog
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// Append writes entries as one batch (one write per segment touched) and
+// returns the first sequence number given. It blocks until the batch is as
+// durable as the Policy says: PolicySync fsyncs before returning,
+// PolicyGroup waits for a shared fsync (the first waiter becomes the leader
+// and syncs for everyone), PolicyNone returns after the write.
+//
+// Errors: ErrEmptyBatch, ErrTooLarge (checked before anything is written),
+// ErrClosed, ErrWriteFailed (a write or preallocation failed, e.g. a full
+// disk: the log stays consistent and a later Append may succeed),
+// ErrSyncFailed (sticky: see ErrSyncFailed). On error nothing of the batch
+// is reported durable. A batch larger than a segment is written in several
+// pieces; if a later piece fails the earlier ones stay in the log (they
+// are not reported durable but may be read back after a reopen).
+func (l *Log) Append(entries []Entry) (Seq, error) {
+	if len(entries) == 0 {
+		return 0, ErrEmptyBatch
+	}
+	maxRec := l.opts.SegmentSize - segHeaderSize
+	for i := range entries {
+		e := &entries[i]
+		if len(e.Meta) > MaxMetaSize {
+			return 0, fmt.Errorf("%w: entry %d meta is %d bytes (max %d)", ErrTooLarge, i, len(e.Meta), MaxMetaSize)
+		}
+		if sz := recordSize(len(e.Meta), len(e.Data)); sz > maxRec || len(e.Data) > 1<<32-1 {
+			return 0, fmt.Errorf("%w: entry %d needs %d bytes, a segment holds %d", ErrTooLarge, i, sz, maxRec)
+		}
+	}
+	now := time.Now().UnixNano()
+
+	l.appendMu.Lock()
+	if l.closed.Load() {
+		l.appendMu.Unlock()
+		return 0, ErrClosed
+	}
+	if err := l.stickyErr(); err != nil {
+		l.appendMu.Unlock()
+		return 0, err
+	}
+	if l.dirty > 0 {
+		if err := l.zeroDirty(); err != nil {
+			l.appendMu.Unlock()
+			return 0, err
+		}
+	}
+	first := Seq(l.last.Load()) + 1
+	last, err := l.writeBatch(entries, first, now)
+	if err == nil && l.opts.Policy == PolicySync {
+		act := l.active()
+		if serr := act.f.Sync(); serr != nil {
+			err = l.failSync(serr)
+		} else {
+			l.setDurable(last)
+		}
+	}
+	l.appendMu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if l.opts.Policy == PolicyGroup {
+		if err := l.waitDurable(last); err != nil {
+			return 0, err
+		}
+	}
+	return first, nil
+}
+
+// writeBatch encodes and writes entries starting at seq first, rolling to
+// new segments as needed, and publishes them to readers. It returns the
+// last sequence number written. Called with appendMu held.
+func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
+	var total int64
+	for i := range entries {
+		total += recordSize(len(entries[i].Meta), len(entries[i].Data))
+	}
+	seq := first
+	for len(entries) > 0 {
+		act := l.active()
+		room := act.size - act.end
+		// Roll before writing anything when the whole batch would fit in a
+		// fresh segment, so a failed roll (a full disk) leaves no part of
+		// the batch behind.
+		if total > room && act.last >= act.first && total <= l.opts.SegmentSize-segHeaderSize {
+			if err := l.roll(); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		buf, offs := l.buf[:0], make([]int64, 0, len(entries))
+		n := 0
+		for ; n < len(entries); n++ {
+			e := &entries[n]
+			sz := recordSize(len(e.Meta), len(e.Data))
+			if int64(len(buf))+sz > room {
+				break
+			}
+			ts := e.Time
+			if ts == 0 {
+				ts = now
+			}
+			offs = append(offs, act.end+int64(len(buf)))
+			buf = appendRecord(buf, seq+Seq(n), ts, e.Meta, e.Data)
+		}
+		l.buf = buf
+		if n == 0 {
+			if err := l.roll(); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if err := l.writeAt(act, buf, act.end); err != nil {
+			l.dirty = int64(len(buf))
+			return 0, fmt.Errorf("%w: %s at %d: %w", ErrWriteFailed, act.path, act.end, err)
+		}
+		l.mu.Lock()
+		for i, off := range offs {
+			act.addIndex(seq+Seq(i), off, l.opts.IndexInterval, false)
+		}
+		act.end += int64(len(buf))
+		act.last = seq + Seq(n) - 1
+		l.last.Store(uint64(act.last))
+		l.mu.Unlock()
+		if cap(l.buf) > 4<<20 {
+			l.buf = nil // do not pin a huge buffer after a huge batch
+		}
+		seq += Seq(n)
+		total -= int64(len(buf))
+		entries = entries[n:]
+	}
+	return seq - 1, nil
+}
+
+// writeAt writes b at off in s, through the map or with pwrite.
+func (l *Log) writeAt(s *segment, b []byte, off int64) (err error) {
+	if l.opts.writeViaMap {
+		defer guard(&err, s.path)()
+		copy(s.data[off:], b)
+		return nil
+	}
+	_, err = s.f.WriteAt(b, off)
+	return err
+}
+
+// zeroDirty clears what a failed write may have left past the active end,
+// so no stale bytes can ever look like records. Called with appendMu held.
+func (l *Log) zeroDirty() error {
+	act := l.active()
+	n := min(l.dirty, act.size-act.end)
+	if n > 0 {
+		if err := l.writeAt(act, make([]byte, n), act.end); err != nil {
+			return fmt.Errorf("%w: clearing a failed write in %s: %w", ErrWriteFailed, act.path, err)
+		}
+	}
+	l.dirty = 0
+	return nil
+}
+
+// roll seals the active segment (fsync, then its index file) and starts a
+// new one. Called with appendMu held. On failure the active segment stays.
+func (l *Log) roll() error {
+	old := l.active()
+	if err := old.f.Sync(); err != nil {
+		return l.failSync(err)
+	}
+	l.setDurable(old.last)
+	l.sy.mu.Lock()
+	l.sy.cond.Broadcast()
+	l.sy.mu.Unlock()
+	// Best effort: a missing index only costs a scan at the next Open.
+	_ = writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, old.first)), encodeIndex(old), false)
+	ns, err := createSegment(l.fs, l.dir, old.last+1, l.opts.SegmentSize, l.opts.writeViaMap)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.segs = append(l.segs, ns)
+	l.mu.Unlock()
+	return nil
+}
+
+// Sync makes every record written before the call durable and returns the
+// durable point. Concurrent callers (and group-policy appenders) share one
+// fsync. After a failed fsync it returns ErrSyncFailed, always.
+func (l *Log) Sync() (Seq, error) {
+	if l.closed.Load() {
+		return 0, ErrClosed
+	}
+	if err := l.waitDurable(Seq(l.last.Load())); err != nil {
+		return l.Durable(), err
+	}
+	return l.Durable(), nil
+}
+
+// waitDurable blocks until target is durable, becoming the fsync leader
+// when no fsync is running.
+func (l *Log) waitDurable(target Seq) error {
+	l.sy.mu.Lock()
+	defer l.sy.mu.Unlock()
+	for {
+		if l.sy.err != nil {
+			return l.sy.err
+		}
+		if Seq(l.durable.Load()) >= target {
+			return nil
+		}
+		if l.closed.Load() {
+			return ErrClosed
+		}
+		if l.sy.running {
+			l.sy.cond.Wait()
+			continue
+		}
+		l.sy.running = true
+		l.sy.mu.Unlock()
+		upto, serr := l.syncActive()
+		l.sy.mu.Lock()
+		l.sy.running = false
+		if serr != nil {
+			if l.sy.err == nil && !l.closed.Load() {
+				l.sy.err = fmt.Errorf("%w: %w", ErrSyncFailed, serr)
+			}
+		} else {
+			l.setDurable(upto)
+		}
+		l.sy.cond.Broadcast()
+	}
+}
+
+// syncActive fsyncs the active segment and returns the last sequence number
+// it covers. Records in older segments were synced when they were sealed.
+// The read lock keeps the segment from being released meanwhile.
+func (l *Log) syncActive() (Seq, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed.Load() {
+		return 0, nil
+	}
+	act := l.active()
+	upto := act.last
+	if err := act.f.Sync(); err != nil {
+		return 0, err
+	}
+	return upto, nil
+}
+
+// failSync records a failed fsync (sticky) and returns the error.
+func (l *Log) failSync(err error) error {
+	l.sy.mu.Lock()
+	defer l.sy.mu.Unlock()
+	if l.sy.err == nil {
+		l.sy.err = fmt.Errorf("%w: %w", ErrSyncFailed, err)
+	}
+	l.sy.cond.Broadcast()
+	return l.sy.err
+}
+
+// stickyErr returns the error of a past failed fsync, or nil.
+func (l *Log) stickyErr() error {
+	l.sy.mu.Lock()
+	defer l.sy.mu.Unlock()
+	return l.sy.err
+}

@@ -1,0 +1,278 @@
+package seglog
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+)
+
+// recordSpan is where one record's checked bytes sit on disk.
+type recordSpan struct {
+	path     string
+	off, len int64
+	seq      Seq
+}
+
+// diskRecords walks every segment file of dir and lists its records.
+func diskRecords(t *testing.T, dir string) []recordSpan {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(dir, "*"+segExt))
+	sort.Strings(names)
+	var spans []recordSpan
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := int64(segHeaderSize); off+recHeaderSize <= int64(len(b)); {
+			h, st := checkRecord(b, off)
+			if st != recOK {
+				break
+			}
+			spans = append(spans, recordSpan{name, off, recHeaderSize + int64(h.metaLen) + int64(h.dataLen), h.seq})
+			off += h.size()
+		}
+	}
+	return spans
+}
+
+func flipBit(t *testing.T, path string, off int64, bit uint) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 1 << bit
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFlippedBitIsNeverData flips one bit in a random record and checks that
+// the log either refuses to open with ErrCorrupt or reports ErrCorrupt for
+// that record, and never returns wrong bytes.
+func TestFlippedBitIsNeverData(t *testing.T) {
+	for seed := 0; seed < 60; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(seed), 99))
+			clean := seed%2 == 0
+			opts := Options{SegmentSize: 4 << 10, IndexInterval: 256, Policy: PolicyNone}
+			dir := t.TempDir()
+			l, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := newModel()
+			for i := 0; i < 30; i++ {
+				batch := randomBatch(rng, fmt.Sprint("b", i), 5)
+				first, err := l.Append(batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.appended(first, batch)
+			}
+			_, last := l.Bounds()
+			if clean {
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				l.Abandon()
+			}
+			spans := diskRecords(t, dir)
+			victim := spans[rng.IntN(len(spans))]
+			if rng.IntN(2) == 0 { // half the time, hit the scanned last segment
+				lastPath := spans[len(spans)-1].path
+				var tail []recordSpan
+				for _, s := range spans {
+					if s.path == lastPath {
+						tail = append(tail, s)
+					}
+				}
+				victim = tail[rng.IntN(len(tail))]
+			}
+			flipBit(t, victim.path, victim.off+rng.Int64N(victim.len), uint(rng.IntN(8)))
+
+			l2, err := Open(dir, opts)
+			if err != nil {
+				var ce *CorruptError
+				if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) || ce.Path != victim.path {
+					t.Fatalf("open: %v; want a *CorruptError in %s", err, victim.path)
+				}
+				t.Log("path: refused")
+				checkSkipCorrupt(t, dir, opts, m, victim)
+				return
+			}
+			defer l2.Close()
+			if _, last2 := l2.Bounds(); last2 != last {
+				// Only a damaged final record can pass for a torn write.
+				rec := l2.Recovery()
+				t.Log("path: cut")
+				if victim.seq != last || last2 != last-1 || rec.TruncatedBytes == 0 || clean {
+					t.Fatalf("last %d -> %d after flipping a bit in %d (recovery %+v)", last, last2, victim.seq, rec)
+				}
+				return
+			}
+			sawVictim := false
+			for seq := Seq(1); seq <= last; seq++ {
+				r, err := l2.Read(seq)
+				if err != nil {
+					if !errors.Is(err, ErrCorrupt) {
+						t.Fatalf("read %d: %v", seq, err)
+					}
+					sawVictim = sawVictim || seq == victim.seq
+					continue
+				}
+				if seq == victim.seq || !sameEntry(r, m.ok[seq]) {
+					t.Fatalf("read %d returned data from a damaged record", seq)
+				}
+			}
+			t.Log("path: read")
+			if !sawVictim {
+				t.Fatalf("the damaged record %d was never reported", victim.seq)
+			}
+		})
+	}
+}
+
+// checkSkipCorrupt reopens a log that Open refused with SkipCorrupt and
+// checks that the damage is reported and skipped, and the rest intact.
+func checkSkipCorrupt(t *testing.T, dir string, opts Options, m *model, victim recordSpan) {
+	t.Helper()
+	opts.SkipCorrupt = true
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatalf("open with SkipCorrupt: %v", err)
+	}
+	defer l.Close()
+	rec := l.Recovery()
+	if len(rec.Skipped) == 0 || rec.Skipped[0].Path != victim.path {
+		t.Fatalf("SkipCorrupt open reports no skipped range: %+v", rec)
+	}
+	if _, err := l.Read(victim.seq); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("read of skipped record %d: %v, want ErrCorrupt", victim.seq, err)
+	}
+	_, last := l.Bounds()
+	n := 0
+	err = l.Scan(1, 0, func(r Record) bool {
+		if r.Seq == victim.seq || !sameEntry(r, m.ok[r.Seq]) {
+			t.Fatalf("scan returned damaged record %d", r.Seq)
+		}
+		n++
+		return true
+	})
+	if err != nil {
+		t.Fatalf("scan over a skipped range: %v", err)
+	}
+	if n == 0 || Seq(n) > last {
+		t.Fatalf("scan passed %d records, last %d", n, last)
+	}
+	// The log keeps working.
+	if _, err := l.Append([]Entry{entry(1)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDamagedFiles(t *testing.T) {
+	tests := []struct {
+		name    string
+		damage  func(t *testing.T, dir string)
+		wantErr bool // Open must fail with ErrCorrupt; otherwise it must recover fully
+	}{
+		{"segment-header", func(t *testing.T, dir string) {
+			flipBit(t, filepath.Join(dir, segName(1)), 3, 0)
+		}, true},
+		{"index-file", func(t *testing.T, dir string) {
+			flipBit(t, idxPath(dir, 1), 50, 2)
+		}, false},
+		{"missing-index", func(t *testing.T, dir string) {
+			if err := os.Remove(idxPath(dir, 1)); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"clean-marker", func(t *testing.T, dir string) {
+			flipBit(t, filepath.Join(dir, cleanName), 20, 1)
+		}, false},
+		{"missing-middle-segment", func(t *testing.T, dir string) {
+			spans := diskRecords(t, dir)
+			mid := spans[len(spans)/2].path
+			if mid == spans[len(spans)-1].path || mid == spans[0].path {
+				t.Fatal("test setup: want at least three segments")
+			}
+			if err := os.Remove(mid); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"zeroed-sealed-record", func(t *testing.T, dir string) {
+			os.Remove(idxPath(dir, 1)) // force a scan of the sealed segment
+			s := diskRecords(t, dir)[3]
+			f, _ := os.OpenFile(s.path, os.O_RDWR, 0)
+			f.WriteAt(make([]byte, s.len), s.off)
+			f.Close()
+		}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := Options{SegmentSize: 4 << 10}
+			dir := t.TempDir()
+			l, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fill(t, l, 1, 300, 6)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			tc.damage(t, dir)
+			l2, err := Open(dir, opts)
+			if tc.wantErr {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("open: %v, want ErrCorrupt", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l2.Close()
+			verifyAll(t, l2, 1, 300)
+		})
+	}
+}
+
+func TestTornTailIsCutAndReported(t *testing.T) {
+	opts := Options{SegmentSize: 64 << 10}
+	l, dir := openTest(t, opts)
+	fill(t, l, 1, 50, 5)
+	l.Abandon()
+	spans := diskRecords(t, dir)
+	lastRec := spans[len(spans)-1]
+	// Tear the final record: keep its first half only.
+	if err := os.Truncate(lastRec.path, lastRec.off+lastRec.len/2); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(lastRec.path, opts.SegmentSize); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	rec := l2.Recovery()
+	if rec.TruncatedAt != lastRec.off || rec.TruncatedBytes == 0 || rec.TruncatedPath != lastRec.path {
+		t.Fatalf("recovery %+v; want a cut at %d", rec, lastRec.off)
+	}
+	verifyAll(t, l2, 1, 49)
+	fill(t, l2, 50, 60, 3)
+	verifyAll(t, l2, 1, 60)
+}

@@ -1,0 +1,202 @@
+package seglog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// model remembers what was appended: for each sequence number the content
+// that a successful Append gave it, plus what failed Appends tried to write
+// there (such bytes may survive a crash; they were never reported durable).
+type model struct {
+	mu    sync.Mutex
+	ok    map[Seq]Entry
+	tried map[string]Entry // by Meta, which is unique per entry
+}
+
+func newModel() *model { return &model{ok: map[Seq]Entry{}, tried: map[string]Entry{}} }
+
+func (m *model) appended(first Seq, batch []Entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, e := range batch {
+		m.ok[first+Seq(i)] = e
+	}
+}
+
+func (m *model) failed(batch []Entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range batch {
+		m.tried[string(e.Meta)] = e
+	}
+}
+
+func sameEntry(r Record, e Entry) bool {
+	return bytes.Equal(r.Meta, e.Meta) && bytes.Equal(r.Data, e.Data) && r.Time == e.Time && r.CRC == crc32.ChecksumIEEE(e.Data)
+}
+
+// check verifies a reopened store: every sequence number up to durable is
+// there with the content its successful Append gave it, everything present
+// is contiguous and is something that was appended (nothing invented).
+// Records past durable that a failed or lost write left are forgotten from
+// the model when they did not survive.
+func (m *model) check(t *testing.T, s Store, durable Seq) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	first, last := s.Bounds()
+	if last < durable {
+		t.Fatalf("last %d after recovery, but %d was reported durable", last, durable)
+	}
+	next := first
+	err := s.Scan(first, 0, func(r Record) bool {
+		if r.Seq != next {
+			t.Fatalf("scan gave seq %d, want %d", r.Seq, next)
+		}
+		next++
+		if e, ok := m.ok[r.Seq]; ok && sameEntry(r, e) {
+			return true
+		}
+		if r.Seq <= durable {
+			t.Fatalf("durable record %d has the wrong content (meta %q)", r.Seq, r.Meta)
+		}
+		if e, ok := m.tried[string(r.Meta)]; ok && sameEntry(r, e) {
+			m.ok[r.Seq] = e // it survived: it is now what the log holds
+			return true
+		}
+		t.Fatalf("record %d (meta %q) was never appended", r.Seq, r.Meta)
+		return false
+	})
+	if err != nil {
+		t.Fatalf("scan after recovery: %v", err)
+	}
+	if next != last+1 {
+		t.Fatalf("scan stopped at %d, last is %d", next, last)
+	}
+	for seq := range m.ok {
+		if seq > last {
+			delete(m.ok, seq)
+		}
+	}
+	clear(m.tried)
+}
+
+// randomBatch returns 1..max entries with random content tagged by tag.
+func randomBatch(rng *rand.Rand, tag string, max int) []Entry {
+	b := make([]Entry, 1+rng.IntN(max))
+	for i := range b {
+		data := make([]byte, rng.IntN(300))
+		for j := range data {
+			data[j] = byte(rng.UintN(255) + 1) // no zero runs, see Caveats
+		}
+		b[i] = Entry{Meta: fmt.Appendf(nil, "%s-%d", tag, i), Data: data, Time: rng.Int64N(1<<40) + 1}
+	}
+	return b
+}
+
+// crashRound appends with several writers, maybe with injected faults, then
+// crashes the log and returns the highest sequence number reported durable.
+func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, round int) Seq {
+	writers := 1 + rng.IntN(3)
+	ops := 1 + rng.IntN(25)
+	fault := rng.IntN(6) // 0: failing writes, 1: failing syncs, 2: full disk, else none
+	switch fault {
+	case 0:
+		fs.FailWrites(syscall.EIO, rng.Int64N(20000))
+	case 1:
+		if rng.IntN(2) == 0 {
+			fs.FailSyncs(syscall.EIO)
+		}
+	case 2:
+		fs.FailAllocate(syscall.ENOSPC)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var reported Seq
+	for w := 0; w < writers; w++ {
+		wrng := rand.New(rand.NewPCG(rng.Uint64(), uint64(w)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < ops; i++ {
+				batch := randomBatch(wrng, fmt.Sprintf("r%dw%di%d", round, w, i), 12)
+				first, err := l.Append(batch)
+				if err != nil {
+					if !errors.Is(err, ErrWriteFailed) && !errors.Is(err, ErrSyncFailed) {
+						t.Errorf("append: unexpected error %v", err)
+					}
+					m.failed(batch)
+					continue
+				}
+				m.appended(first, batch)
+				end := first + Seq(len(batch)) - 1
+				if l.opts.Policy == PolicyNone && wrng.IntN(4) == 0 {
+					d, err := l.Sync()
+					if err != nil {
+						continue
+					}
+					end = d
+				} else if l.opts.Policy == PolicyNone {
+					continue
+				}
+				mu.Lock()
+				reported = max(reported, end)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if d := l.Durable(); d < reported {
+		t.Fatalf("Durable %d below a reported durable point %d", d, reported)
+	} else {
+		reported = d
+	}
+	fs.FailWrites(nil, 0)
+	fs.FailSyncs(nil)
+	fs.FailAllocate(nil)
+	l.Abandon()
+	if _, err := fs.Crash(rng, CrashMode(rng.IntN(3))); err != nil {
+		t.Fatal(err)
+	}
+	return reported
+}
+
+func TestCrashRecovery(t *testing.T) {
+	seeds := 40
+	if testing.Short() {
+		seeds = 10
+	}
+	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
+		for seed := 0; seed < seeds; seed++ {
+			t.Run(fmt.Sprintf("%s/seed%d", p, seed), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(seed), uint64(p)))
+				fs := NewFaultFS()
+				opts := Options{Policy: p, SegmentSize: 4 << 10 << rng.IntN(3), IndexInterval: 64 << rng.IntN(4), FS: fs}
+				dir := t.TempDir()
+				m := newModel()
+				var durable Seq
+				for round := 0; round < 3; round++ {
+					l, err := Open(dir, opts)
+					if err != nil {
+						t.Fatalf("round %d: open after crash: %v", round, err)
+					}
+					m.check(t, l, durable)
+					durable = crashRound(t, rng, l, fs, m, round)
+				}
+				l, err := Open(dir, opts)
+				if err != nil {
+					t.Fatalf("final open: %v", err)
+				}
+				defer l.Close()
+				m.check(t, l, durable)
+			})
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package seglog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Log is the file-backed Store: a directory of preallocated, memory-mapped
+// segment files. Create it with Open.
+//
+// Locks, always taken in this order: appendMu (one writer at a time; guards
+// the active segment's write position and the encode buffer), mu (the
+// segment list and each segment's end/last/index, read-locked by readers),
+// sy.mu (the durable point and the group-commit leader election).
+type Log struct {
+	dir  string
+	opts Options
+	fs   FS
+	lock File
+
+	appendMu sync.Mutex
+	buf      []byte
+	dirty    int64 // bytes past the active end a failed write may have touched
+
+	mu        sync.RWMutex
+	segs      []*segment // ascending by first; the last one is active
+	graveyard []*segment // truncated away; unmapped at the next TruncateFront
+	closed    atomic.Bool
+	last      atomic.Uint64 // last written sequence number
+
+	sy struct {
+		mu      sync.Mutex
+		cond    *sync.Cond
+		running bool  // a leader is fsyncing
+		err     error // sticky: set once an fsync failed
+	}
+	durable atomic.Uint64
+
+	rec Recovery
+}
+
+var _ Store = (*Log)(nil)
+
+// Recovery reports what Open found and did.
+type Recovery struct {
+	// Clean: the previous Close was clean, so the tail scan was skipped.
+	Clean bool
+	// Segments is the number of segment files opened.
+	Segments int
+	// ScannedBytes is how many record bytes were read and verified.
+	ScannedBytes int64
+	// RebuiltIndexes counts sealed segments whose index had to be rebuilt.
+	RebuiltIndexes int
+	// TruncatedPath, TruncatedAt and TruncatedBytes describe the torn tail
+	// that was cut (TruncatedBytes == 0: nothing was cut). TruncatedBytes
+	// counts the non-zero bytes that were discarded.
+	TruncatedPath  string
+	TruncatedAt    int64
+	TruncatedBytes int64
+	// Skipped lists damaged ranges passed over because of SkipCorrupt.
+	Skipped []SkippedRange
+}
+
+// SkippedRange is a damaged range that Open skipped with SkipCorrupt.
+type SkippedRange struct {
+	Path           string
+	Offset, Length int64
+	// From and To are the sequence numbers lost (inclusive); From > To when
+	// the range held no whole record.
+	From, To Seq
+}
+
+// Open opens (creating if needed) the log in dir, recovering from a crash
+// if the last shutdown was not clean: a torn tail is cut (and reported in
+// Recovery), a damaged record before the tail makes Open fail with a
+// *CorruptError unless opts.SkipCorrupt is set. It fails with ErrLocked if
+// another Log holds the directory.
+func Open(dir string, opts Options) (*Log, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{dir: dir, opts: o, fs: o.FS}
+	l.sy.cond = sync.NewCond(&l.sy.mu)
+	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("seglog: open %s: %w", dir, err)
+	}
+	lf, err := l.fs.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("seglog: open lock file: %w", err)
+	}
+	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lf.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		}
+		return nil, fmt.Errorf("seglog: flock %s: %w", dir, err)
+	}
+	l.lock = lf
+	if err := l.recover(); err != nil {
+		l.releaseAll()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Recovery returns what Open found and did.
+func (l *Log) Recovery() Recovery { return l.rec }
+
+// Dir returns the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Durable returns the highest sequence number known to be on disk.
+func (l *Log) Durable() Seq { return Seq(l.durable.Load()) }
+
+// Bounds returns the first retained and the last written sequence numbers.
+// Records past Durable are readable but not yet on disk.
+func (l *Log) Bounds() (first, last Seq) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if len(l.segs) == 0 {
+		return 1, 0
+	}
+	return l.segs[0].first, Seq(l.last.Load())
+}
+
+// Close syncs, records a clean shutdown, unmaps and closes every file and
+// releases the directory lock. A second Close returns nil. If the final
+// sync fails the error is returned and no clean marker is written, so the
+// next Open scans and recovers.
+func (l *Log) Close() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return nil
+	}
+	l.closed.Store(true)
+	var err error
+	l.sy.mu.Lock()
+	failed := l.sy.err != nil
+	l.sy.mu.Unlock()
+	if failed {
+		err = l.stickyErr()
+	} else if l.dirty > 0 {
+		err = l.zeroDirty()
+	}
+	if act := l.active(); err == nil && !failed && act != nil {
+		if serr := act.f.Sync(); serr != nil {
+			err = fmt.Errorf("%w: close: %w", ErrSyncFailed, serr)
+		} else {
+			l.setDurable(act.last)
+			// The index and marker spare the next Open its scan; losing
+			// them costs only that scan, so their errors are not fatal.
+			if writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, act.first)), encodeIndex(act), true) == nil {
+				_ = writeFileAtomic(l.fs, l.dir, cleanName, encodeClean(cleanMarker{segFirst: act.first, last: act.last, end: act.end}), true)
+			}
+		}
+	}
+	l.sy.mu.Lock()
+	l.sy.cond.Broadcast()
+	l.sy.mu.Unlock()
+	if rerr := l.releaseAll(); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// Abandon is for crash tests: it drops every file, map and the lock
+// without syncing or writing the clean-shutdown marker, as if the process
+// had died here, so the next Open recovers. Written bytes stay in the page
+// cache (pair it with FaultFS.Crash to lose the un-synced ones). Any later
+// call fails with ErrClosed.
+func (l *Log) Abandon() {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed.Store(true)
+	l.sy.mu.Lock()
+	l.sy.cond.Broadcast()
+	l.sy.mu.Unlock()
+	l.releaseAll()
+}
+
+// releaseAll unmaps and closes all segments and drops the lock.
+func (l *Log) releaseAll() error {
+	var err error
+	for _, s := range append(l.graveyard, l.segs...) {
+		if rerr := s.release(); err == nil && rerr != nil {
+			err = rerr
+		}
+	}
+	l.segs, l.graveyard = nil, nil
+	if l.lock != nil {
+		l.lock.Close() // closing the descriptor drops the flock
+		l.lock = nil
+	}
+	return err
+}
+
+// active returns the segment appends go to (nil only while opening).
+func (l *Log) active() *segment {
+	if len(l.segs) == 0 {
+		return nil
+	}
+	return l.segs[len(l.segs)-1]
+}
+
+// setDurable raises the durable point to seq.
+func (l *Log) setDurable(seq Seq) {
+	for {
+		cur := l.durable.Load()
+		if uint64(seq) <= cur || l.durable.CompareAndSwap(cur, uint64(seq)) {
+			return
+		}
+	}
+}

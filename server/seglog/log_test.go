@@ -1,0 +1,160 @@
+package seglog
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+// openTest opens a log in a fresh temporary directory.
+func openTest(t *testing.T, opts Options) (*Log, string) {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, dir
+}
+
+func TestLogContract(t *testing.T) {
+	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
+		t.Run(p.String(), func(t *testing.T) {
+			runStoreContract(t, func(t *testing.T) Store {
+				l, _ := openTest(t, Options{Policy: p, SegmentSize: 8 << 10, IndexInterval: 256})
+				return l
+			}, p != PolicyNone)
+		})
+	}
+}
+
+// fill appends records n..m (entry(i) each) in batches of batch.
+func fill(t *testing.T, s Store, n, m, batch int) {
+	t.Helper()
+	for i := n; i <= m; i += batch {
+		var b []Entry
+		for j := i; j < i+batch && j <= m; j++ {
+			b = append(b, entry(j))
+		}
+		first, err := s.Append(b)
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		if first != Seq(i) {
+			t.Fatalf("append %d got first %d", i, first)
+		}
+	}
+}
+
+// verifyAll checks that s holds exactly entry(i) for i in [from, to].
+func verifyAll(t *testing.T, s Store, from, to int) {
+	t.Helper()
+	f, l := s.Bounds()
+	if f > Seq(from) || l != Seq(to) {
+		t.Fatalf("bounds %d,%d; want first <= %d, last %d", f, l, from, to)
+	}
+	for i := from; i <= to; i++ {
+		r, err := s.Read(Seq(i))
+		if err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		wantRecord(t, r, Seq(i), i)
+	}
+	next := from
+	err := s.Scan(Seq(from), 0, func(r Record) bool {
+		wantRecord(t, r, Seq(next), next)
+		next++
+		return true
+	})
+	if err != nil || next != to+1 {
+		t.Fatalf("scan ended at %d (%v), want %d", next, err, to+1)
+	}
+}
+
+func TestLogReopenClean(t *testing.T) {
+	opts := Options{SegmentSize: 4 << 10, IndexInterval: 200}
+	l, dir := openTest(t, opts)
+	fill(t, l, 1, 500, 7)
+	if len(l.segs) < 5 {
+		t.Fatalf("only %d segments; the test wants several", len(l.segs))
+	}
+	verifyAll(t, l, 1, 500)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	rec := l2.Recovery()
+	if !rec.Clean || rec.ScannedBytes != 0 || rec.RebuiltIndexes != 0 {
+		t.Fatalf("clean reopen did work: %+v", rec)
+	}
+	verifyAll(t, l2, 1, 500)
+	if l2.Durable() != 500 {
+		t.Fatalf("durable %d after reopen", l2.Durable())
+	}
+	fill(t, l2, 501, 600, 10)
+	verifyAll(t, l2, 1, 600)
+}
+
+func TestLogReopenAfterCrashScans(t *testing.T) {
+	opts := Options{SegmentSize: 4 << 10, IndexInterval: 200}
+	l, dir := openTest(t, opts)
+	fill(t, l, 1, 300, 5)
+	l.Abandon()
+	l2, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if rec := l2.Recovery(); rec.Clean || rec.ScannedBytes == 0 {
+		t.Fatalf("unclean reopen skipped the scan: %+v", rec)
+	}
+	verifyAll(t, l2, 1, 300)
+}
+
+func TestLogLocked(t *testing.T) {
+	_, dir := openTest(t, Options{})
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open: %v, want ErrLocked", err)
+	}
+}
+
+func TestLogTruncateFrontDeletesSegments(t *testing.T) {
+	opts := Options{SegmentSize: 4 << 10}
+	l, dir := openTest(t, opts)
+	fill(t, l, 1, 400, 4)
+	before := len(l.segs)
+	if err := l.TruncateFront(250); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := l.Bounds()
+	if first > 250 || len(l.segs) >= before {
+		t.Fatalf("after TruncateFront(250): first %d, %d of %d segments", first, len(l.segs), before)
+	}
+	verifyAll(t, l, 250, 400)
+	names, _ := os.ReadDir(dir)
+	segFiles := 0
+	for _, n := range names {
+		if strings.HasSuffix(n.Name(), segExt) {
+			segFiles++
+		}
+	}
+	if segFiles != len(l.segs) {
+		t.Fatalf("%d segment files on disk, %d in use", segFiles, len(l.segs))
+	}
+	l.Close()
+	l2, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if f2, _ := l2.Bounds(); f2 != first {
+		t.Fatalf("first after reopen %d, want %d", f2, first)
+	}
+	verifyAll(t, l2, int(first), 400)
+}

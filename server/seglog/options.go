@@ -1,0 +1,97 @@
+package seglog
+
+import "fmt"
+
+// Defaults applied by Open to zero-valued Options fields.
+const (
+	// DefaultSegmentSize is the size each segment file is preallocated to.
+	DefaultSegmentSize = 64 << 20
+	// DefaultIndexInterval is the number of bytes between two sparse index
+	// entries: a read scans at most about this much past an index point.
+	DefaultIndexInterval = 4 << 10
+	// MinSegmentSize is the smallest accepted SegmentSize.
+	MinSegmentSize = 4 << 10
+	// MaxSegmentSize is the largest accepted SegmentSize (offsets are 32-bit
+	// inside the record index).
+	MaxSegmentSize = 1 << 31
+	// MaxMetaSize is the largest Entry.Meta accepted.
+	MaxMetaSize = 1<<16 - 1
+)
+
+// Options configures a file-backed Log. The zero value is valid and means:
+// 64 MiB segments, PolicyGroup, the operating system's file system, refuse
+// to open a corrupt log. Open never modifies the caller's Options.
+type Options struct {
+	// SegmentSize is the preallocated size of each segment file in bytes
+	// (default DefaultSegmentSize). A record plus its header must fit in one
+	// segment; larger entries are refused with ErrTooLarge.
+	SegmentSize int64
+	// Policy says when an Append is durable (default PolicyGroup).
+	Policy Policy
+	// IndexInterval is the spacing of the sparse per-segment index in bytes
+	// (default DefaultIndexInterval).
+	IndexInterval int
+	// SkipCorrupt opens a log even when a record before its tail is damaged.
+	// The damaged byte range is skipped: the sequence numbers it held are
+	// lost, Read returns ErrCorrupt for them, Scan passes over them, and
+	// Log.Recovery lists them. Without it Open fails with a *CorruptError.
+	SkipCorrupt bool
+	// FS is the file system the log uses; nil means the operating system's.
+	// Tests pass a *FaultFS to inject crashes and I/O errors.
+	FS FS
+
+	// writeViaMap copies records into a writable map instead of pwrite
+	// (kept for the benchmark that chose pwrite; see BENCHMARKS.md).
+	writeViaMap bool
+}
+
+// withDefaults returns a copy of o with defaults filled in, or an error
+// wrapping ErrInvalidOptions.
+func (o Options) withDefaults() (Options, error) {
+	if o.SegmentSize == 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.IndexInterval == 0 {
+		o.IndexInterval = DefaultIndexInterval
+	}
+	if o.FS == nil {
+		o.FS = osFS{}
+	}
+	switch {
+	case o.SegmentSize < MinSegmentSize || o.SegmentSize > MaxSegmentSize:
+		return o, fmt.Errorf("%w: SegmentSize %d outside [%d, %d]", ErrInvalidOptions, o.SegmentSize, MinSegmentSize, MaxSegmentSize)
+	case o.SegmentSize%8 != 0:
+		return o, fmt.Errorf("%w: SegmentSize %d is not a multiple of 8", ErrInvalidOptions, o.SegmentSize)
+	case o.IndexInterval < 0:
+		return o, fmt.Errorf("%w: negative IndexInterval %d", ErrInvalidOptions, o.IndexInterval)
+	case o.Policy > PolicyNone:
+		return o, fmt.Errorf("%w: unknown Policy %d", ErrInvalidOptions, o.Policy)
+	}
+	return o, nil
+}
+
+// String returns the policy's name as used in topic configuration.
+func (p Policy) String() string {
+	switch p {
+	case PolicyGroup:
+		return "group"
+	case PolicySync:
+		return "sync"
+	case PolicyNone:
+		return "none"
+	}
+	return fmt.Sprintf("Policy(%d)", uint8(p))
+}
+
+// ParsePolicy maps "group", "sync" or "none" to a Policy.
+func ParsePolicy(s string) (Policy, error) {
+	switch s {
+	case "group", "":
+		return PolicyGroup, nil
+	case "sync":
+		return PolicySync, nil
+	case "none":
+		return PolicyNone, nil
+	}
+	return 0, fmt.Errorf("%w: unknown durability policy %q", ErrInvalidOptions, s)
+}

@@ -1,0 +1,285 @@
+package seglog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// recover opens every segment in the directory and rebuilds the log's state
+// from what is on disk (the only source of truth): sealed segments from
+// their index files (scanned when the index is missing or damaged), the
+// last segment from the clean-shutdown marker or by scanning its tail.
+func (l *Log) recover() (err error) {
+	names, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("seglog: open %s: %w", l.dir, err)
+	}
+	var firsts []Seq
+	for _, name := range names {
+		if strings.HasSuffix(name, tmpExt) {
+			_ = l.fs.Remove(filepath.Join(l.dir, name)) // an interrupted atomic write
+			continue
+		}
+		if first, ok := parseSegName(name); ok {
+			firsts = append(firsts, first)
+		}
+	}
+	sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
+	cleanBytes, err := readFile(l.fs, filepath.Join(l.dir, cleanName))
+	if err != nil {
+		return fmt.Errorf("seglog: read clean marker: %w", err)
+	}
+	marker, hasMarker := decodeClean(cleanBytes)
+
+	for i, first := range firsts {
+		isLast := i == len(firsts)-1
+		s, err := l.openSegment(first, isLast, marker, hasMarker)
+		if err != nil {
+			return err
+		}
+		if s != nil {
+			l.segs = append(l.segs, s)
+		}
+	}
+	if err := l.checkContinuity(); err != nil {
+		return err
+	}
+	if len(l.segs) == 0 {
+		s, err := createSegment(l.fs, l.dir, 1, l.opts.SegmentSize, l.opts.writeViaMap)
+		if err != nil {
+			return fmt.Errorf("seglog: open: %w", err)
+		}
+		l.segs = append(l.segs, s)
+	}
+	act := l.active()
+	if !l.rec.Clean {
+		// What the scan found may sit only in the page cache (the previous
+		// process died, the machine did not): put it on disk before
+		// calling it durable.
+		if err := act.f.Sync(); err != nil {
+			return fmt.Errorf("%w: open: %w", ErrSyncFailed, err)
+		}
+	}
+	l.last.Store(uint64(act.last))
+	l.durable.Store(uint64(act.last))
+	l.rec.Segments = len(l.segs)
+	// The marker must be gone, durably, before the first append: otherwise
+	// a crash could leave a marker that hides a torn tail from the next Open.
+	if cleanBytes != nil {
+		if err := l.fs.Remove(filepath.Join(l.dir, cleanName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("seglog: remove clean marker: %w", err)
+		}
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return fmt.Errorf("seglog: open: %w", err)
+		}
+	}
+	return nil
+}
+
+// openSegment opens and maps one segment file and rebuilds its state. It
+// returns nil, nil for a last segment whose creation was interrupted (it is
+// removed).
+func (l *Log) openSegment(first Seq, isLast bool, marker cleanMarker, hasMarker bool) (*segment, error) {
+	path := filepath.Join(l.dir, segName(first))
+	f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("seglog: open segment: %w", err)
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("seglog: open segment: %w", err)
+	}
+	s := &segment{path: path, first: first, f: f, size: size &^ (recAlign - 1), end: segHeaderSize, last: first - 1, lastIndexed: -1}
+	if err := s.mapFile(l.opts.writeViaMap); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("seglog: open segment: %w", err)
+	}
+	if err := l.loadSegment(s, isLast, marker, hasMarker); err != nil {
+		s.release()
+		if errors.Is(err, errTornCreate) {
+			if rerr := l.fs.Remove(path); rerr != nil {
+				return nil, fmt.Errorf("seglog: remove half-created segment: %w", rerr)
+			}
+			_ = l.fs.Remove(idxPath(l.dir, first))
+			return nil, nil
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+var errTornCreate = errors.New("segment creation was interrupted")
+
+// loadSegment fills in end, last and the index of s.
+func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker bool) (err error) {
+	defer guard(&err, s.path)()
+	if s.size < segHeaderSize || !checkSegHeader(s.data, s.first) {
+		if isLast && allZero(s.data[:min(s.size, segHeaderSize)]) {
+			return errTornCreate // created, never stamped
+		}
+		return &CorruptError{Path: s.path, Reason: "bad segment header"}
+	}
+	idxBytes, _ := readFile(l.fs, idxPath(l.dir, s.first))
+	x, okIdx := decodeIndex(idxBytes, s.first, s.size)
+	if okIdx && (!isLast || (hasMarker && marker.segFirst == s.first && marker.last == x.last && marker.end == x.end)) {
+		s.end, s.last, s.index = x.end, x.last, x.entries
+		if n := len(s.index); n > 0 {
+			s.lastIndexed = s.index[n-1].off
+		}
+		l.rec.Clean = isLast
+		return nil
+	}
+	start, seq := int64(segHeaderSize), s.first
+	if isLast && okIdx && len(x.entries) > 0 {
+		// Resume from the last index point if the record there is intact.
+		e := x.entries[len(x.entries)-1]
+		if h, st := checkRecord(s.data, e.off); st == recOK && h.seq == e.seq {
+			s.index = x.entries[:len(x.entries)-1]
+			if n := len(s.index); n > 0 {
+				s.lastIndexed = s.index[n-1].off
+			}
+			start, seq = e.off, e.seq
+		}
+	}
+	if err := l.scanSegment(s, start, seq, isLast); err != nil {
+		return err
+	}
+	if !isLast {
+		l.rec.RebuiltIndexes++
+		if len(s.holes) == 0 {
+			_ = writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, s.first)), encodeIndex(s), false)
+		}
+	}
+	return nil
+}
+
+// scanSegment verifies records from off on (expecting seq first) and sets
+// s.end and s.last. In the last segment a damaged record that shows the
+// mark of an interrupted write ends the log there (the torn tail is zeroed
+// and reported); anywhere else damage is corruption: an error, or with
+// SkipCorrupt a skipped range.
+func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
+	for off+recHeaderSize <= s.size {
+		h, st := checkRecord(s.data, off)
+		if st == recOK && h.seq == seq {
+			s.addIndex(seq, off, l.opts.IndexInterval, false)
+			l.rec.ScannedBytes += h.size()
+			off += h.size()
+			seq++
+			continue
+		}
+		if st == recZero {
+			break
+		}
+		// In the last segment a bad record is a torn write when nothing
+		// intact follows it (a crash cut the stream there), or when a disk
+		// sector of it was never written (pages reached the disk out of
+		// order, so intact records may follow). Otherwise it is damage
+		// before the tail: corruption.
+		if tail {
+			torn := false
+			switch st {
+			case recBadHdr:
+				torn = looksTorn(s.data, off, recHeaderSize)
+			case recBadData:
+				torn = looksTorn(s.data, off, h.size())
+			}
+			if !torn {
+				_, _, found := findNextRecord(s.data, off+recAlign, seq)
+				torn = !found
+			}
+			if torn {
+				break
+			}
+		}
+		reason := st.String()
+		if st == recOK {
+			reason = fmt.Sprintf("sequence %d where %d was expected", h.seq, seq)
+		}
+		cerr := &CorruptError{Path: s.path, Offset: off, Seq: seq, Reason: reason}
+		if !l.opts.SkipCorrupt {
+			return cerr
+		}
+		p, ph, found := findNextRecord(s.data, off+recAlign, seq)
+		if !found {
+			l.rec.Skipped = append(l.rec.Skipped, SkippedRange{Path: s.path, Offset: off, Length: s.size - off, From: seq, To: seq - 1})
+			break
+		}
+		l.rec.Skipped = append(l.rec.Skipped, SkippedRange{Path: s.path, Offset: off, Length: p - off, From: seq, To: ph.seq - 1})
+		if ph.seq > seq {
+			s.holes = append(s.holes, seqRange{seq, ph.seq - 1})
+		}
+		s.addIndex(ph.seq, p, l.opts.IndexInterval, true) // reads must not walk through the damage
+		off, seq = p, ph.seq
+	}
+	s.end, s.last = off, seq-1
+	if tail {
+		return l.cutTail(s)
+	}
+	return nil
+}
+
+// findNextRecord looks for the next intact record at or after off whose
+// sequence number is at least seq.
+func findNextRecord(buf []byte, off int64, seq Seq) (int64, recHeader, bool) {
+	for ; off+recHeaderSize <= int64(len(buf)); off += recAlign {
+		if h, st := checkRecord(buf, off); st == recOK && h.seq >= seq {
+			return off, h, true
+		}
+	}
+	return 0, recHeader{}, false
+}
+
+// cutTail zeroes whatever non-zero bytes follow s.end (a torn write, or the
+// records after it), so stale bytes can never pass for records later, and
+// reports the cut.
+func (l *Log) cutTail(s *segment) error {
+	const chunk = 64 << 10
+	dirtyEnd := s.end
+	for off := s.end; off < s.size; off += chunk {
+		end := min(off+chunk, s.size)
+		if !allZero(s.data[off:end]) {
+			dirtyEnd = end
+		}
+	}
+	if dirtyEnd == s.end {
+		return nil
+	}
+	l.rec.TruncatedPath, l.rec.TruncatedAt, l.rec.TruncatedBytes = s.path, s.end, dirtyEnd-s.end
+	zeros := make([]byte, min(dirtyEnd-s.end, 1<<20))
+	for off := s.end; off < dirtyEnd; {
+		n := min(int64(len(zeros)), dirtyEnd-off)
+		if _, err := s.f.WriteAt(zeros[:n], off); err != nil {
+			return fmt.Errorf("%w: cutting the torn tail of %s: %w", ErrWriteFailed, s.path, err)
+		}
+		off += n
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("%w: cutting the torn tail of %s: %w", ErrSyncFailed, s.path, err)
+	}
+	return nil
+}
+
+// checkContinuity verifies that segments follow each other without gaps or
+// overlaps. A gap (records lost from the end of a sealed segment) is
+// corruption, skipped with SkipCorrupt.
+func (l *Log) checkContinuity() error {
+	for i := 1; i < len(l.segs); i++ {
+		prev, s := l.segs[i-1], l.segs[i]
+		switch {
+		case prev.last+1 == s.first:
+		case prev.last >= s.first:
+			return &CorruptError{Path: s.path, Seq: s.first, Reason: fmt.Sprintf("overlaps the previous segment, which ends at seq %d", prev.last)}
+		case !l.opts.SkipCorrupt:
+			return &CorruptError{Path: prev.path, Offset: prev.end, Seq: prev.last + 1, Reason: fmt.Sprintf("records %d..%d missing before the next segment", prev.last+1, s.first-1)}
+		default:
+			l.rec.Skipped = append(l.rec.Skipped, SkippedRange{Path: prev.path, Offset: prev.end, From: prev.last + 1, To: s.first - 1})
+		}
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+package seglog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Segment file layout: a 32-byte header, then records from offset 32 on.
+//
+//	0  [8]byte magic "FBRLSEG1"
+//	8  uint64  first sequence number (also the file name)
+//	16 uint64  preallocated size
+//	24 uint32  reserved (0)
+//	28 uint32  CRC-32 (IEEE) of bytes 0..28
+const (
+	segHeaderSize = 32
+	segMagic      = "FBRLSEG1"
+	segExt        = ".seg"
+	idxExt        = ".idx"
+	tmpExt        = ".tmp"
+)
+
+// indexEntry maps a sequence number to the offset of its record.
+type indexEntry struct {
+	seq Seq
+	off int64
+}
+
+// seqRange is an inclusive range of sequence numbers.
+type seqRange struct{ from, to Seq }
+
+// segment is one segment file. first, path, f and data never change while
+// the segment is live; end, last, index and holes change under Log.mu.
+type segment struct {
+	path  string
+	first Seq
+	f     File
+	size  int64  // file size, fixed when the segment was created
+	data  []byte // the whole file, mapped read-only (len == size)
+
+	end         int64 // offset just past the last valid record
+	last        Seq   // last sequence number held (first-1 when empty)
+	index       []indexEntry
+	lastIndexed int64 // offset of the last index entry (-1 none)
+	holes       []seqRange
+}
+
+func segName(first Seq) string { return fmt.Sprintf("%020d", uint64(first)) + segExt }
+
+// parseSegName returns the first sequence number a segment file name holds.
+func parseSegName(name string) (Seq, bool) {
+	base, ok := strings.CutSuffix(name, segExt)
+	if !ok || len(base) != 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(base, 10, 64)
+	if err != nil || n == 0 {
+		return 0, false
+	}
+	return Seq(n), true
+}
+
+func encodeSegHeader(first Seq, size int64) []byte {
+	b := make([]byte, segHeaderSize)
+	copy(b, segMagic)
+	binary.LittleEndian.PutUint64(b[8:], uint64(first))
+	binary.LittleEndian.PutUint64(b[16:], uint64(size))
+	binary.LittleEndian.PutUint32(b[28:], crc32.ChecksumIEEE(b[:28]))
+	return b
+}
+
+// checkSegHeader reports whether b starts with a valid header for first.
+func checkSegHeader(b []byte, first Seq) bool {
+	if len(b) < segHeaderSize || string(b[:8]) != segMagic {
+		return false
+	}
+	return crc32.ChecksumIEEE(b[:28]) == binary.LittleEndian.Uint32(b[28:]) &&
+		Seq(binary.LittleEndian.Uint64(b[8:])) == first
+}
+
+// createSegment creates, preallocates, stamps and maps a new empty segment.
+// On failure it leaves no file behind (best effort).
+func createSegment(fsys FS, dir string, first Seq, size int64, writable bool) (*segment, error) {
+	path := filepath.Join(dir, segName(first))
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
+	}
+	fail := func(err error) (*segment, error) {
+		f.Close()
+		fsys.Remove(path)
+		return nil, fmt.Errorf("%w: create segment %s: %w", ErrWriteFailed, path, err)
+	}
+	if err := f.Allocate(0, size); err != nil {
+		return fail(err)
+	}
+	if _, err := f.WriteAt(encodeSegHeader(first, size), 0); err != nil {
+		return fail(err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fail(err)
+	}
+	s := &segment{path: path, first: first, f: f, size: size, end: segHeaderSize, last: first - 1, lastIndexed: -1}
+	if err := s.mapFile(writable); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// mapFile maps the first size bytes of the file, which must exist: the log
+// never maps past the end of a file, so a read can fault only if someone
+// else shrinks the file (and that fault becomes an error, see guard).
+func (s *segment) mapFile(writable bool) error {
+	if s.size == 0 {
+		return nil
+	}
+	prot := unix.PROT_READ
+	if writable {
+		prot |= unix.PROT_WRITE
+	}
+	b, err := unix.Mmap(int(s.f.Fd()), 0, int(s.size), prot, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mmap %s: %w", s.path, err)
+	}
+	_ = unix.Madvise(b, unix.MADV_RANDOM)
+	s.data = b
+	return nil
+}
+
+// release unmaps and closes the segment.
+func (s *segment) release() error {
+	var err error
+	if s.data != nil {
+		err = unix.Munmap(s.data)
+		s.data = nil
+	}
+	if s.f != nil {
+		if cerr := s.f.Close(); err == nil {
+			err = cerr
+		}
+		s.f = nil
+	}
+	return err
+}
+
+// addIndex records that seq starts at off if the index interval has passed
+// (or force is set).
+func (s *segment) addIndex(seq Seq, off int64, interval int, force bool) {
+	if force || s.lastIndexed < 0 || off-s.lastIndexed >= int64(interval) {
+		s.index = append(s.index, indexEntry{seq, off})
+		s.lastIndexed = off
+	}
+}
+
+// inHole reports whether seq lies in a range skipped as damaged.
+func (s *segment) inHole(seq Seq) bool {
+	for _, h := range s.holes {
+		if seq >= h.from && seq <= h.to {
+			return true
+		}
+	}
+	return false
+}
+
+// locate returns the offset of record seq, which must be in [first, last]:
+// a binary search in the sparse index, then a short walk. It returns an
+// error wrapping ErrCorrupt when the walk meets damage.
+func (s *segment) locate(seq Seq) (int64, recHeader, error) {
+	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].seq > seq }) - 1
+	off := int64(segHeaderSize)
+	if i >= 0 {
+		off = s.index[i].off
+	}
+	for off < s.end {
+		h, st := checkRecord(s.data[:s.end], off)
+		if st != recOK {
+			return 0, h, &CorruptError{Path: s.path, Offset: off, Seq: seq, Reason: st.String()}
+		}
+		if h.seq == seq {
+			return off, h, nil
+		}
+		if h.seq > seq {
+			break
+		}
+		off += h.size()
+	}
+	return 0, recHeader{}, &CorruptError{Path: s.path, Offset: off, Seq: seq, Reason: "record missing (damaged range)"}
+}
+
+// guard turns a memory fault on a mapped read (the file was shrunk behind
+// our back) into an error instead of a crash. Use as
+// defer guard(&err, path)() at the top of any function touching a map.
+func guard(err *error, path string) func() {
+	old := debug.SetPanicOnFault(true)
+	return func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			var re interface{ Addr() uintptr }
+			rerr, isErr := r.(error)
+			if isErr && errors.As(rerr, &re) {
+				*err = &CorruptError{Path: path, Reason: fmt.Sprintf("memory fault reading the map (file shrunk?): %v", r)}
+				return
+			}
+			panic(r)
+		}
+	}
+}
+
+func (st recStatus) String() string {
+	switch st {
+	case recOK:
+		return "ok"
+	case recZero:
+		return "unexpected end of data"
+	case recBadHdr:
+		return "header checksum mismatch"
+	case recBadData:
+		return "data checksum mismatch"
+	case recOutOfMap:
+		return "record runs past the end of the segment"
+	}
+	return "unknown"
+}

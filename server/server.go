@@ -1,0 +1,328 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Version is the server version reported in INFO.
+const Version = "0.1.0"
+
+// Errors returned by Run.
+var (
+	// ErrRunning is returned by Run when the server is already running or
+	// has run: a Server runs once.
+	ErrRunning = errors.New("server: Run called twice")
+	// ErrListen wraps a failure to bind a listener.
+	ErrListen = errors.New("server: listen failed")
+)
+
+// Server is one Fibril server. Create it with New and start it with Run.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	id   string
+
+	subs    *sublist
+	durable durableEngine
+
+	nextCID atomic.Uint64
+	ran     atomic.Bool
+	eng     atomic.Pointer[gnet.Engine]
+
+	mu       sync.Mutex
+	clients  map[uint64]*client
+	draining bool
+
+	ready   chan struct{}
+	addr    net.Addr
+	tlsAddr net.Addr
+
+	infoPlain, infoTLS []byte
+	// dummyHash is compared against when CONNECT names an unknown user.
+	dummyHash []byte
+}
+
+// New validates a copy of opts and returns a server ready to Run. It binds
+// nothing and opens no files; errors wrap ErrInvalidOptions.
+func New(opts Options) (*Server, error) {
+	o := opts
+	o.Users = append([]User(nil), opts.Users...)
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.TLSConfig != nil {
+		o.TLSConfig = o.TLSConfig.Clone()
+	}
+	var idb [8]byte
+	_, _ = rand.Read(idb[:])
+	s := &Server{
+		opts:    o,
+		id:      "F" + hex.EncodeToString(idb[:]),
+		subs:    newSublist(),
+		clients: make(map[uint64]*client),
+		ready:   make(chan struct{}),
+	}
+	if len(o.Users) > 0 {
+		var pw [16]byte
+		_, _ = rand.Read(pw[:])
+		h, err := bcrypt.GenerateFromPassword([]byte(hex.EncodeToString(pw[:])), bcrypt.DefaultCost)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.dummyHash = h
+	}
+	s.log = o.Logger
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.log = s.log.With("server", s.id)
+	return s, nil
+}
+
+// Ready is closed once every listener is bound and Addr/TLSAddr are valid.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Addr is the bound address of the plain listener; nil before Ready.
+func (s *Server) Addr() net.Addr { return s.addr }
+
+// TLSAddr is the bound address of the TLS listener; nil without TLS or
+// before Ready.
+func (s *Server) TLSAddr() net.Addr { return s.tlsAddr }
+
+// ID is the server id reported in INFO.
+func (s *Server) ID() string { return s.id }
+
+// Run opens the durable engine, binds the listeners and serves until ctx
+// ends; then it drains gracefully (stops accepting, waits up to
+// ShutdownTimeout for outstanding answers to be written), closes every
+// connection and the engine, and returns nil. It returns an error wrapping
+// ErrListen or the engine's error when startup fails.
+func (s *Server) Run(ctx context.Context) error {
+	if !s.ran.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	if err := s.openDurable(); err != nil {
+		return err
+	}
+	h := &gnetHandler{s: s, booted: make(chan struct{})}
+	gerr := make(chan error, 1)
+	go func() {
+		gerr <- gnet.Run(h, "tcp://"+s.opts.Listen,
+			gnet.WithNumEventLoop(s.opts.EventLoops),
+			gnet.WithTicker(true),
+			gnet.WithReuseAddr(true),
+			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithLogger(gnetLogger{s}),
+		)
+	}()
+	select {
+	case err := <-gerr:
+		s.closeDurable()
+		return fmt.Errorf("%w: %s: %v", ErrListen, s.opts.Listen, err)
+	case <-h.booted:
+	}
+	if a := h.addr.Load(); a != nil {
+		s.addr = a
+	}
+	var tl *tlsListener
+	if s.opts.TLSListen != "" {
+		var err error
+		if tl, err = s.listenTLS(); err != nil {
+			s.stopEngine()
+			<-gerr
+			s.closeDurable()
+			return err
+		}
+		s.tlsAddr = tl.ln.Addr()
+	}
+	s.infoPlain = s.buildInfo(false)
+	s.infoTLS = s.buildInfo(true)
+	close(s.ready)
+	s.log.Info("listening", "addr", s.addr, "tls", s.tlsAddr, "event_loops", s.opts.EventLoops)
+
+	select {
+	case <-ctx.Done():
+	case err := <-gerr:
+		// The engine stopped on its own: nothing more to serve.
+		if tl != nil {
+			tl.stop()
+		}
+		s.closeDurable()
+		if err != nil {
+			return fmt.Errorf("server: event loops stopped: %w", err)
+		}
+		return nil
+	}
+	s.log.Info("shutting down")
+	s.drain()
+	if tl != nil {
+		tl.stop()
+	}
+	s.stopEngine()
+	<-gerr
+	s.closeDurable()
+	s.log.Info("stopped")
+	return nil
+}
+
+// drain refuses new connections and waits (bounded) until every client has
+// written its outstanding answers.
+func (s *Server) drain() {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	deadline := time.Now().Add(s.opts.ShutdownTimeout)
+	for time.Now().Before(deadline) {
+		if s.quiet() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.log.Warn("shutdown timeout: closing connections with answers outstanding")
+}
+
+// quiet reports whether no client has unanswered commands or unwritten output.
+func (s *Server) quiet() bool {
+	s.mu.Lock()
+	cls := make([]*client, 0, len(s.clients))
+	for _, c := range s.clients {
+		cls = append(cls, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cls {
+		c.mu.Lock()
+		busy := !c.closing && (len(c.answers) > 0 || len(c.out) > 0)
+		c.mu.Unlock()
+		if busy {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) stopEngine() {
+	eng := s.eng.Load()
+	if eng == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	if err := eng.Stop(ctx); err != nil {
+		s.log.Warn("event loops did not stop in time", "err", err)
+	}
+}
+
+// admit registers a new connection, or returns the refusal to send.
+func (s *Server) admit(tr transport) (*client, []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return nil, []byte("-ERR 'Server Shutting Down'\r\n")
+	}
+	if len(s.clients) >= s.opts.MaxConnections {
+		s.log.Warn("refusing connection: max connections", "remote", tr.remoteAddr(), "max", s.opts.MaxConnections)
+		return nil, []byte("-ERR 'maximum connections exceeded'\r\n")
+	}
+	c := newClient(s, s.nextCID.Add(1), tr)
+	c.authed.Store(!s.opts.authRequired())
+	s.clients[c.id] = c
+	return c, nil
+}
+
+// clientGone forgets a closed connection.
+func (s *Server) clientGone(c *client) {
+	s.mu.Lock()
+	delete(s.clients, c.id)
+	s.mu.Unlock()
+	s.releaseDurable(c)
+}
+
+// tick sends heartbeats, closes stale and unauthenticated connections, and
+// returns when it wants to run again. It runs on gnet's ticker goroutine.
+func (s *Server) tick(now time.Time) time.Duration {
+	s.mu.Lock()
+	cls := make([]*client, 0, len(s.clients))
+	for _, c := range s.clients {
+		cls = append(cls, c)
+	}
+	s.mu.Unlock()
+	pi := s.opts.PingInterval
+	for _, c := range cls {
+		c.heartbeat(now, pi)
+	}
+	next := min(pi/4, s.opts.AuthTimeout/4)
+	return max(next, 5*time.Millisecond)
+}
+
+// infoLine is the INFO frame sent to a new connection.
+func (s *Server) infoLine(tls bool) []byte {
+	select {
+	case <-s.ready:
+	default:
+		// A client raced the end of startup: build it now.
+		return s.buildInfo(tls)
+	}
+	if tls {
+		return s.infoTLS
+	}
+	return s.infoPlain
+}
+
+// serverInfo is the INFO JSON.
+type serverInfo struct {
+	ServerID       string `json:"server_id"`
+	ServerName     string `json:"server_name"`
+	Version        string `json:"version"`
+	Proto          int    `json:"proto"`
+	Host           string `json:"host"`
+	Port           int    `json:"port"`
+	Headers        bool   `json:"headers"`
+	MaxPayload     int    `json:"max_payload"`
+	AuthRequired   bool   `json:"auth_required,omitempty"`
+	TLSRequired    bool   `json:"tls_required,omitempty"`
+	TLSAvailable   bool   `json:"tls_available,omitempty"`
+	ClientID       uint64 `json:"client_id,omitempty"`
+	Fibril         int    `json:"fibril"`
+	MaxUnconfirmed int    `json:"max_unconfirmed"`
+	HeartbeatMS    int64  `json:"heartbeat_ms"`
+	MaxInflight    int    `json:"max_inflight"`
+	CRC            bool   `json:"crc"`
+	Durable        bool   `json:"durable"`
+}
+
+func (s *Server) buildInfo(tls bool) []byte {
+	host, port := "", 0
+	a := s.addr
+	if tls {
+		a = s.tlsAddr
+	}
+	if ta, ok := a.(*net.TCPAddr); ok {
+		host, port = ta.IP.String(), ta.Port
+	}
+	name := s.opts.ServerName
+	if name == "" {
+		name = s.id
+	}
+	info := serverInfo{
+		ServerID: s.id, ServerName: name, Version: Version, Proto: 1,
+		Host: host, Port: port, Headers: true, MaxPayload: s.opts.MaxPayload,
+		AuthRequired: s.opts.authRequired(), TLSRequired: tls, TLSAvailable: s.opts.TLSListen != "",
+		Fibril: 1, MaxUnconfirmed: s.opts.MaxUnconfirmed, HeartbeatMS: s.opts.PingInterval.Milliseconds(),
+		MaxInflight: s.opts.MaxInflight, CRC: true, Durable: !s.opts.NoBroker,
+	}
+	b, _ := json.Marshal(info)
+	return append(append([]byte("INFO "), b...), '\r', '\n')
+}

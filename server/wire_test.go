@@ -1,0 +1,221 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestInfoOnConnect(t *testing.T) {
+	s := startServer(t, nil)
+	w := dial(t, s.Addr().String())
+	l := w.expect(`^INFO `)
+	var info serverInfo
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(l, "INFO ")), &info); err != nil {
+		t.Fatalf("INFO json: %v", err)
+	}
+	if info.Fibril != 1 || info.MaxPayload != s.opts.MaxPayload || info.ServerID != s.ID() ||
+		info.MaxUnconfirmed != s.opts.MaxUnconfirmed || !info.Headers {
+		t.Fatalf("unexpected INFO %+v", info)
+	}
+	if want := s.Addr().String(); fmt.Sprintf("%s:%d", info.Host, info.Port) != want {
+		t.Fatalf("INFO host:port %s:%d, want %s", info.Host, info.Port, want)
+	}
+}
+
+func TestPingPongAndVerbose(t *testing.T) {
+	s := startServer(t, nil)
+	w := dialInfo(t, s)
+	w.send("PING\r\n")
+	w.expect("^PONG$")
+	w.send("CONNECT {\"verbose\":true}\r\nping\r\n")
+	w.expect(`^\+OK$`)
+	w.expect("^PONG$")
+}
+
+func TestPubSubFanOut(t *testing.T) {
+	s := startServer(t, nil)
+	a, b := dialInfo(t, s), dialInfo(t, s)
+	a.send("CONNECT {\"headers\":true}\r\nSUB foo.* 1\r\nSUB foo.> 2\r\nSUB bar 3\r\nPING\r\n")
+	a.expect("^PONG$")
+	b.send("CONNECT {}\r\nPUB foo.x reply.to 5\r\nhello\r\nHPUB foo.y 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\n")
+	b.expect("^PONG$")
+	got := map[string]bool{}
+	for range 4 {
+		l := a.expect(`^H?MSG `)
+		got[l] = true
+		if strings.HasPrefix(l, "HMSG") {
+			a.expectBody("NATS/1.0\r\n\r\nhi")
+		} else {
+			a.expectBody("hello")
+		}
+	}
+	for _, want := range []string{"MSG foo.x 1 reply.to 5", "MSG foo.x 2 reply.to 5", "HMSG foo.y 1 12 14", "HMSG foo.y 2 12 14"} {
+		if !got[want] {
+			t.Errorf("missing %q in %v", want, got)
+		}
+	}
+}
+
+func TestHeadersStrippedForPlainClients(t *testing.T) {
+	s := startServer(t, nil)
+	a := dialInfo(t, s)
+	a.send("CONNECT {}\r\nSUB h 1\r\nHPUB h 12 14\r\nNATS/1.0\r\n\r\nhi\r\n")
+	a.expect("^MSG h 1 2$")
+	a.expectBody("hi")
+}
+
+func TestQueueGroupOneMember(t *testing.T) {
+	s := startServer(t, nil)
+	subs := []*wire{dialInfo(t, s), dialInfo(t, s), dialInfo(t, s)}
+	for _, w := range subs {
+		w.send("SUB work q 1\r\nPING\r\n")
+		w.expect("^PONG$")
+	}
+	pub := dialInfo(t, s)
+	const n = 30
+	for i := range n {
+		pub.send(fmt.Sprintf("PUB work %d\r\n%d\r\n", len(fmt.Sprint(i)), i))
+	}
+	pub.send("PING\r\n")
+	pub.expect("^PONG$")
+	total := 0
+	for _, w := range subs {
+		w.send("PING\r\n")
+		for {
+			l := w.expect(`^(MSG work 1 \d+|PONG)$`)
+			if l == "PONG" {
+				break
+			}
+			if _, err := w.line(); err != nil {
+				t.Fatal(err)
+			}
+			total++
+		}
+	}
+	if total != n {
+		t.Fatalf("queue group got %d deliveries, want exactly %d", total, n)
+	}
+}
+
+func TestUnsubMax(t *testing.T) {
+	s := startServer(t, nil)
+	w := dialInfo(t, s)
+	w.send("SUB x 7\r\nUNSUB 7 2\r\nPUB x 1\r\na\r\nPUB x 1\r\nb\r\nPUB x 1\r\nc\r\nPING\r\n")
+	w.expect("^MSG x 7 1$")
+	w.expectBody("a")
+	w.expect("^MSG x 7 1$")
+	w.expectBody("b")
+	w.expect("^PONG$")
+	waitFor(t, 2*time.Second, "subscription removed", func() bool {
+		s.subs.mu.RLock()
+		defer s.subs.mu.RUnlock()
+		return s.subs.count == 0
+	})
+}
+
+func TestFibrilStrictAnswers(t *testing.T) {
+	s := startServer(t, nil)
+	w := dialInfo(t, s)
+	w.send("CONNECT {\"fibril\":1}\r\nSUB a 1\r\nPUB a 1\r\nx\r\nUNSUB 1\r\nPING\r\nPUB $bad 1\r\nx\r\n")
+	w.expect(`^\+OK$`) // CONNECT
+	w.expect(`^\+OK$`) // SUB
+	w.expect(`^MSG a 1 1$`)
+	w.expectBody("x")
+	w.expect(`^\+OK -$`) // PUB, no durable topic
+	w.expect(`^\+OK$`)   // UNSUB
+	w.expect(`^PONG$`)
+	w.expect(`^-ERR 'reserved_subject `)
+}
+
+func TestCRCMode(t *testing.T) {
+	s := startServer(t, nil)
+	w := dialInfo(t, s)
+	// crc32("hello") = 3610a686
+	w.send("CONNECT {\"crc\":true,\"confirm\":true}\r\nSUB c 1\r\nPUB c 5 3610a686\r\nhello\r\nPUB c 5 00000000\r\nhello\r\nPUB c 5 -\r\nhello\r\nPING\r\n")
+	w.expect(`^MSG c 1 5 3610a686$`)
+	w.expectBody("hello")
+	w.expect(`^\+OK -$`)
+	w.expect(`^-ERR '`)
+	w.expect(`^MSG c 1 5 3610a686$`)
+	w.expectBody("hello")
+	w.expect(`^\+OK -$`)
+	w.expect(`^PONG$`)
+}
+
+func TestLimitsCloseConnection(t *testing.T) {
+	s := startServer(t, func(o *Options) { o.MaxPayload = 16; o.MaxControlLine = 64; o.MaxInputBuffer = 128 })
+	cases := []struct{ name, send, want string }{
+		{"payload", "PUB a 17\r\n", `^-ERR 'Maximum Payload Violation'$`},
+		{"control", "SUB " + strings.Repeat("a", 100) + " 1\r\n", `^-ERR 'Maximum Control Line Exceeded'$`},
+		{"control-no-newline", strings.Repeat("b", 100), `^-ERR 'Maximum Control Line Exceeded'$`},
+		{"unknown", "FOO\r\n", `^-ERR 'Unknown Protocol Operation'$`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := dialInfo(t, s)
+			w.send(tc.send)
+			w.expect(tc.want)
+			w.expectClosed()
+		})
+	}
+}
+
+func TestMaxSubsPerConn(t *testing.T) {
+	s := startServer(t, func(o *Options) { o.MaxSubsPerConn = 2 })
+	w := dialInfo(t, s)
+	w.send("CONNECT {\"fibril\":1}\r\nSUB a 1\r\nSUB b 2\r\nSUB c 3\r\nUNSUB 1\r\nSUB c 3\r\n")
+	w.expect(`^\+OK$`)
+	w.expect(`^\+OK$`)
+	w.expect(`^\+OK$`)
+	w.expect(`^-ERR 'max_subscriptions `)
+	w.expect(`^\+OK$`)
+	w.expect(`^\+OK$`)
+}
+
+func TestMaxConnections(t *testing.T) {
+	s := startServer(t, func(o *Options) { o.MaxConnections = 1 })
+	a := dialInfo(t, s)
+	b := dial(t, s.Addr().String())
+	b.expect(`^-ERR 'maximum connections exceeded'$`)
+	b.expectClosed()
+	a.send("PING\r\n")
+	a.expect("^PONG$")
+}
+
+func TestHeartbeatClosesStale(t *testing.T) {
+	s := startServer(t, func(o *Options) { o.PingInterval = 50 * time.Millisecond; o.MaxPingsOut = 2 })
+	w := dialInfo(t, s)
+	w.expect("^PING$")
+	w.send("PONG\r\n")
+	w.expect("^PING$")
+	w.expect("^PING$")
+	w.expect(`^-ERR 'Stale Connection'$`)
+	w.expectClosed()
+}
+
+func TestSlowConsumerClosed(t *testing.T) {
+	s := startServer(t, func(o *Options) { o.MaxPending = 64 << 10 })
+	slow := dialInfo(t, s)
+	slow.send("SUB big 1\r\nPING\r\n")
+	slow.expect("^PONG$")
+	pub := dialInfo(t, s)
+	payload := strings.Repeat("z", 60<<10)
+	// The slow side never reads: kernel buffers fill, then MaxPending.
+	closed := false
+	for i := 0; i < 400 && !closed; i++ {
+		pub.send(fmt.Sprintf("PUB big %d\r\n%s\r\n", len(payload), payload))
+		if i%20 == 19 {
+			pub.send("PING\r\n")
+			pub.expect("^PONG$")
+			s.mu.Lock()
+			closed = len(s.clients) == 1
+			s.mu.Unlock()
+		}
+	}
+	if !closed {
+		t.Fatal("slow consumer was not closed")
+	}
+}
