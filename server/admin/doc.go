@@ -1,0 +1,21 @@
+// Package admin is Fibril's HTTP admin listener: /healthz and /readyz, the
+// Prometheus /metrics endpoint, a read-only JSON API over topics, groups and
+// connections, and the embedded web dashboard that polls that API.
+//
+// What it owns: one net/http server on its own address (off unless a caller
+// constructs one), a private Prometheus registry (no global state), and the
+// translation of the engine's Info views into JSON and metrics at request
+// time. Rates are not computed here: counters are exported and the dashboard,
+// the TUI and Prometheus derive rates from deltas between scrapes.
+//
+// What it must never do: mutate the engine except through an operation the
+// engine offers, hold a lock or wait on a partition actor while answering a
+// scrape, serve anything but /healthz and /readyz without the configured
+// authorization, or log a secret.
+//
+// Caveats: the engine's numbers are "recent, not atomic" views; a group's
+// pending count is measured from its ack floor, so acks above the floor are
+// still counted as pending, and Settled is derived (published minus pending).
+// Counters the engine does not keep (delivered, acked, nacked, redelivered,
+// dead-lettered totals, fsync latency, batch sizes) are not exported yet.
+package admin
