@@ -72,7 +72,7 @@
         cell(tr, fmt(t.messages), "", "messages");
         cell(tr, fmt(t.unsettled), "", "unsettled");
         cell(tr, bytes(t.bytes), "", "bytes");
-        cell(tr, "").appendChild(spark(h));
+        cell(tr, "", "spark").appendChild(spark(h));
         topics.appendChild(tr);
       }
 
