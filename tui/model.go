@@ -1,0 +1,306 @@
+package tui
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/fibrilmq/fibril/protocol"
+)
+
+// historyLen is how many samples a sparkline keeps (one per refresh).
+const historyLen = 40
+
+// groupView is one group as shown: counts from the server plus derived ones.
+type groupView struct {
+	name     string
+	ready    uint64
+	inflight uint64
+	acked    uint64 // derived, see the package Caveats
+	dead     uint64 // what the dead-letter topic ever received
+	dlq      string
+}
+
+// topicView is one topic as shown.
+type topicView struct {
+	name      string
+	published uint64 // sum of the partitions' last seqs: only grows
+	retained  uint64
+	groups    []groupView
+}
+
+// snapshot is one refresh: every topic, read one after another.
+type snapshot struct {
+	at     time.Time
+	topics []topicView
+}
+
+type (
+	tickMsg     time.Time
+	snapshotMsg struct {
+		snap snapshot
+		err  error
+	}
+	actionMsg struct {
+		text string
+		err  error
+	}
+)
+
+// series is a rate history for a sparkline.
+type series struct{ vals []float64 }
+
+func (s *series) push(v float64) {
+	s.vals = append(s.vals, v)
+	if len(s.vals) > historyLen {
+		s.vals = s.vals[len(s.vals)-historyLen:]
+	}
+}
+
+func (s *series) last() float64 {
+	if len(s.vals) == 0 {
+		return 0
+	}
+	return s.vals[len(s.vals)-1]
+}
+
+// model is the bubbletea model.
+type model struct {
+	c        *client
+	opts     Options
+	snap     snapshot
+	pubRate  map[string]*series // topic -> publishes/s
+	ackRate  map[string]*series // topic/group -> acks/s
+	selected int
+	status   string
+	err      error
+	width    int
+	height   int
+	busy     bool
+}
+
+func newModel(c *client, opts Options) *model {
+	return &model{c: c, opts: opts, pubRate: map[string]*series{}, ackRate: map[string]*series{}, width: 100}
+}
+
+// Init starts the first refresh.
+func (m *model) Init() tea.Cmd { return m.refresh() }
+
+func (m *model) tick() tea.Cmd {
+	return tea.Tick(m.opts.Interval, func(t time.Time) tea.Msg { return tickMsg(t) })
+}
+
+// refresh reads every topic and group; it runs off the UI goroutine.
+func (m *model) refresh() tea.Cmd {
+	c := m.c
+	return func() tea.Msg {
+		snap, err := fetch(c)
+		return snapshotMsg{snap: snap, err: err}
+	}
+}
+
+func fetch(c *client) (snapshot, error) {
+	snap := snapshot{at: time.Now()}
+	names, err := c.topicList()
+	if err != nil {
+		return snap, fmt.Errorf("TOPIC LIST: %w", err)
+	}
+	published := map[string]uint64{}
+	for _, name := range names {
+		in, err := c.topicInfo(name)
+		if err != nil {
+			var pe *protocol.Error
+			if errors.As(err, &pe) {
+				continue // deleted between LIST and INFO
+			}
+			return snap, fmt.Errorf("TOPIC INFO %s: %w", name, err)
+		}
+		tv := topicView{name: in.Name, retained: in.Msgs}
+		for _, p := range in.Partitions {
+			tv.published += p.LastSeq
+		}
+		published[tv.name] = tv.published
+		for _, g := range in.Groups {
+			gi, err := c.groupInfo(in.Name, g)
+			if err != nil {
+				var pe *protocol.Error
+				if errors.As(err, &pe) {
+					continue
+				}
+				return snap, fmt.Errorf("GROUP INFO %s %s: %w", in.Name, g, err)
+			}
+			tv.groups = append(tv.groups, groupView{name: gi.Name, ready: gi.Pending, inflight: gi.Inflight, dlq: gi.Config.DeadLetter})
+		}
+		snap.topics = append(snap.topics, tv)
+	}
+	// Dead-letter topics go last: the working topics are what one watches.
+	slices.SortStableFunc(snap.topics, func(a, b topicView) int {
+		return cmp.Compare(isDLQ(a.name), isDLQ(b.name))
+	})
+	// Second pass: dead-letter counts need the other topics' numbers.
+	for i := range snap.topics {
+		t := &snap.topics[i]
+		for j := range t.groups {
+			g := &t.groups[j]
+			g.dead = published[g.dlq]
+			if settled := g.ready + g.inflight; settled < t.published {
+				g.acked = t.published - settled
+			}
+			g.acked -= min(g.acked, g.dead)
+		}
+	}
+	return snap, nil
+}
+
+// isDLQ reports a dead-letter topic; as an int so it sorts (0 before 1).
+func isDLQ(name string) int {
+	if strings.HasPrefix(name, protocol.DLQPrefix) {
+		return 1
+	}
+	return 0
+}
+
+// Update handles keys, ticks and the results of wire calls.
+func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+	case tea.KeyMsg:
+		return m, m.key(msg.String())
+	case tickMsg:
+		return m, m.refresh()
+	case snapshotMsg:
+		m.err = msg.err
+		if msg.err == nil {
+			m.apply(msg.snap)
+		}
+		return m, m.tick()
+	case actionMsg:
+		m.busy = false
+		if msg.err != nil {
+			m.status = "error: " + msg.err.Error()
+		} else {
+			m.status = msg.text
+		}
+		return m, m.refresh()
+	}
+	return m, nil
+}
+
+// apply records a snapshot and the rates since the previous one.
+func (m *model) apply(s snapshot) {
+	prev := m.snap
+	m.snap = s
+	dt := s.at.Sub(prev.at).Seconds()
+	old := map[string]topicView{}
+	for _, t := range prev.topics {
+		old[t.name] = t
+	}
+	for _, t := range s.topics {
+		ot, seen := old[t.name]
+		rate := func(now, then uint64) float64 {
+			if !seen || dt <= 0 || now < then {
+				return 0
+			}
+			return float64(now-then) / dt
+		}
+		ps := m.pubRate[t.name]
+		if ps == nil {
+			ps = &series{}
+			m.pubRate[t.name] = ps
+		}
+		ps.push(rate(t.published, ot.published))
+		og := map[string]groupView{}
+		for _, g := range ot.groups {
+			og[g.name] = g
+		}
+		for _, g := range t.groups {
+			key := t.name + "/" + g.name
+			gs := m.ackRate[key]
+			if gs == nil {
+				gs = &series{}
+				m.ackRate[key] = gs
+			}
+			gs.push(rate(g.acked, og[g.name].acked))
+		}
+	}
+	if m.selected >= len(s.topics) {
+		m.selected = max(len(s.topics)-1, 0)
+	}
+}
+
+func (m *model) key(k string) tea.Cmd {
+	switch k {
+	case "q", "ctrl+c", "esc":
+		return tea.Quit
+	case "up", "k":
+		m.selected = max(m.selected-1, 0)
+	case "down", "j":
+		m.selected = min(m.selected+1, max(len(m.snap.topics)-1, 0))
+	case "p":
+		return m.action(m.publish)
+	case "c":
+		return m.action(m.consume)
+	}
+	return nil
+}
+
+// action runs one wire action off the UI goroutine, one at a time.
+func (m *model) action(f func() (string, error)) tea.Cmd {
+	if m.busy {
+		return nil
+	}
+	m.busy = true
+	m.status = "working…"
+	return func() tea.Msg {
+		text, err := f()
+		return actionMsg{text: text, err: err}
+	}
+}
+
+// target is the selected topic's name, or the demo subject.
+func (m *model) target() string {
+	if m.selected < len(m.snap.topics) {
+		if name := m.snap.topics[m.selected].name; isDLQ(name) == 0 {
+			return name
+		}
+	}
+	return m.opts.DemoSubject
+}
+
+func (m *model) publish() (string, error) {
+	subject, n := m.target(), m.opts.Burst
+	stamp := time.Now().UnixNano()
+	stored, err := m.c.publish(subject, n, func(i int) []byte {
+		return fmt.Appendf(nil, "fibril tui test message %d/%d @%d", i+1, n, stamp)
+	})
+	if err != nil {
+		return "", fmt.Errorf("publish to %s: %d of %d stored: %w", subject, stored, n, err)
+	}
+	return fmt.Sprintf("published %d to %s", stored, subject), nil
+}
+
+func (m *model) consume() (string, error) {
+	topic := m.target()
+	group := "tui"
+	for _, t := range m.snap.topics {
+		if t.name == topic && len(t.groups) > 0 {
+			group = t.groups[0].name
+		}
+	}
+	if group == "tui" {
+		if err := m.c.groupCreate(topic, group); err != nil {
+			return "", fmt.Errorf("create group %s on %s: %w", group, topic, err)
+		}
+	}
+	n, err := m.c.consume(topic, group, m.opts.Burst)
+	if err != nil {
+		return "", fmt.Errorf("consume %s/%s: %w", topic, group, err)
+	}
+	return fmt.Sprintf("consumed and acked %d from %s/%s", n, topic, group), nil
+}
