@@ -6,9 +6,11 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/charmbracelet/bubbletea v1.3.10
 	github.com/chromedp/chromedp v0.23.0
+	github.com/klauspost/compress v1.20.4
 	github.com/nats-io/nats.go v1.55.0
 	github.com/panjf2000/gnet/v2 v2.9.7
 	github.com/prometheus/client_golang v1.25.0
+	go.etcd.io/bbolt v1.4.3
 	golang.org/x/crypto v0.59.0
 	golang.org/x/sys v0.50.0
 )
@@ -24,7 +26,6 @@ require (
 	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/erikgeiser/coninput v0.0.0-20211004153227-1c3628e74d0f // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
-	github.com/klauspost/compress v1.20.1 // indirect
 	github.com/lucasb-eyer/go-colorful v1.2.0 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
 	github.com/mattn/go-localereader v0.0.1 // indirect
