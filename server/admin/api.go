@@ -38,6 +38,7 @@ func (s *Server) routes() http.Handler {
 	api.HandleFunc("GET /api/topics", s.withBroker(s.handleTopics))
 	api.HandleFunc("GET /api/topics/{name}", s.withBroker(s.handleTopic))
 	api.HandleFunc("GET /api/topics/{name}/groups/{group}", s.withBroker(s.handleGroup))
+	api.HandleFunc("POST /api/topics/{name}/requeue", s.withBroker(s.handleRequeue))
 	api.HandleFunc("GET /api/connections", s.handleConnections)
 	api.HandleFunc("GET /{$}", s.handleDashboard)
 	api.Handle("GET /ui/", s.staticHandler())

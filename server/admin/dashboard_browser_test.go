@@ -157,7 +157,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		pubCell     = `#topics tr[data-topic="orders"] td[data-k="published"]`
 		rateCell    = `#topics tr[data-topic="orders"] td[data-k="rate"]`
 		settledCell = `#groups tr[data-topic="orders"][data-group="billing"] td[data-k="settled"]`
-		dlqRow      = `#dlq tr[data-topic="$DLQ.orders.audit"] td[data-k="messages"]`
+		dlqRow      = `#dlq tr[data-topic="$DLQ.orders.audit"] td[data-k="unsettled"]`
+		dlqButton   = `#dlq tr[data-topic="$DLQ.orders.audit"] button`
 	)
 	nctx, ncancel := context.WithTimeout(ctx, 20*time.Second)
 	defer ncancel()
@@ -191,6 +192,20 @@ func TestDashboardInBrowser(t *testing.T) {
 			sawRate = true
 		}
 		return len(seen) >= 3 && sawRate && textOf(t, ctx, settledCell) != settled0
+	})
+
+	// The requeue button moves the dead letter back to orders.
+	if got := textOf(t, ctx, dlqRow); got != "1" {
+		t.Fatalf("dead letters waiting before requeue: %q", got)
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	defer ccancel()
+	clicked, err := chromedp.Run(cctx, chromedp.Evaluate[bool](`(() => { const b = document.querySelector('`+dlqButton+`'); if (b) b.click(); return !!b; })()`))
+	if err != nil || !clicked {
+		t.Fatalf("click requeue: found %v, %v", clicked, err)
+	}
+	waitFor(t, 10*time.Second, "the requeue to report and the dead letter to leave", func() bool {
+		return strings.Contains(textOf(t, ctx, "#dlq-result"), "requeued 1") && textOf(t, ctx, dlqRow) == "0"
 	})
 
 	png, err := chromedp.Run(nctx, chromedp.FullScreenshot(100))

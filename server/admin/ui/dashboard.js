@@ -60,9 +60,18 @@
       tr.dataset.topic = t.name;
       if (t.dead_letter) {
         cell(tr, t.name, "name");
-        cell(tr, fmt(t.messages), t.messages > 0 ? "warn" : "", "messages");
+        cell(tr, fmt(t.unsettled), t.unsettled > 0 ? "warn" : "", "unsettled");
+        cell(tr, fmt(t.messages), "", "messages");
         cell(tr, fmt(t.published), "", "published");
         cell(tr, rate(r), "rate", "rate");
+        const act = cell(tr, "");
+        if (t.unsettled > 0) {
+          const btn = document.createElement("button");
+          btn.textContent = "requeue";
+          btn.title = "publish these messages again to the topics of their original subjects";
+          btn.addEventListener("click", () => requeue(t.name));
+          act.appendChild(btn);
+        }
         dlq.appendChild(tr);
       } else {
         cell(tr, t.name, "name");
@@ -97,6 +106,24 @@
       ov.connections >= 0 ? fmt(ov.connections) + " connections" : "connections n/a";
     document.getElementById("updated").textContent = new Date(ov.time).toLocaleTimeString("en-GB");
     prev = ov;
+  }
+
+  async function requeue(name) {
+    const out = document.getElementById("dlq-result");
+    out.textContent = "requeueing " + name + "…";
+    try {
+      const res = await fetch("/api/topics/" + encodeURIComponent(name) + "/requeue", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ max: 10000 }),
+        credentials: "same-origin",
+      });
+      const body = await res.json();
+      if (!res.ok) throw new Error(body.error || res.status);
+      out.textContent = `${name}: requeued ${body.requeued}` + (body.skipped ? `, skipped ${body.skipped} (no topic captures their subject)` : "");
+    } catch (e) {
+      out.textContent = name + ": requeue failed: " + e.message;
+    }
   }
 
   async function poll() {
