@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,7 +34,41 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if code == 0 {
+		// Servers, clients and the bubbletea program must not outlive the tests.
+		if leaked := leakedGoroutines(5*time.Second, "github.com/fibrilmq/fibril/", "github.com/charmbracelet/"); leaked != "" {
+			fmt.Fprintf(os.Stderr, "goroutines leaked by the tests:\n%s\n", leaked)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// leakedGoroutines waits up to d for every goroutine whose stack mentions
+// one of pkgs to end and returns the stacks of those still running.
+func leakedGoroutines(d time.Duration, pkgs ...string) string {
+	deadline := time.Now().Add(d)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var leaked []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "leakedGoroutines") {
+				continue
+			}
+			for _, p := range pkgs {
+				if strings.Contains(g, p) {
+					leaked = append(leaked, g)
+					break
+				}
+			}
+		}
+		if len(leaked) == 0 || time.Now().After(deadline) {
+			return strings.Join(leaked, "\n\n")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // startServer runs a real server with the durable engine on 127.0.0.1:0
