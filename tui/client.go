@@ -83,6 +83,12 @@ func dial(target string, cn protocol.Connect, timeout time.Duration) (*client, e
 	if err != nil {
 		return nil, fmt.Errorf("tui: dial %s: %w", addr, err)
 	}
+	return newClient(nc, cn, timeout)
+}
+
+// newClient runs the handshake on nc (read INFO, send CONNECT, read +OK);
+// it closes nc when the handshake fails.
+func newClient(nc net.Conn, cn protocol.Connect, timeout time.Duration) (*client, error) {
 	c := &client{nc: nc, p: protocol.NewParser(protocol.ServerToClient, protocol.Limits{}), buf: make([]byte, 0, 64<<10), timeout: timeout}
 	f, err := c.next()
 	if err != nil {
