@@ -73,7 +73,8 @@ func (s *series) last() float64 {
 type model struct {
 	c        *client
 	opts     Options
-	snap     snapshot
+	snap     snapshot           // the latest
+	base     snapshot           // the last one rates were measured against
 	pubRate  map[string]*series // topic -> publishes/s
 	ackRate  map[string]*series // topic/group -> acks/s
 	selected int
@@ -192,10 +193,19 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
-// apply records a snapshot and the rates since the previous one.
+// apply records a snapshot and, once per interval, the rates since the
+// previous rate sample.
 func (m *model) apply(s snapshot) {
-	prev := m.snap
 	m.snap = s
+	// Rates are measured against the last sample at least ~one interval
+	// old: a refresh right after a key press would otherwise divide a burst
+	// by a few milliseconds and flatten every sparkline around it.
+	if !m.base.at.IsZero() && s.at.Sub(m.base.at) < m.opts.Interval*9/10 {
+		m.clampSelection()
+		return
+	}
+	prev := m.base
+	m.base = s
 	dt := s.at.Sub(prev.at).Seconds()
 	old := map[string]topicView{}
 	for _, t := range prev.topics {
@@ -229,8 +239,12 @@ func (m *model) apply(s snapshot) {
 			gs.push(rate(g.acked, og[g.name].acked))
 		}
 	}
-	if m.selected >= len(s.topics) {
-		m.selected = max(len(s.topics)-1, 0)
+	m.clampSelection()
+}
+
+func (m *model) clampSelection() {
+	if m.selected >= len(m.snap.topics) {
+		m.selected = max(len(m.snap.topics)-1, 0)
 	}
 }
 
