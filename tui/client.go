@@ -287,44 +287,66 @@ func (c *client) publish(subject string, n int, payload func(i int) []byte) (int
 // consume polls up to max messages of topic/group and acks them all in one
 // ACK; it returns how many were acked.
 func (c *client) consume(topic, group string, max int) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.write(protocol.AppendPoll(nil, topic, group, max, 0)); err != nil {
+	hs, err := c.poll(topic, group, max)
+	if err != nil {
 		return 0, err
 	}
-	var hs []protocol.Handle
-	for {
-		f, err := c.next()
-		if err != nil {
-			return 0, err
-		}
-		if f.op == protocol.OpMsg || f.op == protocol.OpHMsg {
-			h, err := protocol.ParseHandle(f.reply)
-			if err != nil {
-				return 0, fmt.Errorf("%w: delivery handle %q: %w", ErrProtocol, f.reply, err)
-			}
-			hs = append(hs, h)
-			continue
-		}
-		if f.op == protocol.OpErr {
-			return 0, protocol.ParseErrText(f.text)
-		}
-		if f.op != protocol.OpOK {
-			return 0, fmt.Errorf("%w: %s while polling", ErrProtocol, f.op)
-		}
-		if _, err := protocol.ParsePollDone(f.text); err != nil {
-			return 0, fmt.Errorf("%w: poll end %q: %w", ErrProtocol, f.text, err)
-		}
-		break
-	}
-	if len(hs) == 0 {
-		return 0, nil
-	}
-	if err := c.write(protocol.AppendAck(nil, hs...)); err != nil {
-		return 0, err
-	}
-	if _, err := c.answer(); err != nil {
+	if err := c.ack(hs); err != nil {
 		return 0, err
 	}
 	return len(hs), nil
+}
+
+// poll leases up to max ready messages of topic/group without waiting and
+// returns their handles. It reads the whole answer (the deliveries and the
+// final +OK) even when a delivery is malformed, so later answers stay
+// aligned with their requests.
+func (c *client) poll(topic, group string, max int) ([]protocol.Handle, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.write(protocol.AppendPoll(nil, topic, group, max, 0)); err != nil {
+		return nil, err
+	}
+	var hs []protocol.Handle
+	var bad error
+	for {
+		f, err := c.next()
+		if err != nil {
+			return nil, err
+		}
+		switch f.op {
+		case protocol.OpMsg, protocol.OpHMsg:
+			h, err := protocol.ParseHandle(f.reply)
+			if err != nil && bad == nil {
+				bad = fmt.Errorf("%w: delivery handle %q: %w", ErrProtocol, f.reply, err)
+			}
+			if err == nil {
+				hs = append(hs, h)
+			}
+			continue
+		case protocol.OpErr:
+			return nil, protocol.ParseErrText(f.text)
+		case protocol.OpOK:
+			if _, err := protocol.ParsePollDone(f.text); err != nil {
+				return nil, fmt.Errorf("%w: poll end %q: %w", ErrProtocol, f.text, err)
+			}
+			return hs, bad
+		default:
+			return nil, fmt.Errorf("%w: %s while polling", ErrProtocol, f.op)
+		}
+	}
+}
+
+// ack acknowledges hs in one ACK command (none: no command).
+func (c *client) ack(hs []protocol.Handle) error {
+	if len(hs) == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.write(protocol.AppendAck(nil, hs...)); err != nil {
+		return err
+	}
+	_, err := c.answer()
+	return err
 }

@@ -49,8 +49,16 @@ type (
 	actionMsg struct {
 		text string
 		err  error
+		// held replaces model.held when set (traffic mode).
+		held *heldLeases
 	}
 )
+
+// heldLeases are deliveries traffic mode keeps in flight for one interval
+// (acked on the next round) so the in-flight column has something to show.
+type heldLeases struct {
+	handles []protocol.Handle
+}
 
 // series is a rate history for a sparkline.
 type series struct{ vals []float64 }
@@ -83,6 +91,8 @@ type model struct {
 	width    int
 	height   int
 	busy     bool
+	traffic  bool       // t: publish, lease and ack every interval
+	held     heldLeases // leased by traffic mode, acked next round
 }
 
 func newModel(c *client, opts Options) *model {
@@ -174,6 +184,9 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.KeyMsg:
 		return m, m.key(msg.String())
 	case tickMsg:
+		if m.traffic && !m.busy {
+			return m, tea.Batch(m.refresh(), m.action(m.trafficRound(m.held)))
+		}
 		return m, m.refresh()
 	case snapshotMsg:
 		m.err = msg.err
@@ -183,10 +196,16 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.tick()
 	case actionMsg:
 		m.busy = false
+		if msg.held != nil {
+			m.held = *msg.held
+		}
 		if msg.err != nil {
 			m.status = "error: " + msg.err.Error()
 		} else {
 			m.status = msg.text
+		}
+		if m.traffic {
+			return m, nil // the next tick refreshes
 		}
 		return m, m.refresh()
 	}
@@ -257,24 +276,76 @@ func (m *model) key(k string) tea.Cmd {
 	case "down", "j":
 		m.selected = min(m.selected+1, max(len(m.snap.topics)-1, 0))
 	case "p":
-		return m.action(m.publish)
+		c, subject, n := m.c, m.target(), m.opts.Burst
+		return m.action(func() actionMsg { return wrap(publish(c, subject, n)) })
 	case "c":
-		return m.action(m.consume)
+		c, topic, n := m.c, m.target(), m.opts.Burst
+		group := m.groupFor(topic)
+		return m.action(func() actionMsg { return wrap(consume(c, topic, group, n)) })
+	case "t":
+		m.traffic = !m.traffic
+		if !m.traffic {
+			c, held := m.c, m.held
+			return m.action(func() actionMsg {
+				err := c.ack(held.handles)
+				return actionMsg{text: fmt.Sprintf("traffic stopped; acked the %d held", len(held.handles)), err: err, held: &heldLeases{}}
+			})
+		}
+		m.status = "traffic on: every interval publishes, leases and acks"
 	}
 	return nil
 }
 
+func wrap(text string, err error) actionMsg { return actionMsg{text: text, err: err} }
+
+// trafficRound acks what the last round leased, publishes a burst and
+// leases four fifths of a burst, which it keeps in flight until the next
+// round. It runs off the UI goroutine, so it works on copies.
+func (m *model) trafficRound(prev heldLeases) func() actionMsg {
+	c, topic, group := m.c, m.target(), m.groupFor(m.target())
+	burst := m.opts.Burst
+	return func() actionMsg {
+		if err := c.ack(prev.handles); err != nil {
+			return actionMsg{err: fmt.Errorf("traffic: ack: %w", err), held: &heldLeases{}}
+		}
+		if group == "" {
+			group = "tui"
+			if err := c.groupCreate(topic, group); err != nil {
+				return actionMsg{err: fmt.Errorf("traffic: create group %s: %w", group, err), held: &heldLeases{}}
+			}
+		}
+		n, err := c.publish(topic, burst, func(i int) []byte { return fmt.Appendf(nil, "fibril tui traffic %d", i) })
+		if err != nil {
+			return actionMsg{err: fmt.Errorf("traffic: publish: %w", err), held: &heldLeases{}}
+		}
+		hs, err := c.poll(topic, group, max(burst*4/5, 1))
+		if err != nil {
+			return actionMsg{err: fmt.Errorf("traffic: poll: %w", err), held: &heldLeases{}}
+		}
+		return actionMsg{
+			text: fmt.Sprintf("traffic on %s/%s: published %d, acked %d, %d in flight", topic, group, n, len(prev.handles), len(hs)),
+			held: &heldLeases{handles: hs},
+		}
+	}
+}
+
+// groupFor is the first group of topic in the latest snapshot, or "".
+func (m *model) groupFor(topic string) string {
+	for _, t := range m.snap.topics {
+		if t.name == topic && len(t.groups) > 0 {
+			return t.groups[0].name
+		}
+	}
+	return ""
+}
+
 // action runs one wire action off the UI goroutine, one at a time.
-func (m *model) action(f func() (string, error)) tea.Cmd {
+func (m *model) action(f func() actionMsg) tea.Cmd {
 	if m.busy {
 		return nil
 	}
 	m.busy = true
-	m.status = "working…"
-	return func() tea.Msg {
-		text, err := f()
-		return actionMsg{text: text, err: err}
-	}
+	return func() tea.Msg { return f() }
 }
 
 // target is the selected topic's name, or the demo subject.
@@ -287,10 +358,11 @@ func (m *model) target() string {
 	return m.opts.DemoSubject
 }
 
-func (m *model) publish() (string, error) {
-	subject, n := m.target(), m.opts.Burst
+// publish and consume run off the UI goroutine: they get what they need
+// from the model as arguments and touch only the client.
+func publish(c *client, subject string, n int) (string, error) {
 	stamp := time.Now().UnixNano()
-	stored, err := m.c.publish(subject, n, func(i int) []byte {
+	stored, err := c.publish(subject, n, func(i int) []byte {
 		return fmt.Appendf(nil, "fibril tui test message %d/%d @%d", i+1, n, stamp)
 	})
 	if err != nil {
@@ -299,22 +371,16 @@ func (m *model) publish() (string, error) {
 	return fmt.Sprintf("published %d to %s", stored, subject), nil
 }
 
-func (m *model) consume() (string, error) {
-	topic := m.target()
-	group := "tui"
-	for _, t := range m.snap.topics {
-		if t.name == topic && len(t.groups) > 0 {
-			group = t.groups[0].name
-		}
-	}
-	if group == "tui" {
-		if err := m.c.groupCreate(topic, group); err != nil {
+func consume(c *client, topic, group string, n int) (string, error) {
+	if group == "" {
+		group = "tui"
+		if err := c.groupCreate(topic, group); err != nil {
 			return "", fmt.Errorf("create group %s on %s: %w", group, topic, err)
 		}
 	}
-	n, err := m.c.consume(topic, group, m.opts.Burst)
+	got, err := c.consume(topic, group, n)
 	if err != nil {
 		return "", fmt.Errorf("consume %s/%s: %w", topic, group, err)
 	}
-	return fmt.Sprintf("consumed and acked %d from %s/%s", n, topic, group), nil
+	return fmt.Sprintf("consumed and acked %d from %s/%s", got, topic, group), nil
 }

@@ -345,13 +345,33 @@ func TestTUIInTerminal(t *testing.T) {
 		m := groupRe.FindStringSubmatch(scr)
 		return m != nil && m[3] != "0" && strings.Contains(scr, "from orders/billing")
 	})
+	// t turns continuous traffic on: ready, in flight and acked all move.
+	m := groupRe.FindStringSubmatch(scr)
+	acked0 := m[3]
+	if out, err := tm.cmd("send-keys", "-t", "tui", "t"); err != nil {
+		t.Fatalf("send-keys: %v: %s", err, out)
+	}
+	waitFor(t, 15*time.Second, "traffic to hold deliveries in flight and ack more", func() bool {
+		scr = tm.screen()
+		m := groupRe.FindStringSubmatch(scr)
+		return m != nil && m[2] != "0" && m[3] != acked0 && count() > 85 && strings.Contains(scr, "traffic (ON)")
+	})
 	t.Logf("screen:\n%s", scr)
+	shown := scr
+	if out, err := tm.cmd("send-keys", "-t", "tui", "t"); err != nil {
+		t.Fatalf("send-keys: %v: %s", err, out)
+	}
+	waitFor(t, 10*time.Second, "traffic to stop and release its leases", func() bool {
+		scr = tm.screen()
+		m := groupRe.FindStringSubmatch(scr)
+		return m != nil && m[2] == "0" && strings.Contains(scr, "traffic stopped")
+	})
 	if dir := os.Getenv("FIBRIL_SCREENSHOT_DIR"); dir != "" {
 		// The text of the screen, for the README (tmux has no image output).
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "tui.txt"), []byte(scr), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "tui.txt"), []byte(shown), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -52,7 +52,11 @@ func (m *model) View() string {
 		updated = m.snap.at.Format(time.TimeOnly)
 	}
 	line("Fibril %s · %s · server %s · updated %s", m.c.info.Version, m.opts.URL, name, updated)
-	line("[p] publish %d  [c] consume+ack %d  [↑/↓] select topic  [q] quit", m.opts.Burst, m.opts.Burst)
+	traffic := "off"
+	if m.traffic {
+		traffic = "ON"
+	}
+	line("[p] publish %d  [c] consume+ack %d  [t] traffic (%s)  [↑/↓] select topic  [q] quit", m.opts.Burst, m.opts.Burst, traffic)
 	line("")
 	if len(m.snap.topics) == 0 {
 		line("  no topics yet: press p to publish %d messages to %q", m.opts.Burst, m.opts.DemoSubject)
