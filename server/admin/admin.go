@@ -2,12 +2,10 @@ package admin
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/fibrilmq/fibril/server/broker"
@@ -65,23 +63,6 @@ type ConnInfo struct {
 	InBytes   uint64    `json:"in_bytes"`
 	OutBytes  uint64    `json:"out_bytes"`
 	Pending   int       `json:"pending_bytes"`
-}
-
-// TokenAuth returns an Authorize function that accepts "Authorization:
-// Bearer <token>" or HTTP basic auth whose password is token (any user name,
-// so a browser can log in to the dashboard). The comparison is constant time.
-func TokenAuth(token string) func(r *http.Request) bool {
-	want := []byte(token)
-	return func(r *http.Request) bool {
-		if _, pass, ok := r.BasicAuth(); ok {
-			return subtle.ConstantTimeCompare([]byte(pass), want) == 1
-		}
-		h := r.Header.Get("Authorization")
-		if t, ok := strings.CutPrefix(h, "Bearer "); ok {
-			return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(t)), want) == 1
-		}
-		return false
-	}
 }
 
 // Server is a running admin listener.

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/fibrilmq/fibril/server/broker"
 )
 
@@ -307,4 +309,40 @@ func TestDashboardServed(t *testing.T) {
 		t.Errorf("missing asset: %d", code)
 	}
 
+}
+
+func TestAuthHelpers(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := BcryptAuth(map[string]string{"ann": string(hash)})
+	both := AnyAuth(nil, TokenAuth("tok"), users)
+	req := func(set func(r *http.Request)) *http.Request {
+		r, _ := http.NewRequest("GET", "/", nil)
+		set(r)
+		return r
+	}
+	for _, tc := range []struct {
+		name        string
+		r           *http.Request
+		users, both bool
+	}{
+		{"none", req(func(*http.Request) {}), false, false},
+		{"user ok", req(func(r *http.Request) { r.SetBasicAuth("ann", "pw") }), true, true},
+		{"user bad pass", req(func(r *http.Request) { r.SetBasicAuth("ann", "px") }), false, false},
+		{"unknown user", req(func(r *http.Request) { r.SetBasicAuth("bob", "pw") }), false, false},
+		{"token as basic", req(func(r *http.Request) { r.SetBasicAuth("x", "tok") }), false, true},
+		{"bearer", req(func(r *http.Request) { r.Header.Set("Authorization", "Bearer tok") }), false, true},
+	} {
+		if got := users(tc.r); got != tc.users {
+			t.Errorf("%s: BcryptAuth %v, want %v", tc.name, got, tc.users)
+		}
+		if got := both(tc.r); got != tc.both {
+			t.Errorf("%s: AnyAuth %v, want %v", tc.name, got, tc.both)
+		}
+	}
+	if AnyAuth(nil, nil) != nil {
+		t.Error("AnyAuth of nothing must be nil (no authorization)")
+	}
 }
