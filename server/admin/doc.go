@@ -1,6 +1,8 @@
 // Package admin is Fibril's HTTP admin listener: /healthz and /readyz, the
-// Prometheus /metrics endpoint, a read-only JSON API over topics, groups and
-// connections, and the embedded web dashboard that polls that API.
+// Prometheus /metrics endpoint, a JSON API over topics, groups and
+// connections (read-only, except POST /api/topics/{dlq}/requeue, which moves
+// dead letters back to their topics), and the embedded web dashboard that
+// polls that API.
 //
 // What it owns: one net/http server on its own address (off unless a caller
 // constructs one), a private Prometheus registry (no global state), and the
@@ -8,8 +10,9 @@
 // time. Rates are not computed here: counters are exported and the dashboard,
 // the TUI and Prometheus derive rates from deltas between scrapes.
 //
-// What it must never do: mutate the engine except through an operation the
-// engine offers, hold a lock or wait on a partition actor while answering a
+// What it must never do: mutate the engine except through its exported API
+// (the requeue publishes and acks like any client, through the group
+// RequeueGroup), hold a lock or wait on a partition actor while answering a
 // scrape, serve anything but /healthz and /readyz without the configured
 // authorization, or log a secret.
 //
@@ -17,5 +20,7 @@
 // pending count is measured from its ack floor, so acks above the floor are
 // still counted as pending, and Settled is derived (published minus pending).
 // Counters the engine does not keep (delivered, acked, nacked, redelivered,
-// dead-lettered totals, fsync latency, batch sizes) are not exported yet.
+// dead-lettered totals, fsync latency, batch sizes, oldest unacked age) are
+// not exported yet. Requeue is at least once: a crash between the publish
+// and the ack in the dead-letter topic requeues that message twice.
 package admin
