@@ -47,13 +47,16 @@ type Server struct {
 	clients  map[uint64]*client
 	draining bool
 
-	ready   chan struct{}
-	addr    net.Addr
-	tlsAddr net.Addr
+	ready chan struct{}
+	// addr and tlsAddr are set once while starting; connections may read
+	// them (INFO) while Run still runs, hence atomics.
+	addr    atomic.Pointer[net.TCPAddr]
+	tlsAddr atomic.Pointer[net.TCPAddr]
 
-	infoPlain, infoTLS []byte
 	// dummyHash is compared against when CONNECT names an unknown user.
 	dummyHash []byte
+	// bcryptSem bounds concurrent password checks.
+	bcryptSem chan struct{}
 }
 
 // New validates a copy of opts and returns a server ready to Run. It binds
@@ -75,6 +78,8 @@ func New(opts Options) (*Server, error) {
 		subs:    newSublist(),
 		clients: make(map[uint64]*client),
 		ready:   make(chan struct{}),
+		// Password checks are CPU work: at most one per CPU at a time.
+		bcryptSem: make(chan struct{}, runtime.GOMAXPROCS(0)),
 	}
 	if len(o.Users) > 0 {
 		var pw [16]byte
@@ -97,11 +102,19 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Ready() <-chan struct{} { return s.ready }
 
 // Addr is the bound address of the plain listener; nil before Ready.
-func (s *Server) Addr() net.Addr { return s.addr }
+func (s *Server) Addr() net.Addr { return tcpAddr(s.addr.Load()) }
 
 // TLSAddr is the bound address of the TLS listener; nil without TLS or
 // before Ready.
-func (s *Server) TLSAddr() net.Addr { return s.tlsAddr }
+func (s *Server) TLSAddr() net.Addr { return tcpAddr(s.tlsAddr.Load()) }
+
+// tcpAddr avoids returning a typed nil as net.Addr.
+func tcpAddr(a *net.TCPAddr) net.Addr {
+	if a == nil {
+		return nil
+	}
+	return a
+}
 
 // ID is the server id reported in INFO.
 func (s *Server) ID() string { return s.id }
@@ -135,9 +148,12 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: %s: %v", ErrListen, s.opts.Listen, err)
 	case <-h.booted:
 	}
-	if a := h.addr.Load(); a != nil {
-		s.addr = a
+	bound := h.addr.Load()
+	if bound == nil {
+		// The listener's address could not be read back: use the option.
+		bound, _ = net.ResolveTCPAddr("tcp", s.opts.Listen)
 	}
+	s.addr.Store(bound)
 	var tl *tlsListener
 	if s.opts.TLSListen != "" {
 		var err error
@@ -147,12 +163,12 @@ func (s *Server) Run(ctx context.Context) error {
 			s.closeDurable()
 			return err
 		}
-		s.tlsAddr = tl.ln.Addr()
+		if ta, ok := tl.ln.Addr().(*net.TCPAddr); ok {
+			s.tlsAddr.Store(ta)
+		}
 	}
-	s.infoPlain = s.buildInfo(false)
-	s.infoTLS = s.buildInfo(true)
 	close(s.ready)
-	s.log.Info("listening", "addr", s.addr, "tls", s.tlsAddr, "event_loops", s.opts.EventLoops)
+	s.log.Info("listening", "addr", s.Addr(), "tls", s.TLSAddr(), "event_loops", s.opts.EventLoops)
 
 	select {
 	case <-ctx.Done():
@@ -231,11 +247,13 @@ func (s *Server) admit(tr transport) (*client, []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.draining {
-		return nil, []byte("-ERR 'Server Shutting Down'\r\n")
+		// The client's mode is not known yet: NATS form (Fibril form where
+		// NATS has no text).
+		return nil, protocol.AppendError(nil, protocol.NewError(protocol.CodeShuttingDown, ""), false)
 	}
 	if len(s.clients) >= s.opts.MaxConnections {
 		s.log.Warn("refusing connection: max connections", "remote", tr.remoteAddr(), "max", s.opts.MaxConnections)
-		return nil, []byte("-ERR 'maximum connections exceeded'\r\n")
+		return nil, protocol.AppendError(nil, protocol.NewError(protocol.CodeMaxConnections, ""), false)
 	}
 	c := newClient(s, s.nextCID.Add(1), tr)
 	c.authed.Store(!s.opts.authRequired())
@@ -268,43 +286,40 @@ func (s *Server) tick(now time.Time) time.Duration {
 	return max(next, 5*time.Millisecond)
 }
 
-// infoLine is the INFO frame sent to a new connection.
-func (s *Server) infoLine(tls bool) []byte {
-	select {
-	case <-s.ready:
-	default:
-		// A client raced the end of startup: build it now.
-		return s.buildInfo(tls)
-	}
-	if tls {
-		return s.infoTLS
-	}
-	return s.infoPlain
-}
-
-func (s *Server) buildInfo(tls bool) []byte {
-	host, port := "", 0
-	a := s.addr
-	if tls {
-		a = s.tlsAddr
-	}
-	if ta, ok := a.(*net.TCPAddr); ok {
-		host, port = ta.IP.String(), ta.Port
-	}
-	name := s.opts.ServerName
-	if name == "" {
-		name = s.id
-	}
-	info := protocol.Info{
-		ServerID: s.id, ServerName: name, Version: Version, Proto: 1, Go: runtime.Version(),
-		Host: host, Port: port, Headers: true, MaxPayload: int64(s.opts.MaxPayload),
-		AuthRequired: s.opts.authRequired(), TLSRequired: tls, TLSAvailable: s.opts.TLSListen != "",
-		Fibril: 1, MaxUnconfirmed: s.opts.MaxUnconfirmed, HeartbeatMillis: s.opts.PingInterval.Milliseconds(),
-		MaxInflight: s.opts.MaxInflight, CRC: true, MaxControlLine: s.opts.MaxControlLine,
+// infoLine is the INFO frame sent to connection c: the server's fields
+// plus client_id and client_ip.
+func (s *Server) infoLine(c *client, tls bool) []byte {
+	info := s.info(tls)
+	info.ClientID = c.id
+	if host, _, err := net.SplitHostPort(c.tr.remoteAddr()); err == nil {
+		info.ClientIP = host
 	}
 	b, err := protocol.AppendInfo(nil, &info)
 	if err != nil {
 		s.log.Error("encoding INFO", "err", err)
 	}
 	return b
+}
+
+// info returns the INFO fields common to every connection of a listener.
+func (s *Server) info(tls bool) protocol.Info {
+	host, port := "", 0
+	ta := s.addr.Load()
+	if tls {
+		ta = s.tlsAddr.Load()
+	}
+	if ta != nil {
+		host, port = ta.IP.String(), ta.Port
+	}
+	name := s.opts.ServerName
+	if name == "" {
+		name = s.id
+	}
+	return protocol.Info{
+		ServerID: s.id, ServerName: name, Version: Version, Proto: 1, Go: runtime.Version(),
+		Host: host, Port: port, Headers: true, MaxPayload: int64(s.opts.MaxPayload),
+		AuthRequired: s.opts.authRequired(), TLSRequired: tls, TLSAvailable: s.opts.TLSListen != "",
+		Fibril: 1, MaxUnconfirmed: s.opts.MaxUnconfirmed, HeartbeatMillis: s.opts.PingInterval.Milliseconds(),
+		MaxInflight: s.opts.MaxInflight, CRC: true, MaxControlLine: s.opts.MaxControlLine,
+	}
 }
