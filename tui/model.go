@@ -199,6 +199,11 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.held != nil {
 			m.held = *msg.held
 		}
+		if !m.traffic && len(m.held.handles) > 0 {
+			// Traffic was stopped while a round ran: ack what it leased.
+			m.status = msg.text
+			return m, m.release()
+		}
 		if msg.err != nil {
 			m.status = "error: " + msg.err.Error()
 		} else {
@@ -285,15 +290,23 @@ func (m *model) key(k string) tea.Cmd {
 	case "t":
 		m.traffic = !m.traffic
 		if !m.traffic {
-			c, held := m.c, m.held
-			return m.action(func() actionMsg {
-				err := c.ack(held.handles)
-				return actionMsg{text: fmt.Sprintf("traffic stopped; acked the %d held", len(held.handles)), err: err, held: &heldLeases{}}
-			})
+			// A round still running hands its leases over in its actionMsg,
+			// and they are released then.
+			return m.release()
 		}
 		m.status = "traffic on: every interval publishes, leases and acks"
 	}
 	return nil
+}
+
+// release acks the deliveries traffic mode holds, unless an action runs
+// (then the actionMsg that ends it calls release again).
+func (m *model) release() tea.Cmd {
+	c, held := m.c, m.held
+	return m.action(func() actionMsg {
+		err := c.ack(held.handles)
+		return actionMsg{text: fmt.Sprintf("traffic stopped; acked the %d held", len(held.handles)), err: err, held: &heldLeases{}}
+	})
 }
 
 func wrap(text string, err error) actionMsg { return actionMsg{text: text, err: err} }

@@ -3,6 +3,8 @@ package tui
 import (
 	"testing"
 	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
 )
 
 func TestRatesSampledOncePerInterval(t *testing.T) {
@@ -63,4 +65,25 @@ func TestSelectionFollowsTopics(t *testing.T) {
 	if m.selected != 0 {
 		t.Fatalf("selection %d past the only topic", m.selected)
 	}
+}
+
+// Stopping traffic while a round runs must still release that round's
+// leases once it reports them (a bug once left them in flight).
+func TestStopTrafficDuringRoundReleasesLeases(t *testing.T) {
+	m := newModel(nil, Options{Interval: time.Second})
+	m.traffic, m.busy = true, true // a round is running
+	if cmd := m.key("t"); cmd != nil {
+		t.Fatal("release started while the round still runs")
+	}
+	held := &heldLeases{handles: []protocol.Handle{{Topic: 1, Group: 1, Seq: 1, Attempt: 1}}}
+	_, cmd := m.Update(actionMsg{text: "round", held: held})
+	if cmd == nil || !m.busy {
+		t.Fatalf("round ended after stop: release cmd %v, busy %v", cmd != nil, m.busy)
+	}
+	// The release reports an empty hold: nothing more is scheduled for it.
+	_, cmd = m.Update(actionMsg{text: "released", held: &heldLeases{}})
+	if m.busy || len(m.held.handles) != 0 || m.status != "released" {
+		t.Fatalf("after release: busy %v held %d status %q", m.busy, len(m.held.handles), m.status)
+	}
+	_ = cmd // a refresh
 }
