@@ -13,8 +13,9 @@
 // so), hold more than one connection, or block the UI on the network (all
 // wire calls run in bubbletea commands, serialised by the client's mutex).
 //
-// Caveats: rates are deltas between two polls. "acked" is derived from the
-// group's ack floor (published minus ready minus in flight, minus what went
-// to the dead-letter topic), so out-of-order acks show up once the floor
-// passes them; "dead" is what the group's dead-letter topic ever received.
+// Caveats: rates are deltas between two polls about one interval apart.
+// "acked" is derived (published minus ready minus in flight, minus what went
+// to the dead-letter topic), so it also counts messages stored before a group
+// that starts at "new"; "dead" is what the group's dead-letter topic ever
+// received.
 package tui

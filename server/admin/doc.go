@@ -16,9 +16,10 @@
 // scrape, serve anything but /healthz and /readyz without the configured
 // authorization, or log a secret.
 //
-// Caveats: the engine's numbers are "recent, not atomic" views; a group's
-// pending count is measured from its ack floor, so acks above the floor are
-// still counted as pending, and Settled is derived (published minus pending).
+// Caveats: the engine's numbers are "recent, not atomic" views. A group's
+// Settled is derived (the topic's published count minus the group's lag), so
+// it also counts messages stored before a group that starts at "new" and
+// messages retention dropped unsettled.
 // Counters the engine does not keep (delivered, acked, nacked, redelivered,
 // dead-lettered totals, fsync latency, batch sizes, oldest unacked age) are
 // not exported yet. Requeue is at least once: a crash between the publish

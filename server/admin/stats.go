@@ -40,14 +40,13 @@ type GroupStats struct {
 	Name   string             `json:"name"`
 	ID     uint32             `json:"id"`
 	Config broker.GroupConfig `json:"config"`
-	// Lag is what the group has not settled, counted from its ack floor
-	// (in flight included).
+	// Lag is what the group has not settled yet (in flight included).
 	Lag int64 `json:"lag"`
 	// Inflight is leased now; Ready is Lag minus Inflight.
 	Inflight int64 `json:"inflight"`
 	Ready    int64 `json:"ready"`
-	// Settled is derived: the topic's Published minus Lag (messages below
-	// the group's ack floor, dead-lettered ones included). It only grows.
+	// Settled is derived: the topic's Published minus Lag (acked and
+	// dead-lettered; see the package Caveats). It only grows.
 	Settled uint64 `json:"settled"`
 }
 
