@@ -342,7 +342,12 @@ func TestAuthHelpers(t *testing.T) {
 			t.Errorf("%s: AnyAuth %v, want %v", tc.name, got, tc.both)
 		}
 	}
-	if AnyAuth(nil, nil) != nil {
+	// Auth off on the server (no token, no users) means off here too, and an
+	// empty token never lets an empty password in.
+	if AnyAuth(TokenAuth(""), BcryptAuth(nil)) != nil {
 		t.Error("AnyAuth of nothing must be nil (no authorization)")
+	}
+	if TokenAuth("") != nil {
+		t.Error("TokenAuth(\"\") must be nil")
 	}
 }
