@@ -159,3 +159,45 @@ func (t *Topic) Events(ctx context.Context, idx Partition, from Seq, limit int) 
 	}
 	return out, next, nil
 }
+
+// History returns the retained state events that concern offset seq of
+// partition idx, oldest first: its deliveries (with their counts),
+// dead-lettering, settling, and purges that covered it. Like Events it sees
+// only what followed the last snapshot. It scans the partition's event log
+// on its actor (at most Options.SnapshotEvery events), bounded by ctx.
+func (t *Topic) History(ctx context.Context, idx Partition, seq Seq) ([]StateEvent, error) {
+	var out []StateEvent
+	var serr, cbErr error
+	err := t.onActor(ctx, idx, func(p *partition) {
+		first, last := p.events.Bounds()
+		if first > last {
+			return
+		}
+		for at := first; at <= last && cbErr == nil && serr == nil; {
+			was := at
+			serr = p.events.Scan(at, browseMaxBytes, func(r seglog.Record) bool {
+				tm := time.Unix(0, r.Time)
+				if err := decodeEvents(r.Data, func(kind byte, g GroupID, off Seq, arg uint64) {
+					if (off == seq && kind != evInit) || (kind == evPurge && off > seq) {
+						out = append(out, StateEvent{Record: r.Seq, Time: tm, Kind: eventKindNames[kind], Group: g, Offset: off, Arg: arg})
+					}
+				}); err != nil {
+					cbErr = fmt.Errorf("event record %d: %w", r.Seq, err)
+					return false
+				}
+				at = r.Seq + 1
+				return true
+			})
+			if at == was {
+				break
+			}
+		}
+	})
+	if err == nil {
+		err = errors.Join(serr, cbErr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("history %s partition %d offset %d: %w", t.name, idx, seq, err)
+	}
+	return out, nil
+}

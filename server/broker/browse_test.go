@@ -94,4 +94,12 @@ func TestBrowseEvents(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("events\n got %q\nwant %q", got, want)
 	}
+	hist, err := tp.History(ctx, 0, 2) // never delivered, then purged
+	if err != nil || len(hist) != 2 || hist[0].Kind != "purge" || hist[1].Group != g.ID() {
+		t.Fatalf("History(2) = %+v, %v", hist, err)
+	}
+	hist, err = tp.History(ctx, 0, 1)
+	if err != nil || len(hist) != 4 || hist[0].Kind != "deliver" || hist[1].Kind != "settle" || hist[2].Kind != "purge" {
+		t.Fatalf("History(1) = %+v, %v", hist, err)
+	}
 }

@@ -39,7 +39,7 @@
 // are plain fields of the actor's state, copied to atomics once per round;
 // TopicInfo, GroupInfo and Broker.Stats read those without waiting for the
 // actors. Options.Observer sees every commit's fsync time and batch size.
-// Topic.Browse, SeqAt and Events read a partition's messages and state
+// Topic.Browse, SeqAt, Events and History read a partition's messages and state
 // events on its actor (copies: retention may unmap the log under a reader).
 // Byte limits and gauges use the size ledger (4 bytes per retained message).
 //

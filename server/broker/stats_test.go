@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -122,5 +124,35 @@ func TestObserverSeesGroupCommits(t *testing.T) {
 				t.Fatalf("stats %+v, observer %d calls", st, calls)
 			}
 		})
+	}
+}
+
+// The admin API serves the infos as JSON: counters are flat fields.
+func TestInfoJSON(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("jobs", TopicConfig{})
+	g := e.group(tp, "w", GroupConfig{})
+	e.publish(tp, "a")
+	if err := e.settle(e.poll(g, 1)[0], Ack()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "acked", func() bool { return g.Info().Acked == 1 })
+	b, err := json.Marshal(g.Info())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"delivered":1`, `"acked":1`, `"paused":false`, `"partitions":[{"partition":0,"frontier":2`} {
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("group JSON %s lacks %s", b, want)
+		}
+	}
+	b, err = json.Marshal(tp.Info())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"published":1`, `"unsettled_bytes":0`, `"disk_bytes":`} {
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("topic JSON %s lacks %s", b, want)
+		}
 	}
 }

@@ -19,8 +19,14 @@
 //
 // # Layout and life of a log
 //
-// Each segment is preallocated with fallocate to Options.SegmentSize and
-// mapped read-only in full (never past the end of the file). Appends are
+// A new segment is preallocated with fallocate to 1 MiB (or SegmentSize if
+// smaller) and its allocation doubles, again with fallocate, whenever an
+// append would pass the allocated end, up to Options.SegmentSize; so a log
+// with few records holds 1 MiB of disk, not a whole segment. Each segment
+// reserves SegmentSize of address space once (no memory) and the file is
+// mapped read-only into it as it grows, so mapped records never move and
+// nothing is mapped past the end of the file; the growth happens before the
+// write, so a full disk is an append error, never a SIGBUS. Appends are
 // encoded into one buffer and written with one pwrite per segment touched
 // (pwrite measured faster than copying into a writable map, see
 // BENCHMARKS.md). A record is a 32-byte header (header CRC, data length,
@@ -90,8 +96,10 @@
 //     (0.4 % at the default 4 KiB); raise IndexInterval for huge logs.
 //   - TruncateFront deletes whole segments only, never the active one;
 //     Bounds tells the first sequence number really retained.
-//   - Sealed segments hold their preallocated size on disk even when the
-//     last record did not fill them.
+//   - Sealed segments keep the size they had grown to (up to SegmentSize)
+//     even when the last record did not fill them.
+//   - Each open segment holds a SegmentSize range of address space (not
+//     memory): 17 segments of 64 MiB per GiB of log.
 //   - A damaged sealed segment opened with SkipCorrupt gets no index file,
 //     so every later Open scans it again and needs SkipCorrupt again.
 //   - Directory operations (create, rename, remove) count as durable at

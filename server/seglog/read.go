@@ -188,7 +188,7 @@ type SegmentInfo struct {
 	// for an empty segment).
 	First, Last Seq
 	// Bytes is how much of the segment records use; Allocated is its size
-	// on disk (preallocated).
+	// on disk (preallocated so far: the active segment grows by doubling).
 	Bytes, Allocated int64
 	// Active is set for the segment appends go to.
 	Active bool

@@ -98,7 +98,14 @@ func (l *Log) openSegment(first Seq, isLast bool, marker cleanMarker, hasMarker 
 		f.Close()
 		return nil, fmt.Errorf("seglog: open segment: %w", err)
 	}
-	s := &segment{path: path, first: first, f: f, size: size &^ (recAlign - 1), end: segHeaderSize, last: first - 1, lastIndexed: -1}
+	size &^= recAlign - 1
+	limit := size
+	if isLast {
+		// The active segment may grow to the current SegmentSize (or
+		// keep what it already has, if SegmentSize shrank).
+		limit = max(size, l.opts.SegmentSize)
+	}
+	s := &segment{path: path, first: first, f: f, size: size, limit: limit, end: segHeaderSize, last: first - 1, lastIndexed: -1}
 	if err := s.mapFile(l.opts.writeViaMap); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("seglog: open segment: %w", err)
