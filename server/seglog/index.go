@@ -10,8 +10,9 @@ import (
 	"path/filepath"
 )
 
-// Sparse index file (%020d.idx), written when a segment is sealed and, for
-// the active segment, at a clean Close. It is a hint that spares a scan:
+// Sparse index file (%020d.idx), written (without fsync) when a segment is
+// sealed and, for the active segment, at a clean Close. It is a hint that
+// spares a scan, never trusted when an intact record follows its end:
 // every record it points at is still verified when read, and a missing or
 // damaged index is rebuilt by scanning the segment.
 //
@@ -23,9 +24,10 @@ import (
 //	40 n × (uint64 seq, uint64 offset)
 //	.. uint32  CRC-32 (IEEE) of everything before
 //
-// Clean-shutdown marker (CLEAN): written by Close after the final sync, and
-// removed (durably) by Open before any append; while it is present and
-// agrees with the last segment's index, Open skips the tail scan.
+// Clean-shutdown marker (CLEAN): written by Close (without fsync) after the
+// final sync, and removed (durably) before the first write after Open;
+// while it is present and agrees with the last segment's index, Open skips
+// the tail scan.
 //
 //	0  [8]byte magic "FBRLCLN1"
 //	8  uint64  first sequence number of the last segment

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // recover opens every segment in the directory and rebuilds the log's state
@@ -59,11 +61,17 @@ func (l *Log) recover() (err error) {
 		l.closeSealed(s)
 	}
 	act := l.active()
-	if !l.rec.Clean {
+	// Whether the entries of the active segment and of the log directory
+	// ever reached the disk is unknown (the session that created them may
+	// have died before its first sync): the first sync that reports a
+	// record durable makes them durable (see syncSegment), once per Open.
+	act.dirPending.Store(true)
+	l.parentPending.Store(true)
+	if !l.rec.Clean && act.last >= act.first {
 		// What the scan found may sit only in the page cache (the previous
 		// process died, the machine did not): put it on disk before
-		// calling it durable.
-		if err := act.f.Sync(); err != nil {
+		// calling it durable. An empty segment has nothing to sync.
+		if err := l.syncSegment(act); err != nil {
 			return fmt.Errorf("%w: open: %w", ErrSyncFailed, err)
 		}
 	}
@@ -71,9 +79,15 @@ func (l *Log) recover() (err error) {
 	l.last.Store(uint64(act.last))
 	l.durable.Store(uint64(act.last))
 	l.rec.Segments = len(l.segs)
-	// The marker must be gone, durably, before the first append: otherwise
-	// a crash could leave a marker that hides a torn tail from the next Open.
-	if cleanBytes != nil {
+	// The marker must be gone, durably, before the first append (see
+	// dropMarker): otherwise a crash could leave a marker that hides a torn
+	// tail from the next Open. Until then it is true, so it stays: a log
+	// opened and closed without a write costs no fsync. A marker that did
+	// not vouch for the last segment (rare: its index was lost) is removed
+	// now, durably, as it always was.
+	if l.rec.Clean {
+		l.markerLive = true
+	} else if cleanBytes != nil {
 		if err := l.fs.Remove(filepath.Join(l.dir, cleanName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("seglog: remove clean marker: %w", err)
 		}
@@ -144,7 +158,11 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 	}
 	idxBytes, _ := readFile(l.fs, idxPath(l.dir, s.first))
 	x, okIdx := decodeIndex(idxBytes, s.first, s.size)
-	if okIdx && (!isLast || (hasMarker && marker.segFirst == s.first && marker.last == x.last && marker.end == x.end)) {
+	// An index is never trusted when an intact record follows its end:
+	// index files are written without fsync, so after a power cut an older
+	// one (from a Close while the segment was active) may be what survived.
+	stale := okIdx && followedByRecord(s.data, x.end, x.last+1)
+	if okIdx && !stale && (!isLast || (hasMarker && marker.segFirst == s.first && marker.last == x.last && marker.end == x.end)) {
 		s.end, s.last, s.index = x.end, x.last, x.entries
 		if n := len(s.index); n > 0 {
 			s.lastIndexed = s.index[n-1].off
@@ -153,7 +171,7 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 		return nil
 	}
 	start, seq := int64(segHeaderSize), s.first
-	if isLast && okIdx && len(x.entries) > 0 {
+	if (isLast || stale) && okIdx && len(x.entries) > 0 {
 		// Resume from the last index point if the record there is intact.
 		e := x.entries[len(x.entries)-1]
 		if h, st := checkRecord(s.data, e.off); st == recOK && h.seq == e.seq {
@@ -234,6 +252,13 @@ func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 	return nil
 }
 
+// followedByRecord reports whether an intact record with sequence number
+// seq starts at off.
+func followedByRecord(buf []byte, off int64, seq Seq) bool {
+	h, st := checkRecord(buf, off)
+	return st == recOK && h.seq == seq
+}
+
 // findNextRecord looks for the next intact record at or after off whose
 // sequence number is at least seq.
 func findNextRecord(buf []byte, off int64, seq Seq) (int64, recHeader, bool) {
@@ -251,11 +276,22 @@ func findNextRecord(buf []byte, off int64, seq Seq) (int64, recHeader, bool) {
 func (l *Log) cutTail(s *segment) error {
 	const chunk = 64 << 10
 	dirtyEnd := s.end
-	for off := s.end; off < s.size; off += chunk {
-		end := min(off+chunk, s.size)
+	for off := s.end; off < s.size; {
+		// Skip what the file system knows holds no data (unwritten
+		// preallocated space reads as zero): a tail of untouched
+		// preallocation costs a syscall, not a read of every page.
+		d, ok := nextData(s.f, off)
+		if ok && d >= s.size {
+			break
+		}
+		if ok && d > off {
+			off = d
+		}
+		end := min((off/chunk+1)*chunk, s.size)
 		if !allZero(s.data[off:end]) {
 			dirtyEnd = end
 		}
+		off = end
 	}
 	if dirtyEnd == s.end {
 		return nil
@@ -273,6 +309,19 @@ func (l *Log) cutTail(s *segment) error {
 		return fmt.Errorf("%w: cutting the torn tail of %s: %w", ErrSyncFailed, s.path, err)
 	}
 	return nil
+}
+
+// nextData returns the offset of the first byte at or after off that the
+// file system may hold data for (lseek SEEK_DATA); everything before it
+// reads as zero. It returns the file's size when nothing follows, and
+// ok == false when the file system cannot tell (then assume data at off).
+func nextData(f File, off int64) (int64, bool) {
+	d, err := unix.Seek(int(f.Fd()), off, unix.SEEK_DATA)
+	if errors.Is(err, unix.ENXIO) {
+		size, serr := f.Size()
+		return size, serr == nil
+	}
+	return d, err == nil
 }
 
 // checkContinuity verifies that segments follow each other without gaps or

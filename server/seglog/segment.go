@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -66,6 +67,10 @@ type segment struct {
 	base     unsafe.Pointer
 	resv     uintptr // bytes reserved at base (limit rounded up to pages)
 	writable bool    // the windows are mapped writable (writeViaMap)
+	// dirPending: the file was created and its directory entry is not
+	// known durable yet; Log.syncSegment syncs the directory before the
+	// first durable point in it is reported.
+	dirPending atomic.Bool
 
 	end         int64 // offset just past the last valid record
 	last        Seq   // last sequence number held (first-1 when empty)
@@ -108,8 +113,11 @@ func checkSegHeader(b []byte, first Seq) bool {
 }
 
 // createSegment creates, preallocates (initialAlloc, or limit if smaller),
-// stamps and maps a new empty segment that may grow to limit bytes. On
-// failure it leaves no file behind (best effort).
+// stamps and maps a new empty segment that may grow to limit bytes. Nothing
+// is synced: the directory entry is made durable by Log.syncSegment before
+// any record of the segment is reported durable, so creating a log (or a
+// segment nobody writes to) costs no fsync. On failure it leaves no file
+// behind (best effort).
 func createSegment(fsys FS, dir string, first Seq, limit int64, writable bool) (*segment, error) {
 	path := filepath.Join(dir, segName(first))
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
@@ -128,13 +136,11 @@ func createSegment(fsys FS, dir string, first Seq, limit int64, writable bool) (
 	if _, err := f.WriteAt(encodeSegHeader(first, limit), 0); err != nil {
 		return fail(err)
 	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fail(err)
-	}
 	s := &segment{path: path, first: first, f: f, size: size, limit: limit, end: segHeaderSize, last: first - 1, lastIndexed: -1}
 	if err := s.mapFile(writable); err != nil {
 		return fail(err)
 	}
+	s.dirPending.Store(true)
 	return s, nil
 }
 
