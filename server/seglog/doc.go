@@ -107,8 +107,13 @@
 //     even when the last record did not fill them.
 //   - Each open segment holds a SegmentSize range of address space (not
 //     memory): 17 segments of 64 MiB per GiB of log.
-//   - A damaged sealed segment opened with SkipCorrupt gets no index file,
-//     so every later Open scans it again and needs SkipCorrupt again.
+//   - A damaged sealed segment opened with SkipCorrupt gets an index that
+//     records the ranges lost, so later opens take it as recovered then,
+//     without SkipCorrupt; Recovery.Skipped lists those ranges again with
+//     Recorded set. Deleting that index file brings the damage back to
+//     light (the segment is scanned and SkipCorrupt is needed again). In
+//     the last (active) segment this holds once its index is written, at
+//     a roll or a clean Close.
 //   - Directory operations (create, rename, remove) count as durable at
 //     once in FaultFS; crash tests cover lost file data, not lost renames.
 //   - The log syncs its own directory and that directory's entry in its

@@ -87,6 +87,10 @@ type SkippedRange struct {
 	// From and To are the sequence numbers lost (inclusive); From > To when
 	// the range held no whole record.
 	From, To Seq
+	// Recorded: an earlier Open skipped this range (with SkipCorrupt) and
+	// recorded it in the sealed segment's index; this Open took the
+	// segment as recovered then, without needing SkipCorrupt.
+	Recorded bool
 }
 
 // Open opens (creating if needed) the log in dir, recovering from a crash

@@ -50,6 +50,9 @@ func (l *Log) recover() (err error) {
 	if err := l.checkContinuity(); err != nil {
 		return err
 	}
+	if len(l.segs) > 0 {
+		l.writeRebuiltIndexes()
+	}
 	if len(l.segs) == 0 {
 		s, err := createSegment(l.fs, l.dir, 1, l.opts.SegmentSize, l.opts.writeViaMap)
 		if err != nil {
@@ -167,6 +170,7 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 		if n := len(s.index); n > 0 {
 			s.lastIndexed = s.index[n-1].off
 		}
+		l.restoreSkipped(s, x.skipped, x.last+1)
 		l.rec.Clean = isLast
 		return nil
 	}
@@ -179,6 +183,7 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 			if n := len(s.index); n > 0 {
 				s.lastIndexed = s.index[n-1].off
 			}
+			l.restoreSkipped(s, x.skipped, e.seq)
 			start, seq = e.off, e.seq
 		}
 	}
@@ -187,9 +192,7 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 	}
 	if !isLast {
 		l.rec.RebuiltIndexes++
-		if len(s.holes) == 0 {
-			_ = writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, s.first)), encodeIndex(s), false)
-		}
+		s.idxDirty = true
 	}
 	return nil
 }
@@ -235,13 +238,10 @@ func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 		}
 		p, ph, found := findNextRecord(s.data, off+recAlign, seq)
 		if !found {
-			l.rec.Skipped = append(l.rec.Skipped, SkippedRange{Path: s.path, Offset: off, Length: s.size - off, From: seq, To: seq - 1})
+			l.skipRange(s, SkippedRange{Path: s.path, Offset: off, Length: s.size - off, From: seq, To: seq - 1})
 			break
 		}
-		l.rec.Skipped = append(l.rec.Skipped, SkippedRange{Path: s.path, Offset: off, Length: p - off, From: seq, To: ph.seq - 1})
-		if ph.seq > seq {
-			s.holes = append(s.holes, seqRange{seq, ph.seq - 1})
-		}
+		l.skipRange(s, SkippedRange{Path: s.path, Offset: off, Length: p - off, From: seq, To: ph.seq - 1})
 		s.addIndex(ph.seq, p, l.opts.IndexInterval, true) // reads must not walk through the damage
 		off, seq = p, ph.seq
 	}
@@ -250,6 +250,40 @@ func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 		return l.cutTail(s)
 	}
 	return nil
+}
+
+// skipRange records a damaged range of s passed over with SkipCorrupt.
+func (l *Log) skipRange(s *segment, r SkippedRange) {
+	s.skip(r)
+	s.idxDirty = true
+	l.rec.Skipped = append(l.rec.Skipped, r)
+}
+
+// restoreSkipped takes the damaged ranges an index recorded for s, those
+// starting below seq, as skipped by an earlier Open: reads report them as
+// corrupt and Recovery lists them again, without SkipCorrupt.
+func (l *Log) restoreSkipped(s *segment, recorded []SkippedRange, seq Seq) {
+	for _, r := range recorded {
+		if r.From >= seq {
+			continue
+		}
+		r.Path, r.Recorded = s.path, true
+		s.skip(r)
+		l.rec.Skipped = append(l.rec.Skipped, r)
+	}
+}
+
+// writeRebuiltIndexes writes the index of every sealed segment that Open
+// scanned or found damaged, so later opens need neither the scan nor, for
+// a range skipped with SkipCorrupt, SkipCorrupt again. Best effort: a
+// missing index costs only a scan.
+func (l *Log) writeRebuiltIndexes() {
+	for _, s := range l.segs[:len(l.segs)-1] {
+		if s.idxDirty {
+			_ = writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, s.first)), encodeIndex(s), false)
+			s.idxDirty = false
+		}
+	}
 }
 
 // followedByRecord reports whether an intact record with sequence number
@@ -337,7 +371,10 @@ func (l *Log) checkContinuity() error {
 		case !l.opts.SkipCorrupt:
 			return &CorruptError{Path: prev.path, Offset: prev.end, Seq: prev.last + 1, Reason: fmt.Sprintf("records %d..%d missing before the next segment", prev.last+1, s.first-1)}
 		default:
-			l.rec.Skipped = append(l.rec.Skipped, SkippedRange{Path: prev.path, Offset: prev.end, From: prev.last + 1, To: s.first - 1})
+			// The records lost from the end of prev become a hole in it,
+			// so its index can record them (see writeRebuiltIndexes).
+			l.skipRange(prev, SkippedRange{Path: prev.path, Offset: prev.end, From: prev.last + 1, To: s.first - 1})
+			prev.last = s.first - 1
 		}
 	}
 	return nil

@@ -77,6 +77,21 @@ type segment struct {
 	index       []indexEntry
 	lastIndexed int64 // offset of the last index entry (-1 none)
 	holes       []seqRange
+	// skipped lists the damaged ranges of this segment passed over with
+	// SkipCorrupt; its index file records them (see encodeIndex).
+	skipped []SkippedRange
+	// idxDirty: Open changed what the segment's index must say (a scan
+	// rebuilt it, or a skipped range was added) and must write it.
+	idxDirty bool
+}
+
+// skip records a damaged range of s passed over with SkipCorrupt: its
+// sequence numbers (if any) become a hole that reads report as corrupt.
+func (s *segment) skip(r SkippedRange) {
+	s.skipped = append(s.skipped, r)
+	if r.From <= r.To {
+		s.holes = append(s.holes, seqRange{r.From, r.To})
+	}
 }
 
 func segName(first Seq) string { return fmt.Sprintf("%020d", uint64(first)) + segExt }
