@@ -350,11 +350,11 @@ func (l *Log) syncActive() (Seq, error) {
 
 // syncSegment makes s's records durable: fdatasync, and the first time
 // after s was created (or the log opened), an fsync of the directory and
-// of its parent so the file itself survives a crash.
-// Those directory syncs are deferred to here so that opening or creating a
-// log costs no fsync; Open sets them pending for the active segment, whose
-// creator may have died before syncing them. Concurrent callers may both sync the directory;
-// that is harmless.
+// of its parent so the file itself survives a crash. Those directory
+// syncs are deferred to here so that opening or creating a log costs no
+// fsync; Open sets them pending for the active segment, whose creator may
+// have died before syncing them. Concurrent callers may both sync the
+// directory; that is harmless.
 func (l *Log) syncSegment(s *segment) error {
 	if l.parentPending.Load() {
 		if err := l.fs.SyncDir(filepath.Dir(l.dir)); err != nil {
