@@ -357,7 +357,9 @@ func (l *Log) syncActive() (Seq, error) {
 // directory; that is harmless.
 func (l *Log) syncSegment(s *segment) error {
 	if l.parentPending.Load() {
-		if err := l.fs.SyncDir(filepath.Dir(l.dir)); err != nil {
+		// A parent the process may not open for reading (permission
+		// denied) cannot be synced at all; that is not an I/O failure.
+		if err := l.fs.SyncDir(filepath.Dir(l.dir)); err != nil && !errors.Is(err, os.ErrPermission) {
 			return err
 		}
 		l.parentPending.Store(false)
