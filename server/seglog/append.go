@@ -1,7 +1,9 @@
 package seglog
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -82,6 +84,11 @@ func (l *Log) write(entries []Entry, syncNow bool) (first, last Seq, err error) 
 	if err := l.stickyErr(); err != nil {
 		return 0, 0, err
 	}
+	if l.markerLive {
+		if err := l.dropMarker(); err != nil {
+			return 0, 0, err
+		}
+	}
 	if l.dirty > 0 {
 		if err := l.zeroDirty(); err != nil {
 			return 0, 0, err
@@ -93,7 +100,7 @@ func (l *Log) write(entries []Entry, syncNow bool) (first, last Seq, err error) 
 		return 0, 0, err
 	}
 	if syncNow {
-		if serr := l.act.f.Sync(); serr != nil {
+		if serr := l.syncSegment(l.act); serr != nil {
 			return 0, 0, l.failSync(serr)
 		}
 		l.setDurable(last)
@@ -206,7 +213,7 @@ func (l *Log) zeroDirty() error {
 // new one. Called with appendMu held. On failure the active segment stays.
 func (l *Log) roll() error {
 	old := l.act
-	if err := old.f.Sync(); err != nil {
+	if err := l.syncSegment(old); err != nil {
 		return l.failSync(err)
 	}
 	l.setDurable(old.last)
@@ -335,10 +342,51 @@ func (l *Log) syncActive() (Seq, error) {
 	l.relMu.RLock()
 	l.mu.RUnlock()
 	defer l.relMu.RUnlock()
-	if err := act.f.Sync(); err != nil {
+	if err := l.syncSegment(act); err != nil {
 		return 0, err
 	}
 	return upto, nil
+}
+
+// syncSegment makes s's records durable: fdatasync, and the first time
+// after s was created (or the log opened), an fsync of the directory and
+// of its parent so the file itself survives a crash. Those directory
+// syncs are deferred to here so that opening or creating a log costs no
+// fsync; Open sets them pending for the active segment, whose creator may
+// have died before syncing them. Concurrent callers may both sync the
+// directory; that is harmless.
+func (l *Log) syncSegment(s *segment) error {
+	if l.parentPending.Load() {
+		// A parent the process may not open for reading (permission
+		// denied) cannot be synced at all; that is not an I/O failure.
+		if err := l.fs.SyncDir(filepath.Dir(l.dir)); err != nil && !errors.Is(err, os.ErrPermission) {
+			return err
+		}
+		l.parentPending.Store(false)
+	}
+	if s.dirPending.Load() {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return err
+		}
+		s.dirPending.Store(false)
+	}
+	return s.f.Sync()
+}
+
+// dropMarker removes the clean-shutdown marker, durably, before the first
+// write after a clean Open: a marker left behind by a crash after that
+// write would hide the new tail from the next Open's scan. Called with
+// appendMu held.
+func (l *Log) dropMarker() error {
+	if err := l.fs.Remove(filepath.Join(l.dir, cleanName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: remove clean marker: %w", ErrWriteFailed, err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("%w: remove clean marker: %w", ErrWriteFailed, err)
+	}
+	l.act.dirPending.Store(false) // that sync covered its entry too
+	l.markerLive = false
+	return nil
 }
 
 // failSync records a failed fsync (sticky) and returns the error.

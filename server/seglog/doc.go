@@ -49,7 +49,14 @@
 // taken from their index files (a missing or damaged index is rebuilt by a
 // verifying scan). The last segment is scanned from its last good index
 // point unless the clean-shutdown marker written by Close vouches for its
-// index; the marker is removed, durably, before Open returns. In the last
+// index (and no intact record follows the end the index names); the
+// marker stays in place until the first write after Open, which removes
+// it durably first, so a log opened and closed without writes costs no
+// fsync. Open fsyncs only when it must: the recovered tail after an
+// unclean shutdown. Directory entries (a new segment, the log directory
+// in its parent) are synced before the first record in them is reported
+// durable, not when they are created. Index and marker files are written
+// without fsync: they are checksummed hints whose loss costs a scan. In the last
 // segment a damaged record is a torn write when no intact record follows
 // it, or when part of a disk sector before the next intact record was never
 // written (zero): the tail from there is zeroed, and Recovery reports the
@@ -100,10 +107,17 @@
 //     even when the last record did not fill them.
 //   - Each open segment holds a SegmentSize range of address space (not
 //     memory): 17 segments of 64 MiB per GiB of log.
-//   - A damaged sealed segment opened with SkipCorrupt gets no index file,
-//     so every later Open scans it again and needs SkipCorrupt again.
+//   - A damaged sealed segment opened with SkipCorrupt gets an index that
+//     records the ranges lost, so later opens take it as recovered then,
+//     without SkipCorrupt; Recovery.Skipped lists those ranges again with
+//     Recorded set. Deleting that index file brings the damage back to
+//     light (the segment is scanned and SkipCorrupt is needed again). In
+//     the last (active) segment this holds once its index is written, at
+//     a roll or a clean Close.
 //   - Directory operations (create, rename, remove) count as durable at
 //     once in FaultFS; crash tests cover lost file data, not lost renames.
+//   - The log syncs its own directory and that directory's entry in its
+//     parent; directories above the parent are the caller's to sync.
 //   - Sealed segments are not compressed: measured, it would save disk on
 //     compressible payloads but cost zero-copy reads (BENCHMARKS.md).
 //   - The log is Linux-first: fallocate, fdatasync, mmap and flock come from

@@ -21,6 +21,8 @@ type FaultFS struct {
 	writeBudget int64 // bytes that may still be written before writeErr hits
 	syncErr     error
 	allocErr    error
+	// Successful Sync and SyncDir calls, for tests that count fsyncs.
+	fileSyncs, dirSyncs int
 }
 
 // pendingWrite is a write the disk may not have yet.
@@ -63,6 +65,14 @@ func (f *FaultFS) FailAllocate(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.allocErr = err
+}
+
+// SyncCounts returns how many file syncs (Sync) and directory syncs
+// (SyncDir) have succeeded so far.
+func (f *FaultFS) SyncCounts() (files, dirs int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fileSyncs, f.dirSyncs
 }
 
 // Unsynced returns how many bytes are written but not yet synced.
@@ -208,7 +218,13 @@ func (f *FaultFS) SyncDir(dir string) error {
 	if serr != nil {
 		return fmt.Errorf("sync %s: %w", dir, serr)
 	}
-	return osFS{}.SyncDir(dir)
+	if err := (osFS{}).SyncDir(dir); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.dirSyncs++
+	f.mu.Unlock()
+	return nil
 }
 
 // faultFile is an open file of a FaultFS.
@@ -264,6 +280,7 @@ func (ff *faultFile) Sync() error {
 	if err := ff.inner.Sync(); err != nil {
 		return err
 	}
+	f.fileSyncs++
 	kept := f.pending[:0]
 	for _, w := range f.pending {
 		if w.path != ff.path || w.lost {

@@ -12,6 +12,9 @@ import (
 func FuzzDecoders(f *testing.F) {
 	s := &segment{first: 7, end: segHeaderSize + 64, last: 8, index: []indexEntry{{7, 32}, {8, 64}}}
 	f.Add(encodeIndex(s))
+	s2 := &segment{first: 7, end: segHeaderSize + 64, last: 12, index: s.index,
+		skipped: []SkippedRange{{Offset: 96, Length: 40, From: 9, To: 10}, {Offset: 136, From: 11, To: 12}}}
+	f.Add(encodeIndex(s2))
 	f.Add(encodeClean(cleanMarker{segFirst: 7, last: 8, end: 96}))
 	f.Add(appendRecord(nil, 7, 1, []byte("m"), []byte("data")))
 	f.Add(encodeSegHeader(7, 4096))
@@ -19,6 +22,11 @@ func FuzzDecoders(f *testing.F) {
 		if x, ok := decodeIndex(b, 7, 4096); ok {
 			if x.end > 4096 || x.first != 7 {
 				t.Fatalf("accepted index out of range: %+v", x)
+			}
+			for _, r := range x.skipped {
+				if r.Offset < segHeaderSize || r.Offset+r.Length > 4096 || r.To > x.last || r.From < 7 {
+					t.Fatalf("accepted skipped range out of range: %+v", r)
+				}
 			}
 		}
 		decodeClean(b)

@@ -10,8 +10,9 @@ import (
 	"path/filepath"
 )
 
-// Sparse index file (%020d.idx), written when a segment is sealed and, for
-// the active segment, at a clean Close. It is a hint that spares a scan:
+// Sparse index file (%020d.idx), written (without fsync) when a segment is
+// sealed and, for the active segment, at a clean Close. It is a hint that
+// spares a scan, never trusted when an intact record follows its end:
 // every record it points at is still verified when read, and a missing or
 // damaged index is rebuilt by scanning the segment.
 //
@@ -23,9 +24,19 @@ import (
 //	40 n × (uint64 seq, uint64 offset)
 //	.. uint32  CRC-32 (IEEE) of everything before
 //
-// Clean-shutdown marker (CLEAN): written by Close after the final sync, and
-// removed (durably) by Open before any append; while it is present and
-// agrees with the last segment's index, Open skips the tail scan.
+// A segment with damaged ranges skipped by SkipCorrupt gets magic
+// "FBRLIDX2" and, between the entries and the CRC, the ranges lost:
+//
+//	.. uint64  number of ranges m
+//	.. m × (uint64 offset, uint64 length, uint64 from, uint64 to)
+//
+// so a later Open takes the segment as it was recovered, without
+// SkipCorrupt, and reports the ranges again (SkippedRange.Recorded).
+//
+// Clean-shutdown marker (CLEAN): written by Close (without fsync) after the
+// final sync, and removed (durably) before the first write after Open;
+// while it is present and agrees with the last segment's index, Open skips
+// the tail scan.
 //
 //	0  [8]byte magic "FBRLCLN1"
 //	8  uint64  first sequence number of the last segment
@@ -34,6 +45,7 @@ import (
 //	32 uint32  CRC-32 (IEEE) of bytes 0..32
 const (
 	idxMagic   = "FBRLIDX1"
+	idxMagic2  = "FBRLIDX2"
 	cleanMagic = "FBRLCLN1"
 	cleanName  = "CLEAN"
 	lockName   = "LOCK"
@@ -44,11 +56,15 @@ type savedIndex struct {
 	first, last Seq
 	end         int64
 	entries     []indexEntry
+	skipped     []SkippedRange // Path left empty
 }
 
 func encodeIndex(s *segment) []byte {
-	b := make([]byte, 40, 40+16*len(s.index)+4)
+	b := make([]byte, 40, 40+16*len(s.index)+8+32*len(s.skipped)+4)
 	copy(b, idxMagic)
+	if len(s.skipped) > 0 {
+		copy(b, idxMagic2)
+	}
 	binary.LittleEndian.PutUint64(b[8:], uint64(s.first))
 	binary.LittleEndian.PutUint64(b[16:], uint64(s.last))
 	binary.LittleEndian.PutUint64(b[24:], uint64(s.end))
@@ -57,18 +73,35 @@ func encodeIndex(s *segment) []byte {
 		b = binary.LittleEndian.AppendUint64(b, uint64(e.seq))
 		b = binary.LittleEndian.AppendUint64(b, uint64(e.off))
 	}
+	if len(s.skipped) > 0 {
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(s.skipped)))
+		for _, r := range s.skipped {
+			b = binary.LittleEndian.AppendUint64(b, uint64(r.Offset))
+			b = binary.LittleEndian.AppendUint64(b, uint64(r.Length))
+			b = binary.LittleEndian.AppendUint64(b, uint64(r.From))
+			b = binary.LittleEndian.AppendUint64(b, uint64(r.To))
+		}
+	}
 	return binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 }
 
 // decodeIndex parses an index file for a segment starting at first whose
 // mapped size is size. It returns ok == false for anything inconsistent.
 func decodeIndex(b []byte, first Seq, size int64) (savedIndex, bool) {
-	if len(b) < 44 || string(b[:8]) != idxMagic {
+	if len(b) < 44 || (string(b[:8]) != idxMagic && string(b[:8]) != idxMagic2) {
 		return savedIndex{}, false
 	}
 	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
 	if crc32.ChecksumIEEE(body) != sum {
 		return savedIndex{}, false
+	}
+	var rest []byte // the skipped ranges (FBRLIDX2)
+	if string(b[:8]) == idxMagic2 {
+		n := binary.LittleEndian.Uint64(b[32:])
+		if n > uint64(len(body)-40)/16 {
+			return savedIndex{}, false
+		}
+		body, rest = body[:40+16*n], body[40+16*n:]
 	}
 	x := savedIndex{
 		first: Seq(binary.LittleEndian.Uint64(b[8:])),
@@ -91,7 +124,43 @@ func decodeIndex(b []byte, first Seq, size int64) (savedIndex, bool) {
 		x.entries = append(x.entries, e)
 		prev = e
 	}
+	if string(b[:8]) == idxMagic2 {
+		var ok bool
+		if x.skipped, ok = decodeSkipped(rest, x, size); !ok {
+			return savedIndex{}, false
+		}
+	}
 	return x, true
+}
+
+// decodeSkipped parses the skipped ranges of an FBRLIDX2 index: at least
+// one, in ascending order, inside the segment, their sequence numbers
+// within it.
+func decodeSkipped(b []byte, x savedIndex, size int64) ([]SkippedRange, bool) {
+	if len(b) < 8 {
+		return nil, false
+	}
+	m := binary.LittleEndian.Uint64(b)
+	b = b[8:]
+	if m == 0 || uint64(len(b)) != 32*m {
+		return nil, false
+	}
+	out := make([]SkippedRange, 0, m)
+	prevTo := x.first - 1
+	for i := uint64(0); i < m; i++ {
+		r := SkippedRange{
+			Offset: int64(binary.LittleEndian.Uint64(b[32*i:])),
+			Length: int64(binary.LittleEndian.Uint64(b[32*i+8:])),
+			From:   Seq(binary.LittleEndian.Uint64(b[32*i+16:])),
+			To:     Seq(binary.LittleEndian.Uint64(b[32*i+24:])),
+		}
+		if r.Offset < segHeaderSize || r.Length < 0 || r.Offset+r.Length > size || r.From <= prevTo || r.From > r.To+1 || r.To > x.last {
+			return nil, false
+		}
+		prevTo = max(prevTo, r.To)
+		out = append(out, r)
+	}
+	return out, true
 }
 
 func idxPath(dir string, first Seq) string {

@@ -31,6 +31,14 @@ type Log struct {
 	act      *segment     // the active segment, for the writer (also segs[len-1])
 	buf      []byte
 	dirty    int64 // bytes past the active end a failed write may have touched
+	// markerLive: Open found a valid clean-shutdown marker and left it in
+	// place; the first write removes it (durably), and a Close with no
+	// write in between has nothing to record.
+	markerLive bool
+	// parentPending: the log directory's entry in its parent is not known
+	// durable (Open sets it); synced with the active segment's entry
+	// before the first record is reported durable (see syncSegment).
+	parentPending atomic.Bool
 
 	mu        sync.RWMutex
 	relMu     sync.RWMutex
@@ -79,6 +87,10 @@ type SkippedRange struct {
 	// From and To are the sequence numbers lost (inclusive); From > To when
 	// the range held no whole record.
 	From, To Seq
+	// Recorded: an earlier Open skipped this range (with SkipCorrupt) and
+	// recorded it in the sealed segment's index; this Open took the
+	// segment as recovered then, without needing SkipCorrupt.
+	Recorded bool
 }
 
 // Open opens (creating if needed) the log in dir, recovering from a crash
@@ -138,7 +150,11 @@ func (l *Log) Bounds() (first, last Seq) {
 // Close syncs, records a clean shutdown, unmaps and closes every file and
 // releases the directory lock. A second Close returns nil. If the final
 // sync fails the error is returned and no clean marker is written, so the
-// next Open scans and recovers.
+// next Open scans and recovers. Closing a log that was opened clean and
+// not written to since costs no I/O (its marker still holds); otherwise
+// Close fsyncs the active segment only if records are not yet durable, and
+// writes the marker and index without fsync: both are checksummed hints,
+// and losing them to a power cut costs the next Open a scan, not data.
 func (l *Log) Close() error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -157,15 +173,21 @@ func (l *Log) Close() error {
 	} else if l.dirty > 0 {
 		err = l.zeroDirty()
 	}
-	if act := l.active(); err == nil && !failed && act != nil {
-		if serr := act.f.Sync(); serr != nil {
+	if act := l.active(); err == nil && !failed && act != nil && !l.markerLive {
+		var serr error
+		if l.Durable() < act.last {
+			serr = l.syncSegment(act)
+		}
+		if serr != nil {
 			err = fmt.Errorf("%w: close: %w", ErrSyncFailed, serr)
 		} else {
 			l.setDurable(act.last)
 			// The index and marker spare the next Open its scan; losing
 			// them costs only that scan, so their errors are not fatal.
-			if writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, act.first)), encodeIndex(act), true) == nil {
-				_ = writeFileAtomic(l.fs, l.dir, cleanName, encodeClean(cleanMarker{segFirst: act.first, last: act.last, end: act.end}), true)
+			// They need no fsync: their checksums reject a torn file, and
+			// they only describe bytes that are already durable.
+			if writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, act.first)), encodeIndex(act), false) == nil {
+				_ = writeFileAtomic(l.fs, l.dir, cleanName, encodeClean(cleanMarker{segFirst: act.first, last: act.last, end: act.end}), false)
 			}
 		}
 	}

@@ -38,6 +38,8 @@ type Options struct {
 	// The damaged byte range is skipped: the sequence numbers it held are
 	// lost, Read returns ErrCorrupt for them, Scan passes over them, and
 	// Log.Recovery lists them. Without it Open fails with a *CorruptError.
+	// A sealed segment's index then records the ranges lost, so later
+	// opens need SkipCorrupt only for new damage.
 	SkipCorrupt bool
 	// FS is the file system the log uses; nil means the operating system's.
 	// Tests pass a *FaultFS to inject crashes and I/O errors.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // recover opens every segment in the directory and rebuilds the log's state
@@ -48,6 +50,9 @@ func (l *Log) recover() (err error) {
 	if err := l.checkContinuity(); err != nil {
 		return err
 	}
+	if len(l.segs) > 0 {
+		l.writeRebuiltIndexes()
+	}
 	if len(l.segs) == 0 {
 		s, err := createSegment(l.fs, l.dir, 1, l.opts.SegmentSize, l.opts.writeViaMap)
 		if err != nil {
@@ -59,11 +64,17 @@ func (l *Log) recover() (err error) {
 		l.closeSealed(s)
 	}
 	act := l.active()
-	if !l.rec.Clean {
+	// Whether the entries of the active segment and of the log directory
+	// ever reached the disk is unknown (the session that created them may
+	// have died before its first sync): the first sync that reports a
+	// record durable makes them durable (see syncSegment), once per Open.
+	act.dirPending.Store(true)
+	l.parentPending.Store(true)
+	if !l.rec.Clean && act.last >= act.first {
 		// What the scan found may sit only in the page cache (the previous
 		// process died, the machine did not): put it on disk before
-		// calling it durable.
-		if err := act.f.Sync(); err != nil {
+		// calling it durable. An empty segment has nothing to sync.
+		if err := l.syncSegment(act); err != nil {
 			return fmt.Errorf("%w: open: %w", ErrSyncFailed, err)
 		}
 	}
@@ -71,9 +82,15 @@ func (l *Log) recover() (err error) {
 	l.last.Store(uint64(act.last))
 	l.durable.Store(uint64(act.last))
 	l.rec.Segments = len(l.segs)
-	// The marker must be gone, durably, before the first append: otherwise
-	// a crash could leave a marker that hides a torn tail from the next Open.
-	if cleanBytes != nil {
+	// The marker must be gone, durably, before the first append (see
+	// dropMarker): otherwise a crash could leave a marker that hides a torn
+	// tail from the next Open. Until then it is true, so it stays: a log
+	// opened and closed without a write costs no fsync. A marker that did
+	// not vouch for the last segment (rare: its index was lost) is removed
+	// now, durably, as it always was.
+	if l.rec.Clean {
+		l.markerLive = true
+	} else if cleanBytes != nil {
 		if err := l.fs.Remove(filepath.Join(l.dir, cleanName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("seglog: remove clean marker: %w", err)
 		}
@@ -144,16 +161,21 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 	}
 	idxBytes, _ := readFile(l.fs, idxPath(l.dir, s.first))
 	x, okIdx := decodeIndex(idxBytes, s.first, s.size)
-	if okIdx && (!isLast || (hasMarker && marker.segFirst == s.first && marker.last == x.last && marker.end == x.end)) {
+	// An index is never trusted when an intact record follows its end:
+	// index files are written without fsync, so after a power cut an older
+	// one (from a Close while the segment was active) may be what survived.
+	stale := okIdx && followedByRecord(s.data, x.end, x.last+1)
+	if okIdx && !stale && (!isLast || (hasMarker && marker.segFirst == s.first && marker.last == x.last && marker.end == x.end)) {
 		s.end, s.last, s.index = x.end, x.last, x.entries
 		if n := len(s.index); n > 0 {
 			s.lastIndexed = s.index[n-1].off
 		}
+		l.restoreSkipped(s, x.skipped, x.last+1)
 		l.rec.Clean = isLast
 		return nil
 	}
 	start, seq := int64(segHeaderSize), s.first
-	if isLast && okIdx && len(x.entries) > 0 {
+	if (isLast || stale) && okIdx && len(x.entries) > 0 {
 		// Resume from the last index point if the record there is intact.
 		e := x.entries[len(x.entries)-1]
 		if h, st := checkRecord(s.data, e.off); st == recOK && h.seq == e.seq {
@@ -161,6 +183,7 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 			if n := len(s.index); n > 0 {
 				s.lastIndexed = s.index[n-1].off
 			}
+			l.restoreSkipped(s, x.skipped, e.seq)
 			start, seq = e.off, e.seq
 		}
 	}
@@ -169,9 +192,7 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 	}
 	if !isLast {
 		l.rec.RebuiltIndexes++
-		if len(s.holes) == 0 {
-			_ = writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, s.first)), encodeIndex(s), false)
-		}
+		s.idxDirty = true
 	}
 	return nil
 }
@@ -217,13 +238,10 @@ func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 		}
 		p, ph, found := findNextRecord(s.data, off+recAlign, seq)
 		if !found {
-			l.rec.Skipped = append(l.rec.Skipped, SkippedRange{Path: s.path, Offset: off, Length: s.size - off, From: seq, To: seq - 1})
+			l.skipRange(s, SkippedRange{Path: s.path, Offset: off, Length: s.size - off, From: seq, To: seq - 1})
 			break
 		}
-		l.rec.Skipped = append(l.rec.Skipped, SkippedRange{Path: s.path, Offset: off, Length: p - off, From: seq, To: ph.seq - 1})
-		if ph.seq > seq {
-			s.holes = append(s.holes, seqRange{seq, ph.seq - 1})
-		}
+		l.skipRange(s, SkippedRange{Path: s.path, Offset: off, Length: p - off, From: seq, To: ph.seq - 1})
 		s.addIndex(ph.seq, p, l.opts.IndexInterval, true) // reads must not walk through the damage
 		off, seq = p, ph.seq
 	}
@@ -232,6 +250,47 @@ func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 		return l.cutTail(s)
 	}
 	return nil
+}
+
+// skipRange records a damaged range of s passed over with SkipCorrupt.
+func (l *Log) skipRange(s *segment, r SkippedRange) {
+	s.skip(r)
+	s.idxDirty = true
+	l.rec.Skipped = append(l.rec.Skipped, r)
+}
+
+// restoreSkipped takes the damaged ranges an index recorded for s, those
+// starting below seq, as skipped by an earlier Open: reads report them as
+// corrupt and Recovery lists them again, without SkipCorrupt.
+func (l *Log) restoreSkipped(s *segment, recorded []SkippedRange, seq Seq) {
+	for _, r := range recorded {
+		if r.From >= seq {
+			continue
+		}
+		r.Path, r.Recorded = s.path, true
+		s.skip(r)
+		l.rec.Skipped = append(l.rec.Skipped, r)
+	}
+}
+
+// writeRebuiltIndexes writes the index of every sealed segment that Open
+// scanned or found damaged, so later opens need neither the scan nor, for
+// a range skipped with SkipCorrupt, SkipCorrupt again. Best effort: a
+// missing index costs only a scan.
+func (l *Log) writeRebuiltIndexes() {
+	for _, s := range l.segs[:len(l.segs)-1] {
+		if s.idxDirty {
+			_ = writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, s.first)), encodeIndex(s), false)
+			s.idxDirty = false
+		}
+	}
+}
+
+// followedByRecord reports whether an intact record with sequence number
+// seq starts at off.
+func followedByRecord(buf []byte, off int64, seq Seq) bool {
+	h, st := checkRecord(buf, off)
+	return st == recOK && h.seq == seq
 }
 
 // findNextRecord looks for the next intact record at or after off whose
@@ -251,11 +310,22 @@ func findNextRecord(buf []byte, off int64, seq Seq) (int64, recHeader, bool) {
 func (l *Log) cutTail(s *segment) error {
 	const chunk = 64 << 10
 	dirtyEnd := s.end
-	for off := s.end; off < s.size; off += chunk {
-		end := min(off+chunk, s.size)
+	for off := s.end; off < s.size; {
+		// Skip what the file system knows holds no data (unwritten
+		// preallocated space reads as zero): a tail of untouched
+		// preallocation costs a syscall, not a read of every page.
+		d, ok := nextData(s.f, off)
+		if ok && d >= s.size {
+			break
+		}
+		if ok && d > off {
+			off = d
+		}
+		end := min((off/chunk+1)*chunk, s.size)
 		if !allZero(s.data[off:end]) {
 			dirtyEnd = end
 		}
+		off = end
 	}
 	if dirtyEnd == s.end {
 		return nil
@@ -275,6 +345,19 @@ func (l *Log) cutTail(s *segment) error {
 	return nil
 }
 
+// nextData returns the offset of the first byte at or after off that the
+// file system may hold data for (lseek SEEK_DATA); everything before it
+// reads as zero. It returns the file's size when nothing follows, and
+// ok == false when the file system cannot tell (then assume data at off).
+func nextData(f File, off int64) (int64, bool) {
+	d, err := unix.Seek(int(f.Fd()), off, unix.SEEK_DATA)
+	if errors.Is(err, unix.ENXIO) {
+		size, serr := f.Size()
+		return size, serr == nil
+	}
+	return d, err == nil
+}
+
 // checkContinuity verifies that segments follow each other without gaps or
 // overlaps. A gap (records lost from the end of a sealed segment) is
 // corruption, skipped with SkipCorrupt.
@@ -288,7 +371,10 @@ func (l *Log) checkContinuity() error {
 		case !l.opts.SkipCorrupt:
 			return &CorruptError{Path: prev.path, Offset: prev.end, Seq: prev.last + 1, Reason: fmt.Sprintf("records %d..%d missing before the next segment", prev.last+1, s.first-1)}
 		default:
-			l.rec.Skipped = append(l.rec.Skipped, SkippedRange{Path: prev.path, Offset: prev.end, From: prev.last + 1, To: s.first - 1})
+			// The records lost from the end of prev become a hole in it,
+			// so its index can record them (see writeRebuiltIndexes).
+			l.skipRange(prev, SkippedRange{Path: prev.path, Offset: prev.end, From: prev.last + 1, To: s.first - 1})
+			prev.last = s.first - 1
 		}
 	}
 	return nil

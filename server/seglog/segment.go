@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -66,12 +67,31 @@ type segment struct {
 	base     unsafe.Pointer
 	resv     uintptr // bytes reserved at base (limit rounded up to pages)
 	writable bool    // the windows are mapped writable (writeViaMap)
+	// dirPending: the file was created and its directory entry is not
+	// known durable yet; Log.syncSegment syncs the directory before the
+	// first durable point in it is reported.
+	dirPending atomic.Bool
 
 	end         int64 // offset just past the last valid record
 	last        Seq   // last sequence number held (first-1 when empty)
 	index       []indexEntry
 	lastIndexed int64 // offset of the last index entry (-1 none)
 	holes       []seqRange
+	// skipped lists the damaged ranges of this segment passed over with
+	// SkipCorrupt; its index file records them (see encodeIndex).
+	skipped []SkippedRange
+	// idxDirty: Open changed what the segment's index must say (a scan
+	// rebuilt it, or a skipped range was added) and must write it.
+	idxDirty bool
+}
+
+// skip records a damaged range of s passed over with SkipCorrupt: its
+// sequence numbers (if any) become a hole that reads report as corrupt.
+func (s *segment) skip(r SkippedRange) {
+	s.skipped = append(s.skipped, r)
+	if r.From <= r.To {
+		s.holes = append(s.holes, seqRange{r.From, r.To})
+	}
 }
 
 func segName(first Seq) string { return fmt.Sprintf("%020d", uint64(first)) + segExt }
@@ -108,8 +128,11 @@ func checkSegHeader(b []byte, first Seq) bool {
 }
 
 // createSegment creates, preallocates (initialAlloc, or limit if smaller),
-// stamps and maps a new empty segment that may grow to limit bytes. On
-// failure it leaves no file behind (best effort).
+// stamps and maps a new empty segment that may grow to limit bytes. Nothing
+// is synced: the directory entry is made durable by Log.syncSegment before
+// any record of the segment is reported durable, so creating a log (or a
+// segment nobody writes to) costs no fsync. On failure it leaves no file
+// behind (best effort).
 func createSegment(fsys FS, dir string, first Seq, limit int64, writable bool) (*segment, error) {
 	path := filepath.Join(dir, segName(first))
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
@@ -128,13 +151,11 @@ func createSegment(fsys FS, dir string, first Seq, limit int64, writable bool) (
 	if _, err := f.WriteAt(encodeSegHeader(first, limit), 0); err != nil {
 		return fail(err)
 	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fail(err)
-	}
 	s := &segment{path: path, first: first, f: f, size: size, limit: limit, end: segHeaderSize, last: first - 1, lastIndexed: -1}
 	if err := s.mapFile(writable); err != nil {
 		return fail(err)
 	}
+	s.dirPending.Store(true)
 	return s, nil
 }
 
