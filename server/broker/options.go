@@ -276,3 +276,14 @@ func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig
 func DeadLetterTopic(topic TopicName, group GroupName) string {
 	return "$DLQ." + string(topic) + "." + string(group)
 }
+
+// Resolve returns c with the defaults a topic named name would get, or the
+// validation error CreateTopic would return. Callers compare it with an
+// existing topic's Config to make creation idempotent.
+func (c TopicConfig) Resolve(name TopicName) (TopicConfig, error) { return c.withDefaults(name) }
+
+// Resolve returns c with the defaults a group named group of topic would
+// get, or the validation error Topic.Group would return.
+func (c GroupConfig) Resolve(topic TopicName, group GroupName) (GroupConfig, error) {
+	return c.withDefaults(topic, group)
+}
