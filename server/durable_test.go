@@ -336,7 +336,7 @@ func TestManagementErrors(t *testing.T) {
 		{"GROUP CREATE m g {\"lease_ms\":500}\r\n", `^\+OK \{"topic":"m","name":"g".*"lease_ms":500`},
 		{"GROUP CREATE m g\r\n", `^-ERR 'group_exists `},
 		{"GROUP CREATE m g {\"lease_ms\":500}\r\n", `^\+OK \{"topic":"m","name":"g"`},
-		{"GROUP CREATE m h {\"nats_ack\":\"explicit\"}\r\n", `^-ERR 'invalid_config `},
+		{"GROUP CREATE m h {\"nats_ack\":\"sometimes\"}\r\n", `^-ERR 'invalid_config `},
 		{"GROUP INFO m nope\r\n", `^-ERR 'unknown_group `},
 		{"GROUP DELETE m g\r\n", `^\+OK \{"topic":"m","group":"g"\}$`},
 		{"TOPIC DELETE m\r\n", `^\+OK \{"topic":"m"\}$`},

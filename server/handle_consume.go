@@ -203,6 +203,9 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 	}
 	strict := c.strict.Load()
 	crc, headers := c.crcOut.Load(), c.headersOut.Load() || strict
+	// SPEC.md 10.2: a group with nats_ack "explicit" leases deliveries to
+	// NATS-mode clients too; they settle by publishing to the handle.
+	explicit := g.Config().NATSAck == broker.NATSAckExplicit
 	ps := &pushSub{}
 	c.mu.Lock()
 	if c.subs[sub.sid] != sub {
@@ -215,11 +218,11 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 	sub.durable = ps
 	c.mu.Unlock()
 	// Output stays bounded by credit: a Fibril client settles each
-	// delivery; for other clients a delivery is acked once it was written
-	// to the socket, so its credit returns only then.
+	// delivery; for other clients (nats_ack auto) a delivery is acked once
+	// it was written to the socket, so its credit returns only then.
 	deliver := func(d broker.Delivery) {
 		frame := appendDelivery(nil, &d, sub.sid, crc, headers)
-		ackOnWrite := !strict
+		ackOnWrite := !strict && !explicit
 		if !c.queueDurable(frame, d.Handle, ackOnWrite, slot) {
 			_ = b.Settle(d.Handle, broker.Nack(0), nil) // closing: back at once
 		}

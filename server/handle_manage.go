@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"strconv"
 	"strings"
 	"time"
 
@@ -105,11 +104,6 @@ func manage(b *broker.Broker, op protocol.Op, name, group string, js []byte) (an
 		if err := protocol.DecodeStrict(js, &wc); err != nil {
 			return nil, err
 		}
-		if wc.NATSAck != "" && wc.NATSAck != "auto" {
-			// The engine cannot persist nats_ack yet: refuse rather than
-			// silently deliver at most once.
-			return nil, protocol.NewError(protocol.CodeInvalidConfig, "nats_ack "+strconv.Quote(wc.NATSAck)+" is not supported yet (only auto)")
-		}
 		cfg := groupConfig(wc)
 		if old, exists := t.FindGroup(broker.GroupName(group)); exists {
 			// SPEC.md section 10: the same configuration again is +OK.
@@ -160,6 +154,7 @@ func groupConfig(w protocol.GroupConfig) broker.GroupConfig {
 		LeaseMs:       w.LeaseMillis,
 		MaxDeliveries: w.MaxDeliveries,
 		DeadLetter:    w.DeadLetter,
+		NATSAck:       broker.NATSAck(w.NATSAck),
 	}
 }
 
@@ -212,11 +207,14 @@ func groupInfoCurrent(g *broker.Group) (protocol.GroupInfo, error) {
 // groupInfo maps the engine's description onto the wire's.
 func groupInfo(in broker.GroupInfo) protocol.GroupInfo {
 	c := in.Config
+	if c.NATSAck == "" {
+		c.NATSAck = broker.NATSAckAuto
+	}
 	out := protocol.GroupInfo{
 		Topic: string(in.Topic), Name: string(in.Name), ID: uint64(in.ID),
 		Config: protocol.GroupConfig{
 			Start: string(c.Start), LeaseMillis: c.LeaseMs,
-			MaxDeliveries: c.MaxDeliveries, DeadLetter: c.DeadLetter, NATSAck: "auto",
+			MaxDeliveries: c.MaxDeliveries, DeadLetter: c.DeadLetter, NATSAck: string(c.NATSAck),
 		},
 		Pending:      uint64(max(in.Ready, 0)),
 		Inflight:     uint64(max(in.Inflight, 0)),

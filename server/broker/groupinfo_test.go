@@ -75,3 +75,23 @@ func TestConfigResolveMatchesCreated(t *testing.T) {
 		t.Fatalf("bogus durability: %v", err)
 	}
 }
+
+// TestGroupNATSAckPersisted: nats_ack defaults to auto, explicit survives
+// a restart (it lives in the catalog), anything else is ErrInvalid.
+func TestGroupNATSAckPersisted(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("jobs", TopicConfig{})
+	if g := e.group(tp, "auto", GroupConfig{}); g.Config().NATSAck != NATSAckAuto {
+		t.Fatalf("default nats_ack %q", g.Config().NATSAck)
+	}
+	e.group(tp, "exp", GroupConfig{NATSAck: NATSAckExplicit})
+	if _, err := tp.Group("bad", GroupConfig{NATSAck: "sometimes"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad nats_ack: %v", err)
+	}
+	e.restart()
+	tp, _ = e.b.Topic("jobs")
+	g, ok := tp.FindGroup("exp")
+	if !ok || g.Config().NATSAck != NATSAckExplicit {
+		t.Fatalf("after restart: %v %+v", ok, g.Config())
+	}
+}
