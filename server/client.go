@@ -80,6 +80,10 @@ type client struct {
 	dropped     uint64
 	pendingAuth *authResult     // a finished off-loop password check
 	ackOnWrite  []broker.Handle // deliveries in out to ack once written
+	meta        connMeta        // set at CONNECT, for the admin listing
+
+	// Traffic counters (conns.go), from any goroutine.
+	inMsgs, inBytes, outMsgs, outBytes atomic.Uint64
 }
 
 // answer is one slot in the per-connection reorder queue: commands are
@@ -226,6 +230,7 @@ func (c *client) beginInput() {
 func (c *client) takeOut(transportPending int, spare []byte) (out []byte, acks []broker.Handle, closeAfter bool) {
 	c.mu.Lock()
 	out = c.out
+	c.countOut(len(out))
 	acks = c.ackOnWrite
 	c.ackOnWrite = nil
 	c.out = spare[:0]

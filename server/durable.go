@@ -40,6 +40,7 @@ func (s *Server) openDurable() error {
 }
 
 func (s *Server) closeDurable() {
+	s.engine.Store(nil)
 	if s.durable == nil {
 		return
 	}

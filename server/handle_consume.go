@@ -114,6 +114,7 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 				c.nackAll(ds)
 				return
 			}
+			c.countOutMsgs(len(ds))
 			var buf []byte
 			for i := range ds {
 				buf = appendDelivery(buf, &ds[i], "0", crc, headers)
@@ -225,7 +226,9 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 		ackOnWrite := !strict && !explicit
 		if !c.queueDurable(frame, d.Handle, ackOnWrite, slot) {
 			_ = b.Settle(d.Handle, broker.Nack(0), nil) // closing: back at once
+			return
 		}
+		c.countOutMsgs(1)
 	}
 	bs, err := g.Subscribe(c.owner(), maxInflight, deliver)
 	if err != nil {
