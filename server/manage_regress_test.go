@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 )
@@ -54,9 +55,16 @@ func TestGroupInfoCountsCurrentAfterPollAndAck(t *testing.T) {
 	w.send("NACK " + h + "\r\n")
 	w.expect(`^\+OK$`)
 	w.send("POLL gi g 1 1000\r\n")
-	w.expectDelivery(`^MSG gi 0 \S+\.2 1$`, "y")
+	h2 := w.expectDelivery(`^MSG gi 0 \S+\.2 1$`, "y")
 	w.expect(`^\+OK 1$`)
-	if in := info(); in.Redelivered != 1 || in.Inflight != 1 {
+	if in := info(); in.Redelivered != 1 || in.Inflight != 1 || in.DeadLettered != 0 {
 		t.Fatalf("after redelivery: %+v", in)
 	}
+	// REJECT dead-letters it.
+	w.send("REJECT " + h2 + "\r\n")
+	w.expect(`^\+OK$`)
+	waitFor(t, 5*time.Second, "dead_lettered 1 in GROUP INFO", func() bool {
+		in := info()
+		return in.DeadLettered == 1 && in.Inflight == 0
+	})
 }
