@@ -99,7 +99,11 @@ func (c *client) deliverPlain(s *subscription, m *pubMsg) bool {
 		}
 	}
 	c.frameBuf = appendMsg(c.frameBuf[:0], m, s.sid, to.crcOut.Load(), to.headersOut.Load() || m.hdrLen == 0)
-	return to.queueDelivery(c.frameBuf)
+	if !to.queueDelivery(c.frameBuf) {
+		return false
+	}
+	to.countOutMsgs(1)
+	return true
 }
 
 // appendMsg encodes a MSG or HMSG frame. withHeaders false strips the

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server/broker"
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -38,6 +39,9 @@ type Server struct {
 
 	subs    *sublist
 	durable durableEngine
+	stats   serverStats
+	admin   *adminListener // nil unless Options.HTTPListen; set before Ready
+	engine  atomic.Pointer[broker.Broker]
 
 	nextCID atomic.Uint64
 	ran     atomic.Bool
@@ -128,6 +132,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if !s.ran.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
+	sm := s.observeSyncs()
 	if err := s.openDurable(); err != nil {
 		return err
 	}
@@ -167,8 +172,20 @@ func (s *Server) Run(ctx context.Context) error {
 			s.tlsAddr.Store(ta)
 		}
 	}
+	if err := s.startAdmin(sm); err != nil {
+		if tl != nil {
+			tl.stop()
+		}
+		s.stopEngine()
+		<-gerr
+		s.closeDurable()
+		return err
+	}
+	if s.durable != nil {
+		s.engine.Store(s.durable.b)
+	}
 	close(s.ready)
-	s.log.Info("listening", "addr", s.Addr(), "tls", s.TLSAddr(), "event_loops", s.opts.EventLoops)
+	s.log.Info("listening", "addr", s.Addr(), "tls", s.TLSAddr(), "http", s.HTTPAddr(), "event_loops", s.opts.EventLoops)
 
 	select {
 	case <-ctx.Done():
@@ -177,6 +194,7 @@ func (s *Server) Run(ctx context.Context) error {
 		if tl != nil {
 			tl.stop()
 		}
+		s.stopAdmin()
 		s.closeDurable()
 		if err != nil {
 			return fmt.Errorf("server: event loops stopped: %w", err)
@@ -190,6 +208,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.stopEngine()
 	<-gerr
+	s.stopAdmin()
 	s.closeDurable()
 	s.log.Info("stopped")
 	return nil
@@ -258,6 +277,7 @@ func (s *Server) admit(tr transport) (*client, []byte) {
 	c := newClient(s, s.nextCID.Add(1), tr)
 	c.authed.Store(!s.opts.authRequired())
 	s.clients[c.id] = c
+	s.stats.conns.Add(1)
 	return c, nil
 }
 

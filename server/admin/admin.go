@@ -37,6 +37,10 @@ type Options struct {
 	ServerName string
 	// Version is reported by fibril_server_info.
 	Version string
+	// Sync, when set, adds the fsync latency and group-commit batch
+	// histograms to /metrics; the same value must be the engine's
+	// broker.Options.Observer for them to move.
+	Sync *SyncMetrics
 }
 
 // ConnSource lists the server's client connections. Connections is called

@@ -39,6 +39,12 @@ func (s *Server) routes() http.Handler {
 	api.HandleFunc("GET /api/topics/{name}", s.withBroker(s.handleTopic))
 	api.HandleFunc("GET /api/topics/{name}/groups/{group}", s.withBroker(s.handleGroup))
 	api.HandleFunc("POST /api/topics/{name}/requeue", s.withBroker(s.handleRequeue))
+	api.HandleFunc("POST /api/topics/{name}/purge", s.withBroker(s.handlePurge))
+	api.HandleFunc("POST /api/topics/{name}/groups/{group}/pause", s.withBroker(s.handlePause(true)))
+	api.HandleFunc("POST /api/topics/{name}/groups/{group}/resume", s.withBroker(s.handlePause(false)))
+	api.HandleFunc("GET /api/topics/{name}/partitions/{p}/messages", s.withBroker(s.handleMessages))
+	api.HandleFunc("GET /api/topics/{name}/partitions/{p}/messages/{seq}/history", s.withBroker(s.handleHistory))
+	api.HandleFunc("GET /api/topics/{name}/partitions/{p}/events", s.withBroker(s.handleEvents))
 	api.HandleFunc("GET /api/connections", s.handleConnections)
 	api.HandleFunc("GET /{$}", s.handleDashboard)
 	api.Handle("GET /ui/", s.staticHandler())
@@ -96,11 +102,7 @@ func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request, b *broker.B
 		writeError(w, http.StatusNotFound, "no group "+r.PathValue("group")+" in topic "+r.PathValue("name"))
 		return
 	}
-	var published uint64
-	for _, p := range t.Info().Partitions {
-		published += uint64(p.LastSeq)
-	}
-	writeJSON(w, http.StatusOK, groupStats(g, published))
+	writeJSON(w, http.StatusOK, groupStats(g, published(t)))
 }
 
 func (s *Server) handleConnections(w http.ResponseWriter, _ *http.Request) {

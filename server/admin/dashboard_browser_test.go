@@ -208,6 +208,33 @@ func TestDashboardInBrowser(t *testing.T) {
 		return strings.Contains(textOf(t, ctx, "#dlq-result"), "requeued 1") && textOf(t, ctx, dlqRow) == "0"
 	})
 
+	// Pause from the groups table.
+	pauseBtn := `#groups tr[data-topic="orders"][data-group="billing"] button`
+	if clicked, err := chromedp.Run(cctx, chromedp.Evaluate[bool](`(() => { const b = document.querySelector('`+pauseBtn+`'); if (b) b.click(); return !!b; })()`)); err != nil || !clicked {
+		t.Fatalf("click pause: found %v, %v", clicked, err)
+	}
+	waitFor(t, 10*time.Second, "the group to pause and the button to say resume", func() bool {
+		return billing.Paused() && textOf(t, ctx, pauseBtn) == "resume"
+	})
+
+	// The event-log browser lists partition 0's messages; a click on one
+	// shows its history.
+	if _, err := chromedp.Run(cctx, chromedp.Evaluate[bool](`(() => {
+		document.getElementById('b-topic').value = 'orders';
+		document.getElementById('b-part').value = '0';
+		document.querySelector('#browse-form button[type=submit]').click();
+		return true; })()`)); err != nil {
+		t.Fatalf("browse: %v", err)
+	}
+	firstMsg := `#b-table tr.msg td[data-k="seq"]`
+	waitFor(t, 10*time.Second, "the message list", func() bool { return textOf(t, ctx, firstMsg) != "" })
+	if _, err := chromedp.Run(cctx, chromedp.Evaluate[bool](`(() => { document.querySelector('#b-table tr.msg').click(); return true; })()`)); err != nil {
+		t.Fatalf("click message: %v", err)
+	}
+	waitFor(t, 10*time.Second, "the message history", func() bool {
+		return strings.Contains(textOf(t, ctx, "#b-history"), "published")
+	})
+
 	png, err := chromedp.Run(nctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)

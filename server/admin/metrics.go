@@ -18,6 +18,11 @@ type collector struct {
 	groupLag, groupReady, groupInflight     *prometheus.Desc
 	groupSettled, connInBytes, connOutBytes *prometheus.Desc
 	connInMsgs, connOutMsgs                 *prometheus.Desc
+
+	connsTotal, srvInBytes, srvOutBytes, srvInMsgs, srvOutMsgs  *prometheus.Desc
+	groupDelivered, groupRedelivered, groupAcked, groupNacked   *prometheus.Desc
+	groupRejected, groupDeadLettered, groupExpired, groupOldest *prometheus.Desc
+	groupPaused, partBytes                                      *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -44,6 +49,22 @@ func newCollector(s *Server) *collector {
 		connOutBytes:  d("connection_out_bytes_total", "Bytes sent to current connections.", nil...),
 		connInMsgs:    d("connection_in_msgs_total", "Messages received from current connections.", nil...),
 		connOutMsgs:   d("connection_out_msgs_total", "Messages sent to current connections.", nil...),
+
+		connsTotal:        d("server_connections_total", "Client connections accepted since the server started."),
+		srvInBytes:        d("server_in_bytes_total", "Bytes received from clients since the server started."),
+		srvOutBytes:       d("server_out_bytes_total", "Bytes sent to clients since the server started."),
+		srvInMsgs:         d("server_in_msgs_total", "Messages (PUB/HPUB) received since the server started."),
+		srvOutMsgs:        d("server_out_msgs_total", "Messages (MSG/HMSG) sent since the server started."),
+		groupDelivered:    d("group_delivered_total", "Deliveries, redeliveries included, since the engine opened.", group...),
+		groupRedelivered:  d("group_redelivered_total", "Deliveries with attempt > 1 since the engine opened.", group...),
+		groupAcked:        d("group_acked_total", "Acks that settled a message since the engine opened.", group...),
+		groupNacked:       d("group_nacked_total", "Nacks of leased deliveries since the engine opened.", group...),
+		groupRejected:     d("group_rejected_total", "Rejects of leased deliveries since the engine opened.", group...),
+		groupDeadLettered: d("group_dead_lettered_total", "Messages dead-lettered since the engine opened.", group...),
+		groupExpired:      d("group_expired_total", "Leases that ran out since the engine opened.", group...),
+		groupOldest:       d("group_oldest_unacked_seconds", "Age of the oldest message the group has not settled (0: none).", group...),
+		groupPaused:       d("group_paused", "1 while the group is paused.", group...),
+		partBytes:         d("partition_disk_bytes", "Bytes of the partition's files on disk.", part...),
 	}
 }
 
@@ -53,6 +74,10 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.up, c.info, c.conns, c.published, c.retained, c.unsettled, c.bytes,
 		c.firstSeq, c.lastSeq, c.groupLag, c.groupReady, c.groupInflight, c.groupSettled,
 		c.connInBytes, c.connOutBytes, c.connInMsgs, c.connOutMsgs,
+		c.connsTotal, c.srvInBytes, c.srvOutBytes, c.srvInMsgs, c.srvOutMsgs,
+		c.groupDelivered, c.groupRedelivered, c.groupAcked, c.groupNacked,
+		c.groupRejected, c.groupDeadLettered, c.groupExpired, c.groupOldest,
+		c.groupPaused, c.partBytes,
 	} {
 		ch <- d
 	}
@@ -80,6 +105,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.connOutBytes, float64(ob))
 		counter(c.connInMsgs, float64(im))
 		counter(c.connOutMsgs, float64(om))
+		if ts, ok := cs.(TotalsSource); ok {
+			t := ts.Totals()
+			counter(c.connsTotal, float64(t.Connections))
+			counter(c.srvInBytes, float64(t.InBytes))
+			counter(c.srvOutBytes, float64(t.OutBytes))
+			counter(c.srvInMsgs, float64(t.InMsgs))
+			counter(c.srvOutMsgs, float64(t.OutMsgs))
+		}
 	}
 	b := c.s.opts.Broker()
 	if b == nil {
@@ -97,12 +130,26 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			pl := strconv.FormatUint(uint64(p.Partition), 10)
 			gauge(c.firstSeq, float64(p.FirstSeq), ts.Name, pl)
 			gauge(c.lastSeq, float64(p.LastSeq), ts.Name, pl)
+			gauge(c.partBytes, float64(p.DiskBytes), ts.Name, pl)
 		}
 		for _, g := range ts.Groups {
 			gauge(c.groupLag, float64(g.Lag), ts.Name, g.Name)
 			gauge(c.groupReady, float64(g.Ready), ts.Name, g.Name)
 			gauge(c.groupInflight, float64(g.Inflight), ts.Name, g.Name)
 			counter(c.groupSettled, float64(g.Settled), ts.Name, g.Name)
+			counter(c.groupDelivered, float64(g.Delivered), ts.Name, g.Name)
+			counter(c.groupRedelivered, float64(g.Redelivered), ts.Name, g.Name)
+			counter(c.groupAcked, float64(g.Acked), ts.Name, g.Name)
+			counter(c.groupNacked, float64(g.Nacked), ts.Name, g.Name)
+			counter(c.groupRejected, float64(g.Rejected), ts.Name, g.Name)
+			counter(c.groupDeadLettered, float64(g.DeadLettered), ts.Name, g.Name)
+			counter(c.groupExpired, float64(g.Expired), ts.Name, g.Name)
+			gauge(c.groupOldest, float64(g.OldestUnackedMs)/1000, ts.Name, g.Name)
+			paused := 0.0
+			if g.Paused {
+				paused = 1
+			}
+			gauge(c.groupPaused, paused, ts.Name, g.Name)
 		}
 	}
 }
@@ -111,11 +158,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // collector plus the Go runtime and process collectors.
 func newRegistry(s *Server) (*prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
-	for _, c := range []prometheus.Collector{
+	cs := []prometheus.Collector{
 		newCollector(s),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	} {
+	}
+	if s.opts.Sync != nil {
+		cs = append(cs, s.opts.Sync.collectors()...)
+	}
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

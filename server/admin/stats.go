@@ -32,6 +32,7 @@ type PartitionStats struct {
 	Partition uint32 `json:"partition"`
 	FirstSeq  uint64 `json:"first_seq"`
 	LastSeq   uint64 `json:"last_seq"`
+	DiskBytes int64  `json:"disk_bytes"`
 }
 
 // GroupStats is the JSON view of one consumer group.
@@ -48,6 +49,12 @@ type GroupStats struct {
 	// Settled is derived: the topic's Published minus Lag (acked and
 	// dead-lettered; see the package Caveats). It only grows.
 	Settled uint64 `json:"settled"`
+	// OldestUnackedMs is the age of the oldest unsettled message (0: none).
+	OldestUnackedMs int64 `json:"oldest_unacked_ms"`
+	// Paused is true while the group is paused (POST .../pause).
+	Paused bool `json:"paused"`
+	// The engine's counters since it opened (delivered, acked, ...).
+	broker.GroupCounters
 }
 
 // Overview is the answer of GET /api/topics.
@@ -72,7 +79,7 @@ func topicStats(t *broker.Topic) TopicStats {
 	}
 	for i, p := range in.Partitions {
 		ts.Published += uint64(p.LastSeq)
-		ts.Partitions = append(ts.Partitions, PartitionStats{Partition: uint32(i), FirstSeq: uint64(p.FirstSeq), LastSeq: uint64(p.LastSeq)})
+		ts.Partitions = append(ts.Partitions, PartitionStats{Partition: uint32(i), FirstSeq: uint64(p.FirstSeq), LastSeq: uint64(p.LastSeq), DiskBytes: p.DiskBytes})
 	}
 	for _, g := range t.Groups() {
 		ts.Groups = append(ts.Groups, groupStats(g, ts.Published))
@@ -85,6 +92,7 @@ func groupStats(g *broker.Group, published uint64) GroupStats {
 	gs := GroupStats{
 		Topic: string(in.Topic), Name: string(in.Name), ID: uint32(in.ID), Config: in.Config,
 		Lag: max(in.Pending, 0), Inflight: max(in.Inflight, 0),
+		OldestUnackedMs: in.OldestUnackedMs, Paused: in.Paused, GroupCounters: in.GroupCounters,
 	}
 	gs.Ready = max(gs.Lag-gs.Inflight, 0)
 	if uint64(gs.Lag) < published {

@@ -193,6 +193,26 @@ func (g *Group) Info() GroupInfo {
 	return in
 }
 
+// InfoCurrent is Info after every partition's actor has published this
+// group's numbers: everything answered before the call (deliveries, settle
+// callbacks) is counted. It blocks on the actors, bounded by ctx; it fails
+// with ErrClosed when the broker is stopping.
+func (g *Group) InfoCurrent(ctx context.Context) (GroupInfo, error) {
+	for i, gp := range g.parts {
+		if gp == nil {
+			continue
+		}
+		if err := g.t.onActor(ctx, Partition(i), func(p *partition) {
+			if p.groups[g.id] == gp {
+				p.publishGroupStats(gp)
+			}
+		}); err != nil {
+			return GroupInfo{}, fmt.Errorf("group %s/%s info: %w", g.t.name, g.name, err)
+		}
+	}
+	return g.Info(), nil
+}
+
 func (d Delivery) clone() Delivery {
 	buf := make([]byte, len(d.Header)+len(d.Data))
 	n := copy(buf, d.Header)

@@ -104,6 +104,7 @@ func (a *groupCounterAtomics) load() GroupCounters {
 type GroupPartitionInfo struct {
 	Partition Partition `json:"partition"`
 	Frontier  Seq       `json:"frontier"` // lowest offset the group has not settled
+	Next      Seq       `json:"next"`     // lowest offset never delivered to the group
 	Pending   int64     `json:"pending"`  // retained and not settled, inflight included
 	Inflight  int64     `json:"inflight"` // leased now
 	Ready     int64     `json:"ready"`    // pending and not leased (nack delays included)
@@ -118,6 +119,7 @@ type groupPartStats struct {
 	stInflight atomic.Int64
 	stPending  atomic.Int64 // retained, not settled (ready + inflight + unseen)
 	stFrontier atomic.Uint64
+	stNext     atomic.Uint64
 	stOldest   atomic.Int64 // store time (unix ns) of the frontier's record; 0: none
 	stCounts   groupCounterAtomics
 
@@ -129,6 +131,7 @@ func (gp *groupPart) info(idx Partition, now int64) GroupPartitionInfo {
 	in := GroupPartitionInfo{
 		Partition: idx,
 		Frontier:  Seq(gp.stFrontier.Load()),
+		Next:      Seq(gp.stNext.Load()),
 		Pending:   gp.stPending.Load(),
 		Inflight:  gp.stInflight.Load(),
 	}
@@ -150,6 +153,7 @@ func (p *partition) publishGroupStats(gp *groupPart) {
 	}
 	gp.stPending.Store(max(pend, 0))
 	gp.stFrontier.Store(uint64(f))
+	gp.stNext.Store(uint64(gp.next))
 	if f > p.last || f < p.first {
 		gp.oldestSeq, gp.oldestTime = 0, 0
 	} else if f != gp.oldestSeq {

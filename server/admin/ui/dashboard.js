@@ -98,6 +98,13 @@
         cell(gr, fmt(g.settled), "", "settled");
         cell(gr, rate(perSec(g.settled, og && og.settled)), "rate", "settled-rate");
         cell(gr, g.config.dead_letter || "", "name");
+        cell(gr, fmt(g.redelivered || 0), "", "redelivered");
+        cell(gr, fmt(g.dead_lettered || 0), g.dead_lettered > 0 ? "warn" : "", "dead-lettered");
+        const pa = cell(gr, "");
+        const pb = document.createElement("button");
+        pb.textContent = g.paused ? "resume" : "pause";
+        pb.addEventListener("click", () => groupOp(t.name, g.name, g.paused ? "resume" : "pause"));
+        pa.appendChild(pb);
         groups.appendChild(gr);
       }
     }
@@ -125,6 +132,106 @@
       out.textContent = name + ": requeue failed: " + e.message;
     }
   }
+
+  async function postJSON(path) {
+    const res = await fetch(path, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: "{}", credentials: "same-origin",
+    });
+    const body = await res.json();
+    if (!res.ok) throw new Error(body.error || res.status);
+    return body;
+  }
+  async function groupOp(topic, group, op) {
+    const out = document.getElementById("dlq-result");
+    try {
+      await postJSON("/api/topics/" + encodeURIComponent(topic) + "/groups/" + encodeURIComponent(group) + "/" + op);
+    } catch (e) {
+      out.textContent = `${topic}/${group}: ${op} failed: ${e.message}`;
+    }
+  }
+
+  // Event-log browser: messages by sequence or time, state events, and one
+  // message's history.
+  const bf = {
+    form: document.getElementById("browse-form"), topic: document.getElementById("b-topic"),
+    part: document.getElementById("b-part"), from: document.getElementById("b-from"),
+    time: document.getElementById("b-time"), next: document.getElementById("b-next"),
+    note: document.getElementById("b-note"), table: document.getElementById("b-table"),
+    history: document.getElementById("b-history"), mode: "messages",
+  };
+  const partURL = () => "/api/topics/" + encodeURIComponent(bf.topic.value) + "/partitions/" + Number(bf.part.value || 0);
+  async function getJSON(path) {
+    const res = await fetch(path, { cache: "no-store", credentials: "same-origin" });
+    const body = await res.json();
+    if (!res.ok) throw new Error(body.error || res.status);
+    return body;
+  }
+  function head(cols) {
+    const tr = document.createElement("tr");
+    for (const c of cols) { const th = document.createElement("th"); th.textContent = c; th.className = "l"; tr.appendChild(th); }
+    bf.table.tHead.replaceChildren(tr);
+  }
+  async function browse(mode) {
+    bf.mode = mode;
+    bf.history.replaceChildren();
+    const tb = bf.table.tBodies[0];
+    try {
+      let q = "?limit=20&from=" + Number(bf.from.value || 0);
+      if (mode === "messages" && bf.time.value) q = "?limit=20&time=" + encodeURIComponent(bf.time.value);
+      const page = await getJSON(partURL() + "/" + mode + q);
+      tb.replaceChildren();
+      if (mode === "messages") {
+        head(["seq", "time", "subject", "bytes", "data"]);
+        for (const m of page.messages) {
+          const tr = document.createElement("tr");
+          tr.className = "msg"; tr.dataset.seq = m.seq;
+          cell(tr, m.seq, "", "seq"); cell(tr, new Date(m.time).toLocaleString("en-GB"));
+          cell(tr, m.subject, "name"); cell(tr, fmt(m.size));
+          cell(tr, (m.encoding ? "[" + m.encoding + "] " : "") + m.data.slice(0, 80) + (m.truncated || m.data.length > 80 ? "…" : ""), "data");
+          tr.addEventListener("click", () => history(m.seq));
+          tb.appendChild(tr);
+        }
+        bf.note.textContent = `${page.messages.length} message(s) of ${page.topic}/${page.partition}`;
+      } else {
+        head(["record", "time", "kind", "group", "offset", "arg"]);
+        for (const e of page.events) {
+          const tr = document.createElement("tr");
+          cell(tr, e.record); cell(tr, new Date(e.time).toLocaleString("en-GB"));
+          cell(tr, e.kind, "", "kind"); cell(tr, e.group_name || e.group); cell(tr, e.offset); cell(tr, e.arg);
+          tb.appendChild(tr);
+        }
+        bf.note.textContent = `${page.events.length} state event(s) of ${page.topic}/${page.partition} (recent: the log is cut at each snapshot)`;
+      }
+      bf.from.value = page.next;
+      bf.time.value = "";
+      bf.next.disabled = false;
+    } catch (e) {
+      bf.note.textContent = "browse failed: " + e.message;
+      bf.next.disabled = true;
+    }
+  }
+  async function history(seq) {
+    try {
+      const h = await getJSON(partURL() + "/messages/" + seq + "/history");
+      const ul = document.createElement("ul");
+      const li = (text) => { const x = document.createElement("li"); x.textContent = text; ul.appendChild(x); };
+      if (h.message) li(`published ${new Date(h.message.time).toLocaleString("en-GB")} on ${h.message.subject} (${h.message.size} bytes, crc ${h.message.crc})`);
+      else li("no longer retained");
+      const what = { deliver: "delivered (attempt %)", settle: "settled", dead_letter: "dead-lettered", purge: "purged" };
+      for (const e of h.events) {
+        const label = (what[e.kind] || e.kind).replace("%", e.arg);
+        li(`${new Date(e.time).toLocaleString("en-GB")} · ${label}` + (e.group_name ? " · group " + e.group_name : ""));
+      }
+      const title = document.createElement("h3");
+      title.textContent = `History of ${h.topic}/${h.partition}:${h.seq}`;
+      bf.history.replaceChildren(title, ul);
+    } catch (e) {
+      bf.history.textContent = "history failed: " + e.message;
+    }
+  }
+  bf.form.addEventListener("submit", (ev) => { ev.preventDefault(); bf.from.value = bf.from.value || 0; browse("messages"); });
+  document.getElementById("b-events").addEventListener("click", () => { bf.from.value = 0; browse("events"); });
+  bf.next.addEventListener("click", () => browse(bf.mode));
 
   async function poll() {
     const st = document.getElementById("status");
