@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/server/seglog"
 )
 
 // ErrInvalidOptions is wrapped by every error validate returns.
@@ -162,6 +163,10 @@ func DefaultOptions() Options {
 
 // validate checks o and returns an error wrapping ErrInvalidOptions that
 // names the first bad field.
+// maxPayloadSlack is the room a log segment keeps beyond MaxPayload: record
+// header, subject and the headers a dead letter gains.
+const maxPayloadSlack = 128 << 10
+
 func (o *Options) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
@@ -207,6 +212,17 @@ func (o *Options) validate() error {
 	if o.MaxInputBuffer < o.MaxControlLine+o.MaxPayload+2 {
 		return bad("MaxInputBuffer (%d) must hold one frame (MaxControlLine+MaxPayload+2 = %d)",
 			o.MaxInputBuffer, o.MaxControlLine+o.MaxPayload+2)
+	}
+	// A message and its dead letter (the original plus a few header lines)
+	// must fit in one record of the engine's log; the engine would otherwise
+	// refuse it only after the client sent it.
+	if seg := o.Engine.SegmentSize; !o.NoBroker && seg > 0 && int64(o.MaxPayload)+maxPayloadSlack > seg {
+		return bad("MaxPayload (%d) must leave %d bytes of room in a log segment (Engine.SegmentSize %d)",
+			o.MaxPayload, maxPayloadSlack, seg)
+	}
+	if !o.NoBroker && o.Engine.SegmentSize == 0 && int64(o.MaxPayload)+maxPayloadSlack > seglog.DefaultSegmentSize {
+		return bad("MaxPayload (%d) must leave %d bytes of room in a log segment (%d)",
+			o.MaxPayload, maxPayloadSlack, seglog.DefaultSegmentSize)
 	}
 	if o.PreAuthBytes < 512 {
 		return bad("PreAuthBytes must be >= 512, got %d", o.PreAuthBytes)

@@ -45,21 +45,6 @@ func TestDurablePushSubOKBeforeDeliveries(t *testing.T) {
 	}
 }
 
-// TestPublishTooLargeForSegmentIsMaxPayload: a PUB within max_payload that
-// does not fit one record of the engine's log is answered max_payload (was
-// "internal"), and the connection keeps working.
-func TestPublishTooLargeForSegmentIsMaxPayload(t *testing.T) {
-	s := startDurable(t, func(o *Options) { o.Engine.SegmentSize = 64 << 10 })
-	w := fibrilConn(t, s, "")
-	w.send("TOPIC CREATE big\r\n")
-	w.expect(`^\+OK `)
-	body := strings.Repeat("x", 100<<10)
-	w.send(fmt.Sprintf("PUB big %d\r\n%s\r\n", len(body), body))
-	w.expect(`^-ERR 'max_payload `)
-	w.send("PUB big 1\r\nx\r\n")
-	w.expect(`^\+OK 0:1$`)
-}
-
 // TestNATSAckOnWriteSurvivesFullRing: deliveries to a stock NATS consumer
 // are acked when written even while publishers keep the partition's
 // command ring full (a refused ack would leave them leased and redelivered

@@ -286,3 +286,30 @@ func TestRunFailures(t *testing.T) {
 		t.Errorf("invalid options: %v", err)
 	}
 }
+
+// A max payload close to the segment size let clients send messages the
+// engine then refused with ErrTooLarge (answered max_payload, formerly
+// "internal": TestPublishTooLargeForSegmentIsMaxPayload), or dropped as dead
+// letters. Such a setting is now refused up front.
+func TestMaxPayloadMustFitASegment(t *testing.T) {
+	for _, c := range []struct {
+		seg     int64
+		payload int
+		ok      bool
+	}{
+		{0, 1 << 20, true},
+		{0, 64 << 20, false},
+		{8 << 20, 7 << 20, true},
+		{8 << 20, 8<<20 - 1024, false},
+	} {
+		_, err := New(testOptions(t, func(o *Options) {
+			o.NoBroker = false
+			o.Engine.SegmentSize = c.seg
+			o.MaxPayload = c.payload
+			o.MaxInputBuffer = c.payload + 2*o.MaxControlLine
+		}))
+		if got := err == nil; got != c.ok || (err != nil && !errors.Is(err, ErrInvalidOptions)) {
+			t.Errorf("segment %d, max payload %d: err %v, want ok=%v", c.seg, c.payload, err, c.ok)
+		}
+	}
+}

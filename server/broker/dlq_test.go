@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDeadLetterMaxDeliveries(t *testing.T) {
@@ -70,6 +71,50 @@ func TestDeadLetterReject(t *testing.T) {
 	}
 	if got := datas(e.poll(g, 5)); len(got) != 1 || got[0] != "good" {
 		t.Fatalf("after reject: %v", got)
+	}
+}
+
+// A dead letter larger than 4 MiB was dropped (logged, not stored) because
+// dead-letter topics had smaller segments than the topics they serve.
+func TestDeadLetterOfLargeMessageIsNotDropped(t *testing.T) {
+	b, err := Open(t.TempDir(), Options{Logf: t.Logf, SegmentSize: 8 << 20, EventSegmentSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	tp, err := b.CreateTopic("big", TopicConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := tp.Group("w", GroupConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := strings.Repeat("x", 5<<20)
+	if _, err := tp.Publish(ctx, Message{Subject: "big", Data: []byte(payload)}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := g.Poll(ctx, 1)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("poll: %d deliveries, %v", len(ds), err)
+	}
+	if err := ds[0].Reject(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dlt, ok := b.Topic("$DLQ.big.w")
+	if !ok {
+		t.Fatal("no dead-letter topic")
+	}
+	dg, err := dlt.Group("x", GroupConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	dd, err := dg.Poll(pctx, 1)
+	if err != nil || len(dd) != 1 || string(dd[0].Data) != payload {
+		t.Fatalf("dead letter of %d bytes not stored: %d deliveries, %v", len(payload), len(dd), err)
 	}
 }
 

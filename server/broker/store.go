@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"strings"
-
 	"github.com/fibrilmq/fibril/server/seglog"
 )
 
@@ -11,10 +9,6 @@ const (
 	dataLogName   = "data"
 	eventsLogName = "events"
 )
-
-// dlqSegmentSize caps the data segments of dead-letter topics: every group
-// has one, most stay nearly empty, and segments are preallocated.
-const dlqSegmentSize = 4 << 20
 
 // openStore opens one of a partition's logs: through Options.OpenStore when
 // set, else as a file-backed seglog sized for what it holds.
@@ -30,13 +24,11 @@ func (t *Topic) openStore(dir string, events bool, policy seglog.Policy) (seglog
 	return seglog.Open(dir, seglog.Options{Policy: policy, SegmentSize: size})
 }
 
-func (t *Topic) dataSegmentSize() int64 {
-	size := t.b.opts.SegmentSize
-	if strings.HasPrefix(string(t.name), "$DLQ.") && size > dlqSegmentSize {
-		size = dlqSegmentSize
-	}
-	return size
-}
+// dataSegmentSize is the same for every topic, dead-letter topics included: a
+// dead letter is its original plus a few header lines, so it must fit wherever
+// the original did (the log preallocates progressively, so a mostly empty
+// dead-letter topic costs little disk).
+func (t *Topic) dataSegmentSize() int64 { return t.b.opts.SegmentSize }
 
 // maxBody is the largest header+payload a record of this topic can hold.
 func (t *Topic) maxBody() int64 { return t.dataSegmentSize() - recordSlack }
