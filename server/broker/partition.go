@@ -73,24 +73,27 @@ type partition struct {
 	stPublished     atomic.Uint64
 
 	// actor state
-	groups        map[GroupID]*groupPart
-	order         []*groupPart
-	first, last   Seq
-	stopping      bool
-	cmds          []command
-	ctls          []func(*partition)
-	entries       []seglog.Entry
-	evEntries     []seglog.Entry
-	pubs          []*command
-	meta          []byte
-	ev            evSink
-	after         []func()
-	now           int64
-	timerAt       int64
-	timerStop     func() bool
-	timerFired    atomic.Bool
-	snapEvents    int
-	lastEventSeq  Seq
+	groups       map[GroupID]*groupPart
+	order        []*groupPart
+	first, last  Seq
+	stopping     bool
+	cmds         []command
+	ctls         []func(*partition)
+	entries      []seglog.Entry
+	evEntries    []seglog.Entry
+	pubs         []*command
+	meta         []byte
+	ev           evSink
+	after        []func()
+	now          int64
+	timerAt      int64
+	timerStop    func() bool
+	timerFired   atomic.Bool
+	snapEvents   int
+	lastEventSeq Seq
+	// snapSeq is the last event the newest snapshot covers; the events
+	// from the snapshot before it on are kept for History.
+	snapSeq       Seq
 	lastRetention int64
 	askedCut      Seq // last TruncateFront point asked of the data log
 	dlqRetry      bool
@@ -534,9 +537,15 @@ func (p *partition) snapshot() error {
 		return fmt.Errorf("topic %s partition %d: snapshot: %w", p.t.name, p.idx, err)
 	}
 	p.snapEvents = 0
-	if err := p.events.TruncateFront(p.lastEventSeq + 1); err != nil {
+	if p.lastEventSeq == p.snapSeq {
+		return nil // nothing new: keep the window History reads
+	}
+	// Drop only what the previous snapshot covered, so that the history of
+	// recent messages survives a snapshot (and the one every Close writes).
+	if err := p.events.TruncateFront(p.snapSeq + 1); err != nil {
 		return fmt.Errorf("topic %s partition %d: truncate events: %w", p.t.name, p.idx, err)
 	}
+	p.snapSeq = p.lastEventSeq
 	return nil
 }
 
