@@ -73,27 +73,25 @@ type partition struct {
 	stPublished     atomic.Uint64
 
 	// actor state
-	groups       map[GroupID]*groupPart
-	order        []*groupPart
-	first, last  Seq
-	stopping     bool
-	cmds         []command
-	ctls         []func(*partition)
-	entries      []seglog.Entry
-	evEntries    []seglog.Entry
-	pubs         []*command
-	meta         []byte
-	ev           evSink
-	after        []func()
-	now          int64
-	timerAt      int64
-	timerStop    func() bool
-	timerFired   atomic.Bool
-	snapEvents   int
-	lastEventSeq Seq
-	// snapSeq is the last event the newest snapshot covers; the events
-	// from the snapshot before it on are kept for History.
-	snapSeq       Seq
+	groups        map[GroupID]*groupPart
+	order         []*groupPart
+	first, last   Seq
+	stopping      bool
+	cmds          []command
+	ctls          []func(*partition)
+	entries       []seglog.Entry
+	evEntries     []seglog.Entry
+	pubs          []*command
+	meta          []byte
+	ev            evSink
+	after         []func()
+	now           int64
+	timerAt       int64
+	timerStop     func() bool
+	timerFired    atomic.Bool
+	snapEvents    int
+	lastEventSeq  Seq
+	snapSeq       Seq // last event of the newest snapshot; History keeps those after the one before
 	lastRetention int64
 	askedCut      Seq // last TruncateFront point asked of the data log
 	dlqRetry      bool
