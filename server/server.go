@@ -49,6 +49,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	clients  map[uint64]*client
+	closed   closedConns // the last closed clients, for LookupConn
 	draining bool
 
 	ready chan struct{}
@@ -283,8 +284,12 @@ func (s *Server) admit(tr transport) (*client, []byte) {
 
 // clientGone forgets a closed connection.
 func (s *Server) clientGone(c *client) {
+	ref := c.connRef(false) // c.mu is never taken under s.mu
 	s.mu.Lock()
-	delete(s.clients, c.id)
+	if _, ok := s.clients[c.id]; ok {
+		delete(s.clients, c.id)
+		s.closed.add(ref, recentClosedConns)
+	}
 	s.mu.Unlock()
 	s.releaseDurable(c)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fibrilmq/fibril/server/broker"
@@ -45,9 +47,52 @@ type Options struct {
 
 // ConnSource lists the server's client connections. Connections is called
 // once per request or scrape from an HTTP goroutine; it must not block on a
-// connection and must return a fresh slice.
+// connection and must return a fresh slice. A ConnSource that also
+// implements ConnResolver lets the event-log browser name the connection
+// each delivery went to.
 type ConnSource interface {
 	Connections() []ConnInfo
+}
+
+// ConnResolver names a connection by id, open or recently closed, for the
+// message history (the server uses connection ids as broker.OwnerID).
+// LookupConn is called from an HTTP goroutine; it must not block on a
+// connection. It reports false for an id it does not remember.
+type ConnResolver interface {
+	LookupConn(id uint64) (ConnRef, bool)
+}
+
+// ConnRef names one client connection.
+type ConnRef struct {
+	ID     uint64 `json:"id"`
+	Name   string `json:"name,omitempty"`
+	Remote string `json:"remote,omitempty"`
+	User   string `json:"user,omitempty"`
+	// Open is false once the connection has closed.
+	Open bool `json:"open"`
+}
+
+// Label is the short form the history shows: "conn 17 (worker-a,
+// 127.0.0.1:51234)", with the user when known and "closed" once closed.
+func (r ConnRef) Label() string {
+	var parts []string
+	if r.Name != "" {
+		parts = append(parts, r.Name)
+	}
+	if r.User != "" {
+		parts = append(parts, "user "+r.User)
+	}
+	if r.Remote != "" {
+		parts = append(parts, r.Remote)
+	}
+	if !r.Open {
+		parts = append(parts, "closed")
+	}
+	l := "conn " + strconv.FormatUint(r.ID, 10)
+	if len(parts) > 0 {
+		l += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return l
 }
 
 // ConnInfo describes one client connection.

@@ -250,6 +250,16 @@ type connList []ConnInfo
 
 func (c connList) Connections() []ConnInfo { return append([]ConnInfo(nil), c...) }
 
+// LookupConn resolves the listed (open) connections.
+func (c connList) LookupConn(id uint64) (ConnRef, bool) {
+	for _, ci := range c {
+		if ci.ID == id {
+			return ConnRef{ID: id, Name: ci.Name, Remote: ci.Remote, User: ci.User, Open: true}, true
+		}
+	}
+	return ConnRef{}, false
+}
+
 func TestConnections(t *testing.T) {
 	b := openBroker(t)
 	without := startAdmin(t, Options{Broker: staticBroker(b)})

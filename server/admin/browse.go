@@ -50,10 +50,15 @@ type MessagePage struct {
 }
 
 // EventView is one consumer-state event; GroupName resolves Group when the
-// group still exists.
+// group still exists. For an event with an Owner (a connection id, as the
+// server uses them), OwnerLabel names it ("conn 17 (worker-a,
+// 127.0.0.1:51234)", just "conn 17" once the server has forgotten it) and
+// Conn has the details when the ConnSource resolves it (see ConnResolver).
 type EventView struct {
 	broker.StateEvent
-	GroupName string `json:"group_name,omitempty"`
+	GroupName  string   `json:"group_name,omitempty"`
+	OwnerLabel string   `json:"owner_label,omitempty"`
+	Conn       *ConnRef `json:"conn,omitempty"`
 }
 
 // EventPage answers GET .../partitions/{p}/events.
@@ -196,11 +201,30 @@ func groupNames(t *broker.Topic) map[broker.GroupID]string {
 	return m
 }
 
-func eventViews(t *broker.Topic, evs []broker.StateEvent) []EventView {
+// eventViews resolves group names and owners (each owner once).
+func (s *Server) eventViews(t *broker.Topic, evs []broker.StateEvent) []EventView {
 	names := groupNames(t)
+	res, _ := s.opts.Conns.(ConnResolver)
+	conns := make(map[broker.OwnerID]*ConnRef)
 	out := make([]EventView, 0, len(evs))
 	for _, e := range evs {
-		out = append(out, EventView{StateEvent: e, GroupName: names[e.Group]})
+		v := EventView{StateEvent: e, GroupName: names[e.Group]}
+		if e.Owner != 0 {
+			ref, seen := conns[e.Owner]
+			if !seen && res != nil {
+				if r, ok := res.LookupConn(uint64(e.Owner)); ok {
+					ref = &r
+				}
+				conns[e.Owner] = ref
+			}
+			v.Conn = ref
+			if ref != nil {
+				v.OwnerLabel = ref.Label()
+			} else {
+				v.OwnerLabel = "conn " + strconv.FormatUint(uint64(e.Owner), 10)
+			}
+		}
+		out = append(out, v)
 	}
 	return out
 }
@@ -227,7 +251,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, b *broker.
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, EventPage{Topic: string(t.Name()), Partition: uint32(p), Events: eventViews(t, evs), Next: uint64(next)})
+	writeJSON(w, http.StatusOK, EventPage{Topic: string(t.Name()), Partition: uint32(p), Events: s.eventViews(t, evs), Next: uint64(next)})
 }
 
 // handleHistory serves GET /api/topics/{name}/partitions/{p}/messages/{seq}/history.
@@ -258,6 +282,6 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request, b *broker
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	h.Events = eventViews(t, evs)
+	h.Events = s.eventViews(t, evs)
 	writeJSON(w, http.StatusOK, h)
 }

@@ -127,7 +127,7 @@ func traffic(t *testing.T, tp *broker.Topic, g *broker.Group) (stop func()) {
 func TestDashboardInBrowser(t *testing.T) {
 	ctx := browser(t)
 	b := openBroker(t)
-	s := startAdmin(t, Options{Broker: staticBroker(b), ServerName: "dashboard-test", Conns: connList{{ID: 1}}})
+	s := startAdmin(t, Options{Broker: staticBroker(b), ServerName: "dashboard-test", Conns: connList{{ID: 1, Name: "worker-a", Remote: "127.0.0.1:51234"}}})
 
 	orders, err := b.CreateTopic("orders", broker.TopicConfig{Partitions: 3})
 	if err != nil {
@@ -152,6 +152,20 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err := ds[0].Reject(pctx); err != nil {
 		t.Fatal(err)
 	}
+	// Partition 0's first message is leased to connection 1, so its
+	// history names the consumer.
+	ops, err := orders.Group("ops", broker.GroupConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "ops to lease 0:1 to connection 1", func() bool {
+		for _, d := range pollAs(t, ops, 8, 1) {
+			if d.Handle.Partition == 0 && d.Handle.Seq == 1 {
+				return true
+			}
+		}
+		return false
+	})
 
 	const (
 		pubCell     = `#topics tr[data-topic="orders"] td[data-k="published"]`
@@ -231,8 +245,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	if _, err := chromedp.Run(cctx, chromedp.Evaluate[bool](`(() => { document.querySelector('#b-table tr.msg').click(); return true; })()`)); err != nil {
 		t.Fatalf("click message: %v", err)
 	}
-	waitFor(t, 10*time.Second, "the message history", func() bool {
-		return strings.Contains(textOf(t, ctx, "#b-history"), "published")
+	waitFor(t, 10*time.Second, "the message history naming its consumer", func() bool {
+		h := textOf(t, ctx, "#b-history")
+		return strings.Contains(h, "published") && strings.Contains(h, "to conn 1 (worker-a, 127.0.0.1:51234) · group ops")
 	})
 
 	png, err := chromedp.Run(nctx, chromedp.FullScreenshot(100))

@@ -24,8 +24,10 @@
 // Settled is derived (the topic's published count minus the group's lag), so
 // it also counts messages stored before a group that starts at "new" and
 // messages retention dropped unsettled. The engine's group counters
-// (delivered, acked, ...) start at zero whenever the engine opens. The event
-// log is cut at each engine snapshot, so events and histories are recent
-// only. Requeue is at least once: a crash between the publish and the ack
+// (delivered, acked, ...) start at zero whenever the engine opens. Each
+// engine snapshot drops the events the one before it covered, so events and
+// histories are recent only. A history names a delivery's connection only
+// while the ConnSource remembers it (the server: open ones and the last
+// 1024 closed); otherwise it says "conn <id>". Requeue is at least once: a crash between the publish and the ack
 // in the dead-letter topic requeues that message twice.
 package admin

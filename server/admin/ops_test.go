@@ -147,7 +147,7 @@ func TestBrowseMessagesEventsHistory(t *testing.T) {
 	for _, e := range h.Events {
 		kinds = append(kinds, fmt.Sprintf("%s:%d:%s", e.Kind, e.Arg, e.GroupName))
 	}
-	if got := strings.Join(kinds, " "); got != "deliver:1:billing deliver:2:billing settle:0:billing" {
+	if got := strings.Join(kinds, " "); got != "deliver:1:billing nack:0:billing deliver:2:billing settle:1:billing" {
 		t.Fatalf("history of 1: %s", got)
 	}
 

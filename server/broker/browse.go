@@ -29,17 +29,49 @@ type StateEvent struct {
 	// Record is the event log record holding the event (page with it).
 	Record Seq       `json:"record"`
 	Time   time.Time `json:"time"`
-	// Kind is "deliver" (Arg: the delivery count), "settle" (acked, or its
-	// dead-letter copy is durable), "dead_letter" (Arg: 1 max_deliveries,
-	// 2 rejected), "init" (group created, Offset: where it starts) or
-	// "purge" (everything below Offset settled; Group 0: the partition).
+	// Kind is one of
+	//   - "deliver": leased to Owner; Arg: the delivery count
+	//   - "settle": done for good; Reason "ack" (by Owner), "dead_lettered"
+	//     (its dead-letter copy is durable), "dropped" (retention removed it
+	//     before delivery) or "" (logs written before reasons were kept)
+	//   - "nack": Owner nacked it; Arg: the redelivery delay in ns
+	//   - "expire": Owner's lease ran out; Arg: the delivery count
+	//   - "release": Owner went away (its connection closed) holding the
+	//     lease; Arg: the delivery count
+	//   - "dead_letter": a dead-letter copy is due; Reason "max_deliveries"
+	//     or "rejected" (by Owner); Arg: 1 or 2 respectively
+	//   - "init": group created; Offset: where it starts
+	//   - "purge": everything below Offset settled; Group 0: the partition
 	Kind   string  `json:"kind"`
 	Group  GroupID `json:"group"`
 	Offset Seq     `json:"offset"`
 	Arg    uint64  `json:"arg"`
+	// Owner is the consumer the event concerns (the server uses its
+	// connection id); 0 when none was recorded (also in older logs).
+	Owner  OwnerID `json:"owner,omitempty"`
+	Reason string  `json:"reason,omitempty"`
 }
 
-var eventKindNames = [...]string{evDeliver: "deliver", evSettle: "settle", evDeadLetter: "dead_letter", evInit: "init", evPurge: "purge"}
+var eventKindNames = [...]string{
+	evDeliver: "deliver", evSettle: "settle", evDeadLetter: "dead_letter", evInit: "init", evPurge: "purge",
+	evNack: "nack", evExpire: "expire", evRelease: "release",
+}
+
+var settleHowNames = [...]string{settleUnknown: "", settleAck: "ack", settleDeadLettered: "dead_lettered", settleDropped: "dropped"}
+
+// stateEvent is the operator's view of e, stored in record rec at tm.
+func stateEvent(rec Seq, tm time.Time, e event) StateEvent {
+	v := StateEvent{Record: rec, Time: tm, Kind: eventKindNames[e.kind], Group: e.group, Offset: e.seq, Arg: e.arg, Owner: e.owner}
+	switch e.kind {
+	case evSettle:
+		if e.arg < uint64(len(settleHowNames)) {
+			v.Reason = settleHowNames[e.arg]
+		}
+	case evDeadLetter:
+		v.Reason = reasonText(uint8(e.arg))
+	}
+	return v
+}
 
 // browseMaxBytes bounds the payload one Browse copies.
 const browseMaxBytes = 4 << 20
@@ -122,8 +154,10 @@ func (t *Topic) SeqAt(ctx context.Context, idx Partition, tm time.Time) (Seq, er
 
 // Events returns the consumer-state events of partition idx from event
 // record from on, whole records until at least limit events, and the record
-// to read from next. Events covered by the last snapshot are gone (the log
-// is truncated after each snapshot), so the history is recent only. It
+// to read from next. Each snapshot drops the events the snapshot before it
+// covered, so what is left is recent only: the events since the snapshot
+// before last (at least Options.SnapshotEvery of them, segment-granular;
+// Close writes a snapshot too). It
 // blocks on the partition's actor, bounded by ctx.
 func (t *Topic) Events(ctx context.Context, idx Partition, from Seq, limit int) ([]StateEvent, Seq, error) {
 	if limit < 1 {
@@ -141,8 +175,8 @@ func (t *Topic) Events(ctx context.Context, idx Partition, from Seq, limit int) 
 		}
 		serr = p.events.Scan(at, browseMaxBytes, func(r seglog.Record) bool {
 			tm := time.Unix(0, r.Time)
-			if err := decodeEvents(r.Data, func(kind byte, g GroupID, seq Seq, arg uint64) {
-				out = append(out, StateEvent{Record: r.Seq, Time: tm, Kind: eventKindNames[kind], Group: g, Offset: seq, Arg: arg})
+			if err := decodeEvents(r.Data, func(e event) {
+				out = append(out, stateEvent(r.Seq, tm, e))
 			}); err != nil {
 				cbErr = fmt.Errorf("event record %d: %w", r.Seq, err)
 				return false
@@ -161,10 +195,11 @@ func (t *Topic) Events(ctx context.Context, idx Partition, from Seq, limit int) 
 }
 
 // History returns the retained state events that concern offset seq of
-// partition idx, oldest first: its deliveries (with their counts),
-// dead-lettering, settling, and purges that covered it. Like Events it sees
-// only what followed the last snapshot. It scans the partition's event log
-// on its actor (at most Options.SnapshotEvery events), bounded by ctx.
+// partition idx, oldest first: its deliveries (with their counts and the
+// owner each went to), nacks, lease expiries and releases, dead-lettering,
+// settling (and how), and purges that covered it. Like Events it sees
+// only the recent events. It scans the partition's event log on its actor
+// (about two Options.SnapshotEvery windows of events), bounded by ctx.
 func (t *Topic) History(ctx context.Context, idx Partition, seq Seq) ([]StateEvent, error) {
 	var out []StateEvent
 	var serr, cbErr error
@@ -177,9 +212,9 @@ func (t *Topic) History(ctx context.Context, idx Partition, seq Seq) ([]StateEve
 			was := at
 			serr = p.events.Scan(at, browseMaxBytes, func(r seglog.Record) bool {
 				tm := time.Unix(0, r.Time)
-				if err := decodeEvents(r.Data, func(kind byte, g GroupID, off Seq, arg uint64) {
-					if (off == seq && kind != evInit) || (kind == evPurge && off > seq) {
-						out = append(out, StateEvent{Record: r.Seq, Time: tm, Kind: eventKindNames[kind], Group: g, Offset: off, Arg: arg})
+				if err := decodeEvents(r.Data, func(e event) {
+					if (e.seq == seq && e.kind != evInit) || (e.kind == evPurge && e.seq > seq) {
+						out = append(out, stateEvent(r.Seq, tm, e))
 					}
 				}); err != nil {
 					cbErr = fmt.Errorf("event record %d: %w", r.Seq, err)

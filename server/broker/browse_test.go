@@ -87,7 +87,7 @@ func TestBrowseEvents(t *testing.T) {
 	want := []string{
 		fmt.Sprintf("init g%d @1 0", g.ID()),
 		fmt.Sprintf("deliver g%d @1 1", g.ID()),
-		fmt.Sprintf("settle g%d @1 0", g.ID()),
+		fmt.Sprintf("settle g%d @1 1", g.ID()), // arg 1: acked
 		"purge g0 @3 0",
 		fmt.Sprintf("purge g%d @3 0", g.ID()),
 	}

@@ -25,7 +25,9 @@
 // offset's delivery count. Delivery counts, settles and dead-letter decisions
 // go to a per-partition event log, group-committed with the data, plus a
 // snapshot every Options.SnapshotEvery events (temp file, fsync, rename);
-// Open loads the snapshot and replays the events after it. Leases are not
+// Open loads the snapshot and replays the events after it. A snapshot drops
+// only the events the one before it covered, so Topic.History keeps about
+// one window of past events across snapshots and restarts. Leases are not
 // persisted: after a crash every unsettled delivery is handed out again, with
 // its delivery count intact.
 //

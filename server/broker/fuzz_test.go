@@ -8,13 +8,15 @@ import (
 // FuzzDecodeEvents: any bytes decode to events or ErrCorruptState, never a
 // panic; what encodes decodes back.
 func FuzzDecodeEvents(f *testing.F) {
-	f.Add(appendEvent(appendEvent(nil, evDeliver, 3, 17, 2), evSettle, 3, 17, 0))
+	f.Add(appendEvent(appendEvent(nil, event{kind: evDeliver, group: 3, seq: 17, arg: 2}), event{kind: evSettle, group: 3, seq: 17}))
+	f.Add(appendEvent(appendEvent(nil, event{kind: evDeliver, group: 3, seq: 17, arg: 2, owner: 9}), event{kind: evNack, group: 3, seq: 17, arg: 5e9, owner: 9}))
+	f.Add([]byte{evDeliver | evHasOwner, 1, 2, 3})
 	f.Add([]byte{evInit, 0x80})
 	f.Add([]byte{9})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var again []byte
-		err := decodeEvents(b, func(k byte, g GroupID, s Seq, a uint64) {
-			again = appendEvent(again, k, g, s, a)
+		err := decodeEvents(b, func(e event) {
+			again = appendEvent(again, e)
 		})
 		if err != nil {
 			if !errors.Is(err, ErrCorruptState) {
@@ -23,7 +25,7 @@ func FuzzDecodeEvents(f *testing.F) {
 			return
 		}
 		n := 0
-		if err := decodeEvents(again, func(byte, GroupID, Seq, uint64) { n++ }); err != nil {
+		if err := decodeEvents(again, func(event) { n++ }); err != nil {
 			t.Fatalf("re-encoded events do not decode: %v", err)
 		}
 	})

@@ -94,13 +94,16 @@ func newGroupState(id GroupID, leaseNs int64, maxDeliveries int, start Seq) *gro
 	}
 }
 
-func (g *groupState) emit(kind byte, seq Seq, arg uint64) {
+func (g *groupState) emit(kind byte, seq Seq, arg uint64) { g.emitBy(kind, seq, arg, 0) }
+
+// emitBy emits an event naming the owner it concerns (0: none).
+func (g *groupState) emitBy(kind byte, seq Seq, arg uint64, owner OwnerID) {
 	if e := g.ev; e != nil {
 		if len(e.b)-e.from >= evChunk {
 			e.cuts = append(e.cuts, len(e.b))
 			e.from = len(e.b)
 		}
-		e.b = appendEvent(e.b, kind, g.id, seq, arg)
+		e.b = appendEvent(e.b, event{kind: kind, group: g.id, seq: seq, arg: arg, owner: owner})
 		e.n++
 	}
 }
@@ -148,7 +151,7 @@ func (g *groupState) deliver(seq Seq, now int64, owner OwnerID, sub *Subscriptio
 	g.pending[seq] = p
 	g.nInflight++
 	g.timers.push(timerEntry{at: p.deadline, seq: seq, attempt: p.attempts})
-	g.emit(evDeliver, seq, uint64(p.attempts))
+	g.emitBy(evDeliver, seq, uint64(p.attempts), owner)
 	if len(g.pending) > g.peakPending {
 		g.peakPending = len(g.pending)
 	}
@@ -213,7 +216,7 @@ func (g *groupState) drop(seq Seq) {
 		g.next = seq + 1
 	}
 	if g.acks.add(seq) {
-		g.emit(evSettle, seq, 0)
+		g.emit(evSettle, seq, settleDropped)
 	}
 }
 
@@ -235,7 +238,7 @@ func (g *groupState) requeue(seq Seq, p pendingOff, now, delay int64) {
 	p.owner, p.sub = 0, nil
 	switch {
 	case g.maxDeliveries > 0 && p.attempts >= uint32(g.maxDeliveries):
-		g.toDeadLetter(seq, p, reasonMaxDeliveries)
+		g.toDeadLetter(seq, p, reasonMaxDeliveries, 0)
 		return
 	case delay > 0:
 		p.state = stDelayed
@@ -248,12 +251,14 @@ func (g *groupState) requeue(seq Seq, p pendingOff, now, delay int64) {
 	g.pending[seq] = p
 }
 
-func (g *groupState) toDeadLetter(seq Seq, p pendingOff, reason uint8) {
+// toDeadLetter starts dead-lettering seq; by is the consumer that rejected
+// it (0 for max deliveries).
+func (g *groupState) toDeadLetter(seq Seq, p pendingOff, reason uint8, by OwnerID) {
 	p.state = stDeadLettering
 	p.reason = reason
 	g.pending[seq] = p
 	g.dlq = append(g.dlq, deadLetter{seq: seq, attempts: p.attempts, reason: reason})
-	g.emit(evDeadLetter, seq, uint64(reason))
+	g.emitBy(evDeadLetter, seq, uint64(reason), by)
 }
 
 // deadLettered settles seq once its dead-letter copy is durable.
@@ -264,7 +269,7 @@ func (g *groupState) deadLettered(seq Seq) {
 	delete(g.pending, seq)
 	g.cnt.DeadLettered++
 	if g.acks.add(seq) {
-		g.emit(evSettle, seq, 0)
+		g.emit(evSettle, seq, settleDeadLettered)
 	}
 }
 
@@ -306,17 +311,19 @@ func (g *groupState) settle(seq Seq, attempt uint32, op SettleOp, now int64) err
 		g.endLease(seq, p)
 		delete(g.pending, seq)
 		g.acks.add(seq)
-		g.emit(evSettle, seq, 0)
+		g.emitBy(evSettle, seq, settleAck, p.owner)
 	case SettleNack:
 		if p.state == stInflight {
 			g.cnt.Nacked++
+			g.emitBy(evNack, seq, uint64(max(op.Delay, 0)), p.owner)
 			g.requeue(seq, p, now, int64(op.Delay))
 		}
 	case SettleReject:
 		g.cnt.Rejected++
 		g.endLease(seq, p)
+		by := p.owner
 		p.owner, p.sub = 0, nil
-		g.toDeadLetter(seq, p, reasonRejected)
+		g.toDeadLetter(seq, p, reasonRejected, by)
 	case SettleExtend:
 		if p.state != stInflight {
 			return fmt.Errorf("%w: offset %d lease ended", ErrNotInflight, seq)
@@ -349,6 +356,7 @@ func (g *groupState) expire(now int64) {
 		switch p.state {
 		case stInflight:
 			g.cnt.Expired++
+			g.emitBy(evExpire, e.seq, uint64(p.attempts), p.owner)
 			g.requeue(e.seq, p, now, 0)
 		case stDelayed:
 			p.state = stReady
@@ -371,6 +379,7 @@ func (g *groupState) nextDeadline() int64 {
 func (g *groupState) release(owner OwnerID, now int64) {
 	for seq, p := range g.pending {
 		if p.state == stInflight && p.owner == owner {
+			g.emitBy(evRelease, seq, uint64(p.attempts), owner)
 			g.requeue(seq, p, now, 0)
 		}
 	}

@@ -276,7 +276,7 @@ func TestGroupStateModel(t *testing.T) {
 				g2.acks.setSpans(sgs[0].spans)
 				g2.restored()
 				g3 := newGroupState(1, lease, md, 1)
-				if err := decodeEvents(history, func(k byte, _ GroupID, s Seq, a uint64) { g3.apply(k, s, a) }); err != nil {
+				if err := decodeEvents(history, func(e event) { g3.apply(e.kind, e.seq, e.arg) }); err != nil {
 					fail("events: %v", err)
 				}
 				g3.restored()

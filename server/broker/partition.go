@@ -91,6 +91,7 @@ type partition struct {
 	timerFired    atomic.Bool
 	snapEvents    int
 	lastEventSeq  Seq
+	snapSeq       Seq // last event of the newest snapshot; History keeps those after the one before
 	lastRetention int64
 	askedCut      Seq // last TruncateFront point asked of the data log
 	dlqRetry      bool
@@ -534,9 +535,15 @@ func (p *partition) snapshot() error {
 		return fmt.Errorf("topic %s partition %d: snapshot: %w", p.t.name, p.idx, err)
 	}
 	p.snapEvents = 0
-	if err := p.events.TruncateFront(p.lastEventSeq + 1); err != nil {
+	if p.lastEventSeq == p.snapSeq {
+		return nil // nothing new: keep the window History reads
+	}
+	// Drop only what the previous snapshot covered, so that the history of
+	// recent messages survives a snapshot (and the one every Close writes).
+	if err := p.events.TruncateFront(p.snapSeq + 1); err != nil {
 		return fmt.Errorf("topic %s partition %d: truncate events: %w", p.t.name, p.idx, err)
 	}
+	p.snapSeq = p.lastEventSeq
 	return nil
 }
 

@@ -101,7 +101,7 @@ func (p *partition) recoverState() error {
 			gp.groupState = gs
 		}
 		from = seq + 1
-		p.lastEventSeq = seq
+		p.lastEventSeq, p.snapSeq = seq, seq
 	case errors.Is(err, os.ErrNotExist):
 		if first, _ := p.events.Bounds(); first > 1 {
 			return fmt.Errorf("%w: no snapshot but the event log starts at %d", ErrCorruptState, first)
@@ -138,7 +138,10 @@ func (p *partition) recoverState() error {
 	return nil
 }
 
-func (p *partition) replay(kind byte, gid GroupID, seq Seq, arg uint64) {
+// replay applies one persisted event; owners and lease ends (evNack,
+// evExpire, evRelease) only inform the history: leases are not persisted.
+func (p *partition) replay(e event) {
+	kind, gid, seq, arg := e.kind, e.group, e.seq, e.arg
 	if gid == 0 && kind == evPurge {
 		p.purgeFloor = max(p.purgeFloor, seq)
 		return

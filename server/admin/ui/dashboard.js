@@ -193,11 +193,12 @@
         }
         bf.note.textContent = `${page.messages.length} message(s) of ${page.topic}/${page.partition}`;
       } else {
-        head(["record", "time", "kind", "group", "offset", "arg"]);
+        head(["record", "time", "kind", "group", "offset", "arg", "consumer"]);
         for (const e of page.events) {
           const tr = document.createElement("tr");
           cell(tr, e.record); cell(tr, new Date(e.time).toLocaleString("en-GB"));
-          cell(tr, e.kind, "", "kind"); cell(tr, e.group_name || e.group); cell(tr, e.offset); cell(tr, e.arg);
+          cell(tr, e.kind + (e.reason ? " (" + e.reason + ")" : ""), "", "kind"); cell(tr, e.group_name || e.group); cell(tr, e.offset); cell(tr, e.arg);
+          cell(tr, e.owner_label || "", "", "owner");
           tb.appendChild(tr);
         }
         bf.note.textContent = `${page.events.length} state event(s) of ${page.topic}/${page.partition} (recent: the log is cut at each snapshot)`;
@@ -210,6 +211,24 @@
       bf.next.disabled = true;
     }
   }
+  // historyLine says what one state event did to the message, and to whom.
+  function historyLine(e) {
+    const who = e.owner_label ? " " + e.owner_label : "";
+    switch (e.kind) {
+      case "deliver": return `delivered (attempt ${e.arg})` + (who ? " to" + who : "");
+      case "settle":
+        if (e.reason === "ack") return "acked" + (who ? " by" + who : "");
+        if (e.reason === "dead_lettered") return "settled: dead-letter copy stored";
+        if (e.reason === "dropped") return "settled: removed by retention before delivery";
+        return "settled";
+      case "nack": return "nacked" + (who ? " by" + who : "") + (e.arg > 0 ? ` (redeliver after ${(e.arg / 1e6).toFixed(0)} ms)` : "");
+      case "expire": return `lease expired (attempt ${e.arg})` + (who ? " held by" + who : "");
+      case "release": return `released (attempt ${e.arg}): connection closed` + (who ? " —" + who : "");
+      case "dead_letter": return e.reason === "rejected" ? "rejected" + (who ? " by" + who : "") + ", dead-lettered" : "dead-lettered (max deliveries)";
+      case "purge": return "purged";
+      default: return e.kind;
+    }
+  }
   async function history(seq) {
     try {
       const h = await getJSON(partURL() + "/messages/" + seq + "/history");
@@ -217,10 +236,8 @@
       const li = (text) => { const x = document.createElement("li"); x.textContent = text; ul.appendChild(x); };
       if (h.message) li(`published ${new Date(h.message.time).toLocaleString("en-GB")} on ${h.message.subject} (${h.message.size} bytes, crc ${h.message.crc})`);
       else li("no longer retained");
-      const what = { deliver: "delivered (attempt %)", settle: "settled", dead_letter: "dead-lettered", purge: "purged" };
       for (const e of h.events) {
-        const label = (what[e.kind] || e.kind).replace("%", e.arg);
-        li(`${new Date(e.time).toLocaleString("en-GB")} · ${label}` + (e.group_name ? " · group " + e.group_name : ""));
+        li(`${new Date(e.time).toLocaleString("en-GB")} · ${historyLine(e)}` + (e.group_name ? " · group " + e.group_name : ""));
       }
       const title = document.createElement("h3");
       title.textContent = `History of ${h.topic}/${h.partition}:${h.seq}`;
