@@ -86,6 +86,10 @@ func New(opts Options) (*Server, error) {
 		// Password checks are CPU work: at most one per CPU at a time.
 		bcryptSem: make(chan struct{}, runtime.GOMAXPROCS(0)),
 	}
+	// Connection ids are the engine's owner ids, which the event log keeps
+	// across restarts (a message's history names its consumers): start each
+	// run's ids from the clock so a new run never reuses an old run's ids.
+	s.nextCID.Store(uint64(time.Now().UnixMilli()) << 16)
 	if len(o.Users) > 0 {
 		var pw [16]byte
 		_, _ = rand.Read(pw[:])

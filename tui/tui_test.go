@@ -79,8 +79,6 @@ func startServer(t *testing.T) *server.Server {
 	o.Listen = "127.0.0.1:0"
 	o.DataDir = t.TempDir()
 	o.EventLoops = 1
-	o.Engine.SegmentSize = 1 << 20
-	o.Engine.EventSegmentSize = 1 << 20
 	o.ShutdownTimeout = 2 * time.Second
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	s, err := server.New(o)
