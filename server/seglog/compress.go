@@ -86,14 +86,14 @@ const (
 	compHeaderSize = 48
 	compMagic      = "FBRLCSG1"
 	// plainExt marks a sealed segment that compression would not shrink by
-	// at least minSaving: it stays plain and is not tried again. The
+	// at least minSavingTenths/10: it stays plain and is not tried again. The
 	// marker is a hint written without fsync; losing it costs a retry.
 	plainExt = ".plain"
 	// cacheSegments is how many decompressed segments reads keep.
 	cacheSegments = 2
 )
 
-// minSaving: a segment is compressed only if that saves at least this
+// minSavingTenths: a segment is compressed only if that saves at least this
 // fraction of its bytes (numerator over 10).
 const minSavingTenths = 1
 
@@ -271,7 +271,9 @@ func (l *Log) decompress(s *segment) (*segment, error) {
 	if bad != "" {
 		return corrupt(bad)
 	}
-	if h.rawLen != s.end || h.last != s.last {
+	// s.last may have grown past h.last: records missing before the next
+	// segment, skipped with SkipCorrupt, are a hole of s (never read here).
+	if h.rawLen != s.end || h.last > s.last {
 		return corrupt("compressed segment header changed since open")
 	}
 	body := b[compHeaderSize:]
@@ -434,7 +436,7 @@ var errCompressDied = errors.New("seglog: compression stopped by test hook")
 // compressSegment replaces sealed segment s by its compressed form, crash
 // safely: temp file, fsync, rename, directory fsync, and only then the
 // plain file is removed (if both survive a crash, Open keeps the plain one).
-// A segment that would not shrink by minSaving stays plain, marked so.
+// A segment that would not shrink by minSavingTenths/10 stays plain, marked so.
 func (l *Log) compressSegment(s *segment) (err error) {
 	c := &l.comp
 	c.mu.Lock()
