@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -437,3 +438,27 @@ func zstdEncode(f *testing.F, b []byte) []byte {
 }
 
 func crc32IEEE(b []byte) uint32 { return crc32.ChecksumIEEE(b) }
+
+// TestCompressorStopsOnClose: Close stops the compression goroutine and
+// releases the codecs; no goroutine outlives the log.
+func TestCompressorStopsOnClose(t *testing.T) {
+	for _, c := range codecs {
+		before := runtime.NumGoroutine()
+		l, err := Open(t.TempDir(), Options{SegmentSize: 8 << 10, Compression: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill(t, l, 1, 600, 30)
+		waitFor(t, "compression", func() bool { return allSealedCompressed(l) })
+		if _, err := l.Read(1); err != nil { // starts the decoder
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+		waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+	}
+}
