@@ -231,6 +231,7 @@ func (l *Log) roll() error {
 	l.act = ns
 	l.mu.Unlock()
 	l.closeSealed(old)
+	l.kickCompressor()
 	return nil
 }
 

@@ -127,6 +127,13 @@ func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, rou
 			defer wg.Done()
 			for i := 0; i < ops; i++ {
 				batch := randomBatch(wrng, fmt.Sprintf("r%dw%di%d", round, w, i), 12)
+				if l.opts.Compression != CompressionNone {
+					for _, e := range batch { // compressible, so segments get compressed
+						for j := range e.Data {
+							e.Data[j] = 'a' + e.Data[j]%4
+						}
+					}
+				}
 				first, err := l.Append(batch)
 				if err != nil {
 					if !errors.Is(err, ErrWriteFailed) && !errors.Is(err, ErrSyncFailed) {
@@ -176,7 +183,8 @@ func TestCrashRecovery(t *testing.T) {
 		runSeeds(t, p.String()+"/", seeds, func(t *testing.T, seed int) {
 			rng := rand.New(rand.NewPCG(uint64(seed), uint64(p)))
 			fs := NewFaultFS()
-			opts := Options{Policy: p, SegmentSize: 4 << 10 << rng.IntN(3), IndexInterval: 64 << rng.IntN(4), FS: fs}
+			opts := Options{Policy: p, SegmentSize: 4 << 10 << rng.IntN(3), IndexInterval: 64 << rng.IntN(4), FS: fs,
+				Compression: Compression(seed % 3)} // from the seed: other draws stay as they were
 			dir := t.TempDir()
 			m := newModel()
 			var durable Seq

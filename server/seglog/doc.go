@@ -5,8 +5,10 @@
 //
 // The package owns the bytes of one log directory: segment files named
 // %020d.seg by their first sequence number, their sparse index files
-// (%020d.idx), the clean-shutdown marker (CLEAN) and the directory lock
-// (LOCK, held with flock while the log is open). It must never report a
+// (%020d.idx), compressed sealed segments (%020d.seg.s2, %020d.seg.zst)
+// and keep-plain markers (%020d.seg.plain), the clean-shutdown marker
+// (CLEAN) and the directory lock (LOCK, held with flock while the log is
+// open). It must never report a
 // record durable before its bytes are on disk under the log's Policy, never
 // return damaged bytes as data, and never kill the process on an I/O
 // problem (a full disk, a file shrunk behind its back): those are errors
@@ -66,6 +68,27 @@
 // or, with Options.SkipCorrupt, skips the damaged range (Recovery.Skipped
 // lists it, Read returns ErrCorrupt for the sequence numbers it held).
 //
+// # Compression
+//
+// With Options.Compression (s2 or zstd; default none) a goroutine per log,
+// woken at each segment roll and stopped by Close, compresses sealed
+// segments one at a time, oldest first. The compressed file holds a
+// checksummed header (first and last sequence numbers, plain length and
+// the CRC-32 of the plain bytes) and the codec's encoding of the plain
+// segment, so every record keeps its own CRCs. It is written crash
+// safely: a temporary file, fsync, rename to %020d.seg.s2 (or .zst),
+// directory fsync, and only then the plain file and its index are removed.
+// Open deletes a leftover temporary file and, if both forms of a segment
+// exist, keeps the plain one and deletes the compressed one. A segment
+// that would not shrink by at least 10 % stays plain, and a
+// %020d.seg.plain marker says so (a hint: losing it costs a retry).
+// Segments with ranges skipped as damaged are never compressed. Reads
+// from a compressed segment decompress it whole, check its length and
+// checksum and index it, into a cache of the last 2 segments; Scan,
+// Read, TruncateFront and Segments (SegmentInfo.Compressed) work across
+// plain and compressed segments alike. A log opened without Compression
+// still reads the segments an earlier Open compressed.
+//
 // # Caveats
 //
 //   - Record.Meta and Record.Data returned by Read and Scan point into a
@@ -118,8 +141,28 @@
 //     once in FaultFS; crash tests cover lost file data, not lost renames.
 //   - The log syncs its own directory and that directory's entry in its
 //     parent; directories above the parent are the caller's to sync.
-//   - Sealed segments are not compressed: measured, it would save disk on
-//     compressible payloads but cost zero-copy reads (BENCHMARKS.md).
+//   - Compression is off by default because it costs the zero-copy read
+//     path: the first read from a compressed segment decompresses all of
+//     it (about 7-13 ms for a 4 MiB segment here, BENCHMARKS.md), holding
+//     the log's read lock, which delays a segment roll or TruncateFront
+//     meanwhile. Reads that jump between more segments than the cache
+//     holds (2) pay that on every read. Use it for logs kept long and
+//     read rarely, with compressible payloads. Each cached segment is
+//     held in memory: up to 2 × SegmentSize per log.
+//   - Records read from a compressed segment point into heap memory, not
+//     a map, so they stay valid as long as they are referenced.
+//   - Once a segment is compressed its plain file is unlinked but stays
+//     mapped until the next TruncateFront (any argument) or Close, because
+//     records read from it earlier are borrowed until then: its disk space
+//     is freed only at that point, while Segments already reports the
+//     compressed size.
+//   - Damage inside a compressed segment is found when it is read, not by
+//     Open (which checks only its header): every record of that segment
+//     then reads as ErrCorrupt, and SkipCorrupt does not skip it. A
+//     damaged header makes Open fail with a *CorruptError.
+//   - TruncateFront and Close wait while a segment is being compressed
+//     (at most one segment's compression: about 0.3 s for 64 MiB with s2,
+//     1-2 s with zstd, from the BENCHMARKS.md speeds).
 //   - The log is Linux-first: fallocate, fdatasync, mmap and flock come from
 //     golang.org/x/sys/unix.
 package seglog

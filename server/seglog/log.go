@@ -56,6 +56,9 @@ type Log struct {
 	durable atomic.Uint64
 
 	rec Recovery
+
+	comp  compressor // background compression of sealed segments
+	cache segCache   // decompressed segments, for reads
 }
 
 var _ Store = (*Log)(nil)
@@ -124,6 +127,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		l.releaseAll()
 		return nil, err
 	}
+	l.startCompressor()
 	return l, nil
 }
 
@@ -156,6 +160,7 @@ func (l *Log) Bounds() (first, last Seq) {
 // writes the marker and index without fsync: both are checksummed hints,
 // and losing them to a power cut costs the next Open a scan, not data.
 func (l *Log) Close() error {
+	l.stopCompressor() // before the locks: it takes mu to swap a segment
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	l.mu.Lock()
@@ -206,6 +211,7 @@ func (l *Log) Close() error {
 // cache (pair it with FaultFS.Crash to lose the un-synced ones). Any later
 // call fails with ErrClosed.
 func (l *Log) Abandon() {
+	l.stopCompressor()
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	l.mu.Lock()
@@ -228,6 +234,7 @@ func (l *Log) releaseAll() error {
 		}
 	}
 	l.segs, l.graveyard = nil, nil
+	l.cache.close()
 	if l.lock != nil {
 		l.lock.Close() // closing the descriptor drops the flock
 		l.lock = nil

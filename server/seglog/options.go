@@ -44,10 +44,21 @@ type Options struct {
 	// FS is the file system the log uses; nil means the operating system's.
 	// Tests pass a *FaultFS to inject crashes and I/O errors.
 	FS FS
+	// Compression, when set, makes a background goroutine compress each
+	// sealed segment (never the active one) with that codec, keeping it
+	// plain when that would not save at least 10 %. Default
+	// CompressionNone: reads from compressed segments decompress a whole
+	// segment (see the package Caveats). A log opened with any setting
+	// reads segments compressed by an earlier Open.
+	Compression Compression
 
 	// writeViaMap copies records into a writable map instead of pwrite
 	// (kept for the benchmark that chose pwrite; see BENCHMARKS.md).
 	writeViaMap bool
+	// compressHook, for crash tests, is called at each step of
+	// compressing a segment; returning true stops the compression there
+	// as if the process had died.
+	compressHook func(step string) bool
 }
 
 // withDefaults returns a copy of o with defaults filled in, or an error
@@ -71,6 +82,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: negative IndexInterval %d", ErrInvalidOptions, o.IndexInterval)
 	case o.Policy > PolicyNone:
 		return o, fmt.Errorf("%w: unknown Policy %d", ErrInvalidOptions, o.Policy)
+	case o.Compression > CompressionZstd:
+		return o, fmt.Errorf("%w: unknown Compression %d", ErrInvalidOptions, o.Compression)
 	}
 	return o, nil
 }

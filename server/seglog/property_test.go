@@ -13,7 +13,8 @@ import (
 func TestPropertyAgainstModel(t *testing.T) {
 	runSeeds(t, "", seedCount(t, 16), func(t *testing.T, seed int) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 5))
-		opts := Options{SegmentSize: 4 << 10 << rng.IntN(2), IndexInterval: 32 << rng.IntN(5), Policy: Policy(rng.IntN(3))}
+		opts := Options{SegmentSize: 4 << 10 << rng.IntN(2), IndexInterval: 32 << rng.IntN(5), Policy: Policy(rng.IntN(3)),
+			Compression: Compression(seed % 3)} // from the seed: other draws stay as they were
 		dir := t.TempDir()
 		l, err := Open(dir, opts)
 		if err != nil {
@@ -26,6 +27,13 @@ func TestPropertyAgainstModel(t *testing.T) {
 			switch op := rng.IntN(20); {
 			case op < 9: // append
 				batch := randomBatch(rng, fmt.Sprintf("s%d", step), 8)
+				if opts.Compression != CompressionNone {
+					for _, e := range batch { // compressible, so segments get compressed
+						for j := range e.Data {
+							e.Data[j] = 'a' + e.Data[j]%4
+						}
+					}
+				}
 				got, err := l.Append(batch)
 				if err != nil || got != last+1 {
 					t.Fatalf("step %d: append = %d, %v; want %d", step, got, err, last+1)

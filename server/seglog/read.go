@@ -21,6 +21,9 @@ func (l *Log) Read(seq Seq) (rec Record, err error) {
 	if err != nil {
 		return Record{}, err
 	}
+	if s, err = l.view(s); err != nil {
+		return Record{}, err
+	}
 	defer guard(&err, s.path)()
 	off, h, err := s.locate(seq)
 	if err != nil {
@@ -121,27 +124,34 @@ func (l *Log) scanOne(seq *Seq, cur *segment, off int64) (rec Record, next int64
 			break
 		}
 	}
+	v, err := l.view(s) // s itself unless compressed
+	if err != nil {
+		return Record{}, 0, nil, err
+	}
 	defer guard(&err, s.path)()
 	var h recHeader
-	if s == cur && off < s.end {
+	if s == cur && off < v.end {
 		var st recStatus
-		h, st = checkRecord(s.data[:s.end], off)
+		h, st = checkRecord(v.data[:v.end], off)
 		if st != recOK || h.seq != *seq {
-			off, h, err = s.locate(*seq)
+			off, h, err = v.locate(*seq)
 		}
 	} else {
-		off, h, err = s.locate(*seq)
+		off, h, err = v.locate(*seq)
 	}
 	if err != nil {
 		return Record{}, 0, nil, err
 	}
-	return recordAt(s.data, off, h), off + h.size(), s, nil
+	return recordAt(v.data, off, h), off + h.size(), s, nil
 }
 
 // TruncateFront deletes every whole segment whose records are all below
 // seq; the active segment is always kept. Bounds reports what remains.
 // Records read earlier from deleted segments become invalid.
 func (l *Log) TruncateFront(seq Seq) error {
+	// A segment being compressed is read through its map: wait for it.
+	l.comp.mu.Lock()
+	defer l.comp.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
@@ -169,6 +179,8 @@ func (l *Log) TruncateFront(seq Seq) error {
 			break
 		}
 		_ = l.fs.Remove(idxPath(l.dir, s.first))
+		_ = l.fs.Remove(plainMarkerPath(l.dir, s.first))
+		l.cache.forget(s)
 		removed++
 	}
 	l.graveyard = append(l.graveyard, l.segs[:removed]...)
@@ -192,6 +204,9 @@ type SegmentInfo struct {
 	Bytes, Allocated int64
 	// Active is set for the segment appends go to.
 	Active bool
+	// Compressed: the segment is stored compressed (Options.Compression);
+	// Allocated is then the compressed file's size.
+	Compressed bool
 }
 
 // Segments lists the segments, oldest first. TruncateFront(s.Last+1)
@@ -201,7 +216,7 @@ func (l *Log) Segments() []SegmentInfo {
 	defer l.mu.RUnlock()
 	out := make([]SegmentInfo, len(l.segs))
 	for i, s := range l.segs {
-		out[i] = SegmentInfo{First: s.first, Last: s.last, Bytes: s.end - segHeaderSize, Allocated: s.size, Active: i == len(l.segs)-1}
+		out[i] = SegmentInfo{First: s.first, Last: s.last, Bytes: s.end - segHeaderSize, Allocated: s.size, Active: i == len(l.segs)-1, Compressed: s.codec != CompressionNone}
 	}
 	return out
 }

@@ -21,6 +21,9 @@ func (l *Log) recover() (err error) {
 		return fmt.Errorf("seglog: open %s: %w", l.dir, err)
 	}
 	var firsts []Seq
+	plain := map[Seq]bool{}
+	comp := map[Seq]Compression{}
+	noComp := map[Seq]bool{}
 	for _, name := range names {
 		if strings.HasSuffix(name, tmpExt) {
 			_ = l.fs.Remove(filepath.Join(l.dir, name)) // an interrupted atomic write
@@ -28,7 +31,27 @@ func (l *Log) recover() (err error) {
 		}
 		if first, ok := parseSegName(name); ok {
 			firsts = append(firsts, first)
+			plain[first] = true
 		}
+		if first, c, ok := parseCompName(name); ok {
+			comp[first] = c
+		}
+		if base, ok := strings.CutSuffix(name, plainExt); ok {
+			if first, ok := parseSegName(base); ok {
+				noComp[first] = true
+			}
+		}
+	}
+	for first, c := range comp {
+		if plain[first] {
+			// A compression was cut short after its rename: the plain
+			// segment (sealed, fsynced) wins; the copy is redone later.
+			if err := l.fs.Remove(compPath(l.dir, first, c)); err != nil {
+				return fmt.Errorf("seglog: remove superseded compressed segment: %w", err)
+			}
+			continue
+		}
+		firsts = append(firsts, first)
 	}
 	sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
 	cleanBytes, err := readFile(l.fs, filepath.Join(l.dir, cleanName))
@@ -39,11 +62,17 @@ func (l *Log) recover() (err error) {
 
 	for i, first := range firsts {
 		isLast := i == len(firsts)-1
-		s, err := l.openSegment(first, isLast, marker, hasMarker)
+		var s *segment
+		if c, ok := comp[first]; ok && !plain[first] {
+			s, err = l.openCompressed(first, c)
+		} else {
+			s, err = l.openSegment(first, isLast, marker, hasMarker)
+		}
 		if err != nil {
 			return err
 		}
 		if s != nil {
+			s.noComp = noComp[first]
 			l.segs = append(l.segs, s)
 		}
 	}
@@ -52,6 +81,15 @@ func (l *Log) recover() (err error) {
 	}
 	if len(l.segs) > 0 {
 		l.writeRebuiltIndexes()
+	}
+	if n := len(l.segs); n > 0 && l.segs[n-1].codec != CompressionNone {
+		// Only sealed segments are compressed: the active one after it
+		// was lost (its creation never reached the disk). Start it again.
+		s, err := createSegment(l.fs, l.dir, l.segs[n-1].last+1, l.opts.SegmentSize, l.opts.writeViaMap)
+		if err != nil {
+			return fmt.Errorf("seglog: open: %w", err)
+		}
+		l.segs = append(l.segs, s)
 	}
 	if len(l.segs) == 0 {
 		s, err := createSegment(l.fs, l.dir, 1, l.opts.SegmentSize, l.opts.writeViaMap)

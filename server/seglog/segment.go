@@ -83,6 +83,12 @@ type segment struct {
 	// idxDirty: Open changed what the segment's index must say (a scan
 	// rebuilt it, or a skipped range was added) and must write it.
 	idxDirty bool
+
+	// codec: the segment is a compressed file (path names it; data is
+	// nil, size is the file's size, end the plain length): reads go
+	// through Log.view. noComp: compression would not pay; keep it plain.
+	codec  Compression
+	noComp bool
 }
 
 // skip records a damaged range of s passed over with SkipCorrupt: its

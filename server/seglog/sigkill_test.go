@@ -23,6 +23,7 @@ import (
 const (
 	childDirEnv    = "SEGLOG_SIGKILL_DIR"
 	childPolicyEnv = "SEGLOG_SIGKILL_POLICY"
+	childCompEnv   = "SEGLOG_SIGKILL_COMPRESSION"
 )
 
 // selfCheckingEntry returns an entry whose Data is derived from its Meta,
@@ -31,9 +32,12 @@ func selfCheckingEntry(meta string) Entry {
 	h := fnv.New64a()
 	h.Write([]byte(meta))
 	rng := rand.New(rand.NewPCG(h.Sum64(), 7))
-	data := make([]byte, 64+rng.IntN(960))
-	for i := range data {
-		data[i] = byte(rng.UintN(255) + 1)
+	// Words drawn at random: compressible by s2 and zstd, never zero.
+	words := []string{"order ", "paid ", "shipped ", "eu-west ", "customer ", "qty ", "sku ", "status "}
+	n := 64 + rng.IntN(960)
+	data := make([]byte, 0, n+16)
+	for len(data) < n {
+		data = append(data, words[rng.IntN(len(words))]...)
 	}
 	return Entry{Meta: []byte(meta), Data: data, Time: int64(h.Sum64() >> 2)}
 }
@@ -48,7 +52,15 @@ func TestSigkillChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := Open(dir, Options{Policy: p, SegmentSize: 256 << 10})
+	c, err := ParseCompression(os.Getenv(childCompEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int64(256 << 10)
+	if c != CompressionNone {
+		size = 16 << 10 // many sealed segments to compress before the kill
+	}
+	l, err := Open(dir, Options{Policy: p, SegmentSize: size, Compression: c})
 	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(1)
@@ -103,13 +115,27 @@ func TestSigkill(t *testing.T) {
 				t.Parallel()
 				dir := t.TempDir()
 				var durable Seq
+				// The child compresses sealed segments in a third of the runs.
+				c := []Compression{CompressionNone, CompressionS2, CompressionZstd}[(int(p)+round)%3]
 				for kill := 0; kill < 2; kill++ { // kill twice: recovery of a recovered log
-					durable = max(durable, runAndKill(t, dir, p, lines+kill*10))
-					l, err := Open(dir, Options{Policy: p, SegmentSize: 256 << 10})
+					durable = max(durable, runAndKill(t, dir, p, c, lines+kill*10))
+					l, err := Open(dir, Options{Policy: p, SegmentSize: 256 << 10, Compression: c})
 					if err != nil {
 						t.Fatalf("open after SIGKILL: %v", err)
 					}
 					checkSelfChecking(t, l, durable)
+					if c != CompressionNone && len(l.Segments()) > 1 {
+						// The next child starts from a compressed log.
+						waitFor(t, "compression", func() bool { return allSealedCompressed(l) })
+						checkSelfChecking(t, l, durable)
+					}
+					nc := 0
+					for _, s := range l.Segments() {
+						if s.Compressed {
+							nc++
+						}
+					}
+					t.Logf("kill %d (%s): %d of %d segments compressed", kill, c, nc, len(l.Segments()))
 					if err := l.Close(); err != nil {
 						t.Fatal(err)
 					}
@@ -121,10 +147,10 @@ func TestSigkill(t *testing.T) {
 
 // runAndKill starts a child appending to dir, lets it report lines durable
 // points, kills it with SIGKILL and returns the highest durable point read.
-func runAndKill(t *testing.T, dir string, p Policy, lines int) Seq {
+func runAndKill(t *testing.T, dir string, p Policy, c Compression, lines int) Seq {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSigkillChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childDirEnv+"="+dir, childPolicyEnv+"="+p.String())
+	cmd.Env = append(os.Environ(), childDirEnv+"="+dir, childPolicyEnv+"="+p.String(), childCompEnv+"="+c.String())
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,464 @@
+package seglog
+
+import (
+	"crypto/rand"
+	"errors"
+	"hash/crc32"
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+)
+
+// waitFor polls cond until it holds or a deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// allSealedCompressed reports whether every sealed segment of l is
+// compressed (and there is at least one).
+func allSealedCompressed(l *Log) bool {
+	segs := l.Segments()
+	if len(segs) < 2 {
+		return false
+	}
+	for _, s := range segs[:len(segs)-1] {
+		if !s.Compressed {
+			return false
+		}
+	}
+	return true
+}
+
+// countFiles counts the directory entries of dir ending in suffix.
+func countFiles(t *testing.T, dir, suffix string) int {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), suffix) {
+			n++
+		}
+	}
+	return n
+}
+
+var codecs = []Compression{CompressionS2, CompressionZstd}
+
+func TestParseCompression(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Compression
+		ok   bool
+	}{
+		{"", CompressionNone, true},
+		{"none", CompressionNone, true},
+		{"s2", CompressionS2, true},
+		{"zstd", CompressionZstd, true},
+		{"gzip", 0, false},
+		{"S2", 0, false},
+	} {
+		got, err := ParseCompression(tc.in)
+		if tc.ok != (err == nil) || (tc.ok && got != tc.want) {
+			t.Errorf("ParseCompression(%q) = %v, %v", tc.in, got, err)
+		}
+		if !tc.ok && !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("ParseCompression(%q) error %v does not wrap ErrInvalidOptions", tc.in, err)
+		}
+		if tc.ok && tc.in != "" && got.String() != tc.in {
+			t.Errorf("%v.String() = %q", got, got.String())
+		}
+	}
+	if _, err := Open(t.TempDir(), Options{Compression: 9}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("Open with Compression 9: %v, want ErrInvalidOptions", err)
+	}
+}
+
+func TestCompressedLogContract(t *testing.T) {
+	for _, c := range codecs {
+		t.Run(c.String(), func(t *testing.T) {
+			runStoreContract(t, func(t *testing.T) Store {
+				l, _ := openTest(t, Options{SegmentSize: 8 << 10, IndexInterval: 256, Compression: c})
+				return l
+			}, true)
+		})
+	}
+}
+
+// TestCompressedReadScanReopen fills a log until segments are sealed and
+// compressed, then reads and scans across compressed and plain segments,
+// before and after reopening (with and without Compression: a mixed log).
+func TestCompressedReadScanReopen(t *testing.T) {
+	for _, c := range codecs {
+		t.Run(c.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{SegmentSize: 8 << 10, IndexInterval: 256, Compression: c}
+			l, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fill(t, l, 1, 1500, 37)
+			waitFor(t, "sealed segments compressed", func() bool { return allSealedCompressed(l) })
+			var plainBytes, diskBytes int64
+			for _, s := range l.Segments()[:len(l.Segments())-1] {
+				plainBytes += s.Bytes
+				diskBytes += s.Allocated
+			}
+			if diskBytes >= plainBytes {
+				t.Fatalf("compressed segments use %d bytes on disk for %d of records", diskBytes, plainBytes)
+			}
+			if n := countFiles(t, dir, segExt); n != 1 {
+				t.Fatalf("%d plain segment files left, want 1 (the active one)", n)
+			}
+			verifyAll(t, l, 1, 1500)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// Reopen without compression: compressed segments stay readable,
+			// new sealed segments stay plain.
+			l, err = Open(dir, Options{SegmentSize: 8 << 10, IndexInterval: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !l.Segments()[0].Compressed {
+				t.Fatal("first segment not reported compressed after reopen")
+			}
+			fill(t, l, 1501, 2500, 50)
+			verifyAll(t, l, 1, 2500)
+			segs := l.Segments()
+			if segs[len(segs)-2].Compressed {
+				t.Fatal("a segment sealed without Compression was compressed")
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// And with compression again: the plain sealed ones get compressed.
+			l, err = Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			waitFor(t, "mixed log compressed", func() bool { return allSealedCompressed(l) })
+			verifyAll(t, l, 1, 2500)
+		})
+	}
+}
+
+// TestIncompressibleStaysPlain: random data does not compress; the segment
+// stays plain, a marker remembers it, and a reopen does not retry.
+func TestIncompressibleStaysPlain(t *testing.T) {
+	dir := t.TempDir()
+	var tries atomic.Int32
+	opts := Options{SegmentSize: 8 << 10, Compression: CompressionZstd, compressHook: func(string) bool { tries.Add(1); return false }}
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ {
+		b := make([]byte, 500)
+		rand.Read(b)
+		if _, err := l.Append([]Entry{{Data: b}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sealed := len(l.Segments()) - 1
+	if sealed < 2 {
+		t.Fatalf("only %d sealed segments", sealed)
+	}
+	waitFor(t, "plain markers", func() bool { return countFiles(t, dir, plainExt) == sealed })
+	if tries.Load() != 0 || countFiles(t, dir, CompressionZstd.ext()) != 0 {
+		t.Fatalf("incompressible segments were written compressed (%d hook calls)", tries.Load())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, s := range l.segs[:len(l.segs)-1] {
+		if !s.noComp {
+			t.Fatalf("segment %d lost its keep-plain decision on reopen", s.first)
+		}
+	}
+	if s := l.nextToCompress(); s != nil {
+		t.Fatalf("segment %d would be compressed again", s.first)
+	}
+}
+
+// TestCompressCrashAtEveryStep stops compression at each step as if the
+// process died, drops every un-synced write, and reopens: every record is
+// there, and a later compression completes.
+func TestCompressCrashAtEveryStep(t *testing.T) {
+	for _, step := range []string{"written", "synced", "renamed", "dirsynced", "removed"} {
+		t.Run(step, func(t *testing.T) {
+			dir := t.TempDir()
+			fs := NewFaultFS()
+			var died atomic.Bool
+			opts := Options{SegmentSize: 8 << 10, IndexInterval: 256, Compression: CompressionS2, FS: fs,
+				// Every compression dies at step: the state it leaves is
+				// never tidied by a later, successful one.
+				compressHook: func(s string) bool {
+					if s == step {
+						died.Store(true)
+					}
+					return s == step
+				}}
+			l, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fill(t, l, 1, 400, 20)
+			waitFor(t, "the crash hook", func() bool { return died.Load() && l.compressErr() != nil })
+			if !errors.Is(l.compressErr(), errCompressDied) {
+				t.Fatalf("compress error %v", l.compressErr())
+			}
+			l.Abandon()
+			if _, err := fs.Crash(nil, CrashDropAll); err != nil {
+				t.Fatal(err)
+			}
+			both := countFiles(t, dir, segExt+CompressionS2.ext()) == 1 && countFiles(t, dir, segExt) > 1
+			if both {
+				// Plain and compressed forms both survived: the plain one
+				// must win, whatever the compressed one holds.
+				comp := compPath(dir, 1, CompressionS2)
+				if err := os.WriteFile(comp, []byte("garbage"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			opts.compressHook = nil
+			l, err = Open(dir, Options{SegmentSize: 8 << 10, IndexInterval: 256, FS: fs})
+			if err != nil {
+				t.Fatalf("reopen after a crash at %q: %v", step, err)
+			}
+			verifyAll(t, l, 1, 400)
+			if n := countFiles(t, dir, tmpExt); n != 0 {
+				t.Fatalf("%d temporary files left after reopen", n)
+			}
+			if want := step == "renamed" || step == "dirsynced"; both != want {
+				t.Fatalf("both forms on disk after the crash: %v, want %v", both, want)
+			}
+			if got, want := l.Segments()[0].Compressed, step == "removed"; got != want {
+				t.Fatalf("first segment compressed after reopen: %v, want %v", got, want)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l, err = Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			waitFor(t, "compression after the crash", func() bool { return allSealedCompressed(l) })
+			verifyAll(t, l, 1, 400)
+		})
+	}
+}
+
+// TestCompressedCorruption: damage inside a compressed file is ErrCorrupt
+// on read (never data); a damaged header makes Open refuse the log.
+func TestCompressedCorruption(t *testing.T) {
+	for _, c := range codecs {
+		t.Run(c.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{SegmentSize: 8 << 10, IndexInterval: 256, Compression: c}
+			l, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fill(t, l, 1, 600, 30)
+			waitFor(t, "compression", func() bool { return allSealedCompressed(l) })
+			first := l.Segments()[0]
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			path := compPath(dir, first.First, c)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, off := range []int{compHeaderSize + 5, len(b) / 2, len(b) - 3} {
+				d := append([]byte(nil), b...)
+				d[off] ^= 0x10
+				if err := os.WriteFile(path, d, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				l, err := Open(dir, opts)
+				if err != nil {
+					t.Fatalf("open with a damaged compressed body: %v", err)
+				}
+				for seq := first.First; seq <= first.Last; seq++ {
+					if r, err := l.Read(seq); !errors.Is(err, ErrCorrupt) {
+						t.Fatalf("flip at %d: Read(%d) = seq %d, %v; want ErrCorrupt", off, seq, r.Seq, err)
+					}
+				}
+				if err := l.Scan(first.First, 0, func(Record) bool { return true }); !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("flip at %d: Scan: %v, want ErrCorrupt", off, err)
+				}
+				if _, err := l.Read(first.Last + 1); err != nil {
+					t.Fatalf("the next segment is unreadable: %v", err)
+				}
+				l.Close()
+			}
+			d := append([]byte(nil), b...)
+			d[20] ^= 1
+			if err := os.WriteFile(path, d, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var ce *CorruptError
+			if _, err := Open(dir, opts); !errors.As(err, &ce) || ce.Path != path {
+				t.Fatalf("open with a damaged compressed header: %v", err)
+			}
+		})
+	}
+}
+
+// TestTruncateFrontCompressed deletes compressed segments and their files.
+func TestTruncateFrontCompressed(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{SegmentSize: 8 << 10, IndexInterval: 256, Compression: CompressionZstd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fill(t, l, 1, 1200, 40)
+	waitFor(t, "compression", func() bool { return allSealedCompressed(l) })
+	segs := l.Segments()
+	before := countFiles(t, dir, segExt+CompressionZstd.ext())
+	cut := segs[2].First
+	// Read a compressed segment first so the cache holds it.
+	if _, err := l.Read(segs[0].First); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.TruncateFront(cut); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := l.Bounds(); f != cut {
+		t.Fatalf("first after TruncateFront(%d) = %d", cut, f)
+	}
+	if after := countFiles(t, dir, segExt+CompressionZstd.ext()); after != before-2 {
+		t.Fatalf("compressed files %d -> %d, want 2 fewer", before, after)
+	}
+	if _, err := os.Stat(compPath(dir, segs[0].First, CompressionZstd)); !os.IsNotExist(err) {
+		t.Fatalf("first compressed segment still there: %v", err)
+	}
+	if _, err := l.Read(segs[0].First); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("read of a truncated record: %v", err)
+	}
+	verifyAll(t, l, int(cut), 1200)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Open(dir, Options{SegmentSize: 8 << 10, IndexInterval: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	verifyAll(t, l2, int(cut), 1200)
+}
+
+// FuzzCompressedSegment replaces the body (and, separately, the header) of
+// a compressed segment with arbitrary bytes: decompressing must fail with
+// ErrCorrupt or give back exactly the original plain bytes, never panic.
+func FuzzCompressedSegment(f *testing.F) {
+	raw := encodeSegHeader(7, 4096)
+	for i := 0; i < 20; i++ {
+		raw = appendRecord(raw, Seq(7+i), int64(i), []byte("m"), []byte(strings.Repeat("abc", i)))
+	}
+	last := Seq(26)
+	for _, c := range codecs {
+		enc := s2Encode(raw)
+		if c == CompressionZstd {
+			enc = zstdEncode(f, raw)
+		}
+		f.Add(uint8(c), false, enc)
+		f.Add(uint8(c), true, encodeCompHeader(compHeader{first: 7, last: last, rawLen: int64(len(raw)), rawCRC: crc32IEEE(raw), codec: c}))
+	}
+	f.Fuzz(func(t *testing.T, codec uint8, asHeader bool, b []byte) {
+		c := Compression(codec%2 + 1)
+		if h, bad := decodeCompHeader(b, 7, c); asHeader && bad == "" && (h.rawLen > MaxSegmentSize || h.rawLen < segHeaderSize || h.last+1 < h.first) {
+			t.Fatalf("accepted header out of range: %+v", h)
+		}
+		hdr := encodeCompHeader(compHeader{first: 7, last: last, rawLen: int64(len(raw)), rawCRC: crc32IEEE(raw), codec: c})
+		file := append(hdr, b...)
+		if asHeader {
+			file = b
+		}
+		dir := t.TempDir()
+		if err := os.WriteFile(compPath(dir, 7, c), file, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l := &Log{dir: dir, opts: Options{IndexInterval: 64}, fs: osFS{}}
+		defer l.cache.close()
+		s, err := l.openCompressed(7, c)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("openCompressed: %v, want ErrCorrupt", err)
+			}
+			return
+		}
+		v, err := l.decompress(s)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("decompress: %v, want ErrCorrupt", err)
+			}
+			return
+		}
+		if string(v.data) != string(raw) {
+			t.Fatal("decompress accepted bytes that differ from the original")
+		}
+	})
+}
+
+func s2Encode(b []byte) []byte { return s2.Encode(nil, b) }
+
+func zstdEncode(f *testing.F, b []byte) []byte {
+	e, err := zstd.NewWriter(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer e.Close()
+	return e.EncodeAll(b, nil)
+}
+
+func crc32IEEE(b []byte) uint32 { return crc32.ChecksumIEEE(b) }
+
+// TestCompressorStopsOnClose: Close stops the compression goroutine and
+// releases the codecs; no goroutine outlives the log.
+func TestCompressorStopsOnClose(t *testing.T) {
+	for _, c := range codecs {
+		before := runtime.NumGoroutine()
+		l, err := Open(t.TempDir(), Options{SegmentSize: 8 << 10, Compression: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill(t, l, 1, 600, 30)
+		waitFor(t, "compression", func() bool { return allSealedCompressed(l) })
+		if _, err := l.Read(1); err != nil { // starts the decoder
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+		waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+	}
+}
