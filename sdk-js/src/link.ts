@@ -167,7 +167,7 @@ export class Link {
   }
 }
 
-function connectJSON(o: Resolved, tlsOn: boolean): Record<string, unknown> {
+function connectJSON(o: Resolved, addr: ServerAddr, tlsOn: boolean): Record<string, unknown> {
   const c: Record<string, unknown> = {
     verbose: false,
     pedantic: false,
@@ -181,10 +181,14 @@ function connectJSON(o: Resolved, tlsOn: boolean): Record<string, unknown> {
     crc: o.crc,
   };
   if (o.name !== undefined) c.name = o.name;
-  if (o.token !== undefined) c.auth_token = o.token;
-  if (o.user !== undefined) {
-    c.user = o.user;
-    c.pass = o.pass;
+  // Credentials in the options win over those in the server URL.
+  const fromOpts = o.token !== undefined || o.user !== undefined;
+  const token = fromOpts ? o.token : addr.token;
+  const user = fromOpts ? o.user : addr.user;
+  if (token !== undefined) c.auth_token = token;
+  if (user !== undefined) {
+    c.user = user;
+    c.pass = fromOpts ? o.pass : addr.pass;
   }
   return c;
 }
@@ -219,7 +223,7 @@ export function openLink(addr: ServerAddr, o: Resolved, signal?: AbortSignal): P
     const timer = setTimeout(() => fail(new TimeoutError(`handshake with ${addr.url} timed out`)), o.timeoutMs);
     link.onClose = (err) => fail(err ?? new ProtocolViolationError(`${addr.url} closed the connection during the handshake`));
     const sendConnect = () => {
-      link.write(encodeConnect(connectJSON(o, o.tls !== undefined)));
+      link.write(encodeConnect(connectJSON(o, addr, o.tls !== undefined)));
       link.write(encodePing());
       // The server handles CONNECT before anything after it, so every frame it
       // sends from now on is in the requested mode.
