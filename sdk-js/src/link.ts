@@ -144,9 +144,13 @@ export class Link {
           this.destroy(new ProtocolViolationError('INFO is not JSON', { cause: e }));
           return;
         }
+        // INFO's max_control_line bounds what this client sends (ackAll
+        // batches by it), not what the server sends: a relayed MSG line
+        // carries the publisher's subject and reply plus a sid, so it can be
+        // longer than any line the server accepts. Lines from the server get
+        // CLIENT_MAX_LINE, as in the Go and Python SDKs.
         const lim = this.parser.limits;
         if (typeof this.info.max_payload === 'number') lim.maxPayload = this.info.max_payload;
-        if (typeof this.info.max_control_line === 'number') lim.maxControlLine = this.info.max_control_line;
         this.parser.setLimits(lim);
       }
       this.onCommand(c);
@@ -193,6 +197,9 @@ function connectJSON(o: Resolved, addr: ServerAddr, tlsOn: boolean): Record<stri
   return c;
 }
 
+/** CLIENT_MAX_LINE is the longest line accepted from the server (1 MiB). */
+const CLIENT_MAX_LINE = 1 << 20;
+
 /**
  * openLink connects to addr and completes the handshake. It rejects with
  * the server's typed error (e.g. an authorization error), a TimeoutError
@@ -201,6 +208,7 @@ function connectJSON(o: Resolved, addr: ServerAddr, tlsOn: boolean): Record<stri
 export function openLink(addr: ServerAddr, o: Resolved, signal?: AbortSignal): Promise<Link> {
   return new Promise<Link>((resolve, reject) => {
     const parser = new Parser(Direction.ServerToClient);
+    parser.setLimits({ ...parser.limits, maxControlLine: CLIENT_MAX_LINE, maxJSONLine: CLIENT_MAX_LINE });
     const raw = net.connect({ host: addr.host, port: addr.port });
     raw.setNoDelay(true);
     const link = new Link(raw, addr, parser);
