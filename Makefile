@@ -3,7 +3,7 @@
 GO ?= go
 FUZZTIME ?= 20s
 
-.PHONY: test test-go test-fuzz test-python test-js build vet
+.PHONY: test test-go test-fuzz test-python test-js build vet conformance
 
 test: vet test-go test-fuzz test-python test-js
 
@@ -31,3 +31,30 @@ test-python:
 
 test-js:
 	@if [ -f sdk-js/package.json ]; then $(MAKE) -C sdk-js test; else echo "sdk-js: not yet"; fi
+
+# One conformance table, scenario x runner (wire, go-sdk, py-sdk, js-sdk), from
+# a fresh checkout: builds the server once, installs the SDKs' dependencies the
+# way their own makefiles do, runs the Python and JS runners (their test
+# integrations, which start and restart servers themselves) writing JSON lines,
+# then the Go runners with both files merged. Exits non-zero on any failure not
+# listed in conformance/known_failures.json, or if a runner left scenarios out.
+# The runners' own logs are in $(CONFORMANCE_OUT) (default: a temporary directory).
+PYTHON ?= python3
+NPM ?= npm
+CONFORMANCE_OUT ?=
+
+conformance:
+	@set -e; out="$(CONFORMANCE_OUT)"; \
+	if [ -z "$$out" ]; then out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; fi; \
+	mkdir -p "$$out"; rm -f "$$out/py.jsonl" "$$out/js.jsonl"; \
+	echo "building the server"; $(GO) build -o "$$out/fibril" ./cmd/fibril; \
+	$(MAKE) --no-print-directory -C sdk-python install PYTHON=$(PYTHON); \
+	(cd sdk-js && if [ -f package-lock.json ]; then $(NPM) ci --no-audit --no-fund --silent; else $(NPM) install --no-audit --no-fund --silent; fi && $(NPM) run --silent build); \
+	echo "python runner (log: $$out/py.log)"; \
+	(cd sdk-python && FIBRIL_BIN="$$out/fibril" FIBRIL_CONFORMANCE_JSONL="$$out/py.jsonl" \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_conformance.py) >"$$out/py.log" 2>&1 || true; \
+	echo "js runner (log: $$out/js.log)"; \
+	(cd sdk-js && FIBRIL_BIN="$$out/fibril" FIBRIL_CONFORMANCE_JSONL="$$out/js.jsonl" \
+	  node --test test/conformance.test.mjs) >"$$out/js.log" 2>&1 || true; \
+	touch "$$out/py.jsonl" "$$out/js.jsonl"; \
+	$(GO) run ./cmd/fibril-conformance -bin "$$out/fibril" -merge "$$out/py.jsonl,$$out/js.jsonl" -complete -allow-known

@@ -147,3 +147,27 @@ func TestUserPasswordAndPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReconnectGivesUpOnRefusedLogin restarts the server on the same address
+// with a rotated token: the Conn's first reconnect is refused, and the Conn
+// must close with the typed error instead of dialling forever (a publish
+// waiting for the reconnect would otherwise run into its context deadline).
+func TestReconnectGivesUpOnRefusedLogin(t *testing.T) {
+	srv := startServer(t, "--token", "s3cret")
+	ctx := testCtx(t)
+	c := connect(t, "fibril://"+srv.Addr, fibril.WithToken("s3cret"),
+		fibril.WithReconnect(fibril.ReconnectPolicy{InitialDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond, Multiplier: 2, BufferBytes: 1 << 20}))
+	if _, err := c.Publish(ctx, "_INBOX.before", nil); err != nil {
+		t.Fatal(err)
+	}
+	srv.Args = []string{"--token", "rotated"}
+	if err := srv.Restart(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := c.Publish(pctx, "_INBOX.after", nil)
+	if !errors.Is(err, fibril.ErrAuthViolation) || !errors.Is(err, fibril.ErrClosed) {
+		t.Fatalf("publish after a refused reconnect: %v, want ErrClosed wrapping ErrAuthViolation", err)
+	}
+}

@@ -90,26 +90,48 @@ func (m *Msg) settle(ctx context.Context, verb string, cmd []byte, final bool) e
 // settled reports whether Ack, Nack or Reject succeeded on m.
 func (m *Msg) settled() bool { return m.done.Load() }
 
-// AckAll acknowledges many deliveries with one ACK command (one answer). The
-// handles are settled independently; the error names the first that failed.
+// AckAll acknowledges many deliveries with as few ACK commands as fit the
+// server's max_control_line (from INFO, 4096 bytes when absent), one answer
+// each. The handles are settled independently; the error names the first
+// batch that failed (deliveries of earlier batches are settled).
 func (c *Conn) AckAll(ctx context.Context, msgs ...*Msg) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	hs := make([]protocol.Handle, len(msgs))
-	for i, m := range msgs {
+	for _, m := range msgs {
 		if !m.hok {
 			return ErrNoHandle
 		}
-		hs[i] = m.h
 	}
-	if _, err := c.roundTrip(ctx, reqOK, protocol.AppendAck(nil, hs...)); err != nil {
-		return fmt.Errorf("fibril: ACK of %d handles: %w", len(hs), err)
+	limit := c.Info().MaxControlLine
+	if limit <= 0 {
+		limit = protocol.DefaultMaxControlLine
 	}
-	for _, m := range msgs {
-		m.done.Store(true)
+	for len(msgs) > 0 {
+		n, line := ackLine(msgs, limit)
+		if _, err := c.roundTrip(ctx, reqOK, line); err != nil {
+			return fmt.Errorf("fibril: ACK of %d handles: %w", n, err)
+		}
+		for _, m := range msgs[:n] {
+			m.done.Store(true)
+		}
+		msgs = msgs[n:]
 	}
 	return nil
+}
+
+// ackLine encodes an ACK of the longest prefix of msgs (at least one) whose
+// line, line end excluded, fits in limit bytes; it returns that prefix's
+// length and the line.
+func ackLine(msgs []*Msg, limit int) (int, []byte) {
+	line := []byte("ACK")
+	n := 0
+	for _, m := range msgs {
+		next := m.h.Append(append(line, ' '))
+		if n > 0 && len(next) > limit {
+			break
+		}
+		line = next
+		n++
+	}
+	return n, append(line, "\r\n"...)
 }
 
 // SettleOp names a settle command for SettleHandle.

@@ -7,6 +7,7 @@ package fibril
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -76,6 +77,13 @@ func (c *Conn) reconnectLoop() {
 		cancel()
 		if err != nil {
 			c.cfg.logger.Info("fibril: reconnect failed", "addr", c.addr, "attempt", attempt+1, "err", err)
+			// A refusal that retrying cannot change (wrong credentials, a
+			// TLS requirement) ends the Conn instead of a dial loop.
+			var fe *Error
+			if errors.As(err, &fe) && fe.Fatal() && !fe.Retriable() {
+				c.closeWith(fmt.Errorf("%w: %w: reconnect refused: %w", ErrClosed, ErrConnectionLost, err))
+				return
+			}
 			continue
 		}
 		c.mu.Lock()

@@ -144,9 +144,13 @@ export class Link {
           this.destroy(new ProtocolViolationError('INFO is not JSON', { cause: e }));
           return;
         }
+        // INFO's max_control_line bounds what this client sends (ackAll
+        // batches by it), not what the server sends: a relayed MSG line
+        // carries the publisher's subject and reply plus a sid, so it can be
+        // longer than any line the server accepts. Lines from the server get
+        // CLIENT_MAX_LINE, as in the Go and Python SDKs.
         const lim = this.parser.limits;
         if (typeof this.info.max_payload === 'number') lim.maxPayload = this.info.max_payload;
-        if (typeof this.info.max_control_line === 'number') lim.maxControlLine = this.info.max_control_line;
         this.parser.setLimits(lim);
       }
       this.onCommand(c);
@@ -167,7 +171,7 @@ export class Link {
   }
 }
 
-function connectJSON(o: Resolved, tlsOn: boolean): Record<string, unknown> {
+function connectJSON(o: Resolved, addr: ServerAddr, tlsOn: boolean): Record<string, unknown> {
   const c: Record<string, unknown> = {
     verbose: false,
     pedantic: false,
@@ -181,13 +185,20 @@ function connectJSON(o: Resolved, tlsOn: boolean): Record<string, unknown> {
     crc: o.crc,
   };
   if (o.name !== undefined) c.name = o.name;
-  if (o.token !== undefined) c.auth_token = o.token;
-  if (o.user !== undefined) {
-    c.user = o.user;
-    c.pass = o.pass;
+  // Credentials in the options win over those in the server URL.
+  const fromOpts = o.token !== undefined || o.user !== undefined;
+  const token = fromOpts ? o.token : addr.token;
+  const user = fromOpts ? o.user : addr.user;
+  if (token !== undefined) c.auth_token = token;
+  if (user !== undefined) {
+    c.user = user;
+    c.pass = fromOpts ? o.pass : addr.pass;
   }
   return c;
 }
+
+/** CLIENT_MAX_LINE is the longest line accepted from the server (1 MiB). */
+const CLIENT_MAX_LINE = 1 << 20;
 
 /**
  * openLink connects to addr and completes the handshake. It rejects with
@@ -197,6 +208,7 @@ function connectJSON(o: Resolved, tlsOn: boolean): Record<string, unknown> {
 export function openLink(addr: ServerAddr, o: Resolved, signal?: AbortSignal): Promise<Link> {
   return new Promise<Link>((resolve, reject) => {
     const parser = new Parser(Direction.ServerToClient);
+    parser.setLimits({ ...parser.limits, maxControlLine: CLIENT_MAX_LINE, maxJSONLine: CLIENT_MAX_LINE });
     const raw = net.connect({ host: addr.host, port: addr.port });
     raw.setNoDelay(true);
     const link = new Link(raw, addr, parser);
@@ -219,7 +231,7 @@ export function openLink(addr: ServerAddr, o: Resolved, signal?: AbortSignal): P
     const timer = setTimeout(() => fail(new TimeoutError(`handshake with ${addr.url} timed out`)), o.timeoutMs);
     link.onClose = (err) => fail(err ?? new ProtocolViolationError(`${addr.url} closed the connection during the handshake`));
     const sendConnect = () => {
-      link.write(encodeConnect(connectJSON(o, o.tls !== undefined)));
+      link.write(encodeConnect(connectJSON(o, addr, o.tls !== undefined)));
       link.write(encodePing());
       // The server handles CONNECT before anything after it, so every frame it
       // sends from now on is in the requested mode.

@@ -48,6 +48,13 @@ export interface ServerAddr {
   tls: boolean;
   /** url is the entry as given, for error messages. */
   url: string;
+  /**
+   * user and pass come from "user:pass@" in the URL, token from "token@"
+   * (as in the Go and Python SDKs); the connect options' credentials win.
+   */
+  user?: string;
+  pass?: string;
+  token?: string;
 }
 
 /** Resolved is ConnectOptions after validation, with defaults applied. */
@@ -79,7 +86,15 @@ export function parseServer(s: string): ServerAddr {
   const port = u.port === '' ? 4222 : Number(u.port);
   const host = u.hostname.replace(/^\[|\]$/g, '');
   if (host === '') throw new InvalidArgumentError(`server ${JSON.stringify(s)}: no host`);
-  return { host, port, tls: u.protocol === 'tls:', url: s };
+  const addr: ServerAddr = { host, port, tls: u.protocol === 'tls:', url: s };
+  const user = decodeURIComponent(u.username);
+  if (u.password !== '') {
+    addr.user = user;
+    addr.pass = decodeURIComponent(u.password);
+  } else if (user !== '') {
+    addr.token = user;
+  }
+  return addr;
 }
 
 function positive(n: number | undefined, what: string, dflt: number, allowNeg1 = false): number {

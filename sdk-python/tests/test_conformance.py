@@ -3,11 +3,16 @@
 Scenarios needing a feature this runner or server lacks are skipped with the
 reason; scenarios in known_failures.json must still fail (the test fails once
 one passes, so the entry gets removed), except ``flaky:`` ones.
+
+With ``FIBRIL_CONFORMANCE_JSONL=<file>`` every scenario also appends its result
+as one JSON line, for ``go run ./cmd/fibril-conformance -merge <file>`` (the
+top-level ``make conformance`` does this).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -16,6 +21,7 @@ from typing import Any
 import pytest
 from conformance_runner import (
     DEFAULT_DIR,
+    RUNNER,
     Scenario,
     load_known_failures,
     load_scenarios,
@@ -28,6 +34,14 @@ from conftest import Server, kill_server, start_server, stop_server
 DIR = Path(os.environ.get("FIBRIL_CONFORMANCE_DIR", str(DEFAULT_DIR)))
 SCENARIOS = load_scenarios(DIR) if (DIR / "scenarios").is_dir() else []
 KNOWN = load_known_failures(DIR) if SCENARIOS else {}
+JSONL = os.environ.get("FIBRIL_CONFORMANCE_JSONL")
+
+
+def record(name: str, status: str, detail: str) -> None:
+    """Appends one result line to $FIBRIL_CONFORMANCE_JSONL, if set."""
+    if JSONL:
+        with open(JSONL, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"scenario": name, "runner": RUNNER, "status": status, "detail": detail}) + "\n")
 
 
 def params() -> list[Any]:
@@ -69,10 +83,15 @@ def test_scenario(sc: dict[str, Any], server: Server, fibril_bin: Path) -> None:
     known = KNOWN.get(name)
     try:
         asyncio.run(run_scenario(sc, server, fibril_bin))
-    except AssertionError as e:
-        if known is not None:
+    except pytest.skip.Exception as e:
+        record(name, "skip", str(e))
+        raise
+    except Exception as e:
+        record(name, "FAIL", str(e) or type(e).__name__)
+        if known is not None and isinstance(e, AssertionError):
             pytest.xfail(f"known failure ({known}): {e}")
         raise
+    record(name, "pass", "")
     if known is not None and not known.startswith("flaky:"):
         pytest.fail(f"{name} is listed in known_failures.json ({known}) but passes: remove the entry")
 
