@@ -200,3 +200,46 @@ func TestTLSListenerWithNATSClient(t *testing.T) {
 		t.Fatalf("request over TLS: %v %v", r, err)
 	}
 }
+
+// A CONNECT that arrived in time but whose password check outlasted
+// AuthTimeout was answered auth_timeout (retriable, so clients kept retrying
+// a bad password) instead of the check's own answer.
+func TestAuthTimeoutDoesNotFireDuringPasswordCheck(t *testing.T) {
+	// Cost 12 takes a few hundred ms, longer than the 100 ms timeout.
+	slow, err := bcrypt.GenerateFromPassword([]byte("pw"), 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, func(o *Options) {
+		o.AuthTimeout = 100 * time.Millisecond
+		o.Users = []User{{Name: "app", PasswordHash: string(slow)}}
+	})
+	for _, c := range []struct{ user, pass, want string }{
+		{"app", "wrong", `^-ERR 'Authorization Violation'$`},
+		{"nobody", "pw", `^-ERR 'Authorization Violation'$`},
+		{"app", "pw", `^\+OK$`},
+	} {
+		w := dialInfo(t, s)
+		w.send(`CONNECT {"fibril":1,"user":"` + c.user + `","pass":"` + c.pass + `"}` + "\r\n")
+		w.expect(c.want)
+	}
+}
+
+// The unknown-user hash has the configured users' cost, so the delay of a
+// refusal does not tell which user names exist.
+func TestUnknownUserHashMatchesConfiguredCost(t *testing.T) {
+	h, err := bcrypt.GenerateFromPassword([]byte("pw"), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions()
+	o.Listen, o.DataDir, o.NoBroker = "127.0.0.1:0", t.TempDir(), true
+	o.Users = []User{{Name: "a", PasswordHash: string(h)}}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := bcrypt.Cost(s.dummyHash); err != nil || c != 5 {
+		t.Fatalf("dummy hash cost %d (%v), want 5", c, err)
+	}
+}

@@ -60,6 +60,7 @@ type client struct {
 
 	authed   atomic.Bool
 	paused   atomic.Bool // parsing waits for pendingAuth
+	checking atomic.Bool // a password check for this CONNECT is running
 	stalled  atomic.Bool // parsing waits for output to drain
 	created  time.Time
 	lastIn   atomic.Int64 // unix nanos of the last input

@@ -47,6 +47,10 @@ func (c *client) handleConnect(js []byte) error {
 	}
 	if o.User != "" && len(c.srv.opts.Users) > 0 && !c.tr.isTLS() {
 		c.paused.Store(true)
+		// The CONNECT arrived in time: the auth timeout must not fire while
+		// its password is being checked (it used to, answering auth_timeout,
+		// a retriable code, to a bad password under load).
+		c.checking.Store(true)
 		go func() {
 			c.srv.bcryptSem <- struct{}{}
 			perms, user, ok := c.srv.authenticate(&o)
@@ -54,6 +58,7 @@ func (c *client) handleConnect(js []byte) error {
 			c.mu.Lock()
 			c.pendingAuth = &authResult{o: o, perms: perms, user: user, ok: ok}
 			c.mu.Unlock()
+			c.checking.Store(false)
 			c.tr.wake()
 		}()
 		return errPause

@@ -18,7 +18,7 @@ func (c *client) heartbeat(now time.Time, interval time.Duration) {
 	if c.stalled.Load() {
 		c.tr.wake() // re-check whether its output drained
 	}
-	if !c.authed.Load() && now.Sub(c.created) > c.srv.opts.AuthTimeout {
+	if !c.authed.Load() && !c.checking.Load() && c.pendingAuthNil() && now.Sub(c.created) > c.srv.opts.AuthTimeout {
 		c.fail(protocol.CodeAuthTimeout, "")
 		return
 	}
@@ -41,4 +41,13 @@ func (c *client) sawInput(now int64) {
 	if c.pingsOut.Load() != 0 {
 		c.pingsOut.Store(0)
 	}
+}
+
+// pendingAuthNil reports that no finished password check waits to be applied
+// (between the check and resumeConnect the connection is neither checking
+// nor authenticated, and must not time out either).
+func (c *client) pendingAuthNil() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pendingAuth == nil
 }

@@ -93,7 +93,19 @@ func New(opts Options) (*Server, error) {
 	if len(o.Users) > 0 {
 		var pw [16]byte
 		_, _ = rand.Read(pw[:])
-		h, err := bcrypt.GenerateFromPassword([]byte(hex.EncodeToString(pw[:])), bcrypt.DefaultCost)
+		// An unknown user is checked against this hash; give it the cost of
+		// the costliest configured hash so the answer's delay does not tell
+		// which user names exist.
+		cost := 0
+		for _, u := range o.Users {
+			if c, err := bcrypt.Cost([]byte(u.PasswordHash)); err == nil && c > cost {
+				cost = c
+			}
+		}
+		if cost == 0 {
+			cost = bcrypt.DefaultCost
+		}
+		h, err := bcrypt.GenerateFromPassword([]byte(hex.EncodeToString(pw[:])), cost)
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}

@@ -283,8 +283,6 @@ def test_sync_client_durable(durable: Server) -> None:
         assert ei.value.code == "unknown_topic"
 
 
-@pytest.mark.xfail(reason="SPEC 10: creating an existing topic with the same configuration is +OK; "
-                   "the server answers topic_exists (reported)", strict=False)
 def test_create_topic_is_idempotent(durable: Server) -> None:
     topic = unique("t")
 
