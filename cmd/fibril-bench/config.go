@@ -45,6 +45,7 @@ type Config struct {
 
 	Progress time.Duration // progress line interval on stderr (0: off)
 	Timeout  time.Duration // give up (and fail) after this long
+	Stall    time.Duration // fail when no delivery arrives for this long
 	JSON     bool
 
 	CPUProfile, MemProfile string // with Embed: profiles of the whole process
@@ -59,7 +60,7 @@ func defaultConfig() Config {
 		Pubs: 1, Subs: 1, Size: 1024, Msgs: 100_000, Topic: "bench", Group: "bench",
 		Partitions: 1, Durability: "group", Confirm: true, Window: 1024, CRC: true,
 		Consume: "pull", Batch: 500, Credit: 1000, Ack: "batch",
-		Progress: time.Second, Timeout: 10 * time.Minute}
+		Progress: time.Second, Timeout: 10 * time.Minute, Stall: 20 * time.Second}
 }
 
 // errUsage marks a bad flag or combination (exit code 2).
@@ -82,8 +83,8 @@ func (c *Config) validate() error {
 		return bad("--size %d: want %d..64MiB (the payload carries an id and a timestamp)", c.Size, minPayload)
 	case c.Duration == 0 && c.Msgs < int64(c.Pubs):
 		return bad("--msgs %d: want at least one per publisher", c.Msgs)
-	case c.Duration < 0 || c.Rate < 0 || c.Timeout <= 0 || c.Progress < 0:
-		return bad("negative --duration, --rate, --progress or non-positive --timeout")
+	case c.Duration < 0 || c.Rate < 0 || c.Timeout <= 0 || c.Stall <= 0 || c.Progress < 0:
+		return bad("negative --duration, --rate, --progress or non-positive --timeout or --stall")
 	case c.Partitions < 1 || c.Partitions > 4096:
 		return bad("--partitions %d: want 1..4096", c.Partitions)
 	case c.Durability != "sync" && c.Durability != "group" && c.Durability != "none":
@@ -146,6 +147,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.Backlog, "backlog", false, "publish all messages first, then consume (backlog drain)")
 	fs.DurationVar(&c.Progress, "progress", c.Progress, "progress line interval on stderr (0: off)")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "fail the run after this long")
+	fs.DurationVar(&c.Stall, "stall", c.Stall, "fail when no message arrives for this long (a lost message shows up as a stall)")
 	fs.BoolVar(&c.JSON, "json", false, "print the result as one JSON object on stdout")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "with --embed: write a CPU profile of the run here")
 	fs.StringVar(&c.MemProfile, "memprofile", "", "with --embed: write an allocation profile here at the end")

@@ -26,17 +26,17 @@ type driver interface {
 
 // pubStats is what one publisher did.
 type pubStats struct {
-	sent      uint64 // distinct messages published (confirmed when confirms are on)
-	errors    uint64 // publishes refused for good
-	retries   uint64 // publishes refused with a retriable error and sent again
-	firstErr  string
+	sent       uint64 // distinct messages published (confirmed when confirms are on)
+	errors     uint64 // publishes refused for good
+	retries    uint64 // publishes refused with a retriable error and sent again
+	firstErr   string
 	start, end time.Time
 }
 
 // runState is shared by every client of a run.
 type runState struct {
-	cfg      *Config
-	trackers []*Tracker // durable: one shared; plain: one per consumer (each gets everything)
+	cfg       *Config
+	trackers  []*Tracker   // durable: one shared; plain: one per consumer (each gets everything)
 	published atomic.Int64 // frames confirmed (or written, without confirms)
 	target    atomic.Int64 // distinct deliveries each tracker must reach
 	delivered atomic.Int64 // deliveries handled, all consumers
@@ -259,8 +259,8 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 		case <-tick.C:
 			if n := st.delivered.Load(); n != last {
 				last, lastChange = n, time.Now()
-			} else if time.Since(lastChange) > 20*time.Second {
-				waitErr = fmt.Errorf("stalled: no delivery for 20 s")
+			} else if time.Since(lastChange) > cfg.Stall {
+				waitErr = fmt.Errorf("stalled: no delivery for %s", cfg.Stall)
 			}
 		}
 	}
@@ -295,8 +295,11 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	if cfg.CPUProfile != "" || cfg.MemProfile != "" {
 		srv.profileDone()
 	}
-	if waitErr != nil {
+	if waitErr != nil && res.Verify.OK {
 		return res, waitErr
+	}
+	if waitErr != nil {
+		return res, fmt.Errorf("%w: %s (%v)", errIncomplete, res.Verify.Summary, waitErr)
 	}
 	if !res.Verify.OK {
 		return res, fmt.Errorf("%w: %s", errIncomplete, res.Verify.Summary)
