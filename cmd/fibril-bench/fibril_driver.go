@@ -20,6 +20,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -30,10 +31,11 @@ import (
 )
 
 type fibrilDriver struct {
-	cfg  *Config
-	addr string
-	mu   sync.Mutex
-	open []*wconn
+	cfg   *Config
+	addr  string
+	admin *wconn // management connection, kept for settled()
+	mu    sync.Mutex
+	open  []*wconn
 }
 
 func (d *fibrilDriver) track(c *wconn) {
@@ -59,7 +61,8 @@ func (d *fibrilDriver) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer c.close()
+	d.track(c)
+	d.admin = c
 	// A fresh topic each run (with --url an old one may hold messages).
 	if _, err := c.request(protocol.AppendTopicDelete(nil, d.cfg.Topic)); err != nil {
 		var pe *protocol.Error
@@ -75,6 +78,18 @@ func (d *fibrilDriver) setup(ctx context.Context) error {
 		return fmt.Errorf("GROUP CREATE %s %s: %w", d.cfg.Topic, d.cfg.Group, err)
 	}
 	return nil
+}
+
+func (d *fibrilDriver) settled(context.Context) (bool, error) {
+	text, err := d.admin.request(protocol.AppendGroupInfo(nil, d.cfg.Topic, d.cfg.Group))
+	if err != nil {
+		return false, err
+	}
+	var gi protocol.GroupInfo
+	if err := json.Unmarshal([]byte(text), &gi); err != nil {
+		return false, fmt.Errorf("GROUP INFO answer %q: %w", text, err)
+	}
+	return gi.Pending == 0 && gi.Inflight == 0, nil
 }
 
 // pubMode returns how publishers connect.

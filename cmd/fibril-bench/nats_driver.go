@@ -27,6 +27,7 @@ const natsStream = "BENCH"
 type natsDriver struct {
 	cfg  *Config
 	url  string
+	cons jetstream.Consumer // admin handle for settled()
 	mu   sync.Mutex
 	open []*nats.Conn
 }
@@ -60,7 +61,6 @@ func (d *natsDriver) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -73,12 +73,22 @@ func (d *natsDriver) setup(ctx context.Context) error {
 		Discard: jetstream.DiscardOld}); err != nil {
 		return fmt.Errorf("create stream: %w", err)
 	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, natsStream, jetstream.ConsumerConfig{Durable: d.cfg.Group,
+	cons, err := js.CreateOrUpdateConsumer(ctx, natsStream, jetstream.ConsumerConfig{Durable: d.cfg.Group,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
-		MaxAckPending: max(10000, 4*d.cfg.Subs*d.cfg.Batch)}); err != nil {
+		MaxAckPending: max(10000, 4*d.cfg.Subs*d.cfg.Batch)})
+	if err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}
+	d.cons = cons
 	return nil
+}
+
+func (d *natsDriver) settled(ctx context.Context) (bool, error) {
+	ci, err := d.cons.Info(ctx)
+	if err != nil {
+		return false, err
+	}
+	return ci.NumPending == 0 && ci.NumAckPending == 0, nil
 }
 
 func (d *natsDriver) publish(ctx context.Context, idx int, n int64, st *runState) (pubStats, error) {

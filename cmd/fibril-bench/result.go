@@ -33,6 +33,12 @@ type Result struct {
 	ConRate    float64 `json:"con_msgs_per_sec"`
 	ConMiB     float64 `json:"con_mib_per_sec"`
 
+	// AckedSeconds: from the same start until the server reported the
+	// group empty (nothing pending, nothing in flight): every ack applied.
+	// It is measured by polling (every 2 ms), so it is a little late.
+	AckedSeconds float64 `json:"acked_seconds,omitempty"`
+	AckedRate    float64 `json:"acked_msgs_per_sec,omitempty"`
+
 	LatencyUS Latency `json:"latency_us"`
 
 	RSSKiB        int64 `json:"server_rss_hwm_kib"`
@@ -70,6 +76,9 @@ func (r *Result) computeRates(size int) {
 	if r.ConSeconds > 0 {
 		r.ConRate = float64(r.Consumed) / r.ConSeconds
 		r.ConMiB = r.ConRate * mib
+	}
+	if r.AckedSeconds > 0 {
+		r.AckedRate = float64(r.Consumed) / r.AckedSeconds
 	}
 }
 
@@ -135,6 +144,9 @@ func (r *Result) writeText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "consume   %d msgs in %.3f s, %s: %.0f msgs/s, %.1f MiB/s (deliveries %d)\n",
 		r.Consumed, r.ConSeconds, what, r.ConRate, r.ConMiB, r.Deliveries)
+	if r.AckedSeconds > 0 {
+		fmt.Fprintf(w, "acked     every ack applied (group empty) after %.3f s: %.0f msgs/s\n", r.AckedSeconds, r.AckedRate)
+	}
 	l := r.LatencyUS
 	fmt.Fprintf(w, "latency   publish->delivery p50 %s  p99 %s  p99.9 %s  max %s (%d samples)\n",
 		fmtUS(l.P50), fmtUS(l.P99), fmtUS(l.P999), fmtUS(l.Max), l.Count)

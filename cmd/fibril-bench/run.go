@@ -21,6 +21,9 @@ type driver interface {
 	// consume delivers into st until ctx ends. It calls ready once its
 	// subscription is in place.
 	consume(ctx context.Context, idx int, st *runState, ready func()) error
+	// settled reports whether the durable group has nothing pending and
+	// nothing in flight (every message acked and the acks applied).
+	settled(ctx context.Context) (bool, error)
 	close()
 }
 
@@ -269,6 +272,28 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	if st.isDone() {
 		end = time.Unix(0, st.lastRecv.Load())
 	}
+	// With the consumers still connected (closing would hand their leases
+	// back), wait until the server applied every ack.
+	var settledAt time.Time
+	if waitErr == nil && cfg.Mode == "durable" {
+		deadline := time.Now().Add(cfg.Stall)
+		for {
+			ok, err := d.settled(ctx)
+			if err != nil {
+				waitErr = fmt.Errorf("checking that every ack was applied: %w", err)
+				break
+			}
+			if ok {
+				settledAt = time.Now()
+				break
+			}
+			if time.Now().After(deadline) {
+				waitErr = fmt.Errorf("%w: messages still pending or unacked %s after the last delivery", errIncomplete, cfg.Stall)
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
 	stopConsumers()
 	conWG.Wait()
 	stopProgress()
@@ -285,6 +310,9 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 		from = conStart
 	}
 	res.ConSeconds = end.Sub(from).Seconds()
+	if !settledAt.IsZero() {
+		res.AckedSeconds = settledAt.Sub(from).Seconds()
+	}
 	res.computeRates(cfg.Size)
 	h := &Histogram{}
 	for _, x := range st.hists {
