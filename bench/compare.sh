@@ -190,6 +190,8 @@ rows = [
   ("W4 backlog: publish msgs/s (confirmed)", "w4", pub, "", True),
   ("W4 backlog: drain msgs/s", "w4", con, "", True),
   ("W4 server peak RSS with the whole backlog stored", "w4", rssb, "MiB", True),
+  ("W4 server peak RSS over the whole run (VmHWM)", "w4", rss, "MiB", True),
+  ("W4 of which peak RssAnon (heap; sampled every 100 ms)", "w4", lambda r: r.get("server_rss_anon_peak_kib", 0) / 1024, "MiB", True),
   ("W5 1 KiB plain pub/sub vs NATS core: received msgs/s", "w5", con, "", False),
   ("W1 p99 end-to-end latency at full speed", "w1", p99, "ms", True),
   ("W1 p99 end-to-end latency at half the peak rate", "w1half", p99, "ms", False),

@@ -253,6 +253,71 @@ func (s *serverProc) rssKiB() int64 {
 	return n
 }
 
+// memSample is one reading of /proc/<pid>/status, in KiB.
+type memSample struct{ hwm, anon, file int64 }
+
+func readMem(pid int) (memSample, error) {
+	var m memSample
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return m, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		n, _ := strconv.ParseInt(f[0], 10, 64)
+		switch k {
+		case "VmHWM":
+			m.hwm = n
+		case "RssAnon":
+			m.anon = n
+		case "RssFile":
+			m.file = n
+		}
+	}
+	return m, nil
+}
+
+// startMemSampler samples the server's RssAnon and RssFile every 100 ms
+// until the returned function is called, which returns the peaks (KiB).
+// VmHWM alone cannot tell heap from mapped segment files (RssFile: page
+// cache pages of the mmapped log, reclaimable).
+func startMemSampler(pid int) func() (anon, file int64) {
+	if pid == 0 {
+		return func() (int64, int64) { return 0, 0 }
+	}
+	quit := make(chan struct{})
+	var pa, pf int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if m, err := readMem(pid); err == nil {
+				pa, pf = max(pa, m.anon), max(pf, m.file)
+			}
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	var once sync.Once
+	return func() (int64, int64) {
+		once.Do(func() { close(quit); wg.Wait() })
+		return pa, pf
+	}
+}
+
 // readVmHWM reads VmHWM (peak RSS, KiB) from /proc/<pid>/status.
 func readVmHWM(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))

@@ -43,6 +43,11 @@ type Result struct {
 
 	RSSKiB        int64 `json:"server_rss_hwm_kib"`
 	RSSBacklogKiB int64 `json:"server_rss_hwm_backlog_kib,omitempty"`
+	// RSSAnonKiB and RSSFileKiB are the peaks of RssAnon (heap, stacks) and
+	// RssFile (mapped files: the segment log's page cache) sampled every
+	// 100 ms; VmHWM counts both.
+	RSSAnonKiB int64 `json:"server_rss_anon_peak_kib,omitempty"`
+	RSSFileKiB int64 `json:"server_rss_file_peak_kib,omitempty"`
 
 	Verify Verification `json:"verify"`
 }
@@ -155,6 +160,10 @@ func (r *Result) writeText(w io.Writer) {
 			float64(r.RSSBacklogKiB)/1024, float64(r.RSSKiB)/1024, r.Server.RSSNote)
 	} else if r.RSSKiB > 0 {
 		fmt.Fprintf(w, "server    peak RSS %.1f MiB (%s)\n", float64(r.RSSKiB)/1024, r.Server.RSSNote)
+	}
+	if r.RSSAnonKiB > 0 {
+		fmt.Fprintf(w, "          sampled peaks: RssAnon %.1f MiB (heap), RssFile %.1f MiB (mapped files)\n",
+			float64(r.RSSAnonKiB)/1024, float64(r.RSSFileKiB)/1024)
 	}
 	status := "OK"
 	if !r.Verify.OK {

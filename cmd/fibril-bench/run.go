@@ -153,6 +153,7 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	}
 
 	st := newRunState(&cfg)
+	memPeaks := startMemSampler(srv.pid)
 	stopProgress := startProgress(progress, &cfg, st)
 	defer stopProgress()
 
@@ -298,6 +299,7 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	conWG.Wait()
 	stopProgress()
 	res.RSSKiB = srv.rssKiB()
+	res.RSSAnonKiB, res.RSSFileKiB = memPeaks()
 
 	// Figures.
 	res.Consumed = uint64(st.trackers[0].Unique())
