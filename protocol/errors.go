@@ -137,14 +137,17 @@ func sanitize(s string) string {
 	}, s)
 }
 
-// ParseErrText turns the text of a received -ERR line (Command.Text, quotes
-// already removed) into an *Error. A Fibril text "<code> <text>[: <detail>]"
+// ParseErrText turns the text of a received -ERR line (Command.Text; one
+// pair of surrounding quotes is removed if still there) into an *Error. A Fibril text "<code> <text>[: <detail>]"
 // with a known code gives that code; a NATS text gives the code whose
 // NATSText it starts with (first in table order); anything else gives a code
 // equal to the first word when it looks like a code, with the rest as Detail.
 // It never returns nil.
 func ParseErrText(text []byte) *Error {
 	t := string(bytes.TrimSpace(text))
+	if len(t) >= 2 && t[0] == '\'' && t[len(t)-1] == '\'' {
+		t = t[1 : len(t)-1]
+	}
 	word, rest, _ := strings.Cut(t, " ")
 	if c := Code(word); c.Known() {
 		return &Error{Code: c, Detail: detailOf(rest, c.Spec().Text)}

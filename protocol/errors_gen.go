@@ -6,7 +6,7 @@ package protocol
 const (
 	// CodeUnknownOp (unknown protocol operation): The first token of a control line is not a verb this side accepts. Fibril clients get the error and the line is skipped; NATS clients are disconnected, as NATS does.
 	CodeUnknownOp Code = "unknown_op"
-	// CodeMaxControlLine (control line exceeds the maximum length): No line end within the control-line limit (max_control_line in INFO, 4096 bytes by default; 65536 for INFO and CONNECT lines).
+	// CodeMaxControlLine (control line exceeds the maximum length): No line end within the control-line limit (max_control_line in INFO, 4096 bytes by default; 1048576 for the JSON-carrying lines INFO, CONNECT, TOPIC, GROUP and +OK).
 	CodeMaxControlLine Code = "max_control_line"
 	// CodeMaxPayload (payload exceeds the maximum size): The size announced by PUB/HPUB/MSG/HMSG is larger than max_payload (or overflows). Checked on the control line, before the payload is read.
 	CodeMaxPayload Code = "max_payload"
@@ -176,7 +176,7 @@ func lookupSpec(c Code) (ErrorSpec, bool) {
 	case CodeUnknownOp:
 		return ErrorSpec{Code: c, Text: "unknown protocol operation", NATSText: "Unknown Protocol Operation", Fatal: false, NATSFatal: true, Retriable: false, Description: "The first token of a control line is not a verb this side accepts. Fibril clients get the error and the line is skipped; NATS clients are disconnected, as NATS does."}, true
 	case CodeMaxControlLine:
-		return ErrorSpec{Code: c, Text: "control line exceeds the maximum length", NATSText: "Maximum Control Line Exceeded", Fatal: true, NATSFatal: true, Retriable: false, Description: "No line end within the control-line limit (max_control_line in INFO, 4096 bytes by default; 65536 for INFO and CONNECT lines)."}, true
+		return ErrorSpec{Code: c, Text: "control line exceeds the maximum length", NATSText: "Maximum Control Line Exceeded", Fatal: true, NATSFatal: true, Retriable: false, Description: "No line end within the control-line limit (max_control_line in INFO, 4096 bytes by default; 1048576 for the JSON-carrying lines INFO, CONNECT, TOPIC, GROUP and +OK)."}, true
 	case CodeMaxPayload:
 		return ErrorSpec{Code: c, Text: "payload exceeds the maximum size", NATSText: "Maximum Payload Violation", Fatal: true, NATSFatal: true, Retriable: false, Description: "The size announced by PUB/HPUB/MSG/HMSG is larger than max_payload (or overflows). Checked on the control line, before the payload is read."}, true
 	case CodeBadFrame:

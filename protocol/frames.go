@@ -77,7 +77,7 @@ func (p *Parser) parseSized(b []byte, eol int, args []byte, op Op) (int, error) 
 	start := eol + 1
 	end := start + int(total)
 	if len(b) < end+1 {
-		p.pending = end + 2
+		p.pending = end + 1 // at least the body and a bare LF
 		p.cmd = Command{}
 		return 0, nil
 	}
@@ -159,20 +159,30 @@ func validHeaderBlock(h []byte) bool {
 }
 
 // split tokenizes args into p.args and returns the token count (which may
-// exceed len(p.args); extra tokens are counted, not kept).
+// exceed len(p.args); extra tokens are counted, not kept). One pass, no calls:
+// it runs for every PUB and MSG.
 func (p *Parser) split(args []byte) int {
-	n := 0
-	for {
-		tok, rest := nextToken(args)
-		if len(tok) == 0 {
-			return n
+	n, start := 0, -1
+	for i, c := range args {
+		if c == ' ' || c == '\t' {
+			if start >= 0 {
+				if n < len(p.args) {
+					p.args[n] = args[start:i]
+				}
+				n++
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
 		}
+	}
+	if start >= 0 {
 		if n < len(p.args) {
-			p.args[n] = tok
+			p.args[n] = args[start:]
 		}
 		n++
-		args = rest
 	}
+	return n
 }
 
 // itoa formats n for error details (error path only).

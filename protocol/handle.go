@@ -1,5 +1,8 @@
 package protocol
 
+// This file implements SPEC.md section 9: the ack handle and the settle
+// bodies published to it.
+
 // Handle is an ack handle: it names one delivery attempt of one message to one
 // durable group. On the wire (the reply-to slot of a delivery, the argument of
 // ACK/NACK/REJECT/EXTEND) it is

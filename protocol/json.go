@@ -181,6 +181,10 @@ type GroupConfig struct {
 	LeaseMillis   int64  `json:"lease_ms,omitempty"`
 	MaxDeliveries int    `json:"max_deliveries,omitempty"`
 	DeadLetter    string `json:"dead_letter,omitempty"`
+	// NATSAck says how deliveries to NATS-mode connections are settled:
+	// "auto" (when written, at most once) or "explicit" (leased; settled by
+	// publishing to the handle).
+	NATSAck string `json:"nats_ack,omitempty"`
 }
 
 // DecodeStrict decodes one management JSON argument into v (a *TopicConfig

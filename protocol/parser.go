@@ -6,8 +6,10 @@ import "bytes"
 const (
 	// DefaultMaxControlLine is the longest control line, line end excluded.
 	DefaultMaxControlLine = 4096
-	// DefaultMaxJSONLine is the longest INFO or CONNECT line, line end excluded.
-	DefaultMaxJSONLine = 64 * 1024
+	// DefaultMaxJSONLine is the longest line that carries JSON (INFO,
+	// CONNECT, TOPIC, GROUP, +OK), line end excluded: management answers
+	// such as TOPIC LIST grow with the number of topics.
+	DefaultMaxJSONLine = 1024 * 1024
 	// DefaultMaxPayload is the largest PUB/HPUB/MSG/HMSG body (header block
 	// plus payload), as NATS's default.
 	DefaultMaxPayload = 1024 * 1024
@@ -16,9 +18,10 @@ const (
 // Limits bound what a Parser accepts. A zero field means its default.
 type Limits struct {
 	// MaxControlLine is the longest control line in bytes, line end
-	// excluded (INFO/CONNECT lines use MaxJSONLine instead).
+	// excluded (lines that carry JSON use MaxJSONLine instead).
 	MaxControlLine int
-	// MaxJSONLine is the longest INFO or CONNECT line, line end excluded.
+	// MaxJSONLine is the longest INFO, CONNECT, TOPIC, GROUP or +OK line,
+	// line end excluded.
 	MaxJSONLine int
 	// MaxPayload is the largest announced body size of PUB/HPUB/MSG/HMSG
 	// (#bytes, or #total for HPUB/HMSG). A server uses its INFO max_payload;
@@ -98,9 +101,10 @@ func (p *Parser) Limits() Limits { return p.lim }
 func (p *Parser) SetLimits(lim Limits) { p.lim = lim.withDefaults() }
 
 // Pending returns, after Parse stopped at a partial frame whose size is
-// already known from its control line, the number of bytes that frame needs
-// in total (control line, body and line end), so the caller can grow its
-// buffer once. It returns 0 otherwise.
+// already known from its control line, the fewest bytes that frame can still
+// take in total (control line, body and a bare LF; CRLF needs one more), so
+// the caller can grow its buffer once and need not call Parse again before
+// that many bytes are buffered. It returns 0 otherwise.
 func (p *Parser) Pending() int { return p.pending }
 
 // Parse parses the frames at the start of buf and calls h for each valid one,
@@ -155,7 +159,7 @@ func (p *Parser) next(b []byte) (int, error) {
 	if len(line) > 0 && line[len(line)-1] == '\r' {
 		line = line[:len(line)-1]
 	}
-	if len(line) > p.lineLimit(line) {
+	if len(line) > p.lim.MaxControlLine && len(line) > p.lineLimit(line) {
 		return 0, &Error{Code: CodeMaxControlLine, Detail: p.limitDetail(line)}
 	}
 	verb, rest := nextToken(line)
@@ -271,7 +275,8 @@ func (p *Parser) finish(eol int, err *Error) (int, error) {
 
 func (p *Parser) lineLimit(line []byte) int {
 	verb, _ := nextToken(line)
-	if eqFold(verb, "CONNECT") || eqFold(verb, "INFO") {
+	if eqFold(verb, "CONNECT") || eqFold(verb, "INFO") || eqFold(verb, "+OK") ||
+		eqFold(verb, "TOPIC") || eqFold(verb, "GROUP") {
 		return p.lim.MaxJSONLine
 	}
 	return p.lim.MaxControlLine

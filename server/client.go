@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/fibrilmq/fibril/protocol"
@@ -34,6 +35,10 @@ type client struct {
 	id  uint64
 	tr  transport
 	log *slog.Logger
+	// ctx ends when the connection is torn down; waits on its behalf
+	// (a blocked publish on the lane) use it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// Input goroutine only.
 	connected   bool
@@ -92,6 +97,7 @@ func newClient(s *Server, id uint64, tr transport) *client {
 		MaxPayload:     s.opts.MaxPayload,
 	})
 	c.log = s.log.With("cid", id, "remote", tr.remoteAddr())
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.created = time.Now()
 	c.lastIn.Store(c.created.UnixNano())
 	return c
@@ -240,6 +246,7 @@ func (c *client) teardown() {
 	c.answers = nil
 	c.out = nil
 	c.mu.Unlock()
+	c.cancel()
 	for _, s := range subs {
 		c.srv.dropSub(s)
 	}

@@ -283,3 +283,67 @@ func TestDurableAckByPublish(t *testing.T) {
 	w.send("GROUP INFO ap g\r\n")
 	w.expect(`"pending":0,"inflight":0`)
 }
+
+func TestDurableTopicFullHoldsConfirms(t *testing.T) {
+	s := startDurable(t, nil)
+	w := fibrilConn(t, s, "")
+	w.send(`TOPIC CREATE fullb {"max_unsettled_msgs":2}` + "\r\n" + `TOPIC CREATE fullr {"max_unsettled_msgs":2,"full_policy":"reject"}` + "\r\nGROUP CREATE fullb g\r\nGROUP CREATE fullr g\r\n")
+	for range 4 {
+		w.expect(`^\+OK \{`)
+	}
+	// reject: the third publish is refused at once.
+	// (The limit is checked when a publish is enqueued, so publish one at
+	// a time: pipelined publishes may overshoot by what is in flight.)
+	w.send("PUB fullr 1\r\na\r\n")
+	w.expect(`^\+OK 0:1$`)
+	w.send("PUB fullr 1\r\nb\r\n")
+	w.expect(`^\+OK 0:2$`)
+	w.send("PUB fullr 1\r\nc\r\n")
+	w.expect(`^-ERR 'topic_full `)
+	// block: the third confirm waits until a message is settled.
+	w.send("PUB fullb 1\r\na\r\n")
+	w.expect(`^\+OK 0:1$`)
+	w.send("PUB fullb 1\r\nb\r\n")
+	w.expect(`^\+OK 0:2$`)
+	w.send("PUB fullb 1\r\nc\r\nPING\r\n")
+	other := fibrilConn(t, s, "")
+	other.send("POLL fullb g 1\r\n")
+	h := other.expectDelivery(`^MSG fullb 0 \S+ 1$`, "a")
+	other.expect(`^\+OK 1$`)
+	// Nothing for w yet: its PING answer is behind the held confirm.
+	_ = w.nc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if l, err := w.r.ReadString('\n'); err == nil {
+		t.Fatalf("answer %q arrived while the topic was full", l)
+	}
+	other.send("ACK " + h + "\r\n")
+	other.expect(`^\+OK$`)
+	w.expect(`^\+OK 0:3$`)
+	w.expect(`^PONG$`)
+}
+
+func TestManagementErrors(t *testing.T) {
+	s := startDurable(t, nil)
+	w := fibrilConn(t, s, "")
+	cases := []struct{ send, want string }{
+		{"TOPIC CREATE m {\"partitions\":2}\r\n", `^\+OK \{"name":"m","id":\d+,.*"partitions":2`},
+		{"TOPIC CREATE m\r\n", `^-ERR 'topic_exists `},
+		{"TOPIC CREATE m2 {\"subjects\":[\"m\"]}\r\n", `^-ERR 'topic_overlap `},
+		{"TOPIC CREATE m3 {\"bogus\":1}\r\n", `^-ERR 'invalid_json `},
+		{"GROUP CREATE m g {\"lease_ms\":500}\r\n", `^\+OK \{"topic":"m","name":"g".*"lease_ms":500`},
+		{"GROUP CREATE m g\r\n", `^-ERR 'group_exists `},
+		{"GROUP CREATE m h {\"nats_ack\":\"explicit\"}\r\n", `^-ERR 'invalid_config `},
+		{"GROUP INFO m nope\r\n", `^-ERR 'unknown_group `},
+		{"GROUP DELETE m g\r\n", `^\+OK \{"topic":"m","group":"g"\}$`},
+		{"TOPIC DELETE m\r\n", `^\+OK \{"topic":"m"\}$`},
+		{"TOPIC INFO m\r\n", `^-ERR 'unknown_topic `},
+	}
+	for _, tc := range cases {
+		w.send(tc.send)
+		w.expect(tc.want)
+	}
+	// Fibril verbs from a NATS-mode connection are refused (and fatal there).
+	n := dialInfo(t, s)
+	n.send("TOPIC LIST\r\n")
+	n.expect(`^-ERR 'Unknown Protocol Operation'$`)
+	n.expectClosed()
+}

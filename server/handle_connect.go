@@ -41,6 +41,10 @@ func (c *client) handleConnect(js []byte) {
 		}
 	}
 	o.AuthToken, o.Pass = "", ""
+	if c.connected {
+		// SPEC.md 3: a second CONNECT must not change the modes.
+		o.Fibril, o.CRC, o.Confirm = c.opts.Fibril, c.opts.CRC, c.opts.Confirm
+	}
 	c.opts = o
 	c.connected = true
 	c.echo = o.EchoOn()

@@ -200,6 +200,13 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 	crc, headers := c.crcOut.Load(), c.headersOut.Load() || strict
 	ps := &pushSub{}
 	c.mu.Lock()
+	if c.subs[sub.sid] != sub {
+		// UNSUB or close came first (sub.durable was not set yet, so
+		// nothing stopped it): do not subscribe at all.
+		c.mu.Unlock()
+		c.complete(slot, okAnswer)
+		return
+	}
 	sub.durable = ps
 	c.mu.Unlock()
 	deliver := func(d broker.Delivery) {

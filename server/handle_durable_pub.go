@@ -12,6 +12,7 @@ package server
 // (copied) behind it to keep their order.
 
 import (
+	"errors"
 	"strconv"
 	"time"
 
@@ -40,7 +41,7 @@ func (c *client) publishDurable(m *pubMsg) {
 	if !busy {
 		// Fast path on the input goroutine: PublishAsync copies msg.
 		if t := c.srv.durable.b.Route(m.subject); t != nil {
-			c.publishTo(t, msg, slot)
+			c.publishTo(t, msg, slot, false)
 			return
 		}
 		if !c.srv.autoCreatable(m.subject) {
@@ -82,7 +83,7 @@ func (c *client) storeRouted(msg broker.Message, slot *answer) {
 		c.finishConfirm(slot, okNone)
 		return
 	}
-	c.publishTo(t, msg, slot)
+	c.publishTo(t, msg, slot, true)
 }
 
 // reserveConfirm takes an answer slot for a confirming connection, inside
@@ -119,24 +120,53 @@ func (c *client) finishConfirm(slot *answer, data []byte) {
 	c.complete(slot, data)
 }
 
-// publishTo hands msg to t without blocking; the confirm fills slot.
-func (c *client) publishTo(t *broker.Topic, msg broker.Message, slot *answer) {
-	err := t.PublishAsync(msg, func(pos broker.Position, err error) {
+// publishTo hands msg to t without blocking; the confirm fills slot. When
+// the partition ring is full, or the topic is full and its policy is
+// block, the publish waits on the lane (onLane: it already runs there)
+// until there is room or the connection closes, holding back this
+// connection's later durable commands: the publish window then stops the
+// publisher instead of dropping or refusing.
+func (c *client) publishTo(t *broker.Topic, msg broker.Message, slot *answer, onLane bool) {
+	err := t.PublishAsync(msg, c.confirmer(msg.Subject, slot))
+	if err == nil {
+		return
+	}
+	wait := errors.Is(err, broker.ErrQueueFull) ||
+		(errors.Is(err, broker.ErrTopicFull) && t.Config().FullPolicy != broker.FullReject)
+	if !wait {
+		if slot == nil {
+			c.log.Debug("unconfirmed durable publish refused", "subject", msg.Subject, "err", err)
+		}
+		c.finishConfirm(slot, c.errAnswer(err))
+		return
+	}
+	if !onLane {
+		// msg borrows the input buffer: copy it for the lane.
+		own := clonePub(msg)
+		c.toLane(func(bool) { c.publishBlocking(t, own, slot) })
+		return
+	}
+	c.publishBlocking(t, msg, slot)
+}
+
+// publishBlocking waits for room (lane only) and stores msg.
+func (c *client) publishBlocking(t *broker.Topic, msg broker.Message, slot *answer) {
+	pos, err := t.Publish(c.ctx, msg)
+	c.confirmer(msg.Subject, slot)(pos, err)
+}
+
+// confirmer returns the completion of one durable publish.
+func (c *client) confirmer(subject string, slot *answer) func(broker.Position, error) {
+	return func(pos broker.Position, err error) {
 		if err != nil {
 			if slot == nil {
-				c.log.Debug("unconfirmed durable publish failed", "subject", msg.Subject, "err", err)
+				c.log.Debug("unconfirmed durable publish failed", "subject", subject, "err", err)
 			}
 			c.finishConfirm(slot, c.errAnswer(err))
 			return
 		}
 		var b [32]byte
 		c.finishConfirm(slot, protocol.AppendConfirm(b[:0], protocol.Position{Partition: uint32(pos.Partition), Seq: uint64(pos.Seq)}))
-	})
-	if err != nil {
-		if slot == nil {
-			c.log.Debug("unconfirmed durable publish refused", "subject", msg.Subject, "err", err)
-		}
-		c.finishConfirm(slot, c.errAnswer(err))
 	}
 }
 
@@ -208,9 +238,13 @@ func (c *client) settleByPub(m *pubMsg) {
 				c.complete(slot, okNone)
 			}
 		}
-		if reply != "" && err == nil {
-			// JetStream's AckSync waits for an empty reply.
-			c.queueReply(reply)
+		if reply != "" {
+			// JetStream's double ack: empty on success, "<code> <text>" on failure.
+			var body []byte
+			if err != nil {
+				body = []byte(protocol.NewError(codeOf(err), "").Text())
+			}
+			c.queueReply(reply, body)
 		}
 	}
 	if err := d.b.Settle(h, op, done); err != nil {
@@ -218,11 +252,11 @@ func (c *client) settleByPub(m *pubMsg) {
 	}
 }
 
-// queueReply publishes an empty message to subject for plain subscribers.
-// Safe from any goroutine: it does not use the input goroutine's scratch.
-func (c *client) queueReply(subject string) {
+// queueReply publishes body to subject for plain subscribers. Safe from
+// any goroutine: it does not use the input goroutine's scratch.
+func (c *client) queueReply(subject string, body []byte) {
 	subs := c.srv.subs.match(subject, nil)
-	m := pubMsg{subject: subject, body: []byte{}}
+	m := pubMsg{subject: subject, body: body}
 	for _, s := range subs {
 		if s.queue != "" || s.durable != nil {
 			continue

@@ -6,6 +6,8 @@ package server
 // command order.
 
 import (
+	"strconv"
+
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
 )
@@ -85,6 +87,11 @@ func manage(b *broker.Broker, op protocol.Op, name, group string, js []byte) (an
 		var wc protocol.GroupConfig
 		if err := protocol.DecodeStrict(js, &wc); err != nil {
 			return nil, err
+		}
+		if wc.NATSAck != "" && wc.NATSAck != "auto" {
+			// The engine cannot persist nats_ack yet: refuse rather than
+			// silently deliver at most once.
+			return nil, protocol.NewError(protocol.CodeInvalidConfig, "nats_ack "+strconv.Quote(wc.NATSAck)+" is not supported yet (only auto)")
 		}
 		if _, exists := t.FindGroup(broker.GroupName(group)); exists {
 			return nil, protocol.NewError(protocol.CodeGroupExists, name+"/"+group)

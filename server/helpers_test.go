@@ -14,7 +14,7 @@ import (
 )
 
 // testOptions are small, fast limits for tests; mutate adjusts them.
-func testOptions(t *testing.T, mutate func(*Options)) Options {
+func testOptions(t testing.TB, mutate func(*Options)) Options {
 	t.Helper()
 	o := DefaultOptions()
 	o.Listen = "127.0.0.1:0"
@@ -32,7 +32,7 @@ func testOptions(t *testing.T, mutate func(*Options)) Options {
 	return o
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
@@ -40,7 +40,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // startServer runs a server on 127.0.0.1:0 until the test ends.
-func startServer(t *testing.T, mutate func(*Options)) *Server {
+func startServer(t testing.TB, mutate func(*Options)) *Server {
 	t.Helper()
 	s, err := New(testOptions(t, mutate))
 	if err != nil {

@@ -4,15 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/fibrilmq/fibril/protocol"
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -281,28 +282,6 @@ func (s *Server) infoLine(tls bool) []byte {
 	return s.infoPlain
 }
 
-// serverInfo is the INFO JSON.
-type serverInfo struct {
-	ServerID       string `json:"server_id"`
-	ServerName     string `json:"server_name"`
-	Version        string `json:"version"`
-	Proto          int    `json:"proto"`
-	Host           string `json:"host"`
-	Port           int    `json:"port"`
-	Headers        bool   `json:"headers"`
-	MaxPayload     int    `json:"max_payload"`
-	AuthRequired   bool   `json:"auth_required,omitempty"`
-	TLSRequired    bool   `json:"tls_required,omitempty"`
-	TLSAvailable   bool   `json:"tls_available,omitempty"`
-	ClientID       uint64 `json:"client_id,omitempty"`
-	Fibril         int    `json:"fibril"`
-	MaxUnconfirmed int    `json:"max_unconfirmed"`
-	HeartbeatMS    int64  `json:"heartbeat_ms"`
-	MaxInflight    int    `json:"max_inflight"`
-	CRC            bool   `json:"crc"`
-	Durable        bool   `json:"durable"`
-}
-
 func (s *Server) buildInfo(tls bool) []byte {
 	host, port := "", 0
 	a := s.addr
@@ -316,13 +295,16 @@ func (s *Server) buildInfo(tls bool) []byte {
 	if name == "" {
 		name = s.id
 	}
-	info := serverInfo{
-		ServerID: s.id, ServerName: name, Version: Version, Proto: 1,
-		Host: host, Port: port, Headers: true, MaxPayload: s.opts.MaxPayload,
+	info := protocol.Info{
+		ServerID: s.id, ServerName: name, Version: Version, Proto: 1, Go: runtime.Version(),
+		Host: host, Port: port, Headers: true, MaxPayload: int64(s.opts.MaxPayload),
 		AuthRequired: s.opts.authRequired(), TLSRequired: tls, TLSAvailable: s.opts.TLSListen != "",
-		Fibril: 1, MaxUnconfirmed: s.opts.MaxUnconfirmed, HeartbeatMS: s.opts.PingInterval.Milliseconds(),
-		MaxInflight: s.opts.MaxInflight, CRC: true, Durable: !s.opts.NoBroker,
+		Fibril: 1, MaxUnconfirmed: s.opts.MaxUnconfirmed, HeartbeatMillis: s.opts.PingInterval.Milliseconds(),
+		MaxInflight: s.opts.MaxInflight, CRC: true, MaxControlLine: s.opts.MaxControlLine,
 	}
-	b, _ := json.Marshal(info)
-	return append(append([]byte("INFO "), b...), '\r', '\n')
+	b, err := protocol.AppendInfo(nil, &info)
+	if err != nil {
+		s.log.Error("encoding INFO", "err", err)
+	}
+	return b
 }

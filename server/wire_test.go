@@ -1,22 +1,23 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
 )
 
 func TestInfoOnConnect(t *testing.T) {
 	s := startServer(t, nil)
 	w := dial(t, s.Addr().String())
 	l := w.expect(`^INFO `)
-	var info serverInfo
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(l, "INFO ")), &info); err != nil {
+	info, err := protocol.ParseInfo([]byte(strings.TrimPrefix(l, "INFO ")))
+	if err != nil {
 		t.Fatalf("INFO json: %v", err)
 	}
-	if info.Fibril != 1 || info.MaxPayload != s.opts.MaxPayload || info.ServerID != s.ID() ||
+	if info.Fibril != 1 || info.MaxPayload != int64(s.opts.MaxPayload) || info.MaxControlLine != s.opts.MaxControlLine || info.ServerID != s.ID() ||
 		info.MaxUnconfirmed != s.opts.MaxUnconfirmed || !info.Headers {
 		t.Fatalf("unexpected INFO %+v", info)
 	}

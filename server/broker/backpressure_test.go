@@ -129,3 +129,27 @@ func TestQueueFull(t *testing.T) {
 		t.Fatal("sync publish did not resume")
 	}
 }
+
+// TestBlockedPublishEndsAtClose: a publish waiting for room fails with
+// ErrClosed when the broker closes, instead of waiting for its context.
+func TestBlockedPublishEndsAtClose(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("q", TopicConfig{MaxUnsettledMsgs: 1})
+	e.group(tp, "g", GroupConfig{})
+	e.publish(tp, "a")
+	waitFor(t, "full", func() bool { return tp.full() })
+	res := make(chan error, 1)
+	go func() {
+		_, err := tp.Publish(context.Background(), Message{Subject: "q", Data: []byte("b")})
+		res <- err
+	}()
+	e.b.Close()
+	select {
+	case err := <-res:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("blocked publish at close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("blocked publish still waiting after Close")
+	}
+}

@@ -60,6 +60,14 @@ func Open(dir string, opts Options) (*Broker, error) {
 	}
 	var opened []*Topic
 	for _, ct := range b.cat.Topics {
+		if _, err := os.Stat(b.topicDir(ct.ID)); err != nil {
+			// The catalog says the topic exists: opening empty logs in
+			// its place would silently drop its messages and state.
+			for _, t := range opened {
+				t.stop()
+			}
+			return nil, fmt.Errorf("open broker %s: %w: topic %s: %v", dir, ErrCorruptState, ct.Name, err)
+		}
 		t, err := b.openTopic(ct)
 		if err != nil {
 			for _, t := range opened {
@@ -112,6 +120,11 @@ func (b *Broker) openTopic(ct catTopic) (*Topic, error) {
 
 func (t *Topic) start() {
 	for _, p := range t.parts {
+		if p.pipelined {
+			go p.syncer()
+		} else {
+			close(p.syncDone)
+		}
 		go p.run()
 	}
 }
@@ -232,6 +245,11 @@ func (b *Broker) createTopicLocked(name TopicName, cfg TopicConfig) (*Topic, err
 	cat := b.cat
 	cat.NextTopicID++
 	cat.Topics = append(append([]catTopic(nil), b.cat.Topics...), ct)
+	// The id was never in a saved catalog, so anything in its directory is
+	// left from a create that crashed before the catalog was written.
+	if err := os.RemoveAll(b.topicDir(ct.ID)); err != nil {
+		return nil, fmt.Errorf("create topic %s: %w", name, err)
+	}
 	t, err := b.openTopic(ct)
 	if err != nil {
 		return nil, fmt.Errorf("create topic %s: %w", name, err)
@@ -289,10 +307,12 @@ func (b *Broker) DeleteTopic(name TopicName) error {
 
 // Settle applies op to the delivery h without blocking: ack, nack (with a
 // redelivery delay), reject (dead-letter) or extend. It returns
-// ErrUnknownHandle for an unknown topic or partition, ErrQueueFull or
-// ErrClosed at once (done is then not called); otherwise done is called
+// ErrUnknownHandle or ErrInvalid for a bad handle or op, or ErrClosed, at
+// once (done is then not called); otherwise done is called
 // exactly once on the partition's actor goroutine, after the change is
 // durable, with nil, ErrStaleHandle, ErrUnknownHandle or ErrNotInflight.
+// A full ring does not refuse a settle (it takes an unbounded side path:
+// settles are bounded by deliveries), so Settle never returns ErrQueueFull.
 // Acking a settled offset is nil (idempotent).
 func (b *Broker) Settle(h Handle, op SettleOp, done func(error)) error {
 	p, err := b.partitionOf(h)
@@ -303,7 +323,20 @@ func (b *Broker) Settle(h Handle, op SettleOp, done func(error)) error {
 		return fmt.Errorf("%w: settle kind %d", ErrInvalid, op.Kind)
 	}
 	c := command{kind: cmdSettle, h: h, op: op, setDone: done}
-	return p.push(&c)
+	err = p.push(&c)
+	if err == ErrQueueFull {
+		// Settles are bounded by what was delivered, and refusing an ack
+		// because publishers filled the ring would stall consumers: take
+		// the unbounded control path instead.
+		p.pushing.Add(1)
+		defer p.pushing.Add(-1)
+		if p.closed.Load() {
+			return ErrClosed
+		}
+		p.control(func(p *partition) { p.settle(&c) })
+		return nil
+	}
+	return err
 }
 
 func (b *Broker) partitionOf(h Handle) (*partition, error) {

@@ -10,7 +10,18 @@ import (
 )
 
 func TestPublishPollAck(t *testing.T) {
+	for _, serial := range []bool{false, true} {
+		t.Run(fmt.Sprint("serial=", serial), func(t *testing.T) { testPublishPollAck(t, serial) })
+	}
+}
+
+func testPublishPollAck(t *testing.T, serial bool) {
 	e := newEnv(t, nil)
+	if serial {
+		e.b.Close()
+		e.serial = true
+		e.open()
+	}
 	tp := e.topic("orders", TopicConfig{})
 	g := e.group(tp, "workers", GroupConfig{})
 	for i := range 5 {

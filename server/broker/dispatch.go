@@ -47,7 +47,7 @@ func (p *partition) addPoll(w *pollWaiter) {
 		w.decline(p)
 		return
 	}
-	if _, ok := gp.take(p.last); !ok || len(gp.waiters) > 0 {
+	if _, ok := gp.take(p.durData); !ok || len(gp.waiters) > 0 {
 		if w.wait {
 			gp.waiters = append(gp.waiters, w)
 		} else {
@@ -77,7 +77,7 @@ func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 // Delivery (borrowing the record until the round's completions have run).
 func (p *partition) deliverOne(gp *groupPart, owner OwnerID, sub *Subscription) (Delivery, bool) {
 	for {
-		seq, ok := gp.take(p.last)
+		seq, ok := gp.take(p.durData)
 		if !ok {
 			return Delivery{}, false
 		}
@@ -88,6 +88,9 @@ func (p *partition) deliverOne(gp *groupPart, owner OwnerID, sub *Subscription) 
 			hdrLen, subject, err = decodeMeta(rec.Meta)
 			if err == nil && hdrLen <= len(rec.Data) {
 				attempt := gp.deliver(seq, p.now, owner, sub)
+				if p.minDeliv == 0 || seq < p.minDeliv {
+					p.minDeliv = seq
+				}
 				d := Delivery{
 					Handle:  Handle{Topic: p.t.id, Group: gp.id, Partition: p.idx, Seq: seq, Attempt: attempt},
 					Subject: subject,
@@ -117,13 +120,27 @@ func (p *partition) deliverOne(gp *groupPart, owner OwnerID, sub *Subscription) 
 // subscriptions with credit, round robin.
 func (p *partition) dispatch() {
 	for _, gp := range p.order {
+		if len(gp.waiters) > 64 {
+			// Polls claimed by another partition (or their timeout) are
+			// dropped lazily; compact so they cannot pile up behind a
+			// long waiter.
+			k := 0
+			for _, w := range gp.waiters {
+				if !w.claimed.Load() {
+					gp.waiters[k] = w
+					k++
+				}
+			}
+			clear(gp.waiters[k:])
+			gp.waiters = gp.waiters[:k]
+		}
 		for len(gp.waiters) > 0 {
 			w := gp.waiters[0]
 			if w.claimed.Load() {
 				gp.waiters = gp.waiters[1:]
 				continue
 			}
-			if _, ok := gp.take(p.last); !ok {
+			if _, ok := gp.take(p.durData); !ok {
 				break
 			}
 			gp.waiters = gp.waiters[1:]
@@ -142,7 +159,7 @@ func (p *partition) pushToSubs(gp *groupPart) {
 	for len(gp.subs) > 0 {
 		progress := false
 		for range len(gp.subs) {
-			if _, ok := gp.take(p.last); !ok {
+			if _, ok := gp.take(p.durData); !ok {
 				return
 			}
 			gp.rr = (gp.rr + 1) % len(gp.subs)
@@ -165,8 +182,9 @@ func (p *partition) pushToSubs(gp *groupPart) {
 }
 
 // Subscription is a push consumer of a group: the broker calls its deliver
-// function (on a partition actor goroutine; it must be quick) while it has
-// credit. A delivery's credit returns when it is settled, its lease expires
+// function (on a partition actor goroutine; it must be quick and must not
+// call blocking methods such as Delivery.Ack — use Broker.Settle) while it
+// has credit. A delivery's credit returns when it is settled, its lease expires
 // or its owner is released.
 type Subscription struct {
 	g       *Group

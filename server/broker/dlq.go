@@ -25,7 +25,11 @@ func (p *partition) sendDeadLetters() {
 		}
 		for i, dl := range todo {
 			if dt == nil {
-				gp.deadLettered(dl.seq) // no dead-letter topic: drop
+				if dest != "-" {
+					p.t.b.logf("topic %s partition %d: dead-letter topic %s is gone; offset %d of group %s dropped",
+						p.t.name, p.idx, dest, dl.seq, gp.g.name)
+				}
+				gp.deadLettered(dl.seq)
 				continue
 			}
 			rec, err := p.data.Read(dl.seq)

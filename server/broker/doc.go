@@ -1,7 +1,8 @@
 // Package broker is Fibril's embeddable engine: topics split into partitions,
 // durable consumer groups with leased at-least-once delivery, dead-lettering,
 // retention and backpressure. A program can import it and get durable queues
-// in-process; the network server is a thin layer over its async API.
+// in-process (see Example); the network server is a thin layer over its
+// async API.
 //
 // What it owns: the topic/group catalog (ids are never reused), one actor
 // goroutine per partition that owns all of that partition's state (the data
@@ -10,14 +11,38 @@
 //
 // What it must never do: touch sockets or know the wire protocol; let anything
 // but a partition's actor mutate that partition's state; block a caller of an
-// Async method (they return ErrQueueFull instead); report a publish as stored
-// before the log says it is durable under the topic's policy; forget a settled
-// offset (the ack frontier plus range sets keep every ack, however far ahead).
+// Async method (they return ErrQueueFull instead); report a publish or a
+// settle before the log says it is durable under the topic's policy; deliver
+// a message that is not durable; forget a settled offset (the ack frontier
+// plus span sets keep every ack, however far ahead).
 //
-// Per offset and group the state machine is Ready → Inflight (leased) →
-// Settled, with Inflight → Ready on nack, lease expiry or owner release, and
-// Inflight → DeadLettering → Settled on reject or when max_deliveries is
-// reached. Delivery counts are persisted in a per-partition event log
-// (group-committed with the data) plus periodic snapshots; leases are not, so
-// after a crash every un-settled delivery is handed out again.
+// # State machine
+//
+// Per offset and group: Ready → Inflight (leased) → Settled, with Inflight →
+// Ready on nack (optionally after a delay), lease expiry or owner release,
+// and Inflight → DeadLettering → Settled on reject or when max_deliveries is
+// reached. Settled is final; a handle is valid only while its attempt is the
+// offset's delivery count. Delivery counts, settles and dead-letter decisions
+// go to a per-partition event log, group-committed with the data, plus a
+// snapshot every Options.SnapshotEvery events (temp file, fsync, rename);
+// Open loads the snapshot and replays the events after it. Leases are not
+// persisted: after a crash every unsettled delivery is handed out again, with
+// its delivery count intact.
+//
+// # Actors and the async API
+//
+// Commands reach a partition through a lock-free bounded ring (publish,
+// settle, poll) and an unbounded control stack (catalog changes, owner
+// release, cross-partition completions). The actor takes what arrived as one
+// batch, appends the publishes with one write, applies settles and polls,
+// expires leases, sends dead letters, hands ready messages to parked polls
+// and push subscriptions, appends the round's events with one write, and runs
+// the completions once the round is durable. With durability "group" a
+// syncer goroutine fsyncs both logs while the actor takes the next batch.
+//
+// Callbacks of the async API (Topic.PublishAsync, Group.PollAsync,
+// Group.Subscribe, Broker.Settle) run on the partition's actor goroutine, or
+// for a poll's timeout on a timer goroutine. They must be quick (copy,
+// enqueue, return) and must not call blocking methods of this package.
+// Delivery bytes handed to a callback are borrowed until it returns.
 package broker

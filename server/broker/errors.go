@@ -33,6 +33,9 @@ var (
 	ErrNotInflight = errors.New("broker: delivery not in flight")
 	// ErrCRCMismatch: Message.CRC does not match the header and data.
 	ErrCRCMismatch = errors.New("broker: crc mismatch")
+	// ErrTooLarge: the message (or its subject) does not fit in one record
+	// of the data log.
+	ErrTooLarge = errors.New("broker: message too large")
 )
 
 // ErrCorruptState: a snapshot or event record of consumer state cannot be

@@ -35,7 +35,8 @@ func (g *Group) Config() GroupConfig { return g.cfg }
 // PollAsync asks for up to max ready messages. If none is ready it waits up
 // to wait for the first (wait < 0: until one arrives; 0: answer at once).
 // done is called exactly once, on an internal goroutine (a partition actor or
-// the timeout), and must be quick; the deliveries' Subject, Header and Data
+// the timeout), and must be quick and must not call blocking methods such as
+// Delivery.Ack (use Broker.Settle); the deliveries' Subject, Header and Data
 // are borrowed until it returns. Leases belong to owner (see ReleaseOwner).
 // A poll answers with messages of one partition. PollAsync returns
 // ErrQueueFull or ErrClosed at once (done is then never called).
@@ -119,7 +120,8 @@ func (g *Group) Poll(ctx context.Context, max int) ([]Delivery, error) {
 
 // Subscribe starts push delivery of the group's messages to deliver, with at
 // most maxInFlight unsettled deliveries at a time. deliver runs on a
-// partition actor goroutine and must be quick; the Delivery's Subject,
+// partition actor goroutine and must be quick — it must not call blocking
+// methods such as Delivery.Ack (use Broker.Settle); the Delivery's Subject,
 // Header and Data are borrowed until it returns.
 func (g *Group) Subscribe(owner OwnerID, maxInFlight int, deliver func(Delivery)) (*Subscription, error) {
 	if maxInFlight < 1 {

@@ -59,10 +59,15 @@ func (t *Topic) Group(name GroupName, cfg GroupConfig) (*Group, error) {
 	for _, p := range t.parts {
 		p.control(func(p *partition) { p.addGroup(g, errs) })
 	}
+	var addErr error
 	for range t.parts {
-		if err := <-errs; err != nil {
-			return nil, fmt.Errorf("group %s/%s: %w", t.name, name, err)
+		if err := <-errs; err != nil && addErr == nil {
+			addErr = err
 		}
+	}
+	if addErr != nil {
+		t.dropGroupState(g.id) // the id stays burned; the catalog never listed it
+		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, addErr)
 	}
 	cat.Topics = append([]catTopic(nil), b.cat.Topics...)
 	for i := range cat.Topics {
@@ -72,6 +77,7 @@ func (t *Topic) Group(name GroupName, cfg GroupConfig) (*Group, error) {
 		}
 	}
 	if err := cat.save(b.dir); err != nil {
+		t.dropGroupState(g.id)
 		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, err)
 	}
 	b.cat = cat
@@ -133,10 +139,16 @@ func (t *Topic) DeleteGroup(name GroupName) error {
 	}
 	b.cat = cat
 	delete(t.groups, name)
+	t.dropGroupState(g.id)
+	return nil
+}
+
+// dropGroupState removes a group's state from every partition and waits.
+func (t *Topic) dropGroupState(id GroupID) {
 	done := make(chan struct{}, len(t.parts))
 	for _, p := range t.parts {
 		p.control(func(p *partition) {
-			p.removeGroup(g.id)
+			p.removeGroup(id)
 			done <- struct{}{}
 		})
 	}
@@ -146,7 +158,6 @@ func (t *Topic) DeleteGroup(name GroupName) error {
 		case <-p.done: // actor stopped (Close): nothing left to remove
 		}
 	}
-	return nil
 }
 
 // addGroup (actor) creates the group's state here and records where it
@@ -154,7 +165,9 @@ func (t *Topic) DeleteGroup(name GroupName) error {
 func (p *partition) addGroup(g *Group, errs chan<- error) {
 	start := p.first
 	if g.cfg.Start == StartNew {
-		start = p.last + 1
+		// durData, not last: a crash may lose what is not durable, and
+		// the offsets would then be handed out again below the start.
+		start = p.durData + 1
 	}
 	gs := newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, start)
 	gs.ev = &p.ev
@@ -163,7 +176,7 @@ func (p *partition) addGroup(g *Group, errs chan<- error) {
 	p.groups[g.id] = gp
 	p.order = append(p.order, gp)
 	g.parts[p.idx] = gp
-	p.after = append(p.after, func() { errs <- p.evErr })
+	p.after = append(p.after, func() { errs <- p.commitErr })
 }
 
 // removeGroup (actor) drops a group's state.

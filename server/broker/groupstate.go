@@ -59,22 +59,29 @@ type groupState struct {
 	leaseNs       int64
 	maxDeliveries int // -1: unlimited
 
-	next      Seq // lowest offset never delivered
-	acks      ackSet
-	pending   map[Seq]pendingOff
-	ready     seqHeap   // stReady candidates, validated lazily
-	timers    timerHeap // lease ends and nack delays, validated lazily
-	dlq       []deadLetter
-	nInflight int
+	next        Seq // lowest offset never delivered
+	acks        ackSet
+	pending     map[Seq]pendingOff
+	ready       seqHeap   // stReady candidates, validated lazily
+	timers      timerHeap // lease ends and nack delays, validated lazily
+	dlq         []deadLetter
+	nInflight   int
+	peakPending int // high-water mark of pending, for shrinking the map
 
 	ev *evSink // event sink (nil: events are dropped, e.g. while replaying)
 }
 
-// evSink collects the events of one actor round.
+// evSink collects the events of one actor round. cuts marks where records
+// are split so that no event record grows past evChunk bytes.
 type evSink struct {
-	b []byte
-	n int
+	b    []byte
+	n    int
+	cuts []int
+	from int // start of the current chunk
 }
+
+// evChunk bounds one event log record (a record must fit in a segment).
+const evChunk = 8 << 10
 
 func newGroupState(id GroupID, leaseNs int64, maxDeliveries int, start Seq) *groupState {
 	if start == 0 {
@@ -87,9 +94,13 @@ func newGroupState(id GroupID, leaseNs int64, maxDeliveries int, start Seq) *gro
 }
 
 func (g *groupState) emit(kind byte, seq Seq, arg uint64) {
-	if g.ev != nil {
-		g.ev.b = appendEvent(g.ev.b, kind, g.id, seq, arg)
-		g.ev.n++
+	if e := g.ev; e != nil {
+		if len(e.b)-e.from >= evChunk {
+			e.cuts = append(e.cuts, len(e.b))
+			e.from = len(e.b)
+		}
+		e.b = appendEvent(e.b, kind, g.id, seq, arg)
+		e.n++
 	}
 }
 
@@ -133,7 +144,58 @@ func (g *groupState) deliver(seq Seq, now int64, owner OwnerID, sub *Subscriptio
 	g.nInflight++
 	g.timers.push(timerEntry{at: p.deadline, seq: seq, attempt: p.attempts})
 	g.emit(evDeliver, seq, uint64(p.attempts))
+	if len(g.pending) > g.peakPending {
+		g.peakPending = len(g.pending)
+	}
 	return p.attempts
+}
+
+// compact bounds the memory of settled offsets: lease timers of acked
+// deliveries stay in the heap until they would have fired, and Go maps do
+// not shrink, so both are rebuilt when mostly stale. The checks are O(1);
+// a rebuild is O(pending) and happens at most once per that many changes.
+func (g *groupState) compact() {
+	if len(g.timers) > 2*len(g.pending)+4096 {
+		g.rebuildTimers()
+	}
+	if len(g.ready) > 2*len(g.pending)+4096 {
+		g.rebuildReady()
+	}
+	if g.peakPending > 1<<16 && len(g.pending) < g.peakPending/8 {
+		g.rebuildPending()
+	}
+}
+
+func (g *groupState) rebuildTimers() {
+	var kept timerHeap
+	for _, e := range g.timers {
+		if p, ok := g.pending[e.seq]; ok && p.attempts == e.attempt && p.deadline == e.at &&
+			(p.state == stInflight || p.state == stDelayed) {
+			kept = append(kept, e)
+		}
+	}
+	kept.init()
+	g.timers = kept
+}
+
+func (g *groupState) rebuildReady() {
+	var kept seqHeap
+	for _, s := range g.ready {
+		if p, ok := g.pending[s]; ok && p.state == stReady {
+			kept = append(kept, s)
+		}
+	}
+	kept.init()
+	g.ready = kept
+}
+
+func (g *groupState) rebuildPending() {
+	m := make(map[Seq]pendingOff, len(g.pending))
+	for s, p := range g.pending {
+		m[s] = p
+	}
+	g.pending = m
+	g.peakPending = len(m)
 }
 
 // drop settles seq without delivering it (its record is gone: retention).

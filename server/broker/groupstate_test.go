@@ -231,6 +231,12 @@ func TestGroupStateModel(t *testing.T) {
 				m.advance(d)
 				g.expire(m.now)
 				trace = append(trace, fmt.Sprint("advance", d))
+			case op < 18 && r.IntN(3) == 0:
+				// rebuild the lazily cleaned structures
+				g.rebuildTimers()
+				g.rebuildReady()
+				g.rebuildPending()
+				trace = append(trace, "compact")
 			case op < 18:
 				// release owner 1: everything inflight goes back
 				for i := range m.offs {
@@ -300,5 +306,61 @@ func TestGroupStateModel(t *testing.T) {
 				fail("nInflight %d, model %d", g.nInflight, inflight)
 			}
 		}
+	}
+}
+
+// TestGroupStateBoundedMemory: acked deliveries with long leases do not
+// leave their lease timers behind without bound.
+func TestGroupStateBoundedMemory(t *testing.T) {
+	g := newGroupState(1, int64(time.Hour), 5, 1)
+	for s := Seq(1); s <= 100000; s++ {
+		got, ok := g.take(s)
+		if !ok || got != s {
+			t.Fatalf("take = %d %v", got, ok)
+		}
+		g.deliver(s, 0, 0, nil)
+		if err := g.settle(s, 1, Ack(), 0); err != nil {
+			t.Fatal(err)
+		}
+		g.compact()
+	}
+	if len(g.timers) > 5000 || len(g.pending) != 0 || len(g.acks.spans) != 0 || g.acks.frontier != 100001 {
+		t.Fatalf("timers %d pending %d spans %d frontier %d", len(g.timers), len(g.pending), len(g.acks.spans), g.acks.frontier)
+	}
+	// a compacted heap still expires what is live, in order
+	for s := Seq(100001); s <= 100010; s++ {
+		g.take(s)
+		g.deliver(s, int64(s), 0, nil)
+	}
+	g.compact()
+	g.expire(int64(time.Hour) + 100005)
+	if g.nInflight != 5 {
+		t.Fatalf("inflight after partial expiry %d, want 5", g.nInflight)
+	}
+}
+
+func TestHeapInit(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	var h timerHeap
+	var s seqHeap
+	for range 1000 {
+		h = append(h, timerEntry{at: int64(r.IntN(500))})
+		s = append(s, Seq(r.IntN(500)))
+	}
+	h.init()
+	s.init()
+	var prevT int64 = -1
+	var prevS Seq
+	for len(h) > 0 {
+		e := h.pop()
+		if e.at < prevT {
+			t.Fatal("timer heap out of order")
+		}
+		prevT = e.at
+		x := s.pop()
+		if x < prevS {
+			t.Fatal("seq heap out of order")
+		}
+		prevS = x
 	}
 }

@@ -107,3 +107,43 @@ func (h *timerHeap) pop() timerEntry {
 	*h = a
 	return top
 }
+
+// init restores the heap property of an arbitrary slice.
+func (h seqHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		for j := i; ; {
+			l, r, m := 2*j+1, 2*j+2, j
+			if l < len(h) && h[l] < h[m] {
+				m = l
+			}
+			if r < len(h) && h[r] < h[m] {
+				m = r
+			}
+			if m == j {
+				break
+			}
+			h[j], h[m] = h[m], h[j]
+			j = m
+		}
+	}
+}
+
+// init restores the heap property of an arbitrary slice.
+func (h timerHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		for j := i; ; {
+			l, r, m := 2*j+1, 2*j+2, j
+			if l < len(h) && h[l].at < h[m].at {
+				m = l
+			}
+			if r < len(h) && h[r].at < h[m].at {
+				m = r
+			}
+			if m == j {
+				break
+			}
+			h[j], h[m] = h[m], h[j]
+			j = m
+		}
+	}
+}

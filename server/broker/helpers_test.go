@@ -12,6 +12,8 @@ type testEnv struct {
 	stores *testStores
 	clock  Clock
 	b      *Broker
+	// serial turns the pipelined group commit off.
+	serial bool
 }
 
 // newEnv opens a broker in a temp dir on the real file log (small
@@ -43,10 +45,11 @@ func newMemEnv(t *testing.T, clock Clock) *testEnv {
 
 func (e *testEnv) opts() Options {
 	o := Options{Clock: e.clock, Logf: e.t.Logf, RetentionInterval: time.Millisecond,
-		SegmentSize: 64 << 10, EventSegmentSize: 16 << 10}
+		SegmentSize: 64 << 10, EventSegmentSize: 64 << 10}
 	if e.stores != nil {
 		o.OpenStore = e.stores.open
 	}
+	o.serialCommit = e.serial
 	return o
 }
 

@@ -40,6 +40,13 @@ type Options struct {
 	// Logf reports background errors (snapshot, retention, unreadable
 	// records). Default: the standard logger.
 	Logf func(format string, args ...any)
+
+	// serialCommit turns off the partition's pipelined group commit (the
+	// actor writes with PolicyNone while a syncer goroutine fsyncs both
+	// logs) and uses the log's PolicyGroup fsync inside each Append
+	// instead. Serial lost the benchmark (BENCHMARKS-broker.md); it is
+	// kept to re-measure.
+	serialCommit bool
 }
 
 // DefaultOptions returns the options with every default filled in (except

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -79,6 +80,7 @@ type partition struct {
 	cmds          []command
 	ctls          []func(*partition)
 	entries       []seglog.Entry
+	evEntries     []seglog.Entry
 	pubs          []*command
 	meta          []byte
 	ev            evSink
@@ -90,11 +92,47 @@ type partition struct {
 	snapEvents    int
 	lastEventSeq  Seq
 	lastRetention int64
+	askedCut      Seq // last TruncateFront point asked of the data log
 	dlqRetry      bool
 	totalBytes    int64 // payload bytes appended since open, for the average
 	totalMsgs     int64
-	evErr         error // this round's event commit error
 	closeErr      error // set by the actor before done closes
+
+	// Group commit (durability "group"): the logs are written without
+	// fsync and a syncer goroutine fsyncs both while the actor goes on;
+	// each round's completions wait in pending until their records are
+	// durable. With "sync" and "none" rounds complete at once.
+	pipelined   bool
+	pubRes      []pubResult
+	roundErr    error // append error of this round
+	commitErr   error // error of the batch whose completions run now
+	minDeliv    Seq   // lowest offset delivered this round (0: none)
+	durData     Seq   // highest data offset known durable: deliverable
+	durEvents   Seq   // highest event record known durable
+	safeLow     Seq   // lowest group frontier that is durable (retention)
+	pending     []syncBatch
+	syncing     bool
+	syncReq     chan struct{}
+	syncStop    chan struct{}
+	syncDone    chan struct{}
+	syncStopped bool
+}
+
+// pubResult is a publish completion waiting for its batch to be durable.
+type pubResult struct {
+	done func(Position, error)
+	pos  Position
+}
+
+// syncBatch is one round's completions, run once data up to data and
+// events up to events are durable.
+type syncBatch struct {
+	data, events Seq
+	low          Seq // lowest group frontier after the round
+	minDeliv     Seq // lowest offset delivered in the round (0: none)
+	err          error
+	pubs         []pubResult
+	after        []func()
 }
 
 // push hands a command to the actor without blocking.
@@ -156,6 +194,7 @@ func (p *partition) run() {
 // event append, then every completion.
 func (p *partition) round() {
 	p.now = p.clock.Now().UnixNano()
+	p.roundErr, p.minDeliv = nil, 0
 	if p.timerFired.Swap(false) {
 		p.timerAt = 0
 	}
@@ -180,15 +219,12 @@ func (p *partition) round() {
 	}
 	for _, gp := range p.order {
 		gp.expire(p.now)
+		gp.compact()
 	}
 	p.sendDeadLetters()
 	p.dispatch()
 	p.commitEvents()
-	for i, fn := range p.after {
-		fn()
-		p.after[i] = nil
-	}
-	p.after = p.after[:0]
+	p.finishRound()
 	for i := range p.cmds {
 		p.cmds[i] = command{}
 	}
@@ -201,7 +237,7 @@ func (p *partition) round() {
 func (p *partition) appendData() {
 	need := 0
 	for _, c := range p.pubs {
-		need += binary.MaxVarintLen64 + len(c.subject)
+		need += 1 + binary.MaxVarintLen64 + len(c.subject)
 	}
 	if cap(p.meta) < need {
 		p.meta = make([]byte, 0, need)
@@ -220,7 +256,8 @@ func (p *partition) appendData() {
 	if err != nil {
 		err = fmt.Errorf("topic %s partition %d: append: %w", p.t.name, p.idx, err)
 		for _, c := range p.pubs {
-			c.pubDone(Position{}, err)
+			done := c.pubDone
+			p.after = append(p.after, func() { done(Position{}, err) })
 		}
 		_, p.last = p.data.Bounds()
 		return
@@ -228,22 +265,144 @@ func (p *partition) appendData() {
 	for i, c := range p.pubs {
 		p.totalBytes += int64(len(c.body))
 		p.totalMsgs++
-		c.pubDone(Position{Partition: p.idx, Seq: first + Seq(i)}, nil)
+		p.pubRes = append(p.pubRes, pubResult{done: c.pubDone, pos: Position{Partition: p.idx, Seq: first + Seq(i)}})
 	}
 	p.last = first + Seq(len(p.pubs)) - 1
+	if !p.pipelined {
+		p.durData = p.last
+	}
 }
 
+// finishRound runs the round's completions now, or queues them until the
+// round's records are durable and asks the syncer for an fsync.
+func (p *partition) finishRound() {
+	written := p.last > p.durData || p.lastEventSeq > p.durEvents
+	if len(p.pubRes) == 0 && len(p.after) == 0 && p.roundErr == nil && (!p.pipelined || !written) {
+		if len(p.pending) == 0 {
+			p.safeLow = p.lowFrontier()
+		}
+		return
+	}
+	b := syncBatch{data: p.last, events: p.lastEventSeq, low: p.lowFrontier(), minDeliv: p.minDeliv,
+		err: p.roundErr, pubs: p.pubRes, after: p.after}
+	p.pubRes, p.after = nil, nil
+	if !p.pipelined || (len(p.pending) == 0 && b.data <= p.durData && b.events <= p.durEvents) {
+		p.complete(&b)
+		return
+	}
+	p.pending = append(p.pending, b)
+	p.requestSync()
+}
+
+func (p *partition) requestSync() {
+	if p.syncing || p.syncStopped {
+		return
+	}
+	p.syncing = true
+	p.syncReq <- struct{}{} // capacity 1 and only one request outstanding
+}
+
+// complete runs a batch's completions; p.commitErr tells them the outcome.
+func (p *partition) complete(b *syncBatch) {
+	p.commitErr = b.err
+	for _, r := range b.pubs {
+		if b.err != nil {
+			r.done(Position{}, b.err)
+		} else {
+			r.done(r.pos, nil)
+		}
+	}
+	for _, fn := range b.after {
+		fn()
+	}
+	p.commitErr = nil
+	if b.err == nil {
+		p.safeLow = b.low
+	}
+	// keep the slices for the next rounds
+	clear(b.pubs)
+	clear(b.after)
+	if p.pubRes == nil {
+		p.pubRes = b.pubs[:0]
+	}
+	if p.after == nil {
+		p.after = b.after[:0]
+	}
+}
+
+// synced (actor) takes the syncer's result and completes every batch that
+// is now durable; a sync error fails them all (the log refuses to report
+// anything durable after a failed fsync).
+func (p *partition) synced(data, events Seq, err error) {
+	p.syncing = false
+	p.durData = max(p.durData, data)
+	p.durEvents = max(p.durEvents, events)
+	n := 0
+	for n < len(p.pending) {
+		b := &p.pending[n]
+		if err == nil && (b.data > p.durData || b.events > p.durEvents) {
+			break
+		}
+		if err != nil && b.err == nil {
+			b.err = fmt.Errorf("topic %s partition %d: sync: %w", p.t.name, p.idx, err)
+		}
+		p.complete(b)
+		n++
+	}
+	p.pending = p.pending[:copy(p.pending, p.pending[n:])]
+	if len(p.pending) > 0 {
+		p.requestSync()
+	}
+}
+
+// syncer fsyncs both logs whenever the actor asks, in parallel, and hands
+// the durable points back through the control stack.
+func (p *partition) syncer() {
+	defer close(p.syncDone)
+	for {
+		select {
+		case <-p.syncReq:
+		case <-p.syncStop:
+			return
+		}
+		d, e, err := p.syncBoth()
+		p.control(func(p *partition) { p.synced(d, e, err) })
+	}
+}
+
+func (p *partition) syncBoth() (data, events Seq, err error) {
+	var eerr error
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		events, eerr = p.events.Sync()
+	}()
+	data, err = p.data.Sync()
+	<-ch
+	return data, events, errors.Join(err, eerr)
+}
+
+// Record meta layout in the data log: a flags byte (0 today; later
+// features such as a TTL, a priority or a message id set a bit and append
+// their field, so old records stay readable), the header length (uvarint),
+// then the subject.
+const metaV0 byte = 0
+
 func encodeMeta(b []byte, hdrLen int, subject string) []byte {
+	b = append(b, metaV0)
 	b = binary.AppendUvarint(b, uint64(hdrLen))
 	return append(b, subject...)
 }
 
 func decodeMeta(b []byte) (hdrLen int, subject string, err error) {
-	h, n := binary.Uvarint(b)
-	if n <= 0 {
+	if len(b) == 0 || b[0] != metaV0 {
+		return 0, "", fmt.Errorf("%w: record meta flags", ErrCorruptState)
+	}
+	h, n := binary.Uvarint(b[1:])
+	if n <= 0 || h > 1<<31 {
 		return 0, "", fmt.Errorf("%w: record meta", ErrCorruptState)
 	}
-	return int(h), string(b[n:]), nil
+	return int(h), string(b[1+n:]), nil
 }
 
 // settle applies one settle command; its answer waits for the event commit.
@@ -259,7 +418,7 @@ func (p *partition) settle(c *command) {
 	if done != nil {
 		p.after = append(p.after, func() {
 			if err == nil {
-				err = p.evErr
+				err = p.commitErr
 			}
 			done(err)
 		})
@@ -269,19 +428,28 @@ func (p *partition) settle(c *command) {
 // commitEvents appends this round's events as one record. A failure is
 // reported to the settle callers of this round.
 func (p *partition) commitEvents() {
-	p.evErr = nil
 	if len(p.ev.b) == 0 {
 		return
 	}
-	seq, err := p.events.Append([]seglog.Entry{{Data: p.ev.b, Time: p.now}})
+	p.evEntries = p.evEntries[:0]
+	from := 0
+	for _, cut := range append(p.ev.cuts, len(p.ev.b)) {
+		p.evEntries = append(p.evEntries, seglog.Entry{Data: p.ev.b[from:cut], Time: p.now})
+		from = cut
+	}
+	first, err := p.events.Append(p.evEntries)
+	seq := first + Seq(len(p.evEntries)) - 1
 	p.snapEvents += p.ev.n
-	p.ev.b, p.ev.n = p.ev.b[:0], 0
+	p.ev.b, p.ev.n, p.ev.cuts, p.ev.from = p.ev.b[:0], 0, p.ev.cuts[:0], 0
 	if err != nil {
-		p.evErr = fmt.Errorf("topic %s partition %d: event log: %w", p.t.name, p.idx, err)
-		p.t.b.logf("%v", p.evErr)
+		p.roundErr = fmt.Errorf("topic %s partition %d: event log: %w", p.t.name, p.idx, err)
+		p.t.b.logf("%v", p.roundErr)
 		return
 	}
 	p.lastEventSeq = seq
+	if !p.pipelined {
+		p.durEvents = seq
+	}
 	if p.snapEvents >= p.t.b.opts.SnapshotEvery {
 		if err := p.snapshot(); err != nil {
 			p.t.b.logf("%v", err)
@@ -291,6 +459,13 @@ func (p *partition) commitEvents() {
 
 // snapshot writes the consumer state and drops the events it covers.
 func (p *partition) snapshot() error {
+	if p.pipelined {
+		// The snapshot covers events up to lastEventSeq: they must be on
+		// disk first, or a crash could leave the log short of the snapshot.
+		if _, err := p.events.Sync(); err != nil {
+			return fmt.Errorf("topic %s partition %d: snapshot: sync events: %w", p.t.name, p.idx, err)
+		}
+	}
 	gs := make([]*groupState, 0, len(p.order))
 	for _, gp := range p.order {
 		gs = append(gs, gp.groupState)
@@ -405,6 +580,15 @@ func (p *partition) lowFrontier() Seq {
 func (p *partition) shutdown() {
 	if p.timerStop != nil {
 		p.timerStop()
+	}
+	if p.pipelined {
+		close(p.syncStop)
+		<-p.syncDone
+		p.syncStopped = true
+		if len(p.pending) > 0 {
+			d, e, err := p.syncBoth()
+			p.synced(d, e, err) // with no error, everything is durable now
+		}
 	}
 	for _, gp := range p.order {
 		for _, w := range gp.waiters {

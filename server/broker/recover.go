@@ -19,11 +19,18 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("partition %d: %w", idx, err)
 	}
-	data, err := o.OpenStore(filepath.Join(dir, dataLogName), t.cfg.policy())
+	// With group durability the partition runs its own group commit (the
+	// actor writes, a syncer fsyncs while the actor goes on), so the logs
+	// themselves do not sync.
+	policy, pipelined := t.cfg.policy(), false
+	if policy == seglog.PolicyGroup && !o.serialCommit {
+		policy, pipelined = seglog.PolicyNone, true
+	}
+	data, err := o.OpenStore(filepath.Join(dir, dataLogName), policy)
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: data log: %w", idx, err)
 	}
-	events, err := o.OpenStore(filepath.Join(dir, eventsLogName), t.cfg.policy())
+	events, err := o.OpenStore(filepath.Join(dir, eventsLogName), policy)
 	if err != nil {
 		data.Close()
 		return nil, fmt.Errorf("partition %d: event log: %w", idx, err)
@@ -32,9 +39,11 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 		t: t, idx: idx, dir: dir, data: data, events: events, clock: o.Clock,
 		q: newRing(o.QueueSize), wk: newWaker(),
 		quit: make(chan struct{}), done: make(chan struct{}),
-		groups: map[GroupID]*groupPart{},
+		groups: map[GroupID]*groupPart{}, pipelined: pipelined,
+		syncReq: make(chan struct{}, 1), syncStop: make(chan struct{}), syncDone: make(chan struct{}),
 	}
 	p.first, p.last = data.Bounds()
+	p.durData = p.last
 	for _, g := range groups {
 		p.attach(g, newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, p.first))
 	}
@@ -47,6 +56,8 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 		gp.restored()
 		gp.ev = &p.ev
 	}
+	_, p.durEvents = events.Bounds()
+	p.safeLow = p.lowFrontier()
 	p.publishStats()
 	return p, nil
 }

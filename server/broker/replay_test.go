@@ -87,7 +87,7 @@ func dumpState(t *testing.T, b *Broker, asRestarted bool) string {
 // it. The caller makes sure the broker is between rounds (barrier).
 func (e *testEnv) crashCopy() *testEnv {
 	e.t.Helper()
-	e2 := &testEnv{t: e.t, dir: e.t.TempDir(), stores: newTestStores(), clock: e.clock}
+	e2 := &testEnv{t: e.t, dir: e.t.TempDir(), stores: newTestStores(), clock: e.clock, serial: e.serial}
 	err := filepath.Walk(e.dir, func(path string, fi os.FileInfo, err error) error {
 		if err != nil {
 			return err
@@ -132,6 +132,12 @@ func TestCrashAndRestartReplay(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 7))
 			clk := newFakeClock()
 			e := newMemEnv(t, clk)
+			if seed%2 == 1 {
+				// reopen with the serial group commit
+				e.b.Close()
+				e.serial = true
+				e.open()
+			}
 			e.b.opts.SnapshotEvery = 1 + r.IntN(20)
 			tp := e.topic("q", TopicConfig{})
 			cfg := GroupConfig{LeaseMs: 100, MaxDeliveries: 1 + r.IntN(4), DeadLetter: "-"}

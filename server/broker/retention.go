@@ -10,10 +10,19 @@ import (
 // below the lowest frontier (workqueue) or limits to enforce.
 func (p *partition) retentionDue() bool {
 	cfg := &p.t.cfg
-	if p.last >= p.first && (cfg.MaxAgeMs > 0 || cfg.MaxMsgs > 0 || cfg.MaxBytes > 0) {
-		return true
+	floor := max(p.first, p.askedCut) // the log may keep a partial segment
+	if p.last >= p.first {
+		if cfg.MaxAgeMs > 0 {
+			return true // time passes: checked every RetentionInterval
+		}
+		if cfg.MaxMsgs > 0 && p.last >= Seq(cfg.MaxMsgs) && p.last-Seq(cfg.MaxMsgs)+1 > floor {
+			return true
+		}
+		if cfg.MaxBytes > 0 && int64(p.last-p.first+1)*p.avgSize() > cfg.MaxBytes {
+			return true
+		}
 	}
-	return cfg.Retention == RetentionWorkqueue && len(p.order) > 0 && p.lowFrontier() > p.first
+	return cfg.Retention == RetentionWorkqueue && len(p.order) > 0 && p.safeLow > floor
 }
 
 // retain applies the topic's retention at most once per RetentionInterval:
@@ -28,7 +37,7 @@ func (p *partition) retain() {
 	cut := p.first
 	cfg := &p.t.cfg
 	if cfg.Retention == RetentionWorkqueue && len(p.order) > 0 {
-		cut = p.lowFrontier()
+		cut = p.safeLow // settles not yet durable must not delete anything
 	}
 	{
 		if cfg.MaxMsgs > 0 && int64(p.last-p.first+1) > cfg.MaxMsgs {
@@ -46,6 +55,12 @@ func (p *partition) retain() {
 			cut = max(cut, p.firstYoungerThan(p.now-cfg.MaxAgeMs*1e6, cut))
 		}
 	}
+	// Deliveries waiting for their batch to be durable borrow their records.
+	for i := range p.pending {
+		if m := p.pending[i].minDeliv; m != 0 && cut > m {
+			cut = m
+		}
+	}
 	if cut <= p.first {
 		return
 	}
@@ -53,6 +68,7 @@ func (p *partition) retain() {
 		p.t.b.logf("%v", fmt.Errorf("topic %s partition %d: retention: %w", p.t.name, p.idx, err))
 		return
 	}
+	p.askedCut = cut
 	p.first, _ = p.data.Bounds()
 	for _, gp := range p.order {
 		gp.truncatedTo(p.first)

@@ -9,6 +9,14 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
+// Limits derived from the data log's record format: the subject travels in
+// the record's Meta (at most seglog.MaxMetaSize bytes), and a record plus
+// its header must fit in one segment.
+const (
+	maxSubject  = 32 << 10
+	recordSlack = maxSubject + 4<<10
+)
+
 // Topic is a named stream of messages split into partitions. Its methods are
 // safe for concurrent use.
 type Topic struct {
@@ -73,6 +81,11 @@ func (t *Topic) prepare(m *Message) (command, error) {
 	if m.Subject == "" {
 		return command{}, fmt.Errorf("%w: empty subject", ErrInvalid)
 	}
+	// Refuse here what the log would refuse, so one oversized message
+	// cannot fail the whole batch it would be appended with.
+	if len(m.Subject) > maxSubject || int64(len(m.Header)+len(m.Data)) > t.b.opts.SegmentSize-recordSlack {
+		return command{}, fmt.Errorf("publish to %s: %w: %d bytes, subject %d bytes", t.name, ErrTooLarge, len(m.Header)+len(m.Data), len(m.Subject))
+	}
 	if m.CRC != 0 {
 		if crc32.Update(crc32.ChecksumIEEE(m.Header), crc32.IEEETable, m.Data) != m.CRC {
 			return command{}, fmt.Errorf("publish to %s: %w", t.name, ErrCRCMismatch)
@@ -83,8 +96,8 @@ func (t *Topic) prepare(m *Message) (command, error) {
 	return command{kind: cmdPublish, subject: m.Subject, hdrLen: len(m.Header), body: body}, nil
 }
 
-// PublishAsync stores m without blocking. It returns ErrQueueFull at once
-// when the partition's ring is full, ErrTopicFull when the topic is over
+// PublishAsync stores m without blocking. It returns ErrQueueFull (not
+// wrapped) at once when the partition's ring is full, ErrTopicFull when the topic is over
 // its unsettled limits, ErrClosed after Close; then done is never called.
 // Otherwise done is called exactly once, on the partition's actor goroutine
 // (so it must be quick), after the message is durable under the topic's
@@ -100,6 +113,9 @@ func (t *Topic) PublishAsync(m Message, done func(Position, error)) error {
 	}
 	c.pubDone = done
 	if err := t.partFor(m.Key).push(&c); err != nil {
+		if err == ErrQueueFull {
+			return ErrQueueFull // hot under overload: not wrapped, no allocation
+		}
 		return fmt.Errorf("publish to %s: %w", t.name, err)
 	}
 	return nil
@@ -116,7 +132,8 @@ func (t *Topic) Publish(ctx context.Context, m Message) (Position, error) {
 		if t.cfg.FullPolicy == FullReject {
 			return Position{}, fmt.Errorf("publish to %s: %w", t.name, ErrTopicFull)
 		}
-		if err := t.space.waitUntil(ctx, func() bool { return !t.full() }); err != nil {
+		// a closed topic stops the wait: the push below then says ErrClosed
+		if err := t.space.waitUntil(ctx, func() bool { return !t.full() || t.parts[0].closed.Load() }); err != nil {
 			return Position{}, fmt.Errorf("publish to %s: waiting for room: %w", t.name, err)
 		}
 	}

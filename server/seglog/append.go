@@ -175,6 +175,11 @@ func (l *Log) roll() error {
 	l.sy.mu.Unlock()
 	// Best effort: a missing index only costs a scan at the next Open.
 	_ = writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, old.first)), encodeIndex(old), false)
+	if old.last < old.first {
+		// An empty segment too small for the record (SegmentSize grew
+		// since it was created): replace it, its name is the one needed.
+		return l.replaceEmpty(old)
+	}
 	ns, err := createSegment(l.fs, l.dir, old.last+1, l.opts.SegmentSize, l.opts.writeViaMap)
 	if err != nil {
 		return err
@@ -182,6 +187,30 @@ func (l *Log) roll() error {
 	l.mu.Lock()
 	l.segs = append(l.segs, ns)
 	l.mu.Unlock()
+	return nil
+}
+
+// replaceEmpty swaps the empty active segment for a new one of the current
+// SegmentSize. Called with appendMu held.
+func (l *Log) replaceEmpty(old *segment) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.fs.Remove(old.path); err != nil {
+		return fmt.Errorf("%w: replace empty segment: %w", ErrWriteFailed, err)
+	}
+	_ = l.fs.Remove(idxPath(l.dir, old.first))
+	old.release()
+	ns, err := createSegment(l.fs, l.dir, old.first, l.opts.SegmentSize, l.opts.writeViaMap)
+	if err != nil {
+		// Put an empty segment back so the log keeps an active one.
+		ns, err2 := createSegment(l.fs, l.dir, old.first, old.size, l.opts.writeViaMap)
+		if err2 != nil {
+			return fmt.Errorf("%w; and restoring it: %w", err, err2)
+		}
+		l.segs[len(l.segs)-1] = ns
+		return err
+	}
+	l.segs[len(l.segs)-1] = ns
 	return nil
 }
 

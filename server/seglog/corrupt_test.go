@@ -191,6 +191,10 @@ func TestDamagedFiles(t *testing.T) {
 		{"segment-header", func(t *testing.T, dir string) {
 			flipBit(t, filepath.Join(dir, segName(1)), 3, 0)
 		}, true},
+		{"last-segment-header", func(t *testing.T, dir string) {
+			spans := diskRecords(t, dir)
+			flipBit(t, spans[len(spans)-1].path, 9, 4)
+		}, true},
 		{"index-file", func(t *testing.T, dir string) {
 			flipBit(t, idxPath(dir, 1), 50, 2)
 		}, false},

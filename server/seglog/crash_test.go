@@ -169,13 +169,14 @@ func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, rou
 }
 
 func TestCrashRecovery(t *testing.T) {
-	seeds := 40
+	seeds := 24
 	if testing.Short() {
 		seeds = 10
 	}
 	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
 		for seed := 0; seed < seeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", p, seed), func(t *testing.T) {
+				t.Parallel() // mostly waiting on fsync
 				rng := rand.New(rand.NewPCG(uint64(seed), uint64(p)))
 				fs := NewFaultFS()
 				opts := Options{Policy: p, SegmentSize: 4 << 10 << rng.IntN(3), IndexInterval: 64 << rng.IntN(4), FS: fs}

@@ -3,6 +3,7 @@ package seglog
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -157,4 +158,45 @@ func TestLogTruncateFrontDeletesSegments(t *testing.T) {
 		t.Fatalf("first after reopen %d, want %d", f2, first)
 	}
 	verifyAll(t, l2, int(first), 400)
+}
+
+func TestSegmentSizeGrowsBetweenOpens(t *testing.T) {
+	dir := t.TempDir()
+	for _, size := range []int64{4 << 10, 64 << 10} { // an empty small segment, then a bigger size
+		l, err := Open(dir, Options{SegmentSize: size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size == 4<<10 {
+			l.Close()
+			continue
+		}
+		defer l.Close()
+		big := Entry{Meta: []byte("big"), Data: make([]byte, 10<<10)}
+		for i := 0; i < 2; i++ {
+			if _, err := l.Append([]Entry{big}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for seq := Seq(1); seq <= 2; seq++ {
+			if r, err := l.Read(seq); err != nil || len(r.Data) != 10<<10 {
+				t.Fatalf("read %d: %v", seq, err)
+			}
+		}
+	}
+}
+
+func TestFileShrunkUnderTheMapIsAnError(t *testing.T) {
+	l, dir := openTest(t, Options{SegmentSize: 64 << 10})
+	fill(t, l, 1, 100, 10)
+	path := filepath.Join(dir, segName(1))
+	if err := os.Truncate(path, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Read(100); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("read past the shrunk end: %v, want ErrCorrupt (and no crash)", err)
+	}
+	if err := l.Scan(1, 0, func(Record) bool { return true }); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("scan past the shrunk end: %v, want ErrCorrupt", err)
+	}
 }

@@ -119,8 +119,15 @@ var errTornCreate = errors.New("segment creation was interrupted")
 func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker bool) (err error) {
 	defer guard(&err, s.path)()
 	if s.size < segHeaderSize || !checkSegHeader(s.data, s.first) {
-		if isLast && allZero(s.data[:min(s.size, segHeaderSize)]) {
-			return errTornCreate // created, never stamped
+		// The header is the first write to a new segment and reaches the
+		// disk with its first fsync; a torn or missing header in the last
+		// segment with no intact record after it means the creation was cut
+		// short and nothing in the file was ever durable.
+		if isLast && (s.size < segHeaderSize || allZero(s.data[:segHeaderSize])) {
+			return errTornCreate
+		}
+		if _, _, found := findNextRecord(s.data, segHeaderSize, s.first); isLast && !found {
+			return errTornCreate
 		}
 		return &CorruptError{Path: s.path, Reason: "bad segment header"}
 	}
