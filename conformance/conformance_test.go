@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,47 +107,68 @@ func TestScenarios(t *testing.T) {
 	renv := &conformance.Env{Addr: rserver.Addr, Info: rinfo, Restart: func(ctx context.Context) error {
 		return rserver.Restart(ctx, true)
 	}}
-	run := func(t *testing.T, sc *conformance.Scenario, d conformance.Driver) {
-		env := env
+	envOf := func(sc *conformance.Scenario) *conformance.Env {
 		if slices.Contains(sc.Requires, "restart") {
-			env = renv
+			return renv
 		}
-		if miss := env.Missing(sc); len(miss) > 0 {
-			t.Skipf("server does not advertise %s", strings.Join(miss, ", "))
-		}
-		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		err := conformance.Run(ctx, sc, d, env, conformance.Prefix(d.Name(), sc.Name))
-		why, isKnown := known[sc.Name]
-		switch {
-		case isKnown && strings.HasPrefix(why, "flaky:"):
-			t.Logf("known flaky server behaviour (%s): err = %v", why, err)
-		case isKnown && err == nil:
-			t.Errorf("%s passes now: remove it from known_failures.json (%s)", sc.File, why)
-		case isKnown:
-			t.Logf("known server failure (%s): %v", why, err)
-		case err != nil:
-			t.Errorf("%s: %v", sc.File, err)
-		}
+		return env
 	}
-	t.Run("parallel", func(t *testing.T) {
-		for _, d := range conformance.Drivers() {
-			for _, sc := range scs {
-				if slices.Contains(sc.Requires, "restart") {
-					continue
-				}
-				t.Run(d.Name()+"/"+sc.Name, func(t *testing.T) {
-					t.Parallel()
-					run(t, sc, d)
-				})
-			}
-		}
-	})
+	// Run the scenarios 8 at a time (they mostly wait on the server's
+	// timers; go test would run only GOMAXPROCS parallel subtests), the
+	// restart ones alone at the end, then report each as a subtest.
+	type cell struct {
+		sc   *conformance.Scenario
+		d    conformance.Driver
+		miss []string
+		err  error
+	}
+	var cells []*cell
 	for _, d := range conformance.Drivers() {
 		for _, sc := range scs {
-			if slices.Contains(sc.Requires, "restart") {
-				t.Run(d.Name()+"/"+sc.Name, func(t *testing.T) { run(t, sc, d) })
-			}
+			cells = append(cells, &cell{sc: sc, d: d, miss: envOf(sc).Missing(sc)})
 		}
+	}
+	exec := func(c *cell) {
+		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		c.err = conformance.Run(ctx, c.sc, c.d, envOf(c.sc), conformance.Prefix(c.d.Name(), c.sc.Name))
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, c := range cells {
+		if len(c.miss) > 0 || slices.Contains(c.sc.Requires, "restart") {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			exec(c)
+		}()
+	}
+	wg.Wait()
+	for _, c := range cells {
+		if len(c.miss) == 0 && slices.Contains(c.sc.Requires, "restart") {
+			exec(c)
+		}
+	}
+	for _, c := range cells {
+		t.Run(c.d.Name()+"/"+c.sc.Name, func(t *testing.T) {
+			if len(c.miss) > 0 {
+				t.Skipf("server does not advertise %s", strings.Join(c.miss, ", "))
+			}
+			why, isKnown := known[c.sc.Name]
+			switch {
+			case isKnown && strings.HasPrefix(why, "flaky:"):
+				t.Logf("known flaky server behaviour (%s): err = %v", why, c.err)
+			case isKnown && c.err == nil:
+				t.Errorf("%s passes now: remove it from known_failures.json (%s)", c.sc.File, why)
+			case isKnown:
+				t.Logf("known server failure (%s): %v", why, c.err)
+			case c.err != nil:
+				t.Errorf("%s: %v", c.sc.File, c.err)
+			}
+		})
 	}
 }

@@ -60,7 +60,10 @@ type StepError struct {
 	Err  error
 }
 
+// Error implements error.
 func (e *StepError) Error() string { return fmt.Sprintf("step %d (%s): %v", e.Step, e.Op, e.Err) }
+
+// Unwrap returns the step's cause.
 func (e *StepError) Unwrap() error { return e.Err }
 
 // Run executes sc with drv against env. prefix makes its topic names unique

@@ -84,13 +84,45 @@ const (
 	Skip Status = "skip"
 )
 
-// Result is one cell of the table.
+// Result is one cell of the table. As JSON (one object per line) it is the
+// format every runner writes so that its results join the same table:
+// {"scenario":"publish-confirm","runner":"py-sdk","status":"pass","detail":""}.
 type Result struct {
-	Scenario string
-	Runner   string
-	Status   Status
-	Detail   string
-	Elapsed  time.Duration
+	Scenario string        `json:"scenario"`
+	Runner   string        `json:"runner"`
+	Status   Status        `json:"status"` // pass | FAIL | skip
+	Detail   string        `json:"detail,omitempty"`
+	Elapsed  time.Duration `json:"elapsed_ns,omitempty"`
+}
+
+// WriteResults writes results as JSON lines.
+func WriteResults(w io.Writer, results []Result) error {
+	enc := json.NewEncoder(w)
+	for _, r := range results {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadResults reads JSON-lines results written by any runner.
+func ReadResults(r io.Reader) ([]Result, error) {
+	dec := json.NewDecoder(r)
+	var out []Result
+	for dec.More() {
+		var res Result
+		if err := dec.Decode(&res); err != nil {
+			return out, fmt.Errorf("results line %d: %w", len(out)+1, err)
+		}
+		switch res.Status {
+		case Pass, Fail, Skip:
+		default:
+			return out, fmt.Errorf("results line %d: status %q is not pass, FAIL or skip", len(out)+1, res.Status)
+		}
+		out = append(out, res)
+	}
+	return out, nil
 }
 
 // RunOne runs one scenario with one driver. Scenarios whose required

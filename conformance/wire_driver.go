@@ -24,6 +24,7 @@ func (WireDriver) Name() string { return "wire" }
 // wireError is an -ERR answer: its first word is the code.
 type wireError struct{ Code, Text string }
 
+// Error implements error.
 func (e *wireError) Error() string { return "-ERR '" + e.Text + "'" }
 
 func newWireError(text string) *wireError {

@@ -255,6 +255,7 @@ func TestConsumeConcurrency(t *testing.T) {
 			defer running.Add(-1)
 			for p := peak.Load(); r > p && !peak.CompareAndSwap(p, r); p = peak.Load() {
 			}
+			time.Sleep(2 * time.Millisecond) // some work, so handlers overlap
 			mu.Lock()
 			defer mu.Unlock()
 			k := string(m.Data)
@@ -359,7 +360,7 @@ func TestFetchCancelHandsBack(t *testing.T) {
 func TestConcurrentPublishersAndClose(t *testing.T) {
 	ctx := testCtx(t)
 	before := runtime.NumGoroutine()
-	c, err := fibril.Connect(ctx, serverURL, fibril.WithHeartbeat(50*time.Millisecond, 3))
+	c, err := fibril.Connect(ctx, serverURL, fibril.WithHeartbeat(time.Second, 3))
 	if err != nil {
 		t.Fatal(err)
 	}

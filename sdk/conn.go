@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
@@ -165,17 +164,6 @@ func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, er
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	if c.cfg.tls != nil {
-		tc := c.cfg.tls.Clone()
-		if tc.ServerName == "" {
-			tc.ServerName = c.serverName
-		}
-		tlsConn := tls.Client(nc, tc)
-		if err := tlsConn.HandshakeContext(ctx); err != nil {
-			return fail(fmt.Errorf("fibril: tls handshake with %s: %w", c.addr, err))
-		}
-		nc = tlsConn
-	}
 	fr := newFrameReader(nc)
 	f, err := fr.next()
 	if err != nil {
@@ -187,9 +175,31 @@ func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, er
 	if info, err = protocol.ParseInfo([]byte(f.arg)); err != nil {
 		return fail(fmt.Errorf("%w: INFO: %w", ErrProtocol, err))
 	}
+	// TLS as in NATS: INFO in clear text, then the client's handshake
+	if c.cfg.tls != nil || info.TLSRequired {
+		if fr.start < fr.end {
+			return fail(fmt.Errorf("%w: clear-text bytes after INFO on a TLS connection", ErrProtocol))
+		}
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if c.cfg.tls != nil {
+			tc = c.cfg.tls.Clone()
+		}
+		if tc.ServerName == "" {
+			tc.ServerName = c.serverName
+		}
+		tlsConn := tls.Client(nc, tc)
+		if err := tlsConn.HandshakeContext(ctx); err != nil {
+			return fail(fmt.Errorf("fibril: tls handshake with %s: %w", c.addr, err))
+		}
+		nc = tlsConn
+		fr = newFrameReader(nc)
+	}
 	fr.setMaxPayload(int(info.MaxPayload))
 	if info.Fibril < 1 {
 		return fail(fmt.Errorf("%w: server at %s does not speak fibril (INFO has no \"fibril\")", ErrProtocol, c.addr))
+	}
+	if c.cfg.crc && !info.CRC {
+		return fail(fmt.Errorf("%w: server at %s does not offer CRC mode (use WithCRC(false))", ErrProtocol, c.addr))
 	}
 	line, err := c.connectLine()
 	if err != nil {
@@ -197,9 +207,6 @@ func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, er
 	}
 	if _, err := nc.Write(line); err != nil {
 		return fail(fmt.Errorf("fibril: sending CONNECT: %w", err))
-	}
-	if c.cfg.crc && !info.CRC {
-		return fail(fmt.Errorf("%w: server at %s does not offer CRC mode (use WithCRC(false))", ErrProtocol, c.addr))
 	}
 	fr.setCRC(c.cfg.crc)
 	for {
@@ -287,6 +294,16 @@ func (c *Conn) Close() error {
 	c.closeWith(ErrClosed)
 	c.wg.Wait()
 	return nil
+}
+
+// closeReason returns why the Conn closed (wrapping ErrClosed).
+func (c *Conn) closeReason() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closeErr == nil {
+		return ErrClosed
+	}
+	return c.closeErr
 }
 
 // Drain waits until every publish sent so far is confirmed (or ctx is done),
@@ -400,208 +417,5 @@ func (c *Conn) writeLocked(t *transport, b []byte) {
 	select {
 	case t.kick <- struct{}{}:
 	default:
-	}
-}
-
-// lost handles the loss of transport t: unanswered publishes stay queued for
-// replay, other unanswered requests fail with ErrConnectionLost, and a
-// reconnect starts (or the Conn closes when reconnecting is off).
-func (c *Conn) lost(t *transport, why error) {
-	c.mu.Lock()
-	if c.tr != t || c.state != stateConnected {
-		c.mu.Unlock()
-		return
-	}
-	c.tr = nil
-	close(t.done)
-	t.nc.Close()
-	var failed, keep []*request
-	c.replayBytes = 0
-	for _, r := range c.fifo {
-		if r.kind == reqPub {
-			keep = append(keep, r)
-			c.replayBytes += len(r.frame)
-		} else {
-			failed = append(failed, r)
-		}
-	}
-	c.fifo = keep
-	final := c.cfg.reconnect.MaxAttempts < 0
-	if !final {
-		c.state = stateReconnecting
-		c.wg.Add(1)
-		go c.reconnectLoop()
-	}
-	c.mu.Unlock()
-	c.cfg.logger.Warn("fibril: connection lost", "addr", c.addr, "err", why, "replaying", len(keep))
-	lostErr := fmt.Errorf("%w: %w", ErrConnectionLost, why)
-	for _, r := range failed {
-		c.finish(r, lostErr)
-	}
-	if final {
-		c.closeWith(lostErr)
-	}
-}
-
-// reconnectLoop dials with backoff until it succeeds, the policy gives up or
-// the Conn is closed; then it re-subscribes and replays queued requests.
-func (c *Conn) reconnectLoop() {
-	defer c.wg.Done()
-	p := c.cfg.reconnect
-	for attempt := 0; p.MaxAttempts == 0 || attempt < p.MaxAttempts; attempt++ {
-		tm := time.NewTimer(p.delay(attempt))
-		select {
-		case <-c.closed:
-			tm.Stop()
-			return
-		case <-tm.C:
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() { // Close aborts a dial in progress
-			select {
-			case <-c.closed:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		nc, fr, info, err := c.dial(ctx)
-		cancel()
-		if err != nil {
-			c.cfg.logger.Info("fibril: reconnect failed", "addr", c.addr, "attempt", attempt+1, "err", err)
-			continue
-		}
-		c.mu.Lock()
-		if c.state == stateClosed {
-			c.mu.Unlock()
-			nc.Close()
-			return
-		}
-		c.info = info
-		c.state = stateConnected
-		c.reconnects++
-		t := c.install(nc, fr)
-		queued := c.fifo
-		c.fifo = nil
-		for _, s := range c.subs {
-			r := newRequest(reqSub, s.subFrame())
-			c.fifo = append(c.fifo, r)
-			c.writeLocked(t, r.frame)
-		}
-		for _, r := range queued {
-			c.fifo = append(c.fifo, r)
-			c.writeLocked(t, r.frame)
-		}
-		c.replayBytes = 0
-		c.mu.Unlock()
-		c.cfg.logger.Info("fibril: reconnected", "addr", c.addr, "replayed", len(queued))
-		return
-	}
-	c.closeWith(fmt.Errorf("%w: gave up reconnecting after %d attempts", ErrConnectionLost, p.MaxAttempts))
-}
-
-// requestKind says what answer a request expects.
-type requestKind uint8
-
-const (
-	reqPub  requestKind = iota + 1 // +OK <p>:<seq> | +OK - | -ERR
-	reqOK                          // +OK | -ERR (ACK, NACK, SUB, ...)
-	reqPing                        // PONG
-	reqPoll                        // MSG* then +OK <n>
-	reqJSON                        // +OK <json> | -ERR
-	reqSub                         // +OK for a re-subscription; errors are logged
-)
-
-// request is one command awaiting its answer.
-type request struct {
-	kind  requestKind
-	frame []byte // the encoded command, kept for replay
-	done  chan struct{}
-	state atomic.Int32 // 0 pending, 1 finished, 2 abandoned by its caller
-
-	// results, written once before done is closed
-	err     error
-	arg     string
-	msgs    []*Msg
-	corrupt []error
-	window  bool // holds a c.window token
-}
-
-func newRequest(kind requestKind, frame []byte) *request {
-	return &request{kind: kind, frame: frame, done: make(chan struct{})}
-}
-
-// send queues r (writing it now when connected, keeping it for after the
-// reconnect otherwise).
-func (c *Conn) send(r *request) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch c.state {
-	case stateClosed:
-		return c.closeErr
-	case stateReconnecting:
-		if c.replayBytes+len(r.frame) > c.cfg.reconnect.BufferBytes {
-			return ErrReconnectBufferFull
-		}
-		c.replayBytes += len(r.frame)
-		c.fifo = append(c.fifo, r)
-		return nil
-	}
-	c.fifo = append(c.fifo, r)
-	c.writeLocked(c.tr, r.frame)
-	return nil
-}
-
-// wait blocks until r is answered or ctx is done. When ctx wins, r is marked
-// abandoned so that its answer (leased messages) is cleaned up on arrival.
-func (c *Conn) wait(ctx context.Context, r *request) error {
-	if c.cfg.reqTimeout > 0 {
-		if _, ok := ctx.Deadline(); !ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, c.cfg.reqTimeout)
-			defer cancel()
-		}
-	}
-	select {
-	case <-r.done:
-		return r.err
-	case <-ctx.Done():
-		if r.state.CompareAndSwap(0, 2) {
-			return ctx.Err()
-		}
-		<-r.done // finished concurrently: take the answer
-		return r.err
-	}
-}
-
-// roundTrip sends one command and waits for its answer.
-func (c *Conn) roundTrip(ctx context.Context, kind requestKind, frame []byte) (*request, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	r := newRequest(kind, frame)
-	if err := c.send(r); err != nil {
-		return nil, err
-	}
-	if err := c.wait(ctx, r); err != nil {
-		return r, err
-	}
-	return r, nil
-}
-
-// finish completes r with err (nil for success). Called exactly once per
-// request, by whoever removed it from the fifo.
-func (c *Conn) finish(r *request, err error) {
-	r.err = err
-	if r.window {
-		<-c.window
-	}
-	if r.state.CompareAndSwap(0, 1) {
-		close(r.done)
-		return
-	}
-	// abandoned: release what its caller will never see
-	close(r.done)
-	for _, m := range r.msgs {
-		c.releaseAsync(m)
 	}
 }

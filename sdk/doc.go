@@ -2,10 +2,22 @@
 //
 // It owns one thing: speaking the Fibril wire protocol (SPEC.md) over one TCP
 // or TLS connection on behalf of an application, in fibril mode (strict
-// answers, publish confirms, end-to-end CRC-32). It publishes with confirms
-// (Publish, PublishAsync, PublishBatch), consumes durable groups by push
-// (Consume, Messages) or pull (Fetch), settles deliveries (Msg.Ack, Nack,
-// Reject, InProgress) and manages topics and groups.
+// answers, publish confirms, end-to-end CRC-32), built on the protocol
+// package's parser, encoders and error table.
+//
+//	c, err := fibril.Connect(ctx, "fibril://127.0.0.1:4222", fibril.WithName("worker"))
+//	pos, err := c.Publish(ctx, "orders", data, fibril.WithKey("customer-7"))   // waits for the confirm
+//	f, err := c.PublishAsync(ctx, "orders", data)                              // pipelined; f.Wait(ctx)
+//	msgs, err := c.Fetch(ctx, "orders", "billing", 10, time.Second)            // POLL
+//	err = c.Consume(ctx, "orders", "billing", handler, fibril.WithConcurrency(4)) // push, blocks until ctx ends
+//	for m, err := range c.Messages(ctx, "orders", "billing") { ... }            // push, as an iterator
+//	err = m.Ack(ctx) // or m.Nack(ctx, delay), m.Reject(ctx), m.InProgress(ctx)
+//
+// Errors: every -ERR from the server is an *Error (the protocol package's
+// type) whose Code comes from SPEC.md's error table; test it with errors.Is
+// against the per-code sentinels (ErrStaleHandle, ErrTopicFull, ...), never
+// by its text. Client-side conditions have their own sentinels (ErrClosed,
+// ErrConnectionLost, ErrCorruptDelivery, ...).
 //
 // It must never hand out data whose checksum does not match (a corrupt
 // delivery is an error and is negatively acknowledged so that the broker
@@ -13,7 +25,9 @@
 // so, and never drop an unconfirmed publish on reconnect: unconfirmed publishes
 // are kept in a bounded buffer and sent again on the new connection, so a
 // publish may be stored twice (at-least-once) but a confirmed one is never
-// lost.
+// lost. Polls, settles and management requests that were on the wire when
+// the connection dropped fail with ErrConnectionLost instead (their effect is
+// unknown); push subscriptions are renewed on the new connection.
 //
 // Every blocking call takes a context.Context first and returns when it is
 // done. A Conn is safe for concurrent use by many goroutines.

@@ -202,8 +202,12 @@ func WithoutReconnect() Option {
 	return func(c *config) error { c.reconnect.MaxAttempts = -1; return nil }
 }
 
-// WithHeartbeat sets how often the client pings an idle server (default
-// 30 s; 0 disables) and how many unanswered pings declare it dead.
+// WithHeartbeat sets how often the client pings the server (default 30 s;
+// 0 disables) and how many unanswered pings declare it dead (default 2);
+// the connection is then dropped and re-established. Answers are ordered
+// (SPEC.md section 4), so a slow command delays the PONGs behind it: keep
+// interval × maxOutstanding well above the slowest command you send (a
+// waiting POLL is exempt from the check).
 func WithHeartbeat(interval time.Duration, maxOutstanding int) Option {
 	return func(c *config) error {
 		c.heartbeat, c.maxPingsOut = interval, maxOutstanding

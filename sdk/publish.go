@@ -105,7 +105,11 @@ func (f *PubFuture) Wait(ctx context.Context) (Position, error) {
 // Publish sends data to subject and blocks until the server confirms it is
 // durable under its topic's policy (or refuses it, or ctx is done). If the
 // connection drops first, the publish is sent again after the reconnect, so
-// it may be stored twice but never lost once confirmed.
+// it may be stored twice but never lost once confirmed. If ctx ends first,
+// Publish returns ctx.Err() but the publish goes on and may still be stored.
+// A refusal is an *Error (errors.Is with ErrInvalidSubject, ErrTopicFull,
+// ...); a payload over the server's max_payload is refused before sending
+// (ErrMaxPayload). data is copied.
 func (c *Conn) Publish(ctx context.Context, subject string, data []byte, opts ...PubOption) (Position, error) {
 	f, err := c.PublishAsync(ctx, subject, data, opts...)
 	if err != nil {
@@ -142,7 +146,7 @@ func (c *Conn) PublishAsync(ctx context.Context, subject string, data []byte, op
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-c.closed:
-		return nil, ErrClosed
+		return nil, c.closeReason()
 	}
 	r := newRequest(reqPub, appendPub(nil, subject, hdr, data, c.cfg.crc))
 	r.window = true

@@ -50,6 +50,15 @@ func (c *Conn) dispatch(t *transport, f *frame) error {
 	case fMsg, fBadMsg:
 		return c.deliver(t, f)
 	}
+	if f.kind == fErr {
+		if pe := protocol.ParseErrText([]byte(f.arg)); pe.Fatal() && connectionLevel(pe.Code) {
+			// not an answer: the server is about to close (shutting down,
+			// stale, slow); unanswered publishes are replayed after the
+			// reconnect instead of failing
+			c.cfg.logger.Warn("fibril: server closes the connection", "err", pe)
+			return fmt.Errorf("fibril: server: %w", pe)
+		}
+	}
 	// +OK, -ERR, PONG: the answer to the oldest request
 	c.mu.Lock()
 	if c.tr != t {
@@ -71,6 +80,17 @@ func (c *Conn) dispatch(t *transport, f *frame) error {
 	c.fifo = c.fifo[1:]
 	c.mu.Unlock()
 	return c.answer(r, f)
+}
+
+// connectionLevel reports whether a fatal error code is about the
+// connection as a whole rather than an answer to the oldest command.
+func connectionLevel(code protocol.Code) bool {
+	switch code {
+	case protocol.CodeShuttingDown, protocol.CodeStaleConnection, protocol.CodeSlowConsumer,
+		protocol.CodeMaxConnections, protocol.CodeAuthTimeout:
+		return true
+	}
+	return false
 }
 
 // answer completes r with the answer frame f.

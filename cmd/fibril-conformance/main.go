@@ -5,6 +5,7 @@
 //	go run ./cmd/fibril-conformance                 # builds and starts ./cmd/fibril
 //	go run ./cmd/fibril-conformance -url 127.0.0.1:4222
 //	go run ./cmd/fibril-conformance -run 'crc|dead' -runners wire
+//	go run ./cmd/fibril-conformance -json go.jsonl -merge py.jsonl,js.jsonl
 //
 // It exits 1 when any cell fails. Scenarios that need a feature the server
 // does not advertise (or a restart, with -url) are listed as failing, with
@@ -34,6 +35,8 @@ func run() int {
 	runners := flag.String("runners", "wire,go-sdk", "comma-separated runners")
 	parallel := flag.Int("parallel", 8, "scenarios run at once (restart scenarios always run alone)")
 	timeout := flag.Duration("timeout", 10*time.Minute, "overall time limit")
+	jsonOut := flag.String("json", "", "also write the results as JSON lines to this file")
+	merge := flag.String("merge", "", "comma-separated JSON-lines result files of other runners (Python, JS) to add to the table")
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -106,6 +109,36 @@ func run() int {
 	}
 	start := time.Now()
 	results := conformance.RunAll(ctx, scs, drivers, env, restartEnv, *parallel)
+	if *jsonOut != "" {
+		f, err := os.Create(*jsonOut)
+		if err == nil {
+			err = conformance.WriteResults(f, results)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
+	for _, path := range strings.Split(*merge, ",") {
+		if path == "" {
+			continue
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		more, err := conformance.ReadResults(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", path, err)
+			return 2
+		}
+		results = append(results, more...)
+	}
 	fails := conformance.PrintTable(os.Stdout, results)
 	fmt.Printf("\n%d scenarios × %d runners in %v, %d failed\n", len(scs), len(drivers), time.Since(start).Round(time.Millisecond), fails)
 	if fails > 0 {

@@ -45,6 +45,7 @@ type Server struct {
 	DataDir string
 	Args    []string // extra flags for `fibril serve`
 	Addr    string   // host:port once started
+	TLSAddr string   // host:port of the TLS listener, if --tls-listen was given
 	// RestartTook is how long the last Restart waited for the ready line.
 	RestartTook time.Duration
 
@@ -60,6 +61,7 @@ type Ready struct {
 	ServerID string `json:"server_id"`
 	DataDir  string `json:"data_dir"`
 	PID      int    `json:"pid"`
+	TLSAddr  string `json:"tls_addr"`
 }
 
 // Start runs `bin serve --listen 127.0.0.1:0 --data dataDir --ready-json
@@ -75,6 +77,7 @@ func Start(ctx context.Context, bin, dataDir string, args ...string) (*Server, e
 func (s *Server) start(ctx context.Context, listen string) error {
 	args := append([]string{"serve", "--listen", listen, "--data", s.DataDir, "--ready-json", "--log-level", "warn"}, s.Args...)
 	cmd := exec.Command(s.Bin, args...)
+	dieWithParent(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -102,7 +105,7 @@ func (s *Server) start(ctx context.Context, listen string) error {
 	select {
 	case r := <-ready:
 		s.mu.Lock()
-		s.cmd, s.done, s.logs, s.Addr = cmd, done, logs, r.Addr
+		s.cmd, s.done, s.logs, s.Addr, s.TLSAddr = cmd, done, logs, r.Addr, r.TLSAddr
 		s.mu.Unlock()
 		return nil
 	case <-done:
@@ -119,6 +122,7 @@ type lockedWriter struct {
 	b  *strings.Builder
 }
 
+// Write implements io.Writer, keeping the first MiB.
 func (w *lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -1,0 +1,97 @@
+package conformance
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestResultsRoundTrip(t *testing.T) {
+	in := []Result{
+		{Scenario: "a", Runner: "wire", Status: Pass},
+		{Scenario: "a", Runner: "py-sdk", Status: Fail, Detail: "step 2 (poll): got 0 messages"},
+		{Scenario: "b", Runner: "js-sdk", Status: Skip, Detail: "server does not advertise restart"},
+	}
+	var b bytes.Buffer
+	if err := WriteResults(&b, in); err != nil {
+		t.Fatal(err)
+	}
+	out, err := ReadResults(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != len(in) || out[1] != in[1] {
+		t.Fatalf("round trip: %+v", out)
+	}
+	if _, err := ReadResults(strings.NewReader(`{"scenario":"a","runner":"x","status":"ok"}`)); err == nil {
+		t.Fatal("status ok accepted")
+	}
+	var table bytes.Buffer
+	if fails := PrintTable(&table, in); fails != 1 {
+		t.Fatalf("PrintTable counted %d failures, want 1:\n%s", fails, table.String())
+	}
+	if !strings.Contains(table.String(), "py-sdk") || !strings.Contains(table.String(), "step 2 (poll)") {
+		t.Fatalf("table:\n%s", table.String())
+	}
+}
+
+func TestParseRejectsUnknownFields(t *testing.T) {
+	for _, in := range []string{
+		`{"name":"x","steps":[{"op":"publish","subjct":"a"}]}`,
+		`{"name":"x","steps":[{"op":"publsh"}]}`,
+		`{"name":"x","requires":["teleport"],"steps":[{"op":"connect"}]}`,
+		`{"name":"","steps":[{"op":"connect"}]}`,
+	} {
+		if _, err := Parse([]byte(in)); err == nil {
+			t.Errorf("Parse(%s) accepted", in)
+		}
+	}
+}
+
+func TestExpectations(t *testing.T) {
+	r := &run{vars: map[string]string{"T": "cf.x"}, env: &Env{Info: map[string]any{"max_payload": float64(8)}}}
+	ds := []*Delivery{
+		{Data: []byte("k1:0"), Partition: 1, DeliveryCount: 1, Subject: "cf.x", Header: map[string][]string{"X-A": {"1"}}},
+		{Data: []byte("k2:1"), Partition: 0, DeliveryCount: 1},
+		{Data: []byte("k1:2"), Partition: 1, DeliveryCount: 2},
+	}
+	three, two := 3, 2
+	subj, one := "${T}", 1
+	ok := []*Expect{
+		{Count: &three},
+		{DistinctData: &three, OrderedByKey: true, SamePartitionPerKey: true, DistinctPartitions: &two},
+		{Messages: []MsgExpect{{Subject: &subj, DeliveryCount: &one, Headers: map[string]string{"x-a": "1"}}}},
+	}
+	for i, e := range ok {
+		if err := r.checkDeliveries(e, ds); err != nil {
+			t.Errorf("expectation %d: %v", i, err)
+		}
+	}
+	swapped := []*Delivery{ds[2], ds[1], ds[0]}
+	bad := []struct {
+		e  *Expect
+		ds []*Delivery
+	}{
+		{&Expect{Count: &two}, ds},
+		{&Expect{OrderedByKey: true}, swapped},
+		{&Expect{DistinctData: &three}, []*Delivery{ds[0], ds[0], ds[1]}},
+		{&Expect{Messages: []MsgExpect{{DeliveryCount: &two}}}, ds},
+		{&Expect{Messages: []MsgExpect{{NoHeaders: []string{"X-A"}}}}, ds},
+		{&Expect{SamePartitionPerKey: true}, []*Delivery{ds[0], {Data: []byte("k1:5"), Partition: 3}}},
+	}
+	for i, b := range bad {
+		if err := r.checkDeliveries(b.e, b.ds); err == nil {
+			t.Errorf("bad expectation %d passed", i)
+		}
+	}
+	if n, err := r.size([]byte(`"max_payload+1"`)); err != nil || n != 9 {
+		t.Fatalf("size = %d, %v", n, err)
+	}
+	if err := matchFields([]byte(`{"name":"cf.x","config":{"partitions":3,"subjects":["cf.x"]}}`),
+		map[string]any{"name": "${T}", "config.partitions": float64(3), "config.subjects": []any{"${T}"}}, r.x); err != nil {
+		t.Fatal(err)
+	}
+	if err := matchFields([]byte(`{"config":{"partitions":2}}`), map[string]any{"config.partitions": float64(3)}, r.x); err == nil {
+		t.Fatal("mismatch passed")
+	}
+}

@@ -1,0 +1,104 @@
+package fibril_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fibrilmq/fibril/conformance/fibrilproc"
+	fibril "github.com/fibrilmq/fibril/sdk"
+)
+
+// selfSigned writes a certificate for 127.0.0.1 and its key into dir and
+// returns a pool that trusts it.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "fibril-test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+func TestTLSAndToken(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := selfSigned(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := fibrilproc.Start(ctx, serverBin, filepath.Join(dir, "data"),
+		"--tls-listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile, "--token", "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop(false) })
+	if srv.TLSAddr == "" {
+		t.Fatal("no tls_addr in the ready line")
+	}
+
+	c := connect(t, "tls://"+srv.TLSAddr, fibril.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}), fibril.WithToken("s3cret"))
+	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{})
+	if _, err := c.Publish(ctx, topic, []byte("over tls")); err != nil {
+		t.Fatal(err)
+	}
+	if m := fetchOne(t, c, topic, "g", time.Second); string(m.Data) != "over tls" {
+		t.Fatalf("got %q", m.Data)
+	}
+
+	// wrong token: refused with the auth code, fatal
+	_, err = fibril.Connect(ctx, "fibril://"+srv.Addr, fibril.WithToken("wrong"))
+	if !errors.Is(err, fibril.ErrAuthViolation) {
+		t.Fatalf("wrong token: %v, want ErrAuthViolation", err)
+	}
+	// a certificate the client does not trust
+	_, err = fibril.Connect(ctx, "tls://"+srv.TLSAddr, fibril.WithToken("s3cret"))
+	if err == nil {
+		t.Fatal("untrusted certificate accepted")
+	}
+	// the token in the URL works as well
+	u := connect(t, "fibril://s3cret@"+srv.Addr)
+	if _, err := u.Publish(ctx, "_INBOX.x", nil); err != nil {
+		t.Fatal(err)
+	}
+}

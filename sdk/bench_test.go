@@ -1,0 +1,97 @@
+package fibril_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	fibril "github.com/fibrilmq/fibril/sdk"
+)
+
+func benchConn(b *testing.B) (*fibril.Conn, string) {
+	b.Helper()
+	ctx := context.Background()
+	c, err := fibril.Connect(ctx, serverURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	topic := fmt.Sprintf("bench.%s.%d", b.Name(), time.Now().UnixNano())
+	if _, err := c.CreateTopic(ctx, topic, fibril.TopicConfig{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{}); err != nil {
+		b.Fatal(err)
+	}
+	return c, topic
+}
+
+// BenchmarkPublishSync: one publish at a time, each waiting for its confirm
+// (a group-committed fsync on the server).
+func BenchmarkPublishSync(b *testing.B) {
+	c, topic := benchConn(b)
+	data := make([]byte, 1024)
+	ctx := context.Background()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Publish(ctx, topic, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPublishAsync: pipelined publishes (up to the server's window in
+// flight), 1 KiB each; the time includes every confirm.
+func BenchmarkPublishAsync(b *testing.B) {
+	c, topic := benchConn(b)
+	data := make([]byte, 1024)
+	ctx := context.Background()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	var last *fibril.PubFuture
+	for b.Loop() {
+		f, err := c.PublishAsync(ctx, topic, data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		last = f
+	}
+	if _, err := last.Wait(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkFetchAck: pull 100 at a time and ack them with one ACK.
+func BenchmarkFetchAck(b *testing.B) {
+	c, topic := benchConn(b)
+	ctx := context.Background()
+	data := make([]byte, 1024)
+	var futs []*fibril.PubFuture
+	for range b.N {
+		f, err := c.PublishAsync(ctx, topic, data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		futs = append(futs, f)
+	}
+	for _, f := range futs {
+		if _, err := f.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for got := 0; got < b.N; {
+		msgs, err := c.Fetch(ctx, topic, "g", 100, time.Second)
+		if err != nil || len(msgs) == 0 {
+			b.Fatalf("fetch after %d: %v", got, err)
+		}
+		if err := c.AckAll(ctx, msgs...); err != nil {
+			b.Fatal(err)
+		}
+		got += len(msgs)
+	}
+}

@@ -1,0 +1,172 @@
+package fibril_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"strconv"
+	"time"
+
+	fibril "github.com/fibrilmq/fibril/sdk"
+)
+
+// exampleTopic returns a fresh topic name, so examples can run repeatedly
+// against one server.
+func exampleTopic(name string) string {
+	return "examples." + name + "." + strconv.FormatInt(time.Now().UnixNano(), 36)
+}
+
+// A work queue: publish with a confirm, pull, process, acknowledge.
+func Example() {
+	ctx := context.Background()
+	c, err := fibril.Connect(ctx, serverURL, fibril.WithName("billing-worker"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	orders := exampleTopic("orders")
+	if _, err := c.CreateTopic(ctx, orders, fibril.TopicConfig{Partitions: 1, Durability: "sync"}); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := c.CreateGroup(ctx, orders, "billing", fibril.GroupConfig{LeaseMillis: 30000, MaxDeliveries: 5}); err != nil {
+		log.Fatal(err)
+	}
+
+	pos, err := c.Publish(ctx, orders, []byte("order 42"), fibril.WithKey("customer-7"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("stored at", pos)
+
+	msgs, err := c.Fetch(ctx, orders, "billing", 10, time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range msgs {
+		fmt.Printf("%s (delivery %d, key %s)\n", m.Data, m.DeliveryCount(), m.Header.Get(fibril.HeaderKey))
+		if err := m.Ack(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// stored at 0:1
+	// order 42 (delivery 1, key customer-7)
+}
+
+// Pipelined publishing: many publishes in flight, one confirm each.
+func ExampleConn_PublishAsync() {
+	ctx := context.Background()
+	c, err := fibril.Connect(ctx, serverURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	events := exampleTopic("events")
+
+	var futs []*fibril.PubFuture
+	for i := range 1000 {
+		f, err := c.PublishAsync(ctx, events, []byte(fmt.Sprint("event ", i)))
+		if err != nil {
+			log.Fatal(err)
+		}
+		futs = append(futs, f)
+	}
+	last := fibril.Position{}
+	for _, f := range futs {
+		if last, err = f.Wait(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println("last stored at", last)
+	// Output: last stored at 0:1000
+}
+
+// A worker: Consume runs the handler for every message, four at a time.
+// Returning nil acks the message; returning an error nacks it for a retry.
+func ExampleConn_Consume() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := fibril.Connect(ctx, serverURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	jobs := exampleTopic("jobs")
+	for i := range 3 {
+		if _, err := c.Publish(ctx, jobs, []byte(fmt.Sprint("job ", i))); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	done := 0
+	tries := map[string]int{}
+	err = c.Consume(ctx, jobs, "workers", func(ctx context.Context, m *fibril.Msg) error {
+		tries[string(m.Data)]++
+		if string(m.Data) == "job 1" && m.DeliveryCount() == 1 {
+			return errors.New("transient failure") // nacked: delivered again
+		}
+		if done++; done == 3 {
+			cancel() // stop after three jobs
+		}
+		return nil
+	}, fibril.WithConcurrency(1), fibril.WithMaxInFlight(8))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("job 0 tries:", tries["job 0"], "job 1 tries:", tries["job 1"])
+	// Output: job 0 tries: 1 job 1 tries: 2
+}
+
+// The iterator form: range over the group's messages and settle each.
+func ExampleConn_Messages() {
+	ctx := context.Background()
+	c, err := fibril.Connect(ctx, serverURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	mail := exampleTopic("mail")
+	for _, s := range []string{"hello", "world"} {
+		if _, err := c.Publish(ctx, mail, []byte(s)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	n := 0
+	for m, err := range c.Messages(ctx, mail, "senders") {
+		if err != nil { // a corrupt delivery: never data
+			log.Print(err)
+			continue
+		}
+		fmt.Println(string(m.Data))
+		if err := m.Ack(ctx); err != nil {
+			log.Fatal(err)
+		}
+		if n++; n == 2 {
+			break
+		}
+	}
+	// Output:
+	// hello
+	// world
+}
+
+// Errors are typed by the code in SPEC.md's error table.
+func ExampleError() {
+	ctx := context.Background()
+	c, err := fibril.Connect(ctx, serverURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Publish(ctx, "orders.*", []byte("x"))
+	fmt.Println(errors.Is(err, fibril.ErrWildcardNotAllowed))
+	var fe *fibril.Error
+	if errors.As(err, &fe) {
+		fmt.Println(fe.Code, fe.Retriable())
+	}
+	// Output:
+	// true
+	// wildcard_not_allowed false
+}

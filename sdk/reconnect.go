@@ -1,0 +1,108 @@
+package fibril
+
+// Reconnecting (package doc): a lost transport keeps its unanswered
+// publishes for replay, fails the other unanswered requests, and a single
+// reconnect loop dials with backoff and jitter, re-subscribes every push
+// consumer and replays what was queued, in order.
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// lost handles the loss of transport t: unanswered publishes stay queued for
+// replay, other unanswered requests fail with ErrConnectionLost, and a
+// reconnect starts (or the Conn closes when reconnecting is off).
+func (c *Conn) lost(t *transport, why error) {
+	c.mu.Lock()
+	if c.tr != t || c.state != stateConnected {
+		c.mu.Unlock()
+		return
+	}
+	c.tr = nil
+	close(t.done)
+	t.nc.Close()
+	var failed, keep []*request
+	c.replayBytes = 0
+	for _, r := range c.fifo {
+		if r.kind == reqPub {
+			keep = append(keep, r)
+			c.replayBytes += len(r.frame)
+		} else {
+			failed = append(failed, r)
+		}
+	}
+	c.fifo = keep
+	final := c.cfg.reconnect.MaxAttempts < 0
+	if !final {
+		c.state = stateReconnecting
+		c.wg.Add(1)
+		go c.reconnectLoop()
+	}
+	c.mu.Unlock()
+	c.cfg.logger.Warn("fibril: connection lost", "addr", c.addr, "err", why, "replaying", len(keep))
+	lostErr := fmt.Errorf("%w: %w", ErrConnectionLost, why)
+	for _, r := range failed {
+		c.finish(r, lostErr)
+	}
+	if final {
+		c.closeWith(fmt.Errorf("%w: %w", ErrClosed, lostErr))
+	}
+}
+
+// reconnectLoop dials with backoff until it succeeds, the policy gives up or
+// the Conn is closed; then it re-subscribes and replays queued requests.
+func (c *Conn) reconnectLoop() {
+	defer c.wg.Done()
+	p := c.cfg.reconnect
+	for attempt := 0; p.MaxAttempts == 0 || attempt < p.MaxAttempts; attempt++ {
+		tm := time.NewTimer(p.delay(attempt))
+		select {
+		case <-c.closed:
+			tm.Stop()
+			return
+		case <-tm.C:
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { // Close aborts a dial in progress
+			select {
+			case <-c.closed:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		nc, fr, info, err := c.dial(ctx)
+		cancel()
+		if err != nil {
+			c.cfg.logger.Info("fibril: reconnect failed", "addr", c.addr, "attempt", attempt+1, "err", err)
+			continue
+		}
+		c.mu.Lock()
+		if c.state == stateClosed {
+			c.mu.Unlock()
+			nc.Close()
+			return
+		}
+		c.info = info
+		c.state = stateConnected
+		c.reconnects++
+		t := c.install(nc, fr)
+		queued := c.fifo
+		c.fifo = nil
+		for _, s := range c.subs {
+			r := newRequest(reqSub, s.subFrame())
+			c.fifo = append(c.fifo, r)
+			c.writeLocked(t, r.frame)
+		}
+		for _, r := range queued {
+			c.fifo = append(c.fifo, r)
+			c.writeLocked(t, r.frame)
+		}
+		c.replayBytes = 0
+		c.mu.Unlock()
+		c.cfg.logger.Info("fibril: reconnected", "addr", c.addr, "replayed", len(queued))
+		return
+	}
+	c.closeWith(fmt.Errorf("%w: %w: gave up reconnecting after %d attempts", ErrClosed, ErrConnectionLost, p.MaxAttempts))
+}

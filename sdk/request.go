@@ -1,0 +1,117 @@
+package fibril
+
+// Requests and strict answers (SPEC.md section 4): every command is queued in
+// the Conn's fifo in the order it is written, and each answer completes the
+// oldest one.
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// requestKind says what answer a request expects.
+type requestKind uint8
+
+const (
+	reqPub  requestKind = iota + 1 // +OK <p>:<seq> | +OK - | -ERR
+	reqOK                          // +OK | -ERR (ACK, NACK, SUB, ...)
+	reqPing                        // PONG
+	reqPoll                        // MSG* then +OK <n>
+	reqJSON                        // +OK <json> | -ERR
+	reqSub                         // +OK for a re-subscription; errors are logged
+)
+
+// request is one command awaiting its answer.
+type request struct {
+	kind  requestKind
+	frame []byte // the encoded command, kept for replay
+	done  chan struct{}
+	state atomic.Int32 // 0 pending, 1 finished, 2 abandoned by its caller
+
+	// results, written once before done is closed
+	err     error
+	arg     string
+	msgs    []*Msg
+	corrupt []error
+	window  bool // holds a c.window token
+}
+
+func newRequest(kind requestKind, frame []byte) *request {
+	return &request{kind: kind, frame: frame, done: make(chan struct{})}
+}
+
+// send queues r (writing it now when connected, keeping it for after the
+// reconnect otherwise).
+func (c *Conn) send(r *request) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch c.state {
+	case stateClosed:
+		return c.closeErr
+	case stateReconnecting:
+		if c.replayBytes+len(r.frame) > c.cfg.reconnect.BufferBytes {
+			return ErrReconnectBufferFull
+		}
+		c.replayBytes += len(r.frame)
+		c.fifo = append(c.fifo, r)
+		return nil
+	}
+	c.fifo = append(c.fifo, r)
+	c.writeLocked(c.tr, r.frame)
+	return nil
+}
+
+// wait blocks until r is answered or ctx is done. When ctx wins, r is marked
+// abandoned so that its answer (leased messages) is cleaned up on arrival.
+func (c *Conn) wait(ctx context.Context, r *request) error {
+	if c.cfg.reqTimeout > 0 {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, c.cfg.reqTimeout)
+			defer cancel()
+		}
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(0, 2) {
+			return ctx.Err()
+		}
+		<-r.done // finished concurrently: take the answer
+		return r.err
+	}
+}
+
+// roundTrip sends one command and waits for its answer.
+func (c *Conn) roundTrip(ctx context.Context, kind requestKind, frame []byte) (*request, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := newRequest(kind, frame)
+	if err := c.send(r); err != nil {
+		return nil, err
+	}
+	if err := c.wait(ctx, r); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// finish completes r with err (nil for success). Called exactly once per
+// request, by whoever removed it from the fifo.
+func (c *Conn) finish(r *request, err error) {
+	r.err = err
+	if r.window {
+		<-c.window
+	}
+	if r.state.CompareAndSwap(0, 1) {
+		close(r.done)
+		return
+	}
+	// abandoned: release what its caller will never see
+	close(r.done)
+	for _, m := range r.msgs {
+		c.releaseAsync(m)
+	}
+}
