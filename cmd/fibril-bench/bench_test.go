@@ -39,6 +39,7 @@ func TestRunVerifiedAgainstRealServer(t *testing.T) {
 		{"backlog", func(c *Config) { c.Backlog = true; c.Batch = 100 }},
 		{"small window and batch, 16 B", func(c *Config) { c.Window, c.Batch, c.Size = 4, 7, 16 }},
 		{"rate limited", func(c *Config) { c.Rate = 20000; c.Msgs = 1000 }},
+		{"Go SDK client, 2x2, batch over one ACK line", func(c *Config) { c.Client = "sdk"; c.Pubs, c.Subs = 2, 2; c.Batch = 700 }},
 		{"plain pub/sub, 2 subscribers", func(c *Config) { c.Mode = "plain"; c.Subs = 2 }},
 	}
 	for _, tc := range cases {
@@ -193,7 +194,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"--system", "kafka"}, {"--size", "8"}, {"--pubs", "0"}, {"--ack", "never"},
 		{"--mode", "plain", "--backlog"}, {"--cpuprofile", "x"}, {"--server-pid", "1"},
-		{"--durability", "maybe"}, {"stray"}, {"--embed", "--system", "nats"},
+		{"--durability", "maybe"}, {"--client", "sdk", "--mode", "plain"}, {"--client", "rest"}, {"stray"}, {"--embed", "--system", "nats"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(args, &out, &errb); code != 2 {

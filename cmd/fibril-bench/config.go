@@ -11,6 +11,7 @@ import (
 // Config is one benchmark run. Zero values are filled in by validate.
 type Config struct {
 	System string // "fibril" or "nats"
+	Client string // Fibril: "wire" (protocol package) or "sdk" (the Go SDK)
 	Mode   string // "durable" (topic + group / JetStream work queue) or "plain" (core pub/sub)
 
 	URL       string // server to use; empty: start one
@@ -56,7 +57,7 @@ type Config struct {
 }
 
 func defaultConfig() Config {
-	return Config{System: "fibril", Mode: "durable", FibrilBin: "fibril", NatsBin: "nats-server",
+	return Config{System: "fibril", Client: "wire", Mode: "durable", FibrilBin: "fibril", NatsBin: "nats-server",
 		Pubs: 1, Subs: 1, Size: 1024, Msgs: 100_000, Topic: "bench", Group: "bench",
 		Partitions: 1, Durability: "group", Confirm: true, Window: 1024, CRC: true,
 		Consume: "pull", Batch: 500, Credit: 1000, Ack: "batch",
@@ -73,6 +74,10 @@ func (c *Config) validate() error {
 	switch {
 	case c.System != "fibril" && c.System != "nats":
 		return bad("--system %q: want fibril or nats", c.System)
+	case c.Client != "wire" && c.Client != "sdk":
+		return bad("--client %q: want wire or sdk", c.Client)
+	case c.Client == "sdk" && (c.System != "fibril" || c.Mode != "durable" || c.Consume != "pull"):
+		return bad("--client sdk: Fibril durable mode with pull consumers only")
 	case c.Mode != "durable" && c.Mode != "plain":
 		return bad("--mode %q: want durable or plain", c.Mode)
 	case c.Pubs < 1 || c.Pubs > 1<<15:
@@ -119,6 +124,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&c.System, "system", c.System, "server under test: fibril or nats (JetStream / NATS core via nats.go)")
+	fs.StringVar(&c.Client, "client", c.Client, "Fibril client: wire (raw protocol package, pipelined; the default) or sdk (the Go SDK: PublishAsync, Fetch, AckAll)")
 	fs.StringVar(&c.Mode, "mode", c.Mode, "durable (Fibril topic+group, JetStream work-queue stream+durable pull consumer) or plain (core pub/sub, nothing stored)")
 	fs.StringVar(&c.URL, "url", "", "use this server (nats://host:port) instead of starting one")
 	fs.IntVar(&c.ServerPID, "server-pid", 0, "with --url: PID of the server, to report its peak RSS (VmHWM)")

@@ -234,5 +234,7 @@ func (d *natsDriver) consume(ctx context.Context, idx int, st *runState, ready f
 			return fmt.Errorf("fetch: %w", err)
 		}
 	}
+	// Stay connected until the run ends (acks may still be in flight).
+	<-ctx.Done()
 	return nil
 }

@@ -135,8 +135,8 @@ func (r *Result) writeText(w io.Writer) {
 	fmt.Fprintf(w, "system    %s (%s)  mode %s  pubs %d  subs %d  size %d B  partitions %d\n",
 		c.System, r.Server.Version, c.Mode, c.Pubs, c.Subs, c.Size, c.Partitions)
 	if c.System == "fibril" {
-		fmt.Fprintf(w, "          durability %s  confirm %v (window %d)  crc %v  consume %s (batch %d, credit %d)  ack %s  backlog %v\n",
-			c.Durability, c.Confirm, c.Window, c.CRC, c.Consume, c.Batch, c.Credit, c.Ack, c.Backlog)
+		fmt.Fprintf(w, "          client %s  durability %s  confirm %v (window %d)  crc %v  consume %s (batch %d, credit %d)  ack %s  backlog %v\n",
+			c.Client, c.Durability, c.Confirm, c.Window, c.CRC, c.Consume, c.Batch, c.Credit, c.Ack, c.Backlog)
 	} else {
 		fmt.Fprintf(w, "          sync_interval always %v  confirm %v (window %d)  consume %s (batch %d)  backlog %v\n",
 			c.NatsSyncAlways, c.Confirm, c.Window, c.Consume, c.Batch, c.Backlog)

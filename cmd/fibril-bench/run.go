@@ -144,6 +144,9 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	switch cfg.System {
 	case "fibril":
 		d = &fibrilDriver{cfg: &cfg, addr: srv.addr}
+		if cfg.Client == "sdk" {
+			d = &sdkDriver{d.(*fibrilDriver)}
+		}
 	default:
 		d = &natsDriver{cfg: &cfg, url: srv.url()}
 	}
@@ -226,6 +229,8 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	pubWG.Wait()
 	pubEnd := time.Now()
 	if err := firstErr(pubErrs, nil); err != nil {
+		// A consumer failure cancels everything: report the cause.
+		err = firstErr(conErrs, err)
 		stopConsumers()
 		conWG.Wait()
 		return res, err
