@@ -25,12 +25,15 @@ ROOT=$(pwd)
 
 REPS=3; BACKLOG=1000000; QUICK=0; OUT=/tmp/fibril-compare
 NATS_VERSION=v2.15.3; NATS_FALLBACK=v2.15.2
+NATSCLI_VERSION=v0.5.0   # the list of served versions says: skip v0.5.1
+CROSS=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1; REPS=1; BACKLOG=100000 ;;
     --reps) REPS=$2; shift ;;
     --backlog) BACKLOG=$2; shift ;;
     --out) OUT=$2; shift ;;
+    --no-crosscheck) CROSS=0 ;;
     -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -45,8 +48,11 @@ export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
 mkdir -p "$OUT/bin" "$OUT/runs"
 rm -f "$OUT"/runs/*.json "$OUT"/runs/*.err
 
-CHILD=
-cleanup() { [ -n "$CHILD" ] && kill "$CHILD" 2>/dev/null; }
+CHILD=; NPID=
+cleanup() {
+  [ -n "$CHILD" ] && kill "$CHILD" 2>/dev/null
+  [ -n "$NPID" ] && kill "$NPID" 2>/dev/null
+}
 trap cleanup EXIT INT TERM
 
 # ---------------------------------------------------------------- tools
@@ -57,6 +63,10 @@ if ! nats-server --version 2>/dev/null | grep -q "$NATS_VERSION"; then
     || { echo "compare.sh: cannot install nats-server" >&2; exit 1; }
 fi
 NATS_BIN=$(command -v nats-server)
+if [ "$CROSS" = 1 ] && ! nats --version 2>/dev/null | grep -q "$NATSCLI_VERSION"; then
+  echo "== installing natscli $NATSCLI_VERSION (go install), for the nats bench cross-check"
+  go install "github.com/nats-io/natscli/nats@$NATSCLI_VERSION" || { echo "   natscli install failed: no cross-check"; CROSS=0; }
+fi
 echo "== building fibril and fibril-bench"
 go build -o "$OUT/bin/fibril" ./cmd/fibril && go build -o "$OUT/bin/fibril-bench" ./cmd/fibril-bench \
   || { echo "compare.sh: build failed" >&2; exit 1; }
@@ -147,6 +157,33 @@ for variant in fibril nats; do
     bench w1half "$rep" "$variant" --msgs "$((rate * 5))" --size 1024 --rate "$rate" --durability group
   done
 done
+# Cross-check of the NATS driver: the anchors' own method (nats bench, natscli) on
+# the same nats-server at the same moment: fetch (batch 500, explicit ack) waiting
+# on an empty work-queue stream, async publisher (window 500) 1 s later,
+# rate = N / (publisher start -> fetch exit). Compare with the W1 NATS row.
+if [ "$CROSS" = 1 ]; then
+  NPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  rm -rf "$OUT/natsx"; mkdir -p "$OUT/natsx"
+  "$NATS_BIN" -js -a 127.0.0.1 -p "$NPORT" -sd "$OUT/natsx" > "$OUT/natsx.log" 2>&1 &
+  NPID=$!
+  for i in $(seq 100); do nats -s "nats://127.0.0.1:$NPORT" rtt >/dev/null 2>&1 && break; sleep 0.1; done
+  U="nats://127.0.0.1:$NPORT"
+  for rep in $(seq "$REPS"); do
+    nats -s "$U" stream rm benchstream -f >/dev/null 2>&1
+    nats -s "$U" stream add benchstream --subjects bench.js --storage file --retention work \
+      --discard old --max-bytes 4GB --defaults >/dev/null
+    timeout 300 nats -s "$U" bench js fetch --msgs "$N" --size 1024 --batch 500 --acks explicit --no-progress \
+      > "$OUT/runs/xcheck.fetch.$rep.txt" 2>&1 & CP=$!
+    sleep 1; t0=$(date +%s.%N)
+    timeout 300 nats -s "$U" bench js pub async bench.js --msgs "$N" --size 1024 --batch 500 --no-progress \
+      > "$OUT/runs/xcheck.pub.$rep.txt" 2>&1
+    wait "$CP"; t1=$(date +%s.%N)
+    awk -v n="$N" -v a="$t0" -v b="$t1" 'BEGIN{printf "%.0f\n", n/(b-a)}' > "$OUT/runs/xcheck.e2e.$rep.txt"
+    echo "   xcheck   nats bench combined end to end: $(cat "$OUT/runs/xcheck.e2e.$rep.txt") msgs/s"
+  done
+  kill "$NPID"; wait "$NPID" 2>/dev/null; NPID=
+  rm -rf "$OUT/natsx"
+fi
 echo "== done in $(( $(date +%s) - T0 )) s; load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/env.txt"
 
 # ---------------------------------------------------------------- table
@@ -206,5 +243,13 @@ for title, wid, key, unit, always in rows:
     a = med(wid, "natsfsync", key) if always and wid != "w1half" else None
     fl = "".join(f" **{v}: {fails(wid, v)} FAIL**" for v in ("fibril", "nats", "natsfsync") if fails(wid, v))
     print(f"| {title}{fl} | {fmt(f, unit)} | {fmt(n, unit)} | {ratio(f, n)} | {fmt(a, unit)} | {ratio(f, a)} |")
+x = []
+for f in sorted(glob.glob(f"{out}/runs/xcheck.e2e.*.txt")):
+    try: x.append(float(open(f).read()))
+    except Exception: pass
+if x:
+    print(f"\nCross-check (natscli `nats bench`, the anchors' method, same nats-server version, default sync): "
+          f"W1-shaped combined end to end {statistics.median(x):,.0f} msgs/s (min {min(x):,.0f}, max {max(x):,.0f}); "
+          f"fibril-bench's NATS driver: {fmt(med('w1', 'nats', con))}.")
 PY
 if [ "$FAILS" -gt 0 ]; then echo "compare.sh: $FAILS run(s) failed (see $OUT/runs/*.err)" >&2; exit 1; fi
