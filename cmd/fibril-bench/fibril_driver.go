@@ -223,7 +223,7 @@ func (d *fibrilDriver) publish(ctx context.Context, idx int, n int64, st *runSta
 	ps.start = time.Now()
 	var seq uint64
 	for n < 0 || int64(seq) < n {
-		if n < 0 && ctx.Err() != nil {
+		if n < 0 && st.pubOver() {
 			break
 		}
 		select {

@@ -46,6 +46,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	res, err := runBench(ctx, cfg, stderr)
+	if res != nil && err != nil && res.Verify.Summary == "" {
+		res.Verify.Summary = "run did not complete: " + err.Error()
+	}
 	if res != nil {
 		if cfg.JSON {
 			if jerr := res.writeJSON(stdout); jerr != nil {

@@ -122,7 +122,7 @@ func (d *natsDriver) publish(ctx context.Context, idx int, n int64, st *runState
 	ps.start = time.Now()
 	var seq uint64
 	for n < 0 || int64(seq) < n {
-		if n < 0 && ctx.Err() != nil {
+		if n < 0 && st.pubOver() {
 			break
 		}
 		if perPub > 0 {

@@ -15,8 +15,8 @@ import (
 // own connection, and return when done (publish) or when ctx ends (consume).
 type driver interface {
 	setup(ctx context.Context) error
-	// publish sends n messages (n < 0: until ctx ends), waits for their
-	// confirms and reports what it sent.
+	// publish sends n messages (n < 0: until st.pubOver()), waits for
+	// their confirms and reports what it sent.
 	publish(ctx context.Context, idx int, n int64, st *runState) (pubStats, error)
 	// consume delivers into st until ctx ends. It calls ready once its
 	// subscription is in place.
@@ -48,7 +48,11 @@ type runState struct {
 	doneOnce  sync.Once
 	done      chan struct{}
 	hists     []*Histogram // one per consumer
+	pubUntil  time.Time    // --duration: publishers stop sending at this time
 }
+
+// pubOver reports whether a --duration run's publishing time is over.
+func (st *runState) pubOver() bool { return time.Now().After(st.pubUntil) }
 
 func newRunState(cfg *Config) *runState {
 	st := &runState{cfg: cfg, done: make(chan struct{})}
@@ -199,14 +203,10 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	stats := make([]pubStats, cfg.Pubs)
 	pubCtx, stopPub := context.WithCancel(ctx)
 	defer stopPub()
-	if cfg.Duration > 0 {
-		var c context.CancelFunc
-		pubCtx, c = context.WithTimeout(pubCtx, cfg.Duration)
-		defer c()
-	}
 	var pubWG sync.WaitGroup
 	pubErrs := make(chan error, cfg.Pubs)
 	pubStart := time.Now()
+	st.pubUntil = pubStart.Add(cfg.Duration)
 	for i := range cfg.Pubs {
 		n := cfg.Msgs / int64(cfg.Pubs)
 		if int64(i) < cfg.Msgs%int64(cfg.Pubs) {
