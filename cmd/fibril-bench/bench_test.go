@@ -37,7 +37,7 @@ func TestRunVerifiedAgainstRealServer(t *testing.T) {
 			c.Pubs, c.Subs, c.Partitions, c.Credit = 3, 2, 3, 64
 		}},
 		{"backlog", func(c *Config) { c.Backlog = true; c.Batch = 100 }},
-		{"small window and batch, 16 B", func(c *Config) { c.Window, c.Batch, c.Size = 4, 7, 16 }},
+		{"small window and batch, 16 B", func(c *Config) { c.Window, c.Batch, c.Size, c.Msgs = 4, 7, 16, 1000 }},
 		{"duration", func(c *Config) { c.Duration = 300 * time.Millisecond; c.Pubs = 2 }},
 		{"rate limited", func(c *Config) { c.Rate = 20000; c.Msgs = 1000 }},
 		{"Go SDK client, 2x2, batch over one ACK line", func(c *Config) { c.Client = "sdk"; c.Pubs, c.Subs = 2, 2; c.Batch = 700 }},
