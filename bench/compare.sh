@@ -123,6 +123,8 @@ for rep in $(seq "$REPS"); do
   bench w1 "$rep" fibril    --msgs "$N"  --size 1024 --durability group
   bench w1 "$rep" nats      --msgs "$N"  --size 1024
   bench w1 "$rep" natsfsync --msgs "$NS" --size 1024
+  # W1 again with Fibril's Go SDK as the client (PublishAsync futures, Fetch, AckAll)
+  bench w1sdk "$rep" fibril --client sdk --msgs "$N" --size 1024 --durability group
   # W2: 4 publishers + 4 consumers, 4 partitions
   bench w2 "$rep" fibril    --msgs "$N"  --size 1024 --pubs 4 --subs 4 --partitions 4 --durability group
   bench w2 "$rep" nats      --msgs "$N"  --size 1024 --pubs 4 --subs 4
@@ -221,6 +223,7 @@ rss = lambda r: max(r["server_rss_hwm_kib"], r.get("server_rss_hwm_backlog_kib",
 rssb = lambda r: r.get("server_rss_hwm_backlog_kib", 0) / 1024
 rows = [
   ("W1 1 KiB, 1 pub + 1 con, confirm pipelined, fsync before confirm: end to end msgs/s", "w1", con, "", True),
+  ("W1 with Fibril's Go SDK as the client (NATS column: the same nats.go run as W1)", "w1sdk", con, "", False),
   ("W2 1 KiB, 4 pubs + 4 cons, 4 partitions: end to end msgs/s", "w2", con, "", True),
   ("W3 16 B, 1 pub + 1 con, group commit: end to end msgs/s", "w3", con, "", False),
   ("W3p 16 B plain pub/sub (Fibril plain subset vs NATS core): received msgs/s", "w3p", con, "", False),
@@ -239,7 +242,7 @@ print("NATS: JetStream file storage, work-queue stream, durable pull consumer, e
 print("| workload | Fibril | NATS default | Fibril/NATS | NATS sync always | Fibril/always |")
 print("|---|---:|---:|---:|---:|---:|")
 for title, wid, key, unit, always in rows:
-    f, n = med(wid, "fibril", key), med(wid, "nats", key)
+    f, n = med(wid, "fibril", key), med("w1" if wid == "w1sdk" else wid, "nats", key)
     a = med(wid, "natsfsync", key) if always and wid != "w1half" else None
     fl = "".join(f" **{v}: {fails(wid, v)} FAIL**" for v in ("fibril", "nats", "natsfsync") if fails(wid, v))
     print(f"| {title}{fl} | {fmt(f, unit)} | {fmt(n, unit)} | {ratio(f, n)} | {fmt(a, unit)} | {ratio(f, a)} |")
