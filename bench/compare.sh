@@ -42,7 +42,7 @@ done
 # scale: counts for the default-sync runs; the fsync-always NATS runs are
 # about 50x slower, so they get their own small counts.
 if [ "$QUICK" = 1 ]; then N=50000; NS=2000; NPLAIN=200000; NALWAYS_BACKLOG=2000
-else N=200000; NS=10000; NPLAIN=1000000; NALWAYS_BACKLOG=20000; fi
+else N=200000; NS=10000; NPLAIN=1000000; NALWAYS_BACKLOG=10000; fi
 
 export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
 mkdir -p "$OUT/bin" "$OUT/runs"
@@ -246,6 +246,34 @@ for title, wid, key, unit, always in rows:
     a = med(wid, "natsfsync", key) if always and wid != "w1half" else None
     fl = "".join(f" **{v}: {fails(wid, v)} FAIL**" for v in ("fibril", "nats", "natsfsync") if fails(wid, v))
     print(f"| {title}{fl} | {fmt(f, unit)} | {fmt(n, unit)} | {ratio(f, n)} | {fmt(a, unit)} | {ratio(f, a)} |")
+def val(wid, var, key):
+    m = med(wid, var, key)
+    return None if m is None else m[0]
+def check(name, ok, detail):
+    mark = "—" if ok is None else ("met" if ok else "**missed**")
+    print(f"| {name} | {mark} | {detail} |")
+print("\nTargets of issue 7 (medians of this run):\n")
+print("| target | result | figures |")
+print("|---|---|---|")
+for wid, label in (("w1", "W1"), ("w2", "W2")):
+    f, n, a = val(wid, "fibril", con), val(wid, "nats", con), val(wid, "natsfsync", con)
+    check(f"{label}: ≥ 2× NATS JetStream default sync, fsync before every confirm",
+          None if f is None or not n else f >= 2 * n, f"{f or 0:,.0f} vs {n or 0:,.0f} msgs/s = {(f or 0) / (n or 1):.2f}×")
+    check(f"{label}: > 100× NATS JetStream sync_interval always",
+          None if f is None or not a else f > 100 * a, f"{f or 0:,.0f} vs {a or 0:,.0f} msgs/s = {(f or 0) / (a or 1):.1f}×")
+f, n = val("w3p", "fibril", con), val("w3p", "nats", con)
+check("W3: ≥ NATS core on the plain subset (16 B)", None if f is None or not n else f >= n,
+      f"{f or 0:,.0f} vs {n or 0:,.0f} msgs/s; durable 16 B with group commit: {val('w3', 'fibril', con) or 0:,.0f} msgs/s")
+f, n = val("w5", "fibril", con), val("w5", "nats", con)
+check("W5: plain pub/sub 1 KiB vs NATS core (no target given)", None, f"{f or 0:,.0f} vs {n or 0:,.0f} msgs/s = {(f or 0) / (n or 1):.2f}×")
+l = val("w1half", "fibril", p99)
+check("p99 end-to-end latency < 5 ms at half the peak rate (W1)", None if l is None else l < 5,
+      f"{l or 0:,.2f} ms (p50 {val('w1half', 'fibril', lambda r: r['latency_us']['p50'] / 1e3) or 0:,.2f} ms)")
+r = val("w4", "fibril", rssb)
+b = runs("w4", "fibril")
+check(f"server RSS < 300 MB with {b[0]['published'] if b else 0:,} un-acked 1 KiB messages stored (W4)", None if r is None else r * 1.048576 < 300,
+      f"VmHWM {r or 0:,.0f} MiB after the publish phase; {val('w4', 'fibril', rss) or 0:,.0f} MiB over the drain "
+      f"(RssAnon peak {val('w4', 'fibril', lambda r: r.get('server_rss_anon_peak_kib', 0) / 1024) or 0:,.0f} MiB)")
 x = []
 for f in sorted(glob.glob(f"{out}/runs/xcheck.e2e.*.txt")):
     try: x.append(float(open(f).read()))
