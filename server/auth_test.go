@@ -34,7 +34,7 @@ func TestTokenAuth(t *testing.T) {
 		{"no connect", "SUB a 1\r\n", `^-ERR 'Authorization Violation'$`, true},
 		{"bad token", "CONNECT {\"auth_token\":\"nope\"}\r\n", `^-ERR 'Authorization Violation'$`, true},
 		{"good token", "CONNECT {\"auth_token\":\"s3cret\",\"verbose\":true}\r\nPING\r\n", `^\+OK$`, false},
-		{"ping before connect", "PING\r\n", `^PONG$`, false},
+		{"ping before connect", "PING\r\n", `^-ERR 'Authorization Violation'$`, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,7 +79,14 @@ func TestUserAuthAndPermissions(t *testing.T) {
 	if _, err := nats.Connect("nats://"+s.Addr().String(), nats.NoReconnect()); err == nil {
 		t.Fatal("anonymous connection accepted with auth on")
 	}
+	// The password check runs off the event loop; frames pipelined behind
+	// CONNECT wait for it and are then parsed in the new mode.
 	w := dialInfo(t, s)
+	w.send("CONNECT {\"user\":\"app\",\"pass\":\"pw1\",\"fibril\":1,\"crc\":true}\r\nPUB orders.crc 5 3610a686\r\nhello\r\nPING\r\n")
+	w.expect(`^\+OK$`)
+	w.expect(`^\+OK 0:1$|^\+OK -$`)
+	w.expect(`^PONG$`)
+	w = dialInfo(t, s)
 	w.send("CONNECT {\"user\":\"app\",\"pass\":\"pw1\",\"fibril\":1}\r\n")
 	w.expect(`^\+OK$`)
 	w.send("PUB orders.new 1\r\nx\r\nPUB orders.secret 1\r\nx\r\nPUB other 1\r\nx\r\nSUB orders.* 1\r\nSUB orders.> 2\r\nSUB x 3\r\n")

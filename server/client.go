@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server/broker"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,14 +14,15 @@ import (
 // transport is what a client needs from the connection under it: the gnet
 // connection or the TLS connection. Every method is safe from any goroutine.
 type transport interface {
-	// wake asks the input goroutine to call client.flush soon.
+	// wake asks the owner to take the outbox (client.takeOut) and write
+	// it soon; if the client is closing, the owner closes after writing.
 	wake()
-	// close closes the connection after writing what client.flush returns.
+	// close is wake: closing is a state of the client (closeWith).
 	close()
 	// remoteAddr is for logs.
 	remoteAddr() string
-	// buffered reports bytes written to the transport but not yet to the
-	// socket (gnet's outbound buffer); updated by the owner goroutine.
+	// isTLS reports the TLS transport, whose reader goroutine may block
+	// (a password check runs inline there, off any event loop).
 	isTLS() bool
 }
 
@@ -57,6 +59,8 @@ type client struct {
 	strict     atomic.Bool
 
 	authed   atomic.Bool
+	paused   atomic.Bool // parsing waits for pendingAuth
+	stalled  atomic.Bool // parsing waits for output to drain
 	created  time.Time
 	lastIn   atomic.Int64 // unix nanos of the last input
 	lastPing atomic.Int64 // unix nanos of the last server PING
@@ -74,6 +78,8 @@ type client struct {
 	laneQ       []laneFunc // durable commands queued on the lane, in order
 	outHigh     int        // bytes the transport still holds (owner reports)
 	dropped     uint64
+	pendingAuth *authResult     // a finished off-loop password check
+	ackOnWrite  []broker.Handle // deliveries in out to ack once written
 }
 
 // answer is one slot in the per-connection reorder queue: commands are
@@ -181,6 +187,17 @@ func (c *client) answerNow(data []byte) {
 	c.complete(c.reserve(), data)
 }
 
+// outputOver reports whether the output held for this connection
+// (outbox plus transportPending) is over MaxPending; it records the answer
+// for the ticker, which wakes stalled connections.
+func (c *client) outputOver(transportPending int) bool {
+	c.mu.Lock()
+	over := len(c.out)+transportPending > c.srv.opts.MaxPending
+	c.mu.Unlock()
+	c.stalled.Store(over)
+	return over
+}
+
 // beginInput marks a wake as pending while the owner parses input: the
 // owner flushes right after, so answers queued meanwhile need no wake.
 func (c *client) beginInput() {
@@ -191,17 +208,20 @@ func (c *client) beginInput() {
 
 // takeOut hands the outbox to the owner goroutine and clears the wake flag,
 // so a later queueOut wakes the owner again. transportPending is what the
-// transport still holds from earlier writes. It reports whether the
+// transport still holds from earlier writes. acks are deliveries in out to
+// settle once out is written (settleWritten). It reports whether the
 // connection must be closed after writing out.
-func (c *client) takeOut(transportPending int, spare []byte) (out []byte, closeAfter bool) {
+func (c *client) takeOut(transportPending int, spare []byte) (out []byte, acks []broker.Handle, closeAfter bool) {
 	c.mu.Lock()
 	out = c.out
+	acks = c.ackOnWrite
+	c.ackOnWrite = nil
 	c.out = spare[:0]
 	c.wakePending = false
 	c.outHigh = transportPending
 	closeAfter = c.closing
 	c.mu.Unlock()
-	return out, closeAfter
+	return out, acks, closeAfter
 }
 
 // closeWith queues err (already encoded, may be nil) as the last bytes of

@@ -73,11 +73,19 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 	if !ok {
 		return gnet.Close
 	}
+	cl.beginInput()
+	// A password check that finished off the loop is applied first; while
+	// one runs, input stays buffered (bounded below).
+	resumed := cl.resumeConnect()
+	// A client that does not read its answers stops being parsed (its
+	// input then fills up to MaxInputBuffer); the ticker wakes it to
+	// check again.
+	stalled := cl.outputOver(c.OutboundBuffered())
 	if n := c.InboundBuffered(); n > 0 {
-		if cl.isClosing() {
+		switch {
+		case cl.isClosing():
 			_, _ = c.Discard(n)
-		} else {
-			cl.beginInput()
+		case resumed && !stalled:
 			buf, err := c.Peek(n)
 			if err == nil {
 				// gnet's Discard(0) discards everything: call it only
@@ -86,9 +94,9 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 					_, _ = c.Discard(used)
 				}
 			}
-			if left := c.InboundBuffered(); left > h.s.opts.MaxInputBuffer {
-				cl.fail(protocol.CodeMaxPayload, fmt.Sprintf("input buffer over %d bytes", h.s.opts.MaxInputBuffer))
-			}
+		}
+		if left := c.InboundBuffered(); left > h.s.opts.MaxInputBuffer && !cl.isClosing() {
+			cl.fail(protocol.CodeMaxPayload, fmt.Sprintf("input buffer over %d bytes", h.s.opts.MaxInputBuffer))
 		}
 	}
 	return h.flush(c, cl)
@@ -96,12 +104,13 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 
 func (h *gnetHandler) flush(c gnet.Conn, cl *client) gnet.Action {
 	gc := cl.tr.(*gnetConn)
-	out, closeAfter := cl.takeOut(c.OutboundBuffered(), gc.spare)
+	out, acks, closeAfter := cl.takeOut(c.OutboundBuffered(), gc.spare)
 	if len(out) > 0 {
 		if _, err := c.Write(out); err != nil {
-			return gnet.Close
+			return gnet.Close // unacked deliveries go back with the leases
 		}
 	}
+	cl.settleWritten(acks)
 	// Keep a modest buffer for the next flush; let a burst's big one go.
 	if cap(out) <= 64<<10 {
 		gc.spare = out[:0]

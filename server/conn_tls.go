@@ -155,6 +155,15 @@ func (tl *tlsListener) serve(nc net.Conn) {
 			copy(nb, buf)
 			buf = nb
 		}
+		// A client that does not read its answers is not parsed further
+		// until its output drains (the writer is blocked meanwhile).
+		for cl.outputOver(0) && !cl.isClosing() {
+			select {
+			case <-tc.done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 		n, err := conn.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if n > 0 && !cl.isClosing() {
@@ -177,7 +186,7 @@ func (tl *tlsListener) writer(conn *tls.Conn, tc *tlsConn, cl *client) {
 			return
 		case <-tc.wakeCh:
 		}
-		out, closeAfter := cl.takeOut(0, spare)
+		out, acks, closeAfter := cl.takeOut(0, spare)
 		if len(out) > 0 {
 			_ = conn.SetWriteDeadline(time.Now().Add(tlsWriteTimeout))
 			if _, err := conn.Write(out); err != nil {
@@ -185,6 +194,7 @@ func (tl *tlsListener) writer(conn *tls.Conn, tc *tlsConn, cl *client) {
 				return
 			}
 		}
+		cl.settleWritten(acks)
 		if cap(out) <= 64<<10 {
 			spare = out[:0]
 		}

@@ -156,15 +156,17 @@ func TestDurablePushCreditAndRelease(t *testing.T) {
 	}
 	c := fibrilConn(t, s, "")
 	c.send("SUB push g 9 2\r\n")
-	c.expect(`^\+OK$`)
-	h0 := c.expectDelivery(`^MSG push 9 \S+ 1$`, "0")
-	c.expectDelivery(`^MSG push 9 \S+ 1$`, "1")
+	hs, bodies := c.expectMixed([]string{"+OK"}, 2)
+	if bodies[0] != "0" || bodies[1] != "1" {
+		t.Fatalf("first deliveries %v", bodies)
+	}
 	// Credit 2 is used: nothing more until a settle.
 	c.send("PING\r\n")
 	c.expect(`^PONG$`)
-	c.send("ACK " + h0 + "\r\n")
-	c.expect(`^\+OK$`)
-	c.expectDelivery(`^MSG push 9 \S+\.1 1$`, "2")
+	c.send("ACK " + hs[0] + "\r\n")
+	if _, bodies = c.expectMixed([]string{"+OK"}, 1); bodies[0] != "2" {
+		t.Fatalf("after ACK got %v", bodies)
+	}
 	// Closing the connection releases its two leases at once.
 	c.nc.Close()
 	d := fibrilConn(t, s, "")
@@ -346,4 +348,31 @@ func TestManagementErrors(t *testing.T) {
 	n.send("TOPIC LIST\r\n")
 	n.expect(`^-ERR 'Unknown Protocol Operation'$`)
 	n.expectClosed()
+}
+
+// expectMixed reads until it has seen the answers (in this order) and n
+// push deliveries (MSG with a sid other than 0), which may come between
+// answers (SPEC.md 4). It returns the deliveries' handles and bodies.
+func (w *wire) expectMixed(answers []string, n int) (handles, bodies []string) {
+	w.t.Helper()
+	for len(answers) > 0 || len(bodies) < n {
+		l, err := w.line()
+		if err != nil {
+			w.t.Fatalf("expectMixed: %v (waiting for %q and %d deliveries)", err, answers, n-len(bodies))
+		}
+		if strings.HasPrefix(l, "MSG ") {
+			b, err := w.line()
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			handles = append(handles, handleRe.FindString(l))
+			bodies = append(bodies, b)
+			continue
+		}
+		if len(answers) == 0 || l != answers[0] {
+			w.t.Fatalf("expectMixed: got %q, want %q", l, answers)
+		}
+		answers = answers[1:]
+	}
+	return handles, bodies
 }

@@ -17,6 +17,9 @@ import (
 // frame is left for the next call. Input goroutine only.
 func (c *client) feed(buf []byte) int {
 	c.sawInput(time.Now().UnixNano())
+	if !c.resumeConnect() {
+		return 0
+	}
 	pos := 0
 	for pos < len(buf) && !c.isClosing() {
 		view := buf[pos:]
@@ -38,7 +41,7 @@ func (c *client) feed(buf []byte) int {
 		if err != nil {
 			var pe *protocol.Error
 			if !errors.As(err, &pe) {
-				return pos // errStop: the handler closed the connection
+				return pos // errStop (closing) or errPause (auth check running)
 			}
 			if c.fatal(pe.Code) {
 				c.fail(pe.Code, pe.Detail)
@@ -64,7 +67,9 @@ func (c *client) feed(buf []byte) int {
 // HandleCommand implements protocol.Handler: it dispatches one frame. cmd
 // and its slices are borrowed until it returns.
 func (c *client) HandleCommand(cmd *protocol.Command) error {
-	if !c.authed.Load() && cmd.Op != protocol.OpConnect && cmd.Op != protocol.OpPing && cmd.Op != protocol.OpPong {
+	// SPEC.md 3: with auth on, every command before an accepted CONNECT
+	// is an authorization violation (as in NATS).
+	if !c.authed.Load() && cmd.Op != protocol.OpConnect {
 		c.fail(protocol.CodeAuthViolation, "authenticate first")
 		return errStop
 	}
@@ -78,7 +83,9 @@ func (c *client) HandleCommand(cmd *protocol.Command) error {
 	case protocol.OpPong:
 		c.handlePong()
 	case protocol.OpConnect:
-		c.handleConnect(cmd.JSON)
+		if err := c.handleConnect(cmd.JSON); err != nil {
+			return err
+		}
 	case protocol.OpPub, protocol.OpHPub:
 		m := pubMsg{subject: string(cmd.Subject), hdrLen: len(cmd.Header), body: frameBody(cmd)}
 		if cmd.Reply != nil {

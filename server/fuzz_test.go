@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"testing"
+	"time"
 )
 
 // FuzzConnFeed feeds random bytes, split at random points, to a connection
@@ -26,7 +27,42 @@ func FuzzConnFeed(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, data []byte, split uint16) {
+	f.Fuzz(func(t *testing.T, data []byte, split uint16) { fuzzFeed(t, s, data, split) })
+}
+
+// FuzzConnFeedDurable is FuzzConnFeed with the durable engine on (in-memory
+// stores), so random management verbs, polls and settles reach it.
+func FuzzConnFeedDurable(f *testing.F) {
+	seeds := []string{
+		"CONNECT {\"fibril\":1}\r\nTOPIC CREATE t {\"partitions\":2}\r\nPUB t 2\r\nhi\r\nPOLL t g 10\r\n",
+		"CONNECT {\"fibril\":1,\"crc\":true}\r\nPUB auto.x 2 -\r\nhi\r\nSUB auto.x g 5 2\r\nUNSUB 5\r\n",
+		"CONNECT {\"fibril\":1}\r\nGROUP CREATE t g {\"lease_ms\":5}\r\nACK $F.1.1.0.1.1 $F.1.1.1.1.1\r\nNACK $F.1.1.0.1.1 5\r\nREJECT $F.1.1.0.1.1\r\nEXTEND $F.1.1.0.1.1 9\r\n",
+		"CONNECT {}\r\nSUB t q 1\r\nPUB $F.1.1.0.1.1 4\r\n-NAK\r\nTOPIC DELETE t\r\nGROUP LIST t\r\n",
+	}
+	for _, sd := range seeds {
+		f.Add([]byte(sd), uint16(7))
+	}
+	ms := newMemStores()
+	s, err := New(testOptions(f, func(o *Options) {
+		o.MaxPayload = 1024
+		o.MaxInputBuffer = 8192
+		o.NoBroker = false
+		o.Engine.OpenStore = ms.open
+		o.MaxPollWait = 50 * time.Millisecond
+	}))
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := s.openDurable(); err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(s.closeDurable)
+	f.Fuzz(func(t *testing.T, data []byte, split uint16) { fuzzFeed(t, s, data, split) })
+}
+
+// fuzzFeed drives one connection of s with data split every split bytes.
+func fuzzFeed(t *testing.T, s *Server, data []byte, split uint16) {
+	{
 		tr := &nullTransport{}
 		c, _ := s.admit(tr)
 		if c == nil {
@@ -49,11 +85,11 @@ func FuzzConnFeed(f *testing.F) {
 				t.Fatalf("unparsed input grew to %d", len(pending))
 			}
 		}
-		out, _ := c.takeOut(0, nil)
+		out, _, _ := c.takeOut(0, nil)
 		if bytes.Contains(out, []byte("panic")) {
 			t.Fatalf("output mentions panic: %q", out)
 		}
-	})
+	}
 }
 
 // nullTransport discards output; used to drive a client without a socket.

@@ -14,8 +14,23 @@ var (
 	pongLine = []byte("PONG\r\n")
 )
 
-// handleConnect applies a CONNECT whose JSON is js (borrowed).
-func (c *client) handleConnect(js []byte) {
+// errPause stops parsing until an off-loop step (a bcrypt check) is done;
+// the rest of the input stays buffered.
+var errPause = errors.New("server: parsing paused")
+
+// authResult is a finished off-loop authentication.
+type authResult struct {
+	o     protocol.Connect
+	perms *Permissions
+	user  string
+	ok    bool
+}
+
+// handleConnect applies a CONNECT whose JSON is js (borrowed). A password
+// check costs tens of milliseconds of CPU, so on an event loop it runs on
+// its own goroutine: handleConnect then returns errPause and the owner
+// resumes with resumeConnect once the result is in.
+func (c *client) handleConnect(js []byte) error {
 	o, err := protocol.ParseConnect(js)
 	if err != nil {
 		var pe *protocol.Error
@@ -24,22 +39,65 @@ func (c *client) handleConnect(js []byte) {
 		} else {
 			c.fail(protocol.CodeInvalidConnect, "")
 		}
+		return errStop
+	}
+	if c.authed.Load() {
+		c.applyConnect(o)
+		return nil
+	}
+	if o.User != "" && len(c.srv.opts.Users) > 0 && !c.tr.isTLS() {
+		c.paused.Store(true)
+		go func() {
+			c.srv.bcryptSem <- struct{}{}
+			perms, user, ok := c.srv.authenticate(&o)
+			<-c.srv.bcryptSem
+			c.mu.Lock()
+			c.pendingAuth = &authResult{o: o, perms: perms, user: user, ok: ok}
+			c.mu.Unlock()
+			c.tr.wake()
+		}()
+		return errPause
+	}
+	perms, user, ok := c.srv.authenticate(&o)
+	c.finishAuth(authResult{o: o, perms: perms, user: user, ok: ok})
+	return c.stopIfClosing()
+}
+
+// resumeConnect applies a finished off-loop authentication; it reports
+// whether parsing may go on. Input goroutine only.
+func (c *client) resumeConnect() bool {
+	if !c.paused.Load() {
+		return true
+	}
+	c.mu.Lock()
+	r := c.pendingAuth
+	c.pendingAuth = nil
+	c.mu.Unlock()
+	if r == nil {
+		return false // still checking
+	}
+	c.paused.Store(false)
+	c.finishAuth(*r)
+	return !c.isClosing()
+}
+
+func (c *client) finishAuth(r authResult) {
+	if !r.ok {
+		// Never log the token or password; the user name is not secret.
+		c.log.Warn("authentication failed", "user", r.user)
+		c.fail(protocol.CodeAuthViolation, "bad credentials")
 		return
 	}
-	if !c.authed.Load() {
-		perms, user, ok := c.srv.authenticate(&o)
-		if !ok {
-			// Never log the token or password; the user name is not secret.
-			c.log.Warn("authentication failed", "user", user)
-			c.fail(protocol.CodeAuthViolation, "bad credentials")
-			return
-		}
-		c.perms = perms
-		c.authed.Store(true)
-		if user != "" {
-			c.log = c.log.With("user", user)
-		}
+	c.perms = r.perms
+	c.authed.Store(true)
+	if r.user != "" {
+		c.log = c.log.With("user", r.user)
 	}
+	c.applyConnect(r.o)
+}
+
+// applyConnect sets the connection's modes from an accepted CONNECT.
+func (c *client) applyConnect(o protocol.Connect) {
 	o.AuthToken, o.Pass = "", ""
 	if c.connected {
 		// SPEC.md 3: a second CONNECT must not change the modes.

@@ -209,18 +209,14 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 	}
 	sub.durable = ps
 	c.mu.Unlock()
+	// Output stays bounded by credit: a Fibril client settles each
+	// delivery; for other clients a delivery is acked once it was written
+	// to the socket, so its credit returns only then.
 	deliver := func(d broker.Delivery) {
 		frame := appendDelivery(nil, &d, sub.sid, crc, headers)
-		switch {
-		case !c.queueDurable(frame):
-			// Closing, or output full: give it back rather than grow.
-			delay := time.Duration(0)
-			if !c.isClosing() {
-				delay = time.Second
-			}
-			_ = b.Settle(d.Handle, broker.Nack(delay), nil)
-		case !strict:
-			_ = b.Settle(d.Handle, broker.Ack(), nil)
+		ackOnWrite := !strict
+		if !c.queueDurable(frame, d.Handle, ackOnWrite) {
+			_ = b.Settle(d.Handle, broker.Nack(0), nil) // closing: back at once
 		}
 	}
 	bs, err := g.Subscribe(c.owner(), maxInflight, deliver)
@@ -233,22 +229,35 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 	c.complete(slot, okAnswer)
 }
 
-// queueDurable appends a durable delivery frame unless the connection is
-// closing or its output is over MaxPending (then the caller gives the
-// delivery back instead of closing the connection). Safe from any goroutine.
-func (c *client) queueDurable(frame []byte) bool {
+// queueDurable appends a durable push delivery unless the connection is
+// closing. With ackOnWrite the delivery is acked once the transport took
+// the bytes (settled when written). Safe from any goroutine.
+func (c *client) queueDurable(frame []byte, h broker.Handle, ackOnWrite bool) bool {
 	c.mu.Lock()
-	if c.closing || c.pendingLocked()+len(frame) > c.srv.opts.MaxPending {
+	if c.closing {
 		c.mu.Unlock()
 		return false
 	}
 	c.out = append(c.out, frame...)
+	if ackOnWrite {
+		c.ackOnWrite = append(c.ackOnWrite, h)
+	}
 	w := c.markWakeLocked()
 	c.mu.Unlock()
 	if w {
 		c.tr.wake()
 	}
 	return true
+}
+
+// settleWritten acks deliveries whose bytes the transport took.
+func (c *client) settleWritten(hs []broker.Handle) {
+	if len(hs) == 0 || c.srv.durable == nil {
+		return
+	}
+	for _, h := range hs {
+		_ = c.srv.durable.b.Settle(h, broker.Ack(), nil)
+	}
 }
 
 // handleSettle answers ACK (one or more handles), NACK, REJECT, EXTEND

@@ -158,6 +158,9 @@ func topicInfo(t *broker.Topic) protocol.TopicInfo {
 	}
 	for i, p := range in.Partitions {
 		pi := protocol.PartitionInfo{Partition: uint32(i), FirstSeq: uint64(p.FirstSeq), LastSeq: uint64(p.LastSeq)}
+		if p.LastSeq == 0 {
+			pi.FirstSeq = 0 // never written: SPEC.md shows 0/0
+		}
 		if p.LastSeq >= p.FirstSeq && p.LastSeq > 0 {
 			pi.Msgs = uint64(p.LastSeq - p.FirstSeq + 1)
 		}
@@ -176,7 +179,7 @@ func groupInfo(g *broker.Group) protocol.GroupInfo {
 		Topic: string(in.Topic), Name: string(in.Name), ID: uint64(in.ID),
 		Config: protocol.GroupConfig{
 			Start: string(c.Start), LeaseMillis: c.LeaseMs,
-			MaxDeliveries: c.MaxDeliveries, DeadLetter: c.DeadLetter,
+			MaxDeliveries: c.MaxDeliveries, DeadLetter: c.DeadLetter, NATSAck: "auto",
 		},
 		Pending:  uint64(max(in.Pending-in.Inflight, 0)),
 		Inflight: uint64(max(in.Inflight, 0)),

@@ -15,6 +15,9 @@ var pingLine = []byte("PING\r\n")
 
 // heartbeat is called by the ticker for every connection.
 func (c *client) heartbeat(now time.Time, interval time.Duration) {
+	if c.stalled.Load() {
+		c.tr.wake() // re-check whether its output drained
+	}
 	if !c.authed.Load() && now.Sub(c.created) > c.srv.opts.AuthTimeout {
 		c.fail(protocol.CodeAuthTimeout, "")
 		return

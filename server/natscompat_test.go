@@ -26,7 +26,7 @@ func natsConnect(t *testing.T, s *Server, opts ...nats.Option) *nats.Conn {
 }
 
 func TestNATSClientPubSub(t *testing.T) {
-	s := startServer(t, nil)
+	s := startServer(t, durableFiles)
 	nc := natsConnect(t, s)
 	if nc.ConnectedServerId() != s.ID() {
 		t.Fatalf("server id %q, want %q", nc.ConnectedServerId(), s.ID())
@@ -58,7 +58,7 @@ func TestNATSClientPubSub(t *testing.T) {
 }
 
 func TestNATSClientQueueSubscribe(t *testing.T) {
-	s := startServer(t, nil)
+	s := startServer(t, durableFiles)
 	pub := natsConnect(t, s)
 	var counts [3]atomic.Int64
 	var total atomic.Int64
@@ -99,7 +99,7 @@ func TestNATSClientQueueSubscribe(t *testing.T) {
 }
 
 func TestNATSClientRequestReply(t *testing.T) {
-	s := startServer(t, nil)
+	s := startServer(t, durableFiles)
 	srv := natsConnect(t, s)
 	if _, err := srv.Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(append([]byte("re: "), m.Data...)) }); err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestNATSClientRequestReply(t *testing.T) {
 }
 
 func TestNATSClientHeaders(t *testing.T) {
-	s := startServer(t, nil)
+	s := startServer(t, durableFiles)
 	nc := natsConnect(t, s)
 	sub, err := nc.SubscribeSync("h")
 	if err != nil {
@@ -151,7 +151,7 @@ func TestNATSClientHeaders(t *testing.T) {
 }
 
 func TestNATSClientAutoUnsubscribe(t *testing.T) {
-	s := startServer(t, nil)
+	s := startServer(t, durableFiles)
 	nc := natsConnect(t, s)
 	sub, err := nc.SubscribeSync("au")
 	if err != nil {
@@ -179,7 +179,7 @@ func TestNATSClientAutoUnsubscribe(t *testing.T) {
 }
 
 func TestNATSClientNoEcho(t *testing.T) {
-	s := startServer(t, nil)
+	s := startServer(t, durableFiles)
 	nc := natsConnect(t, s, nats.NoEcho())
 	other := natsConnect(t, s)
 	sub, err := nc.SubscribeSync("e")
@@ -200,3 +200,7 @@ func TestNATSClientNoEcho(t *testing.T) {
 		t.Fatalf("got %v %v, want the other connection's message only", m, err)
 	}
 }
+
+// durableFiles turns the durable engine on with real files, as `fibril
+// serve` runs: stock clients then also exercise auto-created topics.
+func durableFiles(o *Options) { o.NoBroker = false }

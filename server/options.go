@@ -71,7 +71,7 @@ type Options struct {
 	// authenticates it; past it the connection is closed.
 	AuthTimeout time.Duration
 	// PreAuthBytes caps what a connection may send before it has
-	// authenticated (only CONNECT and PING are accepted then).
+	// authenticated (only CONNECT is accepted then).
 	PreAuthBytes int
 
 	// Token, when set, is the shared secret every client must present as

@@ -54,6 +54,8 @@ type Server struct {
 	infoPlain, infoTLS []byte
 	// dummyHash is compared against when CONNECT names an unknown user.
 	dummyHash []byte
+	// bcryptSem bounds concurrent password checks.
+	bcryptSem chan struct{}
 }
 
 // New validates a copy of opts and returns a server ready to Run. It binds
@@ -75,6 +77,8 @@ func New(opts Options) (*Server, error) {
 		subs:    newSublist(),
 		clients: make(map[uint64]*client),
 		ready:   make(chan struct{}),
+		// Password checks are CPU work: at most one per CPU at a time.
+		bcryptSem: make(chan struct{}, runtime.GOMAXPROCS(0)),
 	}
 	if len(o.Users) > 0 {
 		var pw [16]byte

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -219,4 +221,37 @@ func TestSlowConsumerClosed(t *testing.T) {
 	if !closed {
 		t.Fatal("slow consumer was not closed")
 	}
+}
+
+func TestClientNotReadingIsBounded(t *testing.T) {
+	s := startServer(t, func(o *Options) {
+		o.MaxPending = 16 << 10
+		o.MaxPayload = 1024
+		o.MaxInputBuffer = 16 << 10
+	})
+	w := dialInfo(t, s)
+	// A small receive window, so the kernel holds few of the answers.
+	_ = w.nc.(*net.TCPConn).SetReadBuffer(4096)
+	// PING without ever reading the PONGs: the output passes MaxPending,
+	// parsing stops, the unparsed input fills up, and the connection is
+	// closed instead of the server buffering without bound.
+	chunk := strings.Repeat("PING\r\n", 10000)
+	closed := false
+	deadline := time.Now().Add(30 * time.Second)
+	for !closed && time.Now().Before(deadline) {
+		_ = w.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		if _, err := w.nc.Write([]byte(chunk)); err != nil {
+			var ne net.Error
+			// A timeout only means the server is busy; keep pushing.
+			closed = !(errors.As(err, &ne) && ne.Timeout())
+		}
+	}
+	if !closed {
+		t.Fatal("a client that never reads was never stopped")
+	}
+	waitFor(t, 5*time.Second, "connection dropped", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.clients) == 0
+	})
 }

@@ -19,6 +19,7 @@ type span struct{ lo, hi Seq }
 type ackSet struct {
 	frontier Seq // lowest offset that is not settled
 	spans    []span
+	above    uint64 // settled offsets above the frontier (sum of span lengths)
 }
 
 func newAckSet(frontier Seq) ackSet {
@@ -45,6 +46,7 @@ func (a *ackSet) add(seq Seq) bool {
 	if seq == a.frontier {
 		a.frontier++
 		if len(a.spans) > 0 && a.spans[0].lo == a.frontier {
+			a.above -= uint64(a.spans[0].hi - a.spans[0].lo)
 			a.frontier = a.spans[0].hi
 			a.spans = a.spans[:copy(a.spans, a.spans[1:])]
 		}
@@ -55,6 +57,7 @@ func (a *ackSet) add(seq Seq) bool {
 	if i < len(a.spans) && a.spans[i].lo <= seq {
 		return false
 	}
+	a.above++
 	joinLeft := i > 0 && a.spans[i-1].hi == seq
 	joinRight := i < len(a.spans) && a.spans[i].lo == seq+1
 	switch {
@@ -85,6 +88,7 @@ func (a *ackSet) advanceTo(seq Seq) {
 		if a.spans[i].hi > a.frontier {
 			a.frontier = a.spans[i].hi
 		}
+		a.above -= uint64(a.spans[i].hi - a.spans[i].lo)
 		i++
 	}
 	a.spans = a.spans[:copy(a.spans, a.spans[i:])]
@@ -100,4 +104,13 @@ func (a *ackSet) nextUnsettled(seq Seq) Seq {
 		return a.spans[i].hi
 	}
 	return seq
+}
+
+// setSpans installs spans read from a snapshot.
+func (a *ackSet) setSpans(spans []span) {
+	a.spans = spans
+	a.above = 0
+	for _, sp := range spans {
+		a.above += uint64(sp.hi - sp.lo)
+	}
 }

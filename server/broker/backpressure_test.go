@@ -153,3 +153,20 @@ func TestBlockedPublishEndsAtClose(t *testing.T) {
 		t.Fatal("blocked publish still waiting after Close")
 	}
 }
+
+// TestByteLimitAfterRestart: the unsettled-bytes limit holds right after a
+// restart, before anything new is published.
+func TestByteLimitAfterRestart(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("q", TopicConfig{MaxUnsettledBytes: 1000, FullPolicy: FullReject})
+	e.group(tp, "g", GroupConfig{})
+	big := string(make([]byte, 400))
+	for range 3 {
+		e.publish(tp, big)
+	}
+	e.restart()
+	tp, _ = e.b.Topic("q")
+	if _, err := tp.Publish(context.Background(), Message{Subject: "q", Data: []byte("y")}); !errors.Is(err, ErrTopicFull) {
+		t.Fatalf("publish over byte limit after restart: %v", err)
+	}
+}

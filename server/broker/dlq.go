@@ -43,6 +43,12 @@ func (p *partition) sendDeadLetters() {
 				continue
 			}
 			hdr := dlqHeader(rec.Data[:hdrLen], reasonText(dl.reason), subject, p.idx, dl.seq, dl.attempts)
+			if int64(len(hdr)+len(rec.Data)-hdrLen) > dt.maxBody() {
+				p.t.b.logf("topic %s partition %d: offset %d of group %s does not fit in dead-letter topic %s; dropped",
+					p.t.name, p.idx, dl.seq, gp.g.name, dest)
+				gp.deadLettered(dl.seq)
+				continue
+			}
 			body := make([]byte, 0, len(hdr)+len(rec.Data)-hdrLen)
 			body = append(append(body, hdr...), rec.Data[hdrLen:]...)
 			seq, gid := dl.seq, gp.id

@@ -192,3 +192,48 @@ func TestMissingTopicDirRefused(t *testing.T) {
 		t.Fatalf("open with a topic directory missing: %v", err)
 	}
 }
+
+// TestEventLogFailure: when only the event log fails, publishes (whose data
+// is durable) still succeed and settles report the failure.
+func TestEventLogFailure(t *testing.T) {
+	for _, serial := range []bool{false, true} {
+		e := newMemEnv(t, nil)
+		if serial {
+			e.b.Close()
+			e.serial = true
+			e.open()
+		}
+		tp := e.topic("q", TopicConfig{})
+		g := e.group(tp, "g", GroupConfig{})
+		e.group(tp, "keep", GroupConfig{}) // holds retention back
+		e.publish(tp, "a")
+		d := e.poll(g, 1)[0]
+		e.stores.failEvents.Store(true)
+		pubc, ackc := make(chan error, 1), make(chan error, 1)
+		if err := tp.PublishAsync(Message{Subject: "q", Data: []byte("b")}, func(_ Position, err error) { pubc <- err }); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.b.Settle(d.Handle, Ack(), func(err error) { ackc <- err }); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-pubc; err != nil {
+			t.Fatalf("serial=%v: publish failed although its data is durable: %v", serial, err)
+		}
+		if err := <-ackc; err == nil {
+			t.Fatalf("serial=%v: ack confirmed while the event log fails", serial)
+		}
+		e.stores.failEvents.Store(false)
+		// The refused ack's event is written with the next round's: after
+		// a crash (no snapshot at close) the message stays acked.
+		e.publish(tp, "c")
+		barrier(t, e.b)
+		e2 := e.crashCopy()
+		tp2, _ := e2.b.Topic("q")
+		g2, _ := tp2.FindGroup("g")
+		for _, d2 := range e2.poll(g2, 10) {
+			if d2.Handle.Seq == d.Handle.Seq {
+				t.Fatalf("serial=%v: acked offset %d delivered again after the log recovered", serial, d.Handle.Seq)
+			}
+		}
+	}
+}

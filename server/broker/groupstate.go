@@ -268,6 +268,10 @@ func (g *groupState) settle(seq Seq, attempt uint32, op SettleOp, now int64) err
 	if op.Kind < SettleAck || op.Kind > SettleExtend {
 		return fmt.Errorf("%w: settle kind %d", ErrInvalid, op.Kind)
 	}
+	if seq == 0 || attempt == 0 {
+		// no delivery ever has offset 0 or attempt 0
+		return fmt.Errorf("%w: offset %d attempt %d", ErrUnknownHandle, seq, attempt)
+	}
 	if g.acks.contains(seq) {
 		if op.Kind == SettleExtend {
 			return fmt.Errorf("%w: offset %d already settled", ErrNotInflight, seq)

@@ -76,7 +76,7 @@ func (m *model) poll(max int) []Seq {
 }
 
 func (m *model) settle(s Seq, attempt uint32, op SettleOp) error {
-	if s < 1 || int(s) > len(m.offs) {
+	if s < 1 || int(s) > len(m.offs) || attempt == 0 {
 		return ErrUnknownHandle
 	}
 	o := m.get(s)
@@ -219,6 +219,9 @@ func TestGroupStateModel(t *testing.T) {
 				if hs := handles[s]; len(hs) > 0 {
 					a = hs[r.IntN(len(hs))]
 				}
+				if r.IntN(20) == 0 {
+					a = 0
+				}
 				sop := SettleOp{Kind: kinds[r.IntN(len(kinds))], Delay: time.Duration(r.IntN(3) * 50)}
 				want := m.settle(s, a, sop)
 				got := g.settle(s, a, sop, m.now)
@@ -269,7 +272,8 @@ func TestGroupStateModel(t *testing.T) {
 					fail("snapshot: %v", err)
 				}
 				g2 := newGroupState(1, lease, md, sgs[0].frontier)
-				g2.next, g2.acks.spans, g2.pending = sgs[0].next, sgs[0].spans, sgs[0].pending
+				g2.next, g2.pending = sgs[0].next, sgs[0].pending
+				g2.acks.setSpans(sgs[0].spans)
 				g2.restored()
 				g3 := newGroupState(1, lease, md, 1)
 				if err := decodeEvents(history, func(k byte, _ GroupID, s Seq, a uint64) { g3.apply(k, s, a) }); err != nil {

@@ -14,8 +14,9 @@ type StoreOpener func(dir string, policy seglog.Policy) (seglog.Store, error)
 
 // Options configures a Broker. The zero value of a field means its default.
 type Options struct {
-	// OpenStore opens a partition's logs. Default: the file-backed seglog
-	// with SegmentSize and EventSegmentSize.
+	// OpenStore opens a partition's logs. Default (nil): the file-backed
+	// seglog with SegmentSize (dead-letter topics: at most 4 MiB) and
+	// EventSegmentSize.
 	OpenStore StoreOpener
 	// SegmentSize is the segment size of the default data logs. Default
 	// seglog.DefaultSegmentSize (64 MiB); each segment is preallocated.
@@ -87,9 +88,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.EventSegmentSize == 0 {
 		o.EventSegmentSize = 4 << 20
-	}
-	if o.OpenStore == nil {
-		o.OpenStore = fileStoreOpener(o.SegmentSize, o.EventSegmentSize)
 	}
 	switch {
 	case o.QueueSize < 2 || o.QueueSize > 1<<24:

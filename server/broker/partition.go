@@ -2,7 +2,6 @@ package broker
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -128,9 +127,10 @@ type pubResult struct {
 // events up to events are durable.
 type syncBatch struct {
 	data, events Seq
-	low          Seq // lowest group frontier after the round
-	minDeliv     Seq // lowest offset delivered in the round (0: none)
-	err          error
+	low          Seq   // lowest group frontier after the round
+	minDeliv     Seq   // lowest offset delivered in the round (0: none)
+	err          error // the round's events (or their fsync) failed
+	dataErr      error // the data fsync failed: publishes are not durable
 	pubs         []pubResult
 	after        []func()
 }
@@ -306,8 +306,9 @@ func (p *partition) requestSync() {
 func (p *partition) complete(b *syncBatch) {
 	p.commitErr = b.err
 	for _, r := range b.pubs {
-		if b.err != nil {
-			r.done(Position{}, b.err)
+		// the data is durable even if the round's events failed
+		if b.dataErr != nil {
+			r.done(Position{}, b.dataErr)
 		} else {
 			r.done(r.pos, nil)
 		}
@@ -333,18 +334,26 @@ func (p *partition) complete(b *syncBatch) {
 // synced (actor) takes the syncer's result and completes every batch that
 // is now durable; a sync error fails them all (the log refuses to report
 // anything durable after a failed fsync).
-func (p *partition) synced(data, events Seq, err error) {
+func (p *partition) synced(data, events Seq, dataErr, eventsErr error) {
 	p.syncing = false
 	p.durData = max(p.durData, data)
 	p.durEvents = max(p.durEvents, events)
+	failed := dataErr != nil || eventsErr != nil
 	n := 0
 	for n < len(p.pending) {
 		b := &p.pending[n]
-		if err == nil && (b.data > p.durData || b.events > p.durEvents) {
+		if !failed && (b.data > p.durData || b.events > p.durEvents) {
 			break
 		}
-		if err != nil && b.err == nil {
-			b.err = fmt.Errorf("topic %s partition %d: sync: %w", p.t.name, p.idx, err)
+		if dataErr != nil && b.data > p.durData {
+			b.dataErr = fmt.Errorf("topic %s partition %d: sync data: %w", p.t.name, p.idx, dataErr)
+		}
+		if b.err == nil {
+			if eventsErr != nil && b.events > p.durEvents {
+				b.err = fmt.Errorf("topic %s partition %d: sync events: %w", p.t.name, p.idx, eventsErr)
+			} else if b.dataErr != nil {
+				b.err = b.dataErr
+			}
 		}
 		p.complete(b)
 		n++
@@ -365,21 +374,20 @@ func (p *partition) syncer() {
 		case <-p.syncStop:
 			return
 		}
-		d, e, err := p.syncBoth()
-		p.control(func(p *partition) { p.synced(d, e, err) })
+		d, e, derr, eerr := p.syncBoth()
+		p.control(func(p *partition) { p.synced(d, e, derr, eerr) })
 	}
 }
 
-func (p *partition) syncBoth() (data, events Seq, err error) {
-	var eerr error
+func (p *partition) syncBoth() (data, events Seq, dataErr, eventsErr error) {
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
-		events, eerr = p.events.Sync()
+		events, eventsErr = p.events.Sync()
 	}()
-	data, err = p.data.Sync()
+	data, dataErr = p.data.Sync()
 	<-ch
-	return data, events, errors.Join(err, eerr)
+	return data, events, dataErr, eventsErr
 }
 
 // Record meta layout in the data log: a flags byte (0 today; later
@@ -438,14 +446,24 @@ func (p *partition) commitEvents() {
 		from = cut
 	}
 	first, err := p.events.Append(p.evEntries)
-	seq := first + Seq(len(p.evEntries)) - 1
-	p.snapEvents += p.ev.n
-	p.ev.b, p.ev.n, p.ev.cuts, p.ev.from = p.ev.b[:0], 0, p.ev.cuts[:0], 0
+	clear(p.evEntries)
 	if err != nil {
 		p.roundErr = fmt.Errorf("topic %s partition %d: event log: %w", p.t.name, p.idx, err)
 		p.t.b.logf("%v", p.roundErr)
+		// The state changes are made; keep their events and write them
+		// ahead of the next round's, so a log that recovers (disk space
+		// returns) still records them. Past a bound, the next snapshot
+		// (which holds the whole state) has to do.
+		if len(p.ev.b) > maxRetainedEvents {
+			p.t.b.logf("topic %s partition %d: dropping %d unwritten events; the next snapshot records their state", p.t.name, p.idx, p.ev.n)
+			p.snapEvents += p.ev.n
+			p.ev.b, p.ev.n, p.ev.cuts, p.ev.from = p.ev.b[:0], 0, p.ev.cuts[:0], 0
+		}
 		return
 	}
+	seq := first + Seq(len(p.evEntries)) - 1
+	p.snapEvents += p.ev.n
+	p.ev.b, p.ev.n, p.ev.cuts, p.ev.from = p.ev.b[:0], 0, p.ev.cuts[:0], 0
 	p.lastEventSeq = seq
 	if !p.pipelined {
 		p.durEvents = seq
@@ -456,6 +474,10 @@ func (p *partition) commitEvents() {
 		}
 	}
 }
+
+// maxRetainedEvents bounds the events kept in memory while the event log
+// refuses writes.
+const maxRetainedEvents = 64 << 20
 
 // snapshot writes the consumer state and drops the events it covers.
 func (p *partition) snapshot() error {
@@ -533,15 +555,11 @@ func (p *partition) publishStats() {
 	p.stBytes.Store(retained * p.avgSize())
 	for _, gp := range p.order {
 		gp.stInflight.Store(int64(gp.nInflight))
-		f := gp.frontier()
-		if f < p.first {
-			f = p.first
-		}
 		pend := int64(0)
-		if p.last >= f {
-			pend = int64(p.last - f + 1)
+		if f := gp.frontier(); p.last >= f {
+			pend = int64(p.last-f+1) - int64(gp.acks.above)
 		}
-		gp.stPending.Store(pend)
+		gp.stPending.Store(max(pend, 0))
 	}
 	if unsettled < old && p.t.space.waiting() {
 		p.t.space.broadcast()
@@ -586,8 +604,8 @@ func (p *partition) shutdown() {
 		<-p.syncDone
 		p.syncStopped = true
 		if len(p.pending) > 0 {
-			d, e, err := p.syncBoth()
-			p.synced(d, e, err) // with no error, everything is durable now
+			d, e, derr, eerr := p.syncBoth()
+			p.synced(d, e, derr, eerr) // with no error, everything is durable now
 		}
 	}
 	for _, gp := range p.order {

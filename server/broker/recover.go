@@ -26,11 +26,11 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	if policy == seglog.PolicyGroup && !o.serialCommit {
 		policy, pipelined = seglog.PolicyNone, true
 	}
-	data, err := o.OpenStore(filepath.Join(dir, dataLogName), policy)
+	data, err := t.openStore(filepath.Join(dir, dataLogName), false, policy)
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: data log: %w", idx, err)
 	}
-	events, err := o.OpenStore(filepath.Join(dir, eventsLogName), policy)
+	events, err := t.openStore(filepath.Join(dir, eventsLogName), true, policy)
 	if err != nil {
 		data.Close()
 		return nil, fmt.Errorf("partition %d: event log: %w", idx, err)
@@ -56,6 +56,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 		gp.restored()
 		gp.ev = &p.ev
 	}
+	p.sampleSizes()
 	_, p.durEvents = events.Bounds()
 	p.safeLow = p.lowFrontier()
 	p.publishStats()
@@ -88,7 +89,8 @@ func (p *partition) recoverState() error {
 				continue // deleted group
 			}
 			gs := newGroupState(sg.id, gp.leaseNs, gp.maxDeliveries, sg.frontier)
-			gs.next, gs.acks.spans, gs.pending = sg.next, sg.spans, sg.pending
+			gs.next, gs.pending = sg.next, sg.pending
+			gs.acks.setSpans(sg.spans)
 			gp.groupState = gs
 		}
 		from = seq + 1
@@ -147,5 +149,25 @@ func (p *partition) closeStores() {
 	}
 	if err := p.events.Close(); err != nil {
 		p.closeErr = errors.Join(p.closeErr, fmt.Errorf("topic %s partition %d: close events: %w", p.t.name, p.idx, err))
+	}
+}
+
+// sampleSizes seeds the average record size (used for max_bytes and the
+// unsettled-bytes limit) from the last records, so limits hold right after
+// a restart too.
+func (p *partition) sampleSizes() {
+	if p.last < p.first {
+		return
+	}
+	from := p.first
+	if p.last-from >= 100 {
+		from = p.last - 99
+	}
+	if err := p.data.Scan(from, 1<<20, func(r seglog.Record) bool {
+		p.totalBytes += int64(len(r.Data))
+		p.totalMsgs++
+		return true
+	}); err != nil {
+		p.t.b.logf("topic %s partition %d: sampling record sizes: %v", p.t.name, p.idx, err)
 	}
 }

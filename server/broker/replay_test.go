@@ -127,7 +127,11 @@ func (e *testEnv) crashCopy() *testEnv {
 // at random points, compares its state with that of a copy opened from what
 // was on disk at that instant (crash), and with itself after Close/Open.
 func TestCrashAndRestartReplay(t *testing.T) {
-	for seed := uint64(0); seed < 12; seed++ {
+	seeds := uint64(12)
+	if raceEnabled {
+		seeds = 4
+	}
+	for seed := uint64(0); seed < seeds; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 7))
 			clk := newFakeClock()

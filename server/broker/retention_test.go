@@ -2,6 +2,9 @@ package broker
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -69,5 +72,61 @@ func TestLimitsRetention(t *testing.T) {
 	g2 := e.group(tp2, "g", GroupConfig{})
 	if got := datas(e.poll(g2, 10)); fmt.Sprint(got) != "[young]" {
 		t.Fatalf("after max_age got %v", got)
+	}
+}
+
+// TestWorkqueueDeletesSegments: on the real file log (64 KiB segments in
+// tests), whole segments below the lowest frontier go once every group
+// has settled them, and their files are removed.
+func TestWorkqueueDeletesSegments(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("q", TopicConfig{})
+	g := e.group(tp, "g", GroupConfig{})
+	payload := string(make([]byte, 1000))
+	for range 200 { // ~200 KB: several segments
+		e.publish(tp, payload)
+	}
+	segs := func() int {
+		ents, err := os.ReadDir(filepath.Join(tp.dir, "0", dataLogName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, de := range ents {
+			if strings.HasSuffix(de.Name(), ".seg") {
+				n++
+			}
+		}
+		return n
+	}
+	before := segs()
+	if before < 3 {
+		t.Fatalf("only %d segment files for 200 KB", before)
+	}
+	n := 0
+	for n < 150 {
+		for _, d := range e.poll(g, 150-n) {
+			if err := e.settle(d, Ack()); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	waitFor(t, "segments deleted", func() bool {
+		f := tp.Info().Partitions[0].FirstSeq
+		return f > 1 && f <= 151
+	})
+	if after := segs(); after >= before {
+		t.Fatalf("segment files %d -> %d", before, after)
+	}
+	// nothing unsettled was deleted
+	got := 0
+	for got < 50 {
+		for _, d := range e.poll(g, 50) {
+			if d.Handle.Seq <= 150 {
+				t.Fatalf("settled offset %d delivered again", d.Handle.Seq)
+			}
+			got++
+		}
 	}
 }

@@ -1,7 +1,7 @@
 package broker
 
 import (
-	"path/filepath"
+	"strings"
 
 	"github.com/fibrilmq/fibril/server/seglog"
 )
@@ -12,15 +12,31 @@ const (
 	eventsLogName = "events"
 )
 
-// fileStoreOpener returns the default StoreOpener: the file-backed seglog,
-// with segSize segments for data and eventSegSize for the event log (events
-// are small and truncated after every snapshot, so their segments are too).
-func fileStoreOpener(segSize, eventSegSize int64) StoreOpener {
-	return func(dir string, policy seglog.Policy) (seglog.Store, error) {
-		size := segSize
-		if filepath.Base(dir) == eventsLogName {
-			size = eventSegSize
-		}
-		return seglog.Open(dir, seglog.Options{Policy: policy, SegmentSize: size})
+// dlqSegmentSize caps the data segments of dead-letter topics: every group
+// has one, most stay nearly empty, and segments are preallocated.
+const dlqSegmentSize = 4 << 20
+
+// openStore opens one of a partition's logs: through Options.OpenStore when
+// set, else as a file-backed seglog sized for what it holds.
+func (t *Topic) openStore(dir string, events bool, policy seglog.Policy) (seglog.Store, error) {
+	o := &t.b.opts
+	if o.OpenStore != nil {
+		return o.OpenStore(dir, policy)
 	}
+	size := t.dataSegmentSize()
+	if events {
+		size = o.EventSegmentSize
+	}
+	return seglog.Open(dir, seglog.Options{Policy: policy, SegmentSize: size})
 }
+
+func (t *Topic) dataSegmentSize() int64 {
+	size := t.b.opts.SegmentSize
+	if strings.HasPrefix(string(t.name), "$DLQ.") && size > dlqSegmentSize {
+		size = dlqSegmentSize
+	}
+	return size
+}
+
+// maxBody is the largest header+payload a record of this topic can hold.
+func (t *Topic) maxBody() int64 { return t.dataSegmentSize() - recordSlack }

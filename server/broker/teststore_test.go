@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -17,6 +18,7 @@ type testStores struct {
 	mu         sync.Mutex
 	logs       map[string]*testLog
 	failAppend atomic.Bool
+	failEvents atomic.Bool // fail appends to event logs only
 }
 
 func newTestStores() *testStores { return &testStores{logs: map[string]*testLog{}} }
@@ -26,7 +28,7 @@ func (s *testStores) open(dir string, _ seglog.Policy) (seglog.Store, error) {
 	defer s.mu.Unlock()
 	l := s.logs[dir]
 	if l == nil {
-		l = &testLog{first: 1, set: s}
+		l = &testLog{first: 1, set: s, events: filepath.Base(dir) == eventsLogName}
 		s.logs[dir] = l
 	}
 	l.mu.Lock()
@@ -39,18 +41,19 @@ func (s *testStores) open(dir string, _ seglog.Policy) (seglog.Store, error) {
 }
 
 type testLog struct {
-	mu    sync.Mutex
-	set   *testStores
-	open  bool
-	first seglog.Seq
-	recs  []seglog.Record // recs[i].Seq == first+i
+	mu     sync.Mutex
+	set    *testStores
+	open   bool
+	events bool
+	first  seglog.Seq
+	recs   []seglog.Record // recs[i].Seq == first+i
 }
 
 var errTestClosed = errors.New("test store closed")
 var errTestNotFound = errors.New("test store: not found")
 
 func (l *testLog) Append(es []seglog.Entry) (seglog.Seq, error) {
-	if l.set.failAppend.Load() {
+	if l.set.failAppend.Load() || (l.events && l.set.failEvents.Load()) {
 		return 0, errors.New("test store: injected append failure")
 	}
 	l.mu.Lock()

@@ -83,7 +83,7 @@ func (t *Topic) prepare(m *Message) (command, error) {
 	}
 	// Refuse here what the log would refuse, so one oversized message
 	// cannot fail the whole batch it would be appended with.
-	if len(m.Subject) > maxSubject || int64(len(m.Header)+len(m.Data)) > t.b.opts.SegmentSize-recordSlack {
+	if len(m.Subject) > maxSubject || int64(len(m.Header)+len(m.Data)) > t.maxBody() {
 		return command{}, fmt.Errorf("publish to %s: %w: %d bytes, subject %d bytes", t.name, ErrTooLarge, len(m.Header)+len(m.Data), len(m.Subject))
 	}
 	if m.CRC != 0 {

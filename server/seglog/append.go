@@ -3,6 +3,7 @@ package seglog
 import (
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"time"
 )
 
@@ -20,47 +21,7 @@ import (
 // pieces; if a later piece fails the earlier ones stay in the log (they
 // are not reported durable but may be read back after a reopen).
 func (l *Log) Append(entries []Entry) (Seq, error) {
-	if len(entries) == 0 {
-		return 0, ErrEmptyBatch
-	}
-	maxRec := l.opts.SegmentSize - segHeaderSize
-	for i := range entries {
-		e := &entries[i]
-		if len(e.Meta) > MaxMetaSize {
-			return 0, fmt.Errorf("%w: entry %d meta is %d bytes (max %d)", ErrTooLarge, i, len(e.Meta), MaxMetaSize)
-		}
-		if sz := recordSize(len(e.Meta), len(e.Data)); sz > maxRec || len(e.Data) > 1<<32-1 {
-			return 0, fmt.Errorf("%w: entry %d needs %d bytes, a segment holds %d", ErrTooLarge, i, sz, maxRec)
-		}
-	}
-	now := time.Now().UnixNano()
-
-	l.appendMu.Lock()
-	if l.closed.Load() {
-		l.appendMu.Unlock()
-		return 0, ErrClosed
-	}
-	if err := l.stickyErr(); err != nil {
-		l.appendMu.Unlock()
-		return 0, err
-	}
-	if l.dirty > 0 {
-		if err := l.zeroDirty(); err != nil {
-			l.appendMu.Unlock()
-			return 0, err
-		}
-	}
-	first := Seq(l.last.Load()) + 1
-	last, err := l.writeBatch(entries, first, now)
-	if err == nil && l.opts.Policy == PolicySync {
-		act := l.active()
-		if serr := act.f.Sync(); serr != nil {
-			err = l.failSync(serr)
-		} else {
-			l.setDurable(last)
-		}
-	}
-	l.appendMu.Unlock()
+	first, last, err := l.write(entries, l.opts.Policy == PolicySync)
 	if err != nil {
 		return 0, err
 	}
@@ -70,6 +31,74 @@ func (l *Log) Append(entries []Entry) (Seq, error) {
 		}
 	}
 	return first, nil
+}
+
+// AppendNoWait writes entries like Append but returns as soon as they are
+// written, whatever the Policy, so a caller can pipeline: write the next
+// batch while an earlier one is being synced. It returns the first and
+// last sequence numbers given. Make them durable with WaitDurable (or
+// Sync); until then a crash may lose them. Errors are those of Append.
+func (l *Log) AppendNoWait(entries []Entry) (first, last Seq, err error) {
+	return l.write(entries, false)
+}
+
+// WaitDurable blocks until every record up to seq is durable, sharing the
+// fsync with concurrent appenders and waiters (group commit), whatever the
+// Policy. It returns the durable point, or ErrNotFound if seq was never
+// written, ErrSyncFailed, ErrClosed.
+func (l *Log) WaitDurable(seq Seq) (Seq, error) {
+	if seq > Seq(l.last.Load()) {
+		return l.Durable(), fmt.Errorf("%w: seq %d not written yet (last %d)", ErrNotFound, seq, l.last.Load())
+	}
+	err := l.waitDurable(seq)
+	return l.Durable(), err
+}
+
+// write validates and writes one batch, fsyncing it before it returns when
+// syncNow is set. It returns the first and last sequence numbers given.
+func (l *Log) write(entries []Entry, syncNow bool) (first, last Seq, err error) {
+	if len(entries) == 0 {
+		return 0, 0, ErrEmptyBatch
+	}
+	maxRec := l.opts.SegmentSize - segHeaderSize
+	for i := range entries {
+		e := &entries[i]
+		if len(e.Meta) > MaxMetaSize {
+			return 0, 0, fmt.Errorf("%w: entry %d meta is %d bytes (max %d)", ErrTooLarge, i, len(e.Meta), MaxMetaSize)
+		}
+		if sz := recordSize(len(e.Meta), len(e.Data)); sz > maxRec || len(e.Data) > 1<<32-1 {
+			return 0, 0, fmt.Errorf("%w: entry %d needs %d bytes, a segment holds %d", ErrTooLarge, i, sz, maxRec)
+		}
+	}
+	now := time.Now().UnixNano()
+
+	l.writing.Add(1)
+	defer l.writing.Add(-1)
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed.Load() {
+		return 0, 0, ErrClosed
+	}
+	if err := l.stickyErr(); err != nil {
+		return 0, 0, err
+	}
+	if l.dirty > 0 {
+		if err := l.zeroDirty(); err != nil {
+			return 0, 0, err
+		}
+	}
+	first = Seq(l.last.Load()) + 1
+	last, err = l.writeBatch(entries, first, now)
+	if err != nil {
+		return 0, 0, err
+	}
+	if syncNow {
+		if serr := l.act.f.Sync(); serr != nil {
+			return 0, 0, l.failSync(serr)
+		}
+		l.setDurable(last)
+	}
+	return first, last, nil
 }
 
 // writeBatch encodes and writes entries starting at seq first, rolling to
@@ -82,7 +111,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 	}
 	seq := first
 	for len(entries) > 0 {
-		act := l.active()
+		act := l.act
 		room := act.size - act.end
 		// Roll before writing anything when the whole batch would fit in a
 		// fresh segment, so a failed roll (a full disk) leaves no part of
@@ -151,7 +180,7 @@ func (l *Log) writeAt(s *segment, b []byte, off int64) (err error) {
 // zeroDirty clears what a failed write may have left past the active end,
 // so no stale bytes can ever look like records. Called with appendMu held.
 func (l *Log) zeroDirty() error {
-	act := l.active()
+	act := l.act
 	n := min(l.dirty, act.size-act.end)
 	if n > 0 {
 		if err := l.writeAt(act, make([]byte, n), act.end); err != nil {
@@ -165,7 +194,7 @@ func (l *Log) zeroDirty() error {
 // roll seals the active segment (fsync, then its index file) and starts a
 // new one. Called with appendMu held. On failure the active segment stays.
 func (l *Log) roll() error {
-	old := l.active()
+	old := l.act
 	if err := old.f.Sync(); err != nil {
 		return l.failSync(err)
 	}
@@ -186,8 +215,23 @@ func (l *Log) roll() error {
 	}
 	l.mu.Lock()
 	l.segs = append(l.segs, ns)
+	l.act = ns
 	l.mu.Unlock()
+	l.closeSealed(old)
 	return nil
+}
+
+// closeSealed closes the descriptor of a sealed segment: reads go through
+// its map, which outlives the descriptor, so a large log does not hold one
+// descriptor per segment. relMu waits out a group-commit leader still
+// syncing it.
+func (l *Log) closeSealed(s *segment) {
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
+	if s.f != nil {
+		_ = s.f.Close() // already fsynced; nothing is lost
+		s.f = nil
+	}
 }
 
 // replaceEmpty swaps the empty active segment for a new one of the current
@@ -199,7 +243,9 @@ func (l *Log) replaceEmpty(old *segment) error {
 		return fmt.Errorf("%w: replace empty segment: %w", ErrWriteFailed, err)
 	}
 	_ = l.fs.Remove(idxPath(l.dir, old.first))
+	l.relMu.Lock() // a group-commit leader may be syncing it
 	old.release()
+	l.relMu.Unlock()
 	ns, err := createSegment(l.fs, l.dir, old.first, l.opts.SegmentSize, l.opts.writeViaMap)
 	if err != nil {
 		// Put an empty segment back so the log keeps an active one.
@@ -207,10 +253,10 @@ func (l *Log) replaceEmpty(old *segment) error {
 		if err2 != nil {
 			return fmt.Errorf("%w; and restoring it: %w", err, err2)
 		}
-		l.segs[len(l.segs)-1] = ns
+		l.segs[len(l.segs)-1], l.act = ns, ns
 		return err
 	}
-	l.segs[len(l.segs)-1] = ns
+	l.segs[len(l.segs)-1], l.act = ns, ns
 	return nil
 }
 
@@ -248,6 +294,12 @@ func (l *Log) waitDurable(target Seq) error {
 		}
 		l.sy.running = true
 		l.sy.mu.Unlock()
+		// Let appends already on their way finish their writes so this
+		// fsync covers them too (bounded: a steady stream must not starve
+		// the waiters).
+		for i := 0; i < 8 && l.writing.Load() > 0; i++ {
+			runtime.Gosched()
+		}
 		upto, serr := l.syncActive()
 		l.sy.mu.Lock()
 		l.sy.running = false
@@ -264,15 +316,20 @@ func (l *Log) waitDurable(target Seq) error {
 
 // syncActive fsyncs the active segment and returns the last sequence number
 // it covers. Records in older segments were synced when they were sealed.
-// The read lock keeps the segment from being released meanwhile.
+// It holds relMu (not mu) during the fsync: that keeps the file from being
+// closed meanwhile without stopping appenders from publishing records,
+// which is what lets the next group gather while this fsync runs.
 func (l *Log) syncActive() (Seq, error) {
 	l.mu.RLock()
-	defer l.mu.RUnlock()
 	if l.closed.Load() {
+		l.mu.RUnlock()
 		return 0, nil
 	}
 	act := l.active()
 	upto := act.last
+	l.relMu.RLock()
+	l.mu.RUnlock()
+	defer l.relMu.RUnlock()
 	if err := act.f.Sync(); err != nil {
 		return 0, err
 	}

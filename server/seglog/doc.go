@@ -5,17 +5,86 @@
 //
 // The package owns the bytes of one log directory: segment files named
 // %020d.seg by their first sequence number, their sparse index files
-// (%020d.idx), the clean-shutdown marker and the directory lock. It must
-// never report a record durable before its bytes are on disk under the
-// log's Policy, never return damaged bytes as data, and never kill the
-// process on an I/O problem (a full disk, a truncated file): those are
-// errors returned to the caller.
+// (%020d.idx), the clean-shutdown marker (CLEAN) and the directory lock
+// (LOCK, held with flock while the log is open). It must never report a
+// record durable before its bytes are on disk under the log's Policy, never
+// return damaged bytes as data, and never kill the process on an I/O
+// problem (a full disk, a file shrunk behind its back): those are errors
+// returned to the caller.
 //
-// The Store interface fixes the contract; *Log is the file-backed
-// implementation, *MemStore the in-memory one, and *FaultFS a file system
-// that injects crashes and I/O errors for tests.
+// The Store interface fixes the contract. *Log (Open) is the file-backed
+// implementation, *MemStore (NewMemStore) the in-memory one, and *FaultFS
+// (NewFaultFS, passed as Options.FS) a file system that injects crashes and
+// I/O errors for tests.
+//
+// # Layout and life of a log
+//
+// Each segment is preallocated with fallocate to Options.SegmentSize and
+// mapped read-only in full (never past the end of the file). Appends are
+// encoded into one buffer and written with one pwrite per segment touched
+// (pwrite measured faster than copying into a writable map, see
+// BENCHMARKS.md). A record is a 32-byte header (header CRC, data length,
+// sequence number, timestamp, flags, meta length, data CRC), the meta and
+// the data, padded to 8 bytes. The data CRC is CRC-32 IEEE, the checksum
+// the wire protocol carries, and Record.CRC returns it. When a segment is
+// full it is fsynced, its sparse index (sequence number → offset, one entry
+// per Options.IndexInterval bytes) is written beside it, and a new segment
+// starts.
+//
+// Durability: PolicySync fsyncs (fdatasync) inside Append; PolicyGroup
+// appenders write, then wait for a shared fsync that the first of them
+// performs for everyone; PolicyNone leaves it to the OS until Sync, a
+// segment roll or Close. Durable reports the highest sequence number known
+// to be on disk.
+//
+// Recovery: Open rebuilds everything from the files. Sealed segments are
+// taken from their index files (a missing or damaged index is rebuilt by a
+// verifying scan). The last segment is scanned from its last good index
+// point unless the clean-shutdown marker written by Close vouches for its
+// index; the marker is removed, durably, before Open returns. In the last
+// segment a damaged record is a torn write when no intact record follows
+// it, or when one of its disk sectors was never written: the tail from
+// there is zeroed, and Recovery reports the cut. Any other damage is
+// corruption: Open fails with a *CorruptError naming the file and offset,
+// or, with Options.SkipCorrupt, skips the damaged range (Recovery.Skipped
+// lists it, Read returns ErrCorrupt for the sequence numbers it held).
 //
 // # Caveats
 //
-// (filled in below as the implementation lands)
+//   - Record.Meta and Record.Data returned by Read and Scan point into a
+//     memory map. They are valid until the next TruncateFront or Close:
+//     copy what must live longer (a delivery queued to a socket, say).
+//     Using them after the segment was deleted and unmapped crashes the
+//     process; TruncateFront keeps the last removed segments mapped until
+//     the following TruncateFront as a margin, not as a promise.
+//   - Bounds and Read include records that are written but not yet durable;
+//     compare with Durable before acting on durability.
+//   - After a failed fsync every later Append and Sync fails with
+//     ErrSyncFailed: the kernel may have dropped the pages, so retrying
+//     cannot be trusted. Close and Open again; recovery then keeps what is
+//     really on disk.
+//   - A failed write or preallocation (a full disk) returns ErrWriteFailed
+//     and leaves the log as it was; the next Append first zeroes what the
+//     failed write may have left. If the process dies before that, records
+//     of the failed batch may survive on disk and be read after reopening:
+//     they were never reported durable, but they are not invented either.
+//   - A batch larger than a segment is written in several pieces; if a
+//     later piece fails, the earlier pieces stay in the log.
+//   - The damaged final record of the log looks exactly like a torn write,
+//     so after an unclean shutdown it is cut (and reported in Recovery),
+//     not refused. A damaged record of the last segment whose data holds a
+//     whole disk sector (512 bytes) of zeros can likewise pass for torn.
+//     Reads always verify checksums, so damage is never returned as data.
+//   - TruncateFront deletes whole segments only, never the active one;
+//     Bounds tells the first sequence number really retained.
+//   - Sealed segments hold their preallocated size on disk even when the
+//     last record did not fill them.
+//   - A damaged sealed segment opened with SkipCorrupt gets no index file,
+//     so every later Open scans it again and needs SkipCorrupt again.
+//   - Directory operations (create, rename, remove) count as durable at
+//     once in FaultFS; crash tests cover lost file data, not lost renames.
+//   - Sealed segments are not compressed: measured, it would save disk on
+//     compressible payloads but cost zero-copy reads (BENCHMARKS.md).
+//   - The log is Linux-first: fallocate, fdatasync, mmap and flock come from
+//     golang.org/x/sys/unix.
 package seglog

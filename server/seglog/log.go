@@ -17,6 +17,8 @@ import (
 // Locks, always taken in this order: appendMu (one writer at a time; guards
 // the active segment's write position and the encode buffer), mu (the
 // segment list and each segment's end/last/index, read-locked by readers),
+// relMu (read-held by the group-commit leader during its fsync, write-held
+// to release segment files, so a file is never closed under an fsync),
 // sy.mu (the durable point and the group-commit leader election).
 type Log struct {
 	dir  string
@@ -25,10 +27,13 @@ type Log struct {
 	lock File
 
 	appendMu sync.Mutex
+	writing  atomic.Int32 // appends between entering Append and finishing their write
+	act      *segment     // the active segment, for the writer (also segs[len-1])
 	buf      []byte
 	dirty    int64 // bytes past the active end a failed write may have touched
 
 	mu        sync.RWMutex
+	relMu     sync.RWMutex
 	segs      []*segment // ascending by first; the last one is active
 	graveyard []*segment // truncated away; unmapped at the next TruncateFront
 	closed    atomic.Bool
@@ -192,6 +197,8 @@ func (l *Log) Abandon() {
 
 // releaseAll unmaps and closes all segments and drops the lock.
 func (l *Log) releaseAll() error {
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
 	var err error
 	for _, s := range append(l.graveyard, l.segs...) {
 		if rerr := s.release(); err == nil && rerr != nil {
@@ -206,7 +213,8 @@ func (l *Log) releaseAll() error {
 	return err
 }
 
-// active returns the segment appends go to (nil only while opening).
+// active returns the last segment of the list (nil only while opening).
+// Called with mu held; the writer uses l.act instead.
 func (l *Log) active() *segment {
 	if len(l.segs) == 0 {
 		return nil

@@ -200,3 +200,55 @@ func TestFileShrunkUnderTheMapIsAnError(t *testing.T) {
 		t.Fatalf("scan past the shrunk end: %v, want ErrCorrupt", err)
 	}
 }
+
+func TestAppendNoWaitThenWaitDurable(t *testing.T) {
+	fs := NewFaultFS()
+	opts := Options{Policy: PolicySync, FS: fs}
+	l, dir := openTest(t, opts)
+	first, last, err := l.AppendNoWait([]Entry{entry(1), entry(2)})
+	if err != nil || first != 1 || last != 2 {
+		t.Fatalf("AppendNoWait = %d,%d,%v", first, last, err)
+	}
+	if l.Durable() != 0 || fs.Unsynced() == 0 {
+		t.Fatalf("AppendNoWait synced: durable %d, unsynced %d bytes", l.Durable(), fs.Unsynced())
+	}
+	if _, err := l.WaitDurable(3); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("WaitDurable past the end: %v", err)
+	}
+	d, err := l.WaitDurable(2)
+	if err != nil || d != 2 || fs.Unsynced() != 0 {
+		t.Fatalf("WaitDurable(2) = %d, %v; %d bytes unsynced", d, err, fs.Unsynced())
+	}
+	l.Abandon()
+	if _, err := fs.Crash(nil, CrashDropAll); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	verifyAll(t, l2, 1, 2)
+}
+
+func TestSealedSegmentsHoldNoDescriptor(t *testing.T) {
+	l, dir := openTest(t, Options{SegmentSize: 4 << 10})
+	fill(t, l, 1, 200, 5)
+	check := func(l *Log) {
+		t.Helper()
+		for i, s := range l.segs {
+			if active := i == len(l.segs)-1; (s.f != nil) != active {
+				t.Fatalf("segment %d of %d: descriptor open = %v", i, len(l.segs), s.f != nil)
+			}
+		}
+	}
+	check(l)
+	l.Close()
+	l2, err := Open(dir, Options{SegmentSize: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	check(l2)
+	verifyAll(t, l2, 1, 200)
+}

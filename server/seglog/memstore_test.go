@@ -72,3 +72,17 @@ func TestParsePolicy(t *testing.T) {
 		t.Errorf("ParsePolicy(fast): %v", err)
 	}
 }
+
+func TestMemStoreNoWait(t *testing.T) {
+	s := NewMemStore()
+	first, last, err := s.AppendNoWait([]Entry{entry(1), entry(2), entry(3)})
+	if err != nil || first != 1 || last != 3 {
+		t.Fatalf("AppendNoWait = %d,%d,%v", first, last, err)
+	}
+	if d, err := s.WaitDurable(3); err != nil || d != 3 {
+		t.Fatalf("WaitDurable(3) = %d, %v", d, err)
+	}
+	if _, err := s.WaitDurable(4); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("WaitDurable(4): %v", err)
+	}
+}

@@ -147,9 +147,11 @@ func (l *Log) TruncateFront(seq Seq) error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
+	l.relMu.Lock()
 	for _, s := range l.graveyard {
 		s.release()
 	}
+	l.relMu.Unlock()
 	l.graveyard = nil
 	n := 0
 	for n < len(l.segs)-1 && l.segs[n+1].first <= seq {

@@ -91,6 +91,12 @@ const (
 // segment. It returns the header and the status; the record is usable only
 // with recOK.
 func checkRecord(buf []byte, off int64) (recHeader, recStatus) {
+	return checkRecordData(buf, off, true)
+}
+
+// checkRecordData is checkRecord; with data false it checks the header and
+// the framing only (enough to step over a record on the way to another).
+func checkRecordData(buf []byte, off int64, data bool) (recHeader, recStatus) {
 	if off+recHeaderSize > int64(len(buf)) {
 		return recHeader{}, recOutOfMap
 	}
@@ -110,7 +116,7 @@ func checkRecord(buf []byte, off int64) (recHeader, recStatus) {
 	if off+h.size() > int64(len(buf)) {
 		return h, recOutOfMap
 	}
-	if crc32.ChecksumIEEE(buf[metaEnd:metaEnd+int64(h.dataLen)]) != h.dcrc {
+	if data && crc32.ChecksumIEEE(buf[metaEnd:metaEnd+int64(h.dataLen)]) != h.dcrc {
 		return h, recBadData
 	}
 	return h, recOK

@@ -55,6 +55,9 @@ func (l *Log) recover() (err error) {
 		}
 		l.segs = append(l.segs, s)
 	}
+	for _, s := range l.segs[:len(l.segs)-1] {
+		l.closeSealed(s)
+	}
 	act := l.active()
 	if !l.rec.Clean {
 		// What the scan found may sit only in the page cache (the previous
@@ -64,6 +67,7 @@ func (l *Log) recover() (err error) {
 			return fmt.Errorf("%w: open: %w", ErrSyncFailed, err)
 		}
 	}
+	l.act = act
 	l.last.Store(uint64(act.last))
 	l.durable.Store(uint64(act.last))
 	l.rec.Segments = len(l.segs)

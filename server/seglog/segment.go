@@ -39,12 +39,13 @@ type indexEntry struct {
 // seqRange is an inclusive range of sequence numbers.
 type seqRange struct{ from, to Seq }
 
-// segment is one segment file. first, path, f and data never change while
-// the segment is live; end, last, index and holes change under Log.mu.
+// segment is one segment file. first, path and data never change while the
+// segment is live; f is closed (under Log.relMu) when the segment is sealed;
+// end, last, index and holes change under Log.mu.
 type segment struct {
 	path  string
 	first Seq
-	f     File
+	f     File   // open while the segment is active; nil once sealed
 	size  int64  // file size, fixed when the segment was created
 	data  []byte // the whole file, mapped read-only (len == size)
 
@@ -132,7 +133,6 @@ func (s *segment) mapFile(writable bool) error {
 	if err != nil {
 		return fmt.Errorf("mmap %s: %w", s.path, err)
 	}
-	_ = unix.Madvise(b, unix.MADV_RANDOM)
 	s.data = b
 	return nil
 }
@@ -182,7 +182,12 @@ func (s *segment) locate(seq Seq) (int64, recHeader, error) {
 		off = s.index[i].off
 	}
 	for off < s.end {
-		h, st := checkRecord(s.data[:s.end], off)
+		// Records passed on the way are checked by header only; the one
+		// returned has its data checksum verified too.
+		h, st := checkRecordData(s.data[:s.end], off, false)
+		if st == recOK && h.seq == seq {
+			h, st = checkRecord(s.data[:s.end], off)
+		}
 		if st != recOK {
 			return 0, h, &CorruptError{Path: s.path, Offset: off, Seq: seq, Reason: st.String()}
 		}

@@ -31,7 +31,7 @@ func selfCheckingEntry(meta string) Entry {
 	h := fnv.New64a()
 	h.Write([]byte(meta))
 	rng := rand.New(rand.NewPCG(h.Sum64(), 7))
-	data := make([]byte, 512+rng.IntN(1024))
+	data := make([]byte, 64+rng.IntN(960))
 	for i := range data {
 		data[i] = byte(rng.UintN(255) + 1)
 	}
@@ -76,7 +76,7 @@ func TestSigkillChild(t *testing.T) {
 				}
 				if p != PolicyNone {
 					report("D %d", first+Seq(len(batch))-1)
-				} else if i%8 == 0 {
+				} else if i%2 == 0 {
 					d, err := l.Sync()
 					if err != nil {
 						report("ERR %v", err)
@@ -98,13 +98,13 @@ func TestSigkill(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
 		for round := 0; round < 2; round++ {
-			lines := rng.IntN(150) + 1
+			lines := rng.IntN(60) + 1
 			t.Run(fmt.Sprintf("%s/%d", p, round), func(t *testing.T) {
 				t.Parallel()
 				dir := t.TempDir()
 				var durable Seq
 				for kill := 0; kill < 2; kill++ { // kill twice: recovery of a recovered log
-					durable = max(durable, runAndKill(t, dir, p, lines+kill*20))
+					durable = max(durable, runAndKill(t, dir, p, lines+kill*10))
 					l, err := Open(dir, Options{Policy: p, SegmentSize: 256 << 10})
 					if err != nil {
 						t.Fatalf("open after SIGKILL: %v", err)

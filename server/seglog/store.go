@@ -96,3 +96,22 @@ type Store interface {
 	// Close flushes, syncs and releases the store. A second Close returns nil.
 	Close() error
 }
+
+// PipelinedStore is a Store that also lets a writer pipeline: write a batch
+// without waiting (AppendNoWait), then wait for durability separately
+// (WaitDurable), so the next batch can be written while an earlier one is
+// being synced. *Log and *MemStore implement it.
+type PipelinedStore interface {
+	Store
+	// AppendNoWait writes entries and returns the first and last sequence
+	// numbers given, without waiting for durability whatever the policy.
+	AppendNoWait(entries []Entry) (first, last Seq, err error)
+	// WaitDurable blocks until every record up to seq is durable and
+	// returns the durable point.
+	WaitDurable(seq Seq) (Seq, error)
+}
+
+var (
+	_ PipelinedStore = (*Log)(nil)
+	_ PipelinedStore = (*MemStore)(nil)
+)
