@@ -96,8 +96,8 @@ type MsgExpect struct {
 	NoHeaders     []string          `json:"no_headers,omitempty"`
 }
 
-// Ops lists every op a runner must implement (README.md, "Ops").
-var Ops = []string{
+// ops lists every op a runner must implement (README.md, "Ops").
+var ops = []string{
 	"connect", "close", "restart_server",
 	"topic_create", "topic_info", "topic_list", "topic_delete",
 	"group_create", "group_info", "group_list", "group_delete",
@@ -107,8 +107,8 @@ var Ops = []string{
 	"raw_connect", "raw_send", "raw_expect", "raw_expect_closed",
 }
 
-// Features a scenario may require (README.md, "Features").
-var Features = []string{"fibril", "headers", "crc", "restart"}
+// features a scenario may require (README.md, "Features").
+var features = []string{"fibril", "headers", "crc", "restart"}
 
 // Load reads every *.json scenario under dir in fsys, sorted by file name.
 func Load(fsys fs.FS, dir string) ([]*Scenario, error) {
@@ -155,12 +155,12 @@ func Parse(b []byte) (*Scenario, error) {
 		return nil, errors.New("scenario needs a name and at least one step")
 	}
 	for _, f := range sc.Requires {
-		if !slices.Contains(Features, f) {
+		if !slices.Contains(features, f) {
 			return nil, fmt.Errorf("unknown feature %q", f)
 		}
 	}
 	for i, st := range sc.Steps {
-		if !slices.Contains(Ops, st.Op) {
+		if !slices.Contains(ops, st.Op) {
 			return nil, fmt.Errorf("step %d: unknown op %q", i+1, st.Op)
 		}
 	}

@@ -95,3 +95,24 @@ func TestExpectations(t *testing.T) {
 		t.Fatal("mismatch passed")
 	}
 }
+
+func TestEveryOpIsUsedAndDescribed(t *testing.T) {
+	scs, err := Scenarios()
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	for _, sc := range scs {
+		if sc.Description == "" {
+			t.Errorf("%s has no description", sc.File)
+		}
+		for _, st := range sc.Steps {
+			used[st.Op] = true
+		}
+	}
+	for _, op := range ops {
+		if !used[op] {
+			t.Errorf("op %q is used by no scenario", op)
+		}
+	}
+}

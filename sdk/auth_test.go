@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"math/big"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/fibrilmq/fibril/conformance/fibrilproc"
 	fibril "github.com/fibrilmq/fibril/sdk"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // selfSigned writes a certificate for 127.0.0.1 and its key into dir and
@@ -98,6 +100,49 @@ func TestTLSAndToken(t *testing.T) {
 	}
 	// the token in the URL works as well
 	u := connect(t, "fibril://s3cret@"+srv.Addr)
+	if _, err := u.Publish(ctx, "_INBOX.x", nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUserPasswordAndPermissions(t *testing.T) {
+	dir := t.TempDir()
+	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := map[string]any{"users": []map[string]any{{
+		"name": "app", "password_bcrypt": string(hash),
+		"permissions": map[string]any{"publish": map[string]any{"allow": []string{"orders.>", "_INBOX.>"}}},
+	}}}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "fibril.json")
+	if err := os.WriteFile(conf, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, "--config", conf)
+	ctx := testCtx(t)
+
+	if _, err := fibril.Connect(ctx, "fibril://"+srv.Addr, fibril.WithUserPassword("app", "wrong")); !errors.Is(err, fibril.ErrAuthViolation) {
+		t.Fatalf("wrong password: %v, want ErrAuthViolation", err)
+	}
+	c := connect(t, "fibril://"+srv.Addr, fibril.WithUserPassword("app", "pw"))
+	if _, err := c.Publish(ctx, "orders.eu", []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Publish(ctx, "payroll.eu", []byte("no"))
+	if !errors.Is(err, fibril.ErrPermissionDenied) {
+		t.Fatalf("publish outside the allowed subjects: %v, want ErrPermissionDenied", err)
+	}
+	// not fatal: the connection goes on
+	if _, err := c.Publish(ctx, "orders.us", []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	// user and password in the URL
+	u := connect(t, "fibril://app:pw@"+srv.Addr)
 	if _, err := u.Publish(ctx, "_INBOX.x", nil); err != nil {
 		t.Fatal(err)
 	}

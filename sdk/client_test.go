@@ -471,3 +471,45 @@ func TestLargePayloadRoundTrip(t *testing.T) {
 		t.Fatalf("payload of %d bytes came back as %d bytes", len(data), len(m.Data))
 	}
 }
+
+func TestConsumeAutoExtend(t *testing.T) {
+	ctx := testCtx(t)
+	c := connect(t, "")
+	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{})
+	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMillis: 300}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(ctx, topic, []byte("long job")); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	started := make(chan struct{})
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	var deliveries atomic.Int32
+	go func() {
+		done <- c.Consume(cctx, topic, "g", func(ctx context.Context, m *fibril.Msg) error {
+			deliveries.Add(1)
+			close(started)
+			<-release // the job runs until the test says so
+			cancel()
+			return nil
+		}, fibril.WithAutoExtend(80*time.Millisecond))
+	}()
+	<-started
+	// three leases long, nobody else gets the message: it stays leased
+	other := connect(t, "")
+	if msgs, err := other.Fetch(ctx, topic, "g", 1, 900*time.Millisecond); err != nil || len(msgs) != 0 {
+		t.Fatalf("while the job runs another consumer got %d messages, %v", len(msgs), err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if deliveries.Load() != 1 {
+		t.Fatalf("%d deliveries, want 1", deliveries.Load())
+	}
+	if msgs, err := other.Fetch(ctx, topic, "g", 1, 500*time.Millisecond); err != nil || len(msgs) != 0 {
+		t.Fatalf("after the ack: %d messages, %v", len(msgs), err)
+	}
+}

@@ -26,6 +26,7 @@ type consumeOpts struct {
 	nackDelay   time.Duration
 	onError     func(error)
 	manual      bool
+	autoExtend  time.Duration
 }
 
 // WithMaxInFlight bounds the unsettled deliveries the server pushes to this
@@ -43,6 +44,11 @@ func WithNackDelay(d time.Duration) ConsumeOption { return func(o *consumeOpts) 
 // deliveries, failed acks (default: logged).
 func WithErrorHandler(f func(error)) ConsumeOption { return func(o *consumeOpts) { o.onError = f } }
 
+// WithAutoExtend makes Consume send InProgress every d while a handler runs,
+// so that jobs longer than the group's lease are not redelivered to someone
+// else meanwhile. d should be well under the lease (a third, say).
+func WithAutoExtend(d time.Duration) ConsumeOption { return func(o *consumeOpts) { o.autoExtend = d } }
+
 // WithManualAck stops Consume from settling messages after the handler: the
 // handler (or whoever it hands the message to) must settle each one.
 func WithManualAck() ConsumeOption { return func(o *consumeOpts) { o.manual = true } }
@@ -52,8 +58,8 @@ func (c *Conn) consumeOptions(opts []ConsumeOption) (consumeOpts, error) {
 	for _, op := range opts {
 		op(&o)
 	}
-	if o.maxInFlight < 0 || o.concurrency < 1 || o.nackDelay < 0 {
-		return o, fmt.Errorf("%w: max in flight >= 0, concurrency >= 1, nack delay >= 0", ErrInvalidArgument)
+	if o.maxInFlight < 0 || o.concurrency < 1 || o.nackDelay < 0 || o.autoExtend < 0 {
+		return o, fmt.Errorf("%w: max in flight >= 0, concurrency >= 1, nack delay and auto extend >= 0", ErrInvalidArgument)
 	}
 	if o.onError == nil {
 		log := c.cfg.logger
@@ -273,7 +279,9 @@ func (c *Conn) consumeWorker(ctx context.Context, s *Subscription, handler Handl
 			continue
 		}
 		m := it.m
+		stop := c.keepLeased(ctx, m, o)
 		herr := handler(ctx, m)
+		stop()
 		if o.manual || m.settled() {
 			continue
 		}
@@ -289,6 +297,35 @@ func (c *Conn) consumeWorker(ctx context.Context, s *Subscription, handler Handl
 			o.onError(err)
 		}
 	}
+}
+
+// keepLeased extends m's lease every o.autoExtend until the returned stop
+// is called (a no-op without WithAutoExtend).
+func (c *Conn) keepLeased(ctx context.Context, m *Msg, o consumeOpts) (stop func()) {
+	if o.autoExtend <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tk := time.NewTicker(o.autoExtend)
+		defer tk.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tk.C:
+				if m.settled() {
+					return
+				}
+				if err := m.InProgress(ctx); err != nil && ctx.Err() == nil {
+					o.onError(err)
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // Messages returns an iterator over the durable group on topic (push, like

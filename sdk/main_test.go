@@ -46,12 +46,13 @@ func TestMain(m *testing.M) {
 	}())
 }
 
-// startServer starts a server of the test's own (stopped in cleanup).
-func startServer(t *testing.T) *fibrilproc.Server {
+// startServer starts a server of the test's own (stopped in cleanup), with
+// extra `fibril serve` flags.
+func startServer(t *testing.T, args ...string) *fibrilproc.Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := fibrilproc.Start(ctx, serverBin, t.TempDir())
+	srv, err := fibrilproc.Start(ctx, serverBin, t.TempDir(), args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,8 @@ func TestReconnectAcrossCrashLosesNoConfirmedPublish(t *testing.T) {
 }
 
 func testReconnect(t *testing.T, kill bool) {
-	srv := startServer(t)
+	// a short drain: the graceful stop need not wait for our client to leave
+	srv := startServer(t, "--shutdown-timeout", "300ms")
 	ctx := testCtx(t)
 	c := connect(t, "fibril://"+srv.Addr, fastReconnect)
 	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{Durability: "group"})
@@ -323,5 +324,28 @@ func TestContextCancelledBeforeSend(t *testing.T) {
 	}
 	if err := c.Flush(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Flush: %v", err)
+	}
+}
+
+func TestReconnectBufferBound(t *testing.T) {
+	srv := startServer(t)
+	ctx := testCtx(t)
+	c := connect(t, "fibril://"+srv.Addr, fibril.WithReconnect(fibril.ReconnectPolicy{
+		InitialDelay: 20 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Multiplier: 2, BufferBytes: 1000,
+	}))
+	srv.Stop(true)
+	waitFor(t, 5*time.Second, "the Conn to notice", func() bool { return !c.IsConnected() })
+	first, err := c.PublishAsync(ctx, "orders.x", make([]byte, 600))
+	if err != nil {
+		t.Fatalf("first publish while disconnected: %v (it fits the buffer)", err)
+	}
+	if _, err := c.PublishAsync(ctx, "orders.x", make([]byte, 600)); !errors.Is(err, fibril.ErrReconnectBufferFull) {
+		t.Fatalf("second publish: %v, want ErrReconnectBufferFull", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Wait(ctx); !errors.Is(err, fibril.ErrClosed) {
+		t.Fatalf("buffered publish after Close: %v, want ErrClosed", err)
 	}
 }
