@@ -80,6 +80,10 @@ type client struct {
 	dropped     uint64
 	pendingAuth *authResult     // a finished off-loop password check
 	ackOnWrite  []broker.Handle // deliveries in out to ack once written
+	meta        connMeta        // set at CONNECT, for the admin listing
+
+	// Traffic counters (conns.go), from any goroutine.
+	inMsgs, inBytes, outMsgs, outBytes atomic.Uint64
 }
 
 // answer is one slot in the per-connection reorder queue: commands are
@@ -88,6 +92,14 @@ type client struct {
 type answer struct {
 	done bool
 	data []byte
+	// written: data went to the outbox (under client.mu).
+	written bool
+	// tail holds push deliveries of the SUB this slot answers that arrived
+	// before the SUB's +OK was written; they follow it out (SPEC.md: a
+	// SUB's +OK precedes its deliveries). tailAcks are their ack-on-write
+	// handles.
+	tail     []byte
+	tailAcks []broker.Handle
 }
 
 func newClient(s *Server, id uint64, tr transport) *client {
@@ -163,7 +175,11 @@ func (c *client) complete(a *answer, data []byte) {
 	a.data = append(a.data, data...)
 	n := 0
 	for n < len(c.answers) && c.answers[n].done {
-		c.out = append(c.out, c.answers[n].data...)
+		h := c.answers[n]
+		c.out = append(c.out, h.data...)
+		c.out = append(c.out, h.tail...)
+		c.ackOnWrite = append(c.ackOnWrite, h.tailAcks...)
+		h.written, h.tail, h.tailAcks = true, nil, nil
 		c.answers[n] = nil
 		n++
 	}
@@ -214,6 +230,7 @@ func (c *client) beginInput() {
 func (c *client) takeOut(transportPending int, spare []byte) (out []byte, acks []broker.Handle, closeAfter bool) {
 	c.mu.Lock()
 	out = c.out
+	c.countOut(len(out))
 	acks = c.ackOnWrite
 	c.ackOnWrite = nil
 	c.out = spare[:0]

@@ -63,7 +63,7 @@ func (h *gnetHandler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return refuse, gnet.Close
 	}
 	c.SetContext(cl)
-	return h.s.infoLine(false), gnet.None
+	return h.s.infoLine(cl, false), gnet.None
 }
 
 // OnTraffic parses what arrived (or only flushes, after a Wake) and writes

@@ -127,7 +127,7 @@ func (tl *tlsListener) serve(nc net.Conn) {
 	defer cl.teardown()
 	defer tc.shut()
 	_ = nc.SetWriteDeadline(time.Now().Add(tlsWriteTimeout))
-	if _, err := nc.Write(s.infoLine(true)); err != nil {
+	if _, err := nc.Write(s.infoLine(cl, true)); err != nil {
 		return
 	}
 	conn := tls.Server(nc, tl.cfg)

@@ -13,6 +13,24 @@
 // woken to write it, so the bytes of one connection leave in the order they
 // were queued.
 //
+// Answers: every answered command reserves a slot in its connection's
+// answer queue when it is parsed; slots are filled from any goroutine and
+// written strictly in command order (SPEC.md "Strict answers"), so confirms
+// from different partitions and long POLLs cannot reorder answers. Durable
+// commands that must touch the disk (topic and group creation, management
+// verbs, a publish waiting for room in a full topic) run on the
+// connection's lane (lane.go), a goroutine that keeps their effects in
+// command order too. A durable push SUB's deliveries wait in its answer
+// slot until its +OK is written, so they never precede it.
+//
+// Files: server.go (lifecycle), options.go, conn_gnet.go and conn_tls.go
+// (transports), client.go (connection state, outbox, answer queue), feed.go
+// (parsing), handle_*.go (one verb family each), sublist.go (plain subject
+// routing), auth.go, heartbeat.go, lane.go, durable.go (engine binding),
+// conns.go (connection listing and traffic counters), admin_listener.go
+// (the HTTP admin listener of server/admin, on with Options.HTTPListen,
+// with the same credentials as clients).
+//
 // The package must never block an event loop on disk, on another connection
 // or on a slow consumer, never retain gnet's Peek slices past the callback
 // that produced them, never let a connection's buffered input or output grow

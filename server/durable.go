@@ -40,6 +40,7 @@ func (s *Server) openDurable() error {
 }
 
 func (s *Server) closeDurable() {
+	s.engine.Store(nil)
 	if s.durable == nil {
 		return
 	}
@@ -66,6 +67,10 @@ func codeOf(err error) protocol.Code {
 		return pe.Code
 	case errors.Is(err, broker.ErrQueueFull):
 		return protocol.CodeQueueFull
+	case errors.Is(err, broker.ErrTooLarge):
+		// Within max_payload but over what one record of the topic's log
+		// holds: the frame was read whole, so the connection stays up.
+		return protocol.CodeMaxPayload
 	case errors.Is(err, broker.ErrTopicFull):
 		return protocol.CodeTopicFull
 	case errors.Is(err, broker.ErrClosed):

@@ -329,11 +329,14 @@ func TestManagementErrors(t *testing.T) {
 	cases := []struct{ send, want string }{
 		{"TOPIC CREATE m {\"partitions\":2}\r\n", `^\+OK \{"name":"m","id":\d+,.*"partitions":2`},
 		{"TOPIC CREATE m\r\n", `^-ERR 'topic_exists `},
+		{"TOPIC CREATE m {\"partitions\":2}\r\n", `^\+OK \{"name":"m",`},
+		{"TOPIC CREATE $m\r\n", `^-ERR 'reserved_subject `},
 		{"TOPIC CREATE m2 {\"subjects\":[\"m\"]}\r\n", `^-ERR 'topic_overlap `},
 		{"TOPIC CREATE m3 {\"bogus\":1}\r\n", `^-ERR 'invalid_json `},
 		{"GROUP CREATE m g {\"lease_ms\":500}\r\n", `^\+OK \{"topic":"m","name":"g".*"lease_ms":500`},
 		{"GROUP CREATE m g\r\n", `^-ERR 'group_exists `},
-		{"GROUP CREATE m h {\"nats_ack\":\"explicit\"}\r\n", `^-ERR 'invalid_config `},
+		{"GROUP CREATE m g {\"lease_ms\":500}\r\n", `^\+OK \{"topic":"m","name":"g"`},
+		{"GROUP CREATE m h {\"nats_ack\":\"sometimes\"}\r\n", `^-ERR 'invalid_config `},
 		{"GROUP INFO m nope\r\n", `^-ERR 'unknown_group `},
 		{"GROUP DELETE m g\r\n", `^\+OK \{"topic":"m","group":"g"\}$`},
 		{"TOPIC DELETE m\r\n", `^\+OK \{"topic":"m"\}$`},
@@ -375,4 +378,15 @@ func (w *wire) expectMixed(answers []string, n int) (handles, bodies []string) {
 		answers = answers[1:]
 	}
 	return handles, bodies
+}
+
+func TestNoGroupAutoCreate(t *testing.T) {
+	s := startDurable(t, func(o *Options) { o.AutoCreateGroups = false })
+	w := fibrilConn(t, s, "")
+	w.send("TOPIC CREATE ng\r\nPOLL ng g 1\r\nSUB ng g 4\r\nGROUP CREATE ng g\r\nPOLL ng g 1\r\n")
+	w.expect(`^\+OK \{`)
+	w.expect(`^-ERR 'unknown_group `)
+	w.expect(`^-ERR 'unknown_group `)
+	w.expect(`^\+OK \{`)
+	w.expect(`^\+OK 0$`)
 }

@@ -16,6 +16,13 @@ import (
 // keep it after return) and returns how many bytes it consumed. A partial
 // frame is left for the next call. Input goroutine only.
 func (c *client) feed(buf []byte) int {
+	n := c.feedFrames(buf)
+	c.countIn(n)
+	return n
+}
+
+// feedFrames is feed without the traffic count.
+func (c *client) feedFrames(buf []byte) int {
 	c.sawInput(time.Now().UnixNano())
 	if !c.resumeConnect() {
 		return 0

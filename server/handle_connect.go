@@ -90,6 +90,7 @@ func (c *client) finishAuth(r authResult) {
 	}
 	c.perms = r.perms
 	c.authed.Store(true)
+	c.setUser(r.user)
 	if r.user != "" {
 		c.log = c.log.With("user", r.user)
 	}
@@ -105,6 +106,7 @@ func (c *client) applyConnect(o protocol.Connect) {
 	}
 	c.opts = o
 	c.connected = true
+	c.setMeta(o)
 	c.echo = o.EchoOn()
 	c.strict.Store(o.Fibril >= 1)
 	c.crcOut.Store(o.CRC)

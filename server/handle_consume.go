@@ -9,6 +9,7 @@ package server
 // deliveries that race the close are nacked without delay.
 
 import (
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -58,6 +59,10 @@ func (c *client) findGroup(topic, group string, slot *answer, onLane bool, again
 	}
 	if g, ok := t.FindGroup(broker.GroupName(group)); ok {
 		return g, groupFound
+	}
+	if !c.srv.opts.AutoCreateGroups {
+		c.complete(slot, c.errLine(protocol.CodeUnknownGroup, topic+"/"+group))
+		return nil, groupFailed
 	}
 	if !onLane {
 		c.toLane(again)
@@ -109,6 +114,7 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 				c.nackAll(ds)
 				return
 			}
+			c.countOutMsgs(len(ds))
 			var buf []byte
 			for i := range ds {
 				buf = appendDelivery(buf, &ds[i], "0", crc, headers)
@@ -198,6 +204,9 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 	}
 	strict := c.strict.Load()
 	crc, headers := c.crcOut.Load(), c.headersOut.Load() || strict
+	// SPEC.md 10.2: a group with nats_ack "explicit" leases deliveries to
+	// NATS-mode clients too; they settle by publishing to the handle.
+	explicit := g.Config().NATSAck == broker.NATSAckExplicit
 	ps := &pushSub{}
 	c.mu.Lock()
 	if c.subs[sub.sid] != sub {
@@ -210,14 +219,16 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 	sub.durable = ps
 	c.mu.Unlock()
 	// Output stays bounded by credit: a Fibril client settles each
-	// delivery; for other clients a delivery is acked once it was written
-	// to the socket, so its credit returns only then.
+	// delivery; for other clients (nats_ack auto) a delivery is acked once
+	// it was written to the socket, so its credit returns only then.
 	deliver := func(d broker.Delivery) {
 		frame := appendDelivery(nil, &d, sub.sid, crc, headers)
-		ackOnWrite := !strict
-		if !c.queueDurable(frame, d.Handle, ackOnWrite) {
+		ackOnWrite := !strict && !explicit
+		if !c.queueDurable(frame, d.Handle, ackOnWrite, slot) {
 			_ = b.Settle(d.Handle, broker.Nack(0), nil) // closing: back at once
+			return
 		}
+		c.countOutMsgs(1)
 	}
 	bs, err := g.Subscribe(c.owner(), maxInflight, deliver)
 	if err != nil {
@@ -231,12 +242,21 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 
 // queueDurable appends a durable push delivery unless the connection is
 // closing. With ackOnWrite the delivery is acked once the transport took
-// the bytes (settled when written). Safe from any goroutine.
-func (c *client) queueDurable(frame []byte, h broker.Handle, ackOnWrite bool) bool {
+// the bytes (settled when written). Until the subscription's answer slot
+// subOK is written, deliveries wait behind it. Safe from any goroutine.
+func (c *client) queueDurable(frame []byte, h broker.Handle, ackOnWrite bool, subOK *answer) bool {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return false
+	}
+	if subOK != nil && !subOK.written {
+		subOK.tail = append(subOK.tail, frame...)
+		if ackOnWrite {
+			subOK.tailAcks = append(subOK.tailAcks, h)
+		}
+		c.mu.Unlock()
+		return true
 	}
 	c.out = append(c.out, frame...)
 	if ackOnWrite {
@@ -250,13 +270,30 @@ func (c *client) queueDurable(frame []byte, h broker.Handle, ackOnWrite bool) bo
 	return true
 }
 
-// settleWritten acks deliveries whose bytes the transport took.
+// settleWritten acks deliveries whose bytes the transport took. The engine
+// never refuses a settle for a full ring (it takes its control path then),
+// so an ack is lost only when the engine stops (the message is then
+// redelivered after restart) or the lease ran out first (redelivered, as
+// at-most-once cannot promise more); both are logged, never silent.
 func (c *client) settleWritten(hs []broker.Handle) {
 	if len(hs) == 0 || c.srv.durable == nil {
 		return
 	}
 	for _, h := range hs {
-		_ = c.srv.durable.b.Settle(h, broker.Ack(), nil)
+		if err := c.srv.durable.b.Settle(h, broker.Ack(), c.ackOnWriteDone); err != nil {
+			c.ackOnWriteDone(err)
+		}
+	}
+}
+
+// ackOnWriteDone reports an ack-on-write the engine did not apply.
+func (c *client) ackOnWriteDone(err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, broker.ErrClosed):
+		c.log.Debug("ack-on-write after engine stop", "err", err)
+	default:
+		c.log.Warn("ack-on-write not applied: the message will be redelivered", "err", err)
 	}
 }
 

@@ -6,7 +6,11 @@ package server
 // command order.
 
 import (
-	"strconv"
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
@@ -55,7 +59,19 @@ func manage(b *broker.Broker, op protocol.Op, name, group string, js []byte) (an
 		if err := protocol.DecodeStrict(js, &wc); err != nil {
 			return nil, err
 		}
-		t, err := b.CreateTopic(broker.TopicName(name), topicConfig(wc))
+		if strings.HasPrefix(name, "$") {
+			return nil, protocol.NewError(protocol.CodeReservedSubject, "topic "+name)
+		}
+		cfg := topicConfig(wc)
+		t, err := b.CreateTopic(broker.TopicName(name), cfg)
+		if errors.Is(err, broker.ErrTopicExists) {
+			// SPEC.md section 10: the same configuration again is +OK.
+			if old, ok := b.Topic(broker.TopicName(name)); ok {
+				if want, rerr := cfg.Resolve(broker.TopicName(name)); rerr == nil && reflect.DeepEqual(want, old.Config()) {
+					return topicInfo(old), nil
+				}
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -88,25 +104,25 @@ func manage(b *broker.Broker, op protocol.Op, name, group string, js []byte) (an
 		if err := protocol.DecodeStrict(js, &wc); err != nil {
 			return nil, err
 		}
-		if wc.NATSAck != "" && wc.NATSAck != "auto" {
-			// The engine cannot persist nats_ack yet: refuse rather than
-			// silently deliver at most once.
-			return nil, protocol.NewError(protocol.CodeInvalidConfig, "nats_ack "+strconv.Quote(wc.NATSAck)+" is not supported yet (only auto)")
+		cfg := groupConfig(wc)
+		if old, exists := t.FindGroup(broker.GroupName(group)); exists {
+			// SPEC.md section 10: the same configuration again is +OK.
+			if want, err := cfg.Resolve(t.Name(), broker.GroupName(group)); err != nil || want != old.Config() {
+				return nil, protocol.NewError(protocol.CodeGroupExists, name+"/"+group+" with a different configuration")
+			}
+			return groupInfoCurrent(old)
 		}
-		if _, exists := t.FindGroup(broker.GroupName(group)); exists {
-			return nil, protocol.NewError(protocol.CodeGroupExists, name+"/"+group)
-		}
-		g, err := t.Group(broker.GroupName(group), groupConfig(wc))
+		g, err := t.Group(broker.GroupName(group), cfg)
 		if err != nil {
 			return nil, err
 		}
-		return groupInfo(g), nil
+		return groupInfoCurrent(g)
 	case protocol.OpGroupInfo:
 		g, ok := t.FindGroup(broker.GroupName(group))
 		if !ok {
 			return nil, protocol.NewError(protocol.CodeUnknownGroup, name+"/"+group)
 		}
-		return groupInfo(g), nil
+		return groupInfoCurrent(g)
 	case protocol.OpGroupList:
 		out := protocol.GroupList{Topic: name, Groups: []string{}}
 		for _, g := range t.Groups() {
@@ -138,6 +154,7 @@ func groupConfig(w protocol.GroupConfig) broker.GroupConfig {
 		LeaseMs:       w.LeaseMillis,
 		MaxDeliveries: w.MaxDeliveries,
 		DeadLetter:    w.DeadLetter,
+		NATSAck:       broker.NATSAck(w.NATSAck),
 	}
 }
 
@@ -172,16 +189,45 @@ func topicInfo(t *broker.Topic) protocol.TopicInfo {
 	return out
 }
 
-func groupInfo(g *broker.Group) protocol.GroupInfo {
-	in := g.Info()
+// groupInfoTimeout bounds GROUP INFO's wait for the partition actors.
+const groupInfoTimeout = 5 * time.Second
+
+// groupInfoCurrent describes g with every answered delivery and settle
+// counted (SPEC.md 10.2): it waits for g's partition actors (on the lane).
+func groupInfoCurrent(g *broker.Group) (protocol.GroupInfo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), groupInfoTimeout)
+	defer cancel()
+	in, err := g.InfoCurrent(ctx)
+	if err != nil {
+		return protocol.GroupInfo{}, err
+	}
+	return groupInfo(in), nil
+}
+
+// groupInfo maps the engine's description onto the wire's.
+func groupInfo(in broker.GroupInfo) protocol.GroupInfo {
 	c := in.Config
-	return protocol.GroupInfo{
+	if c.NATSAck == "" {
+		c.NATSAck = broker.NATSAckAuto
+	}
+	out := protocol.GroupInfo{
 		Topic: string(in.Topic), Name: string(in.Name), ID: uint64(in.ID),
 		Config: protocol.GroupConfig{
 			Start: string(c.Start), LeaseMillis: c.LeaseMs,
-			MaxDeliveries: c.MaxDeliveries, DeadLetter: c.DeadLetter, NATSAck: "auto",
+			MaxDeliveries: c.MaxDeliveries, DeadLetter: c.DeadLetter, NATSAck: string(c.NATSAck),
 		},
-		Pending:  uint64(max(in.Pending-in.Inflight, 0)),
-		Inflight: uint64(max(in.Inflight, 0)),
+		Pending:      uint64(max(in.Ready, 0)),
+		Inflight:     uint64(max(in.Inflight, 0)),
+		Redelivered:  in.Redelivered,
+		DeadLettered: in.DeadLettered,
+		Partitions:   []protocol.GroupPartitionInfo{},
 	}
+	for _, p := range in.Partitions {
+		out.Partitions = append(out.Partitions, protocol.GroupPartitionInfo{
+			Partition: uint32(p.Partition),
+			AckFloor:  uint64(max(p.Frontier, 1) - 1),
+			Delivered: uint64(max(p.Next, 1) - 1),
+		})
+	}
+	return out
 }

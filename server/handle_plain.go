@@ -99,7 +99,11 @@ func (c *client) deliverPlain(s *subscription, m *pubMsg) bool {
 		}
 	}
 	c.frameBuf = appendMsg(c.frameBuf[:0], m, s.sid, to.crcOut.Load(), to.headersOut.Load() || m.hdrLen == 0)
-	return to.queueDelivery(c.frameBuf)
+	if !to.queueDelivery(c.frameBuf) {
+		return false
+	}
+	to.countOutMsgs(1)
+	return true
 }
 
 // appendMsg encodes a MSG or HMSG frame. withHeaders false strips the
@@ -228,6 +232,7 @@ func validQueue(q string) bool { return validSubject(q) }
 func (c *client) handleUnsub(sid string, max uint64) {
 	c.mu.Lock()
 	s := c.subs[sid]
+	durable := s != nil && s.durable != nil
 	c.mu.Unlock()
 	if s == nil {
 		// NATS answers a missing sid with nothing; strict clients get +OK
@@ -235,7 +240,7 @@ func (c *client) handleUnsub(sid string, max uint64) {
 		c.ok()
 		return
 	}
-	if max > 0 && s.durable == nil && s.delivered.Load() < max {
+	if max > 0 && !durable && s.delivered.Load() < max {
 		s.max.Store(max)
 		// A delivery may have raced past max between the check and the
 		// store; removeSub is idempotent.

@@ -17,6 +17,8 @@ var okNone = []byte("+OK -\r\n")
 // reply-to, checksum, header block). m's slices are borrowed until it
 // returns.
 func (c *client) handlePub(m *pubMsg) {
+	c.inMsgs.Add(1)
+	c.srv.stats.inMsgs.Add(1)
 	if strings.HasPrefix(m.subject, "$") {
 		if strings.HasPrefix(m.subject, "$F.") {
 			c.settleByPub(m)

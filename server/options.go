@@ -31,6 +31,12 @@ type Options struct {
 	// TLSConfig, when set, is used as is for the TLS listener.
 	TLSConfig *tls.Config
 
+	// HTTPListen, when not empty, is the host:port of the HTTP admin
+	// listener (server/admin: /metrics, the JSON API, the dashboard);
+	// port 0 picks a free port (see Server.HTTPAddr). Off by default. It
+	// asks for the server's token or user passwords when auth is on.
+	HTTPListen string
+
 	// DataDir is where the durable engine keeps its data.
 	DataDir string
 	// NoBroker runs the plain NATS core only: durable verbs answer
@@ -90,6 +96,9 @@ type Options struct {
 	// AutoCreateTopics lets a PUB to a subject that no topic captures create
 	// a topic named after the subject (never for _INBOX.> nor $...).
 	AutoCreateTopics bool
+	// AutoCreateGroups lets POLL and a durable SUB create a missing group
+	// (default config); off, they answer unknown_group.
+	AutoCreateGroups bool
 
 	// ShutdownTimeout bounds the graceful drain when Run's context ends.
 	ShutdownTimeout time.Duration
@@ -146,6 +155,7 @@ func DefaultOptions() Options {
 		MaxInflight:      256,
 		MaxPollWait:      5 * time.Minute,
 		AutoCreateTopics: true,
+		AutoCreateGroups: true,
 		ShutdownTimeout:  10 * time.Second,
 	}
 }
@@ -165,6 +175,11 @@ func (o *Options) validate() error {
 		}
 		if o.TLSConfig == nil && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
 			return bad("TLSListen needs TLSConfig or TLSCertFile and TLSKeyFile")
+		}
+	}
+	if o.HTTPListen != "" {
+		if _, _, err := net.SplitHostPort(o.HTTPListen); err != nil {
+			return bad("HTTPListen %q: %v", o.HTTPListen, err)
 		}
 	}
 	if !o.NoBroker && o.DataDir == "" {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server/broker"
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -38,6 +39,9 @@ type Server struct {
 
 	subs    *sublist
 	durable durableEngine
+	stats   serverStats
+	admin   *adminListener // nil unless Options.HTTPListen; set before Ready
+	engine  atomic.Pointer[broker.Broker]
 
 	nextCID atomic.Uint64
 	ran     atomic.Bool
@@ -47,11 +51,12 @@ type Server struct {
 	clients  map[uint64]*client
 	draining bool
 
-	ready   chan struct{}
-	addr    net.Addr
-	tlsAddr net.Addr
+	ready chan struct{}
+	// addr and tlsAddr are set once while starting; connections may read
+	// them (INFO) while Run still runs, hence atomics.
+	addr    atomic.Pointer[net.TCPAddr]
+	tlsAddr atomic.Pointer[net.TCPAddr]
 
-	infoPlain, infoTLS []byte
 	// dummyHash is compared against when CONNECT names an unknown user.
 	dummyHash []byte
 	// bcryptSem bounds concurrent password checks.
@@ -101,11 +106,19 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Ready() <-chan struct{} { return s.ready }
 
 // Addr is the bound address of the plain listener; nil before Ready.
-func (s *Server) Addr() net.Addr { return s.addr }
+func (s *Server) Addr() net.Addr { return tcpAddr(s.addr.Load()) }
 
 // TLSAddr is the bound address of the TLS listener; nil without TLS or
 // before Ready.
-func (s *Server) TLSAddr() net.Addr { return s.tlsAddr }
+func (s *Server) TLSAddr() net.Addr { return tcpAddr(s.tlsAddr.Load()) }
+
+// tcpAddr avoids returning a typed nil as net.Addr.
+func tcpAddr(a *net.TCPAddr) net.Addr {
+	if a == nil {
+		return nil
+	}
+	return a
+}
 
 // ID is the server id reported in INFO.
 func (s *Server) ID() string { return s.id }
@@ -119,6 +132,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if !s.ran.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
+	sm := s.observeSyncs()
 	if err := s.openDurable(); err != nil {
 		return err
 	}
@@ -139,9 +153,12 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: %s: %v", ErrListen, s.opts.Listen, err)
 	case <-h.booted:
 	}
-	if a := h.addr.Load(); a != nil {
-		s.addr = a
+	bound := h.addr.Load()
+	if bound == nil {
+		// The listener's address could not be read back: use the option.
+		bound, _ = net.ResolveTCPAddr("tcp", s.opts.Listen)
 	}
+	s.addr.Store(bound)
 	var tl *tlsListener
 	if s.opts.TLSListen != "" {
 		var err error
@@ -151,12 +168,24 @@ func (s *Server) Run(ctx context.Context) error {
 			s.closeDurable()
 			return err
 		}
-		s.tlsAddr = tl.ln.Addr()
+		if ta, ok := tl.ln.Addr().(*net.TCPAddr); ok {
+			s.tlsAddr.Store(ta)
+		}
 	}
-	s.infoPlain = s.buildInfo(false)
-	s.infoTLS = s.buildInfo(true)
+	if err := s.startAdmin(sm); err != nil {
+		if tl != nil {
+			tl.stop()
+		}
+		s.stopEngine()
+		<-gerr
+		s.closeDurable()
+		return err
+	}
+	if s.durable != nil {
+		s.engine.Store(s.durable.b)
+	}
 	close(s.ready)
-	s.log.Info("listening", "addr", s.addr, "tls", s.tlsAddr, "event_loops", s.opts.EventLoops)
+	s.log.Info("listening", "addr", s.Addr(), "tls", s.TLSAddr(), "http", s.HTTPAddr(), "event_loops", s.opts.EventLoops)
 
 	select {
 	case <-ctx.Done():
@@ -165,6 +194,7 @@ func (s *Server) Run(ctx context.Context) error {
 		if tl != nil {
 			tl.stop()
 		}
+		s.stopAdmin()
 		s.closeDurable()
 		if err != nil {
 			return fmt.Errorf("server: event loops stopped: %w", err)
@@ -178,6 +208,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.stopEngine()
 	<-gerr
+	s.stopAdmin()
 	s.closeDurable()
 	s.log.Info("stopped")
 	return nil
@@ -235,15 +266,18 @@ func (s *Server) admit(tr transport) (*client, []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.draining {
-		return nil, []byte("-ERR 'Server Shutting Down'\r\n")
+		// The client's mode is not known yet: NATS form (Fibril form where
+		// NATS has no text).
+		return nil, protocol.AppendError(nil, protocol.NewError(protocol.CodeShuttingDown, ""), false)
 	}
 	if len(s.clients) >= s.opts.MaxConnections {
 		s.log.Warn("refusing connection: max connections", "remote", tr.remoteAddr(), "max", s.opts.MaxConnections)
-		return nil, []byte("-ERR 'maximum connections exceeded'\r\n")
+		return nil, protocol.AppendError(nil, protocol.NewError(protocol.CodeMaxConnections, ""), false)
 	}
 	c := newClient(s, s.nextCID.Add(1), tr)
 	c.authed.Store(!s.opts.authRequired())
 	s.clients[c.id] = c
+	s.stats.conns.Add(1)
 	return c, nil
 }
 
@@ -272,43 +306,40 @@ func (s *Server) tick(now time.Time) time.Duration {
 	return max(next, 5*time.Millisecond)
 }
 
-// infoLine is the INFO frame sent to a new connection.
-func (s *Server) infoLine(tls bool) []byte {
-	select {
-	case <-s.ready:
-	default:
-		// A client raced the end of startup: build it now.
-		return s.buildInfo(tls)
-	}
-	if tls {
-		return s.infoTLS
-	}
-	return s.infoPlain
-}
-
-func (s *Server) buildInfo(tls bool) []byte {
-	host, port := "", 0
-	a := s.addr
-	if tls {
-		a = s.tlsAddr
-	}
-	if ta, ok := a.(*net.TCPAddr); ok {
-		host, port = ta.IP.String(), ta.Port
-	}
-	name := s.opts.ServerName
-	if name == "" {
-		name = s.id
-	}
-	info := protocol.Info{
-		ServerID: s.id, ServerName: name, Version: Version, Proto: 1, Go: runtime.Version(),
-		Host: host, Port: port, Headers: true, MaxPayload: int64(s.opts.MaxPayload),
-		AuthRequired: s.opts.authRequired(), TLSRequired: tls, TLSAvailable: s.opts.TLSListen != "",
-		Fibril: 1, MaxUnconfirmed: s.opts.MaxUnconfirmed, HeartbeatMillis: s.opts.PingInterval.Milliseconds(),
-		MaxInflight: s.opts.MaxInflight, CRC: true, MaxControlLine: s.opts.MaxControlLine,
+// infoLine is the INFO frame sent to connection c: the server's fields
+// plus client_id and client_ip.
+func (s *Server) infoLine(c *client, tls bool) []byte {
+	info := s.info(tls)
+	info.ClientID = c.id
+	if host, _, err := net.SplitHostPort(c.tr.remoteAddr()); err == nil {
+		info.ClientIP = host
 	}
 	b, err := protocol.AppendInfo(nil, &info)
 	if err != nil {
 		s.log.Error("encoding INFO", "err", err)
 	}
 	return b
+}
+
+// info returns the INFO fields common to every connection of a listener.
+func (s *Server) info(tls bool) protocol.Info {
+	host, port := "", 0
+	ta := s.addr.Load()
+	if tls {
+		ta = s.tlsAddr.Load()
+	}
+	if ta != nil {
+		host, port = ta.IP.String(), ta.Port
+	}
+	name := s.opts.ServerName
+	if name == "" {
+		name = s.id
+	}
+	return protocol.Info{
+		ServerID: s.id, ServerName: name, Version: Version, Proto: 1, Go: runtime.Version(),
+		Host: host, Port: port, Headers: true, MaxPayload: int64(s.opts.MaxPayload),
+		AuthRequired: s.opts.authRequired(), TLSRequired: tls, TLSAvailable: s.opts.TLSListen != "",
+		Fibril: 1, MaxUnconfirmed: s.opts.MaxUnconfirmed, HeartbeatMillis: s.opts.PingInterval.Milliseconds(),
+		MaxInflight: s.opts.MaxInflight, CRC: true, MaxControlLine: s.opts.MaxControlLine,
+	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -254,4 +255,34 @@ func TestClientNotReadingIsBounded(t *testing.T) {
 		defer s.mu.Unlock()
 		return len(s.clients) == 0
 	})
+}
+
+func TestRunFailures(t *testing.T) {
+	dir := t.TempDir()
+	s1 := startServer(t, func(o *Options) { o.NoBroker = false; o.DataDir = dir })
+	// A topic's open log holds the directory's lock. (With no topic at all
+	// the engine does not lock the directory yet: reported to its owner.)
+	w := dialInfo(t, s1)
+	w.send("CONNECT {\"fibril\":1}\r\nTOPIC CREATE locked\r\n")
+	w.expect(`^\+OK$`)
+	w.expect(`^\+OK \{`)
+	// The same data directory twice, and a taken port: Run says why.
+	cases := []func(*Options){
+		func(o *Options) { o.NoBroker = false; o.DataDir = dir },
+		func(o *Options) { o.Listen = s1.Addr().String() },
+	}
+	for i, mutate := range cases {
+		s, err := New(testOptions(t, mutate))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		if err := s.Run(ctx); err == nil {
+			t.Errorf("case %d: Run succeeded", i)
+		}
+		cancel()
+	}
+	if _, err := New(testOptions(t, func(o *Options) { o.MaxPayload = 0 })); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("invalid options: %v", err)
+	}
 }

@@ -1,5 +1,6 @@
-// Command fibril runs the Fibril broker (`fibril serve`) and offers a small
-// client for trying it (`fibril pub|sub|poll|topics`).
+// Command fibril runs the Fibril broker (`fibril serve`, with the HTTP admin
+// listener under --http) and offers a small client for trying it
+// (`fibril pub|sub|poll|topics`) and a terminal UI (`fibril tui`).
 //
 // `fibril serve` maps flags, FIBRIL_* environment variables and an optional
 // JSON config file onto server.Options, then runs the server until SIGINT or
@@ -45,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdPoll(args[1:], stdout, stderr)
 	case "topics":
 		return cmdTopics(args[1:], stdout, stderr)
+	case "tui":
+		return cmdTUI(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "fibril", server.Version)
 		return 0
@@ -66,6 +69,7 @@ commands:
   sub      print messages:            fibril sub [-s url] [-q group] <subject>
   poll     pull from a durable group: fibril poll [-s url] [-n max] [-wait ms] [-ack] <topic> <group>
   topics   list or create topics:     fibril topics [-s url] [list | create <name> [json] | info <name> | delete <name>]
+  tui      watch messages move:       fibril tui [-s url] [-token t] [-user u -pass p] [-interval 1s]
   version  print the version
 
 Run 'fibril <command> -h' for the flags of one command.
@@ -135,6 +139,9 @@ func announce(w io.Writer, srv *server.Server, opts server.Options, readyJSON bo
 		if a := srv.TLSAddr(); a != nil {
 			line["tls_addr"] = a.String()
 		}
+		if a := srv.HTTPAddr(); a != nil {
+			line["http"] = "http://" + a.String()
+		}
 		if opts.NoBroker {
 			line["data_dir"] = nil
 		}
@@ -145,6 +152,9 @@ func announce(w io.Writer, srv *server.Server, opts server.Options, readyJSON bo
 	fmt.Fprintf(w, "fibril %s listening on nats://%s", server.Version, srv.Addr())
 	if a := srv.TLSAddr(); a != nil {
 		fmt.Fprintf(w, " and tls://%s", a)
+	}
+	if a := srv.HTTPAddr(); a != nil {
+		fmt.Fprintf(w, ", admin on http://%s", a)
 	}
 	if opts.NoBroker {
 		fmt.Fprintf(w, ", durable engine off\n")

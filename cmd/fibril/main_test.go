@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,5 +145,101 @@ func TestClientCommands(t *testing.T) {
 	var errb bytes.Buffer
 	if code := run([]string{"poll", "-s", addr, "nope", "g"}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "unknown_topic") {
 		t.Fatalf("poll unknown topic: %d %s", code, errb.String())
+	}
+}
+
+// TestServeHTTPReadyJSON starts `fibril serve --http 127.0.0.1:0
+// --ready-json` as the real binary and checks that the ready line names the
+// admin listener, which answers /readyz and, with the token, /api/topics.
+func TestServeHTTPReadyJSON(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "fibril")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
+		"--data", t.TempDir(), "--ready-json", "--token", "tok")
+	cmd.Env = append(os.Environ(), "FIBRIL_HTTP=") // the flag wins anyway
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	line := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- l
+	}()
+	var ready struct {
+		Addr string `json:"addr"`
+		HTTP string `json:"http"`
+	}
+	select {
+	case l := <-line:
+		if err := json.Unmarshal([]byte(l), &ready); err != nil || ready.Addr == "" || !strings.HasPrefix(ready.HTTP, "http://127.0.0.1:") {
+			t.Fatalf("ready line %q: %v", l, err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no ready line in 20s")
+	}
+	get := func(path, token string) int {
+		req, _ := http.NewRequest(http.MethodGet, ready.HTTP+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if code := get("/readyz", ""); code != 200 {
+		t.Fatalf("readyz: %d", code)
+	}
+	if code := get("/api/topics", ""); code != http.StatusUnauthorized {
+		t.Fatalf("api without token: %d", code)
+	}
+	if code := get("/api/topics", "tok"); code != 200 {
+		t.Fatalf("api with token: %d", code)
+	}
+}
+
+func TestServeOptionsHTTP(t *testing.T) {
+	o, _, err := serveOptions(nil, env(map[string]string{"FIBRIL_HTTP": "127.0.0.1:8222"}), io.Discard)
+	if err != nil || o.HTTPListen != "127.0.0.1:8222" {
+		t.Fatalf("env: %q %v", o.HTTPListen, err)
+	}
+	if o, _, _ := serveOptions(nil, env(nil), io.Discard); o.HTTPListen != "" {
+		t.Fatalf("admin listener on by default: %q", o.HTTPListen)
+	}
+	cfg := filepath.Join(t.TempDir(), "c.json")
+	_ = os.WriteFile(cfg, []byte(`{"http": "127.0.0.1:9000"}`), 0o600)
+	if o, _, err := serveOptions([]string{"--config", cfg}, env(nil), io.Discard); err != nil || o.HTTPListen != "127.0.0.1:9000" {
+		t.Fatalf("config: %q %v", o.HTTPListen, err)
+	}
+}
+
+func TestTUICommand(t *testing.T) {
+	addr := startServer(t)
+	var out, errb bytes.Buffer
+	// "q" quits at once; the UI has drawn the server's topics by then.
+	if code := runTUI([]string{"-s", addr, "-alt-screen=false", "-interval", "100ms"}, strings.NewReader("q"), &out, &errb); code != 0 {
+		t.Fatalf("tui exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "Fibril "+server.Version) {
+		t.Fatalf("tui screen lacks the server header: %q", out.String())
+	}
+	if code := runTUI([]string{"-s", "127.0.0.1:1", "-timeout", "1s"}, strings.NewReader("q"), io.Discard, io.Discard); code != 1 {
+		t.Fatalf("tui against nothing: exit %d, want 1", code)
+	}
+	if code := runTUI([]string{"-interval", "1ms"}, strings.NewReader("q"), io.Discard, io.Discard); code != 2 {
+		t.Fatalf("tui with a bad interval: exit %d, want 2", code)
 	}
 }

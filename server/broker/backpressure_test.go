@@ -170,3 +170,42 @@ func TestByteLimitAfterRestart(t *testing.T) {
 		t.Fatalf("publish over byte limit after restart: %v", err)
 	}
 }
+
+// Byte limits count real message sizes: one large message, once settled,
+// no longer weighs on the small ones that follow (an average would).
+func TestUnsettledBytesAreReal(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("jobs", TopicConfig{MaxUnsettledBytes: 1000, FullPolicy: FullReject})
+	g := e.group(tp, "w", GroupConfig{})
+	ctx := context.Background()
+	if _, err := tp.Publish(ctx, Message{Subject: "jobs", Data: make([]byte, 900)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "900 unsettled bytes", func() bool { return tp.Info().UnsettledBytes == 900 })
+	if err := e.settle(e.poll(g, 1)[0], Ack()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "settled", func() bool { return tp.Info().UnsettledBytes == 0 })
+	for i := 0; i < 50; i++ {
+		if _, err := tp.Publish(ctx, Message{Subject: "jobs", Data: make([]byte, 10)}); err != nil {
+			t.Fatalf("small publish %d: %v", i, err)
+		}
+	}
+	waitFor(t, "500 unsettled bytes", func() bool {
+		in := tp.Info()
+		return in.UnsettledBytes == 500 && in.Unsettled == 50 && in.Partitions[0].UnsettledBytes == 500
+	})
+	for i := 0; i < 49; i++ {
+		if _, err := tp.Publish(ctx, Message{Subject: "jobs", Data: make([]byte, 10)}); err != nil {
+			t.Fatalf("small publish %d: %v", 50+i, err)
+		}
+	}
+	waitFor(t, "990 unsettled bytes", func() bool { return tp.Info().UnsettledBytes == 990 })
+	if _, err := tp.Publish(ctx, Message{Subject: "jobs", Data: make([]byte, 10)}); err != nil {
+		t.Fatal(err) // 990 < 1000: room for one more
+	}
+	waitFor(t, "full", func() bool { return tp.Info().UnsettledBytes == 1000 })
+	if _, err := tp.Publish(ctx, Message{Subject: "jobs", Data: []byte("x")}); !errors.Is(err, ErrTopicFull) {
+		t.Fatalf("publish over the byte limit: %v, want ErrTopicFull", err)
+	}
+}

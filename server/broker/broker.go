@@ -27,6 +27,29 @@ type Broker struct {
 
 	table  atomic.Pointer[topicTable]
 	closed atomic.Bool
+	st     brokerStats
+
+	// The last owners released (ReleaseOwner), so a poll handed between
+	// partitions stops leasing to an owner released meanwhile.
+	relGen   atomic.Uint64
+	released [releasedRing]atomic.Uint64
+}
+
+const releasedRing = 256
+
+// ownerReleasedSince reports whether owner may have been released since
+// generation gen (true when too many releases happened to tell).
+func (b *Broker) ownerReleasedSince(owner OwnerID, gen uint64) bool {
+	now := b.relGen.Load()
+	if now-gen >= releasedRing {
+		return true
+	}
+	for i := gen + 1; i <= now; i++ {
+		if b.released[i%releasedRing].Load() == uint64(owner) {
+			return true
+		}
+	}
+	return false
 }
 
 // topicTable is an immutable routing snapshot, replaced on catalog changes.
@@ -102,6 +125,7 @@ func (b *Broker) openTopic(ct catTopic) (*Topic, error) {
 	var groups []*Group
 	for _, cg := range ct.Groups {
 		g := &Group{t: t, id: cg.ID, name: cg.Name, cfg: cg.Config, parts: make([]*groupPart, ct.Config.Partitions)}
+		g.paused.Store(cg.Paused)
 		t.groups[cg.Name] = g
 		groups = append(groups, g)
 	}
@@ -357,6 +381,9 @@ func (b *Broker) ReleaseOwner(owner OwnerID) {
 	if owner == 0 {
 		return
 	}
+	// Recorded before the partitions are told: a poll in transit that
+	// misses it reaches its next partition before that partition's release.
+	b.released[b.relGen.Add(1)%releasedRing].Store(uint64(owner))
 	for _, t := range b.topicList() {
 		for _, p := range t.parts {
 			p.control(func(p *partition) {

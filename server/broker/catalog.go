@@ -29,6 +29,7 @@ type catGroup struct {
 	ID     GroupID     `json:"id"`
 	Name   GroupName   `json:"name"`
 	Config GroupConfig `json:"config"`
+	Paused bool        `json:"paused,omitempty"`
 }
 
 const catalogName = "catalog.json"

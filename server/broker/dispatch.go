@@ -18,6 +18,16 @@ type pollWaiter struct {
 	parts    int32
 	stop     func() bool // cancels the timeout, if any
 	done     func([]Delivery, error)
+
+	// Set by the claimer, then handed from partition to partition (each
+	// hand-off goes through the next actor's control stack): deliveries
+	// gathered so far (copies), how many partitions remain to visit, and
+	// the holds on the answer (see release).
+	acc         []Delivery
+	hops        int
+	next        Partition
+	relGen      uint64       // Broker.relGen when the poll started
+	outstanding atomic.Int32 // the tour plus commits not yet durable
 }
 
 func (w *pollWaiter) claim() bool { return w.claimed.CompareAndSwap(false, true) }
@@ -47,7 +57,7 @@ func (p *partition) addPoll(w *pollWaiter) {
 		w.decline(p)
 		return
 	}
-	if _, ok := gp.take(p.durData); !ok || len(gp.waiters) > 0 {
+	if _, ok := gp.take(p.durData); !ok || len(gp.waiters) > 0 || gp.g.paused.Load() {
 		if w.wait {
 			gp.waiters = append(gp.waiters, w)
 		} else {
@@ -56,21 +66,105 @@ func (p *partition) addPoll(w *pollWaiter) {
 		return
 	}
 	if w.claim() {
+		p.claimed(w)
 		p.serve(gp, w)
 	}
 }
 
-// serve delivers up to w.max messages to a claimed waiter.
+// claimed (actor) starts the tour of a poll this partition claimed: after
+// serving it here, the other partitions are asked in turn.
+func (p *partition) claimed(w *pollWaiter) {
+	w.hops = len(p.t.parts) - 1
+	w.next = (p.idx + 1) % Partition(len(p.t.parts))
+	w.outstanding.Store(1) // the tour itself
+}
+
+// serve delivers to a claimed waiter what this partition has, up to what
+// it still wants. When it wants more and partitions remain, the deliveries
+// are copied and the waiter moves on at once; this partition's commit is
+// awaited in parallel (outstanding). Otherwise this is the last stop: the
+// answer goes out once every commit of the tour is durable — borrowing the
+// records, without copies, when this partition served it alone.
 func (p *partition) serve(gp *groupPart, w *pollWaiter) {
-	ds := make([]Delivery, 0, min(w.max, 64))
-	for len(ds) < w.max {
+	want := w.max - len(w.acc)
+	ds := make([]Delivery, 0, min(want, 64))
+	for len(ds) < want {
 		d, ok := p.deliverOne(gp, w.owner, nil)
 		if !ok {
 			break
 		}
 		ds = append(ds, d)
 	}
-	p.after = append(p.after, func() { w.finish(ds, nil) })
+	if len(ds) < want && w.hops > 0 {
+		if len(ds) > 0 {
+			w.keep(ds)
+			w.outstanding.Add(1)
+			p.after = append(p.after, w.release)
+		}
+		p.handOn(w)
+		return
+	}
+	if len(w.acc) == 0 && w.outstanding.Load() == 1 {
+		// Alone: no other commit is pending and none can start (only
+		// the holder of the tour adds to outstanding).
+		p.after = append(p.after, func() { w.finish(ds, nil) })
+		return
+	}
+	w.keep(ds)
+	if len(ds) > 0 {
+		p.after = append(p.after, w.release) // the tour ends with this commit
+	} else {
+		w.release()
+	}
+}
+
+// keep copies deliveries into the waiter's answer (the records are
+// borrowed only until the round's completions).
+func (w *pollWaiter) keep(ds []Delivery) {
+	for _, d := range ds {
+		w.acc = append(w.acc, d.clone())
+	}
+}
+
+// release drops one hold on the answer (the tour, or one partition's
+// commit); the last one answers. The atomic orders the tour's appends to
+// acc before the answer, whichever goroutine gives it.
+func (w *pollWaiter) release() {
+	if w.outstanding.Add(-1) == 0 {
+		w.finish(w.acc, nil)
+	}
+}
+
+// handOn passes the waiter to the next partition; when that partition is
+// closing, the tour ends here.
+func (p *partition) handOn(w *pollWaiter) {
+	w.hops--
+	np := p.t.parts[w.next]
+	w.next = (w.next + 1) % Partition(len(p.t.parts))
+	if err := np.controlChecked(func(np *partition) { np.continuePoll(w) }); err != nil {
+		w.release()
+	}
+}
+
+// continuePoll (actor) serves a poll another partition claimed and handed
+// on; with nothing here it is handed on at once.
+func (p *partition) continuePoll(w *pollWaiter) {
+	if w.owner != 0 && p.t.b.ownerReleasedSince(w.owner, w.relGen) {
+		w.release() // its connection is gone: lease nothing more to it
+		return
+	}
+	gp := p.groups[w.group]
+	if gp != nil && !gp.g.paused.Load() {
+		if _, ok := gp.take(p.durData); ok {
+			p.serve(gp, w)
+			return
+		}
+	}
+	if w.hops > 0 {
+		p.handOn(w)
+		return
+	}
+	w.release()
 }
 
 // deliverOne leases the next deliverable message of gp and builds its
@@ -120,6 +214,9 @@ func (p *partition) deliverOne(gp *groupPart, owner OwnerID, sub *Subscription) 
 // subscriptions with credit, round robin.
 func (p *partition) dispatch() {
 	for _, gp := range p.order {
+		if gp.g.paused.Load() {
+			continue // Resume wakes the actor
+		}
 		if len(gp.waiters) > 64 {
 			// Polls claimed by another partition (or their timeout) are
 			// dropped lazily; compact so they cannot pile up behind a
@@ -145,6 +242,7 @@ func (p *partition) dispatch() {
 			}
 			gp.waiters = gp.waiters[1:]
 			if w.claim() {
+				p.claimed(w)
 				p.serve(gp, w)
 			}
 		}

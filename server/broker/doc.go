@@ -29,6 +29,26 @@
 // persisted: after a crash every unsettled delivery is handed out again, with
 // its delivery count intact.
 //
+// # Operations and metrics
+//
+// Group.Pause/Resume (persisted in the catalog), Topic.Purge (a purge event
+// settles everything stored for every group and raises the partition's
+// purge floor, kept in the snapshot as group id 0) and Broker.Requeue (dead
+// letters back to their Fibril-Subject through the dead-letter topic's
+// RequeueGroup) serve the admin API. Counters (GroupCounters, published)
+// are plain fields of the actor's state, copied to atomics once per round;
+// TopicInfo, GroupInfo and Broker.Stats read those without waiting for the
+// actors. Options.Observer sees every commit's fsync time and batch size.
+// Topic.Browse, SeqAt, Events and History read a partition's messages and state
+// events on its actor (copies: retention may unmap the log under a reader).
+// Byte limits and gauges use the size ledger (4 bytes per retained message).
+//
+// A poll is claimed by the first partition with a ready message, which
+// serves what it has; while the poll wants more, it is handed at once to
+// the other partitions in turn (with copies of what it gathered), and the
+// answer goes out when the last commit of the tour is durable: the commits
+// of the partitions run in parallel.
+//
 // # Actors and the async API
 //
 // Commands reach a partition through a lock-free bounded ring (publish,

@@ -13,6 +13,9 @@ const (
 	evSettle     byte = 2 // acked, or its dead-letter copy is durable
 	evDeadLetter byte = 3 // arg: reason; copy to the dead-letter topic is due
 	evInit       byte = 4 // group created: offset is where it starts
+	// evPurge: everything below offset is settled (Topic.Purge); with
+	// group id 0 it is the partition's purge floor.
+	evPurge byte = 5
 )
 
 func appendEvent(b []byte, kind byte, g GroupID, seq Seq, arg uint64) []byte {
@@ -26,7 +29,7 @@ func appendEvent(b []byte, kind byte, g GroupID, seq Seq, arg uint64) []byte {
 func decodeEvents(b []byte, fn func(kind byte, g GroupID, seq Seq, arg uint64)) error {
 	for len(b) > 0 {
 		kind := b[0]
-		if kind < evDeliver || kind > evInit {
+		if kind < evDeliver || kind > evPurge {
 			return fmt.Errorf("%w: event kind %d", ErrCorruptState, kind)
 		}
 		b = b[1:]

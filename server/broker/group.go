@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,8 @@ type Group struct {
 	// parts[i] is the group's state in partition i; only that partition's
 	// actor touches it, except its st* counters.
 	parts []*groupPart
+	// paused stops deliveries (Pause); persisted in the catalog.
+	paused atomic.Bool
 }
 
 // Name returns the group's name.
@@ -38,7 +41,9 @@ func (g *Group) Config() GroupConfig { return g.cfg }
 // the timeout), and must be quick and must not call blocking methods such as
 // Delivery.Ack (use Broker.Settle); the deliveries' Subject, Header and Data
 // are borrowed until it returns. Leases belong to owner (see ReleaseOwner).
-// A poll answers with messages of one partition. PollAsync returns
+// A poll gathers from every partition of the topic that has messages ready
+// (waiting, if it must, only for the first); the deliveries of each
+// partition are in order. PollAsync returns
 // ErrQueueFull or ErrClosed at once (done is then never called).
 func (g *Group) PollAsync(max int, wait time.Duration, owner OwnerID, done func([]Delivery, error)) error {
 	_, err := g.pollAsync(max, wait, owner, done)
@@ -49,7 +54,8 @@ func (g *Group) pollAsync(max int, wait time.Duration, owner OwnerID, done func(
 	if max < 1 {
 		return nil, fmt.Errorf("%w: poll max %d < 1", ErrInvalid, max)
 	}
-	w := &pollWaiter{group: g.id, max: max, owner: owner, wait: wait != 0, parts: int32(len(g.t.parts)), done: done}
+	w := &pollWaiter{group: g.id, max: max, owner: owner, wait: wait != 0, parts: int32(len(g.t.parts)), done: done,
+		relGen: g.t.b.relGen.Load()}
 	if wait > 0 {
 		w.stop = g.t.b.opts.Clock.AfterFunc(wait, func() {
 			if w.claim() {
@@ -154,16 +160,57 @@ type GroupInfo struct {
 	Config   GroupConfig `json:"config"`
 	Pending  int64       `json:"pending"`  // retained and not settled, inflight included
 	Inflight int64       `json:"inflight"` // leased now
+	// Ready is Pending minus Inflight: waiting for a consumer (nack
+	// delays included).
+	Ready int64 `json:"ready"`
+	// OldestUnackedMs is the age of the oldest message the group has not
+	// settled, over all partitions (0: none).
+	OldestUnackedMs int64 `json:"oldest_unacked_ms"`
+	// Paused is true while the group is paused (see Group.Pause).
+	Paused bool `json:"paused"`
+	// GroupCounters are the totals over all partitions.
+	GroupCounters
+	// Partitions holds the same numbers per partition.
+	Partitions []GroupPartitionInfo `json:"partitions"`
 }
 
 // Info returns the group's description without waiting for the actors.
 func (g *Group) Info() GroupInfo {
-	in := GroupInfo{Topic: g.t.name, Name: g.name, ID: g.id, Config: g.cfg}
-	for _, gp := range g.parts {
-		in.Pending += gp.stPending.Load()
-		in.Inflight += gp.stInflight.Load()
+	in := GroupInfo{Topic: g.t.name, Name: g.name, ID: g.id, Config: g.cfg, Paused: g.paused.Load()}
+	now := g.t.b.opts.Clock.Now().UnixNano()
+	for i, gp := range g.parts {
+		if gp == nil {
+			continue // not yet attached (creation under way)
+		}
+		pi := gp.info(Partition(i), now)
+		in.Partitions = append(in.Partitions, pi)
+		in.Pending += pi.Pending
+		in.Inflight += pi.Inflight
+		in.Ready += pi.Ready
+		in.OldestUnackedMs = max(in.OldestUnackedMs, pi.OldestUnackedMs)
+		in.GroupCounters.add(pi.GroupCounters)
 	}
 	return in
+}
+
+// InfoCurrent is Info after every partition's actor has published this
+// group's numbers: everything answered before the call (deliveries, settle
+// callbacks) is counted. It blocks on the actors, bounded by ctx; it fails
+// with ErrClosed when the broker is stopping.
+func (g *Group) InfoCurrent(ctx context.Context) (GroupInfo, error) {
+	for i, gp := range g.parts {
+		if gp == nil {
+			continue
+		}
+		if err := g.t.onActor(ctx, Partition(i), func(p *partition) {
+			if p.groups[g.id] == gp {
+				p.publishGroupStats(gp)
+			}
+		}); err != nil {
+			return GroupInfo{}, fmt.Errorf("group %s/%s info: %w", g.t.name, g.name, err)
+		}
+	}
+	return g.Info(), nil
 }
 
 func (d Delivery) clone() Delivery {

@@ -66,7 +66,8 @@ type groupState struct {
 	timers      timerHeap // lease ends and nack delays, validated lazily
 	dlq         []deadLetter
 	nInflight   int
-	peakPending int // high-water mark of pending, for shrinking the map
+	peakPending int           // high-water mark of pending, for shrinking the map
+	cnt         GroupCounters // since open; not persisted
 
 	ev *evSink // event sink (nil: events are dropped, e.g. while replaying)
 }
@@ -136,6 +137,10 @@ func (g *groupState) deliver(seq Seq, now int64, owner OwnerID, sub *Subscriptio
 		g.next = seq + 1
 	}
 	p.attempts++
+	g.cnt.Delivered++
+	if p.attempts > 1 {
+		g.cnt.Redelivered++
+	}
 	p.state = stInflight
 	p.deadline = now + g.leaseNs
 	p.owner = owner
@@ -257,6 +262,7 @@ func (g *groupState) deadLettered(seq Seq) {
 		return
 	}
 	delete(g.pending, seq)
+	g.cnt.DeadLettered++
 	if g.acks.add(seq) {
 		g.emit(evSettle, seq, 0)
 	}
@@ -296,15 +302,18 @@ func (g *groupState) settle(seq Seq, attempt uint32, op SettleOp, now int64) err
 	}
 	switch op.Kind {
 	case SettleAck:
+		g.cnt.Acked++
 		g.endLease(seq, p)
 		delete(g.pending, seq)
 		g.acks.add(seq)
 		g.emit(evSettle, seq, 0)
 	case SettleNack:
 		if p.state == stInflight {
+			g.cnt.Nacked++
 			g.requeue(seq, p, now, int64(op.Delay))
 		}
 	case SettleReject:
+		g.cnt.Rejected++
 		g.endLease(seq, p)
 		p.owner, p.sub = 0, nil
 		g.toDeadLetter(seq, p, reasonRejected)
@@ -339,6 +348,7 @@ func (g *groupState) expire(now int64) {
 		}
 		switch p.state {
 		case stInflight:
+			g.cnt.Expired++
 			g.requeue(e.seq, p, now, 0)
 		case stDelayed:
 			p.state = stReady
@@ -450,6 +460,8 @@ func (g *groupState) apply(kind byte, seq Seq, arg uint64) {
 		if seq >= g.next {
 			g.next = seq + 1
 		}
+	case evPurge:
+		g.truncatedTo(seq)
 	case evDeadLetter:
 		if g.acks.contains(seq) {
 			return

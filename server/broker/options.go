@@ -41,6 +41,9 @@ type Options struct {
 	// Logf reports background errors (snapshot, retention, unreadable
 	// records). Default: the standard logger.
 	Logf func(format string, args ...any)
+	// Observer, when set, receives fsync latencies and group-commit batch
+	// sizes (see Observer). Broker.Stats keeps totals either way.
+	Observer Observer
 
 	// serialCommit turns off the partition's pipelined group commit (the
 	// actor writes with PolicyNone while a syncer goroutine fsyncs both
@@ -235,7 +238,25 @@ type GroupConfig struct {
 	// DeadLetter is the dead-letter topic; default "$DLQ.<topic>.<group>",
 	// "-" means none (a message that reaches MaxDeliveries is then dropped).
 	DeadLetter string `json:"dead_letter,omitempty"`
+	// NATSAck says how deliveries to clients that cannot settle (stock
+	// NATS clients, SPEC.md 10.2) are treated by a server: NATSAckAuto
+	// (default) settles them when written, NATSAckExplicit leases them like
+	// any other until the client publishes +ACK to the handle. The engine
+	// only stores it. An empty value (catalogs written before the field)
+	// means auto.
+	NATSAck NATSAck `json:"nats_ack,omitempty"`
 }
+
+// NATSAck is GroupConfig.NATSAck.
+type NATSAck string
+
+// NATSAck values.
+const (
+	// NATSAckAuto: settled when written (at most once).
+	NATSAckAuto NATSAck = "auto"
+	// NATSAckExplicit: leased until the client settles (at least once).
+	NATSAckExplicit NATSAck = "explicit"
+)
 
 func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig, error) {
 	switch c.Start {
@@ -260,6 +281,13 @@ func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig
 	if c.DeadLetter == "" {
 		c.DeadLetter = DeadLetterTopic(topic, group)
 	}
+	switch c.NATSAck {
+	case "":
+		c.NATSAck = NATSAckAuto
+	case NATSAckAuto, NATSAckExplicit:
+	default:
+		return c, fmt.Errorf("%w: nats_ack %q (want auto or explicit)", ErrInvalid, c.NATSAck)
+	}
 	if c.DeadLetter != "-" {
 		if err := validTopicName(TopicName(c.DeadLetter), true); err != nil {
 			return c, fmt.Errorf("dead_letter: %w", err)
@@ -272,4 +300,15 @@ func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig
 // "$DLQ.<topic>.<group>".
 func DeadLetterTopic(topic TopicName, group GroupName) string {
 	return "$DLQ." + string(topic) + "." + string(group)
+}
+
+// Resolve returns c with the defaults a topic named name would get, or the
+// validation error CreateTopic would return. Callers compare it with an
+// existing topic's Config to make creation idempotent.
+func (c TopicConfig) Resolve(name TopicName) (TopicConfig, error) { return c.withDefaults(name) }
+
+// Resolve returns c with the defaults a group named group of topic would
+// get, or the validation error Topic.Group would return.
+func (c GroupConfig) Resolve(topic TopicName, group GroupName) (GroupConfig, error) {
+	return c.withDefaults(topic, group)
 }

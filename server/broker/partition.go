@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/fibrilmq/fibril/server/seglog"
 )
@@ -42,8 +43,7 @@ type groupPart struct {
 	subs    []*Subscription
 	rr      int
 
-	stInflight atomic.Int64
-	stPending  atomic.Int64 // retained, not settled (ready + inflight + unseen)
+	groupPartStats
 }
 
 // partition is one partition of a topic and the actor that owns it. All
@@ -68,8 +68,9 @@ type partition struct {
 	// stats, written by the actor, read by anyone
 	stFirst, stLast atomic.Uint64
 	stUnsettled     atomic.Int64
-	stBytes         atomic.Int64 // bytes of retained records (approximate)
-	stAvg           atomic.Int64 // average record size
+	stBytes         atomic.Int64 // bytes of retained messages (sizeLedger)
+	stUnsetBytes    atomic.Int64 // bytes of messages not settled by every group
+	stPublished     atomic.Uint64
 
 	// actor state
 	groups        map[GroupID]*groupPart
@@ -95,6 +96,9 @@ type partition struct {
 	dlqRetry      bool
 	totalBytes    int64 // payload bytes appended since open, for the average
 	totalMsgs     int64
+	published     uint64 // messages appended since open (counter)
+	purgeFloor    Seq    // offsets below it were purged (Topic.Purge)
+	sizes         sizeLedger
 	closeErr      error // set by the actor before done closes
 
 	// Group commit (durability "group"): the logs are written without
@@ -112,6 +116,8 @@ type partition struct {
 	pending     []syncBatch
 	syncing     bool
 	syncReq     chan struct{}
+	wantData    atomic.Uint64 // sync targets handed to the syncer
+	wantEvents  atomic.Uint64
 	syncStop    chan struct{}
 	syncDone    chan struct{}
 	syncStopped bool
@@ -249,7 +255,15 @@ func (p *partition) appendData() {
 		m = encodeMeta(m, c.hdrLen, c.subject)
 		p.entries = append(p.entries, seglog.Entry{Meta: m[start:len(m):len(m)], Data: c.body, Time: p.now})
 	}
+	var t0 time.Time
+	observe := !p.pipelined && p.t.cfg.Durability != DurabilityNone
+	if observe {
+		t0 = time.Now()
+	}
 	first, err := p.data.Append(p.entries)
+	if observe && err == nil {
+		p.t.b.observeSync(time.Since(t0), len(p.entries))
+	}
 	for i := range p.entries {
 		p.entries[i] = seglog.Entry{}
 	}
@@ -265,9 +279,11 @@ func (p *partition) appendData() {
 	for i, c := range p.pubs {
 		p.totalBytes += int64(len(c.body))
 		p.totalMsgs++
+		p.sizes.add(first+Seq(i), int64(len(c.body)))
 		p.pubRes = append(p.pubRes, pubResult{done: c.pubDone, pos: Position{Partition: p.idx, Seq: first + Seq(i)}})
 	}
 	p.last = first + Seq(len(p.pubs)) - 1
+	p.published += uint64(len(p.pubs))
 	if !p.pipelined {
 		p.durData = p.last
 	}
@@ -299,6 +315,8 @@ func (p *partition) requestSync() {
 		return
 	}
 	p.syncing = true
+	p.wantData.Store(uint64(p.last))
+	p.wantEvents.Store(uint64(p.lastEventSeq))
 	p.syncReq <- struct{}{} // capacity 1 and only one request outstanding
 }
 
@@ -374,12 +392,28 @@ func (p *partition) syncer() {
 		case <-p.syncStop:
 			return
 		}
+		before := p.data.Durable()
+		t0 := time.Now()
 		d, e, derr, eerr := p.syncBoth()
+		if derr == nil && eerr == nil {
+			p.t.b.observeSync(time.Since(t0), int(max(d, before)-before))
+		}
 		p.control(func(p *partition) { p.synced(d, e, derr, eerr) })
 	}
 }
 
 func (p *partition) syncBoth() (data, events Seq, dataErr, eventsErr error) {
+	// Only a log behind its target needs an fsync; with one, no goroutine.
+	needData := p.data.Durable() < Seq(p.wantData.Load())
+	needEvents := p.events.Durable() < Seq(p.wantEvents.Load())
+	switch {
+	case !needEvents:
+		data, dataErr = p.data.Sync()
+		return data, p.events.Durable(), dataErr, nil
+	case !needData:
+		events, eventsErr = p.events.Sync()
+		return p.data.Durable(), events, nil, eventsErr
+	}
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
@@ -488,7 +522,11 @@ func (p *partition) snapshot() error {
 			return fmt.Errorf("topic %s partition %d: snapshot: sync events: %w", p.t.name, p.idx, err)
 		}
 	}
-	gs := make([]*groupState, 0, len(p.order))
+	gs := make([]*groupState, 0, len(p.order)+1)
+	if p.purgeFloor > 0 {
+		// Group id 0 is never a real group: it carries the purge floor.
+		gs = append(gs, newGroupState(0, 0, 0, p.purgeFloor))
+	}
 	for _, gp := range p.order {
 		gs = append(gs, gp.groupState)
 	}
@@ -539,7 +577,7 @@ func (p *partition) armTimer() {
 
 // publishStats copies counters for Info and backpressure.
 func (p *partition) publishStats() {
-	p.stFirst.Store(uint64(p.first))
+	p.stFirst.Store(uint64(max(p.first, p.purgeFloor))) // purged offsets are gone for readers
 	p.stLast.Store(uint64(p.last))
 	low := p.lowFrontier()
 	var unsettled int64
@@ -547,26 +585,16 @@ func (p *partition) publishStats() {
 		unsettled = int64(p.last - low + 1)
 	}
 	old := p.stUnsettled.Swap(unsettled)
-	retained := int64(0)
-	if p.last >= p.first {
-		retained = int64(p.last - p.first + 1)
-	}
-	p.stAvg.Store(p.avgSize())
-	p.stBytes.Store(retained * p.avgSize())
+	p.stBytes.Store(p.sizes.from(max(p.first, p.purgeFloor)))
+	p.stUnsetBytes.Store(p.sizes.from(low))
+	p.stPublished.Store(p.published)
 	for _, gp := range p.order {
-		gp.stInflight.Store(int64(gp.nInflight))
-		pend := int64(0)
-		if f := gp.frontier(); p.last >= f {
-			pend = int64(p.last-f+1) - int64(gp.acks.above)
-		}
-		gp.stPending.Store(max(pend, 0))
+		p.publishGroupStats(gp)
 	}
 	if unsettled < old && p.t.space.waiting() {
 		p.t.space.broadcast()
 	}
 }
-
-func (p *partition) avgSizeShared() int64 { return p.stAvg.Load() }
 
 func (p *partition) avgSize() int64 {
 	if p.totalMsgs == 0 {
@@ -578,7 +606,7 @@ func (p *partition) avgSize() int64 {
 // lowFrontier is the lowest offset some group has not settled; with no
 // group, the first retained offset (nothing is settled).
 func (p *partition) lowFrontier() Seq {
-	low := p.first
+	low := max(p.first, p.purgeFloor)
 	if len(p.order) > 0 {
 		low = p.order[0].frontier()
 		for _, gp := range p.order[1:] {
@@ -587,10 +615,7 @@ func (p *partition) lowFrontier() Seq {
 			}
 		}
 	}
-	if low < p.first {
-		low = p.first
-	}
-	return low
+	return max(low, p.first, p.purgeFloor)
 }
 
 // shutdown runs on the actor after the last round: fail waiters, snapshot,
@@ -604,6 +629,8 @@ func (p *partition) shutdown() {
 		<-p.syncDone
 		p.syncStopped = true
 		if len(p.pending) > 0 {
+			p.wantData.Store(uint64(p.last))
+			p.wantEvents.Store(uint64(p.lastEventSeq))
 			d, e, derr, eerr := p.syncBoth()
 			p.synced(d, e, derr, eerr) // with no error, everything is durable now
 		}

@@ -57,6 +57,9 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 		gp.ev = &p.ev
 	}
 	p.sampleSizes()
+	if p.last >= p.first {
+		p.sizes.addRun(p.first, p.last, p.avgSize())
+	}
 	_, p.durEvents = events.Bounds()
 	p.safeLow = p.lowFrontier()
 	p.publishStats()
@@ -84,6 +87,10 @@ func (p *partition) recoverState() error {
 			return fmt.Errorf("%s: %w", filepath.Join(p.dir, snapName), err)
 		}
 		for _, sg := range sgs {
+			if sg.id == 0 {
+				p.purgeFloor = sg.frontier // the purge floor (see snapshot)
+				continue
+			}
 			gp := p.groups[sg.id]
 			if gp == nil {
 				continue // deleted group
@@ -132,6 +139,10 @@ func (p *partition) recoverState() error {
 }
 
 func (p *partition) replay(kind byte, gid GroupID, seq Seq, arg uint64) {
+	if gid == 0 && kind == evPurge {
+		p.purgeFloor = max(p.purgeFloor, seq)
+		return
+	}
 	gp := p.groups[gid]
 	if gp == nil {
 		return // group deleted, or its creation never reached the catalog
@@ -152,9 +163,10 @@ func (p *partition) closeStores() {
 	}
 }
 
-// sampleSizes seeds the average record size (used for max_bytes and the
-// unsettled-bytes limit) from the last records, so limits hold right after
-// a restart too.
+// sampleSizes seeds the average record size from the last records: the
+// size ledger counts the records stored before Open at that size (only
+// messages published since are counted exactly), so byte limits hold right
+// after a restart too.
 func (p *partition) sampleSizes() {
 	if p.last < p.first {
 		return

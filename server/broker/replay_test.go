@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -151,7 +152,7 @@ func TestCrashAndRestartReplay(t *testing.T) {
 			for step := 0; step < 120; step++ {
 				groups := tp.Groups()
 				g := groups[r.IntN(len(groups))]
-				switch op := r.IntN(12); {
+				switch op := r.IntN(13); {
 				case op < 3:
 					e.publish(tp, fmt.Sprint(step))
 				case op < 6:
@@ -167,6 +168,10 @@ func TestCrashAndRestartReplay(t *testing.T) {
 					clk.Advance(time.Duration(r.IntN(150)) * time.Millisecond)
 				case op < 11:
 					e.b.ReleaseOwner(OwnerID(1 + r.IntN(2)))
+				case op == 12:
+					if err := tp.Purge(context.Background()); err != nil {
+						t.Fatalf("step %d: purge: %v", step, err)
+					}
 				default:
 					want := dumpState(t, e.b, true)
 					e2 := e.crashCopy()

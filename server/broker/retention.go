@@ -18,16 +18,19 @@ func (p *partition) retentionDue() bool {
 		if cfg.MaxMsgs > 0 && p.last >= Seq(cfg.MaxMsgs) && p.last-Seq(cfg.MaxMsgs)+1 > floor {
 			return true
 		}
-		if cfg.MaxBytes > 0 && int64(p.last-p.first+1)*p.avgSize() > cfg.MaxBytes {
+		if cfg.MaxBytes > 0 && p.sizes.from(floor) > cfg.MaxBytes {
 			return true
 		}
+	}
+	if p.purgeFloor > floor && p.purgeFloor > p.first {
+		return true
 	}
 	return cfg.Retention == RetentionWorkqueue && len(p.order) > 0 && p.safeLow > floor
 }
 
 // retain applies the topic's retention at most once per RetentionInterval:
 // workqueue deletes below the lowest group frontier (kept while no group
-// exists); limits deletes by count, age and (approximate) bytes. The log
+// exists); limits deletes by count, age and bytes (sizeLedger). The log
 // deletes whole segments only; Bounds says what remains.
 func (p *partition) retain() {
 	if !p.retentionDue() || p.now-p.lastRetention < int64(p.t.b.opts.RetentionInterval) {
@@ -44,17 +47,13 @@ func (p *partition) retain() {
 			cut = max(cut, p.last-Seq(cfg.MaxMsgs)+1)
 		}
 		if cfg.MaxBytes > 0 {
-			if avg := p.avgSize(); avg > 0 {
-				keep := Seq(cfg.MaxBytes / avg)
-				if p.last-cut+1 > keep {
-					cut = p.last - keep + 1
-				}
-			}
+			cut = max(cut, p.sizes.cutFor(cut, cfg.MaxBytes))
 		}
 		if cfg.MaxAgeMs > 0 {
 			cut = max(cut, p.firstYoungerThan(p.now-cfg.MaxAgeMs*1e6, cut))
 		}
 	}
+	cut = max(cut, p.purgeFloor)
 	// Deliveries waiting for their batch to be durable borrow their records.
 	for i := range p.pending {
 		if m := p.pending[i].minDeliv; m != 0 && cut > m {
@@ -70,6 +69,7 @@ func (p *partition) retain() {
 	}
 	p.askedCut = cut
 	p.first, _ = p.data.Bounds()
+	p.sizes.trim(p.first)
 	for _, gp := range p.order {
 		gp.truncatedTo(p.first)
 	}

@@ -58,12 +58,11 @@ func (t *Topic) partFor(key []byte) *partition {
 }
 
 // unsettled returns the topic's messages stored and not settled by every
-// group, and their approximate bytes.
+// group, and their bytes (see sizeLedger).
 func (t *Topic) unsettled() (msgs, bytes int64) {
 	for _, p := range t.parts {
-		n := p.stUnsettled.Load()
-		msgs += n
-		bytes += n * p.avgSizeShared()
+		msgs += p.stUnsettled.Load()
+		bytes += p.stUnsetBytes.Load()
 	}
 	return msgs, bytes
 }
@@ -179,14 +178,33 @@ type TopicInfo struct {
 	Partitions []PartitionInfo `json:"partitions"`
 	Messages   int64           `json:"messages"`  // retained
 	Unsettled  int64           `json:"unsettled"` // not settled by every group
-	Bytes      int64           `json:"bytes"`     // approximate
-	Groups     []GroupName     `json:"groups"`
+	Bytes      int64           `json:"bytes"`     // of retained messages (header + payload)
+	// UnsettledBytes are the bytes of the Unsettled messages (what
+	// max_unsettled_bytes limits).
+	UnsettledBytes int64       `json:"unsettled_bytes"`
+	Groups         []GroupName `json:"groups"`
+	// Published counts messages stored since the broker opened.
+	Published uint64 `json:"published"`
+	// DiskBytes is the size of the topic's files (segments are
+	// preallocated, so this is mostly whole segments).
+	DiskBytes int64 `json:"disk_bytes"`
 }
 
 // PartitionInfo describes one partition.
 type PartitionInfo struct {
 	FirstSeq Seq `json:"first_seq"`
 	LastSeq  Seq `json:"last_seq"`
+	// Partition is the partition's index.
+	Partition Partition `json:"partition"`
+	// Messages retained, Unsettled by some group, and their bytes.
+	Messages       int64 `json:"messages"`
+	Unsettled      int64 `json:"unsettled"`
+	Bytes          int64 `json:"bytes"`
+	UnsettledBytes int64 `json:"unsettled_bytes"`
+	// Published counts messages stored since the broker opened.
+	Published uint64 `json:"published"`
+	// DiskBytes is the size of the partition's files.
+	DiskBytes int64 `json:"disk_bytes"`
 }
 
 // Info returns the topic's description without waiting for its actors.
@@ -194,12 +212,18 @@ func (t *Topic) Info() TopicInfo {
 	in := TopicInfo{Name: t.name, ID: t.id, Config: t.Config()}
 	for _, p := range t.parts {
 		f, l := Seq(p.stFirst.Load()), Seq(p.stLast.Load())
-		in.Partitions = append(in.Partitions, PartitionInfo{FirstSeq: f, LastSeq: l})
+		pi := PartitionInfo{FirstSeq: f, LastSeq: l, Partition: p.idx, Unsettled: p.stUnsettled.Load(),
+			Bytes: p.stBytes.Load(), UnsettledBytes: p.stUnsetBytes.Load(), Published: p.stPublished.Load(), DiskBytes: p.diskBytes()}
 		if l >= f {
-			in.Messages += int64(l - f + 1)
+			pi.Messages = int64(l - f + 1)
 		}
-		in.Unsettled += p.stUnsettled.Load()
-		in.Bytes += p.stBytes.Load()
+		in.Partitions = append(in.Partitions, pi)
+		in.Messages += pi.Messages
+		in.Unsettled += pi.Unsettled
+		in.Bytes += pi.Bytes
+		in.UnsettledBytes += pi.UnsettledBytes
+		in.Published += pi.Published
+		in.DiskBytes += pi.DiskBytes
 	}
 	t.b.mu.Lock()
 	for name := range t.groups {

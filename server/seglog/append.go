@@ -112,7 +112,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 	seq := first
 	for len(entries) > 0 {
 		act := l.act
-		room := act.size - act.end
+		room := act.limit - act.end
 		// Roll before writing anything when the whole batch would fit in a
 		// fresh segment, so a failed roll (a full disk) leaves no part of
 		// the batch behind.
@@ -143,6 +143,11 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 				return 0, err
 			}
 			continue
+		}
+		// Preallocate before writing: a full disk is an error here, not a
+		// SIGBUS later, and nothing of the batch has been written.
+		if err := l.grow(act, act.end+int64(len(buf))); err != nil {
+			return 0, err
 		}
 		if err := l.writeAt(act, buf, act.end); err != nil {
 			l.dirty = int64(len(buf))
@@ -178,13 +183,19 @@ func (l *Log) writeAt(s *segment, b []byte, off int64) (err error) {
 }
 
 // zeroDirty clears what a failed write may have left past the active end,
-// so no stale bytes can ever look like records. Called with appendMu held.
+// so no stale bytes can ever look like records, and syncs the zeros before
+// anything is written over them: otherwise a crash could bring back the
+// failed write's bytes in one disk page and the new records in the next,
+// which recovery would have to call corruption. Called with appendMu held.
 func (l *Log) zeroDirty() error {
 	act := l.act
 	n := min(l.dirty, act.size-act.end)
 	if n > 0 {
 		if err := l.writeAt(act, make([]byte, n), act.end); err != nil {
 			return fmt.Errorf("%w: clearing a failed write in %s: %w", ErrWriteFailed, act.path, err)
+		}
+		if err := act.f.Sync(); err != nil {
+			return l.failSync(err)
 		}
 	}
 	l.dirty = 0
@@ -204,11 +215,6 @@ func (l *Log) roll() error {
 	l.sy.mu.Unlock()
 	// Best effort: a missing index only costs a scan at the next Open.
 	_ = writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, old.first)), encodeIndex(old), false)
-	if old.last < old.first {
-		// An empty segment too small for the record (SegmentSize grew
-		// since it was created): replace it, its name is the one needed.
-		return l.replaceEmpty(old)
-	}
 	ns, err := createSegment(l.fs, l.dir, old.last+1, l.opts.SegmentSize, l.opts.writeViaMap)
 	if err != nil {
 		return err
@@ -234,29 +240,28 @@ func (l *Log) closeSealed(s *segment) {
 	}
 }
 
-// replaceEmpty swaps the empty active segment for a new one of the current
-// SegmentSize. Called with appendMu held.
-func (l *Log) replaceEmpty(old *segment) error {
+// grow preallocates and maps the active segment s up to at least need
+// bytes (need <= s.limit), doubling its allocation so a segment that fills
+// grows a handful of times. Called with appendMu held. On failure (a full
+// disk) the segment is as it was and ErrWriteFailed is returned.
+func (l *Log) grow(s *segment, need int64) error {
+	if need <= s.size {
+		return nil
+	}
+	size := max(s.size, 1)
+	for size < need {
+		size *= 2
+	}
+	size = min(size, s.limit)
+	if err := s.f.Allocate(s.size, size-s.size); err != nil {
+		return fmt.Errorf("%w: preallocate %s to %d bytes: %w", ErrWriteFailed, s.path, size, err)
+	}
+	if err := s.mapWindow(s.size, size); err != nil {
+		return fmt.Errorf("%w: %w", ErrWriteFailed, err)
+	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.fs.Remove(old.path); err != nil {
-		return fmt.Errorf("%w: replace empty segment: %w", ErrWriteFailed, err)
-	}
-	_ = l.fs.Remove(idxPath(l.dir, old.first))
-	l.relMu.Lock() // a group-commit leader may be syncing it
-	old.release()
-	l.relMu.Unlock()
-	ns, err := createSegment(l.fs, l.dir, old.first, l.opts.SegmentSize, l.opts.writeViaMap)
-	if err != nil {
-		// Put an empty segment back so the log keeps an active one.
-		ns, err2 := createSegment(l.fs, l.dir, old.first, old.size, l.opts.writeViaMap)
-		if err2 != nil {
-			return fmt.Errorf("%w; and restoring it: %w", err, err2)
-		}
-		l.segs[len(l.segs)-1], l.act = ns, ns
-		return err
-	}
-	l.segs[len(l.segs)-1], l.act = ns, ns
+	s.size, s.data = size, s.data[:size]
+	l.mu.Unlock()
 	return nil
 }
 

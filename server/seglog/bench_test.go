@@ -56,6 +56,47 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendPipelined is one writer that overlaps encoding and
+// writing the next batch with the fsync of the previous ones: AppendNoWait,
+// then WaitDurable on another goroutine (up to 2 batches in flight). An
+// op is done when its batch is durable.
+func BenchmarkAppendPipelined(b *testing.B) {
+	for _, n := range benchBatches {
+		b.Run(fmt.Sprintf("seglog-pipelined/batch=%d", n), func(b *testing.B) {
+			l, err := Open(b.TempDir(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			es := benchEntries(n)
+			b.SetBytes(int64(n * benchRecord))
+			inflight := make(chan Seq, 2)
+			done := make(chan error, 1)
+			b.ResetTimer()
+			go func() {
+				for last := range inflight {
+					if _, err := l.WaitDurable(last); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			for i := 0; i < b.N; i++ {
+				_, last, err := l.AppendNoWait(es)
+				if err != nil {
+					b.Fatal(err)
+				}
+				inflight <- last
+			}
+			close(inflight)
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
 // BenchmarkAppendParallel shows group commit: 16 goroutines append single
 // records and share fsyncs.
 func BenchmarkAppendParallel(b *testing.B) {

@@ -162,42 +162,38 @@ func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, rou
 	fs.FailSyncs(nil)
 	fs.FailAllocate(nil)
 	l.Abandon()
-	if _, err := fs.Crash(rng, CrashMode(rng.IntN(3))); err != nil {
+	mode := CrashMode(rng.IntN(3))
+	t.Logf("round %d: %d writers x %d ops, fault %d, crash mode %d, durable %d", round, writers, ops, fault, mode, reported)
+	if _, err := fs.Crash(rng, mode); err != nil {
 		t.Fatal(err)
 	}
 	return reported
 }
 
 func TestCrashRecovery(t *testing.T) {
-	seeds := 24
-	if testing.Short() {
-		seeds = 10
-	}
+	seeds := seedCount(t, 16)
 	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
-		for seed := 0; seed < seeds; seed++ {
-			t.Run(fmt.Sprintf("%s/seed%d", p, seed), func(t *testing.T) {
-				t.Parallel() // mostly waiting on fsync
-				rng := rand.New(rand.NewPCG(uint64(seed), uint64(p)))
-				fs := NewFaultFS()
-				opts := Options{Policy: p, SegmentSize: 4 << 10 << rng.IntN(3), IndexInterval: 64 << rng.IntN(4), FS: fs}
-				dir := t.TempDir()
-				m := newModel()
-				var durable Seq
-				for round := 0; round < 3; round++ {
-					l, err := Open(dir, opts)
-					if err != nil {
-						t.Fatalf("round %d: open after crash: %v", round, err)
-					}
-					m.check(t, l, durable)
-					durable = crashRound(t, rng, l, fs, m, round)
-				}
+		runSeeds(t, p.String()+"/", seeds, func(t *testing.T, seed int) {
+			rng := rand.New(rand.NewPCG(uint64(seed), uint64(p)))
+			fs := NewFaultFS()
+			opts := Options{Policy: p, SegmentSize: 4 << 10 << rng.IntN(3), IndexInterval: 64 << rng.IntN(4), FS: fs}
+			dir := t.TempDir()
+			m := newModel()
+			var durable Seq
+			for round := 0; round < 3; round++ {
 				l, err := Open(dir, opts)
 				if err != nil {
-					t.Fatalf("final open: %v", err)
+					t.Fatalf("round %d: open after crash: %v", round, err)
 				}
-				defer l.Close()
 				m.check(t, l, durable)
-			})
-		}
+				durable = crashRound(t, rng, l, fs, m, round)
+			}
+			l, err := Open(dir, opts)
+			if err != nil {
+				t.Fatalf("final open: %v", err)
+			}
+			defer l.Close()
+			m.check(t, l, durable)
+		})
 	}
 }

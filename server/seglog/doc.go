@@ -19,8 +19,14 @@
 //
 // # Layout and life of a log
 //
-// Each segment is preallocated with fallocate to Options.SegmentSize and
-// mapped read-only in full (never past the end of the file). Appends are
+// A new segment is preallocated with fallocate to 1 MiB (or SegmentSize if
+// smaller) and its allocation doubles, again with fallocate, whenever an
+// append would pass the allocated end, up to Options.SegmentSize; so a log
+// with few records holds 1 MiB of disk, not a whole segment. Each segment
+// reserves SegmentSize of address space once (no memory) and the file is
+// mapped read-only into it as it grows, so mapped records never move and
+// nothing is mapped past the end of the file; the growth happens before the
+// write, so a full disk is an append error, never a SIGBUS. Appends are
 // encoded into one buffer and written with one pwrite per segment touched
 // (pwrite measured faster than copying into a writable map, see
 // BENCHMARKS.md). A record is a 32-byte header (header CRC, data length,
@@ -35,7 +41,9 @@
 // appenders write, then wait for a shared fsync that the first of them
 // performs for everyone; PolicyNone leaves it to the OS until Sync, a
 // segment roll or Close. Durable reports the highest sequence number known
-// to be on disk.
+// to be on disk. AppendNoWait and WaitDurable (the PipelinedStore
+// interface) split an append in two so one writer can keep writing while
+// an earlier batch syncs. Segments lists the segment files for retention.
 //
 // Recovery: Open rebuilds everything from the files. Sealed segments are
 // taken from their index files (a missing or damaged index is rebuilt by a
@@ -43,8 +51,10 @@
 // point unless the clean-shutdown marker written by Close vouches for its
 // index; the marker is removed, durably, before Open returns. In the last
 // segment a damaged record is a torn write when no intact record follows
-// it, or when one of its disk sectors was never written: the tail from
-// there is zeroed, and Recovery reports the cut. Any other damage is
+// it, or when part of a disk sector before the next intact record was never
+// written (zero): the tail from there is zeroed, and Recovery reports the
+// cut. A failed write's leftovers are zeroed and synced before anything is
+// written over them, so stale bytes never mix with new ones after a crash. Any other damage is
 // corruption: Open fails with a *CorruptError naming the file and offset,
 // or, with Options.SkipCorrupt, skips the damaged range (Recovery.Skipped
 // lists it, Read returns ErrCorrupt for the sequence numbers it held).
@@ -72,13 +82,24 @@
 //     later piece fails, the earlier pieces stay in the log.
 //   - The damaged final record of the log looks exactly like a torn write,
 //     so after an unclean shutdown it is cut (and reported in Recovery),
-//     not refused. A damaged record of the last segment whose data holds a
-//     whole disk sector (512 bytes) of zeros can likewise pass for torn.
-//     Reads always verify checksums, so damage is never returned as data.
+//     not refused. Likewise a damaged record of the last segment passes for
+//     torn when the damaged range (up to the next intact record) holds 8 or
+//     more zero bytes, 8-aligned, filling its share of a 512-byte disk
+//     sector: that is what a page the disk never wrote looks like, and
+//     data with such zero runs cannot be told from it. Reads always verify
+//     checksums, so damage is never returned as data.
+//   - Group commit shares an fsync among concurrent callers only. A single
+//     writer that calls Append in a loop pays one fsync per call; to keep
+//     the disk busy it should batch, or pipeline with AppendNoWait and
+//     WaitDurable (another goroutine waits while the next batch is written).
+//   - The sparse index lives in memory: 16 bytes per IndexInterval of data
+//     (0.4 % at the default 4 KiB); raise IndexInterval for huge logs.
 //   - TruncateFront deletes whole segments only, never the active one;
 //     Bounds tells the first sequence number really retained.
-//   - Sealed segments hold their preallocated size on disk even when the
-//     last record did not fill them.
+//   - Sealed segments keep the size they had grown to (up to SegmentSize)
+//     even when the last record did not fill them.
+//   - Each open segment holds a SegmentSize range of address space (not
+//     memory): 17 segments of 64 MiB per GiB of log.
 //   - A damaged sealed segment opened with SkipCorrupt gets no index file,
 //     so every later Open scans it again and needs SkipCorrupt again.
 //   - Directory operations (create, rename, remove) count as durable at

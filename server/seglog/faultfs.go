@@ -92,8 +92,9 @@ const (
 )
 
 // Crash simulates a power cut: it undoes un-synced writes as mode says and
-// returns how many un-synced bytes were lost. Close (or abandon) every
-// file first; the log must be reopened afterwards.
+// returns how many un-synced bytes were lost. rng picks the cut (it may be
+// nil for CrashDropAll). Drop the log with Log.Abandon first and reopen it
+// afterwards.
 func (f *FaultFS) Crash(rng *rand.Rand, mode CrashMode) (lost int64, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

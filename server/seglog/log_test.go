@@ -252,3 +252,27 @@ func TestSealedSegmentsHoldNoDescriptor(t *testing.T) {
 	check(l2)
 	verifyAll(t, l2, 1, 200)
 }
+
+func TestSegmentsDriveRetention(t *testing.T) {
+	l, _ := openTest(t, Options{SegmentSize: 4 << 10})
+	fill(t, l, 1, 300, 5)
+	segs := l.Segments()
+	if len(segs) < 3 || segs[0].First != 1 || !segs[len(segs)-1].Active || segs[len(segs)-1].Last != 300 {
+		t.Fatalf("segments %+v", segs)
+	}
+	for i := 1; i < len(segs); i++ {
+		if segs[i].First != segs[i-1].Last+1 || segs[i-1].Active || segs[i-1].Bytes <= 0 || segs[i-1].Allocated != 4<<10 {
+			t.Fatalf("segment %d: %+v after %+v", i, segs[i], segs[i-1])
+		}
+	}
+	// Drop the two oldest segments, as a max_bytes policy would.
+	if err := l.TruncateFront(segs[1].Last + 1); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := l.Bounds(); first != segs[2].First {
+		t.Fatalf("first %d after truncating two segments, want %d", first, segs[2].First)
+	}
+	if got := l.Segments(); len(got) != len(segs)-2 {
+		t.Fatalf("%d segments left, want %d", len(got), len(segs)-2)
+	}
+}

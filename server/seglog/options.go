@@ -4,15 +4,16 @@ import "fmt"
 
 // Defaults applied by Open to zero-valued Options fields.
 const (
-	// DefaultSegmentSize is the size each segment file is preallocated to.
+	// DefaultSegmentSize is the size a segment file grows to before the log
+	// starts a new one.
 	DefaultSegmentSize = 64 << 20
 	// DefaultIndexInterval is the number of bytes between two sparse index
 	// entries: a read scans at most about this much past an index point.
 	DefaultIndexInterval = 4 << 10
 	// MinSegmentSize is the smallest accepted SegmentSize.
 	MinSegmentSize = 4 << 10
-	// MaxSegmentSize is the largest accepted SegmentSize (offsets are 32-bit
-	// inside the record index).
+	// MaxSegmentSize is the largest accepted SegmentSize (2 GiB: one map per
+	// segment stays modest).
 	MaxSegmentSize = 1 << 31
 	// MaxMetaSize is the largest Entry.Meta accepted.
 	MaxMetaSize = 1<<16 - 1
@@ -22,9 +23,11 @@ const (
 // 64 MiB segments, PolicyGroup, the operating system's file system, refuse
 // to open a corrupt log. Open never modifies the caller's Options.
 type Options struct {
-	// SegmentSize is the preallocated size of each segment file in bytes
-	// (default DefaultSegmentSize). A record plus its header must fit in one
-	// segment; larger entries are refused with ErrTooLarge.
+	// SegmentSize is the size in bytes a segment file grows to before the
+	// next one starts (default DefaultSegmentSize). The active segment is
+	// preallocated progressively: 1 MiB (or SegmentSize if smaller) at
+	// first, doubling as appends fill it. A record plus its header must fit
+	// in one segment; larger entries are refused with ErrTooLarge.
 	SegmentSize int64
 	// Policy says when an Append is durable (default PolicyGroup).
 	Policy Policy

@@ -180,3 +180,28 @@ func (l *Log) TruncateFront(seq Seq) error {
 	}
 	return err
 }
+
+// SegmentInfo describes one segment file, for retention decisions (by
+// bytes: sum Bytes; by age: Read the First record of the next segment).
+type SegmentInfo struct {
+	// First and Last are the sequence numbers it holds (Last == First-1
+	// for an empty segment).
+	First, Last Seq
+	// Bytes is how much of the segment records use; Allocated is its size
+	// on disk (preallocated so far: the active segment grows by doubling).
+	Bytes, Allocated int64
+	// Active is set for the segment appends go to.
+	Active bool
+}
+
+// Segments lists the segments, oldest first. TruncateFront(s.Last+1)
+// deletes every segment up to and including s (never the active one).
+func (l *Log) Segments() []SegmentInfo {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]SegmentInfo, len(l.segs))
+	for i, s := range l.segs {
+		out[i] = SegmentInfo{First: s.first, Last: s.last, Bytes: s.end - segHeaderSize, Allocated: s.size, Active: i == len(l.segs)-1}
+	}
+	return out
+}

@@ -137,10 +137,11 @@ func recordAt(buf []byte, off int64, h recHeader) Record {
 	}
 }
 
-// looksTorn reports whether the damaged record at buf[off:off+n] shows the
-// mark of an interrupted write rather than of damage: some 512-byte disk
+// looksTorn reports whether the damaged range buf[off:off+n] shows the mark
+// of an interrupted write rather than of damage: some 512-byte disk
 // sector's share of it (at least 8 bytes) is all zero, i.e. never written.
-// Unwritten segment space is always zero (the log zeroes any tail it cuts).
+// Unwritten segment space is always zero (the log zeroes any tail it cuts
+// and any failed write's leftovers).
 func looksTorn(buf []byte, off, n int64) bool {
 	const sector = 512
 	end := off + n

@@ -98,7 +98,14 @@ func (l *Log) openSegment(first Seq, isLast bool, marker cleanMarker, hasMarker 
 		f.Close()
 		return nil, fmt.Errorf("seglog: open segment: %w", err)
 	}
-	s := &segment{path: path, first: first, f: f, size: size &^ (recAlign - 1), end: segHeaderSize, last: first - 1, lastIndexed: -1}
+	size &^= recAlign - 1
+	limit := size
+	if isLast {
+		// The active segment may grow to the current SegmentSize (or
+		// keep what it already has, if SegmentSize shrank).
+		limit = max(size, l.opts.SegmentSize)
+	}
+	s := &segment{path: path, first: first, f: f, size: size, limit: limit, end: segHeaderSize, last: first - 1, lastIndexed: -1}
 	if err := s.mapFile(l.opts.writeViaMap); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("seglog: open segment: %w", err)
@@ -192,19 +199,11 @@ func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 		// sector of it was never written (pages reached the disk out of
 		// order, so intact records may follow). Otherwise it is damage
 		// before the tail: corruption.
+		// The damaged range runs to the next intact record; its lengths
+		// come from that record, never from the damaged header.
 		if tail {
-			torn := false
-			switch st {
-			case recBadHdr:
-				torn = looksTorn(s.data, off, recHeaderSize)
-			case recBadData:
-				torn = looksTorn(s.data, off, h.size())
-			}
-			if !torn {
-				_, _, found := findNextRecord(s.data, off+recAlign, seq)
-				torn = !found
-			}
-			if torn {
+			p, _, found := findNextRecord(s.data, off+recAlign, seq)
+			if !found || (st != recOK && looksTorn(s.data, off, p-off)) {
 				break
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,7 +20,7 @@ import (
 //
 //	0  [8]byte magic "FBRLSEG1"
 //	8  uint64  first sequence number (also the file name)
-//	16 uint64  preallocated size
+//	16 uint64  size limit when created (informational)
 //	24 uint32  reserved (0)
 //	28 uint32  CRC-32 (IEEE) of bytes 0..28
 const (
@@ -39,15 +40,32 @@ type indexEntry struct {
 // seqRange is an inclusive range of sequence numbers.
 type seqRange struct{ from, to Seq }
 
-// segment is one segment file. first, path and data never change while the
-// segment is live; f is closed (under Log.relMu) when the segment is sealed;
-// end, last, index and holes change under Log.mu.
+// initialAlloc is how much of a new segment is preallocated at first; the
+// active segment then grows by doubling (fallocate, then a wider map) as
+// appends reach the allocated end, up to its limit (Options.SegmentSize).
+// A log with few records so holds 1 MiB of disk, not a whole segment.
+const initialAlloc = 1 << 20
+
+// segment is one segment file. first and path never change; f is closed
+// (under Log.relMu) when the segment is sealed; size and data grow (under
+// Log.mu, by the writer) while the segment is active; end, last, index and
+// holes change under Log.mu.
+//
+// The segment reserves limit bytes of address space (PROT_NONE, no memory)
+// when it is mapped, and maps the file into the start of that range as the
+// file grows, so the addresses of mapped records never change (borrowed
+// Record slices stay valid) and nothing is ever mapped past the end of the
+// file.
 type segment struct {
-	path  string
-	first Seq
-	f     File   // open while the segment is active; nil once sealed
-	size  int64  // file size, fixed when the segment was created
-	data  []byte // the whole file, mapped read-only (len == size)
+	path     string
+	first    Seq
+	f        File   // open while the segment is active; nil once sealed
+	size     int64  // bytes preallocated and mapped (the file's size as the log made it)
+	limit    int64  // the size the segment may grow to
+	data     []byte // the mapped file, read-only (len == size, cap == limit)
+	base     unsafe.Pointer
+	resv     uintptr // bytes reserved at base (limit rounded up to pages)
+	writable bool    // the windows are mapped writable (writeViaMap)
 
 	end         int64 // offset just past the last valid record
 	last        Seq   // last sequence number held (first-1 when empty)
@@ -89,9 +107,10 @@ func checkSegHeader(b []byte, first Seq) bool {
 		Seq(binary.LittleEndian.Uint64(b[8:])) == first
 }
 
-// createSegment creates, preallocates, stamps and maps a new empty segment.
-// On failure it leaves no file behind (best effort).
-func createSegment(fsys FS, dir string, first Seq, size int64, writable bool) (*segment, error) {
+// createSegment creates, preallocates (initialAlloc, or limit if smaller),
+// stamps and maps a new empty segment that may grow to limit bytes. On
+// failure it leaves no file behind (best effort).
+func createSegment(fsys FS, dir string, first Seq, limit int64, writable bool) (*segment, error) {
 	path := filepath.Join(dir, segName(first))
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
@@ -102,47 +121,74 @@ func createSegment(fsys FS, dir string, first Seq, size int64, writable bool) (*
 		fsys.Remove(path)
 		return nil, fmt.Errorf("%w: create segment %s: %w", ErrWriteFailed, path, err)
 	}
+	size := min(int64(initialAlloc), limit)
 	if err := f.Allocate(0, size); err != nil {
 		return fail(err)
 	}
-	if _, err := f.WriteAt(encodeSegHeader(first, size), 0); err != nil {
+	if _, err := f.WriteAt(encodeSegHeader(first, limit), 0); err != nil {
 		return fail(err)
 	}
 	if err := fsys.SyncDir(dir); err != nil {
 		return fail(err)
 	}
-	s := &segment{path: path, first: first, f: f, size: size, end: segHeaderSize, last: first - 1, lastIndexed: -1}
+	s := &segment{path: path, first: first, f: f, size: size, limit: limit, end: segHeaderSize, last: first - 1, lastIndexed: -1}
 	if err := s.mapFile(writable); err != nil {
 		return fail(err)
 	}
 	return s, nil
 }
 
-// mapFile maps the first size bytes of the file, which must exist: the log
-// never maps past the end of a file, so a read can fault only if someone
-// else shrinks the file (and that fault becomes an error, see guard).
+// mapFile reserves limit bytes of address space and maps the first size
+// bytes of the file there. The file must be that long: the log never maps
+// past the end of a file, so a read can fault only if someone else shrinks
+// the file (and that fault becomes an error, see guard).
 func (s *segment) mapFile(writable bool) error {
-	if s.size == 0 {
+	s.writable = writable
+	if s.limit == 0 {
+		return nil
+	}
+	pg := uintptr(os.Getpagesize())
+	resv := (uintptr(s.limit) + pg - 1) &^ (pg - 1)
+	p, err := unix.MmapPtr(-1, 0, nil, resv, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return fmt.Errorf("reserve %d bytes for %s: %w", resv, s.path, err)
+	}
+	s.base, s.resv = p, resv
+	s.data = unsafe.Slice((*byte)(p), s.limit)[:0]
+	if err := s.mapWindow(0, s.size); err != nil {
+		unix.MunmapPtr(s.base, s.resv)
+		s.base, s.resv, s.data = nil, 0, nil
+		return err
+	}
+	s.data = s.data[:s.size]
+	return nil
+}
+
+// mapWindow maps file bytes [from, to) at their place in the reservation
+// (from is rounded down to a page; the bytes already mapped there are
+// mapped again, to the same file pages). The caller publishes the new
+// length of data.
+func (s *segment) mapWindow(from, to int64) error {
+	from &^= int64(os.Getpagesize() - 1)
+	if to <= from {
 		return nil
 	}
 	prot := unix.PROT_READ
-	if writable {
+	if s.writable {
 		prot |= unix.PROT_WRITE
 	}
-	b, err := unix.Mmap(int(s.f.Fd()), 0, int(s.size), prot, unix.MAP_SHARED)
-	if err != nil {
-		return fmt.Errorf("mmap %s: %w", s.path, err)
+	if _, err := unix.MmapPtr(int(s.f.Fd()), from, unsafe.Add(s.base, from), uintptr(to-from), prot, unix.MAP_SHARED|unix.MAP_FIXED); err != nil {
+		return fmt.Errorf("mmap %s [%d, %d): %w", s.path, from, to, err)
 	}
-	s.data = b
 	return nil
 }
 
 // release unmaps and closes the segment.
 func (s *segment) release() error {
 	var err error
-	if s.data != nil {
-		err = unix.Munmap(s.data)
-		s.data = nil
+	if s.base != nil {
+		err = unix.MunmapPtr(s.base, s.resv)
+		s.base, s.resv, s.data = nil, 0, nil
 	}
 	if s.f != nil {
 		if cerr := s.f.Close(); err == nil {

@@ -1,0 +1,55 @@
+// The option and result types of Connection's calls, and the publish
+// confirm parser (SPEC.md 7.5).
+import type { MsgHeaders } from './headers.js';
+
+/** Position is where a durable topic stored a published message. */
+export interface Position {
+  /** partition is the partition index. */
+  partition: number;
+  /** seq is the sequence number within the partition (64-bit, so a bigint). */
+  seq: bigint;
+}
+
+/** PublishOptions are the optional parts of a publish. */
+export interface PublishOptions {
+  /** key is the partition key (sent as the Fibril-Key header). */
+  key?: string;
+  /** headers are extra headers. */
+  headers?: MsgHeaders | Record<string, string | string[]>;
+  /** msgId identifies the message for de-duplication (Fibril-Msg-Id header). */
+  msgId?: string;
+  /** reply is a reply-to subject for plain request/reply. */
+  reply?: string;
+  /** signal stops waiting: before sending, the publish is dropped; after, only the wait ends. */
+  signal?: AbortSignal;
+}
+
+/** ConsumeOptions tune a push consumer. */
+export interface ConsumeOptions {
+  /** maxInFlight bounds unsettled deliveries to this consumer (default: the server's max_inflight). */
+  maxInFlight?: number;
+  /** signal ends the consumer (unsubscribes) when aborted. */
+  signal?: AbortSignal;
+}
+
+/** FetchOptions tune a pull. */
+export interface FetchOptions {
+  /** max is the most messages returned (default 1). */
+  max?: number;
+  /** wait is how long (ms) the server waits for the first message (default 0). */
+  wait?: number;
+  /** signal stops waiting; messages that still arrive are nacked. */
+  signal?: AbortSignal;
+}
+
+/** parsePosition parses a publish confirm argument: "<partition>:<seq>" or "-" (null); undefined if malformed. */
+export function parsePosition(arg: string): Position | null | undefined {
+  const t = arg.trim();
+  if (t === '-') return null;
+  const m = /^(0|[1-9][0-9]{0,9}):([0-9]{1,20})$/.exec(t);
+  if (m === null) return undefined;
+  const partition = Number(m[1]);
+  const seq = BigInt(m[2]!);
+  if (partition > 2 ** 32 - 1 || seq > 2n ** 64n - 1n) return undefined;
+  return { partition, seq };
+}

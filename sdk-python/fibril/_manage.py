@@ -1,0 +1,125 @@
+"""Management verbs of the asyncio client (SPEC.md section 10): TOPIC and GROUP.
+
+Kept apart from ``client`` so that file stays about the connection; the methods
+are mixed into :class:`fibril.Client`. Answers are the server's JSON objects as
+dicts (SPEC.md 10.1 and 10.2 give their fields).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ._common import KIND_JSON as _JSON
+from ._common import group_config, topic_config
+from ._encode import encode_manage
+from ._wire import validate_subject
+
+
+class _Manage:
+    """TOPIC/GROUP methods; needs the client's ``_call``."""
+
+    async def _call(self, frame: bytes, kind: int = 0, *, retry: bool = False) -> Any:
+        raise NotImplementedError  # provided by Client
+
+    async def create_topic(
+        self,
+        name: str,
+        *,
+        subjects: Iterable[str] | None = None,
+        partitions: int | None = None,
+        durability: str | None = None,
+        retention: str | None = None,
+        max_age_ms: int | None = None,
+        max_bytes: int | None = None,
+        max_msgs: int | None = None,
+        max_unsettled_msgs: int | None = None,
+        max_unsettled_bytes: int | None = None,
+        full_policy: str | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Creates a durable topic (``TOPIC CREATE``); unset options take the
+        server's defaults (SPEC.md 10.1). Creating it again with the same
+        configuration is allowed; with another one it raises TopicExistsError.
+
+        Args:
+            name: Topic name (a subject without wildcards).
+            subjects: Filters capturing publishes (default ``[name]``).
+            partitions: Partition count (1..1024).
+            durability: ``sync``, ``group`` or ``none``.
+            retention: ``workqueue`` or ``limits``.
+            max_age_ms: Oldest messages removed after this age.
+            max_bytes: Oldest messages removed above this size.
+            max_msgs: Oldest messages removed above this count.
+            max_unsettled_msgs: Most messages not yet settled by the slowest group.
+            max_unsettled_bytes: Same, in bytes.
+            full_policy: ``block`` or ``reject`` at the unsettled limits.
+            config: More fields sent as they are (a server newer than this SDK);
+                the named options above win over the same keys here.
+
+        Returns:
+            The topic's info (JSON object as a dict).
+
+        Raises:
+            ValueError: The name is not a valid topic name.
+            FibrilError: The server refused (``topic_overlap``, ``invalid_config``, ...).
+        """
+        validate_subject(name)
+        cfg = dict(config or {})
+        cfg |= topic_config(
+            subjects=subjects, partitions=partitions, durability=durability, retention=retention,
+            max_age_ms=max_age_ms, max_bytes=max_bytes, max_msgs=max_msgs,
+            max_unsettled_msgs=max_unsettled_msgs, max_unsettled_bytes=max_unsettled_bytes, full_policy=full_policy,
+        )
+        return await self._call(encode_manage("TOPIC", "CREATE", name, config=cfg), _JSON)
+
+    async def topic_info(self, name: str) -> Any:
+        """Returns the JSON info of a topic (``TOPIC INFO``)."""
+        return await self._call(encode_manage("TOPIC", "INFO", name), _JSON)
+
+    async def list_topics(self) -> Any:
+        """Returns the JSON list of topics (``TOPIC LIST``)."""
+        return await self._call(encode_manage("TOPIC", "LIST"), _JSON)
+
+    async def delete_topic(self, name: str) -> Any:
+        """Deletes a topic and its data (``TOPIC DELETE``)."""
+        return await self._call(encode_manage("TOPIC", "DELETE", name), _JSON)
+
+    async def create_group(
+        self,
+        topic: str,
+        group: str,
+        *,
+        start: str | None = None,
+        lease_ms: int | None = None,
+        max_deliveries: int | None = None,
+        dead_letter: str | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Creates a consumer group (``GROUP CREATE``).
+
+        Args:
+            topic: Topic name.
+            group: Group name.
+            start: ``earliest`` (default) or ``new``.
+            lease_ms: Lease of a delivery before it is redelivered.
+            max_deliveries: Deliveries before a message is dead-lettered.
+            dead_letter: Dead-letter topic (default ``$DLQ.<topic>.<group>``).
+            config: More fields sent as they are (``nats_ack``, newer ones); the
+                named options above win over the same keys here.
+        """
+        cfg = dict(config or {})
+        cfg |= group_config(start=start, lease_ms=lease_ms, max_deliveries=max_deliveries, dead_letter=dead_letter)
+        return await self._call(encode_manage("GROUP", "CREATE", topic, group, config=cfg), _JSON)
+
+    async def group_info(self, topic: str, group: str) -> Any:
+        """Returns the JSON info of a group (``GROUP INFO``)."""
+        return await self._call(encode_manage("GROUP", "INFO", topic, group), _JSON)
+
+    async def list_groups(self, topic: str) -> Any:
+        """Returns the JSON list of a topic's groups (``GROUP LIST``)."""
+        return await self._call(encode_manage("GROUP", "LIST", topic), _JSON)
+
+    async def delete_group(self, topic: str, group: str) -> Any:
+        """Deletes a consumer group (``GROUP DELETE``)."""
+        return await self._call(encode_manage("GROUP", "DELETE", topic, group), _JSON)

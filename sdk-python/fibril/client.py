@@ -1,0 +1,700 @@
+"""The asyncio Fibril client: connect, publish, consume, fetch, manage.
+
+The connection runs in Fibril mode (``"fibril": 1`` in CONNECT): every command is
+answered exactly once, in order, so the client keeps one FIFO of pending
+requests and matches each answer to its head. MSG/HMSG for subscriptions, server
+PINGs and INFO updates are the only unsolicited frames.
+
+Reconnect: when the connection drops, unconfirmed publishes (and pending POLLs)
+stay queued and are sent again, in their original order, on the next connection
+before anything else; subscriptions are renewed. Other pending requests (acks,
+management) fail with :class:`ConnectionClosedError` because whether the server
+acted on them is unknown. A publish whose confirm arrived is durable on the
+server and is never sent again, so nothing confirmed is lost; an unconfirmed one
+may be stored twice (at-least-once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ssl
+from collections.abc import Generator, Iterable
+from typing import Any
+
+from . import _proto as proto
+from ._common import (
+    CLIENT_MAX_LINE,
+    DEFAULT_MAX_UNCONFIRMED,
+    KIND_JSON,
+    KIND_PLAIN,
+    KIND_POLL,
+    KIND_PUB,
+    PAYLOAD_SLACK,
+    Data,
+    HeadersArg,
+    Position,
+    Reconnect,
+    ack_frames,
+    connect_options,
+    json_answer,
+    max_control_line,
+    parse_url,
+    poll_frame,
+    position_from,
+    publish_frame,
+    tls_context,
+)
+from ._conn import _Conn
+from ._errbase import FibrilError
+from ._manage import _Manage
+from .errors import ClientClosedError, ConnectionClosedError, ProtocolError, TLSError, error_from_wire
+from .message import Msg
+from .subscription import Subscription, make_msg
+
+_PLAIN, _PUB, _POLL, _JSON = KIND_PLAIN, KIND_PUB, KIND_POLL, KIND_JSON
+
+
+class _Request:
+    __slots__ = ("frame", "future", "kind", "retry", "msgs")
+
+    def __init__(self, frame: bytes, future: asyncio.Future[Any] | None, kind: int = _PLAIN, retry: bool = False):
+        self.frame = frame
+        self.future = future
+        self.kind = kind
+        self.retry = retry
+        self.msgs: list[proto.Msg] = []
+
+    def resolve(self, value: Any) -> None:
+        if self.future is not None and not self.future.done():
+            self.future.set_result(value)
+
+    def fail(self, err: BaseException) -> None:
+        if self.future is not None and not self.future.done():
+            self.future.set_exception(err)
+
+
+class Client(_Manage):
+    """A connection to a Fibril server. Create it with :func:`connect`.
+
+    All methods must be called from the event loop that connected it.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str | None = None,
+        token: str | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        tls: bool | ssl.SSLContext | None = None,
+        crc: bool = True,
+        reconnect: bool | Reconnect = True,
+        connect_timeout: float = 5.0,
+        drain_timeout: float = 5.0,
+        ping_interval: float = 30.0,
+        max_pings_out: int = 2,
+    ) -> None:
+        if ping_interval <= 0 or max_pings_out < 1:
+            raise ValueError("ping_interval must be positive and max_pings_out at least 1")
+        self._ping_interval = ping_interval
+        self._max_pings_out = max_pings_out
+        self._endpoint = parse_url(url)
+        self._tls = tls_context(tls, self._endpoint)
+        self._name = name
+        self._token = token
+        self._user = user
+        self._password = password
+        self._crc = crc
+        if isinstance(reconnect, bool):
+            reconnect = Reconnect(enabled=reconnect)
+        self._reconnect = reconnect
+        self._connect_timeout = connect_timeout
+        self._drain_timeout = drain_timeout
+        self._info: dict[str, Any] = {}
+        self._conn: _Conn | None = None
+        self._pending: collections.deque[_Request] = collections.deque()
+        self._resend: collections.deque[_Request] = collections.deque()
+        self._subs: dict[str, Subscription] = {}
+        self._next_sid = 0
+        self._window: asyncio.Semaphore | None = None
+        self._max_payload = proto.DEFAULT_MAX_PAYLOAD
+        self._connected = asyncio.Event()
+        self._opening = False
+        self._closed = False
+        self._close_error: FibrilError | None = None
+        self._reconnect_task: asyncio.Task[None] | None = None
+        self._keepalive_task: asyncio.Task[None] | None = None
+        #: Number of successful connects (1 after connect; grows on reconnect).
+        self.connects = 0
+
+    # ------------------------------------------------------------------
+    # lifecycle
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        """The latest INFO fields of the server (a copy)."""
+        return dict(self._info)
+
+    @property
+    def is_connected(self) -> bool:
+        """True while a connection is up and usable."""
+        return self._connected.is_set() and not self._closed
+
+    @property
+    def max_unconfirmed(self) -> int:
+        """The publish window: how many publishes may await their confirm at once."""
+        return int(self._info.get("max_unconfirmed") or DEFAULT_MAX_UNCONFIRMED)
+
+    async def _start(self) -> None:
+        await self._open()
+
+    async def _open(self) -> None:
+        loop = asyncio.get_running_loop()
+        # Management answers are single JSON lines of any length: the client
+        # is lenient about line length (the server's limit protects the server).
+        parser = proto.Parser(max_control_line=CLIENT_MAX_LINE, max_json_line=CLIENT_MAX_LINE)
+        conn = _Conn(parser, self._on_events, self._on_lost)
+        self._opening = True
+        try:
+            ep = self._endpoint
+            await asyncio.wait_for(loop.create_connection(lambda: conn, ep.host, ep.port), self._connect_timeout)
+            self._conn = conn
+            info = await asyncio.wait_for(asyncio.shield(conn.info), self._connect_timeout)
+            self._info = dict(info.fields)
+            if not self._info.get("fibril"):
+                raise ProtocolError("the server does not speak the Fibril protocol (no fibril in INFO)")
+            self._max_payload = int(self._info.get("max_payload") or proto.DEFAULT_MAX_PAYLOAD)
+            # Slack for headers the server adds (dead-letter headers) to a maximal body.
+            parser.max_payload = self._max_payload + PAYLOAD_SLACK
+            use_tls = self._tls is not None or bool(self._info.get("tls_required"))
+            if use_tls:
+                ctx = self._tls or ssl.create_default_context()
+                assert conn.transport is not None
+                t = await asyncio.wait_for(
+                    loop.start_tls(conn.transport, conn, ctx, server_hostname=ep.host), self._connect_timeout
+                )
+                if t is None:
+                    raise ConnectionClosedError("TLS handshake failed")
+                conn.transport = t
+            opts = connect_options(
+                name=self._name,
+                token=self._token,
+                user=self._user,
+                password=self._password,
+                crc=self._crc,
+                tls=use_tls,
+                endpoint=ep,
+            )
+            # The server parses the next frame in CRC mode right after CONNECT;
+            # nothing it sends before our CONNECT is a MSG, so flip now.
+            parser.crc = self._crc
+            fut: asyncio.Future[Any] = loop.create_future()
+            self._write_req(conn, _Request(proto.encode_connect(opts), fut))
+            await asyncio.wait_for(asyncio.shield(fut), self._connect_timeout)
+            if self._window is None:
+                self._window = asyncio.Semaphore(self.max_unconfirmed)
+            for sub in list(self._subs.values()):
+                self._write_req(conn, _Request(sub.sub_frame(), sub.sub_answer(loop)))
+            while self._resend:
+                self._write_req(conn, self._resend.popleft())
+        except BaseException as e:
+            conn.abort()
+            if isinstance(e, asyncio.TimeoutError):
+                raise ConnectionClosedError(f"connect to {self._endpoint.host}:{self._endpoint.port} timed out") from None
+            if isinstance(e, ssl.SSLError):
+                raise TLSError(f"TLS with {self._endpoint.host}:{self._endpoint.port}: {e}") from e
+            if isinstance(e, OSError):
+                raise ConnectionClosedError(f"connect to {self._endpoint.host}:{self._endpoint.port}: {e}") from e
+            raise
+        finally:
+            self._opening = False
+        if conn.dead:
+            raise ConnectionClosedError("connection lost during handshake")
+        self.connects += 1
+        self._connected.set()
+        if self._keepalive_task is not None:
+            self._keepalive_task.cancel()
+        self._keepalive_task = loop.create_task(self._keepalive(conn))
+
+    async def _keepalive(self, conn: _Conn) -> None:
+        # A connection that stops delivering bytes without closing (a dead
+        # peer, a silent network) is only noticed by asking: PING when idle,
+        # and drop it after max_pings_out silent intervals so reconnect starts.
+        # A waiting POLL legitimately holds back every answer, so silence does
+        # not count while one is pending.
+        missed = 0
+        seen = conn.reads
+        while not conn.dead and conn is self._conn:
+            await asyncio.sleep(self._ping_interval)
+            if conn.dead or conn is not self._conn:
+                return
+            if conn.reads != seen:
+                seen, missed = conn.reads, 0
+                continue
+            if not any(r.kind == _POLL for r in self._pending):
+                missed += 1
+                if missed > self._max_pings_out:
+                    conn.error = ConnectionClosedError(
+                        f"stale connection: no answer to {self._max_pings_out} PINGs"
+                    )
+                    conn.abort()
+                    return
+            self._fire(proto.PING)
+
+    async def close(self) -> None:
+        """Closes the client.
+
+        Waits (up to ``drain_timeout``) for answers to everything already sent,
+        then closes the connection. Subscriptions end; iterators stop. Idempotent.
+        """
+        if self._closed:
+            return
+        if self._reconnect_task is not None:
+            self._reconnect_task.cancel()
+        if self.is_connected and self._conn is not None:
+            fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self._write_req(self._conn, _Request(proto.PING, fut))
+            try:
+                await asyncio.wait_for(fut, self._drain_timeout)
+            except (FibrilError, asyncio.TimeoutError):
+                pass
+        self._shutdown(ClientClosedError("client closed"), graceful=True)
+
+    def _shutdown(self, err: FibrilError, *, graceful: bool = False) -> None:
+        self._closed = True
+        for t in (self._keepalive_task, self._reconnect_task):
+            if t is not None and t is not asyncio.current_task():
+                t.cancel()
+        self._close_error = err
+        conn, self._conn = self._conn, None
+        pending = list(self._pending) + list(self._resend)
+        self._pending.clear()
+        self._resend.clear()
+        for r in pending:
+            r.fail(err)
+        if conn is not None:
+            conn.abort()
+        for sub in list(self._subs.values()):
+            sub._end(None if graceful else err)
+        self._subs.clear()
+        self._connected.set()  # wake waiters; they see _closed
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------
+    # events from the connection
+
+    def _on_events(self, conn: _Conn, events: list[proto.Event]) -> None:
+        if conn is not self._conn:
+            return
+        pending = self._pending
+        for ev in events:
+            if isinstance(ev, proto.ParseError):
+                if ev.frame is None:
+                    continue  # a frame we cannot use was skipped; nothing answers it
+                ev = ev.frame  # failed its CRC check: deliver it to be refused and handed back
+            if isinstance(ev, proto.Msg):
+                if ev.sid == "0":
+                    if pending and pending[0].kind == _POLL:
+                        pending[0].msgs.append(ev)
+                    else:
+                        self._stray(ev)
+                else:
+                    sub = self._subs.get(ev.sid)
+                    if sub is not None:
+                        sub._push(ev)
+                    else:
+                        self._stray(ev)
+            elif isinstance(ev, proto.Ok):
+                if not pending:
+                    continue  # unsolicited +OK: nothing to answer
+                req = pending.popleft()
+                try:
+                    if req.kind == _PUB:
+                        req.resolve(position_from(ev.arg))
+                    elif req.kind == _POLL:
+                        n = int(ev.arg) if ev.arg.isdigit() else -1
+                        if n != len(req.msgs):
+                            raise ProtocolError(f"POLL answered +OK {ev.arg!r} after {len(req.msgs)} messages")
+                        req.resolve(req.msgs)
+                    elif req.kind == _JSON:
+                        req.resolve(json_answer(ev.arg))
+                    else:
+                        req.resolve(ev.arg)
+                except ProtocolError as e:
+                    req.fail(e)
+            elif isinstance(ev, proto.Err):
+                err = error_from_wire(ev)
+                if err.fatal:
+                    # Not an answer (SPEC.md 4): the server closes next. Drop
+                    # the connection now; pending requests fail with this error
+                    # (or, for publishes, are replayed after reconnect).
+                    conn.error = err
+                    conn.abort()
+                    return
+                elif pending:
+                    pending.popleft().fail(err)
+            elif isinstance(ev, proto.Ping):
+                conn.write(proto.PONG)
+            elif isinstance(ev, proto.Pong):
+                if pending:
+                    pending.popleft().resolve(None)
+            elif isinstance(ev, proto.Info):
+                self._info.update(ev.fields)
+
+    def _stray(self, frame: proto.Msg) -> None:
+        # A durable delivery nobody wants any more (closed subscription, POLL
+        # that was given up): hand it back at once rather than let its lease run.
+        h = proto.parse_handle(frame.reply) if frame.reply else None
+        if h is not None:
+            self._fire(proto.encode_nack(str(h)))
+
+    def _on_lost(self, conn: _Conn, err: FibrilError) -> None:
+        if conn is not self._conn:
+            return
+        self._conn = None
+        self._connected.clear()
+        keep = [r for r in self._pending if r.retry and not (r.future is not None and r.future.done())]
+        for r in self._pending:
+            if not r.retry:
+                r.fail(err)
+            r.msgs.clear()
+        self._pending.clear()
+        keep.extend(self._resend)
+        self._resend = collections.deque(keep)
+        for sub in self._subs.values():
+            sub._connection_lost()
+        if self._closed or self._opening:
+            return
+        if not self._reconnect.enabled:
+            self._shutdown(err)
+            return
+        self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect_loop(err))
+
+    async def _reconnect_loop(self, err: FibrilError) -> None:
+        attempt = 0
+        while not self._closed:
+            await asyncio.sleep(self._reconnect.delay(attempt))
+            if self._closed:
+                return
+            try:
+                await self._open()
+                return
+            except FibrilError as e:
+                err = e
+                if not e.retriable and not isinstance(e, ConnectionClosedError):
+                    # Refused for good (credentials, TLS trust, not a Fibril
+                    # server): retrying cannot help.
+                    self._shutdown(e)
+                    return
+            except OSError as e:
+                err = ConnectionClosedError(str(e))
+            attempt += 1
+            if self._reconnect.max_attempts is not None and attempt >= self._reconnect.max_attempts:
+                self._shutdown(err)
+                return
+
+    # ------------------------------------------------------------------
+    # requests
+
+    def _write_req(self, conn: _Conn, req: _Request) -> None:
+        conn.write(req.frame)
+        self._pending.append(req)
+
+    def _fire(self, frame: bytes) -> None:
+        """Sends a request whose answer nobody awaits (best effort)."""
+        if self._conn is not None and self._connected.is_set():
+            self._write_req(self._conn, _Request(frame, None))
+
+    async def _submit(self, req: _Request) -> None:
+        while True:
+            if self._closed:
+                raise self._close_error or ClientClosedError("client closed")
+            conn = self._conn
+            if conn is None or not self._connected.is_set():
+                await self._connected.wait()
+                continue
+            self._write_req(conn, req)
+            await conn.drain()
+            return
+
+    async def _call(self, frame: bytes, kind: int = _PLAIN, *, retry: bool = False) -> Any:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        await self._submit(_Request(frame, fut, kind, retry))
+        return await fut
+
+    async def _settle(self, frame: bytes) -> None:
+        await self._call(frame)
+
+    async def ping(self) -> None:
+        """Round-trips a PING; when it returns, every earlier command was answered.
+
+        Raises:
+            ConnectionClosedError: The connection dropped first.
+        """
+        await self._call(proto.PING)
+
+    # ------------------------------------------------------------------
+    # publish
+
+    async def publish_async(
+        self,
+        subject: str,
+        data: Data,
+        *,
+        key: str | bytes | None = None,
+        headers: HeadersArg = None,
+        msg_id: str | None = None,
+    ) -> asyncio.Future[Position | None]:
+        """Sends a publish and returns a future of its confirm (pipelined publishing).
+
+        Blocks only while the publish window (INFO ``max_unconfirmed``) is full or
+        the socket is backed up, so one task can keep many confirms outstanding.
+
+        Args:
+            subject: Destination subject (no wildcards).
+            data: Body; str is encoded as UTF-8.
+            key: Partition key (sent as header ``Fibril-Key``).
+            headers: Extra headers.
+            msg_id: Producer message id (header ``Fibril-Msg-Id``).
+
+        Returns:
+            A future resolving to the :class:`Position` (or None when no durable
+            topic captured the subject), or failing with the server's error.
+
+        Raises:
+            ValueError: Bad subject/headers, or larger than the server's max_payload.
+            ClientClosedError: The client is closed.
+        """
+        frame = publish_frame(
+            subject, data, key=key, headers=headers, msg_id=msg_id, crc=self._crc, max_payload=self._max_payload
+        )
+        if self._closed:
+            raise self._close_error or ClientClosedError("client closed")
+        window = self._window
+        assert window is not None, "publish before connect"
+        await window.acquire()
+        fut: asyncio.Future[Position | None] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(lambda _f: window.release())
+        try:
+            await self._submit(_Request(frame, fut, _PUB, retry=True))
+        except BaseException:
+            if not fut.done():
+                fut.cancel()
+            raise
+        return fut
+
+    async def publish(
+        self,
+        subject: str,
+        data: Data,
+        *,
+        key: str | bytes | None = None,
+        headers: HeadersArg = None,
+        msg_id: str | None = None,
+    ) -> Position | None:
+        """Publishes one message and waits for its confirm.
+
+        Many tasks may publish at once; their publishes are pipelined.
+
+        Args:
+            subject: Destination subject (no wildcards).
+            data: Body; str is encoded as UTF-8.
+            key: Partition key (header ``Fibril-Key``): same key, same partition.
+            headers: Extra headers.
+            msg_id: Producer message id (header ``Fibril-Msg-Id``).
+
+        Returns:
+            Where the message was stored, or None when no durable topic captured
+            the subject (it reached only plain subscribers, or nobody).
+
+        Raises:
+            ValueError: Bad subject/headers or oversized message.
+            FibrilError: The server refused it (for example a full topic).
+            ClientClosedError: The client was closed before the confirm.
+        """
+        fut = await self.publish_async(subject, data, key=key, headers=headers, msg_id=msg_id)
+        return await fut
+
+    # ------------------------------------------------------------------
+    # consume
+
+    def _new_sid(self) -> str:
+        self._next_sid += 1
+        return str(self._next_sid)
+
+    def consume(self, topic: str, group: str, *, max_in_flight: int | None = None) -> Subscription:
+        """Consumes a durable group with push delivery.
+
+        Use as ``async for msg in c.consume(...)`` (leaving the loop ends the
+        subscription) or ``async with c.consume(...) as sub`` with ``await sub.next()``.
+
+        Args:
+            topic: Durable topic name.
+            group: Consumer group (created on first use if the server allows).
+            max_in_flight: Most unsettled deliveries at once (None = server default).
+
+        Returns:
+            A :class:`Subscription`; the SUB is sent when iteration starts.
+        """
+        proto.validate_subject(topic)
+        proto.validate_group(group)
+        return Subscription(self, topic, group, max_in_flight)
+
+    def subscribe(self, subject: str, *, queue: str | None = None) -> Subscription:
+        """Subscribes to a subject with plain NATS semantics (no acks, no durability).
+
+        Args:
+            subject: Subject filter (wildcards allowed).
+            queue: Optional queue group.
+        """
+        proto.validate_subject(subject, wildcards=True)
+        return Subscription(self, subject, queue, None)
+
+    async def _subscribe(self, sub: Subscription) -> str:
+        sid = self._new_sid()
+        self._subs[sid] = sub
+        sub.sid = sid
+        try:
+            await self._call(sub.sub_frame())
+        except BaseException:
+            self._subs.pop(sid, None)
+            raise
+        return sid
+
+    async def _unsubscribe(self, sub: Subscription) -> None:
+        if self._subs.pop(sub.sid, None) is None:
+            return
+        if self.is_connected:
+            try:
+                await self._call(proto.encode_unsub(sub.sid))
+            except FibrilError:
+                pass  # the connection went away: the subscription went with it
+
+    async def fetch(self, topic: str, group: str, max_messages: int = 1, wait: float = 0.0) -> list[Msg]:
+        """Pulls up to ``max_messages`` ready messages (POLL).
+
+        Waits up to ``wait`` seconds for the first message, then returns what is
+        ready. While it waits, answers to later commands on this connection wait
+        too (answers are in order).
+
+        Returns:
+            The deliveries (possibly none), each to be settled.
+
+        Raises:
+            CorruptMessageError: A delivery failed its CRC check; all deliveries of
+                this batch were handed back (NACK) and none is returned.
+            FibrilError: The server refused (unknown topic, ...).
+        """
+        frames: list[proto.Msg] = await self._call(
+            poll_frame(topic, group, max_messages, wait), _POLL, retry=True
+        )
+        try:
+            return [make_msg(f, self) for f in frames]
+        except FibrilError:
+            for f in frames:
+                self._stray(f)
+            raise
+
+    async def ack(self, msgs: Iterable[Msg]) -> None:
+        """Acknowledges many messages with as few ACK lines as the server's
+        control-line limit allows (pipelined).
+
+        Raises:
+            NotAckableError: One of them has no handle.
+            FibrilError: The server refused one of them.
+        """
+        handles = [m._handle() for m in msgs]
+        frames = ack_frames(handles, max_control_line(self._info))
+        # Pipelined: every line is sent before the first answer is awaited.
+        futs = [asyncio.ensure_future(self._call(f)) for f in frames]
+        if futs:
+            results = await asyncio.gather(*futs, return_exceptions=True)
+            for r in results:
+                if isinstance(r, BaseException):
+                    raise r
+
+
+class _Connect:
+    """What :func:`connect` returns: awaitable and an async context manager."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def __await__(self) -> Generator[Any, None, Client]:
+        return self._go().__await__()
+
+    async def _go(self) -> Client:
+        await self._client._start()
+        return self._client
+
+    async def __aenter__(self) -> Client:
+        return await self._go()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client.close()
+
+
+def connect(
+    url: str = "nats://127.0.0.1:4222",
+    *,
+    name: str | None = None,
+    token: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    tls: bool | ssl.SSLContext | None = None,
+    crc: bool = True,
+    reconnect: bool | Reconnect = True,
+    connect_timeout: float = 5.0,
+    drain_timeout: float = 5.0,
+    ping_interval: float = 30.0,
+    max_pings_out: int = 2,
+) -> _Connect:
+    """Connects to a Fibril server.
+
+    Use ``async with connect(url) as c:`` or ``c = await connect(url)`` (then
+    ``await c.close()``).
+
+    Args:
+        url: ``nats://host:port`` (also ``fibril://``, ``tls://``); credentials
+            may be in the URL (``user:pass@`` or ``token@``).
+        name: Connection name shown by the server.
+        token: Auth token.
+        user: User name (with ``password``).
+        password: Password.
+        tls: True or an SSLContext to use TLS (``tls://`` implies True).
+        crc: Checksum every message both ways (CRC-32).
+        reconnect: Reconnect after a drop (True, False or a :class:`Reconnect`).
+        connect_timeout: Seconds allowed for TCP connect plus handshake.
+        drain_timeout: Seconds ``close`` waits for outstanding answers.
+        ping_interval: Seconds between keepalive PINGs on a quiet connection.
+        max_pings_out: Silent intervals tolerated before the connection is
+            considered dead and dropped (then reconnect starts).
+
+    Raises:
+        ConnectionClosedError: The server cannot be reached (the first connect
+            is not retried).
+        FibrilError: The server refused the CONNECT (for example bad credentials).
+    """
+    return _Connect(
+        Client(
+            url,
+            name=name,
+            token=token,
+            user=user,
+            password=password,
+            tls=tls,
+            crc=crc,
+            reconnect=reconnect,
+            connect_timeout=connect_timeout,
+            drain_timeout=drain_timeout,
+            ping_interval=ping_interval,
+            max_pings_out=max_pings_out,
+        )
+    )

@@ -1,0 +1,188 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// RequeueGroup is the group of a dead-letter topic through which Requeue
+// takes dead letters (created on first use, starting at the earliest).
+const RequeueGroup GroupName = "requeue"
+
+// requeueBatch bounds one poll of a requeue.
+const requeueBatch = 64
+
+// Requeue moves up to max dead letters of the dead-letter topic dlq back to
+// the topics that capture their Fibril-Subject header, through the group
+// RequeueGroup of dlq: RequeueFrom(ctx, dlq, RequeueGroup, max).
+func (b *Broker) Requeue(ctx context.Context, dlq TopicName, max int) (int, error) {
+	return b.RequeueFrom(ctx, dlq, RequeueGroup, max)
+}
+
+// RequeueFrom moves up to max messages that are ready in group of topic dlq
+// (created when missing) back to their original subject: each is published
+// again — to the topic that now captures its Fibril-Subject header, keeping
+// its other headers and its payload, minus the Fibril-Reason,
+// Fibril-Subject, Fibril-Partition, Fibril-Seq and Fibril-Deliveries lines,
+// with its Fibril-Key header as the partition key — and, once that publish
+// is durable, acked in group. It returns how many moved. It stops at the
+// first message it cannot move (no Fibril-Subject, no topic captures it, the
+// publish fails): that message and the rest of its batch are put back
+// (nacked), and the error says why. A crash between the publish and the ack
+// requeues a message twice (at least once). RequeueFrom blocks on the
+// publishes and acks, bounded by ctx.
+func (b *Broker) RequeueFrom(ctx context.Context, dlq TopicName, group GroupName, max int) (int, error) {
+	if max < 1 {
+		return 0, fmt.Errorf("requeue %s: %w: max %d < 1", dlq, ErrInvalid, max)
+	}
+	t, ok := b.Topic(dlq)
+	if !ok {
+		return 0, fmt.Errorf("requeue %s: %w", dlq, ErrNoTopic)
+	}
+	g, err := t.Group(group, GroupConfig{})
+	if err != nil {
+		return 0, fmt.Errorf("requeue %s: %w", dlq, err)
+	}
+	moved := 0
+	for moved < max {
+		ds, err := g.pollNow(ctx, min(max-moved, requeueBatch))
+		if err != nil {
+			return moved, fmt.Errorf("requeue %s: %w", dlq, err)
+		}
+		if len(ds) == 0 {
+			return moved, nil
+		}
+		for i, d := range ds {
+			if err := b.requeueOne(ctx, d); err != nil {
+				for _, rest := range ds[i:] {
+					_ = b.Settle(rest.Handle, Nack(0), nil) // back to ready; a failure leaves it to its lease
+				}
+				return moved, fmt.Errorf("requeue %s: offset %d:%d: %w", dlq, d.Handle.Partition, d.Handle.Seq, err)
+			}
+			moved++
+		}
+	}
+	return moved, nil
+}
+
+func (b *Broker) requeueOne(ctx context.Context, d Delivery) error {
+	subject := headerValue(d.Header, "Fibril-Subject")
+	if subject == "" {
+		return fmt.Errorf("%w: no Fibril-Subject header", ErrInvalid)
+	}
+	dest := b.Route(subject)
+	if dest == nil {
+		return fmt.Errorf("%w: no topic captures %q", ErrNoTopic, subject)
+	}
+	m := Message{Subject: subject, Header: stripHeaders(d.Header, dlqHeaderNames), Data: d.Data}
+	if k := headerValue(d.Header, "Fibril-Key"); k != "" {
+		m.Key = []byte(k)
+	}
+	if _, err := dest.Publish(ctx, m); err != nil {
+		return err
+	}
+	return b.settleWait(ctx, d.Handle, Ack())
+}
+
+// pollNow polls without waiting and returns copies.
+func (g *Group) pollNow(ctx context.Context, max int) ([]Delivery, error) {
+	type result struct {
+		ds  []Delivery
+		err error
+	}
+	ch := make(chan result, 1)
+	done := func(ds []Delivery, err error) {
+		out := make([]Delivery, len(ds))
+		for i, d := range ds {
+			out[i] = d.clone()
+		}
+		ch <- result{out, err}
+	}
+	var perr error
+	err := g.t.parts[0].room.waitUntil(ctx, func() bool {
+		_, perr = g.pollAsync(max, 0, 0, done)
+		return !errors.Is(perr, ErrQueueFull)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return nil, perr
+	}
+	r := <-ch // a non-waiting poll is always answered
+	return r.ds, r.err
+}
+
+// dlqHeaderNames are the header lines a dead letter gets (dlqHeader).
+var dlqHeaderNames = []string{"Fibril-Reason", "Fibril-Subject", "Fibril-Partition", "Fibril-Seq", "Fibril-Deliveries"}
+
+// headerValue returns the value of the first header line named key (case
+// insensitive) of a NATS/1.0 header block, or "".
+func headerValue(hdr []byte, key string) string {
+	for _, line := range headerLines(hdr) {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && strings.EqualFold(strings.TrimSpace(k), key) {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// stripHeaders returns hdr without the lines named in drop; nil when no
+// line is left.
+func stripHeaders(hdr []byte, drop []string) []byte {
+	lines := headerLines(hdr)
+	if lines == nil {
+		return nil
+	}
+	var out []byte
+	kept := 0
+	for _, line := range lines {
+		k, _, _ := strings.Cut(line, ":")
+		skip := false
+		for _, d := range drop {
+			if strings.EqualFold(strings.TrimSpace(k), d) {
+				skip = true
+				break
+			}
+		}
+		if skip {
+			continue
+		}
+		if kept == 0 {
+			out = append(out, "NATS/1.0\r\n"...)
+		}
+		kept++
+		out = append(append(out, line...), "\r\n"...)
+	}
+	if kept == 0 {
+		return nil
+	}
+	return append(out, "\r\n"...)
+}
+
+// headerLines returns the header lines of a NATS/1.0 block (status line
+// and blank line excluded), or nil when hdr is not one.
+func headerLines(hdr []byte) []string {
+	if !bytes.HasPrefix(hdr, []byte("NATS/1.0")) {
+		return nil
+	}
+	s := string(hdr)
+	_, s, _ = strings.Cut(s, "\r\n") // status line
+	var out []string
+	for s != "" {
+		var line string
+		line, s, _ = strings.Cut(s, "\r\n")
+		if line == "" {
+			break
+		}
+		out = append(out, line)
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out
+}

@@ -1,0 +1,21 @@
+// Package tui is `fibril tui`: a terminal UI (bubbletea) that connects to a
+// Fibril server over the wire and shows, per topic and consumer group, how
+// messages move between ready, in flight, acked and dead-lettered, with rates
+// and sparklines, and can publish and consume test traffic on a key press.
+//
+// What it owns: a small synchronous fibril-mode client (CONNECT fibril:1,
+// TOPIC LIST / TOPIC INFO / GROUP INFO polling, confirmed PUB, POLL + ACK)
+// built on package protocol, the model that turns successive snapshots into
+// rates, and the screen.
+//
+// What it must never do: change a topic or group the user did not ask it to
+// (it only publishes, creates the group "tui" and consumes when a key says
+// so), hold more than one connection, or block the UI on the network (all
+// wire calls run in bubbletea commands, serialised by the client's mutex).
+//
+// Caveats: rates are deltas between two polls about one interval apart.
+// "acked" is derived (published minus ready minus in flight, minus what went
+// to the dead-letter topic), so it also counts messages stored before a group
+// that starts at "new"; "dead" is what the group's dead-letter topic ever
+// received.
+package tui

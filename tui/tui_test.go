@@ -1,0 +1,386 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server"
+)
+
+// helperEnv, when set in the environment, makes the test binary run the TUI
+// against the URL it names instead of the tests (the helper-process pattern),
+// so tmux can run it in a real terminal.
+const helperEnv = "FIBRIL_TUI_HELPER_URL"
+
+func TestMain(m *testing.M) {
+	if url := os.Getenv(helperEnv); url != "" {
+		err := Run(context.Background(), Options{URL: url, Interval: 200 * time.Millisecond, Burst: 50})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	code := m.Run()
+	if code == 0 {
+		// Servers, clients and the bubbletea program must not outlive the tests.
+		if leaked := leakedGoroutines(5*time.Second, "github.com/fibrilmq/fibril/", "github.com/charmbracelet/"); leaked != "" {
+			fmt.Fprintf(os.Stderr, "goroutines leaked by the tests:\n%s\n", leaked)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// leakedGoroutines waits up to d for every goroutine whose stack mentions
+// one of pkgs to end and returns the stacks of those still running.
+func leakedGoroutines(d time.Duration, pkgs ...string) string {
+	deadline := time.Now().Add(d)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var leaked []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "leakedGoroutines") {
+				continue
+			}
+			for _, p := range pkgs {
+				if strings.Contains(g, p) {
+					leaked = append(leaked, g)
+					break
+				}
+			}
+		}
+		if len(leaked) == 0 || time.Now().After(deadline) {
+			return strings.Join(leaked, "\n\n")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startServer runs a real server with the durable engine on 127.0.0.1:0
+// until the test ends.
+func startServer(t *testing.T) *server.Server {
+	t.Helper()
+	o := server.DefaultOptions()
+	o.Listen = "127.0.0.1:0"
+	o.DataDir = t.TempDir()
+	o.EventLoops = 1
+	o.Engine.SegmentSize = 1 << 20
+	o.Engine.EventSegmentSize = 1 << 20
+	o.ShutdownTimeout = 2 * time.Second
+	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := server.New(o)
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("Run: %v", err)
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatal("server not ready in 10s")
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("server did not stop in 15s")
+		}
+	})
+	return s
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func testClient(t *testing.T, s *server.Server) *client {
+	t.Helper()
+	c, err := dial(s.Addr().String(), protocol.Connect{}, 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { c.close() })
+	return c
+}
+
+func TestClientAgainstServer(t *testing.T) {
+	s := startServer(t)
+	c := testClient(t, s)
+	if _, err := c.request(protocol.AppendTopicCreate(nil, "orders", []byte(`{"partitions":2}`))); err != nil {
+		t.Fatalf("TOPIC CREATE: %v", err)
+	}
+	if err := c.groupCreate("orders", "billing"); err != nil {
+		t.Fatalf("GROUP CREATE: %v", err)
+	}
+	n, err := c.publish("orders", 300, func(i int) []byte { return []byte(strconv.Itoa(i)) })
+	if err != nil || n != 300 {
+		t.Fatalf("publish: %d stored, %v", n, err)
+	}
+	got, err := c.consume("orders", "billing", 40)
+	if err != nil || got == 0 || got > 40 {
+		t.Fatalf("consume: %d, %v", got, err)
+	}
+	snap, err := fetch(c)
+	if err != nil {
+		t.Fatalf("fetch: %v", err)
+	}
+	var orders *topicView
+	for i := range snap.topics {
+		if snap.topics[i].name == "orders" {
+			orders = &snap.topics[i]
+		}
+	}
+	if orders == nil || orders.published != 300 || len(orders.groups) != 1 {
+		t.Fatalf("snapshot: %+v", snap.topics)
+	}
+	g := orders.groups[0]
+	if g.name != "billing" || g.inflight != 0 || g.acked != uint64(got) || g.ready != 300-uint64(got) {
+		t.Errorf("group view %+v after acking %d of 300", g, got)
+	}
+
+	// Errors come back as typed protocol errors, and the connection stays
+	// usable afterwards (strict answers keep the FIFO aligned).
+	_, err = c.topicInfo("nope")
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("TOPIC INFO nope: %v, want a protocol error", err)
+	}
+	if _, err := c.topicList(); err != nil {
+		t.Fatalf("TOPIC LIST after an error: %v", err)
+	}
+}
+
+func TestDialTarget(t *testing.T) {
+	for _, tc := range []struct {
+		in, addr, token, user, pass string
+		bad                         bool
+	}{
+		{in: "127.0.0.1:4222", addr: "127.0.0.1:4222"},
+		{in: "nats://example.com", addr: "example.com:4222"},
+		{in: "nats://tok@h:1", addr: "h:1", token: "tok"},
+		{in: "fibril://u:p@h:2", addr: "h:2", user: "u", pass: "p"},
+		{in: "nats://", bad: true},
+		{in: "nats://h:1:2:3", bad: true},
+	} {
+		addr, cn, err := dialTarget(tc.in)
+		if tc.bad {
+			if err == nil {
+				t.Errorf("%q: no error (addr %q)", tc.in, addr)
+			}
+			continue
+		}
+		if err != nil || addr != tc.addr || cn.AuthToken != tc.token || cn.User != tc.user || cn.Pass != tc.pass {
+			t.Errorf("%q: %q %+v %v", tc.in, addr, cn, err)
+		}
+	}
+}
+
+func TestRunRejectsBadOptions(t *testing.T) {
+	for _, o := range []Options{
+		{},
+		{URL: "127.0.0.1:1", Interval: time.Millisecond},
+		{URL: "127.0.0.1:1", Burst: -1},
+		{URL: "127.0.0.1:1", DemoSubject: "a.*"},
+	} {
+		if err := Run(context.Background(), o); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("Run(%+v): %v, want ErrInvalidOptions", o, err)
+		}
+	}
+	// A refused connection is an error, not a hang.
+	if err := Run(context.Background(), Options{URL: "127.0.0.1:1", Timeout: 2 * time.Second}); err == nil {
+		t.Error("Run against a closed port: nil error")
+	}
+}
+
+func TestSparkline(t *testing.T) {
+	for _, tc := range []struct {
+		vals  []float64
+		width int
+		want  string
+	}{
+		{nil, 3, "   "},
+		{[]float64{0, 0}, 2, "▁▁"},
+		{[]float64{0, 7, 14}, 4, " ▁▄█"},
+		{[]float64{1, 2, 3, 4}, 2, "▆█"},
+	} {
+		if got := sparkline(tc.vals, tc.width); got != tc.want {
+			t.Errorf("sparkline(%v, %d) = %q, want %q", tc.vals, tc.width, got, tc.want)
+		}
+	}
+}
+
+// tmuxSession runs the TUI (this test binary in helper mode) in a detached
+// tmux session with its own server socket; it is killed when the test ends.
+type tmuxSession struct {
+	t      *testing.T
+	socket string
+}
+
+func (s *tmuxSession) cmd(args ...string) (string, error) {
+	out, err := exec.Command("tmux", append([]string{"-S", s.socket}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+func startTUI(t *testing.T, url string) *tmuxSession {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux not found: install it (apt-get install -y tmux) to run the terminal UI test")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &tmuxSession{t: t, socket: filepath.Join(t.TempDir(), "tmux.sock")}
+	command := fmt.Sprintf("env %s=%s TERM=xterm-256color %s", helperEnv, url, self)
+	if out, err := s.cmd("-f", "/dev/null", "new-session", "-d", "-s", "tui", "-x", "140", "-y", "30", command); err != nil {
+		t.Fatalf("tmux new-session: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = s.cmd("kill-server") })
+	return s
+}
+
+// screen returns what the terminal shows now.
+func (s *tmuxSession) screen() string {
+	out, err := s.cmd("capture-pane", "-p", "-t", "tui")
+	if err != nil {
+		s.t.Fatalf("capture-pane: %v: %s", err, out)
+	}
+	return out
+}
+
+var publishedRe = regexp.MustCompile(`(?m)^. orders\s+published (\d+)`)
+var groupRe = regexp.MustCompile(`(?m)└ billing\s+ready (\d+)\s+in flight (\d+)\s+acked (\d+)`)
+
+func TestTUIInTerminal(t *testing.T) {
+	s := startServer(t)
+	c := testClient(t, s)
+	if _, err := c.request(protocol.AppendTopicCreate(nil, "orders", nil)); err != nil {
+		t.Fatalf("TOPIC CREATE: %v", err)
+	}
+	if err := c.groupCreate("orders", "billing"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.publish("orders", 10, func(int) []byte { return []byte("x") }); err != nil || n != 10 {
+		t.Fatalf("publish: %d, %v", n, err)
+	}
+
+	tm := startTUI(t, s.Addr().String())
+	var scr string
+	defer func() {
+		if t.Failed() {
+			t.Logf("last screen:\n%s", scr)
+		}
+	}()
+	count := func() int {
+		m := publishedRe.FindStringSubmatch(scr)
+		if m == nil {
+			return -1
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	waitFor(t, 15*time.Second, "the TUI to show topic orders with 10 published", func() bool {
+		scr = tm.screen()
+		return count() == 10
+	})
+	if !strings.Contains(scr, "└ billing") {
+		t.Fatalf("group billing not on screen:\n%s", scr)
+	}
+
+	// Traffic from another client moves the count on screen.
+	if _, err := c.publish("orders", 25, func(int) []byte { return []byte("y") }); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "published to reach 35 on screen", func() bool {
+		scr = tm.screen()
+		return count() == 35
+	})
+
+	// The p key publishes a burst (50) from the TUI itself, to the selected
+	// topic (orders is the only one, so it is selected).
+	if out, err := tm.cmd("send-keys", "-t", "tui", "p"); err != nil {
+		t.Fatalf("send-keys: %v: %s", err, out)
+	}
+	waitFor(t, 10*time.Second, "p to publish 50 more", func() bool {
+		scr = tm.screen()
+		return count() == 85 && strings.Contains(scr, "published 50 to orders")
+	})
+	// The c key consumes and acks a burst from the topic's group.
+	if out, err := tm.cmd("send-keys", "-t", "tui", "c"); err != nil {
+		t.Fatalf("send-keys: %v: %s", err, out)
+	}
+	waitFor(t, 10*time.Second, "c to ack messages of billing", func() bool {
+		scr = tm.screen()
+		m := groupRe.FindStringSubmatch(scr)
+		return m != nil && m[3] != "0" && strings.Contains(scr, "from orders/billing")
+	})
+	// t turns continuous traffic on: ready, in flight and acked all move.
+	m := groupRe.FindStringSubmatch(scr)
+	acked0 := m[3]
+	if out, err := tm.cmd("send-keys", "-t", "tui", "t"); err != nil {
+		t.Fatalf("send-keys: %v: %s", err, out)
+	}
+	waitFor(t, 15*time.Second, "traffic to hold deliveries in flight and ack more", func() bool {
+		scr = tm.screen()
+		m := groupRe.FindStringSubmatch(scr)
+		return m != nil && m[2] != "0" && m[3] != acked0 && count() > 85 && strings.Contains(scr, "traffic (ON)")
+	})
+	t.Logf("screen:\n%s", scr)
+	shown := scr
+	if out, err := tm.cmd("send-keys", "-t", "tui", "t"); err != nil {
+		t.Fatalf("send-keys: %v: %s", err, out)
+	}
+	waitFor(t, 10*time.Second, "traffic to stop and release its leases", func() bool {
+		scr = tm.screen()
+		m := groupRe.FindStringSubmatch(scr)
+		return m != nil && m[2] == "0" && strings.Contains(scr, "traffic stopped")
+	})
+	if dir := os.Getenv("FIBRIL_SCREENSHOT_DIR"); dir != "" {
+		// The text of the screen, for the README (tmux has no image output).
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "tui.txt"), []byte(shown), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if out, err := tm.cmd("send-keys", "-t", "tui", "q"); err != nil {
+		t.Fatalf("send-keys: %v: %s", err, out)
+	}
+	waitFor(t, 10*time.Second, "the TUI to exit on q", func() bool {
+		_, err := tm.cmd("has-session", "-t", "tui")
+		return err != nil
+	})
+}
