@@ -1,0 +1,224 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Result is the outcome of one run; --json prints it as is.
+type Result struct {
+	Config Config     `json:"config"`
+	Server ServerDesc `json:"server"`
+
+	Published  uint64  `json:"published"`
+	PubSeconds float64 `json:"pub_seconds"`
+	PubRate    float64 `json:"pub_msgs_per_sec"`
+	PubMiB     float64 `json:"pub_mib_per_sec"`
+	PubErrors  uint64  `json:"pub_errors"`
+	PubRetries uint64  `json:"pub_retries"`
+	FirstError string  `json:"first_error,omitempty"`
+
+	// Consumed counts distinct messages received (per consumer summed in
+	// plain mode, where every consumer gets every message); Deliveries
+	// counts every delivery, redeliveries included.
+	Consumed   uint64 `json:"consumed"`
+	Deliveries uint64 `json:"deliveries"`
+	// ConSeconds: concurrent runs: first publish → last message received
+	// (end to end); backlog runs: consumers start → last message received.
+	ConSeconds float64 `json:"con_seconds"`
+	ConRate    float64 `json:"con_msgs_per_sec"`
+	ConMiB     float64 `json:"con_mib_per_sec"`
+
+	// AckedSeconds: from the same start until the server reported the
+	// group empty (nothing pending, nothing in flight): every ack applied.
+	// It is measured by polling (every 2 ms), so it is a little late.
+	AckedSeconds float64 `json:"acked_seconds,omitempty"`
+	AckedRate    float64 `json:"acked_msgs_per_sec,omitempty"`
+
+	LatencyUS Latency `json:"latency_us"`
+
+	RSSKiB        int64 `json:"server_rss_hwm_kib"`
+	RSSBacklogKiB int64 `json:"server_rss_hwm_backlog_kib,omitempty"`
+	// RSSAnonKiB and RSSFileKiB are the peaks of RssAnon (heap, stacks) and
+	// RssFile (mapped files: the segment log's page cache) sampled every
+	// 100 ms; VmHWM counts both.
+	RSSAnonKiB int64 `json:"server_rss_anon_peak_kib,omitempty"`
+	RSSFileKiB int64 `json:"server_rss_file_peak_kib,omitempty"`
+
+	Verify Verification `json:"verify"`
+}
+
+// Latency holds end-to-end latency percentiles in microseconds (publish
+// time stamped in the payload → delivery handled by the consumer).
+type Latency struct {
+	Count uint64  `json:"count"`
+	P50   float64 `json:"p50"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p999"`
+	Max   float64 `json:"max"`
+}
+
+// Verification is the end-of-run check.
+type Verification struct {
+	OK          bool   `json:"ok"`
+	Missing     uint64 `json:"missing"`
+	Duplicates  int64  `json:"duplicates"`
+	Redelivered int64  `json:"redelivered"`
+	Corrupt     int64  `json:"corrupt"`
+	Summary     string `json:"summary"`
+}
+
+func (r *Result) computeRates(size int) {
+	mib := float64(size) / (1 << 20)
+	if r.PubSeconds > 0 {
+		r.PubRate = float64(r.Published) / r.PubSeconds
+		r.PubMiB = r.PubRate * mib
+	}
+	if r.ConSeconds > 0 {
+		r.ConRate = float64(r.Consumed) / r.ConSeconds
+		r.ConMiB = r.ConRate * mib
+	}
+	if r.AckedSeconds > 0 {
+		r.AckedRate = float64(r.Consumed) / r.AckedSeconds
+	}
+}
+
+func (r *Result) setLatency(h *Histogram) {
+	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+	r.LatencyUS = Latency{Count: h.Count(), P50: us(h.Quantile(0.5)), P99: us(h.Quantile(0.99)),
+		P999: us(h.Quantile(0.999)), Max: us(h.Quantile(1))}
+}
+
+func (r *Result) verify(st *runState, stats []pubStats) {
+	v := &r.Verify
+	var problems []string
+	for _, t := range st.trackers {
+		for i, s := range stats {
+			m, first := t.Missing(i, s.sent)
+			if m > 0 && v.Missing == 0 {
+				problems = append(problems, fmt.Sprintf("publisher %d: message seq %d never arrived", i, first))
+			}
+			v.Missing += m
+		}
+		v.Duplicates += t.dups.Load()
+		v.Redelivered += t.redeliv.Load()
+		v.Corrupt += t.corrupt.Load()
+		if e := t.firstErr.Load(); e != nil && len(problems) < 3 {
+			problems = append(problems, *e)
+		}
+	}
+	if r.PubErrors > 0 {
+		problems = append(problems, fmt.Sprintf("%d publishes refused: %s", r.PubErrors, r.FirstError))
+	}
+	v.OK = v.Missing == 0 && v.Duplicates == 0 && v.Corrupt == 0 && r.PubErrors == 0 && r.Published > 0
+	if r.Published == 0 {
+		problems = append(problems, "nothing was published")
+	}
+	if v.OK {
+		v.Summary = fmt.Sprintf("all %d messages arrived intact, none twice", r.Published)
+		if len(st.trackers) > 1 {
+			v.Summary += fmt.Sprintf(" (at each of %d subscribers)", len(st.trackers))
+		}
+		return
+	}
+	v.Summary = fmt.Sprintf("missing %d, duplicates %d, corrupt %d, publish errors %d; %s",
+		v.Missing, v.Duplicates, v.Corrupt, r.PubErrors, strings.Join(problems, "; "))
+}
+
+// writeText prints the result for people.
+func (r *Result) writeText(w io.Writer) {
+	c := &r.Config
+	fmt.Fprintf(w, "system    %s (%s)  mode %s  pubs %d  subs %d  size %d B  partitions %d\n",
+		c.System, r.Server.Version, c.Mode, c.Pubs, c.Subs, c.Size, c.Partitions)
+	if c.System == "fibril" {
+		fmt.Fprintf(w, "          client %s  durability %s  confirm %v (window %d)  crc %v  consume %s (batch %d, credit %d)  ack %s  backlog %v\n",
+			c.Client, c.Durability, c.Confirm, c.Window, c.CRC, c.Consume, c.Batch, c.Credit, c.Ack, c.Backlog)
+	} else {
+		fmt.Fprintf(w, "          sync_interval always %v  confirm %v (window %d)  consume %s (batch %d)  backlog %v\n",
+			c.NatsSyncAlways, c.Confirm, c.Window, c.Consume, c.Batch, c.Backlog)
+	}
+	fmt.Fprintf(w, "publish   %d msgs in %.3f s: %.0f msgs/s, %.1f MiB/s (errors %d, retried %d)\n",
+		r.Published, r.PubSeconds, r.PubRate, r.PubMiB, r.PubErrors, r.PubRetries)
+	what := "end to end (first publish -> last delivery)"
+	if c.Backlog {
+		what = "drain (consumers start -> last delivery)"
+	}
+	fmt.Fprintf(w, "consume   %d msgs in %.3f s, %s: %.0f msgs/s, %.1f MiB/s (deliveries %d)\n",
+		r.Consumed, r.ConSeconds, what, r.ConRate, r.ConMiB, r.Deliveries)
+	if r.AckedSeconds > 0 {
+		fmt.Fprintf(w, "acked     every ack applied (group empty) after %.3f s: %.0f msgs/s\n", r.AckedSeconds, r.AckedRate)
+	}
+	l := r.LatencyUS
+	fmt.Fprintf(w, "latency   publish->delivery p50 %s  p99 %s  p99.9 %s  max %s (%d samples)\n",
+		fmtUS(l.P50), fmtUS(l.P99), fmtUS(l.P999), fmtUS(l.Max), l.Count)
+	if r.RSSBacklogKiB > 0 {
+		fmt.Fprintf(w, "server    peak RSS %.1f MiB with the backlog stored, %.1f MiB over the run (%s)\n",
+			float64(r.RSSBacklogKiB)/1024, float64(r.RSSKiB)/1024, r.Server.RSSNote)
+	} else if r.RSSKiB > 0 {
+		fmt.Fprintf(w, "server    peak RSS %.1f MiB (%s)\n", float64(r.RSSKiB)/1024, r.Server.RSSNote)
+	}
+	if r.RSSAnonKiB > 0 {
+		fmt.Fprintf(w, "          sampled peaks: RssAnon %.1f MiB (heap), RssFile %.1f MiB (mapped files)\n",
+			float64(r.RSSAnonKiB)/1024, float64(r.RSSFileKiB)/1024)
+	}
+	status := "OK"
+	if !r.Verify.OK {
+		status = "FAILED"
+	}
+	fmt.Fprintf(w, "verify    %s: %s (redelivered %d)\n", status, r.Verify.Summary, r.Verify.Redelivered)
+}
+
+func fmtUS(us float64) string {
+	switch {
+	case us >= 1e6:
+		return fmt.Sprintf("%.2fs", us/1e6)
+	case us >= 1e3:
+		return fmt.Sprintf("%.2fms", us/1e3)
+	}
+	return fmt.Sprintf("%.0fus", us)
+}
+
+// writeJSON prints the result as one JSON object.
+func (r *Result) writeJSON(w io.Writer) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// startProgress prints a progress line every cfg.Progress until the returned
+// function is called (idempotent).
+func startProgress(w io.Writer, cfg *Config, st *runState) func() {
+	if cfg.Progress <= 0 || w == nil {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(cfg.Progress)
+		defer t.Stop()
+		start := time.Now()
+		var lp, lc int64
+		for {
+			select {
+			case <-quit:
+				return
+			case now := <-t.C:
+				p, c := st.published.Load(), st.delivered.Load()
+				secs := cfg.Progress.Seconds()
+				fmt.Fprintf(w, "[%5.1fs] published %d (%.0f/s)  delivered %d (%.0f/s)\n",
+					now.Sub(start).Seconds(), p, float64(p-lp)/secs, c, float64(c-lc)/secs)
+				lp, lc = p, c
+			}
+		}
+	}()
+	return sync.OnceFunc(func() { close(quit); wg.Wait() })
+}

@@ -1,0 +1,140 @@
+package main
+
+// --client sdk: the Fibril side through the Go SDK (package sdk) instead of
+// the raw wire, to show what the SDK costs on top of the server. Durable
+// mode, pull only: PublishAsync with its futures (the SDK's window is the
+// server's max_unconfirmed or --window), Fetch(--batch) and one AckAll per
+// batch, handed to a second goroutine so the next Fetch is not held back
+// by the ack's round trip. Topic setup, settled() and plain mode use the
+// raw driver.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	fibril "github.com/fibrilmq/fibril/sdk"
+)
+
+type sdkDriver struct {
+	*fibrilDriver
+}
+
+func (d *sdkDriver) connect(ctx context.Context) (*fibril.Conn, error) {
+	opts := []fibril.Option{fibril.WithName("fibril-bench"), fibril.WithoutReconnect(),
+		fibril.WithMaxUnconfirmed(d.cfg.Window), fibril.WithCRC(d.cfg.CRC)}
+	return fibril.Connect(ctx, "nats://"+d.addr, opts...)
+}
+
+func (d *sdkDriver) publish(ctx context.Context, idx int, n int64, st *runState) (pubStats, error) {
+	var ps pubStats
+	c, err := d.connect(ctx)
+	if err != nil {
+		return ps, err
+	}
+	defer c.Close()
+	payload := template(d.cfg.Size)
+	var fifo []*fibril.PubFuture
+	reap := func(block bool) {
+		for len(fifo) > 0 {
+			f := fifo[0]
+			if block {
+				<-f.Done()
+			} else {
+				select {
+				case <-f.Done():
+				default:
+					return
+				}
+			}
+			if _, err := f.Result(); err != nil {
+				ps.errors++
+				if ps.firstErr == "" {
+					ps.firstErr = err.Error()
+				}
+			} else {
+				st.published.Add(1)
+			}
+			fifo = fifo[1:]
+		}
+	}
+	ps.start = time.Now()
+	var seq uint64
+	for n < 0 || int64(seq) < n {
+		if n < 0 && st.pubOver() {
+			break
+		}
+		stamp(payload, msgID(idx, seq), time.Now().UnixNano())
+		f, err := c.PublishAsync(ctx, d.cfg.Topic, payload) // data is copied
+		if err != nil {
+			return ps, fmt.Errorf("publish: %w", err)
+		}
+		fifo = append(fifo, f)
+		reap(false)
+		seq++
+	}
+	reap(true)
+	ps.end, ps.sent = time.Now(), seq
+	return ps, nil
+}
+
+func (d *sdkDriver) consume(ctx context.Context, idx int, st *runState, ready func()) error {
+	if d.cfg.Mode == "plain" || d.cfg.Consume != "pull" {
+		return d.fibrilDriver.consume(ctx, idx, st, ready)
+	}
+	c, err := d.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	acks := make(chan []*fibril.Msg, 2)
+	ackErr := make(chan error, 1)
+	go func() {
+		for batch := range acks {
+			// AckAll sends one ACK line; the server refuses lines over its
+			// control-line limit (4096), so split by length.
+			for len(batch) > 0 {
+				n, size := 0, len("ACK\r\n")
+				for n < len(batch) && size+1+len(batch[n].Handle()) <= maxAckLine {
+					size += 1 + len(batch[n].Handle())
+					n++
+				}
+				if err := c.AckAll(context.Background(), batch[:n]...); err != nil {
+					select {
+					case ackErr <- err:
+					default:
+					}
+				}
+				batch = batch[n:]
+			}
+		}
+	}()
+	defer close(acks)
+	ready()
+	for ctx.Err() == nil && !st.isDone() {
+		msgs, err := c.Fetch(ctx, d.cfg.Topic, d.cfg.Group, d.cfg.Batch, time.Second)
+		if err != nil && len(msgs) == 0 {
+			if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return fmt.Errorf("fetch: %w", err)
+		}
+		for _, m := range msgs {
+			st.deliver(idx, m.Data, m.DeliveryCount(), nil)
+		}
+		if len(msgs) > 0 {
+			select {
+			case acks <- msgs:
+			case err := <-ackErr:
+				return fmt.Errorf("ack: %w", err)
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+	// Stay connected until the run ends: closing would hand back leases of
+	// deliveries whose acks are still on their way.
+	<-ctx.Done()
+	return nil
+}
