@@ -58,14 +58,17 @@ type client struct {
 	headersOut atomic.Bool
 	strict     atomic.Bool
 
-	authed   atomic.Bool
-	paused   atomic.Bool // parsing waits for pendingAuth
-	checking atomic.Bool // a password check for this CONNECT is running
-	stalled  atomic.Bool // parsing waits for output to drain
-	created  time.Time
-	lastIn   atomic.Int64 // unix nanos of the last input
-	lastPing atomic.Int64 // unix nanos of the last server PING
-	pingsOut atomic.Int32
+	authed atomic.Bool
+	paused atomic.Bool // parsing waits for pendingAuth
+	// laneStall: parsing waits for the lane to drain (an unconfirmed
+	// publish found it over its bound; see serialOrStall).
+	laneStall atomic.Bool
+	checking  atomic.Bool // a password check for this CONNECT is running
+	stalled   atomic.Bool // parsing waits for output to drain
+	created   time.Time
+	lastIn    atomic.Int64 // unix nanos of the last input
+	lastPing  atomic.Int64 // unix nanos of the last server PING
+	pingsOut  atomic.Int32
 
 	mu          sync.Mutex
 	out         []byte // the outbox: queued bytes not yet handed to tr

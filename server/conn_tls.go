@@ -157,12 +157,21 @@ func (tl *tlsListener) serve(nc net.Conn) {
 		}
 		// A client that does not read its answers is not parsed further
 		// until its output drains (the writer is blocked meanwhile).
-		for cl.outputOver(0) && !cl.isClosing() {
+		stalled := false
+		for (cl.outputOver(0) || cl.laneStall.Load()) && !cl.isClosing() {
+			stalled = true
 			select {
 			case <-tc.done:
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
+		}
+		if stalled && len(buf) > 0 && !cl.isClosing() {
+			// Parse what arrived while parsing waited before reading more.
+			used := cl.feed(buf)
+			rest := copy(buf, buf[used:])
+			buf = buf[:rest]
+			continue
 		}
 		n, err := conn.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]

@@ -24,7 +24,7 @@ func (c *client) feed(buf []byte) int {
 // feedFrames is feed without the traffic count.
 func (c *client) feedFrames(buf []byte) int {
 	c.sawInput(time.Now().UnixNano())
-	if !c.resumeConnect() {
+	if !c.resumeConnect() || c.laneStall.Load() {
 		return 0
 	}
 	pos := 0
@@ -109,7 +109,13 @@ func (c *client) HandleCommand(cmd *protocol.Command) error {
 	default:
 		c.handleDurable(cmd)
 	}
-	return c.stopIfClosing()
+	if err := c.stopIfClosing(); err != nil {
+		return err
+	}
+	if c.laneStall.Load() {
+		return errPause // the lane is full: parse the rest once it drains
+	}
+	return nil
 }
 
 func (c *client) stopIfClosing() error {

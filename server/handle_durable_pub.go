@@ -57,6 +57,10 @@ func (c *client) publishDurable(m *pubMsg) {
 		}
 		c.storeRouted(own, slot)
 	}
+	if slot == nil {
+		c.serialOrStall(fn) // no answer to refuse with: wait, never drop
+		return
+	}
 	if !c.serial(fn) {
 		c.finishConfirm(slot, c.errLine(protocol.CodeQueueFull, "too many commands waiting"))
 	}

@@ -54,13 +54,45 @@ func (c *client) laneLoop() {
 			c.laneBusy = false
 			c.laneQ = nil
 			c.mu.Unlock()
+			c.unstallLane()
 			return
 		}
 		fn := c.laneQ[0]
 		c.laneQ[0] = nil
 		c.laneQ = c.laneQ[1:]
+		drained := len(c.laneQ) <= c.laneLimit()/2
 		c.mu.Unlock()
+		if drained {
+			c.unstallLane()
+		}
 		fn(true)
+	}
+}
+
+// serialOrStall is serial for a command that has no answer to refuse with
+// (an unconfirmed publish): when the lane is over its bound the command is
+// queued all the same and parsing stops (HandleCommand returns errPause)
+// until the lane has drained to half its bound. Nothing is dropped; a client
+// that keeps sending meanwhile fills its input buffer up to MaxInputBuffer
+// and is then told so and closed. Input goroutine only.
+func (c *client) serialOrStall(fn laneFunc) {
+	c.mu.Lock()
+	if !c.laneBusy {
+		c.mu.Unlock()
+		fn(false)
+		return
+	}
+	c.laneQ = append(c.laneQ, fn)
+	if len(c.laneQ) >= c.laneLimit() {
+		c.laneStall.Store(true)
+	}
+	c.mu.Unlock()
+}
+
+// unstallLane resumes parsing stopped by serialOrStall (lane goroutine).
+func (c *client) unstallLane() {
+	if c.laneStall.CompareAndSwap(true, false) {
+		c.tr.wake()
 	}
 }
 
