@@ -104,6 +104,8 @@ type answer struct {
 	// handles.
 	tail     []byte
 	tailAcks []broker.Handle
+	// owned: data came from completeOwned (a pooled buffer, not copied).
+	owned bool
 }
 
 func newClient(s *Server, id uint64, tr transport) *client {
@@ -135,13 +137,22 @@ func (c *client) queueOut(b []byte) bool {
 	}
 	// An answer written while earlier ones are outstanding would jump the
 	// queue; callers that answer commands use reserve/complete instead.
-	c.out = append(c.out, b...)
+	c.appendOutLocked(b)
 	w := c.markWakeLocked()
 	c.mu.Unlock()
 	if w {
 		c.tr.wake()
 	}
 	return true
+}
+
+// appendOutLocked appends b to the outbox, taking a pooled buffer when the
+// outbox has none (c.mu held).
+func (c *client) appendOutLocked(b []byte) {
+	if c.out == nil {
+		c.out = c.srv.outBufs.get(len(b))
+	}
+	c.out = append(c.out, b...)
 }
 
 // markWakeLocked reports whether the caller must call tr.wake after
@@ -177,28 +188,72 @@ func (c *client) complete(a *answer, data []byte) {
 	}
 	a.done = true
 	a.data = append(a.data, data...)
+	w := c.releaseLocked()
+	c.mu.Unlock()
+	if w {
+		c.tr.wake()
+	}
+}
+
+// completeOwned is complete for data the caller hands over: data is not
+// copied (when its answer is at the head of the order and the outbox is
+// empty, data becomes the outbox) and must not be used after the call.
+// data should come from c.srv.outBufs.get. Safe from any goroutine.
+func (c *client) completeOwned(a *answer, data []byte) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		c.srv.outBufs.put(data)
+		return
+	}
+	a.done = true
+	if a.data == nil {
+		a.data, a.owned = data, true
+	} else {
+		a.data = append(a.data, data...)
+		c.srv.outBufs.put(data)
+	}
+	w := c.releaseLocked()
+	c.mu.Unlock()
+	if w {
+		c.tr.wake()
+	}
+}
+
+// releaseLocked moves every answer now at the head of the order to the
+// outbox (c.mu held). It reports whether the caller must call tr.wake
+// after unlocking.
+func (c *client) releaseLocked() bool {
 	n := 0
 	for n < len(c.answers) && c.answers[n].done {
 		h := c.answers[n]
-		c.out = append(c.out, h.data...)
+		switch {
+		case h.owned && len(c.out) == 0:
+			if c.out != nil {
+				c.srv.outBufs.put(c.out)
+			}
+			c.out = h.data
+		case h.owned:
+			c.out = append(c.out, h.data...)
+			c.srv.outBufs.put(h.data)
+		default:
+			c.appendOutLocked(h.data)
+		}
+		h.data, h.owned = nil, false
 		c.out = append(c.out, h.tail...)
 		c.ackOnWrite = append(c.ackOnWrite, h.tailAcks...)
 		h.written, h.tail, h.tailAcks = true, nil, nil
 		c.answers[n] = nil
 		n++
 	}
-	var w bool
 	if n > 0 {
 		c.answers = c.answers[n:]
 		if len(c.answers) == 0 {
 			c.answers = nil
 		}
-		w = c.markWakeLocked()
+		return c.markWakeLocked()
 	}
-	c.mu.Unlock()
-	if w {
-		c.tr.wake()
-	}
+	return false
 }
 
 // answerNow answers a command whose reply is known at once, keeping the
@@ -231,13 +286,13 @@ func (c *client) beginInput() {
 // transport still holds from earlier writes. acks are deliveries in out to
 // settle once out is written (settleWritten). It reports whether the
 // connection must be closed after writing out.
-func (c *client) takeOut(transportPending int, spare []byte) (out []byte, acks []broker.Handle, closeAfter bool) {
+func (c *client) takeOut(transportPending int) (out []byte, acks []broker.Handle, closeAfter bool) {
 	c.mu.Lock()
 	out = c.out
 	c.countOut(len(out))
 	acks = c.ackOnWrite
 	c.ackOnWrite = nil
-	c.out = spare[:0]
+	c.out = nil // the next output takes a pooled buffer (appendOutLocked)
 	c.wakePending = false
 	c.outHigh = transportPending
 	closeAfter = c.closing
@@ -255,7 +310,7 @@ func (c *client) closeWith(reason string, errLine []byte) {
 	}
 	// Answers still outstanding are abandoned: the connection is going away.
 	c.answers = nil
-	c.out = append(c.out, errLine...)
+	c.appendOutLocked(errLine)
 	c.closing = true
 	w := c.markWakeLocked()
 	c.mu.Unlock()

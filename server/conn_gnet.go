@@ -24,7 +24,6 @@ type gnetHandler struct {
 type gnetConn struct {
 	c      gnet.Conn
 	remote string
-	spare  []byte
 }
 
 func (g *gnetConn) wake()              { _ = g.c.Wake(nil) }
@@ -103,20 +102,16 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 }
 
 func (h *gnetHandler) flush(c gnet.Conn, cl *client) gnet.Action {
-	gc := cl.tr.(*gnetConn)
-	out, acks, closeAfter := cl.takeOut(c.OutboundBuffered(), gc.spare)
+	out, acks, closeAfter := cl.takeOut(c.OutboundBuffered())
 	if len(out) > 0 {
+		// gnet writes what the socket takes at once and copies the rest
+		// into its own outbound buffer, so out is free again after Write.
 		if _, err := c.Write(out); err != nil {
 			return gnet.Close // unacked deliveries go back with the leases
 		}
 	}
+	h.s.outBufs.put(out)
 	cl.settleWritten(acks)
-	// Keep a modest buffer for the next flush; let a burst's big one go.
-	if cap(out) <= 64<<10 {
-		gc.spare = out[:0]
-	} else {
-		gc.spare = nil
-	}
 	if closeAfter {
 		return gnet.Close
 	}

@@ -188,14 +188,13 @@ func (tl *tlsListener) serve(nc net.Conn) {
 
 // writer drains the outbox to the TLS connection until it closes.
 func (tl *tlsListener) writer(conn *tls.Conn, tc *tlsConn, cl *client) {
-	var spare []byte
 	for {
 		select {
 		case <-tc.done:
 			return
 		case <-tc.wakeCh:
 		}
-		out, acks, closeAfter := cl.takeOut(0, spare)
+		out, acks, closeAfter := cl.takeOut(0)
 		if len(out) > 0 {
 			_ = conn.SetWriteDeadline(time.Now().Add(tlsWriteTimeout))
 			if _, err := conn.Write(out); err != nil {
@@ -203,10 +202,8 @@ func (tl *tlsListener) writer(conn *tls.Conn, tc *tlsConn, cl *client) {
 				return
 			}
 		}
+		tl.s.outBufs.put(out)
 		cl.settleWritten(acks)
-		if cap(out) <= 64<<10 {
-			spare = out[:0]
-		}
 		if closeAfter {
 			tc.shut()
 			return

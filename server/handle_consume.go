@@ -115,12 +115,14 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 				return
 			}
 			c.countOutMsgs(len(ds))
-			var buf []byte
+			// One buffer sized for the whole answer, handed over
+			// without a copy (completeOwned).
+			buf := c.srv.outBufs.get(pollAnswerSize(ds))
 			for i := range ds {
 				buf = appendDelivery(buf, &ds[i], "0", crc, headers)
 			}
 			buf = protocol.AppendPollDone(buf, len(ds))
-			c.complete(slot, buf)
+			c.completeOwned(slot, buf)
 		})
 		if err != nil {
 			c.complete(slot, c.errAnswer(err))
@@ -130,6 +132,22 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 		c.laneFull(slot)
 	}
 }
+
+// pollAnswerSize bounds the bytes of a POLL answer carrying ds: per
+// delivery the payload, header and subject, plus the frame's fixed words
+// (verb, sid, handle, sizes, CRC token, line ends); then "+OK <n>".
+func pollAnswerSize(ds []broker.Delivery) int {
+	n := 16
+	for i := range ds {
+		n += len(ds[i].Subject) + len(ds[i].Header) + len(ds[i].Data) + protocol.MaxHandleLen + frameOverhead
+	}
+	return n
+}
+
+// frameOverhead bounds a delivery frame's bytes besides subject, handle,
+// header and payload: "HMSG ", " 0 ", two sizes of up to 10 digits, a
+// CRC token " xxxxxxxx", spaces and two CRLFs.
+const frameOverhead = 48
 
 // nackAll gives deliveries that reached a closing connection back at once.
 func (c *client) nackAll(ds []broker.Delivery) {
@@ -221,10 +239,9 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 	// Output stays bounded by credit: a Fibril client settles each
 	// delivery; for other clients (nats_ack auto) a delivery is acked once
 	// it was written to the socket, so its credit returns only then.
+	ackOnWrite := !strict && !explicit
 	deliver := func(d broker.Delivery) {
-		frame := appendDelivery(nil, &d, sub.sid, crc, headers)
-		ackOnWrite := !strict && !explicit
-		if !c.queueDurable(frame, d.Handle, ackOnWrite, slot) {
+		if !c.queueDurable(&d, sub.sid, crc, headers, ackOnWrite, slot) {
 			_ = b.Settle(d.Handle, broker.Nack(0), nil) // closing: back at once
 			return
 		}
@@ -240,27 +257,31 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 	c.complete(slot, okAnswer)
 }
 
-// queueDurable appends a durable push delivery unless the connection is
-// closing. With ackOnWrite the delivery is acked once the transport took
-// the bytes (settled when written). Until the subscription's answer slot
-// subOK is written, deliveries wait behind it. Safe from any goroutine.
-func (c *client) queueDurable(frame []byte, h broker.Handle, ackOnWrite bool, subOK *answer) bool {
+// queueDurable encodes a durable push delivery into the outbox unless the
+// connection is closing. With ackOnWrite the delivery is acked once the
+// transport took the bytes (settled when written). Until the
+// subscription's answer slot subOK is written, deliveries wait behind it.
+// Safe from any goroutine.
+func (c *client) queueDurable(d *broker.Delivery, sid string, crc, headers, ackOnWrite bool, subOK *answer) bool {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return false
 	}
 	if subOK != nil && !subOK.written {
-		subOK.tail = append(subOK.tail, frame...)
+		subOK.tail = appendDelivery(subOK.tail, d, sid, crc, headers)
 		if ackOnWrite {
-			subOK.tailAcks = append(subOK.tailAcks, h)
+			subOK.tailAcks = append(subOK.tailAcks, d.Handle)
 		}
 		c.mu.Unlock()
 		return true
 	}
-	c.out = append(c.out, frame...)
+	if c.out == nil {
+		c.out = c.srv.outBufs.get(len(d.Subject) + len(d.Header) + len(d.Data) + protocol.MaxHandleLen + frameOverhead)
+	}
+	c.out = appendDelivery(c.out, d, sid, crc, headers)
 	if ackOnWrite {
-		c.ackOnWrite = append(c.ackOnWrite, h)
+		c.ackOnWrite = append(c.ackOnWrite, d.Handle)
 	}
 	w := c.markWakeLocked()
 	c.mu.Unlock()

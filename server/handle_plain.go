@@ -172,7 +172,7 @@ func (c *client) queueDelivery(frame []byte) bool {
 		c.fail(protocol.CodeSlowConsumer, "output over "+strconv.Itoa(c.srv.opts.MaxPending)+" bytes")
 		return false
 	}
-	c.out = append(c.out, frame...)
+	c.appendOutLocked(frame)
 	w := c.markWakeLocked()
 	c.mu.Unlock()
 	if w {

@@ -62,6 +62,8 @@ type Server struct {
 	dummyHash []byte
 	// bcryptSem bounds concurrent password checks.
 	bcryptSem chan struct{}
+	// outBufs recycles the connections' output buffers (outbuf.go).
+	outBufs outPool
 }
 
 // New validates a copy of opts and returns a server ready to Run. It binds
