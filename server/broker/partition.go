@@ -91,7 +91,8 @@ type partition struct {
 	timerFired    atomic.Bool
 	snapEvents    int
 	lastEventSeq  Seq
-	snapSeq       Seq // last event of the newest snapshot; History keeps those after the one before
+	snapSeq       Seq           // last event of the newest snapshot; History keeps those after the one before
+	snapDone      chan struct{} // a snapshot is being written off the actor (snapshotAsync)
 	lastRetention int64
 	askedCut      Seq // last TruncateFront point asked of the data log
 	dlqRetry      bool
@@ -503,10 +504,8 @@ func (p *partition) commitEvents() {
 	if !p.pipelined {
 		p.durEvents = seq
 	}
-	if p.snapEvents >= p.t.b.opts.SnapshotEvery {
-		if err := p.snapshot(); err != nil {
-			p.t.b.logf("%v", err)
-		}
+	if p.snapEvents >= p.t.b.opts.SnapshotEvery && p.snapDone == nil {
+		p.snapshotAsync()
 	}
 }
 
@@ -514,15 +513,57 @@ func (p *partition) commitEvents() {
 // refuses writes.
 const maxRetainedEvents = 64 << 20
 
-// snapshot writes the consumer state and drops the events it covers.
+// snapshot writes the consumer state and drops the events it covers, on
+// the actor (shutdown). A background snapshot still running is waited for
+// first.
 func (p *partition) snapshot() error {
-	if p.pipelined {
-		// The snapshot covers events up to lastEventSeq: they must be on
-		// disk first, or a crash could leave the log short of the snapshot.
-		if _, err := p.events.Sync(); err != nil {
-			return fmt.Errorf("topic %s partition %d: snapshot: sync events: %w", p.t.name, p.idx, err)
-		}
+	p.waitSnapshot()
+	seq, prev := p.lastEventSeq, p.snapSeq
+	p.snapEvents = 0
+	if err := p.writeSnapshot(p.encodeSnapshot(), seq, prev); err != nil {
+		return err
 	}
+	p.snapSeq = seq
+	return nil
+}
+
+// snapshotAsync encodes the consumer state on the actor (cheap: frontiers,
+// spans and the leased or delayed offsets) and writes it on a goroutine of
+// its own, so the fsyncs, the rename and the event-log truncation do not
+// stall the partition's rounds. One runs at a time; the next is due
+// SnapshotEvery events after this one started.
+func (p *partition) snapshotAsync() {
+	seq, prev := p.lastEventSeq, p.snapSeq
+	data := p.encodeSnapshot()
+	p.snapEvents = 0
+	done := make(chan struct{})
+	p.snapDone = done
+	go func() {
+		defer close(done)
+		err := p.writeSnapshot(data, seq, prev)
+		p.control(func(p *partition) {
+			if p.snapDone == done {
+				p.snapDone = nil
+			}
+			if err != nil {
+				p.t.b.logf("%v", err)
+				return
+			}
+			p.snapSeq = max(p.snapSeq, seq)
+		})
+	}()
+}
+
+// waitSnapshot waits for a background snapshot (actor only).
+func (p *partition) waitSnapshot() {
+	if p.snapDone != nil {
+		<-p.snapDone
+		p.snapDone = nil
+	}
+}
+
+// encodeSnapshot is the state as of event lastEventSeq (actor only).
+func (p *partition) encodeSnapshot() []byte {
 	gs := make([]*groupState, 0, len(p.order)+1)
 	if p.purgeFloor > 0 {
 		// Group id 0 is never a real group: it carries the purge floor.
@@ -531,19 +572,31 @@ func (p *partition) snapshot() error {
 	for _, gp := range p.order {
 		gs = append(gs, gp.groupState)
 	}
-	if err := writeFileAtomic(p.dir, snapName, encodeSnapshot(p.lastEventSeq, gs)); err != nil {
+	return encodeSnapshot(p.lastEventSeq, gs)
+}
+
+// writeSnapshot makes the events up to seq durable, writes data (the
+// state as of seq) and drops the events the previous snapshot (prev)
+// covered, so the history of recent messages survives a snapshot (and the
+// one every Close writes). Safe off the actor: the event log allows Sync
+// and TruncateFront beside the actor's appends.
+func (p *partition) writeSnapshot(data []byte, seq, prev Seq) error {
+	if p.pipelined {
+		// The snapshot covers events up to seq: they must be on disk
+		// first, or a crash could leave the log short of the snapshot.
+		if _, err := p.events.Sync(); err != nil {
+			return fmt.Errorf("topic %s partition %d: snapshot: sync events: %w", p.t.name, p.idx, err)
+		}
+	}
+	if err := writeFileAtomic(p.dir, snapName, data); err != nil {
 		return fmt.Errorf("topic %s partition %d: snapshot: %w", p.t.name, p.idx, err)
 	}
-	p.snapEvents = 0
-	if p.lastEventSeq == p.snapSeq {
+	if seq == prev {
 		return nil // nothing new: keep the window History reads
 	}
-	// Drop only what the previous snapshot covered, so that the history of
-	// recent messages survives a snapshot (and the one every Close writes).
-	if err := p.events.TruncateFront(p.snapSeq + 1); err != nil {
+	if err := p.events.TruncateFront(prev + 1); err != nil {
 		return fmt.Errorf("topic %s partition %d: truncate events: %w", p.t.name, p.idx, err)
 	}
-	p.snapSeq = p.lastEventSeq
 	return nil
 }
 
