@@ -26,8 +26,9 @@ type pollWaiter struct {
 	acc         []Delivery
 	hops        int
 	next        Partition
-	relGen      uint64       // Broker.relGen when the poll started
-	outstanding atomic.Int32 // the tour plus commits not yet durable
+	relGen      uint64                // Broker.relGen when the poll started
+	outstanding atomic.Int32          // the tour plus commits not yet durable
+	failed      atomic.Pointer[error] // a commit of the tour failed its data fsync
 }
 
 func (w *pollWaiter) claim() bool { return w.claimed.CompareAndSwap(false, true) }
@@ -57,7 +58,7 @@ func (p *partition) addPoll(w *pollWaiter) {
 		w.decline(p)
 		return
 	}
-	if _, ok := gp.take(p.durData); !ok || len(gp.waiters) > 0 || gp.g.paused.Load() {
+	if _, ok := gp.take(p.last); !ok || len(gp.waiters) > 0 || gp.g.paused.Load() {
 		if w.wait {
 			gp.waiters = append(gp.waiters, w)
 		} else {
@@ -99,7 +100,7 @@ func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 		if len(ds) > 0 {
 			w.keep(ds)
 			w.outstanding.Add(1)
-			p.after = append(p.after, w.release)
+			p.after = append(p.after, p.releaseAfterCommit(w))
 		}
 		p.handOn(w)
 		return
@@ -107,13 +108,31 @@ func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 	if len(w.acc) == 0 && w.outstanding.Load() == 1 {
 		// Alone: no other commit is pending and none can start (only
 		// the holder of the tour adds to outstanding).
-		p.after = append(p.after, func() { w.finish(ds, nil) })
+		p.after = append(p.after, func() {
+			if err := p.commitDataErr; err != nil {
+				w.finish(nil, err) // never hand out what is not durable
+				return
+			}
+			w.finish(ds, nil)
+		})
 		return
 	}
 	w.keep(ds)
 	if len(ds) > 0 {
-		p.after = append(p.after, w.release) // the tour ends with this commit
+		p.after = append(p.after, p.releaseAfterCommit(w)) // the tour ends with this commit
 	} else {
+		w.release()
+	}
+}
+
+// releaseAfterCommit is w.release run among a batch's completions: when
+// the batch's data fsync failed, the poll fails instead of handing out
+// records that are not durable.
+func (p *partition) releaseAfterCommit(w *pollWaiter) func() {
+	return func() {
+		if err := p.commitDataErr; err != nil {
+			w.fail(err)
+		}
 		w.release()
 	}
 }
@@ -131,9 +150,16 @@ func (w *pollWaiter) keep(ds []Delivery) {
 // acc before the answer, whichever goroutine gives it.
 func (w *pollWaiter) release() {
 	if w.outstanding.Add(-1) == 0 {
+		if e := w.failed.Load(); e != nil {
+			w.finish(nil, *e)
+			return
+		}
 		w.finish(w.acc, nil)
 	}
 }
+
+// fail makes the answer an error (the first one given wins).
+func (w *pollWaiter) fail(err error) { w.failed.CompareAndSwap(nil, &err) }
 
 // handOn passes the waiter to the next partition; when that partition is
 // closing, the tour ends here.
@@ -155,7 +181,7 @@ func (p *partition) continuePoll(w *pollWaiter) {
 	}
 	gp := p.groups[w.group]
 	if gp != nil && !gp.g.paused.Load() {
-		if _, ok := gp.take(p.durData); ok {
+		if _, ok := gp.take(p.last); ok {
 			p.serve(gp, w)
 			return
 		}
@@ -171,7 +197,7 @@ func (p *partition) continuePoll(w *pollWaiter) {
 // Delivery (borrowing the record until the round's completions have run).
 func (p *partition) deliverOne(gp *groupPart, owner OwnerID, sub *Subscription) (Delivery, bool) {
 	for {
-		seq, ok := gp.take(p.durData)
+		seq, ok := gp.take(p.last)
 		if !ok {
 			return Delivery{}, false
 		}
@@ -237,7 +263,7 @@ func (p *partition) dispatch() {
 				gp.waiters = gp.waiters[1:]
 				continue
 			}
-			if _, ok := gp.take(p.durData); !ok {
+			if _, ok := gp.take(p.last); !ok {
 				break
 			}
 			gp.waiters = gp.waiters[1:]
@@ -257,7 +283,7 @@ func (p *partition) pushToSubs(gp *groupPart) {
 	for len(gp.subs) > 0 {
 		progress := false
 		for range len(gp.subs) {
-			if _, ok := gp.take(p.durData); !ok {
+			if _, ok := gp.take(p.last); !ok {
 				return
 			}
 			gp.rr = (gp.rr + 1) % len(gp.subs)
@@ -270,7 +296,12 @@ func (p *partition) pushToSubs(gp *groupPart) {
 				s.returnCredit()
 				return
 			}
-			p.after = append(p.after, func() { s.deliver(d) })
+			p.after = append(p.after, func() {
+				if p.commitDataErr != nil {
+					return // not durable: the lease runs out, the credit comes back then
+				}
+				s.deliver(d)
+			})
 			progress = true
 		}
 		if !progress {

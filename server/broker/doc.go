@@ -51,6 +51,16 @@
 // answer goes out when the last commit of the tour is durable: the commits
 // of the partitions run in parallel.
 //
+// With group durability a record is leased to a waiting poll or push
+// subscription in the round that writes it, and the two logs are fsynced
+// in parallel: the delivery is handed out with the publish's confirm, once
+// the record and the delivery's event are both durable (one fsync round
+// from publish to consumer instead of two). If the data fsync fails, the
+// deliveries of that batch are not handed out (the poll gets the error).
+// A crash between the two fsyncs can leave an event log recording the
+// delivery of a record the data log lost; recovery forgets such deliveries
+// (groupState.clampTo) so the offset counts as never delivered.
+//
 // # Actors and the async API
 //
 // Commands reach a partition through a lock-free bounded ring (publish,

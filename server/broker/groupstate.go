@@ -422,6 +422,23 @@ func (g *groupState) truncatedTo(first Seq) {
 	g.dlq = g.dlq[:k]
 }
 
+// clampTo forgets deliveries of offsets above last, the end of the data
+// log as recovered. Records are written and leased in the same round and
+// the two logs are fsynced in parallel (a delivery is answered only once
+// both are durable), so a crash can leave the event log recording the
+// delivery of a record the data log lost; that offset is then published
+// again later and must count as never delivered.
+func (g *groupState) clampTo(last Seq) {
+	for seq := range g.pending {
+		if seq > last {
+			delete(g.pending, seq)
+		}
+	}
+	if g.next > last+1 {
+		g.next = max(last+1, g.acks.frontier)
+	}
+}
+
 // restored is called after replay: leases are not persisted, so every
 // pending offset is ready again (dead letters stay due).
 func (g *groupState) restored() {

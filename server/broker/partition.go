@@ -107,14 +107,20 @@ type partition struct {
 	// fsync and a syncer goroutine fsyncs both while the actor goes on;
 	// each round's completions wait in pending until their records are
 	// durable. With "sync" and "none" rounds complete at once.
-	pipelined   bool
-	pubRes      []pubResult
-	roundErr    error // append error of this round
-	commitErr   error // error of the batch whose completions run now
-	minDeliv    Seq   // lowest offset delivered this round (0: none)
-	durData     Seq   // highest data offset known durable: deliverable
-	durEvents   Seq   // highest event record known durable
-	safeLow     Seq   // lowest group frontier that is durable (retention)
+	pipelined bool
+	pubRes    []pubResult
+	roundErr  error // append error of this round
+	commitErr error // error of the batch whose completions run now
+	// commitDataErr: the data fsync of the batch whose completions run
+	// now failed; deliveries in it are not handed out.
+	commitDataErr error
+	minDeliv      Seq // lowest offset delivered this round (0: none)
+	// durData is the highest data offset known durable. Records up to
+	// last (written) are leased at once, but a delivery is answered only
+	// with its batch, once the data and the delivery's event are durable.
+	durData     Seq
+	durEvents   Seq // highest event record known durable
+	safeLow     Seq // lowest group frontier that is durable (retention)
 	pending     []syncBatch
 	syncing     bool
 	syncReq     chan struct{}
@@ -324,7 +330,7 @@ func (p *partition) requestSync() {
 
 // complete runs a batch's completions; p.commitErr tells them the outcome.
 func (p *partition) complete(b *syncBatch) {
-	p.commitErr = b.err
+	p.commitErr, p.commitDataErr = b.err, b.dataErr
 	for _, r := range b.pubs {
 		// the data is durable even if the round's events failed
 		if b.dataErr != nil {
@@ -336,7 +342,7 @@ func (p *partition) complete(b *syncBatch) {
 	for _, fn := range b.after {
 		fn()
 	}
-	p.commitErr = nil
+	p.commitErr, p.commitDataErr = nil, nil
 	if b.err == nil {
 		p.safeLow = b.low
 	}

@@ -52,6 +52,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 		return nil, fmt.Errorf("partition %d: %w", idx, err)
 	}
 	for _, gp := range p.order {
+		gp.clampTo(p.last)
 		gp.truncatedTo(p.first)
 		gp.restored()
 		gp.ev = &p.ev
