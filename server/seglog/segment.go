@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -71,6 +72,13 @@ type segment struct {
 	// known durable yet; Log.syncSegment syncs the directory before the
 	// first durable point in it is reported.
 	dirPending atomic.Bool
+
+	// hintSeq/hintOff: where the record after the last one located
+	// starts (locate's guess for forward reads). Readers share the log's
+	// read lock, hence the mutex.
+	hintMu  sync.Mutex
+	hintSeq Seq
+	hintOff int64
 
 	end         int64 // offset just past the last valid record
 	last        Seq   // last sequence number held (first-1 when empty)
@@ -249,6 +257,33 @@ func (s *segment) inHole(seq Seq) bool {
 // a binary search in the sparse index, then a short walk. It returns an
 // error wrapping ErrCorrupt when the walk meets damage.
 func (s *segment) locate(seq Seq) (int64, recHeader, error) {
+	// Consumers read forward: the record after the one located last
+	// starts where that one ended. The hint is only a guess; the record
+	// found there is checked like any other.
+	s.hintMu.Lock()
+	hseq, hoff := s.hintSeq, s.hintOff
+	s.hintMu.Unlock()
+	if hseq == seq && hoff > 0 && hoff < s.end {
+		if h, st := checkRecord(s.data[:s.end], hoff); st == recOK && h.seq == seq {
+			s.setHint(seq+1, hoff+h.size())
+			return hoff, h, nil
+		}
+	}
+	off, h, err := s.search(seq)
+	if err == nil {
+		s.setHint(seq+1, off+h.size())
+	}
+	return off, h, err
+}
+
+func (s *segment) setHint(seq Seq, off int64) {
+	s.hintMu.Lock()
+	s.hintSeq, s.hintOff = seq, off
+	s.hintMu.Unlock()
+}
+
+// search is locate without the hint.
+func (s *segment) search(seq Seq) (int64, recHeader, error) {
 	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].seq > seq }) - 1
 	off := int64(segHeaderSize)
 	if i >= 0 {
