@@ -4,18 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/internal/testserver"
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server"
 )
@@ -37,89 +35,12 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
 		// Servers, clients and the bubbletea program must not outlive the tests.
-		if leaked := leakedGoroutines(5*time.Second, "github.com/fibrilmq/fibril/", "github.com/charmbracelet/"); leaked != "" {
+		if leaked := testserver.LeakedGoroutines(5*time.Second, "github.com/fibrilmq/fibril/", "github.com/charmbracelet/"); leaked != "" {
 			fmt.Fprintf(os.Stderr, "goroutines leaked by the tests:\n%s\n", leaked)
 			code = 1
 		}
 	}
 	os.Exit(code)
-}
-
-// leakedGoroutines waits up to d for every goroutine whose stack mentions
-// one of pkgs to end and returns the stacks of those still running.
-func leakedGoroutines(d time.Duration, pkgs ...string) string {
-	deadline := time.Now().Add(d)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "leakedGoroutines") {
-				continue
-			}
-			for _, p := range pkgs {
-				if strings.Contains(g, p) {
-					leaked = append(leaked, g)
-					break
-				}
-			}
-		}
-		if len(leaked) == 0 || time.Now().After(deadline) {
-			return strings.Join(leaked, "\n\n")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// startServer runs a real server with the durable engine on 127.0.0.1:0
-// until the test ends.
-func startServer(t *testing.T) *server.Server {
-	t.Helper()
-	o := server.DefaultOptions()
-	o.Listen = "127.0.0.1:0"
-	o.DataDir = t.TempDir()
-	o.EventLoops = 1
-	o.ShutdownTimeout = 2 * time.Second
-	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := server.New(o)
-	if err != nil {
-		t.Fatalf("server.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
-		cancel()
-		t.Fatal("server not ready in 10s")
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("server did not stop in 15s")
-		}
-	})
-	return s
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func testClient(t *testing.T, s *server.Server) *client {
@@ -133,7 +54,7 @@ func testClient(t *testing.T, s *server.Server) *client {
 }
 
 func TestClientAgainstServer(t *testing.T) {
-	s := startServer(t)
+	s := testserver.Start(t)
 	c := testClient(t, s)
 	if _, err := c.request(protocol.AppendTopicCreate(nil, "orders", []byte(`{"partitions":2}`))); err != nil {
 		t.Fatalf("TOPIC CREATE: %v", err)
@@ -281,7 +202,7 @@ var publishedRe = regexp.MustCompile(`(?m)^. orders\s+published (\d+)`)
 var groupRe = regexp.MustCompile(`(?m)└ billing\s+ready (\d+)\s+in flight (\d+)\s+acked (\d+)`)
 
 func TestTUIInTerminal(t *testing.T) {
-	s := startServer(t)
+	s := testserver.Start(t)
 	c := testClient(t, s)
 	if _, err := c.request(protocol.AppendTopicCreate(nil, "orders", nil)); err != nil {
 		t.Fatalf("TOPIC CREATE: %v", err)
@@ -308,7 +229,7 @@ func TestTUIInTerminal(t *testing.T) {
 		n, _ := strconv.Atoi(m[1])
 		return n
 	}
-	waitFor(t, 15*time.Second, "the TUI to show topic orders with 10 published", func() bool {
+	testserver.WaitFor(t, 15*time.Second, "the TUI to show topic orders with 10 published", func() bool {
 		scr = tm.screen()
 		return count() == 10
 	})
@@ -320,7 +241,7 @@ func TestTUIInTerminal(t *testing.T) {
 	if _, err := c.publish("orders", 25, func(int) []byte { return []byte("y") }); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "published to reach 35 on screen", func() bool {
+	testserver.WaitFor(t, 10*time.Second, "published to reach 35 on screen", func() bool {
 		scr = tm.screen()
 		return count() == 35
 	})
@@ -330,7 +251,7 @@ func TestTUIInTerminal(t *testing.T) {
 	if out, err := tm.cmd("send-keys", "-t", "tui", "p"); err != nil {
 		t.Fatalf("send-keys: %v: %s", err, out)
 	}
-	waitFor(t, 10*time.Second, "p to publish 50 more", func() bool {
+	testserver.WaitFor(t, 10*time.Second, "p to publish 50 more", func() bool {
 		scr = tm.screen()
 		return count() == 85 && strings.Contains(scr, "published 50 to orders")
 	})
@@ -338,7 +259,7 @@ func TestTUIInTerminal(t *testing.T) {
 	if out, err := tm.cmd("send-keys", "-t", "tui", "c"); err != nil {
 		t.Fatalf("send-keys: %v: %s", err, out)
 	}
-	waitFor(t, 10*time.Second, "c to ack messages of billing", func() bool {
+	testserver.WaitFor(t, 10*time.Second, "c to ack messages of billing", func() bool {
 		scr = tm.screen()
 		m := groupRe.FindStringSubmatch(scr)
 		return m != nil && m[3] != "0" && strings.Contains(scr, "from orders/billing")
@@ -349,7 +270,7 @@ func TestTUIInTerminal(t *testing.T) {
 	if out, err := tm.cmd("send-keys", "-t", "tui", "t"); err != nil {
 		t.Fatalf("send-keys: %v: %s", err, out)
 	}
-	waitFor(t, 15*time.Second, "traffic to hold deliveries in flight and ack more", func() bool {
+	testserver.WaitFor(t, 15*time.Second, "traffic to hold deliveries in flight and ack more", func() bool {
 		scr = tm.screen()
 		m := groupRe.FindStringSubmatch(scr)
 		return m != nil && m[2] != "0" && m[3] != acked0 && count() > 85 && strings.Contains(scr, "traffic (ON)")
@@ -359,7 +280,7 @@ func TestTUIInTerminal(t *testing.T) {
 	if out, err := tm.cmd("send-keys", "-t", "tui", "t"); err != nil {
 		t.Fatalf("send-keys: %v: %s", err, out)
 	}
-	waitFor(t, 10*time.Second, "traffic to stop and release its leases", func() bool {
+	testserver.WaitFor(t, 10*time.Second, "traffic to stop and release its leases", func() bool {
 		scr = tm.screen()
 		m := groupRe.FindStringSubmatch(scr)
 		return m != nil && m[2] == "0" && strings.Contains(scr, "traffic stopped")
@@ -377,7 +298,7 @@ func TestTUIInTerminal(t *testing.T) {
 	if out, err := tm.cmd("send-keys", "-t", "tui", "q"); err != nil {
 		t.Fatalf("send-keys: %v: %s", err, out)
 	}
-	waitFor(t, 10*time.Second, "the TUI to exit on q", func() bool {
+	testserver.WaitFor(t, 10*time.Second, "the TUI to exit on q", func() bool {
 		_, err := tm.cmd("has-session", "-t", "tui")
 		return err != nil
 	})

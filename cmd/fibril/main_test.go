@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/internal/testserver"
 	"github.com/fibrilmq/fibril/server"
 )
 
@@ -88,29 +88,6 @@ func TestServeOptionsErrors(t *testing.T) {
 	}
 }
 
-// startServer runs a durable server in-process on 127.0.0.1:0.
-func startServer(t *testing.T) string {
-	t.Helper()
-	o := server.DefaultOptions()
-	o.Listen = "127.0.0.1:0"
-	o.DataDir = t.TempDir()
-	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := server.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); <-done })
-	return s.Addr().String()
-}
-
 func runOK(t *testing.T, args ...string) string {
 	t.Helper()
 	var out, errb bytes.Buffer
@@ -121,7 +98,7 @@ func runOK(t *testing.T, args ...string) string {
 }
 
 func TestClientCommands(t *testing.T) {
-	addr := startServer(t)
+	addr := testserver.Addr(t)
 	if out := runOK(t, "topics", "-s", addr, "create", "jobs", `{"partitions":2}`); !strings.Contains(out, `"name": "jobs"`) {
 		t.Fatalf("create: %s", out)
 	}
@@ -227,7 +204,7 @@ func TestServeOptionsHTTP(t *testing.T) {
 }
 
 func TestTUICommand(t *testing.T) {
-	addr := startServer(t)
+	addr := testserver.Addr(t)
 	var out, errb bytes.Buffer
 	// "q" quits at once; the UI has drawn the server's topics by then.
 	if code := runTUI([]string{"-s", addr, "-alt-screen=false", "-interval", "100ms"}, strings.NewReader("q"), &out, &errb); code != 0 {
