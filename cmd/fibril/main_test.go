@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -218,5 +219,36 @@ func TestTUICommand(t *testing.T) {
 	}
 	if code := runTUI([]string{"-interval", "1ms"}, strings.NewReader("q"), io.Discard, io.Discard); code != 2 {
 		t.Fatalf("tui with a bad interval: exit %d, want 2", code)
+	}
+}
+
+// TestLoggerLeavesOutNil: the start-up line names a listener only when it
+// is on; other values, zero ones included, are kept.
+func TestLoggerLeavesOutNil(t *testing.T) {
+	var nilAddr *net.TCPAddr
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8222}
+	for _, tc := range []struct {
+		name     string
+		args     []any
+		want     string
+		wantNone []string
+	}{
+		{"listeners off", []any{"addr", addr, "tls", net.Addr(nil), "http", nilAddr}, `msg=listening addr=127.0.0.1:8222`, []string{"tls=", "http=", "<nil>"}},
+		{"http on", []any{"tls", net.Addr(nil), "http", net.Addr(addr)}, `msg=listening http=127.0.0.1:8222`, []string{"tls=", "<nil>"}},
+		{"zero values kept", []any{"n", 0, "s", "", "b", false}, `msg=listening n=0 s="" b=false`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			newLogger(&buf, slog.LevelInfo).Info("listening", tc.args...)
+			out := buf.String()
+			if !strings.Contains(out, tc.want+"\n") {
+				t.Errorf("got %q, want it to end with %q", out, tc.want)
+			}
+			for _, bad := range tc.wantNone {
+				if strings.Contains(out, bad) {
+					t.Errorf("got %q, which has %q", out, bad)
+				}
+			}
+		})
 	}
 }
