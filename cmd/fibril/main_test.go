@@ -124,6 +124,44 @@ func TestClientCommands(t *testing.T) {
 	if code := run([]string{"poll", "-s", addr, "nope", "g"}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "unknown_topic") {
 		t.Fatalf("poll unknown topic: %d %s", code, errb.String())
 	}
+
+	// A keyed publish carries Fibril-Key, which poll shows.
+	runOK(t, "pub", "-s", addr, "-key", "k1", "jobs", "keyed")
+	if out := runOK(t, "poll", "-s", addr, "-wait", "1000", "jobs", "g"); !strings.Contains(out, `headers="Fibril-Key: k1\r\n"`) || !strings.Contains(out, "keyed") {
+		t.Fatalf("poll of a keyed message: %s", out)
+	}
+	if out := runOK(t, "topics", "-s", addr, "info", "jobs"); !strings.Contains(out, `"name": "jobs"`) || !strings.Contains(out, `"partitions"`) {
+		t.Fatalf("info: %s", out)
+	}
+	errb.Reset()
+	if code := run([]string{"topics", "-s", addr, "create", "bad", `{"bogus":1}`}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "invalid_json") {
+		t.Fatalf("create with an unknown field: %d %s", code, errb.String())
+	}
+	if out := runOK(t, "topics", "-s", addr, "delete", "jobs"); !strings.Contains(out, `"topic": "jobs"`) {
+		t.Fatalf("delete: %s", out)
+	}
+	if out := runOK(t, "topics", "-s", addr); strings.Contains(out, `"jobs"`) || !strings.Contains(out, `"topics": [`) {
+		t.Fatalf("list after delete: %s", out)
+	}
+
+	// Without -q, sub is a plain subscription (wildcards allowed): it gets
+	// what is published from the moment it is in place.
+	var subOut, subErr bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- run([]string{"sub", "-s", addr, "-n", "1", "_INBOX.cli.*"}, &subOut, &subErr) }()
+	code := -1
+	testserver.WaitFor(t, 10*time.Second, "the plain sub to print a message", func() bool {
+		runOK(t, "pub", "-s", addr, "_INBOX.cli.x", "plain-hello")
+		select {
+		case code = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if code != 0 || !strings.Contains(subOut.String(), "[_INBOX.cli.x] plain-hello") || strings.Contains(subOut.String(), "reply=") {
+		t.Fatalf("plain sub: exit %d: %q %s", code, subOut.String(), subErr.String())
+	}
 }
 
 // TestServeHTTPReadyJSON starts `fibril serve --http 127.0.0.1:0
