@@ -15,6 +15,7 @@ import (
 
 	"github.com/fibrilmq/fibril/internal/testserver"
 	"github.com/fibrilmq/fibril/protocol"
+	fibril "github.com/fibrilmq/fibril/sdk"
 	"github.com/fibrilmq/fibril/server"
 )
 
@@ -45,7 +46,7 @@ func TestMain(m *testing.M) {
 
 func testClient(t *testing.T, s *server.Server) *client {
 	t.Helper()
-	c, err := dial(s.Addr().String(), protocol.Connect{}, 5*time.Second)
+	c, err := dial(context.Background(), Options{URL: s.Addr().String(), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -53,12 +54,19 @@ func testClient(t *testing.T, s *server.Server) *client {
 	return c
 }
 
+func createTopic(t *testing.T, c *client, name string, cfg fibril.TopicConfig) {
+	t.Helper()
+	ctx, cancel := c.call()
+	defer cancel()
+	if _, err := c.conn.CreateTopic(ctx, name, cfg); err != nil {
+		t.Fatalf("TOPIC CREATE %s: %v", name, err)
+	}
+}
+
 func TestClientAgainstServer(t *testing.T) {
 	s := testserver.Start(t)
 	c := testClient(t, s)
-	if _, err := c.request(protocol.AppendTopicCreate(nil, "orders", []byte(`{"partitions":2}`))); err != nil {
-		t.Fatalf("TOPIC CREATE: %v", err)
-	}
+	createTopic(t, c, "orders", fibril.TopicConfig{Partitions: 2})
 	if err := c.groupCreate("orders", "billing"); err != nil {
 		t.Fatalf("GROUP CREATE: %v", err)
 	}
@@ -88,40 +96,58 @@ func TestClientAgainstServer(t *testing.T) {
 		t.Errorf("group view %+v after acking %d of 300", g, got)
 	}
 
+	// Held leases show as in flight until acked.
+	held, err := c.poll("orders", "billing", 7)
+	if err != nil || len(held) != 7 {
+		t.Fatalf("poll: %d, %v", len(held), err)
+	}
+	if snap, err = fetch(c); err != nil || snap.topics[0].groups[0].inflight != 7 {
+		t.Fatalf("in flight after poll: %+v %v", snap.topics, err)
+	}
+	if err := c.ack(held); err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+
 	// Errors come back as typed protocol errors, and the connection stays
 	// usable afterwards (strict answers keep the FIFO aligned).
 	_, err = c.topicInfo("nope")
 	var pe *protocol.Error
-	if !errors.As(err, &pe) {
-		t.Fatalf("TOPIC INFO nope: %v, want a protocol error", err)
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeUnknownTopic {
+		t.Fatalf("TOPIC INFO nope: %v, want an unknown_topic protocol error", err)
 	}
 	if _, err := c.topicList(); err != nil {
 		t.Fatalf("TOPIC LIST after an error: %v", err)
 	}
 }
 
-func TestDialTarget(t *testing.T) {
+// TestDialCredentials: credentials come from the URL unless Options names
+// them, and a wrong one is refused with an error, not a hang.
+func TestDialCredentials(t *testing.T) {
+	s := testserver.Start(t, testserver.WithOptions(func(o *server.Options) { o.Token = "sesame" }))
+	addr := s.Addr().String()
 	for _, tc := range []struct {
-		in, addr, token, user, pass string
-		bad                         bool
+		name string
+		o    Options
+		ok   bool
 	}{
-		{in: "127.0.0.1:4222", addr: "127.0.0.1:4222"},
-		{in: "nats://example.com", addr: "example.com:4222"},
-		{in: "nats://tok@h:1", addr: "h:1", token: "tok"},
-		{in: "fibril://u:p@h:2", addr: "h:2", user: "u", pass: "p"},
-		{in: "nats://", bad: true},
-		{in: "nats://h:1:2:3", bad: true},
+		{"token in URL", Options{URL: "nats://sesame@" + addr}, true},
+		{"option over URL", Options{URL: "nats://wrong@" + addr, Token: "sesame"}, true},
+		{"wrong token", Options{URL: addr, Token: "wrong"}, false},
+		{"none", Options{URL: "fibril://" + addr}, false},
 	} {
-		addr, cn, err := dialTarget(tc.in)
-		if tc.bad {
-			if err == nil {
-				t.Errorf("%q: no error (addr %q)", tc.in, addr)
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Timeout = 5 * time.Second
+			c, err := dial(context.Background(), tc.o)
+			if tc.ok != (err == nil) {
+				t.Fatalf("dial: %v, want ok=%v", err, tc.ok)
 			}
-			continue
-		}
-		if err != nil || addr != tc.addr || cn.AuthToken != tc.token || cn.User != tc.user || cn.Pass != tc.pass {
-			t.Errorf("%q: %q %+v %v", tc.in, addr, cn, err)
-		}
+			if err == nil {
+				if _, err := c.topicList(); err != nil {
+					t.Errorf("TOPIC LIST: %v", err)
+				}
+				c.close()
+			}
+		})
 	}
 }
 
@@ -204,9 +230,7 @@ var groupRe = regexp.MustCompile(`(?m)└ billing\s+ready (\d+)\s+in flight (\d+
 func TestTUIInTerminal(t *testing.T) {
 	s := testserver.Start(t)
 	c := testClient(t, s)
-	if _, err := c.request(protocol.AppendTopicCreate(nil, "orders", nil)); err != nil {
-		t.Fatalf("TOPIC CREATE: %v", err)
-	}
+	createTopic(t, c, "orders", fibril.TopicConfig{})
 	if err := c.groupCreate("orders", "billing"); err != nil {
 		t.Fatal(err)
 	}
