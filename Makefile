@@ -3,7 +3,7 @@
 GO ?= go
 FUZZTIME ?= 20s
 
-.PHONY: test test-go test-fuzz test-python test-js build vet conformance
+.PHONY: test test-go test-fuzz test-python test-js build vet conformance bench bench-full
 
 test: vet test-go test-fuzz test-python test-js
 
@@ -31,6 +31,17 @@ test-python:
 
 test-js:
 	@if [ -f sdk-js/package.json ]; then $(MAKE) -C sdk-js test; else echo "sdk-js: not yet"; fi
+
+# Benchmarks, never part of `make test`: Fibril and NATS JetStream side by
+# side (bench/compare.sh, results in bench/RESULTS.md). `bench` is the smoke
+# run (1 rep, small counts, about 1-2 min on 2 vCPUs); `bench-full` the full
+# comparison (3 reps, 1M backlog, about 8-10 min). Both install nats-server
+# with `go install` when missing and write under /tmp/fibril-compare.
+bench:
+	bash bench/compare.sh --quick
+
+bench-full:
+	bash bench/compare.sh
 
 # One conformance table, scenario x runner (wire, go-sdk, py-sdk, js-sdk), from
 # a fresh checkout: builds the server once, installs the SDKs' dependencies the

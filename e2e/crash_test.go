@@ -5,9 +5,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 )
@@ -47,7 +45,7 @@ func TestSIGKILLKeepsConfirmedMessages(t *testing.T) {
 	const n = 4000
 	dir := t.TempDir()
 	p := startFibril(t, dir)
-	c, err := dialClient(t, p.addr, `{"fibril":1,"crc":true}`)
+	c, err := dialClient(t, p.Addr, `{"fibril":1,"crc":true}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,21 +96,15 @@ func TestSIGKILLKeepsConfirmedMessages(t *testing.T) {
 			t.Fatalf("answer %d: %v %q", i, f.Op, f.Text)
 		}
 		if nConfirmed == killAt {
-			if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
+			_ = p.Stop(true) // SIGKILL, and wait until it is gone
 		}
 	}
 	c.close()
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("server did not die")
-	}
+	_ = p.Stop(true) // a no-op after the kill above; ends the server if the loop broke first
 	t.Logf("killed after %d confirms (target %d)", nConfirmed, killAt)
 
 	p2 := startFibril(t, dir)
-	r, err := dialClient(t, p2.addr, `{"fibril":1,"crc":true}`)
+	r, err := dialClient(t, p2.Addr, `{"fibril":1,"crc":true}`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,41 +1,35 @@
 package e2e
 
 import (
-	"bufio"
-	"encoding/json"
+	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/conformance/fibrilproc"
 	"github.com/fibrilmq/fibril/protocol"
 )
 
 var (
 	buildOnce sync.Once
+	binDir    string
 	binPath   string
 	buildErr  error
 )
 
-// fibrilBinary builds ./cmd/fibril once per test run.
+// fibrilBinary builds ./cmd/fibril once per test run (or takes $FIBRIL_BIN).
 func fibrilBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "fibril-e2e-bin")
-		if err != nil {
-			buildErr = err
+		if binDir, buildErr = os.MkdirTemp("", "fibril-e2e-bin"); buildErr != nil {
 			return
 		}
-		binPath = filepath.Join(dir, "fibril")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/fibrilmq/fibril/cmd/fibril").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		binPath, buildErr = fibrilproc.Build(ctx, binDir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -43,61 +37,31 @@ func fibrilBinary(t *testing.T) string {
 	return binPath
 }
 
-// proc is a running fibril serve.
-type proc struct {
-	cmd  *exec.Cmd
-	addr string
-	done chan struct{} // closed when the process has exited
-	err  error         // its exit error, once done is closed
-}
-
+// readyLine is the part of `fibril serve --ready-json`'s line the tests
+// check.
 type readyLine struct {
 	Addr    string `json:"addr"`
 	DataDir string `json:"data_dir"`
 	PID     int    `json:"pid"`
 }
 
-// startFibril runs `fibril serve` on 127.0.0.1:0 with data in dir and waits
-// for its ready line. The process is killed when the test ends.
-func startFibril(t *testing.T, dir string, extra ...string) *proc {
+// startFibril runs `fibril serve` on 127.0.0.1:0 with data in dir (through
+// conformance/fibrilproc) and waits for its ready line. The process is
+// stopped when the test ends, and its log shown if the test failed.
+func startFibril(t *testing.T, dir string, extra ...string) *fibrilproc.Server {
 	t.Helper()
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data", dir, "--ready-json", "--log-level", "warn"}, extra...)
-	cmd := exec.Command(fibrilBinary(t), args...)
-	stdout, err := cmd.StdoutPipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := fibrilproc.Start(ctx, fibrilBinary(t), dir, extra...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = testLog{t}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
+		_ = p.Stop(true)
+		if t.Failed() {
+			t.Logf("fibril log:\n%s", p.Logs())
+		}
 	})
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			lines <- sc.Text()
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	select {
-	case l := <-lines:
-		var r readyLine
-		if err := json.Unmarshal([]byte(l), &r); err != nil || r.Addr == "" || r.PID != cmd.Process.Pid {
-			t.Fatalf("bad ready line %q: %v", l, err)
-		}
-		p.addr = r.Addr
-	case <-p.done:
-		t.Fatalf("fibril exited before ready: %v", p.err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("no ready line in 20s")
-	}
 	return p
 }
 

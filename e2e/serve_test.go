@@ -52,8 +52,8 @@ func TestServeNoFlags(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no ready line")
 	}
-	if r.Addr != "127.0.0.1:4222" || r.DataDir != filepath.Join(dir, "fibril-data") {
-		t.Fatalf("ready %+v, want 127.0.0.1:4222 and %s", r, filepath.Join(dir, "fibril-data"))
+	if r.Addr != "127.0.0.1:4222" || r.DataDir != filepath.Join(dir, "fibril-data") || r.PID != cmd.Process.Pid {
+		t.Fatalf("ready %+v, want 127.0.0.1:4222, %s and pid %d", r, filepath.Join(dir, "fibril-data"), cmd.Process.Pid)
 	}
 	c, err := dialClient(t, r.Addr, `{"fibril":1}`)
 	if err != nil {

@@ -8,15 +8,17 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/fibrilmq/fibril/internal/memstore"
 )
 
 // startDurable runs a server with the durable engine on in-memory stores.
 func startDurable(t *testing.T, mutate func(*Options)) *Server {
 	t.Helper()
-	ms := newMemStores()
+	ms := memstore.New()
 	return startServer(t, func(o *Options) {
 		o.NoBroker = false
-		o.Engine.OpenStore = ms.open
+		o.Engine.OpenStore = ms.Open
 		if mutate != nil {
 			mutate(o)
 		}

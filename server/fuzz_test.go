@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/fibrilmq/fibril/internal/memstore"
 )
 
 // FuzzConnFeed feeds random bytes, split at random points, to a connection
@@ -42,12 +44,12 @@ func FuzzConnFeedDurable(f *testing.F) {
 	for _, sd := range seeds {
 		f.Add([]byte(sd), uint16(7))
 	}
-	ms := newMemStores()
+	ms := memstore.New()
 	s, err := New(testOptions(f, func(o *Options) {
 		o.MaxPayload = 1024
 		o.MaxInputBuffer = 8192
 		o.NoBroker = false
-		o.Engine.OpenStore = ms.open
+		o.Engine.OpenStore = ms.Open
 		o.MaxPollWait = 50 * time.Millisecond
 	}))
 	if err != nil {

@@ -3,15 +3,17 @@
 // messages move between ready, in flight, acked and dead-lettered, with rates
 // and sparklines, and can publish and consume test traffic on a key press.
 //
-// What it owns: a small synchronous fibril-mode client (CONNECT fibril:1,
-// TOPIC LIST / TOPIC INFO / GROUP INFO polling, confirmed PUB, POLL + ACK)
-// built on package protocol, the model that turns successive snapshots into
-// rates, and the screen.
+// What it owns: the model that turns successive snapshots (TOPIC LIST /
+// TOPIC INFO / GROUP INFO, read through one Go SDK connection) into rates,
+// the screen, and the key actions (confirmed publishes, POLL + ACK). It
+// speaks the wire only through the Go SDK (package sdk), with a timeout per
+// call.
 //
 // What it must never do: change a topic or group the user did not ask it to
 // (it only publishes, creates the group "tui" and consumes when a key says
 // so), hold more than one connection, or block the UI on the network (all
-// wire calls run in bubbletea commands, serialised by the client's mutex).
+// wire calls run in bubbletea commands; the SDK keeps their answers in
+// order).
 //
 // Caveats: rates are deltas between two polls about one interval apart.
 // "acked" is derived (published minus ready minus in flight, minus what went

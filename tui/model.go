@@ -11,6 +11,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/fibrilmq/fibril/protocol"
+	fibril "github.com/fibrilmq/fibril/sdk"
 )
 
 // historyLen is how many samples a sparkline keeps (one per refresh).
@@ -57,7 +58,7 @@ type (
 // heldLeases are deliveries traffic mode keeps in flight for one interval
 // (acked on the next round) so the in-flight column has something to show.
 type heldLeases struct {
-	handles []protocol.Handle
+	msgs []*fibril.Msg
 }
 
 // series is a rate history for a sparkline.
@@ -199,7 +200,7 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.held != nil {
 			m.held = *msg.held
 		}
-		if !m.traffic && len(m.held.handles) > 0 {
+		if !m.traffic && len(m.held.msgs) > 0 {
 			// Traffic was stopped while a round ran: ack what it leased.
 			m.status = msg.text
 			return m, m.release()
@@ -304,8 +305,8 @@ func (m *model) key(k string) tea.Cmd {
 func (m *model) release() tea.Cmd {
 	c, held := m.c, m.held
 	return m.action(func() actionMsg {
-		err := c.ack(held.handles)
-		return actionMsg{text: fmt.Sprintf("traffic stopped; acked the %d held", len(held.handles)), err: err, held: &heldLeases{}}
+		err := c.ack(held.msgs)
+		return actionMsg{text: fmt.Sprintf("traffic stopped; acked the %d held", len(held.msgs)), err: err, held: &heldLeases{}}
 	})
 }
 
@@ -318,7 +319,7 @@ func (m *model) trafficRound(prev heldLeases) func() actionMsg {
 	c, topic, group := m.c, m.target(), m.groupFor(m.target())
 	burst := m.opts.Burst
 	return func() actionMsg {
-		if err := c.ack(prev.handles); err != nil {
+		if err := c.ack(prev.msgs); err != nil {
 			return actionMsg{err: fmt.Errorf("traffic: ack: %w", err), held: &heldLeases{}}
 		}
 		if group == "" {
@@ -331,13 +332,13 @@ func (m *model) trafficRound(prev heldLeases) func() actionMsg {
 		if err != nil {
 			return actionMsg{err: fmt.Errorf("traffic: publish: %w", err), held: &heldLeases{}}
 		}
-		hs, err := c.poll(topic, group, max(burst*4/5, 1))
+		msgs, err := c.poll(topic, group, max(burst*4/5, 1))
 		if err != nil {
 			return actionMsg{err: fmt.Errorf("traffic: poll: %w", err), held: &heldLeases{}}
 		}
 		return actionMsg{
-			text: fmt.Sprintf("traffic on %s/%s: published %d, acked %d, %d in flight", topic, group, n, len(prev.handles), len(hs)),
-			held: &heldLeases{handles: hs},
+			text: fmt.Sprintf("traffic on %s/%s: published %d, acked %d, %d in flight", topic, group, n, len(prev.msgs), len(msgs)),
+			held: &heldLeases{msgs: msgs},
 		}
 	}
 }

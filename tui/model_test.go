@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fibrilmq/fibril/protocol"
+	fibril "github.com/fibrilmq/fibril/sdk"
 )
 
 func TestRatesSampledOncePerInterval(t *testing.T) {
@@ -75,15 +75,15 @@ func TestStopTrafficDuringRoundReleasesLeases(t *testing.T) {
 	if cmd := m.key("t"); cmd != nil {
 		t.Fatal("release started while the round still runs")
 	}
-	held := &heldLeases{handles: []protocol.Handle{{Topic: 1, Group: 1, Seq: 1, Attempt: 1}}}
+	held := &heldLeases{msgs: []*fibril.Msg{{Subject: "orders"}}}
 	_, cmd := m.Update(actionMsg{text: "round", held: held})
 	if cmd == nil || !m.busy {
 		t.Fatalf("round ended after stop: release cmd %v, busy %v", cmd != nil, m.busy)
 	}
 	// The release reports an empty hold: nothing more is scheduled for it.
 	_, cmd = m.Update(actionMsg{text: "released", held: &heldLeases{}})
-	if m.busy || len(m.held.handles) != 0 || m.status != "released" {
-		t.Fatalf("after release: busy %v held %d status %q", m.busy, len(m.held.handles), m.status)
+	if m.busy || len(m.held.msgs) != 0 || m.status != "released" {
+		t.Fatalf("after release: busy %v held %d status %q", m.busy, len(m.held.msgs), m.status)
 	}
 	_ = cmd // a refresh
 }

@@ -74,7 +74,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := opts.fill(); err != nil {
 		return err
 	}
-	c, err := dial(opts.URL, protocol.Connect{AuthToken: opts.Token, User: opts.User, Pass: opts.Pass}, opts.Timeout)
+	c, err := dial(ctx, opts)
 	if err != nil {
 		return err
 	}

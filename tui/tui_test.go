@@ -4,19 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/internal/testserver"
 	"github.com/fibrilmq/fibril/protocol"
+	fibril "github.com/fibrilmq/fibril/sdk"
 	"github.com/fibrilmq/fibril/server"
 )
 
@@ -37,7 +36,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
 		// Servers, clients and the bubbletea program must not outlive the tests.
-		if leaked := leakedGoroutines(5*time.Second, "github.com/fibrilmq/fibril/", "github.com/charmbracelet/"); leaked != "" {
+		if leaked := testserver.LeakedGoroutines(5*time.Second, "github.com/fibrilmq/fibril/", "github.com/charmbracelet/"); leaked != "" {
 			fmt.Fprintf(os.Stderr, "goroutines leaked by the tests:\n%s\n", leaked)
 			code = 1
 		}
@@ -45,86 +44,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// leakedGoroutines waits up to d for every goroutine whose stack mentions
-// one of pkgs to end and returns the stacks of those still running.
-func leakedGoroutines(d time.Duration, pkgs ...string) string {
-	deadline := time.Now().Add(d)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "leakedGoroutines") {
-				continue
-			}
-			for _, p := range pkgs {
-				if strings.Contains(g, p) {
-					leaked = append(leaked, g)
-					break
-				}
-			}
-		}
-		if len(leaked) == 0 || time.Now().After(deadline) {
-			return strings.Join(leaked, "\n\n")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// startServer runs a real server with the durable engine on 127.0.0.1:0
-// until the test ends.
-func startServer(t *testing.T) *server.Server {
-	t.Helper()
-	o := server.DefaultOptions()
-	o.Listen = "127.0.0.1:0"
-	o.DataDir = t.TempDir()
-	o.EventLoops = 1
-	o.ShutdownTimeout = 2 * time.Second
-	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := server.New(o)
-	if err != nil {
-		t.Fatalf("server.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
-		cancel()
-		t.Fatal("server not ready in 10s")
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("server did not stop in 15s")
-		}
-	})
-	return s
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func testClient(t *testing.T, s *server.Server) *client {
 	t.Helper()
-	c, err := dial(s.Addr().String(), protocol.Connect{}, 5*time.Second)
+	c, err := dial(context.Background(), Options{URL: s.Addr().String(), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -132,12 +54,19 @@ func testClient(t *testing.T, s *server.Server) *client {
 	return c
 }
 
-func TestClientAgainstServer(t *testing.T) {
-	s := startServer(t)
-	c := testClient(t, s)
-	if _, err := c.request(protocol.AppendTopicCreate(nil, "orders", []byte(`{"partitions":2}`))); err != nil {
-		t.Fatalf("TOPIC CREATE: %v", err)
+func createTopic(t *testing.T, c *client, name string, cfg fibril.TopicConfig) {
+	t.Helper()
+	ctx, cancel := c.call()
+	defer cancel()
+	if _, err := c.conn.CreateTopic(ctx, name, cfg); err != nil {
+		t.Fatalf("TOPIC CREATE %s: %v", name, err)
 	}
+}
+
+func TestClientAgainstServer(t *testing.T) {
+	s := testserver.Start(t)
+	c := testClient(t, s)
+	createTopic(t, c, "orders", fibril.TopicConfig{Partitions: 2})
 	if err := c.groupCreate("orders", "billing"); err != nil {
 		t.Fatalf("GROUP CREATE: %v", err)
 	}
@@ -167,40 +96,58 @@ func TestClientAgainstServer(t *testing.T) {
 		t.Errorf("group view %+v after acking %d of 300", g, got)
 	}
 
+	// Held leases show as in flight until acked.
+	held, err := c.poll("orders", "billing", 7)
+	if err != nil || len(held) != 7 {
+		t.Fatalf("poll: %d, %v", len(held), err)
+	}
+	if snap, err = fetch(c); err != nil || snap.topics[0].groups[0].inflight != 7 {
+		t.Fatalf("in flight after poll: %+v %v", snap.topics, err)
+	}
+	if err := c.ack(held); err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+
 	// Errors come back as typed protocol errors, and the connection stays
 	// usable afterwards (strict answers keep the FIFO aligned).
 	_, err = c.topicInfo("nope")
 	var pe *protocol.Error
-	if !errors.As(err, &pe) {
-		t.Fatalf("TOPIC INFO nope: %v, want a protocol error", err)
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeUnknownTopic {
+		t.Fatalf("TOPIC INFO nope: %v, want an unknown_topic protocol error", err)
 	}
 	if _, err := c.topicList(); err != nil {
 		t.Fatalf("TOPIC LIST after an error: %v", err)
 	}
 }
 
-func TestDialTarget(t *testing.T) {
+// TestDialCredentials: credentials come from the URL unless Options names
+// them, and a wrong one is refused with an error, not a hang.
+func TestDialCredentials(t *testing.T) {
+	s := testserver.Start(t, testserver.WithOptions(func(o *server.Options) { o.Token = "sesame" }))
+	addr := s.Addr().String()
 	for _, tc := range []struct {
-		in, addr, token, user, pass string
-		bad                         bool
+		name string
+		o    Options
+		ok   bool
 	}{
-		{in: "127.0.0.1:4222", addr: "127.0.0.1:4222"},
-		{in: "nats://example.com", addr: "example.com:4222"},
-		{in: "nats://tok@h:1", addr: "h:1", token: "tok"},
-		{in: "fibril://u:p@h:2", addr: "h:2", user: "u", pass: "p"},
-		{in: "nats://", bad: true},
-		{in: "nats://h:1:2:3", bad: true},
+		{"token in URL", Options{URL: "nats://sesame@" + addr}, true},
+		{"option over URL", Options{URL: "nats://wrong@" + addr, Token: "sesame"}, true},
+		{"wrong token", Options{URL: addr, Token: "wrong"}, false},
+		{"none", Options{URL: "fibril://" + addr}, false},
 	} {
-		addr, cn, err := dialTarget(tc.in)
-		if tc.bad {
-			if err == nil {
-				t.Errorf("%q: no error (addr %q)", tc.in, addr)
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Timeout = 5 * time.Second
+			c, err := dial(context.Background(), tc.o)
+			if tc.ok != (err == nil) {
+				t.Fatalf("dial: %v, want ok=%v", err, tc.ok)
 			}
-			continue
-		}
-		if err != nil || addr != tc.addr || cn.AuthToken != tc.token || cn.User != tc.user || cn.Pass != tc.pass {
-			t.Errorf("%q: %q %+v %v", tc.in, addr, cn, err)
-		}
+			if err == nil {
+				if _, err := c.topicList(); err != nil {
+					t.Errorf("TOPIC LIST: %v", err)
+				}
+				c.close()
+			}
+		})
 	}
 }
 
@@ -281,11 +228,9 @@ var publishedRe = regexp.MustCompile(`(?m)^. orders\s+published (\d+)`)
 var groupRe = regexp.MustCompile(`(?m)└ billing\s+ready (\d+)\s+in flight (\d+)\s+acked (\d+)`)
 
 func TestTUIInTerminal(t *testing.T) {
-	s := startServer(t)
+	s := testserver.Start(t)
 	c := testClient(t, s)
-	if _, err := c.request(protocol.AppendTopicCreate(nil, "orders", nil)); err != nil {
-		t.Fatalf("TOPIC CREATE: %v", err)
-	}
+	createTopic(t, c, "orders", fibril.TopicConfig{})
 	if err := c.groupCreate("orders", "billing"); err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +253,7 @@ func TestTUIInTerminal(t *testing.T) {
 		n, _ := strconv.Atoi(m[1])
 		return n
 	}
-	waitFor(t, 15*time.Second, "the TUI to show topic orders with 10 published", func() bool {
+	testserver.WaitFor(t, 15*time.Second, "the TUI to show topic orders with 10 published", func() bool {
 		scr = tm.screen()
 		return count() == 10
 	})
@@ -320,7 +265,7 @@ func TestTUIInTerminal(t *testing.T) {
 	if _, err := c.publish("orders", 25, func(int) []byte { return []byte("y") }); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "published to reach 35 on screen", func() bool {
+	testserver.WaitFor(t, 10*time.Second, "published to reach 35 on screen", func() bool {
 		scr = tm.screen()
 		return count() == 35
 	})
@@ -330,7 +275,7 @@ func TestTUIInTerminal(t *testing.T) {
 	if out, err := tm.cmd("send-keys", "-t", "tui", "p"); err != nil {
 		t.Fatalf("send-keys: %v: %s", err, out)
 	}
-	waitFor(t, 10*time.Second, "p to publish 50 more", func() bool {
+	testserver.WaitFor(t, 10*time.Second, "p to publish 50 more", func() bool {
 		scr = tm.screen()
 		return count() == 85 && strings.Contains(scr, "published 50 to orders")
 	})
@@ -338,7 +283,7 @@ func TestTUIInTerminal(t *testing.T) {
 	if out, err := tm.cmd("send-keys", "-t", "tui", "c"); err != nil {
 		t.Fatalf("send-keys: %v: %s", err, out)
 	}
-	waitFor(t, 10*time.Second, "c to ack messages of billing", func() bool {
+	testserver.WaitFor(t, 10*time.Second, "c to ack messages of billing", func() bool {
 		scr = tm.screen()
 		m := groupRe.FindStringSubmatch(scr)
 		return m != nil && m[3] != "0" && strings.Contains(scr, "from orders/billing")
@@ -349,7 +294,7 @@ func TestTUIInTerminal(t *testing.T) {
 	if out, err := tm.cmd("send-keys", "-t", "tui", "t"); err != nil {
 		t.Fatalf("send-keys: %v: %s", err, out)
 	}
-	waitFor(t, 15*time.Second, "traffic to hold deliveries in flight and ack more", func() bool {
+	testserver.WaitFor(t, 15*time.Second, "traffic to hold deliveries in flight and ack more", func() bool {
 		scr = tm.screen()
 		m := groupRe.FindStringSubmatch(scr)
 		return m != nil && m[2] != "0" && m[3] != acked0 && count() > 85 && strings.Contains(scr, "traffic (ON)")
@@ -359,7 +304,7 @@ func TestTUIInTerminal(t *testing.T) {
 	if out, err := tm.cmd("send-keys", "-t", "tui", "t"); err != nil {
 		t.Fatalf("send-keys: %v: %s", err, out)
 	}
-	waitFor(t, 10*time.Second, "traffic to stop and release its leases", func() bool {
+	testserver.WaitFor(t, 10*time.Second, "traffic to stop and release its leases", func() bool {
 		scr = tm.screen()
 		m := groupRe.FindStringSubmatch(scr)
 		return m != nil && m[2] == "0" && strings.Contains(scr, "traffic stopped")
@@ -377,7 +322,7 @@ func TestTUIInTerminal(t *testing.T) {
 	if out, err := tm.cmd("send-keys", "-t", "tui", "q"); err != nil {
 		t.Fatalf("send-keys: %v: %s", err, out)
 	}
-	waitFor(t, 10*time.Second, "the TUI to exit on q", func() bool {
+	testserver.WaitFor(t, 10*time.Second, "the TUI to exit on q", func() bool {
 		_, err := tm.cmd("has-session", "-t", "tui")
 		return err != nil
 	})

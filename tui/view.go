@@ -43,15 +43,16 @@ func (m *model) View() string {
 		b.WriteString(s)
 		b.WriteByte('\n')
 	}
-	name := m.c.info.ServerName
+	info := m.c.conn.Info()
+	name := info.ServerName
 	if name == "" {
-		name = m.c.info.ServerID
+		name = info.ServerID
 	}
 	updated := "never"
 	if !m.snap.at.IsZero() {
 		updated = m.snap.at.Format(time.TimeOnly)
 	}
-	line("Fibril %s · %s · server %s · updated %s", m.c.info.Version, m.opts.URL, name, updated)
+	line("Fibril %s · %s · server %s · updated %s", info.Version, m.opts.URL, name, updated)
 	traffic := "off"
 	if m.traffic {
 		traffic = "ON"

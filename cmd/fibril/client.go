@@ -1,29 +1,24 @@
 package main
 
-// The small client: fibril pub|sub|poll|topics, speaking the protocol
-// package over one TCP connection in Fibril mode (strict answers).
+// The small client: fibril pub|sub|poll|topics, one Go SDK connection each
+// (fibril mode: strict answers, confirms, CRC), no reconnects.
 
 import (
+	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
+	"os/signal"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
+	fibril "github.com/fibrilmq/fibril/sdk"
 )
-
-// conn is one Fibril-mode connection.
-type conn struct {
-	nc   net.Conn
-	p    *protocol.Parser
-	buf  []byte
-	cmds []protocol.Command
-}
 
 // clientFlags are the connection flags every client command takes.
 type clientFlags struct {
@@ -45,113 +40,26 @@ func addClientFlags(fs *flag.FlagSet) *clientFlags {
 	return cf
 }
 
-// dial connects, reads INFO and sends CONNECT {"fibril":1,"crc":true}.
-func (cf *clientFlags) dial() (*conn, error) {
-	addr := strings.TrimPrefix(strings.TrimPrefix(cf.url, "nats://"), "tcp://")
-	nc, err := net.DialTimeout("tcp", addr, cf.timeout)
+// dial connects in fibril mode with CRC on. A lost connection is final:
+// these commands report it rather than retry.
+func (cf *clientFlags) dial(ctx context.Context) (*fibril.Conn, error) {
+	opts := []fibril.Option{fibril.WithName("fibril-cli"), fibril.WithoutReconnect(), fibril.WithDialTimeout(cf.timeout)}
+	switch {
+	case cf.token != "":
+		opts = append(opts, fibril.WithToken(cf.token))
+	case cf.user != "":
+		opts = append(opts, fibril.WithUserPassword(cf.user, cf.pass))
+	}
+	c, err := fibril.Connect(ctx, cf.url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", addr, err)
-	}
-	c := &conn{nc: nc, p: protocol.NewParser(protocol.ServerToClient, protocol.Limits{})}
-	f, err := c.next(cf.timeout)
-	if err != nil || f.Op != protocol.OpInfo {
-		nc.Close()
-		return nil, fmt.Errorf("connect %s: no INFO: %v", addr, err)
-	}
-	info, err := protocol.ParseInfo(f.JSON)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	c.p.SetLimits(protocol.Limits{MaxPayload: int(info.MaxPayload)})
-	cn := protocol.Connect{Fibril: 1, CRC: true, Headers: true, Name: "fibril-cli",
-		AuthToken: cf.token, User: cf.user, Pass: cf.pass}
-	line, err := protocol.AppendConnect(nil, &cn)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	if _, err := nc.Write(line); err != nil {
-		nc.Close()
-		return nil, err
-	}
-	c.p.SetCRC(true)
-	if _, err := c.answer(cf.timeout); err != nil {
-		nc.Close()
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	return c, nil
 }
 
-func (c *conn) close() { c.nc.Close() }
-
-func (c *conn) send(b []byte) error {
-	_, err := c.nc.Write(b)
-	return err
-}
-
-// next returns the next frame (copied), waiting at most d (0: forever).
-func (c *conn) next(d time.Duration) (protocol.Command, error) {
-	for len(c.cmds) == 0 {
-		n, err := c.p.Parse(c.buf, protocol.HandlerFunc(func(cmd *protocol.Command) error {
-			cp := *cmd
-			cp.Subject = clone(cmd.Subject)
-			cp.Reply = clone(cmd.Reply)
-			cp.Sid = clone(cmd.Sid)
-			cp.Header = clone(cmd.Header)
-			cp.Payload = clone(cmd.Payload)
-			cp.Text = clone(cmd.Text)
-			cp.JSON = clone(cmd.JSON)
-			c.cmds = append(c.cmds, cp)
-			return nil
-		}))
-		c.buf = c.buf[n:]
-		if err != nil {
-			return protocol.Command{}, err
-		}
-		if len(c.cmds) > 0 {
-			break
-		}
-		if d > 0 {
-			_ = c.nc.SetReadDeadline(time.Now().Add(d))
-		}
-		tmp := make([]byte, 64<<10)
-		m, err := c.nc.Read(tmp)
-		c.buf = append(c.buf, tmp[:m]...)
-		if err != nil && m == 0 {
-			return protocol.Command{}, err
-		}
-	}
-	f := c.cmds[0]
-	c.cmds = c.cmds[1:]
-	if f.Op == protocol.OpPing {
-		_ = c.send([]byte("PONG\r\n"))
-		return c.next(d)
-	}
-	return f, nil
-}
-
-func clone(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	return append([]byte(nil), b...)
-}
-
-// answer returns the next +OK text, or the -ERR as an error. Push
-// deliveries (sid other than 0) are not expected by the commands using it.
-func (c *conn) answer(d time.Duration) ([]byte, error) {
-	f, err := c.next(d)
-	if err != nil {
-		return nil, err
-	}
-	switch f.Op {
-	case protocol.OpOK:
-		return f.Text, nil
-	case protocol.OpErr:
-		return nil, protocol.ParseErrText(f.Text)
-	}
-	return nil, fmt.Errorf("unexpected %s from server", f.Op)
+// call bounds one request by the -timeout flag.
+func (cf *clientFlags) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, cf.timeout)
 }
 
 func fail(stderr io.Writer, cmd string, err error) int {
@@ -172,31 +80,23 @@ func cmdPub(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: fibril pub [flags] <subject> <data>")
 		return 2
 	}
-	c, err := cf.dial()
+	ctx := context.Background()
+	c, err := cf.dial(ctx)
 	if err != nil {
 		return fail(stderr, "pub", err)
 	}
-	defer c.close()
-	data := []byte(fs.Arg(1))
-	var frame []byte
+	defer c.Close()
+	var opts []fibril.PubOption
 	if *key != "" {
-		hdr := protocol.AppendHeader(nil, "Fibril-Key", *key)
-		frame = protocol.AppendHPub(nil, fs.Arg(0), "", hdr, data, protocol.ComputeCRC)
-	} else {
-		frame = protocol.AppendPub(nil, fs.Arg(0), "", data, protocol.ComputeCRC)
+		opts = append(opts, fibril.WithKey(*key))
 	}
-	if err := c.send(frame); err != nil {
-		return fail(stderr, "pub", err)
-	}
-	text, err := c.answer(cf.timeout)
-	if err != nil {
-		return fail(stderr, "pub", err)
-	}
-	pos, stored, err := protocol.ParseConfirm(text)
+	cctx, cancel := cf.call(ctx)
+	defer cancel()
+	pos, err := c.Publish(cctx, fs.Arg(0), []byte(fs.Arg(1)), opts...)
 	switch {
 	case err != nil:
 		return fail(stderr, "pub", err)
-	case stored:
+	case pos.Stored:
 		fmt.Fprintf(stdout, "stored in partition %d at seq %d\n", pos.Partition, pos.Seq)
 	default:
 		fmt.Fprintln(stdout, "published (no durable topic captured it)")
@@ -204,16 +104,27 @@ func cmdPub(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// printMsg prints one delivery.
-func printMsg(w io.Writer, f *protocol.Command) {
-	fmt.Fprintf(w, "[%s]", f.Subject)
-	if len(f.Reply) > 0 {
-		fmt.Fprintf(w, " reply=%s", f.Reply)
+// printMsg prints one delivery: subject, ack handle, headers, data.
+func printMsg(w io.Writer, m *fibril.Msg) {
+	fmt.Fprintf(w, "[%s]", m.Subject)
+	if h := m.Handle(); h != "" {
+		fmt.Fprintf(w, " reply=%s", h)
 	}
-	if len(f.Header) > 0 {
-		fmt.Fprintf(w, " headers=%q", f.Header)
+	if len(m.Header) > 0 {
+		keys := make([]string, 0, len(m.Header))
+		for k := range m.Header {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		var b strings.Builder
+		for _, k := range keys {
+			for _, v := range m.Header[k] {
+				fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+			}
+		}
+		fmt.Fprintf(w, " headers=%q", b.String())
 	}
-	fmt.Fprintf(w, " %s\n", f.Payload)
+	fmt.Fprintf(w, " %s\n", m.Data)
 }
 
 // cmdSub: fibril sub [flags] <subject>; durable deliveries are acked.
@@ -231,31 +142,40 @@ func cmdSub(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: fibril sub [flags] <subject>")
 		return 2
 	}
-	c, err := cf.dial()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	c, err := cf.dial(ctx)
 	if err != nil {
 		return fail(stderr, "sub", err)
 	}
-	defer c.close()
-	if err := c.send(protocol.AppendSub(nil, fs.Arg(0), *group, "1", 0)); err != nil {
+	defer c.Close()
+	cctx, cancel := cf.call(ctx)
+	var sub *fibril.Subscription
+	if *group != "" {
+		sub, err = c.Subscribe(cctx, fs.Arg(0), *group)
+	} else {
+		sub, err = c.SubscribeSubject(cctx, fs.Arg(0))
+	}
+	cancel()
+	if err != nil {
 		return fail(stderr, "sub", err)
 	}
-	got := 0
-	for *count == 0 || got < *count {
-		f, err := c.next(0)
+	for got := 0; *count == 0 || got < *count; got++ {
+		m, err := sub.Next(ctx)
 		if err != nil {
+			if ctx.Err() != nil { // interrupted: a normal end
+				return 0
+			}
 			return fail(stderr, "sub", err)
 		}
-		switch f.Op {
-		case protocol.OpMsg, protocol.OpHMsg:
-			printMsg(stdout, &f)
-			got++
-			if h, err := protocol.ParseHandle(f.Reply); err == nil && !*noAck {
-				if err := c.send(protocol.AppendAck(nil, h)); err != nil {
-					return fail(stderr, "sub", err)
-				}
+		printMsg(stdout, m)
+		if m.Handle() != "" && !*noAck {
+			actx, cancel := cf.call(ctx)
+			err := m.Ack(actx)
+			cancel()
+			if err != nil {
+				return fail(stderr, "sub", err)
 			}
-		case protocol.OpErr:
-			return fail(stderr, "sub", protocol.ParseErrText(f.Text))
 		}
 	}
 	return 0
@@ -276,42 +196,28 @@ func cmdPoll(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: fibril poll [flags] <topic> <group>")
 		return 2
 	}
-	c, err := cf.dial()
+	ctx := context.Background()
+	c, err := cf.dial(ctx)
 	if err != nil {
 		return fail(stderr, "poll", err)
 	}
-	defer c.close()
-	if err := c.send(protocol.AppendPoll(nil, fs.Arg(0), fs.Arg(1), *max, *wait)); err != nil {
+	defer c.Close()
+	waitFor := time.Duration(*wait) * time.Millisecond
+	cctx, cancel := context.WithTimeout(ctx, cf.timeout+waitFor)
+	defer cancel()
+	msgs, err := c.Fetch(cctx, fs.Arg(0), fs.Arg(1), *max, waitFor)
+	for _, m := range msgs {
+		printMsg(stdout, m)
+	}
+	if err != nil {
 		return fail(stderr, "poll", err)
 	}
-	var handles []protocol.Handle
-	for {
-		f, err := c.next(cf.timeout + time.Duration(*wait)*time.Millisecond)
-		if err != nil {
+	fmt.Fprintf(stdout, "%d message(s)\n", len(msgs))
+	if *ack && len(msgs) > 0 {
+		actx, cancel := cf.call(ctx)
+		defer cancel()
+		if err := c.AckAll(actx, msgs...); err != nil {
 			return fail(stderr, "poll", err)
-		}
-		if f.Op == protocol.OpErr {
-			return fail(stderr, "poll", protocol.ParseErrText(f.Text))
-		}
-		if f.Op == protocol.OpOK {
-			break
-		}
-		printMsg(stdout, &f)
-		if h, err := protocol.ParseHandle(f.Reply); err == nil {
-			handles = append(handles, h)
-		}
-	}
-	fmt.Fprintf(stdout, "%d message(s)\n", len(handles))
-	if *ack && len(handles) > 0 {
-		for len(handles) > 0 {
-			k := min(len(handles), 64)
-			if err := c.send(protocol.AppendAck(nil, handles[:k]...)); err != nil {
-				return fail(stderr, "poll", err)
-			}
-			if _, err := c.answer(cf.timeout); err != nil {
-				return fail(stderr, "poll", err)
-			}
-			handles = handles[k:]
 		}
 		fmt.Fprintln(stdout, "acked")
 	}
@@ -330,41 +236,53 @@ func cmdTopics(args []string, stdout, stderr io.Writer) int {
 	if len(rest) == 0 {
 		rest = []string{"list"}
 	}
-	var line []byte
+	var cfg fibril.TopicConfig
 	switch {
 	case rest[0] == "list" && len(rest) == 1:
-		line = protocol.AppendTopicList(nil)
 	case rest[0] == "create" && (len(rest) == 2 || len(rest) == 3):
-		var js []byte
 		if len(rest) == 3 {
-			js = []byte(rest[2])
+			// The server's own check (invalid_json), before dialling.
+			if err := protocol.DecodeStrict([]byte(rest[2]), &cfg); err != nil {
+				return fail(stderr, "topics", err)
+			}
 		}
-		line = protocol.AppendTopicCreate(nil, rest[1], js)
-	case rest[0] == "info" && len(rest) == 2:
-		line = protocol.AppendTopicInfo(nil, rest[1])
-	case rest[0] == "delete" && len(rest) == 2:
-		line = protocol.AppendTopicDelete(nil, rest[1])
+	case (rest[0] == "info" || rest[0] == "delete") && len(rest) == 2:
 	default:
 		fmt.Fprintln(stderr, "usage: fibril topics [list | create <name> [json] | info <name> | delete <name>]")
 		return 2
 	}
-	c, err := cf.dial()
+	ctx := context.Background()
+	c, err := cf.dial(ctx)
 	if err != nil {
 		return fail(stderr, "topics", err)
 	}
-	defer c.close()
-	if err := c.send(line); err != nil {
-		return fail(stderr, "topics", err)
+	defer c.Close()
+	cctx, cancel := cf.call(ctx)
+	defer cancel()
+	var out any
+	switch rest[0] {
+	case "list":
+		var l protocol.TopicList
+		l.Topics, err = c.Topics(cctx)
+		if l.Topics == nil {
+			l.Topics = []string{}
+		}
+		out = l
+	case "create":
+		out, err = c.CreateTopic(cctx, rest[1], cfg)
+	case "info":
+		out, err = c.Topic(cctx, rest[1])
+	case "delete":
+		err = c.DeleteTopic(cctx, rest[1])
+		out = protocol.Deleted{Topic: rest[1]}
 	}
-	text, err := c.answer(cf.timeout)
 	if err != nil {
 		return fail(stderr, "topics", err)
 	}
-	var v any
-	if err := json.Unmarshal(text, &v); err != nil {
-		return fail(stderr, "topics", errors.New("answer is not JSON: "+string(text)))
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return fail(stderr, "topics", fmt.Errorf("encoding the answer: %w", err))
 	}
-	out, _ := json.MarshalIndent(v, "", "  ")
-	fmt.Fprintf(stdout, "%s\n", out)
+	fmt.Fprintf(stdout, "%s\n", b)
 	return 0
 }

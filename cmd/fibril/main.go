@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"syscall"
 
 	"github.com/fibrilmq/fibril/server"
@@ -86,7 +87,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
 		return 2
 	}
-	opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: sc.logLevel}))
+	opts.Logger = newLogger(stderr, sc.logLevel)
 	srv, err := server.New(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
@@ -125,6 +126,28 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// newLogger is the server's text logger on w. Attributes whose value is
+// nil are left out, so that the start-up line names the TLS and HTTP
+// listeners only when they are on (not "tls=<nil> http=<nil>").
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: dropNil}))
+}
+
+// dropNil drops attributes whose value is a nil interface or pointer.
+func dropNil(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() != slog.KindAny {
+		return a
+	}
+	v := a.Value.Any()
+	if v == nil {
+		return slog.Attr{}
+	}
+	if rv := reflect.ValueOf(v); (rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Interface) && rv.IsNil() {
+		return slog.Attr{}
+	}
+	return a
 }
 
 // announce prints where the server listens: one JSON line for harnesses

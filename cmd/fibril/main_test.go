@@ -3,10 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/internal/testserver"
 	"github.com/fibrilmq/fibril/server"
 )
 
@@ -88,29 +89,6 @@ func TestServeOptionsErrors(t *testing.T) {
 	}
 }
 
-// startServer runs a durable server in-process on 127.0.0.1:0.
-func startServer(t *testing.T) string {
-	t.Helper()
-	o := server.DefaultOptions()
-	o.Listen = "127.0.0.1:0"
-	o.DataDir = t.TempDir()
-	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := server.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); <-done })
-	return s.Addr().String()
-}
-
 func runOK(t *testing.T, args ...string) string {
 	t.Helper()
 	var out, errb bytes.Buffer
@@ -121,7 +99,7 @@ func runOK(t *testing.T, args ...string) string {
 }
 
 func TestClientCommands(t *testing.T) {
-	addr := startServer(t)
+	addr := testserver.Addr(t)
 	if out := runOK(t, "topics", "-s", addr, "create", "jobs", `{"partitions":2}`); !strings.Contains(out, `"name": "jobs"`) {
 		t.Fatalf("create: %s", out)
 	}
@@ -145,6 +123,44 @@ func TestClientCommands(t *testing.T) {
 	var errb bytes.Buffer
 	if code := run([]string{"poll", "-s", addr, "nope", "g"}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "unknown_topic") {
 		t.Fatalf("poll unknown topic: %d %s", code, errb.String())
+	}
+
+	// A keyed publish carries Fibril-Key, which poll shows.
+	runOK(t, "pub", "-s", addr, "-key", "k1", "jobs", "keyed")
+	if out := runOK(t, "poll", "-s", addr, "-wait", "1000", "jobs", "g"); !strings.Contains(out, `headers="Fibril-Key: k1\r\n"`) || !strings.Contains(out, "keyed") {
+		t.Fatalf("poll of a keyed message: %s", out)
+	}
+	if out := runOK(t, "topics", "-s", addr, "info", "jobs"); !strings.Contains(out, `"name": "jobs"`) || !strings.Contains(out, `"partitions"`) {
+		t.Fatalf("info: %s", out)
+	}
+	errb.Reset()
+	if code := run([]string{"topics", "-s", addr, "create", "bad", `{"bogus":1}`}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "invalid_json") {
+		t.Fatalf("create with an unknown field: %d %s", code, errb.String())
+	}
+	if out := runOK(t, "topics", "-s", addr, "delete", "jobs"); !strings.Contains(out, `"topic": "jobs"`) {
+		t.Fatalf("delete: %s", out)
+	}
+	if out := runOK(t, "topics", "-s", addr); strings.Contains(out, `"jobs"`) || !strings.Contains(out, `"topics": [`) {
+		t.Fatalf("list after delete: %s", out)
+	}
+
+	// Without -q, sub is a plain subscription (wildcards allowed): it gets
+	// what is published from the moment it is in place.
+	var subOut, subErr bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- run([]string{"sub", "-s", addr, "-n", "1", "_INBOX.cli.*"}, &subOut, &subErr) }()
+	code := -1
+	testserver.WaitFor(t, 10*time.Second, "the plain sub to print a message", func() bool {
+		runOK(t, "pub", "-s", addr, "_INBOX.cli.x", "plain-hello")
+		select {
+		case code = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if code != 0 || !strings.Contains(subOut.String(), "[_INBOX.cli.x] plain-hello") || strings.Contains(subOut.String(), "reply=") {
+		t.Fatalf("plain sub: exit %d: %q %s", code, subOut.String(), subErr.String())
 	}
 }
 
@@ -227,7 +243,7 @@ func TestServeOptionsHTTP(t *testing.T) {
 }
 
 func TestTUICommand(t *testing.T) {
-	addr := startServer(t)
+	addr := testserver.Addr(t)
 	var out, errb bytes.Buffer
 	// "q" quits at once; the UI has drawn the server's topics by then.
 	if code := runTUI([]string{"-s", addr, "-alt-screen=false", "-interval", "100ms"}, strings.NewReader("q"), &out, &errb); code != 0 {
@@ -241,5 +257,36 @@ func TestTUICommand(t *testing.T) {
 	}
 	if code := runTUI([]string{"-interval", "1ms"}, strings.NewReader("q"), io.Discard, io.Discard); code != 2 {
 		t.Fatalf("tui with a bad interval: exit %d, want 2", code)
+	}
+}
+
+// TestLoggerLeavesOutNil: the start-up line names a listener only when it
+// is on; other values, zero ones included, are kept.
+func TestLoggerLeavesOutNil(t *testing.T) {
+	var nilAddr *net.TCPAddr
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8222}
+	for _, tc := range []struct {
+		name     string
+		args     []any
+		want     string
+		wantNone []string
+	}{
+		{"listeners off", []any{"addr", addr, "tls", net.Addr(nil), "http", nilAddr}, `msg=listening addr=127.0.0.1:8222`, []string{"tls=", "http=", "<nil>"}},
+		{"http on", []any{"tls", net.Addr(nil), "http", net.Addr(addr)}, `msg=listening http=127.0.0.1:8222`, []string{"tls=", "<nil>"}},
+		{"zero values kept", []any{"n", 0, "s", "", "b", false}, `msg=listening n=0 s="" b=false`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			newLogger(&buf, slog.LevelInfo).Info("listening", tc.args...)
+			out := buf.String()
+			if !strings.Contains(out, tc.want+"\n") {
+				t.Errorf("got %q, want it to end with %q", out, tc.want)
+			}
+			for _, bad := range tc.wantNone {
+				if strings.Contains(out, bad) {
+					t.Errorf("got %q, which has %q", out, bad)
+				}
+			}
+		})
 	}
 }

@@ -9,6 +9,12 @@ import (
 	"time"
 )
 
+// allLogs and eventLogs select the logs memstore's FailAppends fails: every
+// log, or the partitions' event logs only.
+func allLogs(string) bool { return true }
+
+func eventLogs(dir string) bool { return filepath.Base(dir) == eventsLogName }
+
 // TestAppendFailure: a failing log refuses publishes and settles with an
 // error (never a false confirm) and the broker works again once the log
 // does.
@@ -24,14 +30,14 @@ func TestAppendFailure(t *testing.T) {
 		g := e.group(tp, "g", GroupConfig{})
 		e.publish(tp, "a")
 		d := e.poll(g, 1)[0]
-		e.stores.failAppend.Store(true)
+		e.stores.FailAppends(allLogs)
 		if _, err := tp.Publish(context.Background(), Message{Subject: "q", Data: []byte("b")}); err == nil {
 			t.Fatalf("serial=%v: publish confirmed while the log fails", serial)
 		}
 		if err := e.settle(d, Ack()); err == nil {
 			t.Fatalf("serial=%v: ack confirmed while the event log fails", serial)
 		}
-		e.stores.failAppend.Store(false)
+		e.stores.FailAppends(nil)
 		e.publish(tp, "c")
 		if err := e.settle(d, Ack()); err != nil {
 			t.Fatalf("serial=%v: ack after recovery: %v", serial, err)
@@ -159,11 +165,11 @@ func TestMultiPartitionLongPollAndCredit(t *testing.T) {
 func TestGroupCreateFailure(t *testing.T) {
 	e := newMemEnv(t, nil)
 	tp := e.topic("q", TopicConfig{})
-	e.stores.failAppend.Store(true)
+	e.stores.FailAppends(allLogs)
 	if _, err := tp.Group("g", GroupConfig{DeadLetter: "-"}); err == nil {
 		t.Fatal("group created while the event log fails")
 	}
-	e.stores.failAppend.Store(false)
+	e.stores.FailAppends(nil)
 	barrier(t, e.b)
 	if n := len(tp.parts[0].order); n != 0 {
 		t.Fatalf("%d group states left behind", n)
@@ -208,7 +214,7 @@ func TestEventLogFailure(t *testing.T) {
 		e.group(tp, "keep", GroupConfig{}) // holds retention back
 		e.publish(tp, "a")
 		d := e.poll(g, 1)[0]
-		e.stores.failEvents.Store(true)
+		e.stores.FailAppends(eventLogs)
 		pubc, ackc := make(chan error, 1), make(chan error, 1)
 		if err := tp.PublishAsync(Message{Subject: "q", Data: []byte("b")}, func(_ Position, err error) { pubc <- err }); err != nil {
 			t.Fatal(err)
@@ -222,7 +228,7 @@ func TestEventLogFailure(t *testing.T) {
 		if err := <-ackc; err == nil {
 			t.Fatalf("serial=%v: ack confirmed while the event log fails", serial)
 		}
-		e.stores.failEvents.Store(false)
+		e.stores.FailAppends(nil)
 		// The refused ack's event is written with the next round's: after
 		// a crash (no snapshot at close) the message stays acked.
 		e.publish(tp, "c")

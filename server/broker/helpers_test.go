@@ -4,12 +4,14 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/fibrilmq/fibril/internal/memstore"
 )
 
 type testEnv struct {
 	t      *testing.T
 	dir    string
-	stores *testStores
+	stores *memstore.Stores
 	clock  Clock
 	b      *Broker
 	// serial turns the pipelined group commit off.
@@ -33,7 +35,7 @@ func newEnv(t *testing.T, clock Clock) *testEnv {
 // newMemEnv opens a broker on test stores, which crashCopy can copy.
 func newMemEnv(t *testing.T, clock Clock) *testEnv {
 	t.Helper()
-	e := &testEnv{t: t, dir: t.TempDir(), stores: newTestStores(), clock: clock}
+	e := &testEnv{t: t, dir: t.TempDir(), stores: memstore.New(), clock: clock}
 	e.open()
 	t.Cleanup(func() {
 		if e.b != nil {
@@ -47,7 +49,7 @@ func (e *testEnv) opts() Options {
 	o := Options{Clock: e.clock, Logf: e.t.Logf, RetentionInterval: time.Millisecond,
 		SegmentSize: 64 << 10, EventSegmentSize: 64 << 10}
 	if e.stores != nil {
-		o.OpenStore = e.stores.open
+		o.OpenStore = e.stores.Open
 	}
 	o.serialCommit = e.serial
 	return o

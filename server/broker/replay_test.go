@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fibrilmq/fibril/server/seglog"
+	"github.com/fibrilmq/fibril/internal/memstore"
 )
 
 // barrier waits until every partition of every topic has finished a round
@@ -88,7 +88,7 @@ func dumpState(t *testing.T, b *Broker, asRestarted bool) string {
 // it. The caller makes sure the broker is between rounds (barrier).
 func (e *testEnv) crashCopy() *testEnv {
 	e.t.Helper()
-	e2 := &testEnv{t: e.t, dir: e.t.TempDir(), stores: newTestStores(), clock: e.clock, serial: e.serial}
+	e2 := &testEnv{t: e.t, dir: e.t.TempDir(), clock: e.clock, serial: e.serial}
 	err := filepath.Walk(e.dir, func(path string, fi os.FileInfo, err error) error {
 		if err != nil {
 			return err
@@ -107,14 +107,7 @@ func (e *testEnv) crashCopy() *testEnv {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.stores.mu.Lock()
-	for path, l := range e.stores.logs {
-		l.mu.Lock()
-		nl := &testLog{set: e2.stores, first: l.first, recs: append([]seglog.Record(nil), l.recs...)}
-		l.mu.Unlock()
-		e2.stores.logs[strings.Replace(path, e.dir, e2.dir, 1)] = nl
-	}
-	e.stores.mu.Unlock()
+	e2.stores = e.stores.CrashCopy(memstore.RenameUnder(e.dir, e2.dir))
 	e2.open()
 	e.t.Cleanup(func() {
 		if e2.b != nil {
