@@ -96,6 +96,26 @@ func (s *Stores) CrashCopy(rename func(dir string) string) *Stores {
 	return c
 }
 
+// LoseTail simulates a crash that lost the records of dir's log after
+// last (they were written but never synced). The log must be closed.
+func (s *Stores) LoseTail(dir string, last seglog.Seq) error {
+	s.mu.Lock()
+	l := s.logs[dir]
+	s.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("memstore: no log at %s: %w", dir, ErrNotFound)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open {
+		return fmt.Errorf("memstore: %s: %w", dir, ErrAlreadyOpen)
+	}
+	if keep := int(last - l.first + 1); keep >= 0 && keep < len(l.recs) {
+		l.recs = l.recs[:keep]
+	}
+	return nil
+}
+
 // RenameUnder is a CrashCopy rename that moves every directory under from
 // to the same place under to.
 func RenameUnder(from, to string) func(string) string {

@@ -33,15 +33,9 @@ func TestRecoveryForgetsDeliveriesOfLostRecords(t *testing.T) {
 	// The crash: the data log lost its last three records; the event log
 	// kept their deliveries.
 	dataDir := filepath.Join(tp.dir, "0", dataLogName)
-	e.stores.mu.Lock()
-	l := e.stores.logs[dataDir]
-	e.stores.mu.Unlock()
-	if l == nil {
-		t.Fatalf("no test store at %s", dataDir)
+	if err := e.stores.LoseTail(dataDir, 2); err != nil {
+		t.Fatal(err)
 	}
-	l.mu.Lock()
-	l.recs = l.recs[:2]
-	l.mu.Unlock()
 	e.open()
 	tp, _ = e.b.Topic("q")
 	g, _ = tp.FindGroup("w")
