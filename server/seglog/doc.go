@@ -124,6 +124,10 @@
 //     WaitDurable (another goroutine waits while the next batch is written).
 //   - The sparse index lives in memory: 16 bytes per IndexInterval of data
 //     (0.4 % at the default 4 KiB); raise IndexInterval for huge logs.
+//   - Reads go through the memory map, so what a reader touches counts in
+//     the process's RSS (as file pages the kernel may reclaim). When Read
+//     moves forward out of a sealed segment, that segment's pages are
+//     dropped from the RSS (madvise); a later read faults them back in.
 //   - TruncateFront deletes whole segments only, never the active one;
 //     Bounds tells the first sequence number really retained.
 //   - Sealed segments keep the size they had grown to (up to SegmentSize)

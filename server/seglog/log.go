@@ -40,9 +40,12 @@ type Log struct {
 	// before the first record is reported durable (see syncSegment).
 	parentPending atomic.Bool
 
-	mu        sync.RWMutex
-	relMu     sync.RWMutex
-	segs      []*segment // ascending by first; the last one is active
+	mu    sync.RWMutex
+	relMu sync.RWMutex
+	segs  []*segment // ascending by first; the last one is active
+	// fwdSeg is the segment the last Read went to (readForward).
+	fwdMu     sync.Mutex
+	fwdSeg    *segment
 	graveyard []*segment // truncated away; unmapped at the next TruncateFront
 	closed    atomic.Bool
 	last      atomic.Uint64 // last written sequence number

@@ -3,6 +3,8 @@ package seglog
 import (
 	"fmt"
 	"sort"
+
+	"golang.org/x/sys/unix"
 )
 
 // Read returns record seq, its checksums verified. Meta and Data point into
@@ -21,6 +23,7 @@ func (l *Log) Read(seq Seq) (rec Record, err error) {
 	if err != nil {
 		return Record{}, err
 	}
+	l.readForward(s)
 	if s, err = l.view(s); err != nil {
 		return Record{}, err
 	}
@@ -30,6 +33,34 @@ func (l *Log) Read(seq Seq) (rec Record, err error) {
 		return Record{}, err
 	}
 	return recordAt(s.data, off, h), nil
+}
+
+// readForward notes that a Read went to segment s. When reads have moved
+// forward out of a sealed, uncompressed segment, that segment's pages are
+// dropped from the process's resident set (madvise MADV_DONTNEED on a
+// shared file mapping: the data stays in the page cache and a later read
+// faults it back in). A consumer draining a long backlog would otherwise
+// keep every segment it read resident until retention unmapped it. Called
+// with mu read-locked: segments in l.segs stay mapped meanwhile.
+func (l *Log) readForward(s *segment) {
+	l.fwdMu.Lock()
+	prev := l.fwdSeg
+	l.fwdSeg = s
+	l.fwdMu.Unlock()
+	if prev == nil || prev == s || prev.first >= s.first || !l.holdsSealed(prev) {
+		return
+	}
+	if prev.codec == CompressionNone && len(prev.data) > 0 {
+		_ = unix.Madvise(prev.data, unix.MADV_DONTNEED) // advice only
+	}
+}
+
+// holdsSealed reports whether s is still one of the log's segments and not
+// the active one (mu held).
+func (l *Log) holdsSealed(s *segment) bool {
+	n := len(l.segs)
+	i := sort.Search(n, func(i int) bool { return l.segs[i].first >= s.first })
+	return i < n-1 && l.segs[i] == s
 }
 
 // segmentFor returns the segment holding seq. Called with mu held.
