@@ -106,6 +106,9 @@ type answer struct {
 	tailAcks []broker.Handle
 	// owned: data came from completeOwned (a pooled buffer, not copied).
 	owned bool
+	// small holds a short answer (a confirm, +OK, most -ERR lines)
+	// without an allocation of its own.
+	small [40]byte
 }
 
 func newClient(s *Server, id uint64, tr transport) *client {
@@ -187,7 +190,11 @@ func (c *client) complete(a *answer, data []byte) {
 		return
 	}
 	a.done = true
-	a.data = append(a.data, data...)
+	if a.data == nil && len(data) <= len(a.small) {
+		a.data = a.small[:copy(a.small[:], data)] // most answers are short lines
+	} else {
+		a.data = append(a.data, data...)
+	}
 	w := c.releaseLocked()
 	c.mu.Unlock()
 	if w {
