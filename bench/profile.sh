@@ -15,7 +15,8 @@ go build -o "$OUT/fibril-bench" ./cmd/fibril-bench
 run() {  # NAME ARGS...
   local name=$1; shift
   echo "== $name: fibril-bench --embed $*"
-  "$OUT/fibril-bench" --embed --progress 0 --cpuprofile "$OUT/$name.cpu" --memprofile "$OUT/$name.mem" "$@" \
+  "$OUT/fibril-bench" --embed --progress 0 --cpuprofile "$OUT/$name.cpu" --memprofile "$OUT/$name.mem" \
+    --trace "$OUT/$name.trace" "$@" \
     | grep -E 'publish|acked|latency|verify'
   {
     echo "### $name: CPU, whole process (server + clients), top 30 by cumulative"
@@ -24,6 +25,13 @@ run() {  # NAME ARGS...
     go tool pprof -top -focus='fibril/server|gnet' -nodecount=25 "$OUT/fibril-bench" "$OUT/$name.cpu" 2>/dev/null | sed -n '1,35p'
     echo "### $name: allocated bytes, top 15"
     go tool pprof -sample_index=alloc_space -top -nodecount=15 "$OUT/fibril-bench" "$OUT/$name.mem" 2>/dev/null | sed -n '1,25p'
+    # What goroutines wait for (from the execution trace): a publisher
+    # blocked on its confirm window, an idle actor, a busy syncer.
+    for k in sync syscall; do
+      go tool trace -pprof=$k "$OUT/$name.trace" > "$OUT/$name.$k.pprof" 2>/dev/null || continue
+      echo "### $name: time blocked ($k), top 15 cumulative"
+      go tool pprof -top -cum -nodecount=15 "$OUT/$name.$k.pprof" 2>/dev/null | sed -n '1,22p'
+    done
   } > "$OUT/$name.txt"
   echo "   -> $OUT/$name.txt"
 }

@@ -200,7 +200,7 @@ func TestAttemptOf(t *testing.T) {
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"--system", "kafka"}, {"--size", "8"}, {"--pubs", "0"}, {"--ack", "never"},
-		{"--mode", "plain", "--backlog"}, {"--cpuprofile", "x"}, {"--server-pid", "1"},
+		{"--mode", "plain", "--backlog"}, {"--cpuprofile", "x"}, {"--trace", "x"}, {"--server-pid", "1"},
 		{"--durability", "maybe"}, {"--client", "sdk", "--mode", "plain"}, {"--client", "rest"}, {"stray"}, {"--embed", "--system", "nats"},
 	} {
 		var out, errb bytes.Buffer

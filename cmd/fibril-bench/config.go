@@ -50,6 +50,7 @@ type Config struct {
 	JSON     bool
 
 	CPUProfile, MemProfile string // with Embed: profiles of the whole process
+	Trace                  string // with Embed: a runtime execution trace of the run
 
 	// dropNth is a test hook: the consumers ignore the n-th delivery (1-based)
 	// as if it never arrived, so the verification must fail.
@@ -106,8 +107,8 @@ func (c *Config) validate() error {
 		return bad("--backlog needs durable mode (plain pub/sub keeps nothing)")
 	case c.Embed && (c.System != "fibril" || c.URL != ""):
 		return bad("--embed runs a Fibril server in this process: not with --system nats or --url")
-	case (c.CPUProfile != "" || c.MemProfile != "") && !c.Embed:
-		return bad("--cpuprofile/--memprofile need --embed (they profile this process)")
+	case (c.CPUProfile != "" || c.MemProfile != "" || c.Trace != "") && !c.Embed:
+		return bad("--cpuprofile/--memprofile/--trace need --embed (they profile this process)")
 	case c.ServerPID != 0 && c.URL == "":
 		return bad("--server-pid goes with --url")
 	}
@@ -157,6 +158,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.JSON, "json", false, "print the result as one JSON object on stdout")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "with --embed: write a CPU profile of the run here")
 	fs.StringVar(&c.MemProfile, "memprofile", "", "with --embed: write an allocation profile here at the end")
+	fs.StringVar(&c.Trace, "trace", "", "with --embed: write a runtime execution trace of the run here (go tool trace; -pprof=sched|sync|syscall)")
 	var serverArgs stringList
 	fs.Var(&serverArgs, "server-arg", "extra flag for `fibril serve` (repeatable)")
 	if err := fs.Parse(args); err != nil {

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,7 @@ type serverProc struct {
 	cancel  context.CancelFunc // embedded server
 	runDone chan error
 	prof    *os.File
+	trace   *os.File
 	memProf string
 	stopOne sync.Once
 }
@@ -209,6 +211,17 @@ func (s *serverProc) startEmbedded(cfg *Config) error {
 		s.prof = f
 	}
 	s.memProf = cfg.MemProfile
+	if cfg.Trace != "" {
+		f, err := os.Create(cfg.Trace)
+		if err != nil {
+			return err
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			return err
+		}
+		s.trace = f
+	}
 	return nil
 }
 
@@ -350,6 +363,11 @@ func (s *serverProc) describe() ServerDesc {
 
 // profileDone stops the CPU profile and writes the allocation profile.
 func (s *serverProc) profileDone() {
+	if s.trace != nil {
+		trace.Stop()
+		s.trace.Close()
+		s.trace = nil
+	}
 	if s.prof != nil {
 		pprof.StopCPUProfile()
 		s.prof.Close()

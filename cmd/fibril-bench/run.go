@@ -327,7 +327,7 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	}
 	res.setLatency(h)
 	res.verify(st, stats)
-	if cfg.CPUProfile != "" || cfg.MemProfile != "" {
+	if cfg.CPUProfile != "" || cfg.MemProfile != "" || cfg.Trace != "" {
 		srv.profileDone()
 	}
 	if waitErr != nil && res.Verify.OK {
