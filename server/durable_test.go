@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -391,4 +392,28 @@ func TestNoGroupAutoCreate(t *testing.T) {
 	w.expect(`^-ERR 'unknown_group `)
 	w.expect(`^\+OK \{`)
 	w.expect(`^\+OK 0$`)
+}
+
+// TestPollAnswerBoundedByMaxPollBytes: a POLL answer stops at MaxPollBytes
+// of message bytes (at least one message), so POLL 1024 of big messages
+// cannot build a gigabyte answer.
+func TestPollAnswerBoundedByMaxPollBytes(t *testing.T) {
+	s := startDurable(t, func(o *Options) { o.MaxPollBytes = 2500 })
+	w := fibrilConn(t, s, "")
+	w.send("TOPIC CREATE big {\"partitions\":1}\r\n")
+	w.expect(`^\+OK \{`)
+	body := strings.Repeat("b", 1000)
+	for i := 1; i <= 5; i++ {
+		w.send("PUB big 1000\r\n" + body + "\r\n")
+		w.expect(`^\+OK 0:` + strconv.Itoa(i) + `$`)
+	}
+	w.send("POLL big g 100\r\n")
+	for i := 1; i <= 3; i++ { // 3 x (1000 + subject) crosses 2500
+		w.expectDelivery(`^MSG big 0 \S+ 1000$`, body)
+	}
+	w.expect(`^\+OK 3$`)
+	w.send("POLL big g 100\r\n")
+	w.expectDelivery(`^MSG big 0 \S+ 1000$`, body)
+	w.expectDelivery(`^MSG big 0 \S+ 1000$`, body)
+	w.expect(`^\+OK 2$`)
 }

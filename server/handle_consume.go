@@ -105,7 +105,7 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 		if st != groupFound {
 			return
 		}
-		err := g.PollAsync(max, wait, c.owner(), func(ds []broker.Delivery, err error) {
+		err := g.PollAsyncBytes(max, int64(c.srv.opts.MaxPollBytes), wait, c.owner(), func(ds []broker.Delivery, err error) {
 			if err != nil {
 				c.complete(slot, c.errAnswer(err))
 				return

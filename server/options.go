@@ -94,6 +94,10 @@ type Options struct {
 	MaxInflight int
 	// MaxPollWait caps the wait-ms of one POLL.
 	MaxPollWait time.Duration
+	// MaxPollBytes bounds one POLL answer: messages are added until it
+	// holds this many bytes of subject, header and payload (at least one
+	// message is always delivered).
+	MaxPollBytes int
 	// AutoCreateTopics lets a PUB to a subject that no topic captures create
 	// a topic named after the subject (never for _INBOX.> nor $...).
 	AutoCreateTopics bool
@@ -155,6 +159,7 @@ func DefaultOptions() Options {
 		MaxUnconfirmed:   1024,
 		MaxInflight:      256,
 		MaxPollWait:      5 * time.Minute,
+		MaxPollBytes:     8 << 20,
 		AutoCreateTopics: true,
 		AutoCreateGroups: true,
 		ShutdownTimeout:  10 * time.Second,
@@ -199,7 +204,7 @@ func (o *Options) validate() error {
 		{"MaxSubsPerConn", o.MaxSubsPerConn}, {"MaxPending", o.MaxPending},
 		{"MaxInputBuffer", o.MaxInputBuffer}, {"MaxPingsOut", o.MaxPingsOut},
 		{"PreAuthBytes", o.PreAuthBytes}, {"MaxUnconfirmed", o.MaxUnconfirmed},
-		{"MaxInflight", o.MaxInflight},
+		{"MaxInflight", o.MaxInflight}, {"MaxPollBytes", o.MaxPollBytes},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {

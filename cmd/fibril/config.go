@@ -129,6 +129,7 @@ var settings = []setting{
 	intSetting("pre-auth-bytes", "bytes a connection may send before authenticating", func(o *server.Options) *int { return &o.PreAuthBytes }),
 	intSetting("max-unconfirmed", "publish window per connection (advertised in INFO)", func(o *server.Options) *int { return &o.MaxUnconfirmed }),
 	intSetting("max-inflight", "default push credit of a durable SUB", func(o *server.Options) *int { return &o.MaxInflight }),
+	intSetting("max-poll-bytes", "bytes one POLL answer may carry (at least one message is delivered)", func(o *server.Options) *int { return &o.MaxPollBytes }),
 	durSetting("ping-interval", "idle time before the server PINGs a client", func(o *server.Options) *time.Duration { return &o.PingInterval }),
 	durSetting("auth-timeout", "time a connection has to authenticate", func(o *server.Options) *time.Duration { return &o.AuthTimeout }),
 	durSetting("max-poll-wait", "longest wait a POLL may ask for", func(o *server.Options) *time.Duration { return &o.MaxPollWait }),

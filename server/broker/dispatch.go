@@ -12,6 +12,7 @@ type pollWaiter struct {
 	claimed  atomic.Bool
 	group    GroupID
 	max      int
+	maxBytes int64 // 0: no byte limit (PollAsyncBytes)
 	owner    OwnerID
 	wait     bool         // false: answer at once, even with nothing
 	declined atomic.Int32 // partitions that had nothing (for !wait)
@@ -24,6 +25,7 @@ type pollWaiter struct {
 	// gathered so far (copies), how many partitions remain to visit, and
 	// the holds on the answer (see release).
 	acc         []Delivery
+	bytes       int64 // subject+header+payload bytes gathered so far
 	hops        int
 	next        Partition
 	relGen      uint64                // Broker.relGen when the poll started
@@ -32,6 +34,10 @@ type pollWaiter struct {
 }
 
 func (w *pollWaiter) claim() bool { return w.claimed.CompareAndSwap(false, true) }
+
+// bytesFull reports whether the answer reached its byte limit (only the
+// partition holding the tour reads or adds to bytes).
+func (w *pollWaiter) bytesFull() bool { return w.maxBytes > 0 && w.bytes >= w.maxBytes }
 
 func (w *pollWaiter) finish(ds []Delivery, err error) {
 	if w.stop != nil {
@@ -89,14 +95,15 @@ func (p *partition) claimed(w *pollWaiter) {
 func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 	want := w.max - len(w.acc)
 	ds := make([]Delivery, 0, min(want, 64))
-	for len(ds) < want {
+	for len(ds) < want && !w.bytesFull() {
 		d, ok := p.deliverOne(gp, w.owner, nil)
 		if !ok {
 			break
 		}
 		ds = append(ds, d)
+		w.bytes += int64(len(d.Subject) + len(d.Header) + len(d.Data))
 	}
-	if len(ds) < want && w.hops > 0 {
+	if len(ds) < want && !w.bytesFull() && w.hops > 0 {
 		if len(ds) > 0 {
 			w.keep(ds)
 			w.outstanding.Add(1)

@@ -46,15 +46,26 @@ func (g *Group) Config() GroupConfig { return g.cfg }
 // partition are in order. PollAsync returns
 // ErrQueueFull or ErrClosed at once (done is then never called).
 func (g *Group) PollAsync(max int, wait time.Duration, owner OwnerID, done func([]Delivery, error)) error {
-	_, err := g.pollAsync(max, wait, owner, done)
+	_, err := g.pollAsync(max, 0, wait, owner, done)
 	return err
 }
 
-func (g *Group) pollAsync(max int, wait time.Duration, owner OwnerID, done func([]Delivery, error)) (*pollWaiter, error) {
+// PollAsyncBytes is PollAsync that also stops adding messages once the
+// answer holds maxBytes of subject, header and payload (0: no limit); it
+// always delivers at least one message when one is ready, however big.
+func (g *Group) PollAsyncBytes(max int, maxBytes int64, wait time.Duration, owner OwnerID, done func([]Delivery, error)) error {
+	if maxBytes < 0 {
+		return fmt.Errorf("%w: poll max bytes %d < 0", ErrInvalid, maxBytes)
+	}
+	_, err := g.pollAsync(max, maxBytes, wait, owner, done)
+	return err
+}
+
+func (g *Group) pollAsync(max int, maxBytes int64, wait time.Duration, owner OwnerID, done func([]Delivery, error)) (*pollWaiter, error) {
 	if max < 1 {
 		return nil, fmt.Errorf("%w: poll max %d < 1", ErrInvalid, max)
 	}
-	w := &pollWaiter{group: g.id, max: max, owner: owner, wait: wait != 0, parts: int32(len(g.t.parts)), done: done,
+	w := &pollWaiter{group: g.id, max: max, maxBytes: maxBytes, owner: owner, wait: wait != 0, parts: int32(len(g.t.parts)), done: done,
 		relGen: g.t.b.relGen.Load()}
 	if wait > 0 {
 		w.stop = g.t.b.opts.Clock.AfterFunc(wait, func() {
@@ -103,7 +114,7 @@ func (g *Group) Poll(ctx context.Context, max int) ([]Delivery, error) {
 	var w *pollWaiter
 	var perr error
 	err := g.t.parts[0].room.waitUntil(ctx, func() bool {
-		w, perr = g.pollAsync(max, -1, 0, done)
+		w, perr = g.pollAsync(max, 0, -1, 0, done)
 		return !errors.Is(perr, ErrQueueFull)
 	})
 	if err != nil {

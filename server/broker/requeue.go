@@ -103,7 +103,7 @@ func (g *Group) pollNow(ctx context.Context, max int) ([]Delivery, error) {
 	}
 	var perr error
 	err := g.t.parts[0].room.waitUntil(ctx, func() bool {
-		_, perr = g.pollAsync(max, 0, 0, done)
+		_, perr = g.pollAsync(max, 0, 0, 0, done)
 		return !errors.Is(perr, ErrQueueFull)
 	})
 	if err != nil {
