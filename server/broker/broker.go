@@ -357,7 +357,8 @@ func (b *Broker) Settle(h Handle, op SettleOp, done func(error)) error {
 		if p.closed.Load() {
 			return ErrClosed
 		}
-		p.control(func(p *partition) { p.settle(&c) })
+		cc := c // only this rare path moves a command to the heap
+		p.control(func(p *partition) { p.settle(&cc) })
 		return nil
 	}
 	return err

@@ -94,7 +94,7 @@ func (p *partition) claimed(w *pollWaiter) {
 // records, without copies, when this partition served it alone.
 func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 	want := w.max - len(w.acc)
-	ds := make([]Delivery, 0, min(want, 64))
+	ds := make([]Delivery, 0, min(want, gp.readyBound(p.last)))
 	for len(ds) < want && !w.bytesFull() {
 		d, ok := p.deliverOne(gp, w.owner, nil)
 		if !ok {

@@ -129,6 +129,17 @@ func (g *groupState) take(last Seq) (Seq, bool) {
 	return 0, false
 }
 
+// readyBound is at least how many offsets up to last take could return
+// now (ready redeliveries plus never-delivered offsets), for sizing an
+// answer; it is at least 1.
+func (g *groupState) readyBound(last Seq) int {
+	n := len(g.ready)
+	if last >= g.next {
+		n += int(min(last-g.next+1, 1<<20))
+	}
+	return max(n, 1)
+}
+
 // deliver leases seq (returned by take) and returns its new attempt number.
 func (g *groupState) deliver(seq Seq, now int64, owner OwnerID, sub *Subscription) uint32 {
 	p, ok := g.pending[seq]

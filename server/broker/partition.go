@@ -56,7 +56,7 @@ type partition struct {
 	events seglog.Store
 	clock  Clock
 
-	q       cmdQueue
+	q       *ring // cmdQueue; concrete so commands pushed by pointer stay on the stack
 	ctl     ctlStack
 	wk      *waker
 	room    signal // ring room, for blocked sync callers

@@ -181,7 +181,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 // writeAt writes b at off in s, through the map or with pwrite.
 func (l *Log) writeAt(s *segment, b []byte, off int64) (err error) {
 	if l.opts.writeViaMap {
-		defer guard(&err, s.path)()
+		defer unguard(&err, s.path, guard())
 		copy(s.data[off:], b)
 		return nil
 	}

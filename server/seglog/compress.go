@@ -457,7 +457,7 @@ func (l *Log) compressSegment(s *segment) (err error) {
 	var rawCRC uint32
 	func() {
 		// TruncateFront (which would unmap s) waits for c.mu.
-		defer guard(&err, s.path)()
+		defer unguard(&err, s.path, guard())
 		raw := s.data[:end]
 		rawCRC = crc32.ChecksumIEEE(raw)
 		switch codec {

@@ -27,7 +27,7 @@ func (l *Log) Read(seq Seq) (rec Record, err error) {
 	if s, err = l.view(s); err != nil {
 		return Record{}, err
 	}
-	defer guard(&err, s.path)()
+	defer unguard(&err, s.path, guard())
 	off, h, err := s.locate(seq)
 	if err != nil {
 		return Record{}, err
@@ -159,7 +159,7 @@ func (l *Log) scanOne(seq *Seq, cur *segment, off int64) (rec Record, next int64
 	if err != nil {
 		return Record{}, 0, nil, err
 	}
-	defer guard(&err, s.path)()
+	defer unguard(&err, s.path, guard())
 	var h recHeader
 	if s == cur && off < v.end {
 		var st recStatus

@@ -183,7 +183,7 @@ var errTornCreate = errors.New("segment creation was interrupted")
 
 // loadSegment fills in end, last and the index of s.
 func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker bool) (err error) {
-	defer guard(&err, s.path)()
+	defer unguard(&err, s.path, guard())
 	if s.size < segHeaderSize || !checkSegHeader(s.data, s.first) {
 		// The header is the first write to a new segment and reaches the
 		// disk with its first fsync; a torn or missing header in the last

@@ -312,20 +312,25 @@ func (s *segment) search(seq Seq) (int64, recHeader, error) {
 
 // guard turns a memory fault on a mapped read (the file was shrunk behind
 // our back) into an error instead of a crash. Use as
-// defer guard(&err, path)() at the top of any function touching a map.
-func guard(err *error, path string) func() {
-	old := debug.SetPanicOnFault(true)
-	return func() {
-		debug.SetPanicOnFault(old)
-		if r := recover(); r != nil {
-			var re interface{ Addr() uintptr }
-			rerr, isErr := r.(error)
-			if isErr && errors.As(rerr, &re) {
-				*err = &CorruptError{Path: path, Reason: fmt.Sprintf("memory fault reading the map (file shrunk?): %v", r)}
-				return
-			}
-			panic(r)
+//
+//	defer unguard(&err, path, guard())
+//
+// at the top of any function touching a map (a plain deferred call: no
+// closure is allocated on the read path).
+func guard() (old bool) { return debug.SetPanicOnFault(true) }
+
+// unguard ends what guard started; it must be the deferred call itself
+// (recover works only there).
+func unguard(err *error, path string, old bool) {
+	debug.SetPanicOnFault(old)
+	if r := recover(); r != nil {
+		var re interface{ Addr() uintptr }
+		rerr, isErr := r.(error)
+		if isErr && errors.As(rerr, &re) {
+			*err = &CorruptError{Path: path, Reason: fmt.Sprintf("memory fault reading the map (file shrunk?): %v", r)}
+			return
 		}
+		panic(r)
 	}
 }
 
