@@ -173,6 +173,9 @@ type TopicConfig struct {
 	MaxUnsettledMsgs  int64    `json:"max_unsettled_msgs,omitempty"`
 	MaxUnsettledBytes int64    `json:"max_unsettled_bytes,omitempty"`
 	FullPolicy        string   `json:"full_policy,omitempty"` // block | reject
+	// Compression is the codec of the topic's sealed segments on disk:
+	// none (default) | s2 | zstd.
+	Compression string `json:"compression,omitempty"`
 }
 
 // GroupConfig is the optional JSON of GROUP CREATE.

@@ -144,7 +144,7 @@ func topicConfig(w protocol.TopicConfig) broker.TopicConfig {
 		Durability: broker.Durability(w.Durability), Retention: broker.Retention(w.Retention),
 		MaxAgeMs: w.MaxAgeMillis, MaxBytes: w.MaxBytes, MaxMsgs: w.MaxMsgs,
 		MaxUnsettledMsgs: w.MaxUnsettledMsgs, MaxUnsettledBytes: w.MaxUnsettledBytes,
-		FullPolicy: broker.FullPolicy(w.FullPolicy),
+		FullPolicy: broker.FullPolicy(w.FullPolicy), Compression: broker.Compression(w.Compression),
 	}
 }
 
@@ -168,7 +168,7 @@ func topicInfo(t *broker.Topic) protocol.TopicInfo {
 			Durability: string(c.Durability), Retention: string(c.Retention),
 			MaxAgeMillis: c.MaxAgeMs, MaxBytes: c.MaxBytes, MaxMsgs: c.MaxMsgs,
 			MaxUnsettledMsgs: c.MaxUnsettledMsgs, MaxUnsettledBytes: c.MaxUnsettledBytes,
-			FullPolicy: string(c.FullPolicy),
+			FullPolicy: string(c.FullPolicy), Compression: string(c.Compression),
 		},
 		Msgs: uint64(max(in.Messages, 0)), Bytes: uint64(max(in.Bytes, 0)),
 		Groups: []string{},

@@ -133,6 +133,16 @@ func TestClientCommands(t *testing.T) {
 	if out := runOK(t, "topics", "-s", addr, "info", "jobs"); !strings.Contains(out, `"name": "jobs"`) || !strings.Contains(out, `"partitions"`) {
 		t.Fatalf("info: %s", out)
 	}
+	if out := runOK(t, "topics", "-s", addr, "create", "archive", `{"compression":"zstd"}`); !strings.Contains(out, `"compression": "zstd"`) {
+		t.Fatalf("create with compression: %s", out)
+	}
+	if out := runOK(t, "topics", "-s", addr, "info", "jobs"); !strings.Contains(out, `"compression": "none"`) {
+		t.Fatalf("info shows no default compression: %s", out)
+	}
+	errb.Reset()
+	if code := run([]string{"topics", "-s", addr, "create", "bad", `{"compression":"lz4"}`}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "invalid_config") {
+		t.Fatalf("create with an unknown compression: %d %s", code, errb.String())
+	}
 	errb.Reset()
 	if code := run([]string{"topics", "-s", addr, "create", "bad", `{"bogus":1}`}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "invalid_json") {
 		t.Fatalf("create with an unknown field: %d %s", code, errb.String())

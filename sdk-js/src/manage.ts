@@ -18,6 +18,11 @@ export interface TopicConfig {
   max_unsettled_msgs?: number;
   max_unsettled_bytes?: number;
   full_policy?: 'block' | 'reject';
+  /**
+   * compression is the codec of the topic's sealed segments on disk
+   * (default 'none'). Fixed at creation; messages read back the same.
+   */
+  compression?: 'none' | 's2' | 'zstd';
   [k: string]: unknown;
 }
 

@@ -2,7 +2,7 @@
 // fetch, consume, ack/nack/reject/inProgress, dead letters, management.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect, StaleHandleError, TopicExistsError, UnknownTopicError } from '../dist/index.js';
+import { connect, InvalidConfigError, StaleHandleError, TopicExistsError, UnknownTopicError } from '../dist/index.js';
 import { startServer, waitFor } from './helpers/server.mjs';
 
 async function setup(t, args = []) {
@@ -31,6 +31,23 @@ test('management: topics and groups', async (t) => {
   await nc.topics.delete('orders');
   await assert.rejects(nc.topics.info('orders'), UnknownTopicError);
   await assert.rejects(nc.topics.create('bad name'), (e) => e.code === 'invalid_subject');
+});
+
+test('management: topic compression is set at creation and shown in info', async (t) => {
+  const { nc } = await setup(t);
+  if (!nc) return;
+  const ti = await nc.topics.create('archive', { retention: 'limits', compression: 's2' });
+  assert.equal(ti.config.compression, 's2');
+  assert.equal((await nc.topics.info('archive')).config.compression, 's2');
+  await nc.topics.create('archive', { retention: 'limits', compression: 's2' }); // same: idempotent
+  await assert.rejects(nc.topics.create('archive', { retention: 'limits', compression: 'zstd' }), TopicExistsError);
+  await assert.rejects(nc.topics.create('bad', { compression: 'lz4' }), InvalidConfigError);
+  assert.equal((await nc.topics.create('plain')).config.compression, 'none');
+  await nc.publish('archive', '{"order":1}');
+  const got = await nc.fetch('archive', 'g', { max: 1, wait: 5000 });
+  assert.deepEqual(got.map((m) => m.string()), ['{"order":1}']);
+  const [m] = got;
+  await m.ack();
 });
 
 test('publish: confirms with positions, many in flight within max_unconfirmed', async (t) => {

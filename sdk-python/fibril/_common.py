@@ -272,6 +272,7 @@ def topic_config(
     max_unsettled_msgs: int | None = None,
     max_unsettled_bytes: int | None = None,
     full_policy: str | None = None,
+    compression: str | None = None,
 ) -> dict[str, Any]:
     """Returns the TOPIC CREATE JSON with the given (non-None) fields."""
     cfg: dict[str, Any] = {
@@ -285,6 +286,7 @@ def topic_config(
         "max_unsettled_msgs": max_unsettled_msgs,
         "max_unsettled_bytes": max_unsettled_bytes,
         "full_policy": full_policy,
+        "compression": compression,
     }
     return {k: v for k, v in cfg.items() if v is not None}
 

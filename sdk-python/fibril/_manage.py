@@ -36,6 +36,7 @@ class _Manage:
         max_unsettled_msgs: int | None = None,
         max_unsettled_bytes: int | None = None,
         full_policy: str | None = None,
+        compression: str | None = None,
         config: Mapping[str, Any] | None = None,
     ) -> Any:
         """Creates a durable topic (``TOPIC CREATE``); unset options take the
@@ -54,6 +55,9 @@ class _Manage:
             max_unsettled_msgs: Most messages not yet settled by the slowest group.
             max_unsettled_bytes: Same, in bytes.
             full_policy: ``block`` or ``reject`` at the unsettled limits.
+            compression: Codec of the topic's sealed segments on disk: ``none``
+                (default), ``s2`` or ``zstd``. Fixed at creation; messages
+                read back the same either way.
             config: More fields sent as they are (a server newer than this SDK);
                 the named options above win over the same keys here.
 
@@ -70,6 +74,7 @@ class _Manage:
             subjects=subjects, partitions=partitions, durability=durability, retention=retention,
             max_age_ms=max_age_ms, max_bytes=max_bytes, max_msgs=max_msgs,
             max_unsettled_msgs=max_unsettled_msgs, max_unsettled_bytes=max_unsettled_bytes, full_policy=full_policy,
+            compression=compression,
         )
         return await self._call(encode_manage("TOPIC", "CREATE", name, config=cfg), _JSON)
 

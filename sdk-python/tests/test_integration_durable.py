@@ -297,6 +297,32 @@ def test_create_topic_is_idempotent(durable: Server) -> None:
     run(body())
 
 
+def test_create_topic_compression(durable: Server) -> None:
+    topic = unique("t")
+
+    async def body() -> None:
+        async with fibril.connect(durable.url) as c:
+            info = await c.create_topic(topic, compression="zstd", retention="limits")
+            assert info["config"]["compression"] == "zstd"
+            assert (await c.topic_info(topic))["config"]["compression"] == "zstd"
+            await c.create_topic(topic, compression="zstd", retention="limits")  # same: idempotent
+            with pytest.raises(fibril.errors.TopicExistsError):
+                await c.create_topic(topic, compression="s2", retention="limits")
+            with pytest.raises(fibril.errors.InvalidConfigError):
+                await c.create_topic(unique("bad"), compression="lz4")
+            assert (await c.create_topic(unique("plain")))["config"]["compression"] == "none"
+            await c.publish(topic, b'{"order":1}')
+            (m,) = await fetch_all(c, topic, "g", 1)
+            assert m.data == b'{"order":1}'
+            await m.ack()
+
+    run(body())
+
+    with sync.connect(durable.url) as s:
+        name = unique("t")
+        assert s.create_topic(name, compression="s2")["config"]["compression"] == "s2"
+
+
 def test_corrupt_push_delivery_keeps_the_subscription(durable: Server) -> None:
     topic = unique("t")
 

@@ -49,6 +49,17 @@ func loadCatalog(dir string) (catalog, error) {
 	if c.NextTopicID == 0 || c.NextGroupID == 0 {
 		return catalog{}, fmt.Errorf("%w: catalog has zero id counters", ErrCorruptState)
 	}
+	for i := range c.Topics {
+		tc := &c.Topics[i].Config
+		switch tc.Compression {
+		case "":
+			// Written before the field existed: segments were plain.
+			tc.Compression = CompressionNone
+		case CompressionNone, CompressionS2, CompressionZstd:
+		default:
+			return catalog{}, fmt.Errorf("%w: catalog: topic %s: unknown compression %q", ErrCorruptState, c.Topics[i].Name, tc.Compression)
+		}
+	}
 	return c, nil
 }
 

@@ -45,6 +45,13 @@
 // events on its actor (copies: retention may unmap the log under a reader).
 // Byte limits and gauges use the size ledger (4 bytes per retained message).
 //
+// TopicConfig.Compression (none, s2, zstd) is passed to the file-backed data
+// logs as seglog.Options.Compression when a partition opens; event logs stay
+// plain, and a custom Options.OpenStore decides for itself. It is fixed at
+// creation (topics have no config update); the logs read segments written
+// under any setting, so changing it would only need a reopen. Catalogs
+// written before the field read as none.
+//
 // A poll is claimed by the first partition with a ready message, which
 // serves what it has; while the poll wants more, it is handed at once to
 // the other partitions in turn (with copies of what it gathered), and the

@@ -11,17 +11,20 @@ const (
 )
 
 // openStore opens one of a partition's logs: through Options.OpenStore when
-// set, else as a file-backed seglog sized for what it holds.
+// set (which then decides about compression too), else as a file-backed
+// seglog sized for what it holds. Data logs compress sealed segments as the
+// topic's Compression says; event logs never do (they are replayed on every
+// open and truncated soon after).
 func (t *Topic) openStore(dir string, events bool, policy seglog.Policy) (seglog.Store, error) {
 	o := &t.b.opts
 	if o.OpenStore != nil {
 		return o.OpenStore(dir, policy)
 	}
-	size := t.dataSegmentSize()
+	so := seglog.Options{Policy: policy, SegmentSize: t.dataSegmentSize(), Compression: t.cfg.Compression.seglog()}
 	if events {
-		size = o.EventSegmentSize
+		so.SegmentSize, so.Compression = o.EventSegmentSize, seglog.CompressionNone
 	}
-	return seglog.Open(dir, seglog.Options{Policy: policy, SegmentSize: size})
+	return seglog.Open(dir, so)
 }
 
 // dataSegmentSize is the same for every topic, dead-letter topics included: a

@@ -1,0 +1,256 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// compressedFiles lists the compressed segment files (.seg.s2, .seg.zst) in
+// one log directory.
+func compressedFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("read %s: %v", dir, err)
+	}
+	var out []string
+	for _, e := range ents {
+		if n := e.Name(); strings.HasSuffix(n, ".seg.s2") || strings.HasSuffix(n, ".seg.zst") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// compressible is a JSON-like payload of about 1 KiB, different for each i.
+func compressible(i int) string {
+	var sb strings.Builder
+	for sb.Len() < 1000 {
+		fmt.Fprintf(&sb, `{"order":%d,"customer":"acme-%d","status":"pending","items":[1,2,3]}`, i, i%7)
+	}
+	return sb.String()
+}
+
+// publishAll publishes the messages asynchronously and waits for every
+// confirm, so many publishes share an fsync.
+func publishAll(t *testing.T, tp *Topic, msgs []string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(msgs))
+	for _, m := range msgs {
+		wg.Add(1)
+		err := tp.PublishAsync(Message{Subject: string(tp.Name()), Data: []byte(m)}, func(_ Position, err error) {
+			if err != nil {
+				errs <- err
+			}
+			wg.Done()
+		})
+		if err != nil {
+			t.Fatalf("PublishAsync: %v", err)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("publish: %v", err)
+	}
+}
+
+// pollAll polls g until n deliveries arrived and returns their data in
+// order.
+func pollAll(e *testEnv, g *Group, n int) []string {
+	e.t.Helper()
+	var got []string
+	for len(got) < n {
+		ds := e.poll(g, n-len(got))
+		if len(ds) == 0 {
+			e.t.Fatalf("poll returned nothing after %d of %d", len(got), n)
+		}
+		got = append(got, datas(ds)...)
+	}
+	return got
+}
+
+func TestTopicCompressionWritesCompressedSegments(t *testing.T) {
+	for _, tc := range []struct {
+		codec Compression
+		ext   string
+	}{
+		{CompressionS2, ".seg.s2"},
+		{CompressionZstd, ".seg.zst"},
+	} {
+		t.Run(string(tc.codec), func(t *testing.T) {
+			e := newEnv(t, nil) // 64 KiB segments
+			tp := e.topic("c", TopicConfig{Compression: tc.codec})
+			if got := tp.Config().Compression; got != tc.codec {
+				t.Fatalf("Config().Compression = %q, want %q", got, tc.codec)
+			}
+			msgs := make([]string, 300) // ~300 KiB: several sealed segments
+			for i := range msgs {
+				msgs[i] = compressible(i)
+			}
+			publishAll(t, tp, msgs)
+
+			pdir := filepath.Join(e.b.topicDir(tp.ID()), "0")
+			dataDir := filepath.Join(pdir, dataLogName)
+			waitFor(t, "a compressed sealed segment", func() bool { return len(compressedFiles(t, dataDir)) >= 2 })
+			for _, f := range compressedFiles(t, dataDir) {
+				if !strings.HasSuffix(f, tc.ext) {
+					t.Errorf("compressed file %s, want suffix %s", f, tc.ext)
+				}
+			}
+			if ev := compressedFiles(t, filepath.Join(pdir, eventsLogName)); len(ev) != 0 {
+				t.Errorf("event log has compressed segments %v", ev)
+			}
+
+			e.restart()
+			tp, ok := e.b.Topic("c")
+			if !ok {
+				t.Fatal("topic gone after restart")
+			}
+			if got := tp.Config().Compression; got != tc.codec {
+				t.Fatalf("after restart Config().Compression = %q, want %q", got, tc.codec)
+			}
+			if len(compressedFiles(t, dataDir)) < 2 {
+				t.Fatalf("compressed segments gone after restart")
+			}
+			g := e.group(tp, "g", GroupConfig{})
+			got := pollAll(e, g, len(msgs))
+			for i := range msgs {
+				if got[i] != msgs[i] {
+					t.Fatalf("message %d after restart: got %d bytes %.40q, want %.40q", i, len(got[i]), got[i], msgs[i])
+				}
+			}
+		})
+	}
+}
+
+func TestTopicCompressionNoneStaysPlain(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("p", TopicConfig{})
+	if got := tp.Config().Compression; got != CompressionNone {
+		t.Fatalf("default Compression = %q, want none", got)
+	}
+	msgs := make([]string, 300)
+	for i := range msgs {
+		msgs[i] = compressible(i)
+	}
+	publishAll(t, tp, msgs)
+	dataDir := filepath.Join(e.b.topicDir(tp.ID()), "0", dataLogName)
+	e.restart() // Close waits for any compression under way
+	if c := compressedFiles(t, dataDir); len(c) != 0 {
+		t.Fatalf("topic without compression has compressed segments %v", c)
+	}
+}
+
+func TestTopicCompressionInvalid(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, v := range []Compression{"lz4", "S2", "gzip", " none"} {
+		_, err := e.b.CreateTopic("bad", TopicConfig{Compression: v})
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("compression %q: err = %v, want ErrInvalid", v, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "compression") {
+			t.Errorf("compression %q: error %q does not name the field", v, err)
+		}
+		if _, ok := e.b.Topic("bad"); ok {
+			t.Fatalf("compression %q: topic created anyway", v)
+		}
+	}
+}
+
+// TestCatalogWithoutCompressionOpens: a catalog written before the field
+// existed opens, its topics read as compression none, and creating such a
+// topic again with the default configuration is still the same topic.
+func TestCatalogWithoutCompressionOpens(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("old", TopicConfig{Retention: RetentionLimits})
+	e.publish(tp, "before")
+	if err := e.b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.b = nil
+
+	path := filepath.Join(e.dir, catalogName)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cat map[string]any
+	if err := json.Unmarshal(raw, &cat); err != nil {
+		t.Fatal(err)
+	}
+	topics := cat["topics"].([]any)
+	for _, ct := range topics {
+		cfg := ct.(map[string]any)["config"].(map[string]any)
+		if _, ok := cfg["compression"]; !ok {
+			t.Fatalf("new catalog lacks compression: %s", raw)
+		}
+		delete(cfg, "compression")
+	}
+	old, err := json.Marshal(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(old), "compression") {
+		t.Fatalf("old catalog still names compression: %s", old)
+	}
+	if err := os.WriteFile(path, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	e.open()
+	tp, ok := e.b.Topic("old")
+	if !ok {
+		t.Fatal("topic missing after opening the old catalog")
+	}
+	if got := tp.Config().Compression; got != CompressionNone {
+		t.Fatalf("Compression = %q, want none", got)
+	}
+	want, err := TopicConfig{Retention: RetentionLimits}.Resolve("old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(want, tp.Config()) {
+		t.Fatalf("Config() = %+v, want %+v (idempotent create would fail)", tp.Config(), want)
+	}
+	g := e.group(tp, "g", GroupConfig{})
+	if got := datas(e.poll(g, 10)); !reflect.DeepEqual(got, []string{"before"}) {
+		t.Fatalf("messages = %q", got)
+	}
+}
+
+func TestCatalogUnknownCompressionRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.topic("x", TopicConfig{})
+	if err := e.b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.b = nil
+	path := filepath.Join(e.dir, catalogName)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(raw), `"compression": "none"`, `"compression": "lz4"`, 1)
+	if bad == string(raw) {
+		t.Fatalf("catalog has no compression to damage: %s", raw)
+	}
+	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := Open(e.dir, e.opts()); !errors.Is(err, ErrCorruptState) {
+		if b != nil {
+			b.Close()
+		}
+		t.Fatalf("Open with compression lz4 in the catalog: %v, want ErrCorruptState", err)
+	}
+}
