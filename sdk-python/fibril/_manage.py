@@ -46,7 +46,7 @@ class _Manage:
         Args:
             name: Topic name (a subject without wildcards).
             subjects: Filters capturing publishes (default ``[name]``).
-            partitions: Partition count (1..1024).
+            partitions: Partition count (1..4096).
             durability: ``sync``, ``group`` or ``none``.
             retention: ``workqueue`` or ``limits``.
             max_age_ms: Oldest messages removed after this age.
