@@ -120,8 +120,14 @@ func (e *testEnv) poll(g *Group, max int) []Delivery {
 // pollNow answers at once, possibly with nothing.
 func (e *testEnv) pollNow(g *Group, max int, owner OwnerID) []Delivery {
 	e.t.Helper()
+	return e.pollNowBytes(g, max, 0, owner)
+}
+
+// pollNowBytes is pollNow with a byte limit (PollAsyncBytes; 0: none).
+func (e *testEnv) pollNowBytes(g *Group, max int, maxBytes int64, owner OwnerID) []Delivery {
+	e.t.Helper()
 	ch := make(chan []Delivery, 1)
-	err := g.PollAsync(max, 0, owner, func(ds []Delivery, err error) {
+	err := g.PollAsyncBytes(max, maxBytes, 0, owner, func(ds []Delivery, err error) {
 		if err != nil {
 			e.t.Errorf("PollAsync: %v", err)
 		}

@@ -3,7 +3,6 @@ package broker
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestPollAsyncBytesLimitsTheAnswer: a poll stops adding messages once its
@@ -20,29 +19,7 @@ func TestPollAsyncBytesLimitsTheAnswer(t *testing.T) {
 		for i := 0; i < 30; i++ {
 			e.publish(tp, body)
 		}
-		poll := func(max int, maxBytes int64) []Delivery {
-			t.Helper()
-			ch := make(chan []Delivery, 1)
-			if err := g.PollAsyncBytes(max, maxBytes, 0, 1, func(ds []Delivery, err error) {
-				if err != nil {
-					t.Errorf("poll: %v", err)
-				}
-				out := make([]Delivery, len(ds))
-				for i := range ds {
-					out[i] = ds[i].clone()
-				}
-				ch <- out
-			}); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case ds := <-ch:
-				return ds
-			case <-time.After(10 * time.Second):
-				t.Fatal("poll not answered")
-				return nil
-			}
-		}
+		poll := func(max int, maxBytes int64) []Delivery { return e.pollNowBytes(g, max, maxBytes, 1) }
 		// 1000-byte bodies plus the subject: the fifth one crosses 4500
 		if ds := poll(100, 4500); len(ds) != 5 {
 			t.Errorf("partitions=%d: poll(max 100, 4500 bytes) got %d messages, want 5", parts, len(ds))
