@@ -18,7 +18,7 @@ type Msg struct {
 	Header  Header // nil when the message has no headers
 	CRC     uint32 // the verified CRC-32 of header block + data (0 with CRC off)
 
-	handle string
+	handle []byte // the ack handle as the server sent it
 	h      protocol.Handle
 	hok    bool
 	conn   *Conn
@@ -26,7 +26,8 @@ type Msg struct {
 }
 
 // Handle returns the ack handle, $F.<topic-id>.<group-id>.<partition>.<seq>.<attempt>.
-func (m *Msg) Handle() string { return m.handle }
+// Each call returns a new string.
+func (m *Msg) Handle() string { return string(m.handle) }
 
 // DeliveryCount returns how many times this message has been delivered to
 // its group, this delivery included (1 on the first delivery).
@@ -155,7 +156,7 @@ func (c *Conn) SettleHandle(ctx context.Context, handle string, op SettleOp, d t
 	if err != nil {
 		return fmt.Errorf("fibril: %s %s: %w", op, handle, err)
 	}
-	m := &Msg{handle: handle, h: h, hok: true, conn: c}
+	m := &Msg{handle: []byte(handle), h: h, hok: true, conn: c}
 	switch op {
 	case OpAck:
 		return m.Ack(ctx)
