@@ -376,12 +376,15 @@ func (c *Conn) Fetch(ctx context.Context, topic, group string, max int, wait tim
 	if max < 1 || wait < 0 {
 		return nil, fmt.Errorf("%w: Fetch needs max >= 1 and wait >= 0", ErrInvalidArgument)
 	}
-	r, err := c.roundTrip(ctx, reqPoll, protocol.AppendPoll(nil, topic, group, max, wait.Milliseconds()))
-	if err != nil {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := newPoll(protocol.AppendPoll(nil, topic, group, max, wait.Milliseconds()), max)
+	if err := c.send(r); err != nil {
 		return nil, fmt.Errorf("fibril: POLL %s %s: %w", topic, group, err)
 	}
-	if n, perr := protocol.ParsePollDone([]byte(r.arg)); perr != nil || n != len(r.msgs)+len(r.corrupt) {
-		c.cfg.logger.Warn("fibril: POLL count mismatch", "said", r.arg, "got", len(r.msgs)+len(r.corrupt))
+	if err := c.wait(ctx, r); err != nil {
+		return nil, fmt.Errorf("fibril: POLL %s %s: %w", topic, group, err)
 	}
-	return r.msgs, errors.Join(r.corrupt...)
+	return c.pollResult(r)
 }

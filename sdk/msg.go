@@ -92,30 +92,13 @@ func (m *Msg) settle(ctx context.Context, verb string, cmd []byte, final bool) e
 func (m *Msg) settled() bool { return m.done.Load() }
 
 // AckAll acknowledges many deliveries with as few ACK commands as fit the
-// server's max_control_line (from INFO, 4096 bytes when absent), one answer
-// each. The handles are settled independently; the error names the first
-// batch that failed (deliveries of earlier batches are settled).
+// server's max_control_line (from INFO, 4096 bytes when absent), all written
+// at once, and blocks until every one is answered or ctx is done. The
+// handles are settled independently; the error names the first ACK command
+// that failed (the deliveries of the others are settled). It is AckAllAsync
+// followed by Wait.
 func (c *Conn) AckAll(ctx context.Context, msgs ...*Msg) error {
-	for _, m := range msgs {
-		if !m.hok {
-			return ErrNoHandle
-		}
-	}
-	limit := c.Info().MaxControlLine
-	if limit <= 0 {
-		limit = protocol.DefaultMaxControlLine
-	}
-	for len(msgs) > 0 {
-		n, line := ackLine(msgs, limit)
-		if _, err := c.roundTrip(ctx, reqOK, line); err != nil {
-			return fmt.Errorf("fibril: ACK of %d handles: %w", n, err)
-		}
-		for _, m := range msgs[:n] {
-			m.done.Store(true)
-		}
-		msgs = msgs[n:]
-	}
-	return nil
+	return c.AckAllAsync(msgs...).Wait(ctx)
 }
 
 // ackLine encodes an ACK of the longest prefix of msgs (at least one) whose
