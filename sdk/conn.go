@@ -369,7 +369,9 @@ func (c *Conn) writeLoop(t *transport) {
 			return
 		}
 		c.mu.Lock()
-		if cap(buf) <= 1<<20 { // do not keep a huge buffer around
+		// keep the buffer unless it is huge; a full publish window (1024
+		// unconfirmed 1 KiB publishes) must fit, or every swap regrows it
+		if cap(buf) <= 4<<20 {
 			t.spare = buf[:0]
 		}
 		c.mu.Unlock()

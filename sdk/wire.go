@@ -234,6 +234,9 @@ func appendPub(b []byte, subject string, hdr, data []byte, crc bool) []byte {
 	if crc {
 		tok = protocol.ComputeCRC
 	}
+	if b == nil { // one allocation of the right size instead of regrowing
+		b = make([]byte, 0, len(subject)+len(hdr)+len(data)+64)
+	}
 	if len(hdr) > 0 {
 		return protocol.AppendHPub(b, subject, "", hdr, data, tok)
 	}
