@@ -14,7 +14,10 @@ import (
 
 // Handler processes one message. If it returns nil and has not settled the
 // message, Consume acks it; if it returns an error, Consume nacks it (after
-// the WithNackDelay delay). ctx is the Consume context.
+// the WithNackDelay delay). ctx is the Consume context. Consume's acks are
+// pipelined (AckAsync): the next message is handled while the server
+// commits the ack; an ack that fails reaches the error handler, and every
+// ack is answered before Consume returns.
 type Handler func(ctx context.Context, m *Msg) error
 
 // ConsumeOption configures Consume and Messages.
@@ -118,6 +121,13 @@ func (s *Subscription) close(err error) {
 // next blocks for the next item; ok is false once the subscription ended or
 // ctx is done (err says which).
 func (s *Subscription) next(ctx context.Context) (item, bool, error) {
+	it, ok, _, err := s.nextOr(ctx, nil)
+	return it, ok, err
+}
+
+// nextOr is next that also returns (with woke set, ok false and no error)
+// when wake is closed first; a nil wake never fires.
+func (s *Subscription) nextOr(ctx context.Context, wake <-chan struct{}) (it item, ok, woke bool, err error) {
 	for {
 		s.mu.Lock()
 		if len(s.queue) > 0 {
@@ -132,18 +142,20 @@ func (s *Subscription) next(ctx context.Context) (item, bool, error) {
 				default:
 				}
 			}
-			return it, true, nil
+			return it, true, false, nil
 		}
 		err := s.err
 		s.mu.Unlock()
 		if err != nil {
 			s.close(err) // keep waking siblings
-			return item{}, false, err
+			return item{}, false, false, err
 		}
 		select {
 		case <-s.notify:
+		case <-wake:
+			return item{}, false, true, nil
 		case <-ctx.Done():
-			return item{}, false, ctx.Err()
+			return item{}, false, false, ctx.Err()
 		}
 	}
 }
@@ -269,8 +281,36 @@ func (c *Conn) Consume(ctx context.Context, topic, group string, handler Handler
 }
 
 func (c *Conn) consumeWorker(ctx context.Context, s *Subscription, handler Handler, o consumeOpts) error {
+	// Acks are pipelined: the next message is handled while an ack is
+	// committed on the server. Their futures complete in order; failures
+	// reach the error handler from this goroutine (never from the read
+	// loop), and every ack is answered before the worker returns.
+	var acks []*AckFuture
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		for _, a := range acks {
+			if err := a.Wait(sctx); err != nil {
+				o.onError(err)
+			}
+		}
+	}()
 	for {
-		it, ok, err := s.next(ctx)
+		for len(acks) > 0 && isDone(acks[0].Done()) {
+			if err := acks[0].Err(); err != nil {
+				o.onError(err)
+			}
+			acks[0] = nil
+			acks = acks[1:]
+		}
+		var wake <-chan struct{} // report a failed ack without waiting for a message
+		if len(acks) > 0 {
+			wake = acks[0].Done()
+		}
+		it, ok, woke, err := s.nextOr(ctx, wake)
+		if woke {
+			continue
+		}
 		if !ok {
 			return err
 		}
@@ -285,17 +325,26 @@ func (c *Conn) consumeWorker(ctx context.Context, s *Subscription, handler Handl
 		if o.manual || m.settled() {
 			continue
 		}
+		if herr == nil {
+			acks = append(acks, m.AckAsync())
+			continue
+		}
 		// settle even if ctx was cancelled while the handler ran
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		if herr == nil {
-			err = m.Ack(sctx)
-		} else {
-			err = m.Nack(sctx, o.nackDelay)
-		}
+		err = m.Nack(sctx, o.nackDelay)
 		cancel()
 		if err != nil {
 			o.onError(err)
 		}
+	}
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
