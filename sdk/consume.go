@@ -379,7 +379,8 @@ func (c *Conn) keepLeased(ctx context.Context, m *Msg, o consumeOpts) (stop func
 
 // Messages returns an iterator over the durable group on topic (push, like
 // Consume). Each step yields a message or a non-fatal error (a corrupt
-// delivery); the caller settles each message. The iteration ends when ctx is
+// delivery); the caller settles each message (AckAsync does not wait for
+// the server's commit, Ack does). The iteration ends when ctx is
 // done, the caller breaks (messages still buffered are handed back), or the
 // Conn closes (the last step yields the reason).
 func (c *Conn) Messages(ctx context.Context, topic, group string, opts ...ConsumeOption) iter.Seq2[*Msg, error] {

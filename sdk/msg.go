@@ -12,6 +12,12 @@ import (
 // Msg is one delivery of a durable message. Its exported fields belong to
 // the caller. Settle it exactly once with Ack, Nack or Reject (InProgress may
 // come before); an unsettled message is redelivered when its lease expires.
+//
+// Data is the caller's to read and modify for good, but its backing array
+// is a block of up to 64 KiB shared with neighbouring deliveries (its
+// capacity is its length, so an append copies): keeping a small piece of
+// many messages for a long time keeps their blocks alive, so copy what you
+// keep. Deliveries over 8 KiB have an allocation of their own.
 type Msg struct {
 	Subject string
 	Data    []byte
