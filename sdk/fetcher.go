@@ -57,6 +57,7 @@ type Fetcher struct {
 	mu     sync.Mutex
 	polls  []*request // POLLs on the wire (or queued for a reconnect), oldest first
 	closed bool
+	hint   int // the size of the last batch: room to make in the next ones
 }
 
 // NewFetcher returns a Fetcher of the durable group on topic whose POLLs ask
@@ -127,6 +128,7 @@ func (f *Fetcher) Next(ctx context.Context) ([]*Msg, error) {
 		}
 		f.polls[0] = nil
 		f.polls = f.polls[1:]
+		f.hint = len(r.msgs) + len(r.corrupt)
 		// the next batches are on their way while the caller handles this
 		// one; a send failure shows on the next call
 		_ = f.refillLocked(f.prefetch)
@@ -142,7 +144,7 @@ func (f *Fetcher) Next(ctx context.Context) ([]*Msg, error) {
 func (f *Fetcher) refillLocked(n int) error {
 	var rs []*request
 	for len(f.polls)+len(rs) < n {
-		rs = append(rs, newPoll(f.poll, f.max))
+		rs = append(rs, newPoll(f.poll, min(max(f.hint, 16), f.max)))
 	}
 	if len(rs) == 0 {
 		return nil
@@ -176,11 +178,11 @@ func (f *Fetcher) Close() error {
 	return nil
 }
 
-// newPoll returns a POLL request whose batch has room for max deliveries
-// (up to a bound: a batch never needs to grow in the common case).
-func newPoll(frame []byte, max int) *request {
+// newPoll returns a POLL request whose batch has room for n deliveries
+// (up to a bound; a larger batch grows as needed).
+func newPoll(frame []byte, n int) *request {
 	r := newRequest(reqPoll, frame)
-	r.msgs = make([]*Msg, 0, min(max, 1024))
+	r.msgs = make([]*Msg, 0, min(n, 1024))
 	return r
 }
 
