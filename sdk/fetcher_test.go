@@ -256,3 +256,54 @@ func TestNewFetcherValidates(t *testing.T) {
 		}
 	}
 }
+
+// TestFetcherAcrossReconnect: POLLs on the wire when the server dies fail
+// with ErrConnectionLost, and the same Fetcher goes on after the reconnect
+// until every message is acked.
+func TestFetcherAcrossReconnect(t *testing.T) {
+	srv := startServer(t)
+	ctx := testCtx(t)
+	c := connect(t, "fibril://"+srv.Addr)
+	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{Durability: "sync"})
+	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMillis: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, c, topic, 3)
+	// short waits: an Ack is answered after the POLLs written before it
+	f, err := c.NewFetcher(topic, "g", 1, 50*time.Millisecond, fibril.WithPrefetch(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if msgs, err := f.Next(ctx); err != nil || len(msgs) != 1 {
+		t.Fatalf("first batch: %d messages, err %v", len(msgs), err)
+	}
+	if err := srv.Restart(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	acked := map[string]bool{}
+	lost := false
+	for len(acked) < 3 {
+		msgs, err := f.Next(ctx)
+		switch {
+		case errors.Is(err, fibril.ErrConnectionLost):
+			lost = true
+			continue
+		case err != nil:
+			t.Fatalf("after %d acked: %v", len(acked), err)
+		}
+		for _, m := range msgs {
+			if err := m.Ack(ctx); err != nil && !errors.Is(err, fibril.ErrStaleHandle) {
+				t.Fatal(err)
+			} else if err == nil {
+				acked[string(m.Data)] = true
+			}
+		}
+	}
+	if !lost {
+		t.Fatal("no POLL failed with ErrConnectionLost: the restart was not seen")
+	}
+	if c.Reconnects() < 1 {
+		t.Fatal("no reconnect")
+	}
+}
