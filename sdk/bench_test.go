@@ -130,3 +130,30 @@ func BenchmarkConsume(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkConsumePush: Consume (push, max in flight 1000, one handler)
+// over a backlog, one op per message of 1 KiB; Consume acks each message
+// (pipelined) and returns once every ack is answered.
+func BenchmarkConsumePush(b *testing.B) {
+	c, topic := benchConn(b)
+	data := backlog(b, c, topic, b.N)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := 0
+	err := c.Consume(ctx, topic, "g", func(context.Context, *fibril.Msg) error {
+		if n++; n == b.N {
+			cancel()
+		}
+		return nil
+	}, fibril.WithMaxInFlight(1000), fibril.WithErrorHandler(func(err error) { b.Error(err) }))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	if n != b.N {
+		b.Fatalf("handled %d of %d", n, b.N)
+	}
+}
