@@ -15,9 +15,11 @@ import (
 // Handler processes one message. If it returns nil and has not settled the
 // message, Consume acks it; if it returns an error, Consume nacks it (after
 // the WithNackDelay delay). ctx is the Consume context. Consume's acks are
-// pipelined (AckAsync): the next message is handled while the server
-// commits the ack; an ack that fails reaches the error handler, and every
-// ack is answered before Consume returns.
+// pipelined and batched: the next message is handled while the server
+// commits the ack, and messages handled while more were waiting share one
+// ACK line (sent at once when none is waiting, after at most 128 messages
+// or 20ms). An ack that fails reaches the error handler with its own error,
+// and every ack is answered before Consume returns.
 type Handler func(ctx context.Context, m *Msg) error
 
 // ConsumeOption configures Consume and Messages.
@@ -160,6 +162,13 @@ func (s *Subscription) nextOr(ctx context.Context, wake <-chan struct{}) (it ite
 	}
 }
 
+// queued returns how many deliveries wait in s.
+func (s *Subscription) queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
 // drain removes what is still queued.
 func (s *Subscription) drain() []*Msg {
 	s.mu.Lock()
@@ -278,74 +287,6 @@ func (c *Conn) Consume(ctx context.Context, topic, group string, handler Handler
 		return nil
 	}
 	return err
-}
-
-func (c *Conn) consumeWorker(ctx context.Context, s *Subscription, handler Handler, o consumeOpts) error {
-	// Acks are pipelined: the next message is handled while an ack is
-	// committed on the server. Their futures complete in order; failures
-	// reach the error handler from this goroutine (never from the read
-	// loop), and every ack is answered before the worker returns.
-	var acks []*AckFuture
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		for _, a := range acks {
-			if err := a.Wait(sctx); err != nil {
-				o.onError(err)
-			}
-		}
-	}()
-	for {
-		for len(acks) > 0 && isDone(acks[0].Done()) {
-			if err := acks[0].Err(); err != nil {
-				o.onError(err)
-			}
-			acks[0] = nil
-			acks = acks[1:]
-		}
-		var wake <-chan struct{} // report a failed ack without waiting for a message
-		if len(acks) > 0 {
-			wake = acks[0].Done()
-		}
-		it, ok, woke, err := s.nextOr(ctx, wake)
-		if woke {
-			continue
-		}
-		if !ok {
-			return err
-		}
-		if it.err != nil {
-			o.onError(it.err)
-			continue
-		}
-		m := it.m
-		stop := c.keepLeased(ctx, m, o)
-		herr := handler(ctx, m)
-		stop()
-		if o.manual || m.settled() {
-			continue
-		}
-		if herr == nil {
-			acks = append(acks, m.AckAsync())
-			continue
-		}
-		// settle even if ctx was cancelled while the handler ran
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		err = m.Nack(sctx, o.nackDelay)
-		cancel()
-		if err != nil {
-			o.onError(err)
-		}
-	}
-}
-
-func isDone(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // keepLeased extends m's lease every o.autoExtend until the returned stop

@@ -74,3 +74,72 @@ func TestConsumeAckFailureReachesErrorHandler(t *testing.T) {
 		t.Fatalf("after Consume: %d in flight, %d pending (the redelivery's ack must be answered)", gi.Inflight, gi.Pending)
 	}
 }
+
+// TestConsumeBatchedAckReportsEachFailure: Consume acks the messages it
+// handled in one ACK line when more are waiting; when that line fails, each
+// stale delivery is still reported once, with its own error. The first
+// handler holds the worker until the three leases expired and all three
+// messages were delivered again; the handler fails those redeliveries
+// (nacked with a long delay, so they stay unsettled and the stale handles
+// stay stale), and the three first deliveries' acks fail.
+func TestConsumeBatchedAckReportsEachFailure(t *testing.T) {
+	ctx := testCtx(t)
+	c := connect(t, "")
+	admin := connect(t, "")
+	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{})
+	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMillis: 300}); err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, c, topic, 3)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var stale, other []error
+	nacked := 0
+	done := make(chan error, 1)
+	go func() {
+		first := true
+		done <- c.Consume(cctx, topic, "g", func(ctx context.Context, m *fibril.Msg) error {
+			if first {
+				first = false
+				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+					if gi, err := admin.Group(ctx, topic, "g"); err == nil && gi.Redelivered >= 3 {
+						break
+					}
+				}
+			}
+			if m.DeliveryCount() > 1 {
+				mu.Lock()
+				nacked++
+				mu.Unlock()
+				return errors.New("not now") // nacked for an hour
+			}
+			return nil
+		}, fibril.WithMaxInFlight(10), fibril.WithNackDelay(time.Hour), fibril.WithErrorHandler(func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if errors.Is(err, fibril.ErrStaleHandle) {
+				stale = append(stale, err)
+			} else {
+				other = append(other, err)
+			}
+		}))
+	}()
+	waitFor(t, 10*time.Second, "three stale acks reported", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(stale) >= 3 && nacked == 3
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(stale) != 3 || len(other) != 0 {
+		t.Fatalf("errors reported: %d stale (want 3), others %v", len(stale), other)
+	}
+	if gi := groupInfo(t, c, topic, "g"); gi.Inflight != 0 || gi.Pending != 3 {
+		t.Fatalf("after Consume: %d in flight, %d pending (want the 3 nacked)", gi.Inflight, gi.Pending)
+	}
+}
