@@ -64,8 +64,10 @@ type Fetcher struct {
 // for up to max messages and wait up to wait for the first one (as Fetch
 // does). It sends nothing until the first Next. Because answers come in
 // command order, a POLL waiting on an idle topic holds back the answers to
-// later commands on the same Conn (acks included) for up to wait; use
-// AckAllAsync, or a Conn of its own for latency-sensitive work.
+// later commands on the same Conn (acks included) for up to wait: a
+// blocking Ack or AckAll waits that long, and an AckFuture completes only
+// after that POLL's answer. Use AckAllAsync and check its futures later,
+// and a Conn of its own for latency-sensitive work.
 func (c *Conn) NewFetcher(topic, group string, max int, wait time.Duration, opts ...FetcherOption) (*Fetcher, error) {
 	if err := checkSubject(topic); err != nil {
 		return nil, err
