@@ -15,9 +15,10 @@ import (
 //
 // Data is the caller's to read and modify for good, but its backing array
 // is a block of up to 64 KiB shared with neighbouring deliveries (its
-// capacity is its length, so an append copies): keeping a small piece of
-// many messages for a long time keeps their blocks alive, so copy what you
-// keep. Deliveries over 8 KiB have an allocation of their own.
+// capacity is its length, so an append copies), and a Msg is allocated
+// together with 15 neighbours: keeping a few messages, or small pieces of
+// their Data, for a long time keeps their neighbours' memory alive too, so
+// copy what you keep. Payloads over 8 KiB have an allocation of their own.
 type Msg struct {
 	Subject string
 	Data    []byte
@@ -104,6 +105,9 @@ func (m *Msg) settled() bool { return m.done.Load() }
 // that failed (the deliveries of the others are settled). It is AckAllAsync
 // followed by Wait.
 func (c *Conn) AckAll(ctx context.Context, msgs ...*Msg) error {
+	if err := ctx.Err(); err != nil {
+		return err // nothing sent
+	}
 	return c.AckAllAsync(msgs...).Wait(ctx)
 }
 

@@ -3,13 +3,14 @@ package fibril
 // The delivery slab: the read loop copies every delivery out of its read
 // buffer exactly once, into blocks it carves up, and takes Msg values from
 // arrays of slabMsgs, so a delivery costs no allocation of its own (about
-// two per 64 deliveries of 1 KiB). The price is retention: a block stays
-// alive while any delivery cut from it is reachable (see Msg).
+// one per 13 deliveries of 1 KiB). The price is retention: a block stays
+// alive while any delivery cut from it is reachable, and an array of Msg
+// values while any of them is (see Msg).
 
 const (
 	slabBlock = 64 << 10 // bytes per block
 	slabMax   = 8 << 10  // larger deliveries get an allocation of their own
-	slabMsgs  = 64       // Msg values per array
+	slabMsgs  = 16       // Msg values per array (a kept Msg keeps its neighbours' data too)
 )
 
 // slab hands out pieces of larger allocations. It is owned by one read
