@@ -380,7 +380,9 @@ func (c *Conn) writeLoop(t *transport) {
 
 // heartbeatLoop pings the server and declares it dead after maxPingsOut
 // unanswered pings. A waiting POLL holds back the PONG (strict answers), so
-// the check is skipped while one is pending.
+// the check is skipped while a POLL is pending whose wait (plus one
+// interval) has not passed; a Fetcher keeps POLLs pending all the time, so
+// a POLL past its wait must not excuse a silent server.
 func (c *Conn) heartbeatLoop(t *transport) {
 	defer c.wg.Done()
 	tk := time.NewTicker(c.cfg.heartbeat)
@@ -397,8 +399,9 @@ func (c *Conn) heartbeatLoop(t *transport) {
 			return
 		}
 		polling := false
+		now := time.Now()
 		for _, r := range c.fifo {
-			polling = polling || r.kind == reqPoll
+			polling = polling || r.kind == reqPoll && now.Before(r.waitUntil.Add(c.cfg.heartbeat))
 		}
 		if !polling && t.pingsOut >= c.cfg.maxPingsOut {
 			c.mu.Unlock()

@@ -370,7 +370,7 @@ func (c *Conn) Fetch(ctx context.Context, topic, group string, max int, wait tim
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	r := newPoll(protocol.AppendPoll(nil, topic, group, max, wait.Milliseconds()), min(max, 64))
+	r := newPoll(protocol.AppendPoll(nil, topic, group, max, wait.Milliseconds()), min(max, 64), wait)
 	if err := c.send(r); err != nil {
 		return nil, fmt.Errorf("fibril: POLL %s %s: %w", topic, group, err)
 	}

@@ -51,6 +51,7 @@ type Fetcher struct {
 	topic    string
 	group    string
 	max      int
+	wait     time.Duration
 	prefetch int
 	poll     []byte // the POLL command, the same for every request
 
@@ -83,7 +84,7 @@ func (c *Conn) NewFetcher(topic, group string, max int, wait time.Duration, opts
 		return nil, fmt.Errorf("%w: NewFetcher needs max >= 1, wait >= 0 and 0 <= prefetch <= %d", ErrInvalidArgument, maxPrefetch)
 	}
 	return &Fetcher{
-		c: c, topic: topic, group: group, max: max, prefetch: o.prefetch,
+		c: c, topic: topic, group: group, max: max, wait: wait, prefetch: o.prefetch,
 		poll: protocol.AppendPoll(nil, topic, group, max, wait.Milliseconds()),
 	}, nil
 }
@@ -146,7 +147,7 @@ func (f *Fetcher) Next(ctx context.Context) ([]*Msg, error) {
 func (f *Fetcher) refillLocked(n int) error {
 	var rs []*request
 	for len(f.polls)+len(rs) < n {
-		rs = append(rs, newPoll(f.poll, min(max(f.hint, 16), f.max)))
+		rs = append(rs, newPoll(f.poll, min(max(f.hint, 16), f.max), f.wait))
 	}
 	if len(rs) == 0 {
 		return nil
@@ -180,11 +181,13 @@ func (f *Fetcher) Close() error {
 	return nil
 }
 
-// newPoll returns a POLL request whose batch has room for n deliveries
-// (up to a bound; a larger batch grows as needed).
-func newPoll(frame []byte, n int) *request {
+// newPoll returns a POLL request, about to be sent, that waits up to wait
+// and whose batch has room for n deliveries (up to a bound; a larger batch
+// grows as needed).
+func newPoll(frame []byte, n int, wait time.Duration) *request {
 	r := newRequest(reqPoll, frame)
 	r.msgs = make([]*Msg, 0, min(n, 1024))
+	r.waitUntil = time.Now().Add(wait)
 	return r
 }
 

@@ -7,6 +7,7 @@ package fibril
 import (
 	"context"
 	"sync/atomic"
+	"time"
 )
 
 // requestKind says what answer a request expects.
@@ -34,6 +35,10 @@ type request struct {
 	msgs    []*Msg
 	corrupt []error
 	window  bool // holds a c.window token
+
+	// POLL only: when its wait ends; until then (and a heartbeat more) a
+	// missing PONG is no sign of a dead server (see heartbeatLoop)
+	waitUntil time.Time
 
 	// then, when set, runs once r is finished (on the goroutine that
 	// finished it: the read loop, or whoever failed it); it must be quick
