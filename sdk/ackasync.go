@@ -62,16 +62,19 @@ type ackBatch struct {
 	left  atomic.Int32
 }
 
-// AckAsync acknowledges m without waiting: it writes the ACK and returns
-// its future at once. The outcome is Ack's (ErrStaleHandle when the
-// delivery was superseded); m counts as settled once the future succeeds.
-// Answers come in command order, so an ACK written after a waiting POLL on
-// the same Conn is answered after that POLL.
+// AckAsync acknowledges m without waiting and returns its future at once.
+// The outcome is Ack's (ErrStaleHandle when the delivery was superseded); m
+// counts as settled once the future succeeds. Acks made in a burst share
+// one ACK command: the ACK is written when the Conn's writer next runs, or
+// before the next command sent on the Conn, whichever is first (so commands
+// stay in the order they were issued). Answers come in command order, so
+// an ACK written after a waiting POLL on the same Conn is answered after
+// that POLL.
 func (m *Msg) AckAsync() *AckFuture {
 	if !m.hok || m.conn == nil {
 		return failedAck(ErrNoHandle)
 	}
-	return m.conn.AckAllAsync(m)
+	return m.conn.queueAck(m)
 }
 
 // AckAllAsync acknowledges msgs like AckAll, but returns at once: the ACK

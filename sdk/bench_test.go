@@ -159,3 +159,28 @@ func BenchmarkConsumePush(b *testing.B) {
 		b.Fatalf("handled %d of %d", n, b.N)
 	}
 }
+
+// BenchmarkMessagesAckAsync: the iterator over a backlog, each message
+// acknowledged with AckAsync (one ACK per message, not waited for).
+func BenchmarkMessagesAckAsync(b *testing.B) {
+	c, topic := benchConn(b)
+	data := backlog(b, c, topic, b.N)
+	ctx := context.Background()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := 0
+	var last *fibril.AckFuture
+	for m, err := range c.Messages(ctx, topic, "g", fibril.WithMaxInFlight(1000)) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		last = m.AckAsync()
+		if n++; n == b.N {
+			break
+		}
+	}
+	if err := last.Wait(ctx); err != nil { // answers come in order
+		b.Fatal(err)
+	}
+}

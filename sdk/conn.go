@@ -45,6 +45,7 @@ type Conn struct {
 	closeErr    error
 	replayBytes int // encoded bytes queued while disconnected
 	reconnects  int
+	acks        []queuedAck // AckAsync calls not written yet (ackcoalesce.go)
 
 	window chan struct{} // one token per unconfirmed publish
 	closed chan struct{} // closed by Close
@@ -332,6 +333,7 @@ func (c *Conn) closeWith(why error) {
 	c.fifo = nil
 	subs := c.subs
 	c.subs = map[uint64]*Subscription{}
+	acks := c.takeAcksLocked()
 	c.mu.Unlock()
 	if t != nil {
 		close(t.done)
@@ -340,6 +342,7 @@ func (c *Conn) closeWith(why error) {
 	for _, r := range pending {
 		c.finish(r, why)
 	}
+	c.acksAnswered(acks, why)
 	for _, s := range subs {
 		s.close(why)
 	}
@@ -355,6 +358,9 @@ func (c *Conn) writeLoop(t *transport) {
 			return
 		}
 		c.mu.Lock()
+		if c.tr == t {
+			c.flushAcksLocked(t)
+		}
 		if len(t.out) == 0 {
 			c.mu.Unlock()
 			continue

@@ -27,8 +27,9 @@
 //     writes the ACK without waiting; check the AckFuture later. Prefetched
 //     deliveries are leased while they wait in the client (WithPrefetch
 //     says how to stay within lease_ms); Fetcher.Close hands them back.
-//   - Push: Consume pipelines its acks by itself; with Messages or
-//     Subscription.Next, settle with AckAsync to do the same.
+//   - Push: Consume pipelines and batches its acks by itself; with
+//     Messages or Subscription.Next, settle with AckAsync to do the same
+//     (acks made in a burst share one ACK command).
 //
 // Fetch, Ack and AckAll keep their meaning: they return once the server
 // answered. A delivery's payload, header block and handle are copied once

@@ -74,6 +74,7 @@ func (c *Conn) sendAll(rs []*request) (int, error) {
 			c.fifo = append(c.fifo, r)
 			continue
 		}
+		c.flushAcksLocked(c.tr) // queued acks go first: they were issued first
 		c.fifo = append(c.fifo, r)
 		c.writeLocked(c.tr, r.frame)
 	}
