@@ -20,7 +20,7 @@ func TestConsumeAckFailureReachesErrorHandler(t *testing.T) {
 	ctx := testCtx(t)
 	c := connect(t, "")
 	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{})
-	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMillis: 300}); err != nil {
+	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMillis: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Publish(ctx, topic, []byte("x")); err != nil {
@@ -87,7 +87,7 @@ func TestConsumeBatchedAckReportsEachFailure(t *testing.T) {
 	c := connect(t, "")
 	admin := connect(t, "")
 	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{})
-	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMillis: 300}); err != nil {
+	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMillis: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	publishN(t, c, topic, 3)
