@@ -45,6 +45,7 @@ type Conn struct {
 	closeErr    error
 	replayBytes int // encoded bytes queued while disconnected
 	reconnects  int
+	acks        []queuedAck // AckAsync calls not written yet (ackcoalesce.go)
 
 	window chan struct{} // one token per unconfirmed publish
 	closed chan struct{} // closed by Close
@@ -332,6 +333,7 @@ func (c *Conn) closeWith(why error) {
 	c.fifo = nil
 	subs := c.subs
 	c.subs = map[uint64]*Subscription{}
+	acks := c.takeAcksLocked()
 	c.mu.Unlock()
 	if t != nil {
 		close(t.done)
@@ -340,6 +342,7 @@ func (c *Conn) closeWith(why error) {
 	for _, r := range pending {
 		c.finish(r, why)
 	}
+	c.acksAnswered(acks, why)
 	for _, s := range subs {
 		s.close(why)
 	}
@@ -355,6 +358,9 @@ func (c *Conn) writeLoop(t *transport) {
 			return
 		}
 		c.mu.Lock()
+		if c.tr == t {
+			c.flushAcksLocked(t)
+		}
 		if len(t.out) == 0 {
 			c.mu.Unlock()
 			continue
@@ -369,7 +375,9 @@ func (c *Conn) writeLoop(t *transport) {
 			return
 		}
 		c.mu.Lock()
-		if cap(buf) <= 1<<20 { // do not keep a huge buffer around
+		// keep the buffer unless it is huge; a full publish window (1024
+		// unconfirmed 1 KiB publishes) must fit, or every swap regrows it
+		if cap(buf) <= 4<<20 {
 			t.spare = buf[:0]
 		}
 		c.mu.Unlock()
@@ -378,7 +386,9 @@ func (c *Conn) writeLoop(t *transport) {
 
 // heartbeatLoop pings the server and declares it dead after maxPingsOut
 // unanswered pings. A waiting POLL holds back the PONG (strict answers), so
-// the check is skipped while one is pending.
+// the check is skipped while a POLL is pending whose wait (plus one
+// interval) has not passed; a Fetcher keeps POLLs pending all the time, so
+// a POLL past its wait must not excuse a silent server.
 func (c *Conn) heartbeatLoop(t *transport) {
 	defer c.wg.Done()
 	tk := time.NewTicker(c.cfg.heartbeat)
@@ -395,8 +405,9 @@ func (c *Conn) heartbeatLoop(t *transport) {
 			return
 		}
 		polling := false
+		now := time.Now()
 		for _, r := range c.fifo {
-			polling = polling || r.kind == reqPoll
+			polling = polling || r.kind == reqPoll && now.Before(r.waitUntil.Add(c.cfg.heartbeat))
 		}
 		if !polling && t.pingsOut >= c.cfg.maxPingsOut {
 			c.mu.Unlock()

@@ -14,7 +14,12 @@ import (
 
 // Handler processes one message. If it returns nil and has not settled the
 // message, Consume acks it; if it returns an error, Consume nacks it (after
-// the WithNackDelay delay). ctx is the Consume context.
+// the WithNackDelay delay). ctx is the Consume context. Consume's acks are
+// pipelined and batched: the next message is handled while the server
+// commits the ack, and messages handled while more were waiting share one
+// ACK line (sent at once when none is waiting, after at most 128 messages
+// or 20ms). An ack that fails reaches the error handler with its own error,
+// and every ack is answered before Consume returns.
 type Handler func(ctx context.Context, m *Msg) error
 
 // ConsumeOption configures Consume and Messages.
@@ -118,6 +123,13 @@ func (s *Subscription) close(err error) {
 // next blocks for the next item; ok is false once the subscription ended or
 // ctx is done (err says which).
 func (s *Subscription) next(ctx context.Context) (item, bool, error) {
+	it, ok, _, err := s.nextOr(ctx, nil)
+	return it, ok, err
+}
+
+// nextOr is next that also returns (with woke set, ok false and no error)
+// when wake is closed first; a nil wake never fires.
+func (s *Subscription) nextOr(ctx context.Context, wake <-chan struct{}) (it item, ok, woke bool, err error) {
 	for {
 		s.mu.Lock()
 		if len(s.queue) > 0 {
@@ -132,20 +144,29 @@ func (s *Subscription) next(ctx context.Context) (item, bool, error) {
 				default:
 				}
 			}
-			return it, true, nil
+			return it, true, false, nil
 		}
 		err := s.err
 		s.mu.Unlock()
 		if err != nil {
 			s.close(err) // keep waking siblings
-			return item{}, false, err
+			return item{}, false, false, err
 		}
 		select {
 		case <-s.notify:
+		case <-wake:
+			return item{}, false, true, nil
 		case <-ctx.Done():
-			return item{}, false, ctx.Err()
+			return item{}, false, false, ctx.Err()
 		}
 	}
+}
+
+// queued returns how many deliveries wait in s.
+func (s *Subscription) queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
 }
 
 // drain removes what is still queued.
@@ -268,37 +289,6 @@ func (c *Conn) Consume(ctx context.Context, topic, group string, handler Handler
 	return err
 }
 
-func (c *Conn) consumeWorker(ctx context.Context, s *Subscription, handler Handler, o consumeOpts) error {
-	for {
-		it, ok, err := s.next(ctx)
-		if !ok {
-			return err
-		}
-		if it.err != nil {
-			o.onError(it.err)
-			continue
-		}
-		m := it.m
-		stop := c.keepLeased(ctx, m, o)
-		herr := handler(ctx, m)
-		stop()
-		if o.manual || m.settled() {
-			continue
-		}
-		// settle even if ctx was cancelled while the handler ran
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		if herr == nil {
-			err = m.Ack(sctx)
-		} else {
-			err = m.Nack(sctx, o.nackDelay)
-		}
-		cancel()
-		if err != nil {
-			o.onError(err)
-		}
-	}
-}
-
 // keepLeased extends m's lease every o.autoExtend until the returned stop
 // is called (a no-op without WithAutoExtend).
 func (c *Conn) keepLeased(ctx context.Context, m *Msg, o consumeOpts) (stop func()) {
@@ -330,7 +320,8 @@ func (c *Conn) keepLeased(ctx context.Context, m *Msg, o consumeOpts) (stop func
 
 // Messages returns an iterator over the durable group on topic (push, like
 // Consume). Each step yields a message or a non-fatal error (a corrupt
-// delivery); the caller settles each message. The iteration ends when ctx is
+// delivery); the caller settles each message (AckAsync does not wait for
+// the server's commit, Ack does). The iteration ends when ctx is
 // done, the caller breaks (messages still buffered are handed back), or the
 // Conn closes (the last step yields the reason).
 func (c *Conn) Messages(ctx context.Context, topic, group string, opts ...ConsumeOption) iter.Seq2[*Msg, error] {
@@ -376,12 +367,15 @@ func (c *Conn) Fetch(ctx context.Context, topic, group string, max int, wait tim
 	if max < 1 || wait < 0 {
 		return nil, fmt.Errorf("%w: Fetch needs max >= 1 and wait >= 0", ErrInvalidArgument)
 	}
-	r, err := c.roundTrip(ctx, reqPoll, protocol.AppendPoll(nil, topic, group, max, wait.Milliseconds()))
-	if err != nil {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := newPoll(protocol.AppendPoll(nil, topic, group, max, wait.Milliseconds()), min(max, 64), wait)
+	if err := c.send(r); err != nil {
 		return nil, fmt.Errorf("fibril: POLL %s %s: %w", topic, group, err)
 	}
-	if n, perr := protocol.ParsePollDone([]byte(r.arg)); perr != nil || n != len(r.msgs)+len(r.corrupt) {
-		c.cfg.logger.Warn("fibril: POLL count mismatch", "said", r.arg, "got", len(r.msgs)+len(r.corrupt))
+	if err := c.wait(ctx, r); err != nil {
+		return nil, fmt.Errorf("fibril: POLL %s %s: %w", topic, group, err)
 	}
-	return r.msgs, errors.Join(r.corrupt...)
+	return c.pollResult(r)
 }

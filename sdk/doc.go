@@ -9,9 +9,32 @@
 //	pos, err := c.Publish(ctx, "orders", data, fibril.WithKey("customer-7"))   // waits for the confirm
 //	f, err := c.PublishAsync(ctx, "orders", data)                              // pipelined; f.Wait(ctx)
 //	msgs, err := c.Fetch(ctx, "orders", "billing", 10, time.Second)            // POLL
+//	fe, err := c.NewFetcher("orders", "billing", 500, time.Second)             // POLLs prefetched; fe.Next(ctx)
 //	err = c.Consume(ctx, "orders", "billing", handler, fibril.WithConcurrency(4)) // push, blocks until ctx ends
 //	for m, err := range c.Messages(ctx, "orders", "billing") { ... }            // push, as an iterator
 //	err = m.Ack(ctx) // or m.Nack(ctx, delay), m.Reject(ctx), m.InProgress(ctx)
+//	a := c.AckAllAsync(msgs...)                                                // pipelined; a.Wait(ctx)
+//
+// # Consuming
+//
+// An ACK is answered once the server has committed it (under the group
+// commit, an fsync shared with publishes), and answers come in command
+// order, so a loop of Fetch then AckAll pays two round trips and a commit
+// per batch. The fast forms hide both:
+//
+//   - Pull: a Fetcher keeps POLLs in flight (WithPrefetch, default 2) while
+//     the application handles a batch, and AckAllAsync (or Msg.AckAsync)
+//     writes the ACK without waiting; check the AckFuture later. Prefetched
+//     deliveries are leased while they wait in the client (WithPrefetch
+//     says how to stay within lease_ms); Fetcher.Close hands them back.
+//   - Push: Consume pipelines and batches its acks by itself; with
+//     Messages or Subscription.Next, settle with AckAsync to do the same
+//     (acks made in a burst share one ACK command).
+//
+// Fetch, Ack and AckAll keep their meaning: they return once the server
+// answered. A delivery's payload, header block and handle are copied once
+// out of the read buffer into blocks shared with neighbouring deliveries
+// (see Msg), so a delivery without headers costs no allocation of its own.
 //
 // Errors: every -ERR from the server is an *Error (the protocol package's
 // type) whose Code comes from SPEC.md's error table; test it with errors.Is

@@ -31,6 +31,8 @@ var (
 	// ErrInvalidArgument: a caller argument is malformed (empty subject, a
 	// space in a token, a negative count).
 	ErrInvalidArgument = errors.New("fibril: invalid argument")
+	// ErrAckPending: AckFuture.Err was called before the future was done.
+	ErrAckPending = errors.New("fibril: acknowledgement not answered yet")
 )
 
 // Error is an -ERR answer from the server, or a check the client makes on

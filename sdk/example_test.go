@@ -152,6 +152,55 @@ func ExampleConn_Messages() {
 	// world
 }
 
+// The fast pull loop: a Fetcher keeps POLLs in flight while a batch is
+// handled, and AckAllAsync acknowledges the batch without waiting for the
+// server's commit; the futures are checked as they complete.
+func ExampleConn_NewFetcher() {
+	ctx := context.Background()
+	c, err := fibril.Connect(ctx, serverURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	logs := exampleTopic("logs")
+	for i := range 25 {
+		if _, err := c.PublishAsync(ctx, logs, []byte(fmt.Sprint("line ", i))); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := c.Flush(ctx); err != nil { // every publish confirmed
+		log.Fatal(err)
+	}
+
+	f, err := c.NewFetcher(logs, "indexer", 10, 100*time.Millisecond, fibril.WithPrefetch(2))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close() // hands back what is prefetched but not returned
+	var acks []*fibril.AckFuture
+	for n := 0; n < 25; {
+		batch, err := f.Next(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, m := range batch {
+			_ = m.Data // index it
+		}
+		n += len(batch)
+		fmt.Println("batch of", len(batch))
+		acks = append(acks, c.AckAllAsync(batch...))
+	}
+	for _, a := range acks {
+		if err := a.Wait(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// batch of 10
+	// batch of 10
+	// batch of 5
+}
+
 // Errors are typed by the code in SPEC.md's error table.
 func ExampleError() {
 	ctx := context.Background()

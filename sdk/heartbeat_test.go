@@ -1,6 +1,7 @@
 package fibril_test
 
 import (
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -88,5 +89,66 @@ func TestHeartbeatDetectsDeadPeer(t *testing.T) {
 	}
 	if m := fetchOne(t, c, topic, "g", time.Second); string(m.Data) != "through the outage" {
 		t.Fatalf("got %q", m.Data)
+	}
+}
+
+// TestHeartbeatWithFetcher: a Fetcher keeps POLLs pending all the time; once
+// their wait has passed they must not excuse a silent server, so Next fails
+// with ErrConnectionLost instead of hanging, and the Fetcher works again
+// after the reconnect.
+func TestHeartbeatWithFetcher(t *testing.T) {
+	ctx := testCtx(t)
+	addr, freeze := freezingProxy(t, serverURL[len("fibril://"):])
+	c := connect(t, "fibril://"+addr, fibril.WithHeartbeat(50*time.Millisecond, 2), fastReconnect)
+	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{})
+	f, err := c.NewFetcher(topic, "g", 10, 100*time.Millisecond, fibril.WithPrefetch(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for { // a slow machine may miss a 50 ms heartbeat: a reconnect is fine here
+		msgs, err := f.Next(ctx)
+		if errors.Is(err, fibril.ErrConnectionLost) {
+			continue
+		}
+		if err != nil || len(msgs) != 0 {
+			t.Fatalf("Next on an empty topic: %d messages, err %v", len(msgs), err)
+		}
+		break
+	}
+	freeze()
+	start := time.Now()
+	for {
+		_, err := f.Next(ctx)
+		if errors.Is(err, fibril.ErrConnectionLost) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Next on a frozen connection: %v, want ErrConnectionLost", err)
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("Next kept answering on a frozen connection")
+		}
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("dead peer noticed after %v", el)
+	}
+	if _, err := c.Publish(ctx, topic, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msgs, err := f.Next(ctx)
+		if errors.Is(err, fibril.ErrConnectionLost) {
+			continue // POLLs sent before the reconnect
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) == 1 && string(msgs[0].Data) == "after" {
+			break
+		}
+		if len(msgs) != 0 {
+			t.Fatalf("after the reconnect: %d messages", len(msgs))
+		}
 	}
 }

@@ -12,13 +12,20 @@ import (
 // Msg is one delivery of a durable message. Its exported fields belong to
 // the caller. Settle it exactly once with Ack, Nack or Reject (InProgress may
 // come before); an unsettled message is redelivered when its lease expires.
+//
+// Data is the caller's to read and modify for good, but its backing array
+// is a block of up to 64 KiB shared with neighbouring deliveries (its
+// capacity is its length, so an append copies), and a Msg is allocated
+// together with 15 neighbours: keeping a few messages, or small pieces of
+// their Data, for a long time keeps their neighbours' memory alive too, so
+// copy what you keep. Payloads over 8 KiB have an allocation of their own.
 type Msg struct {
 	Subject string
 	Data    []byte
 	Header  Header // nil when the message has no headers
 	CRC     uint32 // the verified CRC-32 of header block + data (0 with CRC off)
 
-	handle string
+	handle []byte // the ack handle as the server sent it
 	h      protocol.Handle
 	hok    bool
 	conn   *Conn
@@ -26,7 +33,8 @@ type Msg struct {
 }
 
 // Handle returns the ack handle, $F.<topic-id>.<group-id>.<partition>.<seq>.<attempt>.
-func (m *Msg) Handle() string { return m.handle }
+// Each call returns a new string.
+func (m *Msg) Handle() string { return string(m.handle) }
 
 // DeliveryCount returns how many times this message has been delivered to
 // its group, this delivery included (1 on the first delivery).
@@ -91,30 +99,16 @@ func (m *Msg) settle(ctx context.Context, verb string, cmd []byte, final bool) e
 func (m *Msg) settled() bool { return m.done.Load() }
 
 // AckAll acknowledges many deliveries with as few ACK commands as fit the
-// server's max_control_line (from INFO, 4096 bytes when absent), one answer
-// each. The handles are settled independently; the error names the first
-// batch that failed (deliveries of earlier batches are settled).
+// server's max_control_line (from INFO, 4096 bytes when absent), all written
+// at once, and blocks until every one is answered or ctx is done. The
+// handles are settled independently; the error names the first ACK command
+// that failed (the deliveries of the others are settled). It is AckAllAsync
+// followed by Wait.
 func (c *Conn) AckAll(ctx context.Context, msgs ...*Msg) error {
-	for _, m := range msgs {
-		if !m.hok {
-			return ErrNoHandle
-		}
+	if err := ctx.Err(); err != nil {
+		return err // nothing sent
 	}
-	limit := c.Info().MaxControlLine
-	if limit <= 0 {
-		limit = protocol.DefaultMaxControlLine
-	}
-	for len(msgs) > 0 {
-		n, line := ackLine(msgs, limit)
-		if _, err := c.roundTrip(ctx, reqOK, line); err != nil {
-			return fmt.Errorf("fibril: ACK of %d handles: %w", n, err)
-		}
-		for _, m := range msgs[:n] {
-			m.done.Store(true)
-		}
-		msgs = msgs[n:]
-	}
-	return nil
+	return c.AckAllAsync(msgs...).Wait(ctx)
 }
 
 // ackLine encodes an ACK of the longest prefix of msgs (at least one) whose
@@ -155,7 +149,7 @@ func (c *Conn) SettleHandle(ctx context.Context, handle string, op SettleOp, d t
 	if err != nil {
 		return fmt.Errorf("fibril: %s %s: %w", op, handle, err)
 	}
-	m := &Msg{handle: handle, h: h, hok: true, conn: c}
+	m := &Msg{handle: []byte(handle), h: h, hok: true, conn: c}
 	switch op {
 	case OpAck:
 		return m.Ack(ctx)

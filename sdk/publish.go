@@ -141,6 +141,9 @@ func (c *Conn) PublishAsync(ctx context.Context, subject string, data []byte, op
 		return nil, fmt.Errorf("fibril: publish refused before sending: %w",
 			protocol.NewError(protocol.CodeMaxPayload, fmt.Sprintf("%d bytes, limit %d", len(hdr)+len(data), mp)))
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // select below picks at random among ready cases
+	}
 	select {
 	case c.window <- struct{}{}:
 	case <-ctx.Done():

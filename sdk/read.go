@@ -3,7 +3,6 @@ package fibril
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/fibrilmq/fibril/protocol"
 )
@@ -123,11 +122,11 @@ func (c *Conn) answer(r *request, f *frame) error {
 // (checksum mismatch, bad header block) never yields data: it becomes a
 // *CorruptError and is nacked so that the server redelivers it.
 func (c *Conn) deliver(t *transport, f *frame) error {
-	m, bad := c.newMsg(f)
-	sid, err := strconv.ParseUint(f.sid, 10, 64)
-	if err != nil {
-		return fmt.Errorf("%w: delivery with sid %q this client never uses", ErrProtocol, f.sid)
+	if !f.sidOK {
+		return fmt.Errorf("%w: delivery with a sid this client never uses", ErrProtocol)
 	}
+	sid := f.sid
+	m, bad := c.newMsg(t.fr, f)
 	c.mu.Lock()
 	if c.tr != t {
 		c.mu.Unlock()
@@ -166,17 +165,20 @@ func (c *Conn) deliver(t *transport, f *frame) error {
 	return nil
 }
 
-func (c *Conn) newMsg(f *frame) (*Msg, error) {
-	m := &Msg{Subject: f.subject, handle: f.reply, conn: c}
-	if h, err := protocol.ParseHandle([]byte(f.reply)); err == nil {
+// newMsg makes the Msg of a delivery, taken from the read loop's slab (fr
+// belongs to the calling read loop).
+func (c *Conn) newMsg(fr *frameReader, f *frame) (*Msg, error) {
+	m := fr.slab.msg()
+	m.Subject, m.handle, m.conn = f.subject, f.reply, c
+	if h, err := protocol.ParseHandle(f.reply); err == nil {
 		m.h, m.hok = h, true
 	}
 	if f.kind == fBadMsg {
-		ce := &CorruptError{Subject: f.subject, Handle: f.reply, Cause: f.bad}
+		ce := &CorruptError{Subject: f.subject, Handle: string(f.reply), Cause: f.bad}
 		return m, ce
 	}
 	if c.cfg.crc && !f.hasCRC {
-		return m, &CorruptError{Subject: f.subject, Handle: f.reply, Cause: fmt.Errorf("%w: delivery without a checksum", ErrProtocol)}
+		return m, &CorruptError{Subject: f.subject, Handle: string(f.reply), Cause: fmt.Errorf("%w: delivery without a checksum", ErrProtocol)}
 	}
 	if len(f.hdr) > 0 {
 		m.Header = parseHeader(f.hdr)
@@ -198,7 +200,7 @@ func (c *Conn) releaseAsync(m *Msg) {
 	}
 	go func() {
 		if err := c.wait(context.Background(), r); err != nil {
-			c.cfg.logger.Debug("fibril: release failed", "handle", m.handle, "err", err)
+			c.cfg.logger.Debug("fibril: release failed", "handle", m.Handle(), "err", err)
 		}
 	}()
 }

@@ -107,6 +107,7 @@ func (c *Conn) reconnectLoop() {
 			c.fifo = append(c.fifo, r)
 			c.writeLocked(t, r.frame)
 		}
+		c.flushAcksLocked(t) // acks queued while disconnected
 		c.replayBytes = 0
 		c.mu.Unlock()
 		c.cfg.logger.Info("fibril: reconnected", "addr", c.addr, "replayed", len(queued))

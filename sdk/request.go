@@ -7,6 +7,7 @@ package fibril
 import (
 	"context"
 	"sync/atomic"
+	"time"
 )
 
 // requestKind says what answer a request expects.
@@ -34,6 +35,14 @@ type request struct {
 	msgs    []*Msg
 	corrupt []error
 	window  bool // holds a c.window token
+
+	// POLL only: when its wait ends; until then (and a heartbeat more) a
+	// missing PONG is no sign of a dead server (see heartbeatLoop)
+	waitUntil time.Time
+
+	// then, when set, runs once r is finished (on the goroutine that
+	// finished it: the read loop, or whoever failed it); it must be quick
+	then func(*request)
 }
 
 func newRequest(kind requestKind, frame []byte) *request {
@@ -43,22 +52,33 @@ func newRequest(kind requestKind, frame []byte) *request {
 // send queues r (writing it now when connected, keeping it for after the
 // reconnect otherwise).
 func (c *Conn) send(r *request) error {
+	_, err := c.sendAll([]*request{r})
+	return err
+}
+
+// sendAll queues rs in order, as send does, under one lock (so that they
+// are written together). It returns how many were queued and, when not all
+// were, why.
+func (c *Conn) sendAll(rs []*request) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch c.state {
-	case stateClosed:
-		return c.closeErr
-	case stateReconnecting:
-		if c.replayBytes+len(r.frame) > c.cfg.reconnect.BufferBytes {
-			return ErrReconnectBufferFull
+	for i, r := range rs {
+		switch c.state {
+		case stateClosed:
+			return i, c.closeErr
+		case stateReconnecting:
+			if c.replayBytes+len(r.frame) > c.cfg.reconnect.BufferBytes {
+				return i, ErrReconnectBufferFull
+			}
+			c.replayBytes += len(r.frame)
+			c.fifo = append(c.fifo, r)
+			continue
 		}
-		c.replayBytes += len(r.frame)
+		c.flushAcksLocked(c.tr) // queued acks go first: they were issued first
 		c.fifo = append(c.fifo, r)
-		return nil
+		c.writeLocked(c.tr, r.frame)
 	}
-	c.fifo = append(c.fifo, r)
-	c.writeLocked(c.tr, r.frame)
-	return nil
+	return len(rs), nil
 }
 
 // wait blocks until r is answered or ctx is done. When ctx wins, r is marked
@@ -107,11 +127,14 @@ func (c *Conn) finish(r *request, err error) {
 	}
 	if r.state.CompareAndSwap(0, 1) {
 		close(r.done)
-		return
+	} else {
+		// abandoned: release what its caller will never see
+		close(r.done)
+		for _, m := range r.msgs {
+			c.releaseAsync(m)
+		}
 	}
-	// abandoned: release what its caller will never see
-	close(r.done)
-	for _, m := range r.msgs {
-		c.releaseAsync(m)
+	if r.then != nil {
+		r.then(r)
 	}
 }

@@ -164,7 +164,8 @@ func readAll(t *testing.T, r io.Reader) []*frame {
 		if f.kind == fOK && len(out) == 1 {
 			fr.setCRC(true) // as after CONNECT
 		}
-		out = append(out, f)
+		cp := *f // the reader reuses its frame
+		out = append(out, &cp)
 	}
 }
 
@@ -185,13 +186,13 @@ func TestFrameReader(t *testing.T) {
 					t.Fatalf("frame %d kind %d, want %d", i, fs[i].kind, k)
 				}
 			}
-			if m := fs[3]; m.sid != "0" || m.reply != "$F.1.2.0.17.3" || string(m.data) != "hello" || !m.hasCRC {
+			if m := fs[3]; m.sid != 0 || !m.sidOK || string(m.reply) != "$F.1.2.0.17.3" || string(m.data) != "hello" || !m.hasCRC {
 				t.Fatalf("MSG decoded as %+v", m)
 			}
-			if m := fs[4]; m.sid != "7" || parseHeader(m.hdr).Get("X-A") != "1" || string(m.data) != "hello" {
+			if m := fs[4]; m.sid != 7 || parseHeader(m.hdr).Get("X-A") != "1" || string(m.data) != "hello" {
 				t.Fatalf("HMSG decoded as %+v", m)
 			}
-			if b := fs[5]; b.reply != "$F.1.2.0.19.1" || b.sid != "7" || !errors.Is(b.bad, protocol.ErrCRCMismatch) {
+			if b := fs[5]; string(b.reply) != "$F.1.2.0.19.1" || b.sid != 7 || !errors.Is(b.bad, protocol.ErrCRCMismatch) {
 				t.Fatalf("corrupt MSG decoded as %+v", b)
 			}
 			if fs[6].arg != "3" || !strings.HasPrefix(fs[7].arg, "stale_handle") {

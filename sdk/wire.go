@@ -22,13 +22,16 @@ const (
 	fPong
 )
 
-// frame is one decoded server frame. Its slices are owned by the frame (they
-// are copied out of the read buffer), so it may outlive the next read.
+// frame is one decoded server frame. The frameReader reuses one frame value
+// for every frame it decodes, so a *frame is valid until the next call to
+// next; its slices (reply, hdr, data) are copied out of the read buffer into
+// the reader's slab and stay valid for good.
 type frame struct {
 	kind    frameKind
 	subject string
-	sid     string
-	reply   string
+	sid     uint64 // MSG/HMSG: the subscription id
+	sidOK   bool   // sid is a decimal number
+	reply   []byte // the ack handle
 	hdr     []byte // header block, nil for MSG
 	data    []byte
 	crc     uint32
@@ -48,6 +51,9 @@ type frameReader struct {
 	buf        []byte
 	start, end int
 	cur        *frame
+	f          frame  // reused for every frame (see frame)
+	slab       slab   // backing store of deliveries
+	lastSubj   string // the subject of the last delivery, reused when equal
 }
 
 func newFrameReader(r io.Reader) *frameReader {
@@ -81,7 +87,8 @@ func clientLimits(maxPayload int) protocol.Limits {
 // HandleCommand implements protocol.Handler: it copies the borrowed command
 // into an owned frame and stops the parser.
 func (fr *frameReader) HandleCommand(c *protocol.Command) error {
-	f := &frame{}
+	f := &fr.f
+	*f = frame{}
 	switch c.Op {
 	case protocol.OpInfo:
 		f.kind, f.arg = fInfo, string(c.JSON)
@@ -95,14 +102,23 @@ func (fr *frameReader) HandleCommand(c *protocol.Command) error {
 		f.kind = fPong
 	case protocol.OpMsg, protocol.OpHMsg:
 		f.kind = fMsg
-		f.subject, f.sid, f.reply = string(c.Subject), string(c.Sid), string(c.Reply)
-		body := make([]byte, len(c.Header)+len(c.Payload))
-		n := copy(body, c.Header)
-		copy(body[n:], c.Payload)
-		if len(c.Header) > 0 {
-			f.hdr = body[:n:n]
+		if string(c.Subject) != fr.lastSubj { // no allocation to compare
+			fr.lastSubj = string(c.Subject)
 		}
-		f.data = body[n:]
+		f.subject = fr.lastSubj
+		f.sid, f.sidOK = parseSID(c.Sid)
+		// one copy out of the read buffer: handle, header block, payload,
+		// each capped so that an append by the caller reallocates
+		r, h := len(c.Reply), len(c.Header)
+		body := fr.slab.bytes(r + h + len(c.Payload))
+		copy(body, c.Reply)
+		copy(body[r:], c.Header)
+		copy(body[r+h:], c.Payload)
+		f.reply = body[:r:r]
+		if h > 0 {
+			f.hdr = body[r : r+h : r+h]
+		}
+		f.data = body[r+h:]
 		f.crc, f.hasCRC = c.CRC, c.HasCRC
 	default:
 		return fmt.Errorf("%w: server sent %v", ErrProtocol, c.Op)
@@ -187,11 +203,28 @@ func refusedDelivery(raw []byte, pe *protocol.Error) *frame {
 	default:
 		return nil
 	}
-	f := &frame{kind: fBadMsg, subject: string(toks[1]), sid: string(toks[2]), bad: pe}
+	f := &frame{kind: fBadMsg, subject: string(toks[1]), bad: pe}
+	f.sid, f.sidOK = parseSID(toks[2])
 	if len(toks) == full {
-		f.reply = string(toks[3])
+		f.reply = bytes.Clone(toks[3])
 	}
 	return f
+}
+
+// parseSID parses a subscription id (decimal, at most 19 digits so that it
+// cannot overflow).
+func parseSID(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
 }
 
 // appendPub encodes PUB or HPUB (when hdr is non-empty), with the CRC token
@@ -200,6 +233,9 @@ func appendPub(b []byte, subject string, hdr, data []byte, crc bool) []byte {
 	tok := protocol.NoCRC
 	if crc {
 		tok = protocol.ComputeCRC
+	}
+	if b == nil { // one allocation of the right size instead of regrowing
+		b = make([]byte, 0, len(subject)+len(hdr)+len(data)+64)
 	}
 	if len(hdr) > 0 {
 		return protocol.AppendHPub(b, subject, "", hdr, data, tok)

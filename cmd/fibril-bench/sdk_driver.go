@@ -3,10 +3,10 @@ package main
 // --client sdk: the Fibril side through the Go SDK (package sdk) instead of
 // the raw wire, to show what the SDK costs on top of the server. Durable
 // mode, pull only: PublishAsync with its futures (the SDK's window is the
-// server's max_unconfirmed or --window), Fetch(--batch) and one AckAll per
-// batch, handed to a second goroutine so the next Fetch is not held back
-// by the ack's round trip. Topic setup, settled() and plain mode use the
-// raw driver.
+// server's max_unconfirmed or --window), a Fetcher(--batch) that keeps two
+// POLLs out while a batch is handled (as the wire client does) and one
+// AckAllAsync per batch, so neither the next POLL nor the ack's commit is
+// waited for. Topic setup, settled() and plain mode use the raw driver.
 
 import (
 	"context"
@@ -88,32 +88,33 @@ func (d *sdkDriver) consume(ctx context.Context, idx int, st *runState, ready fu
 		return err
 	}
 	defer c.Close()
-	acks := make(chan []*fibril.Msg, 2)
-	ackErr := make(chan error, 1)
-	go func() {
-		for batch := range acks {
-			// AckAll sends one ACK line; the server refuses lines over its
-			// control-line limit (4096), so split by length.
-			for len(batch) > 0 {
-				n, size := 0, len("ACK\r\n")
-				for n < len(batch) && size+1+len(batch[n].Handle()) <= maxAckLine {
-					size += 1 + len(batch[n].Handle())
-					n++
+	// two POLLs out: the next batch's POLL was sent before this batch's
+	// ACK, so it is not answered after that ACK's commit
+	f, err := c.NewFetcher(d.cfg.Topic, d.cfg.Group, d.cfg.Batch, time.Second, fibril.WithPrefetch(2))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var acks []*fibril.AckFuture // answered in order: reap from the front
+	reap := func(block bool) error {
+		for len(acks) > 0 {
+			if !block {
+				select {
+				case <-acks[0].Done():
+				default:
+					return nil
 				}
-				if err := c.AckAll(context.Background(), batch[:n]...); err != nil {
-					select {
-					case ackErr <- err:
-					default:
-					}
-				}
-				batch = batch[n:]
 			}
+			if err := acks[0].Wait(ctx); err != nil {
+				return fmt.Errorf("ack: %w", err)
+			}
+			acks = acks[1:]
 		}
-	}()
-	defer close(acks)
+		return nil
+	}
 	ready()
 	for ctx.Err() == nil && !st.isDone() {
-		msgs, err := c.Fetch(ctx, d.cfg.Topic, d.cfg.Group, d.cfg.Batch, time.Second)
+		msgs, err := f.Next(ctx)
 		if err != nil && len(msgs) == 0 {
 			if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 				return nil
@@ -124,14 +125,14 @@ func (d *sdkDriver) consume(ctx context.Context, idx int, st *runState, ready fu
 			st.deliver(idx, m.Data, m.DeliveryCount(), nil)
 		}
 		if len(msgs) > 0 {
-			select {
-			case acks <- msgs:
-			case err := <-ackErr:
-				return fmt.Errorf("ack: %w", err)
-			case <-ctx.Done():
-				return nil
-			}
+			acks = append(acks, c.AckAllAsync(msgs...))
 		}
+		if err := reap(false); err != nil {
+			return err
+		}
+	}
+	if err := reap(true); err != nil && ctx.Err() == nil {
+		return err
 	}
 	// Stay connected until the run ends: closing would hand back leases of
 	// deliveries whose acks are still on their way.
