@@ -125,7 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&c.System, "system", c.System, "server under test: fibril or nats (JetStream / NATS core via nats.go)")
-	fs.StringVar(&c.Client, "client", c.Client, "Fibril client: wire (raw protocol package, pipelined; the default) or sdk (the Go SDK: PublishAsync, Fetch, AckAll)")
+	fs.StringVar(&c.Client, "client", c.Client, "Fibril client: wire (raw protocol package, pipelined; the default) or sdk (the Go SDK: PublishAsync, a Fetcher with prefetch 2, AckAllAsync per batch)")
 	fs.StringVar(&c.Mode, "mode", c.Mode, "durable (Fibril topic+group, JetStream work-queue stream+durable pull consumer) or plain (core pub/sub, nothing stored)")
 	fs.StringVar(&c.URL, "url", "", "use this server (nats://host:port) instead of starting one")
 	fs.IntVar(&c.ServerPID, "server-pid", 0, "with --url: PID of the server, to report its peak RSS (VmHWM)")
