@@ -123,7 +123,7 @@ for rep in $(seq "$REPS"); do
   bench w1 "$rep" fibril    --msgs "$N"  --size 1024 --durability group
   bench w1 "$rep" nats      --msgs "$N"  --size 1024
   bench w1 "$rep" natsfsync --msgs "$NS" --size 1024
-  # W1 again with Fibril's Go SDK as the client (PublishAsync futures, Fetch, AckAll)
+  # W1 again with Fibril's Go SDK as the client (PublishAsync futures, a Fetcher with prefetch, AckAllAsync)
   bench w1sdk "$rep" fibril --client sdk --msgs "$N" --size 1024 --durability group
   # W2: 4 publishers + 4 consumers, 4 partitions
   bench w2 "$rep" fibril    --msgs "$N"  --size 1024 --pubs 4 --subs 4 --partitions 4 --durability group
