@@ -322,6 +322,11 @@ class Client(_Manage):
                         n = int(ev.arg) if ev.arg.isdigit() else -1
                         if n != len(req.msgs):
                             raise ProtocolError(f"POLL answered +OK {ev.arg!r} after {len(req.msgs)} messages")
+                        if req.future is not None and req.future.done():
+                            # The caller gave up (cancelled, timed out): hand the
+                            # deliveries back now rather than let their leases run.
+                            for f in req.msgs:
+                                self._stray(f)
                         req.resolve(req.msgs)
                     elif req.kind == _JSON:
                         req.resolve(json_answer(ev.arg))
