@@ -8,7 +8,7 @@ hand-back on close behave exactly as in the asyncio client.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -168,10 +168,10 @@ class Subscription:
             raise StopIteration
         return wrap(m, self._client)
 
-    def __iter__(self) -> Iterator[Msg]:
+    def __iter__(self) -> Generator[Msg, None, None]:
         return self._iterate()
 
-    def _iterate(self) -> Iterator[Msg]:
+    def _iterate(self) -> Generator[Msg, None, None]:
         keep = False
         try:
             while True:
