@@ -19,16 +19,56 @@ from .errors import ClientClosedError, TimedOutError
 T = TypeVar("T")
 
 
-async def _bounded(coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
-    # The timeout runs on the loop, not in the waiting thread: wait_for
-    # cancels the call where it runs, and a result that arrived as the time ran
-    # out is returned rather than dropped (a delivery must not vanish).
-    if timeout is None:
-        return await coro
-    try:
-        return await asyncio.wait_for(coro, timeout)
-    except asyncio.TimeoutError:
-        raise TimedOutError(f"no answer within {timeout} s") from None
+class _Call:
+    """One coroutine handed to the loop: its task, its timer and the caller's future."""
+
+    __slots__ = ("coro", "timeout", "result", "task", "timer", "timed_out")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], timeout: float | None) -> None:
+        self.coro = coro
+        self.timeout = timeout
+        self.result: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        # Running at once: a caller's cancel() must not race the loop's
+        # set_result (the call goes on where it runs; cancel it there).
+        self.result.set_running_or_notify_cancel()
+        self.task: asyncio.Task[Any] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.timed_out = False
+
+    # The methods below run on the loop thread.
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.task = loop.create_task(self.coro)
+        self.task.add_done_callback(self._done)
+        if self.timeout is not None:
+            # The timeout runs on the loop, where the call runs: it is
+            # cancelled there, and a result that arrived as the time ran out
+            # is returned rather than dropped (a delivery must not vanish).
+            self.timer = loop.call_later(self.timeout, self._expire)
+
+    def _expire(self) -> None:
+        self.timed_out = True
+        if self.task is not None:
+            self.task.cancel()
+
+    def cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        else:
+            self.coro.close()
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        if task.cancelled():
+            if self.timed_out:
+                self.result.set_exception(TimedOutError(f"no answer within {self.timeout} s"))
+            else:
+                self.result.set_exception(ClientClosedError("client closed"))  # the loop is stopping
+        elif (e := task.exception()) is not None:
+            self.result.set_exception(e)
+        else:
+            self.result.set_result(task.result())
 
 
 class LoopThread:
@@ -65,25 +105,42 @@ class LoopThread:
             ClientClosedError: The loop was stopped before or during the call.
             RuntimeError: Called from the loop thread itself.
         """
+        call = self._schedule(coro, timeout)
+        try:
+            return call.result.result()  # type: ignore[no-any-return]
+        except BaseException:
+            # KeyboardInterrupt (or any escape) while waiting: stop the call on
+            # the loop too. A finished call ignores this.
+            if not call.result.done():
+                with self._lock:
+                    if not self._stopped:
+                        self.loop.call_soon_threadsafe(call.cancel)
+            raise
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Starts ``coro`` on the loop and returns a future of its result at once.
+
+        The future cannot be cancelled; it fails with ClientClosedError when
+        the loop stops first.
+
+        Raises:
+            ClientClosedError: The loop was stopped.
+        """
+        return self._schedule(coro, None).result
+
+    def _schedule(self, coro: Coroutine[Any, Any, Any], timeout: float | None) -> _Call:
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("a fibril.sync call made on the client's own event-loop thread would deadlock")
+        call = _Call(coro, timeout)
         with self._lock:
             # Under the lock so stop() cannot slip between the check and the
-            # scheduling: everything scheduled here runs before stop's cleanup.
+            # scheduling: everything scheduled here starts before stop's cleanup.
             if self._stopped:
                 coro.close()
                 raise ClientClosedError("client closed")
-            cf = asyncio.run_coroutine_threadsafe(_bounded(coro, timeout), self.loop)
-        try:
-            return cf.result()
-        except concurrent.futures.CancelledError:
-            raise ClientClosedError("client closed") from None
-        except BaseException:
-            # KeyboardInterrupt (or any escape) while waiting: stop the call on
-            # the loop too. A finished future ignores this.
-            cf.cancel()
-            raise
+            self.loop.call_soon_threadsafe(call.start, self.loop)
+        return call
 
     def stop(self) -> None:
         """Cancels whatever still runs on the loop, stops it and joins its thread.

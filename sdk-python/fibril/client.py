@@ -480,6 +480,10 @@ class Client(_Manage):
         frame = publish_frame(
             subject, data, key=key, headers=headers, msg_id=msg_id, crc=self._crc, max_payload=self._max_payload
         )
+        return await self._publish_frame(frame)
+
+    async def _publish_frame(self, frame: bytes) -> asyncio.Future[Position | None]:
+        """Sends a validated PUB/HPUB frame; :meth:`publish_async` without the encoding."""
         if self._closed:
             raise self._close_error or ClientClosedError("client closed")
         window = self._window

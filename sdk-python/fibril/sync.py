@@ -21,22 +21,27 @@ on its one connection. Close it (or use ``with``) to stop its thread.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import ssl
+import threading
 from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
 from . import client as _aclient
-from ._common import Data, HeadersArg, Position, Reconnect
+from ._common import Data, HeadersArg, Position, Reconnect, publish_frame
 from ._loop import LoopThread
 from ._sync_sub import Msg, Subscription, wrap
+from .errors import ClientClosedError, TimedOutError
 
 T = TypeVar("T")
 
 __all__ = ["Client", "Msg", "Subscription", "connect"]
 
 _DEFAULT: Any = object()  # "the client's timeout" (None means no limit)
+
+
+async def _confirm(ac: _aclient.Client, frame: bytes) -> Position | None:
+    return await (await ac._publish_frame(frame))
 
 
 class Client:
@@ -51,6 +56,9 @@ class Client:
         self._loop = loop
         self._ac = aclient
         self._timeout = timeout
+        # The publish window on the callers' side (the asyncio client has its
+        # own, as large): publish_async blocks here, not on the loop.
+        self._window = threading.BoundedSemaphore(aclient.max_unconfirmed)
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = _DEFAULT) -> T:
         return self._loop.run(coro, self._timeout if timeout is _DEFAULT else timeout)
@@ -166,23 +174,24 @@ class Client:
             TimedOutError: The window stayed full for ``timeout``.
             ClientClosedError: The client is closed.
         """
-        cf: concurrent.futures.Future[Position | None] = concurrent.futures.Future()
-        cf.set_running_or_notify_cancel()
-
-        def copy(f: asyncio.Future[Position | None]) -> None:
-            if f.cancelled():
-                cf.set_exception(concurrent.futures.CancelledError())
-            elif (e := f.exception()) is not None:
-                cf.set_exception(e)
-            else:
-                cf.set_result(f.result())
-
-        async def send() -> None:
-            fut = await self._ac.publish_async(subject, data, key=key, headers=headers, msg_id=msg_id)
-            fut.add_done_callback(copy)
-
-        self._run(send())
-        return cf
+        # Encoded (and so validated) here, so bad arguments raise at once; the
+        # send is handed to the loop without waiting for it, so one thread can
+        # keep the whole window in flight.
+        ac = self._ac
+        frame = publish_frame(
+            subject, data, key=key, headers=headers, msg_id=msg_id, crc=ac._crc, max_payload=ac._max_payload
+        )
+        if self._loop.stopped:
+            raise ClientClosedError("client closed")
+        if not self._window.acquire(timeout=self._timeout):
+            raise TimedOutError(f"the publish window stayed full for {self._timeout} s")
+        try:
+            fut = self._loop.submit(_confirm(ac, frame))
+        except BaseException:
+            self._window.release()
+            raise
+        fut.add_done_callback(lambda _f: self._window.release())
+        return fut
 
     # ------------------------------------------------------------------
     # consume
