@@ -127,10 +127,45 @@ def test_sync_close_ends_a_consumer_thread(durable: Server) -> None:
     t.join(5)
     assert not t.is_alive()
     assert errors == [] and sorted(seen) == [b"a", b"b"]
+    assert not c._loop._thread.is_alive()  # the loop thread is gone
     c.close()  # idempotent
     with pytest.raises(ClientClosedError):
         c.publish(topic, b"late")
+    with pytest.raises(ClientClosedError):
+        c.publish_async(topic, b"late")
     assert not c.is_connected
+
+
+def test_sync_worker_threads_share_a_subscription(durable: Server) -> None:
+    topic = unique("wp")
+    n = 60
+    with sync.connect(durable.url) as c:
+        c.create_topic(topic)
+        done: list[tuple[str, bytes]] = []
+        lock = threading.Lock()
+        with c.consume(topic, "g", max_in_flight=8) as sub:
+
+            def worker(name: str) -> None:
+                while True:
+                    try:
+                        m = sub.next(timeout=1)
+                    except (StopIteration, TimedOutError):
+                        return
+                    m.ack()
+                    with lock:
+                        done.append((name, m.data))
+
+            threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(3)]
+            for t in threads:
+                t.start()
+            futs = [c.publish_async(topic, f"{i}") for i in range(n)]
+            assert all(f.result(10) is not None for f in futs)
+            wait_until(lambda: len(done) >= n, what="all messages processed")
+        for t in threads:
+            t.join(5)  # leaving the with block closed the subscription
+            assert not t.is_alive()
+        # Each message went to exactly one worker.
+        assert sorted(d for _, d in done) == sorted(f"{i}".encode() for i in range(n))
 
 
 def test_sync_threads_share_one_client_and_publish_async(durable: Server) -> None:
@@ -169,6 +204,8 @@ def test_sync_timeout_leaves_the_client_usable(durable: Server) -> None:
     topic = unique("to")
     with sync.connect(durable.url, timeout=0.5) as c:
         c.create_topic(topic)
+        with pytest.raises(ValueError):
+            c.publish_async("bad subject", b"x")  # checked before anything is sent
         result: list[list[sync.Msg]] = []
         t = threading.Thread(target=lambda: result.append(c.fetch(topic, "g", 1, wait=2)))
         t.start()
