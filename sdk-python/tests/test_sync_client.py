@@ -4,6 +4,7 @@ credit and acks, plain subscriptions, iterators, timeouts, threads and close."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 
 import pytest
@@ -134,6 +135,24 @@ def test_sync_close_ends_a_consumer_thread(durable: Server) -> None:
     with pytest.raises(ClientClosedError):
         c.publish_async(topic, b"late")
     assert not c.is_connected
+
+
+def test_sync_interrupted_next_leaves_no_orphan(server: Server) -> None:
+    # Ctrl-C in a blocked next(): the call must end on the loop too, or its
+    # orphaned waiter would take the next delivery and nobody would see it.
+    subject = "_INBOX." + unique("ki")
+    with sync.connect(server.url) as c, c.subscribe(subject) as sub:
+        main = threading.get_ident()
+        timer = threading.Timer(0.2, lambda: signal.pthread_kill(main, signal.SIGINT))
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                sub.next(timeout=30)
+        finally:
+            timer.cancel()
+        wait_until(lambda: not sub._sub._waiters, timeout=5, what="the interrupted next() to end on the loop")
+        c.publish(subject, b"after")
+        assert sub.next(timeout=5).data == b"after"
 
 
 def test_sync_worker_threads_share_a_subscription(durable: Server) -> None:
