@@ -167,7 +167,7 @@ def test_sync_worker_threads_share_a_subscription(durable: Server) -> None:
             def worker(name: str) -> None:
                 while True:
                     try:
-                        m = sub.next(timeout=1)
+                        m = sub.next(timeout=10)  # StopIteration when the with block ends
                     except (StopIteration, TimedOutError):
                         return
                     m.ack()
@@ -221,8 +221,9 @@ def test_sync_threads_share_one_client_and_publish_async(durable: Server) -> Non
 
 def test_sync_timeout_leaves_the_client_usable(durable: Server) -> None:
     topic = unique("to")
-    with sync.connect(durable.url, timeout=0.5) as c:
-        c.create_topic(topic)
+    with sync.connect(durable.url) as setup:
+        setup.create_topic(topic)
+    with sync.connect(durable.url, timeout=1.0) as c:
         with pytest.raises(ValueError):
             c.publish_async("bad subject", b"x")  # checked before anything is sent
         result: list[list[sync.Msg]] = []
