@@ -64,7 +64,8 @@ class _Call:
             if self.timed_out:
                 self.result.set_exception(TimedOutError(f"no answer within {self.timeout} s"))
             else:
-                self.result.set_exception(ClientClosedError("client closed"))  # the loop is stopping
+                # The loop is stopping (or the caller gave up and is gone).
+                self.result.set_exception(ClientClosedError("client closed"))
         elif (e := task.exception()) is not None:
             self.result.set_exception(e)
         else:
