@@ -9,7 +9,7 @@ Asyncio first::
         async for msg in c.consume("orders", "billing", max_in_flight=32):
             await msg.ack()
 
-A small blocking client over the same protocol core is in :mod:`fibril.sync`.
+A blocking client (the same client run on a loop thread) is in :mod:`fibril.sync`.
 """
 
 from ._common import Position, Reconnect
@@ -22,6 +22,7 @@ from .errors import (
     FibrilError,
     NotAckableError,
     ProtocolError,
+    TimedOutError,
     TLSError,
 )
 from .message import Msg
@@ -43,5 +44,6 @@ __all__ = [
     "Reconnect",
     "Subscription",
     "TLSError",
+    "TimedOutError",
     "connect",
 ]

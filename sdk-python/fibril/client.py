@@ -322,6 +322,11 @@ class Client(_Manage):
                         n = int(ev.arg) if ev.arg.isdigit() else -1
                         if n != len(req.msgs):
                             raise ProtocolError(f"POLL answered +OK {ev.arg!r} after {len(req.msgs)} messages")
+                        if req.future is not None and req.future.done():
+                            # The caller gave up (cancelled, timed out): hand the
+                            # deliveries back now rather than let their leases run.
+                            for f in req.msgs:
+                                self._stray(f)
                         req.resolve(req.msgs)
                     elif req.kind == _JSON:
                         req.resolve(json_answer(ev.arg))
@@ -475,6 +480,10 @@ class Client(_Manage):
         frame = publish_frame(
             subject, data, key=key, headers=headers, msg_id=msg_id, crc=self._crc, max_payload=self._max_payload
         )
+        return await self._publish_frame(frame)
+
+    async def _publish_frame(self, frame: bytes) -> asyncio.Future[Position | None]:
+        """Sends a validated PUB/HPUB frame; :meth:`publish_async` without the encoding."""
         if self._closed:
             raise self._close_error or ClientClosedError("client closed")
         window = self._window

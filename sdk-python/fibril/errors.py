@@ -54,6 +54,18 @@ class NotAckableError(FibrilError):
     code = "not_ackable"
 
 
+class TimedOutError(FibrilError, TimeoutError):
+    """A blocking call of :mod:`fibril.sync` waited longer than its timeout.
+
+    Also a builtin :class:`TimeoutError`. For a request (publish, ack, ...)
+    whether the server acted on it is unknown, as for a dropped connection; the
+    client stays usable and a late answer is discarded.
+    """
+
+    code = "timed_out"
+    retriable = True
+
+
 def _is_code_word(w: str) -> bool:
     return bool(w) and all(c.isascii() and (c.islower() or c.isdigit() or c == "_") for c in w)
 
@@ -117,6 +129,7 @@ __all__ = [
     "CorruptMessageError",
     "NotAckableError",
     "TLSError",
+    "TimedOutError",
     "error_from_wire",
     "map_err_text",
     *_GENERATED,

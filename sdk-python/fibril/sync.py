@@ -1,8 +1,9 @@
-"""A small blocking Fibril client for scripts and threads-based code.
+"""The blocking Fibril client, for scripts and thread-based code.
 
-It drives the same sans-I/O core as the asyncio client (one parser), one request
-at a time, without reconnect or push subscriptions: publish, fetch, settle and
-manage. For throughput, pipelining and push consumption use :mod:`fibril`.
+It is the asyncio client (:class:`fibril.Client`) run on a private event loop
+in a daemon thread: every method hands its asyncio twin to that loop and blocks
+until it ends, so both clients share one implementation of the protocol,
+reconnect, keepalive, push credit and shutdown. No asyncio knowledge is needed.
 
 Example::
 
@@ -10,116 +11,97 @@ Example::
 
     with connect("nats://127.0.0.1:4222") as c:
         c.publish("jobs", b"work")
-        for msg in c.fetch("jobs", "workers", 10, wait=1.0):
+        for msg in c.consume("jobs", "workers", max_in_flight=8):
+            handle(msg.data)
             msg.ack()
 
-A ``Client`` is not thread-safe; give each thread its own.
+A ``Client`` may be shared by threads: calls from many threads are pipelined
+on its one connection. Close it (or use ``with``) to stop its thread.
 """
 
 from __future__ import annotations
 
-import socket
+import concurrent.futures
 import ssl
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+import threading
+from collections.abc import Coroutine, Iterable
+from typing import Any, TypeVar
 
-from . import _proto as proto
-from ._common import (
-    CLIENT_MAX_LINE,
-    PAYLOAD_SLACK,
-    Data,
-    HeadersArg,
-    MsgFields,
-    Position,
-    ack_frames,
-    connect_options,
-    group_config,
-    json_answer,
-    max_control_line,
-    msg_fields,
-    parse_url,
-    poll_frame,
-    position_from,
-    publish_frame,
-    tls_context,
-    to_ms,
-    topic_config,
-)
-from ._errbase import FibrilError
-from .errors import (
-    ClientClosedError,
-    ConnectionClosedError,
-    NotAckableError,
-    ProtocolError,
-    TLSError,
-    error_from_wire,
-)
+from . import client as _aclient
+from ._common import Data, HeadersArg, Position, Reconnect, publish_frame
+from ._loop import LoopThread
+from ._sync_sub import Msg, Subscription, wrap
+from .errors import ClientClosedError, TimedOutError
+
+T = TypeVar("T")
+
+__all__ = ["Client", "Msg", "Subscription", "connect"]
+
+_DEFAULT: Any = object()  # "the client's timeout" (None means no limit)
 
 
-@dataclass(frozen=True, slots=True)
-class Msg(MsgFields):
-    """A message delivered by :meth:`Client.fetch`; settle it with one blocking call."""
-
-    _client: Client | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def delivery_count(self) -> int:
-        """How many times this message has been delivered (1 on the first delivery)."""
-        return self.handle.attempt if self.handle is not None else 1
-
-    def _h(self) -> tuple[Client, str]:
-        if self.handle is None or self._client is None:
-            raise NotAckableError(f"message on {self.subject!r} has no ack handle")
-        return self._client, str(self.handle)
-
-    def ack(self) -> None:
-        """Acknowledges the message. Raises FibrilError when the server refuses."""
-        c, h = self._h()
-        c._call(proto.encode_ack([h]))
-
-    def nack(self, *, delay: float | None = None) -> None:
-        """Asks for redelivery after ``delay`` seconds (None = at once)."""
-        c, h = self._h()
-        c._call(proto.encode_nack(h, to_ms(delay, "delay")))
-
-    def reject(self) -> None:
-        """Dead-letters the message."""
-        c, h = self._h()
-        c._call(proto.encode_reject(h))
-
-    def in_progress(self, *, extend: float | None = None) -> None:
-        """Extends the lease (by ``extend`` seconds, None = the group's lease)."""
-        c, h = self._h()
-        c._call(proto.encode_extend(h, to_ms(extend, "extend")))
+async def _confirm(ac: _aclient.Client, frame: bytes) -> Position | None:
+    return await (await ac._publish_frame(frame))
 
 
 class Client:
-    """A blocking connection in Fibril mode. Create it with :func:`connect`."""
+    """A blocking connection to a Fibril server. Create it with :func:`connect`.
 
-    def __init__(self, sock: socket.socket, parser: proto.Parser, info: dict[str, Any], crc: bool, timeout: float):
-        self._sock = sock
-        self._parser = parser
-        self._info = info
-        self._crc = crc
+    Every method blocks the calling thread only; the connection lives on the
+    client's own loop thread, which also reconnects and answers keepalives
+    while no method is running.
+    """
+
+    def __init__(self, loop: LoopThread, aclient: _aclient.Client, timeout: float | None) -> None:
+        self._loop = loop
+        self._ac = aclient
         self._timeout = timeout
-        self._events: list[proto.Event] = []
-        self._closed = False
-        self._max_payload = int(info.get("max_payload") or proto.DEFAULT_MAX_PAYLOAD)
+        # The publish window on the callers' side (the asyncio client has its
+        # own, as large): publish_async blocks here, not on the loop.
+        self._window = threading.BoundedSemaphore(aclient.max_unconfirmed)
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = _DEFAULT) -> T:
+        return self._loop.run(coro, self._timeout if timeout is _DEFAULT else timeout)
+
+    # ------------------------------------------------------------------
+    # lifecycle
 
     @property
     def server_info(self) -> dict[str, Any]:
-        """The INFO fields of the server (a copy)."""
-        return dict(self._info)
+        """The latest INFO fields of the server (a copy)."""
+        return self._ac.server_info
+
+    @property
+    def is_connected(self) -> bool:
+        """True while a connection is up and usable (False while reconnecting or closed)."""
+        return self._ac.is_connected
+
+    @property
+    def connects(self) -> int:
+        """Number of successful connects (1 after connect; grows on every reconnect)."""
+        return self._ac.connects
+
+    @property
+    def max_unconfirmed(self) -> int:
+        """The publish window: how many publishes may await their confirm at once."""
+        return self._ac.max_unconfirmed
 
     def close(self) -> None:
-        """Closes the connection. Idempotent."""
-        if not self._closed:
-            self._closed = True
-            try:
-                self._sock.close()
-            except OSError:
-                pass
+        """Closes the client and stops its thread.
+
+        Waits (up to ``drain_timeout``) for answers to everything already sent,
+        then closes the connection: subscriptions end (iterators stop, blocked
+        :meth:`Subscription.next` calls raise StopIteration) and calls still
+        waiting fail with ClientClosedError. Idempotent; safe from any thread.
+        """
+        if self._loop.stopped:
+            return
+        try:
+            self._run(self._ac.close(), None)
+        except Exception:
+            pass  # closing anyway; close() itself never fails
+        finally:
+            self._loop.stop()
 
     def __enter__(self) -> Client:
         return self
@@ -127,68 +109,17 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ------------------------------------------------------------------
-
-    def _next_event(self) -> proto.Event:
-        while not self._events:
-            try:
-                data = self._sock.recv(65536)
-            except TimeoutError:
-                self.close()
-                raise ConnectionClosedError("timed out waiting for the server") from None
-            except OSError as e:
-                self.close()
-                raise ConnectionClosedError(str(e)) from e
-            if not data:
-                self.close()
-                raise ConnectionClosedError("connection closed by server")
-            try:
-                self._events.extend(self._parser.feed(data))
-            except ProtocolError:
-                self.close()
-                raise
-        return self._events.pop(0)
-
-    def _call(self, frame: bytes, *, poll: bool = False) -> Any:
-        """Sends one command and returns its answer (the +OK argument, or frames for POLL)."""
-        if self._closed:
-            raise ClientClosedError("client closed")
-        try:
-            self._sock.sendall(frame)
-        except OSError as e:
-            self.close()
-            raise ConnectionClosedError(str(e)) from e
-        return self._answer(poll)
-
-    def _answer(self, poll: bool = False) -> Any:
-        msgs: list[proto.Msg] = []
-        while True:
-            ev = self._next_event()
-            if isinstance(ev, proto.Ok):
-                if poll:
-                    if ev.arg != str(len(msgs)):
-                        raise ProtocolError(f"POLL answered +OK {ev.arg!r} after {len(msgs)} messages")
-                    return msgs
-                return ev.arg
-            if isinstance(ev, proto.Err):
-                err = error_from_wire(ev)
-                if err.fatal:
-                    self.close()
-                raise err
-            if isinstance(ev, proto.Pong):
-                return None
-            if isinstance(ev, proto.Ping):
-                self._sock.sendall(proto.PONG)
-            elif isinstance(ev, proto.Info):
-                self._info.update(ev.fields)
-            elif isinstance(ev, proto.Msg) and poll and ev.sid == "0":
-                msgs.append(ev)
-            elif isinstance(ev, proto.ParseError) and ev.frame is not None and poll and ev.frame.sid == "0":
-                msgs.append(ev.frame)  # failed its CRC check: refused (and handed back) by fetch
-
     def ping(self) -> None:
-        """Round-trips a PING."""
-        self._call(proto.PING)
+        """Round-trips a PING; when it returns, every earlier command was answered.
+
+        Raises:
+            ConnectionClosedError: The connection dropped first.
+            TimedOutError: No answer within ``timeout``.
+        """
+        self._run(self._ac.ping())
+
+    # ------------------------------------------------------------------
+    # publish
 
     def publish(
         self,
@@ -201,17 +132,101 @@ class Client:
     ) -> Position | None:
         """Publishes one message and waits for its confirm.
 
+        While the client reconnects the publish waits (up to ``timeout``) and
+        is sent on the new connection; an unconfirmed one is sent again after a
+        drop, so it may be stored twice (set ``msg_id``).
+
+        Args:
+            subject: Destination subject (no wildcards).
+            data: Body; str is encoded as UTF-8.
+            key: Partition key (header ``Fibril-Key``): same key, same partition.
+            headers: Extra headers.
+            msg_id: Producer message id (header ``Fibril-Msg-Id``).
+
         Returns:
             Where it was stored, or None when no durable topic captured it.
 
         Raises:
             ValueError: Bad subject/headers or oversized message.
             FibrilError: The server refused it.
+            TimedOutError: No confirm within ``timeout`` (it may still be stored).
+            ClientClosedError: The client was closed first.
         """
+        return self._run(self._ac.publish(subject, data, key=key, headers=headers, msg_id=msg_id))
+
+    def publish_async(
+        self,
+        subject: str,
+        data: Data,
+        *,
+        key: str | bytes | None = None,
+        headers: HeadersArg = None,
+        msg_id: str | None = None,
+    ) -> concurrent.futures.Future[Position | None]:
+        """Sends a publish and returns a future of its confirm (pipelined publishing).
+
+        Blocks only while the publish window (INFO ``max_unconfirmed``) is full.
+        The future cannot be cancelled (the publish is on its way); its
+        ``result()`` is the :class:`Position` or None, or raises the server's error.
+
+        Raises:
+            ValueError: Bad subject/headers or oversized message.
+            TimedOutError: The window stayed full for ``timeout``.
+            ClientClosedError: The client is closed.
+        """
+        # Encoded (and so validated) here, so bad arguments raise at once; the
+        # send is handed to the loop without waiting for it, so one thread can
+        # keep the whole window in flight.
+        ac = self._ac
         frame = publish_frame(
-            subject, data, key=key, headers=headers, msg_id=msg_id, crc=self._crc, max_payload=self._max_payload
+            subject, data, key=key, headers=headers, msg_id=msg_id, crc=ac._crc, max_payload=ac._max_payload
         )
-        return position_from(self._call(frame))
+        if self._loop.stopped:
+            raise ClientClosedError("client closed")
+        if not self._window.acquire(timeout=self._timeout):
+            raise TimedOutError(f"the publish window stayed full for {self._timeout} s")
+        try:
+            fut = self._loop.submit(_confirm(ac, frame))
+        except BaseException:
+            self._window.release()
+            raise
+        fut.add_done_callback(lambda _f: self._window.release())
+        return fut
+
+    # ------------------------------------------------------------------
+    # consume
+
+    def consume(self, topic: str, group: str, *, max_in_flight: int | None = None) -> Subscription:
+        """Consumes a durable group with push delivery (SUB with credit).
+
+        Use as ``for msg in c.consume(...)`` (leaving the loop unsubscribes) or
+        ``with c.consume(...) as sub`` and ``sub.next(timeout=...)``. Settle
+        every delivery with ``msg.ack()``, ``nack()`` or ``reject()``.
+
+        Args:
+            topic: Durable topic name.
+            group: Consumer group (created on first use if the server allows).
+            max_in_flight: Most unsettled deliveries at once (None = server default).
+
+        Returns:
+            A :class:`Subscription`; the SUB is sent when iteration (or ``with``) starts.
+
+        Raises:
+            ValueError: Bad topic or group name.
+        """
+        return Subscription(self, self._ac.consume(topic, group, max_in_flight=max_in_flight))
+
+    def subscribe(self, subject: str, *, queue: str | None = None) -> Subscription:
+        """Subscribes to a subject with plain NATS semantics (no acks, no durability).
+
+        Args:
+            subject: Subject filter (wildcards allowed).
+            queue: Optional queue group.
+
+        Raises:
+            ValueError: Bad subject.
+        """
+        return Subscription(self, self._ac.subscribe(subject, queue=queue))
 
     def fetch(self, topic: str, group: str, max_messages: int = 1, wait: float = 0.0) -> list[Msg]:
         """Pulls up to ``max_messages`` ready messages, waiting up to ``wait`` seconds for the first.
@@ -220,57 +235,56 @@ class Client:
             CorruptMessageError: A delivery failed its CRC check (the batch is
                 handed back with NACK, none is returned).
             FibrilError: The server refused.
+            TimedOutError: No answer within ``wait`` plus ``timeout`` (deliveries
+                that arrive later are handed back).
         """
-        frames: list[proto.Msg] = self._call(poll_frame(topic, group, max_messages, wait), poll=True)
-        out: list[Msg] = []
-        try:
-            for fr in frames:
-                f = msg_fields(fr)
-                out.append(Msg(f.subject, f.data, f.headers, f.header_pairs, f.reply, f.handle, f.crc, self))
-        except FibrilError:
-            for fr in frames:
-                h = proto.parse_handle(fr.reply or "")
-                if h is not None:
-                    self._call(proto.encode_nack(str(h)))
-            raise
-        return out
+        t = None if self._timeout is None else self._timeout + max(wait, 0.0)
+        msgs = self._run(self._ac.fetch(topic, group, max_messages, wait), t)
+        return [wrap(m, self) for m in msgs]
 
     def ack(self, msgs: Iterable[Msg]) -> None:
-        """Acknowledges many messages (one ACK line per control-line's worth of handles)."""
-        handles = [m._h()[1] for m in msgs]
-        for frame in ack_frames(handles, max_control_line(self._info)):
-            self._call(frame)
+        """Acknowledges many messages in as few ACK lines as fit (pipelined).
+
+        Raises:
+            NotAckableError: One of them has no handle.
+            FibrilError: The server refused one of them.
+        """
+        self._run(self._ac.ack([m._parts()[1] for m in msgs]))
+
+    # ------------------------------------------------------------------
+    # manage (SPEC.md section 10); options as in fibril.Client
 
     def create_topic(self, name: str, **config: Any) -> Any:
-        """Creates a durable topic; ``config`` as in :meth:`fibril.Client.create_topic`."""
-        proto.validate_subject(name)
-        return json_answer(self._call(proto.encode_manage("TOPIC", "CREATE", name, config=topic_config(**config))))
+        """Creates a durable topic; options as in :meth:`fibril.Client.create_topic`."""
+        return self._run(self._ac.create_topic(name, **config))
 
     def topic_info(self, name: str) -> Any:
         """Returns the JSON info of a topic."""
-        return json_answer(self._call(proto.encode_manage("TOPIC", "INFO", name)))
+        return self._run(self._ac.topic_info(name))
 
     def list_topics(self) -> Any:
         """Returns the JSON list of topics."""
-        return json_answer(self._call(proto.encode_manage("TOPIC", "LIST")))
+        return self._run(self._ac.list_topics())
 
     def delete_topic(self, name: str) -> Any:
-        """Deletes a topic."""
-        return json_answer(self._call(proto.encode_manage("TOPIC", "DELETE", name)))
+        """Deletes a topic and its data."""
+        return self._run(self._ac.delete_topic(name))
 
     def create_group(self, topic: str, group: str, **config: Any) -> Any:
-        """Creates a consumer group; ``config`` as in :meth:`fibril.Client.create_group`."""
-        return json_answer(
-            self._call(proto.encode_manage("GROUP", "CREATE", topic, group, config=group_config(**config)))
-        )
+        """Creates a consumer group; options as in :meth:`fibril.Client.create_group`."""
+        return self._run(self._ac.create_group(topic, group, **config))
 
     def group_info(self, topic: str, group: str) -> Any:
         """Returns the JSON info of a group."""
-        return json_answer(self._call(proto.encode_manage("GROUP", "INFO", topic, group)))
+        return self._run(self._ac.group_info(topic, group))
+
+    def list_groups(self, topic: str) -> Any:
+        """Returns the JSON list of a topic's groups."""
+        return self._run(self._ac.list_groups(topic))
 
     def delete_group(self, topic: str, group: str) -> Any:
         """Deletes a consumer group."""
-        return json_answer(self._call(proto.encode_manage("GROUP", "DELETE", topic, group)))
+        return self._run(self._ac.delete_group(topic, group))
 
 
 def connect(
@@ -282,49 +296,61 @@ def connect(
     password: str | None = None,
     tls: bool | ssl.SSLContext | None = None,
     crc: bool = True,
-    timeout: float = 30.0,
+    reconnect: bool | Reconnect = True,
+    connect_timeout: float = 5.0,
+    drain_timeout: float = 5.0,
+    ping_interval: float = 30.0,
+    max_pings_out: int = 2,
+    timeout: float | None = 30.0,
 ) -> Client:
     """Connects and performs the Fibril handshake; returns a blocking :class:`Client`.
 
+    Options are those of :func:`fibril.connect` plus ``timeout``.
+
     Args:
-        url: As for :func:`fibril.connect`.
-        timeout: Seconds any single socket operation may block.
+        url: ``nats://host:port`` (also ``fibril://``, ``tls://``); credentials
+            may be in the URL.
+        reconnect: Reconnect after a drop (True, False or a :class:`fibril.Reconnect`);
+            the first connect is never retried.
+        connect_timeout: Seconds allowed for TCP connect plus handshake.
+        drain_timeout: Seconds ``close`` waits for outstanding answers.
+        ping_interval: Seconds between keepalive PINGs on a quiet connection.
+        max_pings_out: Silent intervals tolerated before the connection is dropped.
+        timeout: Seconds any blocking request (publish, ack, management, ...)
+            waits for its answer, reconnect time included; None = no limit.
+            ``Subscription.next`` takes its own timeout.
 
     Raises:
+        ValueError: A bad option or URL.
         ConnectionClosedError: The server cannot be reached.
-        FibrilError: The server refused the CONNECT.
+        FibrilError: The server refused the CONNECT (for example bad credentials).
     """
-    ep = parse_url(url)
-    try:
-        sock = socket.create_connection((ep.host, ep.port), timeout=timeout)
-    except OSError as e:
-        raise ConnectionClosedError(f"connect to {ep.host}:{ep.port}: {e}") from e
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    parser = proto.Parser(max_control_line=CLIENT_MAX_LINE, max_json_line=CLIENT_MAX_LINE)
-    c = Client(sock, parser, {}, crc, timeout)
-    try:
-        ev = c._next_event()
-        if not isinstance(ev, proto.Info):
-            raise ProtocolError("server did not start with INFO")
-        c._info = dict(ev.fields)
-        c._max_payload = int(c._info.get("max_payload") or proto.DEFAULT_MAX_PAYLOAD)
-        parser.max_payload = c._max_payload + PAYLOAD_SLACK
-        if not c._info.get("fibril"):
-            raise ProtocolError("the server does not speak the Fibril protocol (no fibril in INFO)")
-        ctx = tls_context(tls, ep)
-        if ctx is None and c._info.get("tls_required"):
-            ctx = ssl.create_default_context()
-        if ctx is not None:
-            try:
-                c._sock = ctx.wrap_socket(sock, server_hostname=ep.host)
-            except ssl.SSLError as e:
-                raise TLSError(f"TLS with {ep.host}:{ep.port}: {e}") from e
-        opts = connect_options(
-            name=name, token=token, user=user, password=password, crc=crc, tls=ctx is not None, endpoint=ep
+    if timeout is not None and timeout <= 0:
+        raise ValueError("timeout must be positive (or None)")
+    loop = LoopThread("fibril-sync")
+
+    async def open_client() -> _aclient.Client:
+        # Built on the loop thread: its asyncio objects belong to that loop.
+        c = _aclient.Client(
+            url,
+            name=name,
+            token=token,
+            user=user,
+            password=password,
+            tls=tls,
+            crc=crc,
+            reconnect=reconnect,
+            connect_timeout=connect_timeout,
+            drain_timeout=drain_timeout,
+            ping_interval=ping_interval,
+            max_pings_out=max_pings_out,
         )
-        parser.crc = crc
-        c._call(proto.encode_connect(opts))
+        await c._start()
+        return c
+
+    try:
+        ac = loop.run(open_client())
     except BaseException:
-        c.close()
+        loop.stop()
         raise
-    return c
+    return Client(loop, ac, timeout)

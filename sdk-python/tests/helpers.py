@@ -1,4 +1,4 @@
-"""Test tools: an event-loop runner, a deadline poller and a fault-injecting TCP proxy."""
+"""Test tools: an event-loop runner, deadline pollers and a fault-injecting TCP proxy."""
 
 from __future__ import annotations
 
@@ -28,6 +28,15 @@ async def wait_for(cond: Callable[[], Awaitable[bool]], timeout: float = 10.0, w
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    """Blocking twin of :func:`wait_for` for sync-client tests: polls ``cond`` with a deadline."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
 
 
 class Proxy:
