@@ -46,7 +46,8 @@ type Log struct {
 	// fwdSeg is the segment the last Read went to (readForward).
 	fwdMu     sync.Mutex
 	fwdSeg    *segment
-	graveyard []*segment // truncated away; unmapped at the next TruncateFront
+	graveyard []*segment     // truncated away; unmapped at the next TruncateFront
+	bgRelease sync.WaitGroup // releaseLater goroutines; Close and Abandon wait
 	closed    atomic.Bool
 	last      atomic.Uint64 // last written sequence number
 
@@ -228,6 +229,7 @@ func (l *Log) Abandon() {
 
 // releaseAll unmaps and closes all segments and drops the lock.
 func (l *Log) releaseAll() error {
+	l.bgRelease.Wait() // before relMu, which releaseLater takes
 	l.relMu.Lock()
 	defer l.relMu.Unlock()
 	var err error
