@@ -88,15 +88,7 @@ func TestBackpressureBytes(t *testing.T) {
 // TestQueueFull: a ring of 2 slots whose actor is stuck fills up; async
 // callers get ErrQueueFull at once, sync callers wait with their context.
 func TestQueueFull(t *testing.T) {
-	e := &testEnv{t: t, dir: t.TempDir()}
-	o := e.opts()
-	o.QueueSize = 2
-	b, err := Open(e.dir, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.b = b
-	t.Cleanup(func() { b.Close() })
+	e := newEnvWith(t, func(o *Options) { o.QueueSize = 2 })
 	tp := e.topic("q", TopicConfig{})
 	stuck, release := make(chan struct{}), make(chan struct{})
 	tp.parts[0].control(func(p *partition) { close(stuck); <-release })

@@ -32,6 +32,22 @@ func newEnv(t *testing.T, clock Clock) *testEnv {
 	return e
 }
 
+// newEnvWith opens a broker in a temp dir with the test options changed by
+// mutate (a queue size, a store opener), closed at cleanup.
+func newEnvWith(t *testing.T, mutate func(*Options)) *testEnv {
+	t.Helper()
+	e := &testEnv{t: t, dir: t.TempDir()}
+	o := e.opts()
+	mutate(&o)
+	b, err := Open(e.dir, o)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	e.b = b
+	t.Cleanup(func() { b.Close() })
+	return e
+}
+
 // newMemEnv opens a broker on test stores, which crashCopy can copy.
 func newMemEnv(t *testing.T, clock Clock) *testEnv {
 	t.Helper()

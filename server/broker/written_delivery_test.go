@@ -68,21 +68,15 @@ func TestRecoveryForgetsDeliveriesOfLostRecords(t *testing.T) {
 // may not be on disk), and the publish is not confirmed.
 func TestFailedDataSyncDeliversNothing(t *testing.T) {
 	ff := seglog.NewFaultFS()
-	e := &testEnv{t: t, dir: t.TempDir()}
-	o := e.opts()
-	o.OpenStore = func(dir string, policy seglog.Policy) (seglog.Store, error) {
-		so := seglog.Options{Policy: policy, SegmentSize: 64 << 10}
-		if filepath.Base(dir) == dataLogName {
-			so.FS = ff
+	e := newEnvWith(t, func(o *Options) {
+		o.OpenStore = func(dir string, policy seglog.Policy) (seglog.Store, error) {
+			so := seglog.Options{Policy: policy, SegmentSize: 64 << 10}
+			if filepath.Base(dir) == dataLogName {
+				so.FS = ff
+			}
+			return seglog.Open(dir, so)
 		}
-		return seglog.Open(dir, so)
-	}
-	b, err := Open(e.dir, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.b = b
-	t.Cleanup(func() { b.Close() })
+	})
 	tp := e.topic("q", TopicConfig{})
 	g := e.group(tp, "w", GroupConfig{})
 	polled := make(chan error, 1)

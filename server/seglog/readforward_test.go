@@ -16,24 +16,8 @@ import (
 // What was read stays readable.
 func TestReadForwardDropsSealedSegmentsFromRSS(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir, Options{SegmentSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, segs, payload := fourSegments(t, dir)
 	defer l.Close()
-	payload := make([]byte, 4000)
-	for i := range payload {
-		payload[i] = byte(i)
-	}
-	for i := 0; i < 1000; i++ { // about 4 MiB: four sealed segments and more
-		if _, err := l.Append([]Entry{{Data: payload}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	segs := l.Segments()
-	if len(segs) < 4 {
-		t.Fatalf("want at least 4 segments, got %d", len(segs))
-	}
 	first := filepath.Join(dir, segName(segs[0].First))
 	_, last := l.Bounds()
 	for seq := Seq(1); seq <= last; seq++ {
@@ -54,6 +38,30 @@ func TestReadForwardDropsSealedSegmentsFromRSS(t *testing.T) {
 	if err != nil || len(r.Data) != len(payload) || r.Data[100] != payload[100] {
 		t.Fatalf("Read(1) after the drop: %v", err)
 	}
+}
+
+// fourSegments opens a log in dir with 1 MiB segments and fills it with
+// 1000 records of 4000 bytes (about 4 MiB: four sealed segments and more).
+func fourSegments(t *testing.T, dir string) (*Log, []SegmentInfo, []byte) {
+	t.Helper()
+	l, err := Open(dir, Options{SegmentSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 4000)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	for i := 0; i < 1000; i++ {
+		if _, err := l.Append([]Entry{{Data: payload}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs := l.Segments()
+	if len(segs) < 4 {
+		t.Fatalf("want at least 4 segments, got %d", len(segs))
+	}
+	return l, segs, payload
 }
 
 // mappedRSS sums the Rss of this process's mappings of path (/proc/self/smaps).

@@ -16,20 +16,7 @@ import (
 func TestTruncatedSegmentsUnmappedInBackground(t *testing.T) {
 	before := runtime.NumGoroutine()
 	dir := t.TempDir()
-	l, err := Open(dir, Options{SegmentSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload := make([]byte, 4000)
-	for i := 0; i < 1000; i++ {
-		if _, err := l.Append([]Entry{{Data: payload}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	segs := l.Segments()
-	if len(segs) < 4 {
-		t.Fatalf("want at least 4 segments, got %d", len(segs))
-	}
+	l, segs, _ := fourSegments(t, dir)
 	first := filepath.Join(dir, segName(segs[0].First))
 	if !mapped(t, first) {
 		t.Fatal("first segment not mapped before truncation")
