@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,24 +33,12 @@ type fibrilDriver struct {
 	cfg   *Config
 	addr  string
 	admin *wconn // management connection, kept for settled()
-	mu    sync.Mutex
-	open  []*wconn
+	conns openConns[*wconn]
 }
 
-func (d *fibrilDriver) track(c *wconn) {
-	d.mu.Lock()
-	d.open = append(d.open, c)
-	d.mu.Unlock()
-}
+func (d *fibrilDriver) track(c *wconn) { d.conns.add(c) }
 
-func (d *fibrilDriver) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, c := range d.open {
-		c.close()
-	}
-	d.open = nil
-}
+func (d *fibrilDriver) close() { d.conns.closeAll((*wconn).close) }
 
 func (d *fibrilDriver) setup(ctx context.Context) error {
 	if d.cfg.Mode == "plain" {

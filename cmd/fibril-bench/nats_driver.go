@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,11 +24,10 @@ import (
 const natsStream = "BENCH"
 
 type natsDriver struct {
-	cfg  *Config
-	url  string
-	cons jetstream.Consumer // admin handle for settled()
-	mu   sync.Mutex
-	open []*nats.Conn
+	cfg   *Config
+	url   string
+	cons  jetstream.Consumer // admin handle for settled()
+	conns openConns[*nats.Conn]
 }
 
 func (d *natsDriver) connect() (*nats.Conn, error) {
@@ -38,20 +36,11 @@ func (d *natsDriver) connect() (*nats.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", d.url, err)
 	}
-	d.mu.Lock()
-	d.open = append(d.open, nc)
-	d.mu.Unlock()
+	d.conns.add(nc)
 	return nc, nil
 }
 
-func (d *natsDriver) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, nc := range d.open {
-		nc.Close()
-	}
-	d.open = nil
-}
+func (d *natsDriver) close() { d.conns.closeAll((*nats.Conn).Close) }
 
 func (d *natsDriver) setup(ctx context.Context) error {
 	if d.cfg.Mode == "plain" {
