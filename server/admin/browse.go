@@ -150,18 +150,23 @@ func parseTime(s string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// pageParams reads what both paged views take: the partition, ?limit= and
+// ?from=. It answers the error itself and reports false on bad input.
+func pageParams(w http.ResponseWriter, r *http.Request, b *broker.Broker) (t *broker.Topic, p broker.Partition, limit int, from uint64, ok bool) {
+	if t, p, ok = partitionParam(w, r, b); !ok {
+		return
+	}
+	if limit, ok = limitParam(w, r); !ok {
+		return
+	}
+	from, ok = queryUint(w, r, "from", 0)
+	return
+}
+
 // handleMessages serves GET /api/topics/{name}/partitions/{p}/messages
 // ?from=<seq>|time=<RFC3339 or unix ms>&limit=<n>.
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, b *broker.Broker) {
-	t, p, ok := partitionParam(w, r, b)
-	if !ok {
-		return
-	}
-	limit, ok := limitParam(w, r)
-	if !ok {
-		return
-	}
-	from, ok := queryUint(w, r, "from", 0)
+	t, p, limit, from, ok := pageParams(w, r, b)
 	if !ok {
 		return
 	}
@@ -232,15 +237,7 @@ func (s *Server) eventViews(t *broker.Topic, evs []broker.StateEvent) []EventVie
 // handleEvents serves GET /api/topics/{name}/partitions/{p}/events
 // ?from=<record>&limit=<n>.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, b *broker.Broker) {
-	t, p, ok := partitionParam(w, r, b)
-	if !ok {
-		return
-	}
-	limit, ok := limitParam(w, r)
-	if !ok {
-		return
-	}
-	from, ok := queryUint(w, r, "from", 0)
+	t, p, limit, from, ok := pageParams(w, r, b)
 	if !ok {
 		return
 	}
