@@ -29,6 +29,23 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // allSealedCompressed reports whether every sealed segment of l is
 // compressed (and there is at least one).
+// reopenCompressed closes l, opens dir again with opts, waits until every
+// sealed segment is compressed and checks records 1..n; the new log is
+// closed at cleanup.
+func reopenCompressed(t *testing.T, l *Log, dir string, opts Options, n int) {
+	t.Helper()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	waitFor(t, "sealed segments compressed after reopening", func() bool { return allSealedCompressed(l) })
+	verifyAll(t, l, 1, n)
+}
+
 func allSealedCompressed(l *Log) bool {
 	segs := l.Segments()
 	if len(segs) < 2 {
@@ -144,17 +161,8 @@ func TestCompressedReadScanReopen(t *testing.T) {
 			if segs[len(segs)-2].Compressed {
 				t.Fatal("a segment sealed without Compression was compressed")
 			}
-			if err := l.Close(); err != nil {
-				t.Fatal(err)
-			}
 			// And with compression again: the plain sealed ones get compressed.
-			l, err = Open(dir, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			waitFor(t, "mixed log compressed", func() bool { return allSealedCompressed(l) })
-			verifyAll(t, l, 1, 2500)
+			reopenCompressed(t, l, dir, opts, 2500)
 		})
 	}
 }
@@ -257,16 +265,7 @@ func TestCompressCrashAtEveryStep(t *testing.T) {
 			if got, want := l.Segments()[0].Compressed, step == "removed"; got != want {
 				t.Fatalf("first segment compressed after reopen: %v, want %v", got, want)
 			}
-			if err := l.Close(); err != nil {
-				t.Fatal(err)
-			}
-			l, err = Open(dir, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			waitFor(t, "compression after the crash", func() bool { return allSealedCompressed(l) })
-			verifyAll(t, l, 1, 400)
+			reopenCompressed(t, l, dir, opts, 400)
 		})
 	}
 }
