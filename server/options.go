@@ -218,6 +218,15 @@ func (o *Options) validate() error {
 		return bad("MaxInputBuffer (%d) must hold one frame (MaxControlLine+MaxPayload+2 = %d)",
 			o.MaxInputBuffer, o.MaxControlLine+o.MaxPayload+2)
 	}
+	for _, seg := range []struct {
+		name string
+		v    int64
+	}{{"Engine.SegmentSize", o.Engine.SegmentSize}, {"Engine.EventSegmentSize", o.Engine.EventSegmentSize}} {
+		if seg.v != 0 && (seg.v < seglog.MinSegmentSize || seg.v > seglog.MaxSegmentSize) {
+			return bad("%s must be 0 (the default) or in [%d, %d], got %d",
+				seg.name, seglog.MinSegmentSize, seglog.MaxSegmentSize, seg.v)
+		}
+	}
 	// A message and its dead letter (the original plus a few header lines)
 	// must fit in one record of the engine's log; the engine would otherwise
 	// refuse it only after the client sent it.

@@ -77,6 +77,19 @@ func intSetting(name, usage string, p func(o *server.Options) *int) setting {
 		}, false}
 }
 
+func int64Setting(name, usage string, p func(o *server.Options) *int64) setting {
+	return setting{name, usage,
+		func(o *server.Options) string { return strconv.FormatInt(*p(o), 10) },
+		func(o *server.Options, _ *serveConfig, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			*p(o) = n
+			return nil
+		}, false}
+}
+
 func strSetting(name, usage string, p func(o *server.Options) *string) setting {
 	return setting{name, usage,
 		func(o *server.Options) string { return *p(o) },
@@ -130,6 +143,8 @@ var settings = []setting{
 	intSetting("max-unconfirmed", "publish window per connection (advertised in INFO)", func(o *server.Options) *int { return &o.MaxUnconfirmed }),
 	intSetting("max-inflight", "default push credit of a durable SUB", func(o *server.Options) *int { return &o.MaxInflight }),
 	intSetting("max-poll-bytes", "bytes one POLL answer may carry (at least one message is delivered)", func(o *server.Options) *int { return &o.MaxPollBytes }),
+	int64Setting("segment-size", "bytes per data log segment file (0: 64 MiB)", func(o *server.Options) *int64 { return &o.Engine.SegmentSize }),
+	int64Setting("event-segment-size", "bytes per consumer-state event log segment file (0: 4 MiB)", func(o *server.Options) *int64 { return &o.Engine.EventSegmentSize }),
 	durSetting("ping-interval", "idle time before the server PINGs a client", func(o *server.Options) *time.Duration { return &o.PingInterval }),
 	durSetting("auth-timeout", "time a connection has to authenticate", func(o *server.Options) *time.Duration { return &o.AuthTimeout }),
 	durSetting("max-poll-wait", "longest wait a POLL may ask for", func(o *server.Options) *time.Duration { return &o.MaxPollWait }),

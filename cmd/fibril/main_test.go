@@ -63,6 +63,10 @@ func TestServeOptionsPrecedence(t *testing.T) {
 	if !sc.readyJSON || sc.logLevel != slog.LevelDebug || o.AutoCreateTopics || o.PingInterval != 3*time.Second || len(o.Users) != 1 {
 		t.Fatalf("got %+v %+v", sc, o)
 	}
+	o, _, err = serveOptions([]string{"--segment-size", "1048576"}, env(map[string]string{"FIBRIL_EVENT_SEGMENT_SIZE": "65536"}), io.Discard)
+	if err != nil || o.Engine.SegmentSize != 1<<20 || o.Engine.EventSegmentSize != 64<<10 {
+		t.Fatalf("segment sizes %d/%d: %v", o.Engine.SegmentSize, o.Engine.EventSegmentSize, err)
+	}
 }
 
 func TestServeOptionsErrors(t *testing.T) {
@@ -83,6 +87,11 @@ func TestServeOptionsErrors(t *testing.T) {
 	}
 	if code := run([]string{"serve", "--max-connections", "0"}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("invalid option exit code %d, want 2", code)
+	}
+	for _, flag := range []string{"--segment-size", "--event-segment-size"} {
+		if code := run([]string{"serve", flag, "-5"}, io.Discard, io.Discard); code != 2 {
+			t.Errorf("%s -5: exit code %d, want 2", flag, code)
+		}
 	}
 	if code := run([]string{"nope"}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("unknown command exit code %d, want 2", code)

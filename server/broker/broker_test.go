@@ -452,3 +452,20 @@ func TestGroupInfoCountsOutOfOrderAcks(t *testing.T) {
 		return in.Pending == 3 && in.Inflight == 3
 	})
 }
+
+// TestOpenRejectsBadSegmentSizes: segment sizes outside what seglog
+// accepts are refused when the broker opens, not at the first roll.
+func TestOpenRejectsBadSegmentSizes(t *testing.T) {
+	for _, o := range []Options{
+		{SegmentSize: -5}, {SegmentSize: 100}, {SegmentSize: 4 << 30},
+		{EventSegmentSize: -1}, {EventSegmentSize: 1 << 40},
+	} {
+		b, err := Open(t.TempDir(), o)
+		if err == nil {
+			b.Close()
+			t.Errorf("%+v: opened", o)
+		} else if !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", o, err)
+		}
+	}
+}

@@ -101,6 +101,12 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: SnapshotEvery %d < 1", ErrInvalid, o.SnapshotEvery)
 	case o.RetentionInterval < 0:
 		return o, fmt.Errorf("%w: negative RetentionInterval", ErrInvalid)
+	case o.SegmentSize < seglog.MinSegmentSize || o.SegmentSize > seglog.MaxSegmentSize:
+		return o, fmt.Errorf("%w: SegmentSize %d out of [%d, %d]", ErrInvalid,
+			o.SegmentSize, seglog.MinSegmentSize, seglog.MaxSegmentSize)
+	case o.EventSegmentSize < seglog.MinSegmentSize || o.EventSegmentSize > seglog.MaxSegmentSize:
+		return o, fmt.Errorf("%w: EventSegmentSize %d out of [%d, %d]", ErrInvalid,
+			o.EventSegmentSize, seglog.MinSegmentSize, seglog.MaxSegmentSize)
 	}
 	return o, nil
 }

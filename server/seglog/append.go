@@ -222,7 +222,7 @@ func (l *Log) roll() error {
 	l.sy.mu.Unlock()
 	// Best effort: a missing index only costs a scan at the next Open.
 	_ = writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, old.first)), encodeIndex(old), false)
-	ns, err := createSegment(l.fs, l.dir, old.last+1, l.opts.SegmentSize, l.opts.writeViaMap)
+	ns, err := l.newSegment(old.last + 1)
 	if err != nil {
 		return err
 	}

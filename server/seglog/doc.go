@@ -5,10 +5,10 @@
 //
 // The package owns the bytes of one log directory: segment files named
 // %020d.seg by their first sequence number, their sparse index files
-// (%020d.idx), compressed sealed segments (%020d.seg.s2, %020d.seg.zst)
-// and keep-plain markers (%020d.seg.plain), the clean-shutdown marker
-// (CLEAN) and the directory lock (LOCK, held with flock while the log is
-// open). It must never report a
+// (%020d.idx), compressed sealed segments (%020d.seg.s2, %020d.seg.zst),
+// keep-plain markers (%020d.seg.plain), spare segment files
+// (%d.spare.tmp), the clean-shutdown marker (CLEAN) and the directory lock
+// (LOCK, held with flock while the log is open). It must never report a
 // record durable before its bytes are on disk under the log's Policy, never
 // return damaged bytes as data, and never kill the process on an I/O
 // problem (a full disk, a file shrunk behind its back): those are errors
@@ -46,6 +46,13 @@
 // to be on disk. AppendNoWait and WaitDurable (the PipelinedStore
 // interface) split an append in two so one writer can keep writing while
 // an earlier batch syncs. Segments lists the segment files for retention.
+//
+// TruncateFront drops whole segments, oldest first. Up to two full-size
+// plain segments it drops are kept as spare files (%d.spare.tmp) instead
+// of unlinked: zeroed in the background without freeing their blocks, then
+// renamed to the next segments at rolls (Options.NoRecycle turns this
+// off; see recycle.go for why). A spare reads as zeros, like a new
+// preallocated segment; Open deletes spares a crash left, Close its own.
 //
 // Recovery: Open rebuilds everything from the files. Sealed segments are
 // taken from their index files (a missing or damaged index is rebuilt by a

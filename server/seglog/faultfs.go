@@ -59,7 +59,7 @@ func (f *FaultFS) FailSyncs(err error) {
 	f.syncErr = err
 }
 
-// FailAllocate makes preallocation fail with err (a full disk: use
+// FailAllocate makes preallocation and ZeroRange fail with err (a full disk: use
 // syscall.ENOSPC) until disarmed with nil.
 func (f *FaultFS) FailAllocate(err error) {
 	f.mu.Lock()
@@ -289,6 +289,26 @@ func (ff *faultFile) Sync() error {
 	}
 	clear(f.pending[len(kept):])
 	f.pending = kept
+	return nil
+}
+
+// ZeroRange zeroes the range like a write of zeros: a Crash before the
+// next Sync brings the old bytes back.
+func (ff *faultFile) ZeroRange(off, size int64) error {
+	f := ff.fs
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.allocErr != nil {
+		return fmt.Errorf("fallocate zero range %s: %w", ff.path, f.allocErr)
+	}
+	old := make([]byte, size)
+	if n, err := ff.inner.ReadAt(old, off); err != nil && n < len(old) {
+		clear(old[n:])
+	}
+	if err := ff.inner.ZeroRange(off, size); err != nil {
+		return err
+	}
+	f.pending = append(f.pending, &pendingWrite{path: ff.path, off: off, old: old, new: make([]byte, size)})
 	return nil
 }
 

@@ -61,8 +61,9 @@ type Log struct {
 
 	rec Recovery
 
-	comp  compressor // background compression of sealed segments
-	cache segCache   // decompressed segments, for reads
+	comp   compressor // background compression of sealed segments
+	cache  segCache   // decompressed segments, for reads
+	spares spareSet   // segment files kept for reuse (recycle.go)
 }
 
 var _ Store = (*Log)(nil)
@@ -206,6 +207,7 @@ func (l *Log) Close() error {
 	if rerr := l.releaseAll(); err == nil {
 		err = rerr
 	}
+	l.removeSpares()
 	return err
 }
 

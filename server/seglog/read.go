@@ -201,7 +201,16 @@ func (l *Log) TruncateFront(seq Seq) error {
 	removed := 0
 	// Oldest first, so a crash part-way leaves a contiguous log.
 	for _, s := range l.segs[:n] {
-		if rerr := l.fs.Remove(s.path); rerr != nil {
+		if sp := l.reserveSpare(s); sp != "" {
+			if rerr := l.fs.Rename(s.path, sp); rerr == nil {
+				s.spare = sp
+			} else {
+				l.unreserve(sp)
+			}
+		}
+		if s.spare != "" {
+			// Renamed away: gone from the log like a removed file.
+		} else if rerr := l.fs.Remove(s.path); rerr != nil {
 			err = fmt.Errorf("seglog: truncate front: %w", rerr)
 			break
 		}
@@ -245,6 +254,9 @@ func (l *Log) releaseLater(dead []*segment) {
 				_ = f.Close()
 			}
 			_ = s.release()
+			if s.spare != "" {
+				l.prepareSpare(s.spare, s.size)
+			}
 		}
 	}()
 }

@@ -97,6 +97,9 @@ type segment struct {
 	// through Log.view. noComp: compression would not pay; keep it plain.
 	codec  Compression
 	noComp bool
+	// spare: TruncateFront renamed the file to this spare path; once the
+	// map is released the file is zeroed for reuse (recycle.go).
+	spare string
 }
 
 // skip records a damaged range of s passed over with SkipCorrupt: its
