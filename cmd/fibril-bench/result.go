@@ -49,6 +49,10 @@ type Result struct {
 	RSSAnonKiB int64 `json:"server_rss_anon_peak_kib,omitempty"`
 	RSSFileKiB int64 `json:"server_rss_file_peak_kib,omitempty"`
 
+	// CPU is how the whole machine's CPU time was spent from the start of
+	// the clients to the end of the run (omitted without /proc/stat).
+	CPU *CPUShare `json:"machine_cpu,omitempty"`
+
 	Verify Verification `json:"verify"`
 }
 
@@ -164,6 +168,10 @@ func (r *Result) writeText(w io.Writer) {
 	if r.RSSAnonKiB > 0 {
 		fmt.Fprintf(w, "          sampled peaks: RssAnon %.1f MiB (heap), RssFile %.1f MiB (mapped files)\n",
 			float64(r.RSSAnonKiB)/1024, float64(r.RSSFileKiB)/1024)
+	}
+	if c := r.CPU; c != nil {
+		fmt.Fprintf(w, "machine   CPU over the run: user %.0f%%  system %.0f%%  irq %.0f%%  iowait %.0f%%  idle %.0f%%  steal %.0f%%\n",
+			c.User, c.System, c.IRQ, c.IOWait, c.Idle, c.Steal)
 	}
 	status := "OK"
 	if !r.Verify.OK {

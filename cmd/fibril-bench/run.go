@@ -161,6 +161,7 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 
 	st := newRunState(&cfg)
 	memPeaks := startMemSampler(srv.pid)
+	cpuStart, cpuOK := readCPUTimes()
 	stopProgress := startProgress(progress, &cfg, st)
 	defer stopProgress()
 
@@ -305,6 +306,10 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	stopProgress()
 	res.RSSKiB = srv.rssKiB()
 	res.RSSAnonKiB, res.RSSFileKiB = memPeaks()
+	if cpuEnd, ok := readCPUTimes(); ok && cpuOK {
+		share := cpuEnd.share(cpuStart)
+		res.CPU = &share
+	}
 
 	// Figures.
 	res.Consumed = uint64(st.trackers[0].Unique())

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestParseCPUTimes(t *testing.T) {
+	cases := []struct {
+		name, in string
+		want     cpuTimes
+		err      bool
+	}{
+		{"linux", "cpu  10 1 20 60 4 2 1 2 0 0\ncpu0 5 0 10 30 2 1 0 1 0 0\nintr 1\n", cpuTimes{10, 1, 20, 60, 4, 2, 1, 2}, false},
+		{"cpu line not first", "intr 5\ncpu 1 2 3 4 5 6 7 8\n", cpuTimes{1, 2, 3, 4, 5, 6, 7, 8}, false},
+		{"short", "cpu 1 2 3\n", cpuTimes{}, true},
+		{"garbage", "cpu 1 2 x 4 5 6 7 8\n", cpuTimes{}, true},
+		{"none", "cpu0 1 2 3 4 5 6 7 8\n", cpuTimes{}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := parseCPUTimes(strings.NewReader(c.in))
+			if (err != nil) != c.err || (!c.err && got != c.want) {
+				t.Fatalf("got %v, %v; want %v (error %v)", got, err, c.want, c.err)
+			}
+		})
+	}
+}
+
+func TestCPUShare(t *testing.T) {
+	from := cpuTimes{10, 0, 10, 10, 0, 0, 0, 0}
+	to := cpuTimes{40, 10, 30, 50, 10, 5, 5, 10} // +30+10 user, +20 sys, +40 idle, +10 iowait, +10 irq, +10 steal = 130
+	s := to.share(from)
+	near := func(a, b float64) bool { return math.Abs(a-b) < 0.01 }
+	if !near(s.User, 4000.0/130) || !near(s.System, 2000.0/130) || !near(s.Idle, 4000.0/130) ||
+		!near(s.IOWait, 1000.0/130) || !near(s.IRQ, 1000.0/130) || !near(s.Steal, 1000.0/130) {
+		t.Fatalf("share %+v", s)
+	}
+	if z := from.share(from); z != (CPUShare{}) {
+		t.Fatalf("no ticks: %+v", z)
+	}
+}
