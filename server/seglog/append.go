@@ -23,7 +23,7 @@ import (
 // pieces; if a later piece fails the earlier ones stay in the log (they
 // are not reported durable but may be read back after a reopen).
 func (l *Log) Append(entries []Entry) (Seq, error) {
-	first, last, err := l.write(entries, l.opts.Policy == PolicySync)
+	first, last, err := l.write(entries, l.opts.Policy == PolicySync, l.opts.Policy == PolicyNone)
 	if err != nil {
 		return 0, err
 	}
@@ -41,7 +41,7 @@ func (l *Log) Append(entries []Entry) (Seq, error) {
 // last sequence numbers given. Make them durable with WaitDurable (or
 // Sync); until then a crash may lose them. Errors are those of Append.
 func (l *Log) AppendNoWait(entries []Entry) (first, last Seq, err error) {
-	return l.write(entries, false)
+	return l.write(entries, false, false)
 }
 
 // WaitDurable blocks until every record up to seq is durable, sharing the
@@ -56,21 +56,33 @@ func (l *Log) WaitDurable(seq Seq) (Seq, error) {
 	return l.Durable(), err
 }
 
+// writeBehindBytes: a PolicyNone log that Append wrote this much to since
+// its last background fsync starts another one (see write).
+const writeBehindBytes = 8 << 20
+
 // write validates and writes one batch, fsyncing it before it returns when
 // syncNow is set. It returns the first and last sequence numbers given.
-func (l *Log) write(entries []Entry, syncNow bool) (first, last Seq, err error) {
+// behind (PolicyNone appends): once writeBehindBytes were written since
+// the last one, an fsync starts on a goroutine of its own, so the dirty
+// pages never pile up: a segment roll, which fsyncs the whole segment on
+// the writer's path, used to flush up to 64 MiB at once (p99 214-241 ms at
+// 14.5k msgs/s of 1 KiB), and a crash loses at most about that much.
+func (l *Log) write(entries []Entry, syncNow, behind bool) (first, last Seq, err error) {
 	if len(entries) == 0 {
 		return 0, 0, ErrEmptyBatch
 	}
 	maxRec := l.opts.SegmentSize - segHeaderSize
+	var total int64
 	for i := range entries {
 		e := &entries[i]
 		if len(e.Meta) > MaxMetaSize {
 			return 0, 0, fmt.Errorf("%w: entry %d meta is %d bytes (max %d)", ErrTooLarge, i, len(e.Meta), MaxMetaSize)
 		}
-		if sz := recordSize(len(e.Meta), len(e.Data)); sz > maxRec || len(e.Data) > 1<<32-1 {
+		sz := recordSize(len(e.Meta), len(e.Data))
+		if sz > maxRec || len(e.Data) > 1<<32-1 {
 			return 0, 0, fmt.Errorf("%w: entry %d needs %d bytes, a segment holds %d", ErrTooLarge, i, sz, maxRec)
 		}
+		total += sz
 	}
 	now := time.Now().UnixNano()
 
@@ -104,6 +116,26 @@ func (l *Log) write(entries []Entry, syncNow bool) (first, last Seq, err error) 
 			return 0, 0, l.failSync(serr)
 		}
 		l.setDurable(last)
+	}
+	if behind {
+		l.unsynced += total
+		switch {
+		case l.unsynced < writeBehindBytes:
+		case uint64(l.Durable()) != l.wbDurable.Load():
+			// Someone else fsyncs this log (a caller's own Sync, a roll,
+			// the broker's group commit): nothing piles up.
+			l.wbDurable.Store(uint64(l.Durable()))
+			l.unsynced = 0
+		case l.wbRunning.CompareAndSwap(false, true):
+			l.unsynced = 0
+			l.wbWG.Add(1)
+			go func() {
+				defer l.wbWG.Done()
+				defer l.wbRunning.Store(false)
+				_, _ = l.Sync() // a failure is sticky: later appends report it
+				l.wbDurable.Store(uint64(l.Durable()))
+			}()
+		}
 	}
 	return first, last, nil
 }

@@ -41,8 +41,9 @@
 //
 // Durability: PolicySync fsyncs (fdatasync) inside Append; PolicyGroup
 // appenders write, then wait for a shared fsync that the first of them
-// performs for everyone; PolicyNone leaves it to the OS until Sync, a
-// segment roll or Close. Durable reports the highest sequence number known
+// performs for everyone; PolicyNone fsyncs at Sync, a segment roll, Close,
+// and in the background once Append wrote 8 MiB since the last such
+// fsync (so a roll never has a whole segment to flush). Durable reports the highest sequence number known
 // to be on disk. AppendNoWait and WaitDurable (the PipelinedStore
 // interface) split an append in two so one writer can keep writing while
 // an earlier batch syncs. Segments lists the segment files for retention.

@@ -31,6 +31,12 @@ type Log struct {
 	act      *segment     // the active segment, for the writer (also segs[len-1])
 	buf      []byte
 	dirty    int64 // bytes past the active end a failed write may have touched
+	// unsynced: bytes PolicyNone appends wrote since the last write-behind
+	// fsync started; wbRunning: one is running; wbWG: Close waits for it.
+	unsynced  int64
+	wbDurable atomic.Uint64 // the durable point the last check or write-behind left
+	wbRunning atomic.Bool
+	wbWG      sync.WaitGroup
 	// markerLive: Open found a valid clean-shutdown marker and left it in
 	// place; the first write removes it (durably), and a Close with no
 	// write in between has nothing to record.
@@ -165,6 +171,12 @@ func (l *Log) Bounds() (first, last Seq) {
 // writes the marker and index without fsync: both are checksummed hints,
 // and losing them to a power cut costs the next Open a scan, not data.
 func (l *Log) Close() error {
+	err := l.close()
+	l.wbWG.Wait() // a write-behind fsync blocked on mu ends once close let go
+	return err
+}
+
+func (l *Log) close() error {
 	l.stopCompressor() // before the locks: it takes mu to swap a segment
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -217,6 +229,11 @@ func (l *Log) Close() error {
 // cache (pair it with FaultFS.Crash to lose the un-synced ones). Any later
 // call fails with ErrClosed.
 func (l *Log) Abandon() {
+	l.abandon()
+	l.wbWG.Wait()
+}
+
+func (l *Log) abandon() {
 	l.stopCompressor()
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()

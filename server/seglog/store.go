@@ -43,8 +43,9 @@ const (
 	PolicyGroup Policy = iota
 	// PolicySync: every Append fsyncs before it returns.
 	PolicySync
-	// PolicyNone: Append returns after the write; the OS decides when the
-	// bytes reach the disk. Sync makes them durable on demand.
+	// PolicyNone: Append returns after the write. Sync makes the bytes
+	// durable on demand; the file-backed Log also fsyncs in the background
+	// every 8 MiB appended and at each segment roll.
 	PolicyNone
 )
 
