@@ -154,7 +154,7 @@ func (l *Log) Append(es []seglog.Entry) (seglog.Seq, error) {
 		l.recs = append(l.recs, seglog.Record{
 			Seq: first + seglog.Seq(i), Time: e.Time,
 			Meta: append([]byte(nil), e.Meta...), Data: append([]byte(nil), e.Data...),
-			CRC: crc32.ChecksumIEEE(e.Data),
+			CRC: entryCRC(e),
 		})
 	}
 	return first, nil
@@ -225,4 +225,13 @@ func (l *Log) Close() error {
 	defer l.mu.Unlock()
 	l.open = false
 	return nil
+}
+
+// entryCRC is e's data CRC: the caller's when given (seglog.Entry.CRC),
+// else computed.
+func entryCRC(e seglog.Entry) uint32 {
+	if e.CRC != 0 {
+		return e.CRC
+	}
+	return crc32.ChecksumIEEE(e.Data)
 }

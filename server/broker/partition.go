@@ -25,6 +25,7 @@ type command struct {
 	subject string
 	hdrLen  int
 	body    []byte // header block followed by payload; owned by the command
+	crc     uint32 // CRC-32 of body, computed once by prepare (0: the log computes it)
 	pubDone func(Position, error)
 	// settle
 	h       Handle
@@ -261,7 +262,7 @@ func (p *partition) appendData() {
 	for _, c := range p.pubs {
 		start := len(m)
 		m = encodeMeta(m, c.hdrLen, c.subject)
-		p.entries = append(p.entries, seglog.Entry{Meta: m[start:len(m):len(m)], Data: c.body, Time: p.now})
+		p.entries = append(p.entries, seglog.Entry{Meta: m[start:len(m):len(m)], Data: c.body, Time: p.now, CRC: c.crc})
 	}
 	var t0 time.Time
 	observe := !p.pipelined && p.t.cfg.Durability != DurabilityNone

@@ -85,14 +85,16 @@ func (t *Topic) prepare(m *Message) (command, error) {
 	if len(m.Subject) > maxSubject || int64(len(m.Header)+len(m.Data)) > t.maxBody() {
 		return command{}, fmt.Errorf("publish to %s: %w: %d bytes, subject %d bytes", t.name, ErrTooLarge, len(m.Header)+len(m.Data), len(m.Subject))
 	}
-	if m.CRC != 0 {
-		if crc32.Update(crc32.ChecksumIEEE(m.Header), crc32.IEEETable, m.Data) != m.CRC {
-			return command{}, fmt.Errorf("publish to %s: %w", t.name, ErrCRCMismatch)
-		}
+	// One pass over the bytes, on the publisher's goroutine: it checks the
+	// producer's checksum and is the record's data CRC (the actor's log
+	// stores it instead of computing it again).
+	crc := crc32.Update(crc32.ChecksumIEEE(m.Header), crc32.IEEETable, m.Data)
+	if m.CRC != 0 && crc != m.CRC {
+		return command{}, fmt.Errorf("publish to %s: %w", t.name, ErrCRCMismatch)
 	}
 	body := make([]byte, 0, len(m.Header)+len(m.Data))
 	body = append(append(body, m.Header...), m.Data...)
-	return command{kind: cmdPublish, subject: m.Subject, hdrLen: len(m.Header), body: body}, nil
+	return command{kind: cmdPublish, subject: m.Subject, hdrLen: len(m.Header), body: body, crc: crc}, nil
 }
 
 // PublishAsync stores m without blocking. It returns ErrQueueFull (not

@@ -174,7 +174,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 				ts = now
 			}
 			offs = append(offs, act.end+int64(len(buf)))
-			buf = appendRecord(buf, seq+Seq(n), ts, e.Meta, e.Data)
+			buf = appendRecord(buf, seq+Seq(n), ts, e.Meta, e.Data, e.CRC)
 		}
 		l.buf = buf
 		if n == 0 {

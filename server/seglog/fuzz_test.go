@@ -16,7 +16,7 @@ func FuzzDecoders(f *testing.F) {
 		skipped: []SkippedRange{{Offset: 96, Length: 40, From: 9, To: 10}, {Offset: 136, From: 11, To: 12}}}
 	f.Add(encodeIndex(s2))
 	f.Add(encodeClean(cleanMarker{segFirst: 7, last: 8, end: 96}))
-	f.Add(appendRecord(nil, 7, 1, []byte("m"), []byte("data")))
+	f.Add(appendRecord(nil, 7, 1, []byte("m"), []byte("data"), 0))
 	f.Add(encodeSegHeader(7, 4096))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if x, ok := decodeIndex(b, 7, 4096); ok {

@@ -56,7 +56,7 @@ func (m *MemStore) Append(entries []Entry) (Seq, error) {
 		start = len(buf)
 		buf = append(buf, e.Data...)
 		data := buf[start:len(buf):len(buf)]
-		batch[i] = Record{Time: ts, Meta: meta, Data: data, CRC: crc32.ChecksumIEEE(e.Data)}
+		batch[i] = Record{Time: ts, Meta: meta, Data: data, CRC: entryCRC(e)}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -191,4 +191,12 @@ func (m *MemStore) WaitDurable(seq Seq) (Seq, error) {
 		return d, fmt.Errorf("%w: seq %d not written yet (last %d)", ErrNotFound, seq, d)
 	}
 	return d, nil
+}
+
+// entryCRC is e's data CRC: the caller's when given, else computed.
+func entryCRC(e Entry) uint32 {
+	if e.CRC != 0 {
+		return e.CRC
+	}
+	return crc32.ChecksumIEEE(e.Data)
 }

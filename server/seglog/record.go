@@ -43,7 +43,10 @@ func recordSize(metaLen, dataLen int) int64 {
 func (h recHeader) size() int64 { return recordSize(int(h.metaLen), int(h.dataLen)) }
 
 // appendRecord appends the encoded record to dst.
-func appendRecord(dst []byte, seq Seq, ts int64, meta, data []byte) []byte {
+func appendRecord(dst []byte, seq Seq, ts int64, meta, data []byte, dcrc uint32) []byte {
+	if dcrc == 0 {
+		dcrc = crc32.ChecksumIEEE(data)
+	}
 	start := len(dst)
 	var h [recHeaderSize]byte
 	binary.LittleEndian.PutUint32(h[4:], uint32(len(data)))
@@ -51,7 +54,7 @@ func appendRecord(dst []byte, seq Seq, ts int64, meta, data []byte) []byte {
 	binary.LittleEndian.PutUint64(h[16:], uint64(ts))
 	binary.LittleEndian.PutUint16(h[24:], 0)
 	binary.LittleEndian.PutUint16(h[26:], uint16(len(meta)))
-	binary.LittleEndian.PutUint32(h[28:], crc32.ChecksumIEEE(data))
+	binary.LittleEndian.PutUint32(h[28:], dcrc)
 	hcrc := crc32.Update(crc32.ChecksumIEEE(h[4:]), crc32.IEEETable, meta)
 	binary.LittleEndian.PutUint32(h[0:], hcrc)
 	dst = append(dst, h[:]...)

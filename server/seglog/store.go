@@ -20,6 +20,12 @@ type Entry struct {
 	Data []byte
 	// Time is the record's timestamp in Unix nanoseconds; 0 means "now".
 	Time int64
+	// CRC, when non-zero, is the CRC-32 (IEEE) of Data as the caller
+	// already computed it (a broker verifying a producer's checksum): the
+	// log stores it instead of computing it again. A wrong value is never
+	// harmful: every read checks it, so the record reads as corrupt. Zero
+	// means "compute it" (data whose CRC is 0 just costs the computation).
+	CRC uint32
 }
 
 // Record is one stored record as read back.
