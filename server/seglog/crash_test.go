@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // model remembers what was appended: for each sequence number the content
@@ -103,7 +104,10 @@ func randomBatch(rng *rand.Rand, tag string, max int) []Entry {
 
 // crashRound appends with several writers, maybe with injected faults, then
 // crashes the log and returns the highest sequence number reported durable.
-func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, round int) Seq {
+// With truncate, a goroutine also drops the front of the log
+// (TruncateFront at random points, so dropped segments become spares,
+// get zeroed and are reused by the writers' rolls) while they write.
+func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, round int, truncate bool) Seq {
 	writers := 1 + rng.IntN(3)
 	ops := 1 + rng.IntN(25)
 	fault := rng.IntN(6) // 0: failing writes, 1: failing syncs, 2: full disk, else none
@@ -120,6 +124,30 @@ func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, rou
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var reported Seq
+	stopTrunc := make(chan struct{})
+	var truncWG sync.WaitGroup
+	if truncate {
+		trng := rand.New(rand.NewPCG(rng.Uint64(), 77))
+		truncWG.Add(1)
+		go func() {
+			defer truncWG.Done()
+			for {
+				select {
+				case <-stopTrunc:
+					return
+				case <-time.After(time.Duration(trng.IntN(500)) * time.Microsecond):
+				}
+				first, last := l.Bounds()
+				if last < first {
+					continue
+				}
+				// With a fault armed, a failed directory sync or removal is expected.
+				if err := l.TruncateFront(first + Seq(trng.Int64N(int64(last-first)+1))); err != nil && fault > 2 {
+					t.Errorf("truncate front: %v", err)
+				}
+			}
+		}()
+	}
 	for w := 0; w < writers; w++ {
 		wrng := rand.New(rand.NewPCG(rng.Uint64(), uint64(w)))
 		wg.Add(1)
@@ -160,6 +188,8 @@ func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, rou
 		}()
 	}
 	wg.Wait()
+	close(stopTrunc)
+	truncWG.Wait()
 	if d := l.Durable(); d < reported {
 		t.Fatalf("Durable %d below a reported durable point %d", d, reported)
 	} else {
@@ -177,14 +207,22 @@ func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, rou
 	return reported
 }
 
-func TestCrashRecovery(t *testing.T) {
+func TestCrashRecovery(t *testing.T) { testCrashRecovery(t, false) }
+
+// TestCrashRecoveryWithTruncation: the same with the front of the log
+// dropped while the writers write, so recycled segment files (spares)
+// take part in every crash.
+func TestCrashRecoveryWithTruncation(t *testing.T) { testCrashRecovery(t, true) }
+
+func testCrashRecovery(t *testing.T, truncate bool) {
 	seeds := seedCount(t, 16)
 	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
 		runSeeds(t, p.String()+"/", seeds, func(t *testing.T, seed int) {
 			rng := rand.New(rand.NewPCG(uint64(seed), uint64(p)))
 			fs := NewFaultFS()
 			opts := Options{Policy: p, SegmentSize: 4 << 10 << rng.IntN(3), IndexInterval: 64 << rng.IntN(4), FS: fs,
-				Compression: Compression(seed % 3)} // from the seed: other draws stay as they were
+				Compression: Compression(seed % 3),   // from the seed: other draws stay as they were
+				NoRecycle:   truncate && seed%4 == 3} // unlink instead of recycle now and then
 			dir := t.TempDir()
 			m := newModel()
 			var durable Seq
@@ -194,7 +232,7 @@ func TestCrashRecovery(t *testing.T) {
 					t.Fatalf("round %d: open after crash: %v", round, err)
 				}
 				m.check(t, l, durable)
-				durable = crashRound(t, rng, l, fs, m, round)
+				durable = crashRound(t, rng, l, fs, m, round, truncate)
 			}
 			l, err := Open(dir, opts)
 			if err != nil {

@@ -71,8 +71,11 @@
 // it, or when part of a disk sector before the next intact record was never
 // written (zero): the tail from there is zeroed, and Recovery reports the
 // cut. A failed write's leftovers are zeroed and synced before anything is
-// written over them, so stale bytes never mix with new ones after a crash. Any other damage is
-// corruption: Open fails with a *CorruptError naming the file and offset,
+// written over them, so stale bytes never mix with new ones after a crash.
+// A last segment whose creation never reached the disk is removed, and
+// numbering goes on from its name, never from 1, even when truncation left
+// no other segment: a sequence number is never handed out twice. Any other
+// damage is corruption: Open fails with a *CorruptError naming the file and offset,
 // or, with Options.SkipCorrupt, skips the damaged range (Recovery.Skipped
 // lists it, Read returns ErrCorrupt for the sequence numbers it held).
 //

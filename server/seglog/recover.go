@@ -92,7 +92,16 @@ func (l *Log) recover() (err error) {
 		l.segs = append(l.segs, s)
 	}
 	if len(l.segs) == 0 {
-		s, err := createSegment(l.fs, l.dir, 1, l.opts.SegmentSize, l.opts.writeViaMap)
+		// Sequence numbers never go back: a log whose every segment was
+		// truncated away, and whose last one's creation never reached the
+		// disk, goes on from that segment's first number (its name), not
+		// from 1. Starting over would hand out numbers a reader of the log
+		// (a consumer group's frontier) already counts as consumed.
+		start := Seq(1)
+		if len(firsts) > 0 {
+			start = firsts[len(firsts)-1]
+		}
+		s, err := createSegment(l.fs, l.dir, start, l.opts.SegmentSize, l.opts.writeViaMap)
 		if err != nil {
 			return fmt.Errorf("seglog: open: %w", err)
 		}

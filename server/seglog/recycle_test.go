@@ -287,3 +287,44 @@ func TestFailedZeroRangeRemovesSpare(t *testing.T) {
 	appendN(t, l, 100)
 	checkRecords(t, l)
 }
+
+// TestTornSegmentAfterFullTruncationKeepsSequence: every sealed segment is
+// truncated away and the active one (just rolled to) never reached the
+// disk; the next Open must go on from that segment's first sequence
+// number, not start over at 1 (found by TestCrashRecoveryWithTruncation:
+// numbers would be handed out again).
+func TestTornSegmentAfterFullTruncationKeepsSequence(t *testing.T) {
+	for _, recycle := range []bool{false, true} {
+		t.Run(fmt.Sprint("recycle=", recycle), func(t *testing.T) {
+			dir := t.TempDir()
+			fs := NewFaultFS()
+			opts := Options{FS: fs, Policy: PolicyNone, SegmentSize: 64 << 10, NoRecycle: !recycle}
+			l, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for len(l.Segments()) < 4 {
+				appendN(t, l, 1)
+			}
+			segs := l.Segments()
+			active := segs[len(segs)-1].First
+			truncateAndRelease(t, l, active) // all sealed segments gone
+			l.Abandon()
+			if _, err := fs.Crash(nil, CrashDropAll); err != nil { // the active one's header too
+				t.Fatal(err)
+			}
+			l2, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l2.Close()
+			if first, last := l2.Bounds(); first != active || last != active-1 {
+				t.Fatalf("Bounds after the crash = %d, %d; want %d, %d", first, last, active, active-1)
+			}
+			seq, err := l2.Append([]Entry{{Data: recPayload(active)}})
+			if err != nil || seq != active {
+				t.Fatalf("next append got seq %d (%v), want %d", seq, err, active)
+			}
+		})
+	}
+}
