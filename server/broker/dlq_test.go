@@ -173,3 +173,26 @@ func TestDLQHeaderTable(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadLetterTopicTakesSourceSettings: the dead-letter topic a group
+// creates has its source topic's durability and compression (it used to
+// be left uncompressed).
+func TestDeadLetterTopicTakesSourceSettings(t *testing.T) {
+	for _, c := range []struct {
+		d   Durability
+		cmp Compression
+	}{{DurabilityGroup, CompressionZstd}, {DurabilitySync, CompressionS2}, {DurabilityNone, CompressionNone}} {
+		t.Run(fmt.Sprint(c.d, "/", c.cmp), func(t *testing.T) {
+			e := newEnv(t, nil)
+			tp := e.topic("jobs", TopicConfig{Durability: c.d, Compression: c.cmp})
+			e.group(tp, "w", GroupConfig{})
+			dlt, ok := e.b.Topic("$DLQ.jobs.w")
+			if !ok {
+				t.Fatal("no dead-letter topic")
+			}
+			if got := dlt.Config(); got.Durability != c.d || got.Compression != c.cmp {
+				t.Fatalf("dead-letter topic durability %q compression %q, want %q %q", got.Durability, got.Compression, c.d, c.cmp)
+			}
+		})
+	}
+}

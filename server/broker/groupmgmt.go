@@ -41,7 +41,9 @@ func (t *Topic) Group(name GroupName, cfg GroupConfig) (*Group, error) {
 	}
 	if cfg.DeadLetter != "-" {
 		if _, ok := b.Topic(TopicName(cfg.DeadLetter)); !ok {
-			dcfg := TopicConfig{Durability: t.cfg.Durability}
+			// Dead letters are the source's messages: same durability,
+			// same codec on disk.
+			dcfg := TopicConfig{Durability: t.cfg.Durability, Compression: t.cfg.Compression}
 			if _, err := b.createTopicLocked(TopicName(cfg.DeadLetter), dcfg); err != nil {
 				return nil, fmt.Errorf("group %s/%s: dead-letter topic: %w", t.name, name, err)
 			}
