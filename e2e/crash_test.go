@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 )
@@ -19,6 +20,33 @@ func payload(i int) []byte {
 		b = append(b, byte('a'+r.IntN(26)))
 	}
 	return b
+}
+
+// publishAll publishes messages 0..n-1 to topic e2e on c from a goroutine,
+// at most 256 unconfirmed: the caller takes one token from window per
+// confirm it reads. With pause > 0 it sleeps 1 ms after every pause
+// messages. stop ends the goroutine.
+func publishAll(c *client, n, pause int) (window chan struct{}, stop func()) {
+	window = make(chan struct{}, 256)
+	quit := make(chan struct{})
+	go func() {
+		var buf []byte
+		for i := range n {
+			select {
+			case window <- struct{}{}:
+			case <-quit:
+				return
+			}
+			buf = protocol.AppendPub(buf[:0], "e2e", "", payload(i), protocol.ComputeCRC)
+			if _, err := c.nc.Write(buf); err != nil {
+				return
+			}
+			if pause > 0 && i%pause == pause-1 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	return window, func() { close(quit) }
 }
 
 func indexOf(p []byte) (int, bool) {
@@ -60,23 +88,8 @@ func TestSIGKILLKeepsConfirmedMessages(t *testing.T) {
 	}
 
 	killAt := n/5 + rand.IntN(3*n/5)
-	window := make(chan struct{}, 256)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		var buf []byte
-		for i := range n {
-			select {
-			case window <- struct{}{}:
-			case <-stop:
-				return
-			}
-			buf = protocol.AppendPub(buf[:0], "e2e", "", payload(i), protocol.ComputeCRC)
-			if _, err := c.nc.Write(buf); err != nil {
-				return
-			}
-		}
-	}()
+	window, stop := publishAll(c, n, 0)
+	defer stop()
 	confirmed := make([]bool, n)
 	nConfirmed := 0
 	for i := range n {

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 )
@@ -117,26 +116,8 @@ func TestSIGKILLWhileSegmentsRecycle(t *testing.T) {
 	}()
 
 	killAt := n/4 + rand.IntN(n/2)
-	window := make(chan struct{}, 256)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		var buf []byte
-		for i := range n {
-			select {
-			case window <- struct{}{}:
-			case <-stop:
-				return
-			}
-			buf = protocol.AppendPub(buf[:0], "e2e", "", payload(i), protocol.ComputeCRC)
-			if _, err := pub.nc.Write(buf); err != nil {
-				return
-			}
-			if i%10 == 9 {
-				time.Sleep(time.Millisecond) // about 6 s in all: retention runs every second
-			}
-		}
-	}()
+	window, stop := publishAll(pub, n, 10) // about 6 s in all: retention runs every second
+	defer stop()
 	confirmed := make([]bool, n)
 	nConfirmed := 0
 	var maxSeq uint64

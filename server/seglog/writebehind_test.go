@@ -5,18 +5,25 @@ import (
 	"testing"
 )
 
-// TestWriteBehindBoundsUnsyncedBytes: a PolicyNone log fsyncs in the
-// background once 8 MiB were appended since the last such fsync, so dirty
-// data never piles up to a whole segment (a roll used to flush 64 MiB on
-// the writer's path: p99 214-241 ms at 14.5k msgs/s with durability none).
-func TestWriteBehindBoundsUnsyncedBytes(t *testing.T) {
+// noneLog opens a PolicyNone log on a FaultFS (closed at cleanup) and
+// returns a 64 KiB record to append.
+func noneLog(t *testing.T) (*Log, *FaultFS, []byte) {
+	t.Helper()
 	fs := NewFaultFS()
 	l, err := Open(t.TempDir(), Options{FS: fs, Policy: PolicyNone})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	rec := bytes.Repeat([]byte{7}, 64<<10)
+	t.Cleanup(func() { l.Close() })
+	return l, fs, bytes.Repeat([]byte{7}, 64<<10)
+}
+
+// TestWriteBehindBoundsUnsyncedBytes: a PolicyNone log fsyncs in the
+// background once 8 MiB were appended since the last such fsync, so dirty
+// data never piles up to a whole segment (a roll used to flush 64 MiB on
+// the writer's path: p99 214-241 ms at 14.5k msgs/s with durability none).
+func TestWriteBehindBoundsUnsyncedBytes(t *testing.T) {
+	l, fs, rec := noneLog(t)
 	for range 320 { // 20 MiB, one segment
 		if _, err := l.Append([]Entry{{Data: rec}}); err != nil {
 			t.Fatal(err)
@@ -39,13 +46,7 @@ func TestWriteBehindBoundsUnsyncedBytes(t *testing.T) {
 // broker's group commit runs its logs with PolicyNone and its own
 // fsyncs) gets no extra background fsync.
 func TestWriteBehindQuietWhenSynced(t *testing.T) {
-	fs := NewFaultFS()
-	l, err := Open(t.TempDir(), Options{FS: fs, Policy: PolicyNone})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	rec := bytes.Repeat([]byte{7}, 64<<10)
+	l, fs, rec := noneLog(t)
 	syncs := 0
 	for i := range 320 {
 		if _, err := l.Append([]Entry{{Data: rec}}); err != nil {
@@ -67,13 +68,7 @@ func TestWriteBehindQuietWhenSynced(t *testing.T) {
 // TestWriteBehindOnlyForAppend: AppendNoWait (the caller pipelines its own
 // fsyncs) starts no background fsync.
 func TestWriteBehindOnlyForAppend(t *testing.T) {
-	fs := NewFaultFS()
-	l, err := Open(t.TempDir(), Options{FS: fs, Policy: PolicyNone})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	rec := bytes.Repeat([]byte{7}, 64<<10)
+	l, fs, rec := noneLog(t)
 	for range 200 {
 		if _, _, err := l.AppendNoWait([]Entry{{Data: rec}}); err != nil {
 			t.Fatal(err)
