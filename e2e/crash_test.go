@@ -22,6 +22,26 @@ func payload(i int) []byte {
 	return b
 }
 
+// crcClient connects to addr with CRC tokens on (and checked on what it
+// reads), sends each setup line and expects +OK for it.
+func crcClient(t *testing.T, addr string, setup ...string) *client {
+	t.Helper()
+	c, err := dialClient(t, addr, `{"fibril":1,"crc":true}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.p.SetCRC(true)
+	for _, line := range setup {
+		if _, err := c.nc.Write([]byte(line + "\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := c.next(); err != nil || f.Op != protocol.OpOK {
+			t.Fatalf("%s: %v %q %v", line, f.Op, f.Text, err)
+		}
+	}
+	return c
+}
+
 // publishAll publishes messages 0..n-1 to topic e2e on c from a goroutine,
 // at most 256 unconfirmed: the caller takes one token from window per
 // confirm it reads. With pause > 0 it sleeps 1 ms after every pause
@@ -73,19 +93,7 @@ func TestSIGKILLKeepsConfirmedMessages(t *testing.T) {
 	const n = 4000
 	dir := t.TempDir()
 	p := startFibril(t, dir)
-	c, err := dialClient(t, p.Addr, `{"fibril":1,"crc":true}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.p.SetCRC(true)
-	if _, err := c.nc.Write([]byte("TOPIC CREATE e2e {\"partitions\":2}\r\nGROUP CREATE e2e g\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if f, err := c.next(); err != nil || f.Op != protocol.OpOK {
-			t.Fatalf("create: %v %q %v", f.Op, f.Text, err)
-		}
-	}
+	c := crcClient(t, p.Addr, `TOPIC CREATE e2e {"partitions":2}`, "GROUP CREATE e2e g")
 
 	killAt := n/5 + rand.IntN(3*n/5)
 	window, stop := publishAll(c, n, 0)
@@ -117,12 +125,8 @@ func TestSIGKILLKeepsConfirmedMessages(t *testing.T) {
 	t.Logf("killed after %d confirms (target %d)", nConfirmed, killAt)
 
 	p2 := startFibril(t, dir)
-	r, err := dialClient(t, p2.Addr, `{"fibril":1,"crc":true}`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := crcClient(t, p2.Addr)
 	defer r.close()
-	r.p.SetCRC(true)
 	got := make([]int, n)
 	empty := 0
 	for empty < 2 {

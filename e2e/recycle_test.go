@@ -73,24 +73,8 @@ func TestSIGKILLWhileSegmentsRecycle(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"--segment-size", "262144", "--max-payload", "65536", "--event-segment-size", "65536"}
 	p := startFibril(t, dir, args...)
-	pub, err := dialClient(t, p.Addr, `{"fibril":1,"crc":true}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub.p.SetCRC(true)
-	if _, err := pub.nc.Write([]byte("TOPIC CREATE e2e {\"retention\":\"workqueue\"}\r\nGROUP CREATE e2e g {\"lease_ms\":500}\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if f, err := pub.next(); err != nil || f.Op != protocol.OpOK {
-			t.Fatalf("create: %v %q %v", f.Op, f.Text, err)
-		}
-	}
-	con, err := dialClient(t, p.Addr, `{"fibril":1,"crc":true}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	con.p.SetCRC(true)
+	pub := crcClient(t, p.Addr, `TOPIC CREATE e2e {"retention":"workqueue"}`, `GROUP CREATE e2e g {"lease_ms":500}`)
+	con := crcClient(t, p.Addr)
 	// The consumer's view: ackSent, an ACK of the message was written (the
 	// server may have applied it even if the +OK never came); acked, its
 	// ACK was confirmed.
@@ -156,12 +140,8 @@ func TestSIGKILLWhileSegmentsRecycle(t *testing.T) {
 	}
 
 	p2 := startFibril(t, dir, args...)
-	r, err := dialClient(t, p2.Addr, `{"fibril":1,"crc":true}`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := crcClient(t, p2.Addr)
 	defer r.close()
-	r.p.SetCRC(true)
 	got := make([]int, n)
 	// Deliveries leased when the server died come back once their lease
 	// (500 ms) ends: drain until two POLLs of 1 s came back empty.
