@@ -156,21 +156,8 @@ func reuseSegment(fsys FS, dir, spare string, first Seq, limit int64, writable b
 		_ = fsys.Remove(path)
 		return nil, fmt.Errorf("%w: reuse segment file: %w", ErrWriteFailed, err)
 	}
-	fail := func(err error) (*segment, error) {
-		f.Close()
-		fsys.Remove(path)
-		return nil, fmt.Errorf("%w: reuse segment file %s: %w", ErrWriteFailed, path, err)
-	}
 	if size, err := f.Size(); err != nil || size != limit {
-		return fail(fmt.Errorf("spare is %d bytes, want %d (%v)", size, limit, err))
+		return failSegment(fsys, f, path, "reuse segment file", fmt.Errorf("spare is %d bytes, want %d (%v)", size, limit, err))
 	}
-	if _, err := f.WriteAt(encodeSegHeader(first, limit), 0); err != nil {
-		return fail(err)
-	}
-	s := &segment{path: path, first: first, f: f, size: limit, limit: limit, end: segHeaderSize, last: first - 1, lastIndexed: -1}
-	if err := s.mapFile(writable); err != nil {
-		return fail(err)
-	}
-	s.dirPending.Store(true)
-	return s, nil
+	return stampSegment(fsys, f, path, "reuse segment file", first, limit, limit, writable)
 }

@@ -156,24 +156,33 @@ func createSegment(fsys FS, dir string, first Seq, limit int64, writable bool) (
 	if err != nil {
 		return nil, fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
 	}
-	fail := func(err error) (*segment, error) {
-		f.Close()
-		fsys.Remove(path)
-		return nil, fmt.Errorf("%w: create segment %s: %w", ErrWriteFailed, path, err)
-	}
 	size := min(int64(initialAlloc), limit)
 	if err := f.Allocate(0, size); err != nil {
-		return fail(err)
+		return failSegment(fsys, f, path, "create segment", err)
 	}
+	return stampSegment(fsys, f, path, "create segment", first, size, limit, writable)
+}
+
+// stampSegment makes the new empty segment first out of the open file f
+// (size bytes allocated, limit the most it may grow to): header, map,
+// directory entry pending. On failure f is closed and the file removed.
+func stampSegment(fsys FS, f File, path, what string, first Seq, size, limit int64, writable bool) (*segment, error) {
 	if _, err := f.WriteAt(encodeSegHeader(first, limit), 0); err != nil {
-		return fail(err)
+		return failSegment(fsys, f, path, what, err)
 	}
 	s := &segment{path: path, first: first, f: f, size: size, limit: limit, end: segHeaderSize, last: first - 1, lastIndexed: -1}
 	if err := s.mapFile(writable); err != nil {
-		return fail(err)
+		return failSegment(fsys, f, path, what, err)
 	}
 	s.dirPending.Store(true)
 	return s, nil
+}
+
+// failSegment closes and removes a segment file that could not be made.
+func failSegment(fsys FS, f File, path, what string, err error) (*segment, error) {
+	f.Close()
+	fsys.Remove(path)
+	return nil, fmt.Errorf("%w: %s %s: %w", ErrWriteFailed, what, path, err)
 }
 
 // mapFile reserves limit bytes of address space and maps the first size
