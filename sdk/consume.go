@@ -220,18 +220,29 @@ func (c *Conn) subscribe(ctx context.Context, topic, group string, maxInFlight i
 	if err := checkSubject(group); err != nil {
 		return nil, fmt.Errorf("group: %w", err)
 	}
+	s := &Subscription{conn: c, topic: topic, group: group, maxInFlight: maxInFlight}
+	if err := c.register(ctx, s); err != nil {
+		return nil, fmt.Errorf("fibril: SUB %s %s: %w", topic, group, err)
+	}
+	return s, nil
+}
+
+// register gives s its sid, lists it and sends its SUB, waiting for the
+// +OK; on failure s is forgotten again.
+func (c *Conn) register(ctx context.Context, s *Subscription) error {
+	s.notify = make(chan struct{}, 1)
 	c.mu.Lock()
 	c.nextSID++
-	s := &Subscription{conn: c, sid: c.nextSID, topic: topic, group: group, maxInFlight: maxInFlight, notify: make(chan struct{}, 1)}
+	s.sid = c.nextSID
 	c.subs[s.sid] = s
 	c.mu.Unlock()
 	if _, err := c.roundTrip(ctx, reqOK, s.subFrame()); err != nil {
 		c.mu.Lock()
 		delete(c.subs, s.sid)
 		c.mu.Unlock()
-		return nil, fmt.Errorf("fibril: SUB %s %s: %w", topic, group, err)
+		return err
 	}
-	return s, nil
+	return nil
 }
 
 // unsubscribe stops deliveries to s and hands back what it still holds.

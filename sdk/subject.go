@@ -20,15 +20,8 @@ func (c *Conn) SubscribeSubject(ctx context.Context, subject string) (*Subscript
 	if err := checkSubject(subject); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	c.nextSID++
-	s := &Subscription{conn: c, sid: c.nextSID, topic: subject, notify: make(chan struct{}, 1)}
-	c.subs[s.sid] = s
-	c.mu.Unlock()
-	if _, err := c.roundTrip(ctx, reqOK, s.subFrame()); err != nil {
-		c.mu.Lock()
-		delete(c.subs, s.sid)
-		c.mu.Unlock()
+	s := &Subscription{conn: c, topic: subject}
+	if err := c.register(ctx, s); err != nil {
 		return nil, fmt.Errorf("fibril: SUB %s: %w", subject, err)
 	}
 	return s, nil

@@ -174,38 +174,28 @@ func TestCatalogWithoutCompressionOpens(t *testing.T) {
 	e := newEnv(t, nil)
 	tp := e.topic("old", TopicConfig{Retention: RetentionLimits})
 	e.publish(tp, "before")
-	if err := e.b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e.b = nil
-
-	path := filepath.Join(e.dir, catalogName)
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cat map[string]any
-	if err := json.Unmarshal(raw, &cat); err != nil {
-		t.Fatal(err)
-	}
-	topics := cat["topics"].([]any)
-	for _, ct := range topics {
-		cfg := ct.(map[string]any)["config"].(map[string]any)
-		if _, ok := cfg["compression"]; !ok {
-			t.Fatalf("new catalog lacks compression: %s", raw)
+	rewriteCatalog(t, e, func(raw []byte) []byte {
+		var cat map[string]any
+		if err := json.Unmarshal(raw, &cat); err != nil {
+			t.Fatal(err)
 		}
-		delete(cfg, "compression")
-	}
-	old, err := json.Marshal(cat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(old), "compression") {
-		t.Fatalf("old catalog still names compression: %s", old)
-	}
-	if err := os.WriteFile(path, old, 0o644); err != nil {
-		t.Fatal(err)
-	}
+		topics := cat["topics"].([]any)
+		for _, ct := range topics {
+			cfg := ct.(map[string]any)["config"].(map[string]any)
+			if _, ok := cfg["compression"]; !ok {
+				t.Fatalf("new catalog lacks compression: %s", raw)
+			}
+			delete(cfg, "compression")
+		}
+		old, err := json.Marshal(cat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(old), "compression") {
+			t.Fatalf("old catalog still names compression: %s", old)
+		}
+		return old
+	})
 
 	e.open()
 	tp, ok := e.b.Topic("old")
@@ -231,6 +221,25 @@ func TestCatalogWithoutCompressionOpens(t *testing.T) {
 func TestCatalogUnknownCompressionRefused(t *testing.T) {
 	e := newEnv(t, nil)
 	e.topic("x", TopicConfig{})
+	rewriteCatalog(t, e, func(raw []byte) []byte {
+		bad := strings.Replace(string(raw), `"compression": "none"`, `"compression": "lz4"`, 1)
+		if bad == string(raw) {
+			t.Fatalf("catalog has no compression to damage: %s", raw)
+		}
+		return []byte(bad)
+	})
+	if b, err := Open(e.dir, e.opts()); !errors.Is(err, ErrCorruptState) {
+		if b != nil {
+			b.Close()
+		}
+		t.Fatalf("Open with compression lz4 in the catalog: %v, want ErrCorruptState", err)
+	}
+}
+
+// rewriteCatalog closes e's broker and replaces its catalog file with what
+// edit makes of it.
+func rewriteCatalog(t *testing.T, e *testEnv, edit func(raw []byte) []byte) {
+	t.Helper()
 	if err := e.b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -240,17 +249,7 @@ func TestCatalogUnknownCompressionRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := strings.Replace(string(raw), `"compression": "none"`, `"compression": "lz4"`, 1)
-	if bad == string(raw) {
-		t.Fatalf("catalog has no compression to damage: %s", raw)
-	}
-	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+	if err := os.WriteFile(path, edit(raw), 0o644); err != nil {
 		t.Fatal(err)
-	}
-	if b, err := Open(e.dir, e.opts()); !errors.Is(err, ErrCorruptState) {
-		if b != nil {
-			b.Close()
-		}
-		t.Fatalf("Open with compression lz4 in the catalog: %v, want ErrCorruptState", err)
 	}
 }
