@@ -50,7 +50,8 @@ type Options struct {
 	// ServerName is reported in INFO; empty means the generated server id.
 	ServerName string
 
-	// EventLoops is the number of gnet event loops; default GOMAXPROCS.
+	// EventLoops is the number of gnet event loops; default half of
+	// GOMAXPROCS, at least 1 (defaultEventLoops says why).
 	EventLoops int
 	// MaxConnections caps concurrent client connections (both listeners).
 	MaxConnections int
@@ -140,12 +141,24 @@ type SubjectPermission struct {
 	Deny []string `json:"deny"`
 }
 
+// defaultEventLoops is the event loop count for procs Go scheduler slots
+// (GOMAXPROCS): half of them, at least one. A gnet loop waits in
+// epoll_wait as a plain system call and keeps its slot (its P) while it
+// waits, so with one loop per slot the idle loops held every P and the
+// partition actors and fsync goroutines ran only once the runtime's
+// monitor took one back; and each message crossing from one loop to
+// another costs a wake-up of the other. Half leaves the other half to the
+// engine. On 2 vCPUs (BENCHMARKS.md, interleaved runs): plain 1 KiB
+// pub/sub 376k -> 533k msgs/s, plain 16 B 1.25M -> 1.80M, durable W1
+// level or better (136k -> 140k).
+func defaultEventLoops(procs int) int { return max(1, procs/2) }
+
 // DefaultOptions returns the options `fibril serve` uses with no flags.
 func DefaultOptions() Options {
 	return Options{
 		Listen:           "127.0.0.1:4222",
 		DataDir:          "fibril-data",
-		EventLoops:       runtime.GOMAXPROCS(0),
+		EventLoops:       defaultEventLoops(runtime.GOMAXPROCS(0)),
 		MaxConnections:   64 * 1024,
 		MaxPayload:       1 << 20,
 		MaxControlLine:   4096,
