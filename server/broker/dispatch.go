@@ -113,6 +113,11 @@ func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 		return
 	}
 	if len(w.acc) == 0 && w.outstanding.Load() == 1 {
+		if p.pipelined && p.syncing && len(ds) < want && !w.bytesFull() {
+			w.keep(ds)
+			p.collecting = append(p.collecting, w)
+			return
+		}
 		// Alone: no other commit is pending and none can start (only
 		// the holder of the tour adds to outstanding).
 		p.after = append(p.after, func() {
@@ -129,6 +134,71 @@ func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 		p.after = append(p.after, p.releaseAfterCommit(w)) // the tour ends with this commit
 	} else {
 		w.release()
+	}
+}
+
+// Collecting polls.
+//
+// With group commit a poll served while an fsync is in flight cannot be
+// answered before the fsync after that one, which starts when the one in
+// flight ends: every record written meanwhile goes into it too. So the poll
+// stays open until then (in p.collecting, claimed, its deliveries copied)
+// and takes what arrives, instead of being answered with the few records of
+// the round that served it while the records of the next rounds wait for a
+// poll the consumer sends only after that answer, and then for one more
+// fsync. A poll that fills up is answered with the round that filled it.
+
+// collect gives the collecting polls of gp what is ready now.
+func (p *partition) collect(gp *groupPart) {
+	k := 0
+	for _, w := range p.collecting {
+		if w.group == gp.id && !gp.g.paused.Load() &&
+			(w.owner == 0 || !p.t.b.ownerReleasedSince(w.owner, w.relGen)) {
+			for len(w.acc) < w.max && !w.bytesFull() {
+				d, ok := p.deliverOne(gp, w.owner, nil)
+				if !ok {
+					break
+				}
+				w.acc = append(w.acc, d.clone())
+				w.bytes += int64(len(d.Subject) + len(d.Header) + len(d.Data))
+			}
+			if len(w.acc) >= w.max || w.bytesFull() {
+				p.after = append(p.after, p.finishAfterCommit(w))
+				continue
+			}
+		}
+		p.collecting[k] = w
+		k++
+	}
+	clear(p.collecting[k:])
+	p.collecting = p.collecting[:k]
+}
+
+// closeCollecting ends the collection when the fsync in flight is done:
+// each poll is answered with the newest pending batch, which holds the
+// events of all its deliveries.
+func (p *partition) closeCollecting() {
+	for _, w := range p.collecting {
+		if n := len(p.pending); n > 0 {
+			b := &p.pending[n-1]
+			b.after = append(b.after, p.finishAfterCommit(w))
+		} else {
+			w.finish(w.acc, nil) // nothing pending: all of it is durable
+		}
+	}
+	clear(p.collecting)
+	p.collecting = p.collecting[:0]
+}
+
+// finishAfterCommit answers w among a batch's completions, or fails it when
+// the batch's data fsync failed (never hand out what is not durable).
+func (p *partition) finishAfterCommit(w *pollWaiter) func() {
+	return func() {
+		if err := p.commitDataErr; err != nil {
+			w.finish(nil, err)
+			return
+		}
+		w.finish(w.acc, nil)
 	}
 }
 
@@ -263,6 +333,9 @@ func (p *partition) dispatch() {
 			}
 			clear(gp.waiters[k:])
 			gp.waiters = gp.waiters[:k]
+		}
+		if len(p.collecting) > 0 {
+			p.collect(gp)
 		}
 		for len(gp.waiters) > 0 {
 			w := gp.waiters[0]

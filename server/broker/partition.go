@@ -119,10 +119,13 @@ type partition struct {
 	// durData is the highest data offset known durable. Records up to
 	// last (written) are leased at once, but a delivery is answered only
 	// with its batch, once the data and the delivery's event are durable.
-	durData     Seq
-	durEvents   Seq // highest event record known durable
-	safeLow     Seq // lowest group frontier that is durable (retention)
-	pending     []syncBatch
+	durData   Seq
+	durEvents Seq // highest event record known durable
+	safeLow   Seq // lowest group frontier that is durable (retention)
+	pending   []syncBatch
+	// collecting: polls served while a commit's fsync was in flight; they
+	// take what arrives until the next fsync starts (see collect).
+	collecting  []*pollWaiter
 	syncing     bool
 	syncReq     chan struct{}
 	wantData    atomic.Uint64 // sync targets handed to the syncer
@@ -363,6 +366,7 @@ func (p *partition) complete(b *syncBatch) {
 // anything durable after a failed fsync).
 func (p *partition) synced(data, events Seq, dataErr, eventsErr error) {
 	p.syncing = false
+	p.closeCollecting()
 	p.durData = max(p.durData, data)
 	p.durEvents = max(p.durEvents, events)
 	failed := dataErr != nil || eventsErr != nil
@@ -701,6 +705,7 @@ func (p *partition) shutdown() {
 			d, e, derr, eerr := p.syncBoth()
 			p.synced(d, e, derr, eerr) // with no error, everything is durable now
 		}
+		p.closeCollecting() // none left with a batch pending; these are durable
 	}
 	for _, gp := range p.order {
 		for _, w := range gp.waiters {

@@ -1,0 +1,262 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fibrilmq/fibril/internal/memstore"
+	"github.com/fibrilmq/fibril/server/seglog"
+)
+
+// syncGate is a test store (a tool, like the fault stores): while armed,
+// each Sync blocks until release, which may make it fail. It keeps its own
+// durable point (the test stores count every append as durable).
+type syncGate struct {
+	seglog.Store
+	mu      sync.Mutex
+	hold    chan struct{} // nil: Sync passes
+	fail    error
+	entered chan struct{}
+	durable seglog.Seq
+}
+
+func (g *syncGate) Durable() seglog.Seq {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.durable
+}
+
+func (g *syncGate) arm() {
+	g.mu.Lock()
+	g.hold, g.entered = make(chan struct{}), make(chan struct{}, 1)
+	g.mu.Unlock()
+}
+
+func (g *syncGate) Sync() (seglog.Seq, error) {
+	g.mu.Lock()
+	hold, entered := g.hold, g.entered
+	g.mu.Unlock()
+	if hold != nil {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-hold
+		g.mu.Lock()
+		err := g.fail
+		g.mu.Unlock()
+		if err != nil {
+			return g.Durable(), err
+		}
+	}
+	d, err := g.Store.Sync()
+	if err == nil {
+		g.mu.Lock()
+		g.durable = max(g.durable, d)
+		g.mu.Unlock()
+	}
+	return g.Durable(), err
+}
+
+// waitEntered waits until a Sync is held.
+func (g *syncGate) waitEntered(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no fsync reached the gate")
+	}
+}
+
+// release lets the held Sync (and every later one) through; with err the
+// held one and later ones fail.
+func (g *syncGate) release(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.hold == nil || g.fail != nil {
+		return // not armed, or released already with a failure
+	}
+	g.fail = err
+	close(g.hold)
+	if err == nil {
+		g.hold = nil // later Syncs pass
+	} // else the closed channel stays: later Syncs fail at once
+}
+
+// gatedEnv is a broker on test stores whose data logs sit behind a
+// syncGate each (by directory).
+func gatedEnv(t *testing.T) (*testEnv, func(tp *Topic) *syncGate) {
+	t.Helper()
+	stores := memstore.New()
+	var mu sync.Mutex
+	gates := map[string]*syncGate{}
+	e := newEnvWith(t, func(o *Options) {
+		o.OpenStore = func(dir string, policy seglog.Policy) (seglog.Store, error) {
+			s, err := stores.Open(dir, policy)
+			if err != nil || filepath.Base(dir) != dataLogName {
+				return s, err
+			}
+			g := &syncGate{Store: s}
+			mu.Lock()
+			gates[dir] = g
+			mu.Unlock()
+			return g, nil
+		}
+	})
+	t.Cleanup(func() { // before the broker's Close (cleanups run last first)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, g := range gates {
+			g.release(nil)
+		}
+	})
+	return e, func(tp *Topic) *syncGate {
+		mu.Lock()
+		defer mu.Unlock()
+		return gates[filepath.Join(tp.dir, "0", dataLogName)]
+	}
+}
+
+// TestPollCollectsWhileFsyncInFlight: a poll served while a commit's fsync
+// is in flight cannot be answered before the next fsync, so it takes the
+// records published until that one starts, instead of being answered with
+// the first one alone while the others wait for a poll the consumer sends
+// only after that answer (and then for one more fsync). A poll that fills
+// up takes no more; what is left waits for the next poll.
+func TestPollCollectsWhileFsyncInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		max, want int
+	}{
+		{10, 3}, // collects x, m1, m2
+		{2, 2},  // full after x, m1
+	} {
+		t.Run(fmt.Sprintf("max=%d", tc.max), func(t *testing.T) {
+			e, gateOf := gatedEnv(t)
+			tp := e.topic("q", TopicConfig{})
+			g := e.group(tp, "w", GroupConfig{DeadLetter: "-"})
+			gate := gateOf(tp)
+			confirms := make(chan error, 3)
+			pub := func(s string) {
+				if err := tp.PublishAsync(Message{Subject: "q", Data: []byte(s)}, func(_ Position, err error) { confirms <- err }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			inflight := func(n int64) {
+				t.Helper()
+				waitFor(t, fmt.Sprintf("%d in flight", n), func() bool {
+					in, err := g.InfoCurrent(context.Background())
+					return err == nil && in.Inflight == n
+				})
+			}
+			gate.arm()
+			pub("x")
+			gate.waitEntered(t) // x's fsync is in flight and held
+			answer := make(chan []Delivery, 1)
+			if err := g.PollAsync(tc.max, 5*time.Second, 1, func(ds []Delivery, err error) {
+				if err != nil {
+					t.Errorf("poll: %v", err)
+				}
+				answer <- ds
+			}); err != nil {
+				t.Fatal(err)
+			}
+			inflight(1) // served with x
+			pub("m1")
+			inflight(2) // m1 went to the same poll
+			pub("m2")
+			if tc.max > 2 {
+				inflight(3)
+			} else {
+				time.Sleep(20 * time.Millisecond) // m2 must stay ready: nothing to wait for
+				if in := g.Info(); in.Inflight != 2 {
+					t.Fatalf("inflight %d after the poll filled up, want 2", in.Inflight)
+				}
+			}
+			select {
+			case ds := <-answer:
+				t.Fatalf("answered with %d deliveries while the fsync of its records was held", len(ds))
+			default:
+			}
+			gate.release(nil)
+			var ds []Delivery
+			select {
+			case ds = <-answer:
+			case <-time.After(5 * time.Second):
+				t.Fatal("no answer after the fsync")
+			}
+			var got []string
+			for _, d := range ds {
+				got = append(got, string(d.Data))
+			}
+			if len(got) != tc.want || got[0] != "x" || got[1] != "m1" {
+				t.Fatalf("answer %q, want the first %d of [x m1 m2]", got, tc.want)
+			}
+			for range 3 {
+				if err := <-confirms; err != nil {
+					t.Fatalf("publish: %v", err)
+				}
+			}
+			if tc.max == 2 {
+				if ds := e.pollNow(g, 10, 1); len(ds) != 1 || string(ds[0].Data) != "m2" {
+					t.Fatalf("next poll got %d deliveries, want m2", len(ds))
+				}
+			}
+		})
+	}
+}
+
+// TestCollectingPollFailsWithItsFsync: when the fsync a collecting poll
+// waits for fails, the poll gets the error and none of the records (which
+// may not be on disk), and no publish is confirmed.
+func TestCollectingPollFailsWithItsFsync(t *testing.T) {
+	e, gateOf := gatedEnv(t)
+	tp := e.topic("q", TopicConfig{})
+	g := e.group(tp, "w", GroupConfig{DeadLetter: "-"})
+	gate := gateOf(tp)
+	confirms := make(chan error, 2)
+	pub := func(s string) {
+		if err := tp.PublishAsync(Message{Subject: "q", Data: []byte(s)}, func(_ Position, err error) { confirms <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inflight := func(n int64) {
+		t.Helper()
+		waitFor(t, fmt.Sprintf("%d in flight", n), func() bool {
+			in, err := g.InfoCurrent(context.Background())
+			return err == nil && in.Inflight == n
+		})
+	}
+	gate.arm()
+	pub("x")
+	gate.waitEntered(t)
+	type result struct {
+		ds  []Delivery
+		err error
+	}
+	answer := make(chan result, 1)
+	if err := g.PollAsync(10, 5*time.Second, 1, func(ds []Delivery, err error) { answer <- result{ds, err} }); err != nil {
+		t.Fatal(err)
+	}
+	inflight(1)
+	pub("m1")
+	inflight(2) // collected
+	gate.release(errors.New("injected fsync failure"))
+	select {
+	case r := <-answer:
+		if r.err == nil || len(r.ds) != 0 {
+			t.Fatalf("answer: %d deliveries, err %v; want the fsync error and nothing", len(r.ds), r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer after the failed fsync")
+	}
+	for range 2 {
+		if err := <-confirms; err == nil {
+			t.Fatal("a publish was confirmed although its fsync failed")
+		}
+	}
+}
