@@ -64,6 +64,9 @@
 // the record and the delivery's event are both durable (one fsync round
 // from publish to consumer instead of two). If the data fsync fails, the
 // deliveries of that batch are not handed out (the poll gets the error).
+// A poll served while an fsync is in flight can only be answered after the
+// next one, so until that one starts it keeps taking what is published
+// (collecting polls, dispatch.go): one answer per fsync, not one per round.
 // A crash between the two fsyncs can leave an event log recording the
 // delivery of a record the data log lost; recovery forgets such deliveries
 // (groupState.clampTo) so the offset counts as never delivered.
