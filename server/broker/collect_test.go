@@ -122,6 +122,51 @@ func gatedEnv(t *testing.T) (*testEnv, func(tp *Topic) *syncGate) {
 	}
 }
 
+// collectFixture is one single-partition topic "q" with group "w" behind a
+// syncGate, and helpers to publish without waiting and to wait for the
+// group's in-flight count.
+type collectFixture struct {
+	t        *testing.T
+	e        *testEnv
+	tp       *Topic
+	g        *Group
+	gate     *syncGate
+	confirms chan error
+}
+
+func newCollectFixture(t *testing.T) *collectFixture {
+	t.Helper()
+	e, gateOf := gatedEnv(t)
+	tp := e.topic("q", TopicConfig{})
+	g := e.group(tp, "w", GroupConfig{DeadLetter: "-"})
+	return &collectFixture{t: t, e: e, tp: tp, g: g, gate: gateOf(tp), confirms: make(chan error, 16)}
+}
+
+// pub publishes s; its confirm (nil or the error) goes to confirms.
+func (f *collectFixture) pub(s string) {
+	f.t.Helper()
+	if err := f.tp.PublishAsync(Message{Subject: "q", Data: []byte(s)}, func(_ Position, err error) { f.confirms <- err }); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *collectFixture) inflight(n int64) {
+	f.t.Helper()
+	waitFor(f.t, fmt.Sprintf("%d in flight", n), func() bool {
+		in, err := f.g.InfoCurrent(context.Background())
+		return err == nil && in.Inflight == n
+	})
+}
+
+// holdFirst publishes x with the gate armed and returns once x's fsync is
+// in flight and held.
+func (f *collectFixture) holdFirst() {
+	f.t.Helper()
+	f.gate.arm()
+	f.pub("x")
+	f.gate.waitEntered(f.t)
+}
+
 // TestPollCollectsWhileFsyncInFlight: a poll served while a commit's fsync
 // is in flight cannot be answered before the next fsync, so it takes the
 // records published until that one starts, instead of being answered with
@@ -136,26 +181,9 @@ func TestPollCollectsWhileFsyncInFlight(t *testing.T) {
 		{2, 2},  // full after x, m1
 	} {
 		t.Run(fmt.Sprintf("max=%d", tc.max), func(t *testing.T) {
-			e, gateOf := gatedEnv(t)
-			tp := e.topic("q", TopicConfig{})
-			g := e.group(tp, "w", GroupConfig{DeadLetter: "-"})
-			gate := gateOf(tp)
-			confirms := make(chan error, 3)
-			pub := func(s string) {
-				if err := tp.PublishAsync(Message{Subject: "q", Data: []byte(s)}, func(_ Position, err error) { confirms <- err }); err != nil {
-					t.Fatal(err)
-				}
-			}
-			inflight := func(n int64) {
-				t.Helper()
-				waitFor(t, fmt.Sprintf("%d in flight", n), func() bool {
-					in, err := g.InfoCurrent(context.Background())
-					return err == nil && in.Inflight == n
-				})
-			}
-			gate.arm()
-			pub("x")
-			gate.waitEntered(t) // x's fsync is in flight and held
+			f := newCollectFixture(t)
+			e, g, gate, confirms, pub, inflight := f.e, f.g, f.gate, f.confirms, f.pub, f.inflight
+			f.holdFirst()
 			answer := make(chan []Delivery, 1)
 			if err := g.PollAsync(tc.max, 5*time.Second, 1, func(ds []Delivery, err error) {
 				if err != nil {
@@ -214,26 +242,9 @@ func TestPollCollectsWhileFsyncInFlight(t *testing.T) {
 // waits for fails, the poll gets the error and none of the records (which
 // may not be on disk), and no publish is confirmed.
 func TestCollectingPollFailsWithItsFsync(t *testing.T) {
-	e, gateOf := gatedEnv(t)
-	tp := e.topic("q", TopicConfig{})
-	g := e.group(tp, "w", GroupConfig{DeadLetter: "-"})
-	gate := gateOf(tp)
-	confirms := make(chan error, 2)
-	pub := func(s string) {
-		if err := tp.PublishAsync(Message{Subject: "q", Data: []byte(s)}, func(_ Position, err error) { confirms <- err }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	inflight := func(n int64) {
-		t.Helper()
-		waitFor(t, fmt.Sprintf("%d in flight", n), func() bool {
-			in, err := g.InfoCurrent(context.Background())
-			return err == nil && in.Inflight == n
-		})
-	}
-	gate.arm()
-	pub("x")
-	gate.waitEntered(t)
+	f := newCollectFixture(t)
+	g, gate, confirms, pub, inflight := f.g, f.gate, f.confirms, f.pub, f.inflight
+	f.holdFirst()
 	type result struct {
 		ds  []Delivery
 		err error
