@@ -94,15 +94,7 @@ func (p *partition) claimed(w *pollWaiter) {
 // records, without copies, when this partition served it alone.
 func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 	want := w.max - len(w.acc)
-	ds := make([]Delivery, 0, min(want, gp.readyBound(p.last)))
-	for len(ds) < want && !w.bytesFull() {
-		d, ok := p.deliverOne(gp, w.owner, nil)
-		if !ok {
-			break
-		}
-		ds = append(ds, d)
-		w.bytes += int64(len(d.Subject) + len(d.Header) + len(d.Data))
-	}
+	ds := p.gather(gp, w, want)
 	if len(ds) < want && !w.bytesFull() && w.hops > 0 {
 		if len(ds) > 0 {
 			w.keep(ds)
@@ -120,13 +112,7 @@ func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 		}
 		// Alone: no other commit is pending and none can start (only
 		// the holder of the tour adds to outstanding).
-		p.after = append(p.after, func() {
-			if err := p.commitDataErr; err != nil {
-				w.finish(nil, err) // never hand out what is not durable
-				return
-			}
-			w.finish(ds, nil)
-		})
+		p.after = append(p.after, p.finishAfterCommit(w, ds))
 		return
 	}
 	w.keep(ds)
@@ -135,6 +121,22 @@ func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 	} else {
 		w.release()
 	}
+}
+
+// gather leases up to want deliveries of gp to w (fewer once w's answer
+// reaches its byte limit), borrowing the records until the round's
+// completions have run.
+func (p *partition) gather(gp *groupPart, w *pollWaiter, want int) []Delivery {
+	ds := make([]Delivery, 0, min(want, gp.readyBound(p.last)))
+	for len(ds) < want && !w.bytesFull() {
+		d, ok := p.deliverOne(gp, w.owner, nil)
+		if !ok {
+			break
+		}
+		ds = append(ds, d)
+		w.bytes += int64(len(d.Subject) + len(d.Header) + len(d.Data))
+	}
+	return ds
 }
 
 // Collecting polls.
@@ -154,16 +156,9 @@ func (p *partition) collect(gp *groupPart) {
 	for _, w := range p.collecting {
 		if w.group == gp.id && !gp.g.paused.Load() &&
 			(w.owner == 0 || !p.t.b.ownerReleasedSince(w.owner, w.relGen)) {
-			for len(w.acc) < w.max && !w.bytesFull() {
-				d, ok := p.deliverOne(gp, w.owner, nil)
-				if !ok {
-					break
-				}
-				w.acc = append(w.acc, d.clone())
-				w.bytes += int64(len(d.Subject) + len(d.Header) + len(d.Data))
-			}
+			w.keep(p.gather(gp, w, w.max-len(w.acc)))
 			if len(w.acc) >= w.max || w.bytesFull() {
-				p.after = append(p.after, p.finishAfterCommit(w))
+				p.after = append(p.after, p.finishAfterCommit(w, w.acc))
 				continue
 			}
 		}
@@ -181,7 +176,7 @@ func (p *partition) closeCollecting() {
 	for _, w := range p.collecting {
 		if n := len(p.pending); n > 0 {
 			b := &p.pending[n-1]
-			b.after = append(b.after, p.finishAfterCommit(w))
+			b.after = append(b.after, p.finishAfterCommit(w, w.acc))
 		} else {
 			w.finish(w.acc, nil) // nothing pending: all of it is durable
 		}
@@ -190,15 +185,15 @@ func (p *partition) closeCollecting() {
 	p.collecting = p.collecting[:0]
 }
 
-// finishAfterCommit answers w among a batch's completions, or fails it when
-// the batch's data fsync failed (never hand out what is not durable).
-func (p *partition) finishAfterCommit(w *pollWaiter) func() {
+// finishAfterCommit answers w with ds among a batch's completions, or fails
+// it when the batch's data fsync failed (never hand out what is not durable).
+func (p *partition) finishAfterCommit(w *pollWaiter, ds []Delivery) func() {
 	return func() {
 		if err := p.commitDataErr; err != nil {
 			w.finish(nil, err)
 			return
 		}
-		w.finish(w.acc, nil)
+		w.finish(ds, nil)
 	}
 }
 
