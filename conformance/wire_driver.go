@@ -247,6 +247,19 @@ func (s *wireSession) answer(ctx context.Context) (string, error) {
 	}
 }
 
+// errorAfterWriteFailed reads what the server sent before a write failed
+// and returns its -ERR, or nil.
+func (s *wireSession) errorAfterWriteFailed(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err := s.answer(ctx)
+	var we *wireError
+	if errors.As(err, &we) {
+		return we
+	}
+	return nil
+}
+
 func (s *wireSession) roundTrip(ctx context.Context, cmd string) (string, error) {
 	if err := s.rc.write([]byte(cmd + "\r\n")); err != nil {
 		return "", err
@@ -311,6 +324,11 @@ func parsePosition(arg string) (Position, error) {
 // Publish implements Session.
 func (s *wireSession) Publish(ctx context.Context, m OutMsg) (Position, error) {
 	if err := s.rc.write(s.encodePub(m)); err != nil {
+		// The server may have refused the frame and closed while it was
+		// still being written: its -ERR says why, if it arrived.
+		if werr := s.errorAfterWriteFailed(ctx); werr != nil {
+			return Position{}, werr
+		}
 		return Position{}, err
 	}
 	arg, err := s.answer(ctx)

@@ -69,12 +69,16 @@ type client struct {
 	lastIn    atomic.Int64 // unix nanos of the last input
 	lastPing  atomic.Int64 // unix nanos of the last server PING
 	pingsOut  atomic.Int32
+	// lingerUntil: unix nanos when a lingering close ends (linger.go); 0
+	// while the connection is not half-closed.
+	lingerUntil atomic.Int64
 
 	mu          sync.Mutex
-	out         []byte // the outbox: queued bytes not yet handed to tr
-	wakePending bool   // a wake is requested or the owner is flushing
-	closing     bool   // no more output accepted; close after flush
-	closed      bool
+	out         []byte    // the outbox: queued bytes not yet handed to tr
+	wakePending bool      // a wake is requested or the owner is flushing
+	closing     bool      // no more output accepted; close after flush
+	closed      bool      // the socket is gone (teardown ran)
+	released    bool      // subscriptions and leases are given back (release ran)
 	answers     []*answer // answers not yet written, in command order
 	subs        map[string]*subscription
 	unconfirmed int        // publishes awaiting their confirm
@@ -334,8 +338,9 @@ func (c *client) isClosing() bool {
 	return c.closing
 }
 
-// closed is called once by the transport when the socket is gone: it drops
-// the connection's subscriptions and durable leases.
+// teardown is called once by the transport when the socket is gone: it
+// drops the connection's subscriptions and durable leases (release, if a
+// lingering close did not already) and forgets the connection.
 func (c *client) teardown() {
 	c.mu.Lock()
 	if c.closed {
@@ -343,15 +348,7 @@ func (c *client) teardown() {
 		return
 	}
 	c.closed = true
-	c.closing = true
-	subs := c.subs
-	c.subs = nil
-	c.answers = nil
-	c.out = nil
 	c.mu.Unlock()
-	c.cancel()
-	for _, s := range subs {
-		c.srv.dropSub(s)
-	}
+	c.release()
 	c.srv.clientGone(c)
 }

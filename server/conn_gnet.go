@@ -113,7 +113,7 @@ func (h *gnetHandler) flush(c gnet.Conn, cl *client) gnet.Action {
 	h.s.outBufs.put(out)
 	cl.settleWritten(acks)
 	if closeAfter {
-		return gnet.Close
+		return h.closeAfterFlush(c, cl)
 	}
 	return gnet.None
 }

@@ -147,9 +147,10 @@ func (tl *tlsListener) serve(nc net.Conn) {
 	for {
 		if len(buf) == cap(buf) {
 			if len(buf) >= s.opts.MaxInputBuffer {
+				// The writer sends the -ERR and half-closes; the input
+				// from here on is discarded below.
 				cl.fail(protocol.CodeMaxPayload, fmt.Sprintf("input buffer over %d bytes", s.opts.MaxInputBuffer))
-				<-tc.done
-				return
+				buf = buf[:0]
 			}
 			nb := make([]byte, len(buf), min(2*cap(buf), s.opts.MaxInputBuffer))
 			copy(nb, buf)
@@ -175,7 +176,10 @@ func (tl *tlsListener) serve(nc net.Conn) {
 		}
 		n, err := conn.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if n > 0 && !cl.isClosing() {
+		switch {
+		case cl.isClosing():
+			buf = buf[:0] // lingering: discard
+		case n > 0:
 			used := cl.feed(buf)
 			rest := copy(buf, buf[used:])
 			buf = buf[:rest]
@@ -205,7 +209,11 @@ func (tl *tlsListener) writer(conn *tls.Conn, tc *tlsConn, cl *client) {
 		tl.s.outBufs.put(out)
 		cl.settleWritten(acks)
 		if closeAfter {
-			tc.shut()
+			// The reader ends the connection when the peer closes or the
+			// lingering deadline passes (linger.go).
+			if !lingerTLS(tc, conn, cl) {
+				tc.shut()
+			}
 			return
 		}
 	}

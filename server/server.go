@@ -309,7 +309,6 @@ func (s *Server) clientGone(c *client) {
 		s.closed.add(ref, recentClosedConns)
 	}
 	s.mu.Unlock()
-	s.releaseDurable(c)
 }
 
 // tick sends heartbeats, closes stale and unauthenticated connections, and
@@ -323,6 +322,10 @@ func (s *Server) tick(now time.Time) time.Duration {
 	s.mu.Unlock()
 	pi := s.opts.PingInterval
 	for _, c := range cls {
+		if c.lingerDone(now) {
+			c.tr.close() // the owner closes a lingering socket whose time is up
+			continue
+		}
 		c.heartbeat(now, pi)
 	}
 	next := min(pi/4, s.opts.AuthTimeout/4)

@@ -214,14 +214,35 @@ func TestSlowConsumerClosed(t *testing.T) {
 		if i%20 == 19 {
 			pub.send("PING\r\n")
 			pub.expect("^PONG$")
-			s.mu.Lock()
-			closed = len(s.clients) == 1
-			s.mu.Unlock()
+			closed = liveClients(s) == 1
 		}
 	}
 	if !closed {
 		t.Fatal("slow consumer was not closed")
 	}
+	// Its socket lingers half-closed (linger.go), then goes.
+	waitFor(t, lingerTime+5*time.Second, "slow consumer forgotten", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.clients) == 1
+	})
+}
+
+// liveClients counts the connections that are not closing.
+func liveClients(s *Server) int {
+	s.mu.Lock()
+	cls := make([]*client, 0, len(s.clients))
+	for _, c := range s.clients {
+		cls = append(cls, c)
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, c := range cls {
+		if !c.isClosing() {
+			n++
+		}
+	}
+	return n
 }
 
 func TestClientNotReadingIsBounded(t *testing.T) {
