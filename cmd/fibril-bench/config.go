@@ -51,6 +51,7 @@ type Config struct {
 
 	CPUProfile, MemProfile string // with Embed: profiles of the whole process
 	Trace                  string // with Embed: a runtime execution trace of the run
+	LatencyLog             string // write every first delivery's send time and latency here
 
 	// dropNth is a test hook: the consumers ignore the n-th delivery (1-based)
 	// as if it never arrived, so the verification must fail.
@@ -159,6 +160,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "with --embed: write a CPU profile of the run here")
 	fs.StringVar(&c.MemProfile, "memprofile", "", "with --embed: write an allocation profile here at the end")
 	fs.StringVar(&c.Trace, "trace", "", "with --embed: write a runtime execution trace of the run here (go tool trace; -pprof=sched|sync|syscall)")
+	fs.StringVar(&c.LatencyLog, "latency-log", "", "write every first delivery here, sorted by send time, one line each: `<sent unix ns> <latency ns> <consumer>` (to see whether a tail is spread or comes in episodes)")
 	var serverArgs stringList
 	fs.Var(&serverArgs, "server-arg", "extra flag for `fibril serve` (repeatable)")
 	if err := fs.Parse(args); err != nil {

@@ -48,6 +48,7 @@ type runState struct {
 	doneOnce  sync.Once
 	done      chan struct{}
 	hists     []*Histogram // one per consumer
+	lats      []*latLog    // one per consumer, with --latency-log
 	pubUntil  time.Time    // --duration: publishers stop sending at this time
 }
 
@@ -69,6 +70,16 @@ func newRunState(cfg *Config) *runState {
 	}
 	for range cfg.Subs {
 		st.hists = append(st.hists, &Histogram{})
+		if cfg.LatencyLog != "" {
+			expect := cfg.Msgs / int64(cfg.Subs)
+			if cfg.Mode == "plain" {
+				expect = cfg.Msgs // every subscriber gets everything
+			}
+			if cfg.Duration > 0 {
+				expect = 0 // unknown: chunks as they fill
+			}
+			st.lats = append(st.lats, newLatLog(expect+latChunk))
+		}
 	}
 	if cfg.Duration > 0 {
 		st.target.Store(1<<62 - 1)
@@ -94,6 +105,9 @@ func (st *runState) deliver(idx int, payload []byte, attempt int, lookup func() 
 	}
 	now := time.Now().UnixNano()
 	st.hists[idx].Add(now - sent)
+	if st.lats != nil {
+		st.lats[idx].add(idx, sent, now-sent)
+	}
 	return st.checkDone(now)
 }
 
@@ -332,6 +346,11 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	}
 	res.setLatency(h)
 	res.verify(st, stats)
+	if cfg.LatencyLog != "" {
+		if err := writeLatencyLog(cfg.LatencyLog, st.lats); err != nil {
+			return res, err
+		}
+	}
 	if cfg.CPUProfile != "" || cfg.MemProfile != "" || cfg.Trace != "" {
 		srv.profileDone()
 	}
