@@ -30,10 +30,14 @@ type latLog struct {
 	cur    int
 }
 
+// maxReserved caps what newLatLog makes up front (4M entries, 96 MiB);
+// past it chunks are made as they fill.
+const maxReserved = 1 << 22
+
 // newLatLog reserves room for about expect entries up front.
 func newLatLog(expect int64) *latLog {
 	l := &latLog{}
-	for n := int64(0); n < max(expect, 1); n += latChunk {
+	for n := int64(0); n < min(max(expect, 1), maxReserved); n += latChunk {
 		l.chunks = append(l.chunks, make([]latEntry, 0, latChunk))
 	}
 	return l
