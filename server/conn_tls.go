@@ -151,6 +151,7 @@ func (tl *tlsListener) serve(nc net.Conn) {
 				// from here on is discarded below.
 				cl.fail(protocol.CodeMaxPayload, fmt.Sprintf("input buffer over %d bytes", s.opts.MaxInputBuffer))
 				buf = buf[:0]
+				continue
 			}
 			nb := make([]byte, len(buf), min(2*cap(buf), s.opts.MaxInputBuffer))
 			copy(nb, buf)
