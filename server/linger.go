@@ -12,6 +12,7 @@ package server
 // side or after lingerTime, whichever comes first.
 
 import (
+	"crypto/tls"
 	"net"
 	"time"
 
@@ -86,10 +87,7 @@ func (h *gnetHandler) closeAfterFlush(c gnet.Conn, cl *client) gnet.Action {
 // lingerTLS is the TLS answer to the same: close_notify and a TCP
 // half-close, then the reader discards input until EOF or the deadline.
 // It reports false when the connection must be shut at once.
-func lingerTLS(tc *tlsConn, conn interface {
-	CloseWrite() error
-	SetReadDeadline(time.Time) error
-}, cl *client) bool {
+func lingerTLS(tc *tlsConn, conn *tls.Conn, cl *client) bool {
 	now := time.Now()
 	if err := conn.CloseWrite(); err != nil {
 		return false

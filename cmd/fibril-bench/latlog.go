@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -11,10 +12,7 @@ import (
 
 // latEntry is one first delivery: when its message was sent (Unix nanos)
 // and how long it took to arrive.
-type latEntry struct {
-	sent, lat int64
-	consumer  int32
-}
+type latEntry struct{ sent, lat int64 }
 
 // latChunk entries go in fixed chunks, so recording never copies what was
 // recorded before: a growing slice's copies stall the consumer that makes
@@ -25,25 +23,26 @@ const latChunk = 1 << 16
 // latLog records every first delivery of one consumer. chunks are made up
 // front for the expected count; cur is the one being filled.
 type latLog struct {
-	mu     sync.Mutex // uncontended: a consumer's deliveries, one at a time
-	chunks [][]latEntry
-	cur    int
+	consumer int
+	mu       sync.Mutex // uncontended: a consumer's deliveries, one at a time
+	chunks   [][]latEntry
+	cur      int
 }
 
 // maxReserved caps what newLatLog makes up front (4M entries, 96 MiB);
 // past it chunks are made as they fill.
 const maxReserved = 1 << 22
 
-// newLatLog reserves room for about expect entries up front.
-func newLatLog(expect int64) *latLog {
-	l := &latLog{}
+// newLatLog reserves room for about expect entries of consumer up front.
+func newLatLog(consumer int, expect int64) *latLog {
+	l := &latLog{consumer: consumer}
 	for n := int64(0); n < min(max(expect, 1), maxReserved); n += latChunk {
 		l.chunks = append(l.chunks, make([]latEntry, 0, latChunk))
 	}
 	return l
 }
 
-func (l *latLog) add(consumer int, sent, lat int64) {
+func (l *latLog) add(sent, lat int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.chunks[l.cur]) == latChunk {
@@ -52,7 +51,7 @@ func (l *latLog) add(consumer int, sent, lat int64) {
 			l.chunks = append(l.chunks, make([]latEntry, 0, latChunk)) // copies headers only
 		}
 	}
-	l.chunks[l.cur] = append(l.chunks[l.cur], latEntry{sent: sent, lat: lat, consumer: int32(consumer)})
+	l.chunks[l.cur] = append(l.chunks[l.cur], latEntry{sent: sent, lat: lat})
 }
 
 // len is the number of entries recorded.
@@ -69,28 +68,31 @@ func (l *latLog) len() int {
 // writeLatencyLog writes every consumer's entries to path, sorted by send
 // time: one line per first delivery, "<sent unix ns> <latency ns>
 // <consumer>".
-func writeLatencyLog(path string, logs []*latLog) error {
-	var all []latEntry
+func writeLatencyLog(path string, logs []*latLog) (err error) {
+	type row struct {
+		latEntry
+		consumer int
+	}
+	var all []row
 	for _, l := range logs {
 		l.mu.Lock()
 		for _, c := range l.chunks {
-			all = append(all, c...)
+			for _, e := range c {
+				all = append(all, row{e, l.consumer})
+			}
 		}
 		l.mu.Unlock()
 	}
-	slices.SortFunc(all, func(a, b latEntry) int {
-		switch {
-		case a.sent < b.sent:
-			return -1
-		case a.sent > b.sent:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(all, func(a, b row) int { return cmp.Compare(a.sent, b.sent) })
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("latency log: %w", err)
 	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("latency log: %w", cerr)
+		}
+	}()
 	w := bufio.NewWriterSize(f, 1<<20)
 	var line []byte
 	for _, e := range all {
@@ -101,15 +103,10 @@ func writeLatencyLog(path string, logs []*latLog) error {
 		line = strconv.AppendInt(line, int64(e.consumer), 10)
 		line = append(line, '\n')
 		if _, err := w.Write(line); err != nil {
-			f.Close()
 			return fmt.Errorf("latency log: %w", err)
 		}
 	}
 	if err := w.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("latency log: %w", err)
-	}
-	if err := f.Close(); err != nil {
 		return fmt.Errorf("latency log: %w", err)
 	}
 	return nil

@@ -23,9 +23,9 @@ func TestLatLogChunks(t *testing.T) {
 		{"exact", latChunk, latChunk},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			l := newLatLog(c.expect)
+			l := newLatLog(0, c.expect)
 			for i := range c.count {
-				l.add(0, i, 2*i)
+				l.add(i, 2*i)
 			}
 			if n := l.len(); int64(n) != c.count {
 				t.Fatalf("len %d, want %d", n, c.count)

@@ -78,7 +78,7 @@ func newRunState(cfg *Config) *runState {
 			if cfg.Duration > 0 {
 				expect = 0 // unknown: chunks as they fill
 			}
-			st.lats = append(st.lats, newLatLog(expect+latChunk))
+			st.lats = append(st.lats, newLatLog(len(st.lats), expect+latChunk))
 		}
 	}
 	if cfg.Duration > 0 {
@@ -106,7 +106,7 @@ func (st *runState) deliver(idx int, payload []byte, attempt int, lookup func() 
 	now := time.Now().UnixNano()
 	st.hists[idx].Add(now - sent)
 	if st.lats != nil {
-		st.lats[idx].add(idx, sent, now-sent)
+		st.lats[idx].add(sent, now-sent)
 	}
 	return st.checkDone(now)
 }
