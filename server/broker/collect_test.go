@@ -15,7 +15,8 @@ import (
 
 // syncGate is a test store (a tool, like the fault stores): while armed,
 // each Sync blocks until release, which may make it fail. It keeps its own
-// durable point (the test stores count every append as durable).
+// durable point (the test stores count every append as durable): like a
+// real fsync, a Sync covers what was written when it started.
 type syncGate struct {
 	seglog.Store
 	mu      sync.Mutex
@@ -41,6 +42,7 @@ func (g *syncGate) Sync() (seglog.Seq, error) {
 	g.mu.Lock()
 	hold, entered := g.hold, g.entered
 	g.mu.Unlock()
+	_, upto := g.Store.Bounds()
 	if hold != nil {
 		select {
 		case entered <- struct{}{}:
@@ -57,7 +59,7 @@ func (g *syncGate) Sync() (seglog.Seq, error) {
 	d, err := g.Store.Sync()
 	if err == nil {
 		g.mu.Lock()
-		g.durable = max(g.durable, d)
+		g.durable = max(g.durable, min(d, upto))
 		g.mu.Unlock()
 	}
 	return g.Durable(), err
@@ -268,6 +270,41 @@ func TestCollectingPollFailsWithItsFsync(t *testing.T) {
 	for range 2 {
 		if err := <-confirms; err == nil {
 			t.Fatal("a publish was confirmed although its fsync failed")
+		}
+	}
+}
+
+// TestNextFsyncStartsWhileActorBusy: when an fsync ends and the actor has
+// written more meanwhile, the syncer starts the next fsync at once. It used
+// to wait until the actor took the result and asked again, so an actor
+// busy with a long round (the completions of a slow fsync are one) held up
+// the fsync the next confirms wait for.
+func TestNextFsyncStartsWhileActorBusy(t *testing.T) {
+	f := newCollectFixture(t)
+	f.holdFirst() // x's fsync is held
+	f.pub("m1")   // written while x's fsync is in flight: needs the next one
+	waitFor(t, "m1 written", func() bool { _, last := f.gate.Bounds(); return last == 2 })
+	busy, unblock := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(unblock) }) }
+	t.Cleanup(release) // the broker's Close needs the actor back
+	f.tp.parts[0].control(func(*partition) { close(busy); <-unblock })
+	select {
+	case <-busy:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the actor did not run the blocking control")
+	}
+	f.gate.release(nil)
+	waitFor(t, "m1 durable while the actor is busy", func() bool { return f.gate.Durable() == 2 })
+	release()
+	for range 2 {
+		select {
+		case err := <-f.confirms:
+			if err != nil {
+				t.Fatalf("publish: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no confirm")
 		}
 	}
 }

@@ -126,9 +126,13 @@ type partition struct {
 	// collecting: polls served while a commit's fsync was in flight; they
 	// take what arrives until the next fsync starts (see collect).
 	collecting  []*pollWaiter
-	syncing     bool
-	syncReq     chan struct{}
-	wantData    atomic.Uint64 // sync targets handed to the syncer
+	// syncing: the syncer is fsyncing or has been asked to, and will
+	// report with a synced(more=false) before it waits for a request again.
+	syncing bool
+	syncReq chan struct{}
+	// wantData, wantEvents: what the actor has written, up to the end of
+	// its last round (the syncer goes on fsyncing while a log is behind).
+	wantData    atomic.Uint64
 	wantEvents  atomic.Uint64
 	syncStop    chan struct{}
 	syncDone    chan struct{}
@@ -304,6 +308,10 @@ func (p *partition) appendData() {
 // finishRound runs the round's completions now, or queues them until the
 // round's records are durable and asks the syncer for an fsync.
 func (p *partition) finishRound() {
+	if p.pipelined {
+		p.wantData.Store(uint64(p.last))
+		p.wantEvents.Store(uint64(p.lastEventSeq))
+	}
 	written := p.last > p.durData || p.lastEventSeq > p.durEvents
 	if len(p.pubRes) == 0 && len(p.after) == 0 && p.roundErr == nil && (!p.pipelined || !written) {
 		if len(p.pending) == 0 {
@@ -329,7 +337,7 @@ func (p *partition) requestSync() {
 	p.syncing = true
 	p.wantData.Store(uint64(p.last))
 	p.wantEvents.Store(uint64(p.lastEventSeq))
-	p.syncReq <- struct{}{} // capacity 1 and only one request outstanding
+	p.syncReq <- struct{}{} // capacity 1 and only one request outstanding (see syncing)
 }
 
 // complete runs a batch's completions; p.commitErr tells them the outcome.
@@ -363,9 +371,10 @@ func (p *partition) complete(b *syncBatch) {
 
 // synced (actor) takes the syncer's result and completes every batch that
 // is now durable; a sync error fails them all (the log refuses to report
-// anything durable after a failed fsync).
-func (p *partition) synced(data, events Seq, dataErr, eventsErr error) {
-	p.syncing = false
+// anything durable after a failed fsync). more: the syncer has already
+// started the next fsync and will report again.
+func (p *partition) synced(data, events Seq, dataErr, eventsErr error, more bool) {
+	p.syncing = more
 	p.closeCollecting()
 	p.durData = max(p.durData, data)
 	p.durEvents = max(p.durEvents, events)
@@ -395,8 +404,12 @@ func (p *partition) synced(data, events Seq, dataErr, eventsErr error) {
 	}
 }
 
-// syncer fsyncs both logs whenever the actor asks, in parallel, and hands
-// the durable points back through the control stack.
+// syncer fsyncs both logs (in parallel) when the actor asks, and hands the
+// durable points back through the control stack. While the actor has
+// written more than the last fsync covered, it starts the next fsync at
+// once instead of waiting for the actor to take the result and ask again:
+// an actor busy with a long round (the completions of a slow fsync) must
+// not hold up the fsync that its next confirms wait for.
 func (p *partition) syncer() {
 	defer close(p.syncDone)
 	for {
@@ -405,13 +418,32 @@ func (p *partition) syncer() {
 		case <-p.syncStop:
 			return
 		}
-		before := p.data.Durable()
-		t0 := time.Now()
-		d, e, derr, eerr := p.syncBoth()
-		if derr == nil && eerr == nil {
-			p.t.b.observeSync(time.Since(t0), int(max(d, before)-before))
+		for more := true; more; {
+			before := p.data.Durable()
+			t0 := time.Now()
+			d, e, derr, eerr := p.syncBoth()
+			failed := derr != nil || eerr != nil
+			if !failed {
+				p.t.b.observeSync(time.Since(t0), int(max(d, before)-before))
+			}
+			more = !failed && !p.stopRequested() && p.syncBehind()
+			p.control(func(p *partition) { p.synced(d, e, derr, eerr, more) })
 		}
-		p.control(func(p *partition) { p.synced(d, e, derr, eerr) })
+	}
+}
+
+// syncBehind reports whether a log has records written by a finished
+// round that are not durable yet.
+func (p *partition) syncBehind() bool {
+	return p.data.Durable() < Seq(p.wantData.Load()) || p.events.Durable() < Seq(p.wantEvents.Load())
+}
+
+func (p *partition) stopRequested() bool {
+	select {
+	case <-p.syncStop:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -703,7 +735,7 @@ func (p *partition) shutdown() {
 			p.wantData.Store(uint64(p.last))
 			p.wantEvents.Store(uint64(p.lastEventSeq))
 			d, e, derr, eerr := p.syncBoth()
-			p.synced(d, e, derr, eerr) // with no error, everything is durable now
+			p.synced(d, e, derr, eerr, false) // with no error, everything is durable now
 		}
 		p.closeCollecting() // none left with a batch pending; these are durable
 	}
