@@ -67,9 +67,11 @@ type Log struct {
 
 	rec Recovery
 
-	comp   compressor // background compression of sealed segments
-	cache  segCache   // decompressed segments, for reads
-	spares spareSet   // segment files kept for reuse (recycle.go)
+	comp     compressor    // background compression of sealed segments
+	cache    segCache      // decompressed segments, for reads
+	spares   spareSet      // segment files kept for reuse (recycle.go)
+	trashSeq atomic.Uint64 // names of trash files (trash.go)
+	delStep  int64         // deleteGradually's step (tests shrink it)
 }
 
 var _ Store = (*Log)(nil)
@@ -117,7 +119,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, opts: o, fs: o.FS}
+	l := &Log{dir: dir, opts: o, fs: o.FS, delStep: deleteStep}
 	l.sy.cond = sync.NewCond(&l.sy.mu)
 	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("seglog: open %s: %w", dir, err)
@@ -216,10 +218,19 @@ func (l *Log) close() error {
 	l.sy.mu.Lock()
 	l.sy.cond.Broadcast()
 	l.sy.mu.Unlock()
+	var trash []string // truncated since the last release pass
+	for _, s := range l.graveyard {
+		if s.trash != "" {
+			trash = append(trash, s.trash)
+		}
+	}
 	if rerr := l.releaseAll(); err == nil {
 		err = rerr
 	}
 	l.removeSpares()
+	for _, path := range trash {
+		_ = l.fs.Remove(path)
+	}
 	return err
 }
 

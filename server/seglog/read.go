@@ -208,7 +208,14 @@ func (l *Log) TruncateFront(seq Seq) error {
 				l.unreserve(sp)
 			}
 		}
-		if s.spare != "" {
+		if s.spare == "" {
+			// Deleted gradually by the release goroutine (see
+			// deleteGradually); if the rename fails, deleted now.
+			if tp := l.trashPath(); l.fs.Rename(s.path, tp) == nil {
+				s.trash = tp
+			}
+		}
+		if s.spare != "" || s.trash != "" {
 			// Renamed away: gone from the log like a removed file.
 		} else if rerr := l.fs.Remove(s.path); rerr != nil {
 			err = fmt.Errorf("seglog: truncate front: %w", rerr)
@@ -256,6 +263,9 @@ func (l *Log) releaseLater(dead []*segment) {
 			_ = s.release()
 			if s.spare != "" {
 				l.prepareSpare(s.spare, s.size)
+			}
+			if s.trash != "" {
+				l.deleteGradually(s.trash)
 			}
 		}
 	}()

@@ -100,6 +100,9 @@ type segment struct {
 	// spare: TruncateFront renamed the file to this spare path; once the
 	// map is released the file is zeroed for reuse (recycle.go).
 	spare string
+	// trash: TruncateFront renamed the file to this trash path, to be
+	// deleted gradually once its map is released (see deleteGradually).
+	trash string
 }
 
 // skip records a damaged range of s passed over with SkipCorrupt: its

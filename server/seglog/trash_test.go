@@ -1,0 +1,135 @@
+package seglog
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// truncRecorder is the OS file system with a record of every Truncate
+// (path, new size): a tool to watch how a file is deleted.
+type truncRecorder struct {
+	osFS
+	mu    sync.Mutex
+	sizes map[string][]int64
+}
+
+type recFile struct {
+	osFile
+	fs   *truncRecorder
+	path string
+}
+
+func (r *truncRecorder) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return recFile{osFile{f}, r, name}, nil
+}
+
+func (f recFile) Truncate(size int64) error {
+	f.fs.mu.Lock()
+	f.fs.sizes[f.path] = append(f.fs.sizes[f.path], size)
+	f.fs.mu.Unlock()
+	return f.osFile.Truncate(size)
+}
+
+func trashFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), trashExt) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestUnrecycledSegmentDeletedGradually: a truncated segment that does not
+// become a spare is not unlinked with all its blocks at once (on ext4 with
+// discard that stalled every concurrent fsync for 13-21 ms): TruncateFront
+// renames it to a trash file, and once its map is released it is shrunk
+// step by step and then removed. The records left stay readable.
+func TestUnrecycledSegmentDeletedGradually(t *testing.T) {
+	dir := t.TempDir()
+	rec := &truncRecorder{sizes: map[string][]int64{}}
+	l := recycleLog(t, dir, Options{FS: rec, NoRecycle: true}, 400)
+	defer l.Close()
+	l.delStep = 16 << 10
+	segs := l.Segments()
+	if len(segs) < 4 {
+		t.Fatalf("want at least 4 segments, got %d", len(segs))
+	}
+	if err := l.TruncateFront(segs[2].First); err != nil { // drops 2
+		t.Fatal(err)
+	}
+	trash := trashFiles(t, dir)
+	if len(trash) != 2 {
+		t.Fatalf("after TruncateFront: trash files %v, want 2 (the dropped segments, still mapped)", trash)
+	}
+	for _, s := range segs[:2] {
+		if _, err := os.Stat(filepath.Join(dir, segName(s.First))); !os.IsNotExist(err) {
+			t.Fatalf("truncated segment %d still under its name: %v", s.First, err)
+		}
+	}
+	if err := l.TruncateFront(segs[2].First); err != nil { // releases them
+		t.Fatal(err)
+	}
+	l.bgRelease.Wait()
+	if left := trashFiles(t, dir); len(left) != 0 {
+		t.Fatalf("trash files left after the release: %v", left)
+	}
+	for _, name := range trash {
+		sizes := rec.sizes[filepath.Join(dir, name)]
+		want := []int64{48 << 10, 32 << 10, 16 << 10} // 64 KiB in 16 KiB steps
+		if len(sizes) != len(want) {
+			t.Fatalf("%s shrunk through %v, want %v", name, sizes, want)
+		}
+		for i := range want {
+			if sizes[i] != want[i] {
+				t.Fatalf("%s shrunk through %v, want %v", name, sizes, want)
+			}
+		}
+	}
+	checkRecords(t, l)
+}
+
+// TestTrashRemovedByCloseAndOpen: Close removes the trash of segments
+// truncated since the last release pass, and Open removes trash a crash
+// left behind (it is a temp file).
+func TestTrashRemovedByCloseAndOpen(t *testing.T) {
+	dir := t.TempDir()
+	l := recycleLog(t, dir, Options{NoRecycle: true}, 300)
+	segs := l.Segments()
+	if err := l.TruncateFront(segs[1].First); err != nil {
+		t.Fatal(err)
+	}
+	if len(trashFiles(t, dir)) != 1 {
+		t.Fatalf("want 1 trash file, got %v", trashFiles(t, dir))
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := trashFiles(t, dir); len(left) != 0 {
+		t.Fatalf("Close left trash: %v", left)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "9"+trashExt), make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Open(dir, Options{SegmentSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if left := trashFiles(t, dir); len(left) != 0 {
+		t.Fatalf("Open left a crash's trash: %v", left)
+	}
+	checkRecords(t, l2)
+}
