@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 )
 
 // Recycling segment files.
@@ -79,8 +80,15 @@ func (l *Log) prepareSpare(path string, size int64) {
 			return err
 		}
 		defer f.Close()
-		if err := f.ZeroRange(0, size); err != nil {
-			return err
+		// In steps, like deleteGradually: zeroing 64 MiB at once (which
+		// also drops its cached pages) took 6-18 ms in the server.
+		for off := int64(0); off < size; off += l.delStep {
+			if off > 0 {
+				time.Sleep(deletePause)
+			}
+			if err := f.ZeroRange(off, min(l.delStep, size-off)); err != nil {
+				return err
+			}
 		}
 		return f.Sync()
 	}()

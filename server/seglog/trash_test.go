@@ -13,7 +13,8 @@ import (
 type truncRecorder struct {
 	osFS
 	mu    sync.Mutex
-	sizes map[string][]int64
+	sizes map[string][]int64    // Truncate sizes by path
+	zeros map[string][][2]int64 // ZeroRange (off, size) by path
 }
 
 type recFile struct {
@@ -35,6 +36,16 @@ func (f recFile) Truncate(size int64) error {
 	f.fs.sizes[f.path] = append(f.fs.sizes[f.path], size)
 	f.fs.mu.Unlock()
 	return f.osFile.Truncate(size)
+}
+
+func (f recFile) ZeroRange(off, size int64) error {
+	f.fs.mu.Lock()
+	if f.fs.zeros == nil {
+		f.fs.zeros = map[string][][2]int64{}
+	}
+	f.fs.zeros[f.path] = append(f.fs.zeros[f.path], [2]int64{off, size})
+	f.fs.mu.Unlock()
+	return f.osFile.ZeroRange(off, size)
 }
 
 func trashFiles(t *testing.T, dir string) []string {
@@ -132,4 +143,43 @@ func TestTrashRemovedByCloseAndOpen(t *testing.T) {
 		t.Fatalf("Open left a crash's trash: %v", left)
 	}
 	checkRecords(t, l2)
+}
+
+// TestSpareZeroedInSteps: a segment kept as a spare is zeroed a step at a
+// time (zeroing 64 MiB at once took 6-18 ms in the server), every byte of
+// it, and reads as zeros.
+func TestSpareZeroedInSteps(t *testing.T) {
+	dir := t.TempDir()
+	rec := &truncRecorder{sizes: map[string][]int64{}}
+	l := recycleLog(t, dir, Options{FS: rec}, 200)
+	defer l.Close()
+	l.delStep = 16 << 10
+	segs := l.Segments()
+	truncateAndRelease(t, l, segs[1].First) // one spare
+	spares := spareFiles(t, dir)
+	if len(spares) != 1 {
+		t.Fatalf("want 1 spare, got %v", spares)
+	}
+	for name := range spares {
+		path := filepath.Join(dir, name)
+		got := rec.zeros[path]
+		want := [][2]int64{{0, 16 << 10}, {16 << 10, 16 << 10}, {32 << 10, 16 << 10}, {48 << 10, 16 << 10}}
+		if len(got) != len(want) {
+			t.Fatalf("%s zeroed as %v, want %v", name, got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%s zeroed as %v, want %v", name, got, want)
+			}
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range b {
+			if c != 0 {
+				t.Fatalf("%s: byte %d is %d after zeroing", name, i, c)
+			}
+		}
+	}
 }
