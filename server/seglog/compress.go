@@ -539,7 +539,11 @@ func (l *Log) compressSegment(s *segment) (err error) {
 	// from it earlier are borrowed until then.
 	l.graveyard = append(l.graveyard, s)
 	l.mu.Unlock()
-	if err := l.fs.Remove(s.path); err != nil {
+	// Renamed to trash, deleted gradually once its map is released (see
+	// trash.go); TruncateFront, which starts that, waits for c.mu.
+	if tp := l.trashPath(); l.fs.Rename(s.path, tp) == nil {
+		s.trash = tp
+	} else if err := l.fs.Remove(s.path); err != nil {
 		// Both files exist: Open keeps the plain one and drops this.
 		return fmt.Errorf("seglog: compress %s: remove plain segment: %w", s.path, err)
 	}

@@ -183,3 +183,32 @@ func TestSpareZeroedInSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestCompressedAwayPlainSegmentDeletedGradually: the plain file of a
+// segment the compressor replaced goes to the trash too (it is still
+// mapped: records read from it are borrowed until the next TruncateFront),
+// and is deleted at the next release pass.
+func TestCompressedAwayPlainSegmentDeletedGradually(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{SegmentSize: 8 << 10, IndexInterval: 256, Compression: CompressionS2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fill(t, l, 1, 600, 37)
+	waitFor(t, "sealed segments compressed", func() bool { return allSealedCompressed(l) })
+	sealed := len(l.Segments()) - 1
+	// The rename follows the swap Segments shows.
+	waitFor(t, "the plain files of the compressed segments in the trash", func() bool { return len(trashFiles(t, dir)) == sealed })
+	if n := countFiles(t, dir, segExt); n != 1 {
+		t.Fatalf("%d plain segment files, want 1 (the active one)", n)
+	}
+	if err := l.TruncateFront(1); err != nil { // drops nothing, releases the old maps
+		t.Fatal(err)
+	}
+	l.bgRelease.Wait()
+	if left := trashFiles(t, dir); len(left) != 0 {
+		t.Fatalf("trash left after the release: %v", left)
+	}
+	verifyAll(t, l, 1, 600)
+}
