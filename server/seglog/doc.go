@@ -7,7 +7,8 @@
 // %020d.seg by their first sequence number, their sparse index files
 // (%020d.idx), compressed sealed segments (%020d.seg.s2, %020d.seg.zst),
 // keep-plain markers (%020d.seg.plain), spare segment files
-// (%d.spare.tmp), the clean-shutdown marker (CLEAN) and the directory lock
+// (%d.spare.tmp), trash files being deleted (%d.trash.tmp), the
+// clean-shutdown marker (CLEAN) and the directory lock
 // (LOCK, held with flock while the log is open). It must never report a
 // record durable before its bytes are on disk under the log's Policy, never
 // return damaged bytes as data, and never kill the process on an I/O
@@ -54,6 +55,9 @@
 // renamed to the next segments at rolls (Options.NoRecycle turns this
 // off; see recycle.go for why). A spare reads as zeros, like a new
 // preallocated segment; Open deletes spares a crash left, Close its own.
+// The others (and the plain file of a segment the compressor replaced) are
+// renamed to trash files and deleted gradually once their map is released:
+// shrunk a few MiB at a time, then unlinked (see trash.go for why).
 //
 // Recovery: Open rebuilds everything from the files. Sealed segments are
 // taken from their index files (a missing or damaged index is rebuilt by a
@@ -166,8 +170,8 @@
 //     held in memory: up to 2 × SegmentSize per log.
 //   - Records read from a compressed segment point into heap memory, not
 //     a map, so they stay valid as long as they are referenced.
-//   - Once a segment is compressed its plain file is unlinked but stays
-//     mapped until the next TruncateFront (any argument) or Close, because
+//   - Once a segment is compressed its plain file is renamed to the trash
+//     but stays mapped until the next TruncateFront (any argument) or Close, because
 //     records read from it earlier are borrowed until then: its disk space
 //     is freed only at that point, while Segments already reports the
 //     compressed size.
