@@ -17,12 +17,11 @@ import (
 // Why: the last reference to a 64 MiB file going away frees all of its
 // blocks at once, and on an ext4 disk mounted with `discard` every fsync
 // issued meanwhile (the group commits of every partition) waited for it.
-// Measured on the benchmark VM (2 vCPUs, virtio disk), with an fdatasync
-// loop of 100 KiB writes running alongside (3 runs each): unlinking a
-// 64 MiB file whose pages were mapped took 17-21 ms, and the concurrent
-// fdatasync's worst case was 13-21 ms (p50 0.2 ms); shrinking the same file
-// by 4 MiB steps with 1 ms pauses took 38-40 ms, with the worst concurrent
-// fdatasync at 1.5-2.3 ms. Trash files are temp files: Open deletes
+// BenchmarkDeleteUnderFsync on the benchmark VM (2 vCPUs, virtio disk,
+// 3 runs of 5): unlinking a 64 MiB file whose pages were mapped took
+// 18-19 ms, and the worst fdatasync of a loop running alongside took
+// 14.6-16.6 ms (p50 0.2 ms); shrinking the same file by 4 MiB steps with
+// 1 ms pauses took 39-43 ms, with that worst fdatasync at 2.0-2.2 ms. Trash files are temp files: Open deletes
 // leftovers of a crash (as it does every *.tmp).
 const (
 	trashExt    = ".trash" + tmpExt
