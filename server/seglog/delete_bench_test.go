@@ -16,11 +16,14 @@ import (
 // 100 KiB and fdatasyncs another file in a loop, as a group commit does,
 // and reports the worst and the median of those fdatasyncs (ms) and how
 // long the deletion took. "unlink" is what the log did before trash.go,
-// "gradual" is deleteGradually. The disk of TMPDIR is the one measured.
+// "gradual" is deleteGradually; "zero" and "zerosteps" zero the file for
+// reuse instead (fallocate ZERO_RANGE at once, then in deleteStep steps as
+// prepareSpare does) and fdatasync it. The disk of TMPDIR is the one
+// measured.
 //
 //	go test ./server/seglog -run '^$' -bench DeleteUnderFsync -benchtime 3x
 func BenchmarkDeleteUnderFsync(b *testing.B) {
-	for _, mode := range []string{"unlink", "gradual"} {
+	for _, mode := range []string{"unlink", "gradual", "zero", "zerosteps"} {
 		b.Run(mode, func(b *testing.B) {
 			dir := b.TempDir()
 			l := &Log{fs: osFS{}, delStep: deleteStep}
@@ -33,18 +36,28 @@ func BenchmarkDeleteUnderFsync(b *testing.B) {
 				go fsyncLoop(b, filepath.Join(dir, "log"), &stop, done)
 				time.Sleep(100 * time.Millisecond)
 				t0 := time.Now()
-				if mode == "unlink" {
+				switch mode {
+				case "unlink":
 					if err := os.Remove(path); err != nil {
 						b.Fatal(err)
 					}
 					if err := unix.Munmap(m); err != nil {
 						b.Fatal(err)
 					}
-				} else {
+				case "gradual":
 					if err := unix.Munmap(m); err != nil {
 						b.Fatal(err)
 					}
 					l.deleteGradually(path)
+				default:
+					if err := unix.Munmap(m); err != nil {
+						b.Fatal(err)
+					}
+					step := int64(64 << 20)
+					if mode == "zerosteps" {
+						step = l.delStep
+					}
+					zeroFile(b, path, step)
 				}
 				took = append(took, float64(time.Since(t0))/1e6)
 				time.Sleep(100 * time.Millisecond)
@@ -128,4 +141,30 @@ func fsyncLoop(b *testing.B, path string, stop *atomic.Bool, done chan<- []time.
 		ds = []time.Duration{0}
 	}
 	done <- ds
+}
+
+// zeroFile zeroes the file at path step bytes at a time (pausing between
+// steps like prepareSpare), then fdatasyncs it.
+func zeroFile(b *testing.B, path string, step int64) {
+	b.Helper()
+	f, err := osFS{}.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for off := int64(0); off < size; off += step {
+		if off > 0 {
+			time.Sleep(deletePause)
+		}
+		if err := f.ZeroRange(off, min(step, size-off)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
 }
