@@ -143,12 +143,16 @@ func (p *partition) gather(gp *groupPart, w *pollWaiter, want int) []Delivery {
 //
 // With group commit a poll served while an fsync is in flight cannot be
 // answered before the fsync after that one, which starts when the one in
-// flight ends: every record written meanwhile goes into it too. So the poll
-// stays open until then (in p.collecting, claimed, its deliveries copied)
-// and takes what arrives, instead of being answered with the few records of
-// the round that served it while the records of the next rounds wait for a
-// poll the consumer sends only after that answer, and then for one more
-// fsync. A poll that fills up is answered with the round that filled it.
+// flight ends and takes every record written meanwhile. So the poll stays
+// open (in p.collecting, claimed, its deliveries copied) and takes what
+// arrives until the actor learns that the fsync in flight ended, instead of
+// being answered with the few records of the round that served it while
+// the records of the next rounds wait for a poll the consumer sends only
+// after that answer, and then for one more fsync. It is answered with the
+// newest batch pending then: by the next fsync, or by the one after when
+// the syncer had already started the next one (it does not wait for the
+// actor) before the last of those records were written. A poll that fills
+// up is answered with the round that filled it.
 
 // collect gives the collecting polls of gp what is ready now.
 func (p *partition) collect(gp *groupPart) {

@@ -124,7 +124,7 @@ type partition struct {
 	safeLow   Seq // lowest group frontier that is durable (retention)
 	pending   []syncBatch
 	// collecting: polls served while a commit's fsync was in flight; they
-	// take what arrives until the next fsync starts (see collect).
+	// take what arrives until the actor learns that fsync ended (see collect).
 	collecting  []*pollWaiter
 	// syncing: the syncer is fsyncing or has been asked to, and will
 	// report with a synced(more=false) before it waits for a request again.
