@@ -51,12 +51,12 @@ type Options struct {
 	// segment (see the package Caveats). A log opened with any setting
 	// reads segments compressed by an earlier Open.
 	Compression Compression
-	// NoRecycle unlinks every segment TruncateFront drops. By default up
-	// to two full-size plain segments are kept as spare files, zeroed
-	// without freeing their blocks and reused by the next rolls (see
-	// recycle.go): on ext4 freeing a segment's blocks stalled the log's
-	// fsyncs for tens of milliseconds. Spares hold disk space (two
-	// segments at most) that Segments does not list.
+	// NoRecycle deletes every segment TruncateFront drops (gradually, see
+	// trash.go). By default up to two full-size plain segments are kept as
+	// spare files, zeroed without freeing their blocks and reused by the
+	// next rolls (see recycle.go): on ext4 freeing a segment's blocks
+	// stalled the log's fsyncs for tens of milliseconds. Spares hold disk
+	// space (two segments at most) that Segments does not list.
 	NoRecycle bool
 
 	// writeViaMap copies records into a writable map instead of pwrite
