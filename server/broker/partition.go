@@ -125,7 +125,7 @@ type partition struct {
 	pending   []syncBatch
 	// collecting: polls served while a commit's fsync was in flight; they
 	// take what arrives until the actor learns that fsync ended (see collect).
-	collecting  []*pollWaiter
+	collecting []*pollWaiter
 	// syncing: the syncer is fsyncing or has been asked to, and will
 	// report with a synced(more=false) before it waits for a request again.
 	syncing bool
