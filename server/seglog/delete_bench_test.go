@@ -27,7 +27,7 @@ func BenchmarkDeleteUnderFsync(b *testing.B) {
 	for _, mode := range []string{"none", "unlink", "gradual", "zero", "zerosteps"} {
 		b.Run(mode, func(b *testing.B) {
 			dir := b.TempDir()
-			l := &Log{fs: osFS{}, delStep: deleteStep}
+			l := &Log{fs: osFS{}, delStep: deleteStep, delPause: deletePause}
 			var worst, p50, took []float64
 			for range b.N {
 				path := filepath.Join(dir, "victim")

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -71,7 +72,8 @@ type Log struct {
 	cache    segCache      // decompressed segments, for reads
 	spares   spareSet      // segment files kept for reuse (recycle.go)
 	trashSeq atomic.Uint64 // names of trash files (trash.go)
-	delStep  int64         // deleteGradually's step (tests shrink it)
+	delStep  int64         // deleteGradually's step and pause (tests change them)
+	delPause time.Duration
 }
 
 var _ Store = (*Log)(nil)
@@ -119,7 +121,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, opts: o, fs: o.FS, delStep: deleteStep}
+	l := &Log{dir: dir, opts: o, fs: o.FS, delStep: deleteStep, delPause: deletePause}
 	l.sy.cond = sync.NewCond(&l.sy.mu)
 	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("seglog: open %s: %w", dir, err)

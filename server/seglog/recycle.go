@@ -84,7 +84,10 @@ func (l *Log) prepareSpare(path string, size int64) {
 		// also drops its cached pages) took 6-18 ms in the server.
 		for off := int64(0); off < size; off += l.delStep {
 			if off > 0 {
-				time.Sleep(deletePause)
+				time.Sleep(l.delPause)
+			}
+			if l.closed.Load() {
+				return ErrClosed // Close removes the spares anyway
 			}
 			if err := f.ZeroRange(off, min(l.delStep, size-off)); err != nil {
 				return err

@@ -34,9 +34,11 @@ func (l *Log) trashPath() string {
 	return filepath.Join(l.dir, fmt.Sprintf("%d%s", l.trashSeq.Add(1), trashExt))
 }
 
-// deleteGradually shrinks the file at path step by step, then removes it.
-// Errors are not reported: the file is garbage either way, and Open removes
-// what is left of it.
+// deleteGradually shrinks the file at path step by step, then removes it;
+// once Close has begun it removes the rest at once (Close waits for it, and
+// a large purge would otherwise hold Close for seconds). Errors are not
+// reported: the file is garbage either way, and Open removes what is left
+// of it.
 func (l *Log) deleteGradually(path string) {
 	f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -44,10 +46,10 @@ func (l *Log) deleteGradually(path string) {
 		return
 	}
 	size, err := f.Size()
-	for err == nil && size > l.delStep {
+	for err == nil && size > l.delStep && !l.closed.Load() {
 		size -= l.delStep
 		if err = f.Truncate(size); err == nil {
-			time.Sleep(deletePause)
+			time.Sleep(l.delPause)
 		}
 	}
 	_ = f.Close()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // truncRecorder is the OS file system with a record of every Truncate
@@ -211,4 +212,37 @@ func TestCompressedAwayPlainSegmentDeletedGradually(t *testing.T) {
 		t.Fatalf("trash left after the release: %v", left)
 	}
 	verifyAll(t, l, 1, 600)
+}
+
+// TestCloseCutsGradualDeletionShort: Close waits for the release goroutine,
+// so once it has begun, deletion stops pausing and removes the rest at
+// once (a large purge deleted gradually would hold Close for seconds).
+func TestCloseCutsGradualDeletionShort(t *testing.T) {
+	dir := t.TempDir()
+	rec := &truncRecorder{sizes: map[string][]int64{}}
+	l := recycleLog(t, dir, Options{FS: rec, NoRecycle: true}, 300)
+	l.delStep, l.delPause = 1<<10, 20*time.Millisecond // 63 steps, 1.26 s per segment
+	segs := l.Segments()
+	if err := l.TruncateFront(segs[2].First); err != nil { // drops 2
+		t.Fatal(err)
+	}
+	trash := trashFiles(t, dir)
+	if err := l.TruncateFront(segs[2].First); err != nil { // releases them
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := trashFiles(t, dir); len(left) != 0 {
+		t.Fatalf("trash left after Close: %v", left)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	steps := 0
+	for _, name := range trash {
+		steps += len(rec.sizes[filepath.Join(dir, name)])
+	}
+	if steps >= 63 {
+		t.Fatalf("%d shrink steps before Close returned: Close waited for the gradual deletion", steps)
+	}
 }
