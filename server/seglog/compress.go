@@ -541,11 +541,11 @@ func (l *Log) compressSegment(s *segment) (err error) {
 	l.mu.Unlock()
 	// Renamed to trash, deleted gradually once its map is released (see
 	// trash.go); TruncateFront, which starts that, waits for c.mu.
-	if tp := l.trashPath(); l.fs.Rename(s.path, tp) == nil {
-		s.trash = tp
-	} else if err := l.fs.Remove(s.path); err != nil {
-		// Both files exist: Open keeps the plain one and drops this.
-		return fmt.Errorf("seglog: compress %s: remove plain segment: %w", s.path, err)
+	if !l.toTrash(s) {
+		if err := l.fs.Remove(s.path); err != nil {
+			// Both files exist: Open keeps the plain one and drops this.
+			return fmt.Errorf("seglog: compress %s: remove plain segment: %w", s.path, err)
+		}
 	}
 	if die("removed") {
 		return errCompressDied

@@ -208,14 +208,9 @@ func (l *Log) TruncateFront(seq Seq) error {
 				l.unreserve(sp)
 			}
 		}
-		if s.spare == "" {
-			// Deleted gradually by the release goroutine (see
-			// deleteGradually); if the rename fails, deleted now.
-			if tp := l.trashPath(); l.fs.Rename(s.path, tp) == nil {
-				s.trash = tp
-			}
-		}
-		if s.spare != "" || s.trash != "" {
+		// Not a spare: deleted gradually by the release goroutine, or now
+		// if the rename to the trash fails.
+		if s.spare != "" || l.toTrash(s) {
 			// Renamed away: gone from the log like a removed file.
 		} else if rerr := l.fs.Remove(s.path); rerr != nil {
 			err = fmt.Errorf("seglog: truncate front: %w", rerr)

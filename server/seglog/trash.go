@@ -29,9 +29,16 @@ const (
 	deletePause = time.Millisecond
 )
 
-// trashPath returns a fresh trash file name in the log's directory.
-func (l *Log) trashPath() string {
-	return filepath.Join(l.dir, fmt.Sprintf("%d%s", l.trashSeq.Add(1), trashExt))
+// toTrash renames s's file to a fresh trash file, to be deleted gradually
+// once its map is released; false if the rename failed (the file is then
+// still under its name).
+func (l *Log) toTrash(s *segment) bool {
+	tp := filepath.Join(l.dir, fmt.Sprintf("%d%s", l.trashSeq.Add(1), trashExt))
+	if l.fs.Rename(s.path, tp) != nil {
+		return false
+	}
+	s.trash = tp
+	return true
 }
 
 // deleteGradually shrinks the file at path step by step, then removes it;
