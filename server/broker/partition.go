@@ -334,9 +334,7 @@ func (p *partition) requestSync() {
 	if p.syncing || p.syncStopped {
 		return
 	}
-	p.syncing = true
-	p.wantData.Store(uint64(p.last))
-	p.wantEvents.Store(uint64(p.lastEventSeq))
+	p.syncing = true // wantData, wantEvents: stored by finishRound
 	p.syncReq <- struct{}{} // capacity 1 and only one request outstanding (see syncing)
 }
 
