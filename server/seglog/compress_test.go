@@ -62,17 +62,7 @@ func allSealedCompressed(l *Log) bool {
 // countFiles counts the directory entries of dir ending in suffix.
 func countFiles(t *testing.T, dir, suffix string) int {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), suffix) {
-			n++
-		}
-	}
-	return n
+	return len(namesWithSuffix(t, dir, suffix))
 }
 
 var codecs = []Compression{CompressionS2, CompressionZstd}

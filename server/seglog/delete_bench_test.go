@@ -37,32 +37,21 @@ func BenchmarkDeleteUnderFsync(b *testing.B) {
 				go fsyncLoop(b, filepath.Join(dir, "log"), &stop, done)
 				time.Sleep(100 * time.Millisecond)
 				t0 := time.Now()
-				switch mode {
-				case "none":
-					if err := unix.Munmap(m); err != nil {
-						b.Fatal(err)
-					}
-				case "unlink":
+				if mode == "unlink" { // before the unmap: the unmap then frees the blocks
 					if err := os.Remove(path); err != nil {
 						b.Fatal(err)
 					}
-					if err := unix.Munmap(m); err != nil {
-						b.Fatal(err)
-					}
+				}
+				if err := unix.Munmap(m); err != nil {
+					b.Fatal(err)
+				}
+				switch mode {
 				case "gradual":
-					if err := unix.Munmap(m); err != nil {
-						b.Fatal(err)
-					}
 					l.deleteGradually(path)
-				default:
-					if err := unix.Munmap(m); err != nil {
-						b.Fatal(err)
-					}
-					step := int64(64 << 20)
-					if mode == "zerosteps" {
-						step = l.delStep
-					}
-					zeroFile(b, path, step)
+				case "zero":
+					zeroFile(b, path, 64<<20)
+				case "zerosteps":
+					zeroFile(b, path, l.delStep)
 				}
 				took = append(took, float64(time.Since(t0))/1e6)
 				time.Sleep(100 * time.Millisecond)

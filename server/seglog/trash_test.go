@@ -10,7 +10,8 @@ import (
 )
 
 // truncRecorder is the OS file system with a record of every Truncate
-// (path, new size): a tool to watch how a file is deleted.
+// (path, new size) and ZeroRange: a tool to watch how a file is deleted or
+// zeroed.
 type truncRecorder struct {
 	osFS
 	mu    sync.Mutex
@@ -39,17 +40,21 @@ func (f recFile) Truncate(size int64) error {
 	return f.osFile.Truncate(size)
 }
 
+func newTruncRecorder() *truncRecorder {
+	return &truncRecorder{sizes: map[string][]int64{}, zeros: map[string][][2]int64{}}
+}
+
 func (f recFile) ZeroRange(off, size int64) error {
 	f.fs.mu.Lock()
-	if f.fs.zeros == nil {
-		f.fs.zeros = map[string][][2]int64{}
-	}
 	f.fs.zeros[f.path] = append(f.fs.zeros[f.path], [2]int64{off, size})
 	f.fs.mu.Unlock()
 	return f.osFile.ZeroRange(off, size)
 }
 
-func trashFiles(t *testing.T, dir string) []string {
+func trashFiles(t *testing.T, dir string) []string { return namesWithSuffix(t, dir, trashExt) }
+
+// namesWithSuffix lists the directory entries of dir ending in suffix.
+func namesWithSuffix(t *testing.T, dir, suffix string) []string {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -57,7 +62,7 @@ func trashFiles(t *testing.T, dir string) []string {
 	}
 	var out []string
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), trashExt) {
+		if strings.HasSuffix(e.Name(), suffix) {
 			out = append(out, e.Name())
 		}
 	}
@@ -71,7 +76,7 @@ func trashFiles(t *testing.T, dir string) []string {
 // step by step and then removed. The records left stay readable.
 func TestUnrecycledSegmentDeletedGradually(t *testing.T) {
 	dir := t.TempDir()
-	rec := &truncRecorder{sizes: map[string][]int64{}}
+	rec := newTruncRecorder()
 	l := recycleLog(t, dir, Options{FS: rec, NoRecycle: true}, 400)
 	defer l.Close()
 	l.delStep = 16 << 10
@@ -151,7 +156,7 @@ func TestTrashRemovedByCloseAndOpen(t *testing.T) {
 // it, and reads as zeros.
 func TestSpareZeroedInSteps(t *testing.T) {
 	dir := t.TempDir()
-	rec := &truncRecorder{sizes: map[string][]int64{}}
+	rec := newTruncRecorder()
 	l := recycleLog(t, dir, Options{FS: rec}, 200)
 	defer l.Close()
 	l.delStep = 16 << 10
@@ -219,7 +224,7 @@ func TestCompressedAwayPlainSegmentDeletedGradually(t *testing.T) {
 // once (a large purge deleted gradually would hold Close for seconds).
 func TestCloseCutsGradualDeletionShort(t *testing.T) {
 	dir := t.TempDir()
-	rec := &truncRecorder{sizes: map[string][]int64{}}
+	rec := newTruncRecorder()
 	l := recycleLog(t, dir, Options{FS: rec, NoRecycle: true}, 300)
 	l.delStep, l.delPause = 1<<10, 20*time.Millisecond // 63 steps, 1.26 s per segment
 	segs := l.Segments()
