@@ -334,7 +334,7 @@ func (p *partition) requestSync() {
 	if p.syncing || p.syncStopped {
 		return
 	}
-	p.syncing = true // wantData, wantEvents: stored by finishRound
+	p.syncing = true        // wantData, wantEvents: stored by finishRound
 	p.syncReq <- struct{}{} // capacity 1 and only one request outstanding (see syncing)
 }
 
