@@ -26,7 +26,7 @@ func BenchmarkFdatasyncAfterWrite(b *testing.B) {
 	const size = 64 << 20
 	for _, prep := range []string{"fallocated", "zerorange", "written"} {
 		for _, chunk := range []int{64 << 10, 512 << 10} {
-			b.Run(prep+"/"+byteSize(chunk), func(b *testing.B) {
+			b.Run(prep+"/"+strconv.Itoa(chunk>>10)+"KiB", func(b *testing.B) {
 				path := filepath.Join(b.TempDir(), "seg")
 				buf := make([]byte, chunk)
 				for i := range buf {
@@ -58,13 +58,6 @@ func BenchmarkFdatasyncAfterWrite(b *testing.B) {
 			})
 		}
 	}
-}
-
-func byteSize(n int) string {
-	if n >= 1<<20 {
-		return strconv.Itoa(n>>20) + "MiB"
-	}
-	return strconv.Itoa(n>>10) + "KiB"
 }
 
 // preparedFile creates path afresh, size bytes long, its blocks prepared
