@@ -320,9 +320,17 @@ func (c *Conn) Drain(ctx context.Context) error {
 
 func (c *Conn) closeWith(why error) {
 	c.mu.Lock()
+	cleanup := c.closeLocked(why)
+	c.mu.Unlock()
+	cleanup()
+}
+
+// closeLocked marks the Conn closed for why (caller holds c.mu) and returns
+// what is left to do once c.mu is released: close the transport, fail what
+// was pending, end the subscriptions. Nothing can see the Conn half closed.
+func (c *Conn) closeLocked(why error) (cleanup func()) {
 	if c.state == stateClosed {
-		c.mu.Unlock()
-		return
+		return func() {}
 	}
 	c.state = stateClosed
 	c.closeErr = why
@@ -334,17 +342,18 @@ func (c *Conn) closeWith(why error) {
 	subs := c.subs
 	c.subs = map[uint64]*Subscription{}
 	acks := c.takeAcksLocked()
-	c.mu.Unlock()
-	if t != nil {
-		close(t.done)
-		t.nc.Close()
-	}
-	for _, r := range pending {
-		c.finish(r, why)
-	}
-	c.acksAnswered(acks, why)
-	for _, s := range subs {
-		s.close(why)
+	return func() {
+		if t != nil {
+			close(t.done)
+			t.nc.Close()
+		}
+		for _, r := range pending {
+			c.finish(r, why)
+		}
+		c.acksAnswered(acks, why)
+		for _, s := range subs {
+			s.close(why)
+		}
 	}
 }
 

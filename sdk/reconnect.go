@@ -21,6 +21,17 @@ func (c *Conn) lost(t *transport, why error) {
 		c.mu.Unlock()
 		return
 	}
+	lostErr := fmt.Errorf("%w: %w", ErrConnectionLost, why)
+	if c.cfg.reconnect.MaxAttempts < 0 {
+		// No reconnecting: closed in this same critical section, so no
+		// send can find the Conn connected with no transport (it used to,
+		// between here and a later closeWith, and wrote to a nil one).
+		cleanup := c.closeLocked(fmt.Errorf("%w: %w", ErrClosed, lostErr))
+		c.mu.Unlock()
+		c.cfg.logger.Warn("fibril: connection lost", "addr", c.addr, "err", why, "replaying", 0)
+		cleanup()
+		return
+	}
 	c.tr = nil
 	close(t.done)
 	t.nc.Close()
@@ -35,20 +46,13 @@ func (c *Conn) lost(t *transport, why error) {
 		}
 	}
 	c.fifo = keep
-	final := c.cfg.reconnect.MaxAttempts < 0
-	if !final {
-		c.state = stateReconnecting
-		c.wg.Add(1)
-		go c.reconnectLoop()
-	}
+	c.state = stateReconnecting
+	c.wg.Add(1)
+	go c.reconnectLoop()
 	c.mu.Unlock()
 	c.cfg.logger.Warn("fibril: connection lost", "addr", c.addr, "err", why, "replaying", len(keep))
-	lostErr := fmt.Errorf("%w: %w", ErrConnectionLost, why)
 	for _, r := range failed {
 		c.finish(r, lostErr)
-	}
-	if final {
-		c.closeWith(fmt.Errorf("%w: %w", ErrClosed, lostErr))
 	}
 }
 

@@ -174,6 +174,53 @@ func TestReconnectDisabledFailsPending(t *testing.T) {
 	}
 }
 
+// TestPublishRacingLostConnectionWithoutReconnect is the regression test for
+// "a send after the connection was lost, with reconnecting off, wrote to a
+// nil transport" (a nil pointer panic in writeLocked, seen once in CI in
+// TestReconnectDisabledFailsPending): lost cleared the transport, unlocked,
+// failed the unanswered requests and only then closed the Conn, so a
+// goroutine woken by one of those failures could publish into the half-lost
+// Conn. Here many long polls are on the wire when the server dies, and each
+// poller publishes the moment its poll fails: every publish must fail with
+// ErrConnectionLost, none may panic.
+func TestPublishRacingLostConnectionWithoutReconnect(t *testing.T) {
+	const pollers = 64
+	for round := range 3 {
+		srv := startServer(t)
+		ctx := testCtx(t)
+		c := connect(t, "fibril://"+srv.Addr, fibril.WithoutReconnect())
+		topic := mustTopic(t, c, fmt.Sprintf("%s-%d", topicName(t), round), fibril.TopicConfig{})
+		errs := make(chan error, pollers)
+		for range pollers {
+			go func() {
+				if _, err := c.Fetch(ctx, topic, "g", 1, 10*time.Second); err == nil {
+					errs <- errors.New("Fetch returned a message from an empty topic")
+					return
+				}
+				_, err := c.PublishAsync(ctx, topic, []byte("x"))
+				errs <- err
+			}()
+		}
+		waitFor(t, 5*time.Second, "the polls to reach the server", func() bool {
+			o := connect(t, "fibril://"+srv.Addr)
+			gs, err := o.Groups(ctx, topic)
+			return err == nil && len(gs) == 1
+		})
+		time.Sleep(50 * time.Millisecond) // the rest of the polls
+		srv.Stop(true)
+		for range pollers {
+			select {
+			case err := <-errs:
+				if !errors.Is(err, fibril.ErrConnectionLost) {
+					t.Fatalf("round %d: PublishAsync after the poll failed: %v, want ErrConnectionLost", round, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: a poller is stuck after the server died", round)
+			}
+		}
+	}
+}
+
 // corruptingProxy relays TCP between clients and addr, flipping the last
 // byte of every occurrence of marker in server-to-client traffic: a fault
 // injector for the CRC check.
