@@ -65,8 +65,15 @@ func readCPUTimes() (cpuTimes, bool) {
 	return t, err == nil
 }
 
-// share returns how the ticks between from and to were spent.
-func (to cpuTimes) share(from cpuTimes) CPUShare {
+// minShareTicks is the fewest clock ticks (all CPUs together) a share is
+// computed from: /proc/stat counts in ticks of 10 ms, so a run of a few
+// milliseconds sees none or a handful, and percentages of those say nothing
+// (a 3,000-message test run once read "user 0 %, idle 75 %, irq 25 %").
+const minShareTicks = 20
+
+// share returns how the ticks between from and to were spent; ok is false
+// when there were too few to tell (minShareTicks).
+func (to cpuTimes) share(from cpuTimes) (s CPUShare, ok bool) {
 	var d cpuTimes
 	var total float64
 	for i := range d {
@@ -75,12 +82,12 @@ func (to cpuTimes) share(from cpuTimes) CPUShare {
 		}
 		total += float64(d[i])
 	}
-	if total == 0 {
-		return CPUShare{}
+	if total < minShareTicks {
+		return CPUShare{}, false
 	}
 	pct := func(v uint64) float64 { return 100 * float64(v) / total }
 	return CPUShare{
 		User: pct(d[0] + d[1]), System: pct(d[2]), Idle: pct(d[3]), IOWait: pct(d[4]),
 		IRQ: pct(d[5] + d[6]), Steal: pct(d[7]),
-	}
+	}, true
 }

@@ -31,13 +31,34 @@ func TestParseCPUTimes(t *testing.T) {
 func TestCPUShare(t *testing.T) {
 	from := cpuTimes{10, 0, 10, 10, 0, 0, 0, 0}
 	to := cpuTimes{40, 10, 30, 50, 10, 5, 5, 10} // +30+10 user, +20 sys, +40 idle, +10 iowait, +10 irq, +10 steal = 130
-	s := to.share(from)
+	s, ok := to.share(from)
+	if !ok {
+		t.Fatal("130 ticks: no share")
+	}
 	near := func(a, b float64) bool { return math.Abs(a-b) < 0.01 }
 	if !near(s.User, 4000.0/130) || !near(s.System, 2000.0/130) || !near(s.Idle, 4000.0/130) ||
 		!near(s.IOWait, 1000.0/130) || !near(s.IRQ, 1000.0/130) || !near(s.Steal, 1000.0/130) {
 		t.Fatalf("share %+v", s)
 	}
-	if z := from.share(from); z != (CPUShare{}) {
-		t.Fatalf("no ticks: %+v", z)
+	if z, ok := from.share(from); ok || z != (CPUShare{}) {
+		t.Fatalf("no ticks: %+v, %v", z, ok)
+	}
+}
+
+// TestCPUShareTooShortIsNotReported is the regression test for a flaky
+// TestRunVerifiedAgainstRealServer: a run of a few milliseconds saw 4 clock
+// ticks and reported "user 0 %, idle 75 %, irq 25 %". Below minShareTicks
+// no share is reported; from there on it is.
+func TestCPUShareTooShortIsNotReported(t *testing.T) {
+	from := cpuTimes{100, 0, 100, 100, 0, 0, 0, 0}
+	short := cpuTimes{100, 0, 100, 103, 0, 1, 0, 0} // 4 ticks
+	if s, ok := short.share(from); ok {
+		t.Fatalf("4 ticks reported as %+v", s)
+	}
+	enough := from
+	enough[0] += minShareTicks / 2
+	enough[3] += minShareTicks - minShareTicks/2
+	if s, ok := enough.share(from); !ok || s.User != 50 || s.Idle != 50 {
+		t.Fatalf("%d ticks: %+v, %v", minShareTicks, s, ok)
 	}
 }

@@ -50,7 +50,8 @@ type Result struct {
 	RSSFileKiB int64 `json:"server_rss_file_peak_kib,omitempty"`
 
 	// CPU is how the whole machine's CPU time was spent from the start of
-	// the clients to the end of the run (omitted without /proc/stat).
+	// the clients to the end of the run (omitted without /proc/stat, and for
+	// a run too short to tell: fewer than minShareTicks clock ticks).
 	CPU *CPUShare `json:"machine_cpu,omitempty"`
 
 	Verify Verification `json:"verify"`

@@ -321,8 +321,9 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	res.RSSKiB = srv.rssKiB()
 	res.RSSAnonKiB, res.RSSFileKiB = memPeaks()
 	if cpuEnd, ok := readCPUTimes(); ok && cpuOK {
-		share := cpuEnd.share(cpuStart)
-		res.CPU = &share
+		if share, ok := cpuEnd.share(cpuStart); ok {
+			res.CPU = &share
+		}
 	}
 
 	// Figures.
