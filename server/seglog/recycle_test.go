@@ -254,15 +254,7 @@ func TestLeftoverSparesRemovedAtOpen(t *testing.T) {
 	if len(spareFiles(t, dir)) == 0 {
 		t.Fatal("Abandon removed the spares (a crash would not)")
 	}
-	l2, err := Open(dir, Options{SegmentSize: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l2.Close()
-	if s := spareFiles(t, dir); len(s) != 0 {
-		t.Fatalf("Open left spares: %v", s)
-	}
-	checkRecords(t, l2)
+	reopenWithout(t, dir, spareExt, "spares")
 }
 
 // TestFailedZeroRangeRemovesSpare: a spare that cannot be zeroed is deleted

@@ -140,15 +140,23 @@ func TestTrashRemovedByCloseAndOpen(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "9"+trashExt), make([]byte, 4096), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l2, err := Open(dir, Options{SegmentSize: 64 << 10})
+	reopenWithout(t, dir, trashExt, "a crash's trash")
+}
+
+// reopenWithout opens the recycleLog in dir again and checks that Open
+// removed every file ending in suffix (what names them) and that every
+// record reads back.
+func reopenWithout(t *testing.T, dir, suffix, what string) {
+	t.Helper()
+	l, err := Open(dir, Options{SegmentSize: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l2.Close()
-	if left := trashFiles(t, dir); len(left) != 0 {
-		t.Fatalf("Open left a crash's trash: %v", left)
+	defer l.Close()
+	if left := namesWithSuffix(t, dir, suffix); len(left) != 0 {
+		t.Fatalf("Open left %s: %v", what, left)
 	}
-	checkRecords(t, l2)
+	checkRecords(t, l)
 }
 
 // TestSpareZeroedInSteps: a segment kept as a spare is zeroed a step at a
