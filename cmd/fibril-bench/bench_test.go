@@ -69,6 +69,13 @@ func TestRunVerifiedAgainstRealServer(t *testing.T) {
 			if res.LatencyUS.Count != want*subs || res.LatencyUS.P50 <= 0 || res.LatencyUS.P99 < res.LatencyUS.P50 {
 				t.Fatalf("latency %+v", res.LatencyUS)
 			}
+			// The wire client times every confirm; the SDK client and plain
+			// mode (no confirms) report none.
+			wantConfirms := cfg.Client == "wire" && cfg.Mode == "durable" && cfg.Confirm
+			if c := res.ConfirmUS; wantConfirms != (c != nil) ||
+				c != nil && (c.Count != res.Published || c.P50 <= 0 || c.P99 < c.P50 || c.Max < c.P99) {
+				t.Fatalf("confirm latency %+v (want one per publish: %v)", c, wantConfirms)
+			}
 			if res.PubRate <= 0 || res.ConRate <= 0 || res.RSSKiB <= 0 {
 				t.Fatalf("rates %.0f/%.0f rss %d", res.PubRate, res.ConRate, res.RSSKiB)
 			}

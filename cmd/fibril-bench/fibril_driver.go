@@ -105,6 +105,11 @@ func (d *fibrilDriver) publish(ctx context.Context, idx int, n int64, st *runSta
 		window = min(window, c.info.MaxUnconfirmed)
 	}
 	pending := make(chan uint64, window)
+	// sentAt[k % window] is when the k-th frame admitted to pending was
+	// written; answers come in order, so the k-th answer reads it back.
+	sentAt := make([]atomic.Int64, window)
+	var admitted, popped uint64
+	confirms := st.confirms[idx]
 	retry := make(chan uint64, 4*window+16)
 	var answered, refused, retried atomic.Uint64
 	var firstErr atomic.Pointer[string]
@@ -122,17 +127,21 @@ func (d *fibrilDriver) publish(ctx context.Context, idx int, n int64, st *runSta
 			if !confirm {
 				return nil
 			}
+			// Read the slot before freeing it: the next admission reuses it.
+			sent := sentAt[popped%uint64(window)].Load()
 			select {
 			case <-pending:
 			default:
 				return fmt.Errorf("+OK %q answers no publish", cmd.Text)
 			}
+			popped++
 			if _, stored, err := protocol.ParseConfirm(cmd.Text); err != nil || !stored {
 				refused.Add(1)
 				s := fmt.Sprintf("publish confirm %q: not stored in a durable topic", cmd.Text)
 				firstErr.CompareAndSwap(nil, &s)
 			} else {
 				st.published.Add(1)
+				confirms.Add(time.Now().UnixNano() - sent)
 			}
 			answered.Add(1)
 		case protocol.OpErr:
@@ -146,6 +155,7 @@ func (d *fibrilDriver) publish(ctx context.Context, idx int, n int64, st *runSta
 			default:
 				return fmt.Errorf("-ERR '%s' answers no publish", cmd.Text)
 			}
+			popped++
 			if pe.Retriable() {
 				retried.Add(1)
 				retry <- id
@@ -195,7 +205,12 @@ func (d *fibrilDriver) publish(ctx context.Context, idx int, n int64, st *runSta
 				}
 			}
 		}
-		stamp(payload, id, time.Now().UnixNano())
+		now := time.Now().UnixNano()
+		if confirm {
+			sentAt[admitted%uint64(window)].Store(now)
+			admitted++
+		}
+		stamp(payload, id, now)
 		frame = protocol.AppendPub(frame[:0], subject, "", payload, crcTok)
 		written++
 		if !confirm {

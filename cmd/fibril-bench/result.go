@@ -40,6 +40,9 @@ type Result struct {
 	AckedRate    float64 `json:"acked_msgs_per_sec,omitempty"`
 
 	LatencyUS Latency `json:"latency_us"`
+	// ConfirmUS: publish written -> its confirm read by the publisher
+	// (Fibril's wire client; absent where the driver does not measure it).
+	ConfirmUS *Latency `json:"confirm_latency_us,omitempty"`
 
 	RSSKiB        int64 `json:"server_rss_hwm_kib"`
 	RSSBacklogKiB int64 `json:"server_rss_hwm_backlog_kib,omitempty"`
@@ -92,9 +95,19 @@ func (r *Result) computeRates(size int) {
 	}
 }
 
-func (r *Result) setLatency(h *Histogram) {
+func (r *Result) setLatency(h *Histogram) { r.LatencyUS = percentiles(h) }
+
+// setConfirmLatency sets ConfirmUS when h holds any confirm.
+func (r *Result) setConfirmLatency(h *Histogram) {
+	if h.Count() > 0 {
+		l := percentiles(h)
+		r.ConfirmUS = &l
+	}
+}
+
+func percentiles(h *Histogram) Latency {
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
-	r.LatencyUS = Latency{Count: h.Count(), P50: us(h.Quantile(0.5)), P99: us(h.Quantile(0.99)),
+	return Latency{Count: h.Count(), P50: us(h.Quantile(0.5)), P99: us(h.Quantile(0.99)),
 		P999: us(h.Quantile(0.999)), Max: us(h.Quantile(1))}
 }
 
@@ -160,6 +173,10 @@ func (r *Result) writeText(w io.Writer) {
 	l := r.LatencyUS
 	fmt.Fprintf(w, "latency   publish->delivery p50 %s  p99 %s  p99.9 %s  max %s (%d samples)\n",
 		fmtUS(l.P50), fmtUS(l.P99), fmtUS(l.P999), fmtUS(l.Max), l.Count)
+	if c := r.ConfirmUS; c != nil {
+		fmt.Fprintf(w, "          publish->confirm  p50 %s  p99 %s  p99.9 %s  max %s (%d confirms)\n",
+			fmtUS(c.P50), fmtUS(c.P99), fmtUS(c.P999), fmtUS(c.Max), c.Count)
+	}
 	if r.RSSBacklogKiB > 0 {
 		fmt.Fprintf(w, "server    peak RSS %.1f MiB with the backlog stored, %.1f MiB over the run (%s)\n",
 			float64(r.RSSBacklogKiB)/1024, float64(r.RSSKiB)/1024, r.Server.RSSNote)

@@ -48,6 +48,7 @@ type runState struct {
 	doneOnce  sync.Once
 	done      chan struct{}
 	hists     []*Histogram // one per consumer
+	confirms  []*Histogram // one per publisher: publish -> confirm (drivers that measure it)
 	lats      []*latLog    // one per consumer, with --latency-log
 	pubUntil  time.Time    // --duration: publishers stop sending at this time
 }
@@ -67,6 +68,9 @@ func newRunState(cfg *Config) *runState {
 	}
 	for range nt {
 		st.trackers = append(st.trackers, NewTracker(cfg.Pubs, cfg.Size, per))
+	}
+	for range cfg.Pubs {
+		st.confirms = append(st.confirms, &Histogram{})
 	}
 	for range cfg.Subs {
 		st.hists = append(st.hists, &Histogram{})
@@ -346,6 +350,11 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 		h.Merge(x)
 	}
 	res.setLatency(h)
+	c := &Histogram{}
+	for _, x := range st.confirms {
+		c.Merge(x)
+	}
+	res.setConfirmLatency(c)
 	res.verify(st, stats)
 	if cfg.LatencyLog != "" {
 		if err := writeLatencyLog(cfg.LatencyLog, st.lats); err != nil {
