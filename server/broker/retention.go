@@ -68,7 +68,19 @@ func (p *partition) retain() {
 		return
 	}
 	p.askedCut = cut
+	prevFirst := p.first
 	p.first, _ = p.data.Bounds()
+	if p.first > prevFirst {
+		// Nothing holds records of the dropped segments any more (callbacks
+		// borrow records only while they run; pending deliveries are at or
+		// above the cut), so release them now, with a second call, rather
+		// than at the next pass a RetentionInterval later: the log offers
+		// their files as spares to its next rolls only once released, and
+		// a roll that finds none creates a file whose fsyncs cost more.
+		if err := p.data.TruncateFront(cut); err != nil {
+			p.t.b.logf("%v", fmt.Errorf("topic %s partition %d: retention: %w", p.t.name, p.idx, err))
+		}
+	}
 	p.sizes.trim(p.first)
 	for _, gp := range p.order {
 		gp.truncatedTo(p.first)

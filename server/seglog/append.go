@@ -121,6 +121,11 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first, last Seq, err
 		l.unsynced += total
 		switch {
 		case l.unsynced < writeBehindBytes:
+		case l.wbRunning.Load():
+			// The background fsync is still running. Its own durable
+			// point must not pass for someone else's fsync below (it is
+			// set before wbDurable): that skipped the next background
+			// fsync (TestWriteBehindNotSkippedWhileItsFsyncRuns).
 		case uint64(l.Durable()) != l.wbDurable.Load():
 			// Someone else fsyncs this log (a caller's own Sync, a roll,
 			// the broker's group commit): nothing piles up.
@@ -149,6 +154,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 		total += recordSize(len(entries[i].Meta), len(entries[i].Data))
 	}
 	seq := first
+	durable := l.Durable() // for the records' hints: only ever grows
 	for len(entries) > 0 {
 		act := l.act
 		room := act.limit - act.end
@@ -174,7 +180,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 				ts = now
 			}
 			offs = append(offs, act.end+int64(len(buf)))
-			buf = appendRecord(buf, seq+Seq(n), ts, e.Meta, e.Data, e.CRC)
+			buf = appendRecord(buf, seq+Seq(n), durable, ts, e.Meta, e.Data, e.CRC)
 		}
 		l.buf = buf
 		if n == 0 {

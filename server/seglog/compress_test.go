@@ -370,7 +370,7 @@ func TestTruncateFrontCompressed(t *testing.T) {
 func FuzzCompressedSegment(f *testing.F) {
 	raw := encodeSegHeader(7, 4096)
 	for i := 0; i < 20; i++ {
-		raw = appendRecord(raw, Seq(7+i), int64(i), []byte("m"), []byte(strings.Repeat("abc", i)), 0)
+		raw = appendRecord(raw, Seq(7+i), 0, int64(i), []byte("m"), []byte(strings.Repeat("abc", i)), 0)
 	}
 	last := Seq(26)
 	for _, c := range codecs {

@@ -1,6 +1,7 @@
 package seglog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -80,7 +81,13 @@ func TestFlippedBitIsNeverData(t *testing.T) {
 				}
 				m.appended(first, batch)
 			}
+			if seed%4 == 1 {
+				if _, err := l.Sync(); err != nil { // everything confirmed
+					t.Fatal(err)
+				}
+			}
 			_, last := l.Bounds()
+			durable := l.Durable()
 			if clean {
 				if err := l.Close(); err != nil {
 					t.Fatal(err)
@@ -114,11 +121,13 @@ func TestFlippedBitIsNeverData(t *testing.T) {
 			}
 			defer l2.Close()
 			if _, last2 := l2.Bounds(); last2 != last {
-				// Only a damaged final record can pass for a torn write.
+				// Only a record never made durable can pass for a torn
+				// write (after an unclean stop, PolicyNone: the ones
+				// since the last roll), and the log ends before it.
 				rec := l2.Recovery()
 				t.Log("path: cut")
-				if victim.seq != last || last2 != last-1 || rec.TruncatedBytes == 0 || clean {
-					t.Fatalf("last %d -> %d after flipping a bit in %d (recovery %+v)", last, last2, victim.seq, rec)
+				if victim.seq <= durable || last2 != victim.seq-1 || rec.TruncatedBytes == 0 || clean {
+					t.Fatalf("last %d -> %d after flipping a bit in %d, durable %d (recovery %+v)", last, last2, victim.seq, durable, rec)
 				}
 				return
 			}
@@ -254,7 +263,7 @@ func TestDamagedFiles(t *testing.T) {
 }
 
 func TestTornTailIsCutAndReported(t *testing.T) {
-	opts := Options{SegmentSize: 64 << 10}
+	opts := Options{SegmentSize: 64 << 10, Policy: PolicyNone} // never fsynced: a write a crash may tear
 	l, dir := openTest(t, opts)
 	fill(t, l, 1, 50, 5)
 	l.Abandon()
@@ -279,4 +288,53 @@ func TestTornTailIsCutAndReported(t *testing.T) {
 	verifyAll(t, l2, 1, 49)
 	fill(t, l2, 50, 60, 3)
 	verifyAll(t, l2, 1, 60)
+}
+
+// TestTornDurableRecordIsCorruption: the same damage to a record the log
+// had fsynced (its durable-point hint says so) cannot be a torn write:
+// Open refuses with a *CorruptError for it instead of cutting it.
+func TestTornDurableRecordIsCorruption(t *testing.T) {
+	opts := Options{SegmentSize: 64 << 10, Policy: PolicyGroup}
+	l, dir := openTest(t, opts)
+	fill(t, l, 1, 50, 5)
+	l.Abandon()
+	spans := diskRecords(t, dir)
+	lastRec := spans[len(spans)-1]
+	if err := os.Truncate(lastRec.path, lastRec.off+lastRec.len/2); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(lastRec.path, opts.SegmentSize); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(dir, opts)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Seq != 50 || ce.Offset != lastRec.off {
+		t.Fatalf("open: %v; want a *CorruptError for seq 50 at %d", err, lastRec.off)
+	}
+	// With SkipCorrupt it opens, reports the range and keeps the rest.
+	opts.SkipCorrupt = true
+	l2, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if rec := l2.Recovery(); len(rec.Skipped) != 1 || rec.Skipped[0].From != 50 || rec.Skipped[0].To != 50 || rec.DurableHint != 50 {
+		t.Fatalf("recovery %+v; want seq 50 skipped, hint 50", rec)
+	}
+	// The confirmed record stays in the log as a hole that reads as
+	// corrupt; appends go on after it.
+	if _, last := l2.Bounds(); last != 50 {
+		t.Fatalf("last %d; want 50", last)
+	}
+	if _, err := l2.Read(50); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("read 50: %v; want ErrCorrupt", err)
+	}
+	for seq := Seq(1); seq < 50; seq++ {
+		if r, err := l2.Read(seq); err != nil || !bytes.Equal(r.Data, entry(int(seq)).Data) {
+			t.Fatalf("read %d: %v", seq, err)
+		}
+	}
+	if first, err := l2.Append([]Entry{entry(51)}); err != nil || first != 51 {
+		t.Fatalf("append after the hole: %d, %v", first, err)
+	}
 }

@@ -9,7 +9,8 @@
 // keep-plain markers (%020d.seg.plain), spare segment files
 // (%d.spare.tmp), trash files being deleted (%d.trash.tmp), the
 // clean-shutdown marker (CLEAN) and the directory lock
-// (LOCK, held with flock while the log is open). It must never report a
+// (LOCK, held with flock while the log is open; it also holds the
+// durable-point hint). It must never report a
 // record durable before its bytes are on disk under the log's Policy, never
 // return damaged bytes as data, and never kill the process on an I/O
 // problem (a full disk, a file shrunk behind its back): those are errors
@@ -51,10 +52,11 @@
 //
 // TruncateFront drops whole segments, oldest first. Up to two full-size
 // plain segments it drops are kept as spare files (%d.spare.tmp) instead
-// of unlinked: zeroed in the background without freeing their blocks, then
-// renamed to the next segments at rolls (Options.NoRecycle turns this
-// off; see recycle.go for why). A spare reads as zeros, like a new
-// preallocated segment; Open deletes spares a crash left, Close its own.
+// of unlinked, and renamed to the next segments at rolls once their maps
+// are released, their old bytes left in place (Options.NoRecycle turns
+// this off; see recycle.go for why): every old record in a spare is
+// numbered below the segment it becomes, so recovery never takes it for
+// one of that segment's. Open deletes spares a crash left, Close its own.
 // The others (and the plain file of a segment the compressor replaced) are
 // renamed to trash files and deleted gradually once their map is released:
 // shrunk a few MiB at a time, then unlinked (see trash.go for why).
@@ -70,12 +72,19 @@
 // unclean shutdown. Directory entries (a new segment, the log directory
 // in its parent) are synced before the first record in them is reported
 // durable, not when they are created. Index and marker files are written
-// without fsync: they are checksummed hints whose loss costs a scan. In the last
-// segment a damaged record is a torn write when no intact record follows
-// it, or when part of a disk sector before the next intact record was never
-// written (zero): the tail from there is zeroed, and Recovery reports the
-// cut. A failed write's leftovers are zeroed and synced before anything is
-// written over them, so stale bytes never mix with new ones after a crash.
+// without fsync: they are checksummed hints whose loss costs a scan. Each
+// record header carries a durable hint (how far below it the log was
+// durable when it was written, record.go), and after every fsync the log
+// writes its durable point into the LOCK file without syncing it
+// (durablehint.go). In the last segment a damaged record is a torn write
+// when nothing intact follows it, or when no later record's hint claims it
+// durable (for records older than hints: when part of a disk sector before
+// the next intact record was never written, zero); a damaged or missing
+// record at or below the LOCK file's durable point is corruption. A torn
+// tail is zeroed (its header and every record numbered past the recovered
+// ones) and Recovery reports the cut. A failed write's leftovers are zeroed
+// and synced before anything is written over them, so stale bytes never
+// mix with new ones after a crash.
 // A last segment whose creation never reached the disk is removed, and
 // numbering goes on from its name, never from 1, even when truncation left
 // no other segment: a sequence number is never handed out twice. Any other

@@ -38,11 +38,6 @@ type File interface {
 	// Allocate reserves disk blocks for [off, off+size) and extends the file
 	// to cover it (fallocate); it fails with ENOSPC on a full disk.
 	Allocate(off, size int64) error
-	// ZeroRange makes [off, off+size) read as zeros without freeing its
-	// blocks (fallocate FALLOC_FL_ZERO_RANGE; where the file system lacks
-	// it, zeros are written). The file's size does not change. Durable
-	// after the next Sync.
-	ZeroRange(off, size int64) error
 	// Size returns the file's current size.
 	Size() (int64, error)
 	// Fd returns the descriptor, used for mmap and flock.
@@ -128,37 +123,6 @@ func (o osFile) Allocate(off, size int64) error {
 			return wrapOS("fallocate", o.f.Name(), err)
 		}
 	}
-}
-
-func (o osFile) ZeroRange(off, size int64) error {
-	for {
-		err := unix.Fallocate(int(o.f.Fd()), unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, size)
-		if errors.Is(err, unix.EOPNOTSUPP) {
-			return o.writeZeros(off, size)
-		}
-		if !errors.Is(err, unix.EINTR) {
-			if err != nil {
-				return wrapOS("fallocate zero range", o.f.Name(), err)
-			}
-			// The extent change is metadata: a full fsync, not the
-			// fdatasync of Sync, so no file system can keep the old
-			// bytes reachable after a crash.
-			return wrapOS("fsync", o.f.Name(), unix.Fsync(int(o.f.Fd())))
-		}
-	}
-}
-
-// writeZeros writes zeros over [off, off+size), 1 MiB at a time.
-func (o osFile) writeZeros(off, size int64) error {
-	zeros := make([]byte, min(size, 1<<20))
-	for size > 0 {
-		n := min(size, int64(len(zeros)))
-		if _, err := o.f.WriteAt(zeros[:n], off); err != nil {
-			return err
-		}
-		off, size = off+n, size-n
-	}
-	return nil
 }
 
 func (o osFile) Size() (int64, error) {

@@ -16,8 +16,10 @@ func FuzzDecoders(f *testing.F) {
 		skipped: []SkippedRange{{Offset: 96, Length: 40, From: 9, To: 10}, {Offset: 136, From: 11, To: 12}}}
 	f.Add(encodeIndex(s2))
 	f.Add(encodeClean(cleanMarker{segFirst: 7, last: 8, end: 96}))
-	f.Add(appendRecord(nil, 7, 1, []byte("m"), []byte("data"), 0))
+	f.Add(appendRecord(nil, 7, 0, 1, []byte("m"), []byte("data"), 0))
 	f.Add(encodeSegHeader(7, 4096))
+	f.Add(encodeDurableHint(9))
+	f.Add(appendRecord(nil, 70000, 3, 1, nil, []byte("hinted"), 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if x, ok := decodeIndex(b, 7, 4096); ok {
 			if x.end > 4096 || x.first != 7 {
@@ -40,6 +42,15 @@ func FuzzDecoders(f *testing.F) {
 			}
 		}
 		looksTorn(b, 0, int64(len(b)))
+		decodeDurableHint(b)
+		staleSegHeader(b, 7)
+		for off := int64(0); off+recHeaderSize <= int64(len(b)); off += recAlign {
+			if mayHead(b, off, 7) {
+				if h := parseHeader(b[off:]); h.seq < 7 {
+					t.Fatalf("mayHead took seq %d for 7 or above", h.seq)
+				}
+			}
+		}
 	})
 }
 

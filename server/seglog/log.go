@@ -65,6 +65,7 @@ type Log struct {
 		err     error // sticky: set once an fsync failed
 	}
 	durable atomic.Uint64
+	hint    durableHint // the durable point, kept in the LOCK file (durablehint.go)
 
 	rec Recovery
 
@@ -90,12 +91,17 @@ type Recovery struct {
 	RebuiltIndexes int
 	// TruncatedPath, TruncatedAt and TruncatedBytes describe the torn tail
 	// that was cut (TruncatedBytes == 0: nothing was cut). TruncatedBytes
-	// counts the non-zero bytes that were discarded.
+	// counts the bytes zeroed: the torn record's header sectors and every
+	// record numbered after the recovered ones (see cutTail).
 	TruncatedPath  string
 	TruncatedAt    int64
 	TruncatedBytes int64
 	// Skipped lists damaged ranges passed over because of SkipCorrupt.
 	Skipped []SkippedRange
+	// DurableHint is the durable point the previous session recorded
+	// (durablehint.go; 0: none): records up to it had been fsynced, so
+	// damage to them is corruption, never a torn tail.
+	DurableHint Seq
 }
 
 // SkippedRange is a damaged range that Open skipped with SkipCorrupt.
@@ -138,6 +144,8 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("seglog: flock %s: %w", dir, err)
 	}
 	l.lock = lf
+	l.rec.DurableHint = readHint(lf)
+	l.hint.f, l.hint.last = lf, l.rec.DurableHint
 	if err := l.recover(); err != nil {
 		l.releaseAll()
 		return nil, err
@@ -273,6 +281,7 @@ func (l *Log) releaseAll() error {
 	l.segs, l.graveyard = nil, nil
 	l.cache.close()
 	if l.lock != nil {
+		l.hint.release()
 		l.lock.Close() // closing the descriptor drops the flock
 		l.lock = nil
 	}
@@ -292,7 +301,11 @@ func (l *Log) active() *segment {
 func (l *Log) setDurable(seq Seq) {
 	for {
 		cur := l.durable.Load()
-		if uint64(seq) <= cur || l.durable.CompareAndSwap(cur, uint64(seq)) {
+		if uint64(seq) <= cur {
+			return
+		}
+		if l.durable.CompareAndSwap(cur, uint64(seq)) {
+			l.hint.note(seq)
 			return
 		}
 	}

@@ -53,9 +53,10 @@ type Options struct {
 	Compression Compression
 	// NoRecycle deletes every segment TruncateFront drops (gradually, see
 	// trash.go). By default up to two full-size plain segments are kept as
-	// spare files, zeroed without freeing their blocks and reused by the
-	// next rolls (see recycle.go): on ext4 freeing a segment's blocks
-	// stalled the log's fsyncs for tens of milliseconds. Spares hold disk
+	// spare files and reused, old bytes and all, by the next rolls (see
+	// recycle.go): on ext4 freeing a segment's blocks stalled the log's
+	// fsyncs for tens of milliseconds, and fsyncs into written blocks cost
+	// less than into newly allocated ones. Spares hold disk
 	// space (two segments at most) that Segments does not list.
 	NoRecycle bool
 

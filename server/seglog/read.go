@@ -257,7 +257,7 @@ func (l *Log) releaseLater(dead []*segment) {
 			}
 			_ = s.release()
 			if s.spare != "" {
-				l.prepareSpare(s.spare, s.size)
+				l.offerSpare(s.spare)
 			}
 			if s.trash != "" {
 				l.deleteGradually(s.trash)

@@ -11,16 +11,68 @@ import (
 //	4  uint32 data length
 //	8  uint64 sequence number
 //	16 int64  timestamp (Unix nanoseconds)
-//	24 uint16 flags (0; reserved)
+//	24 uint16 flags: 0, or the durable hint (below)
 //	26 uint16 meta length
 //	28 uint32 data CRC-32 (IEEE), the value the wire protocol carries
 //	32 meta, then data, then zero padding
 //
-// Unwritten space in a segment is zero, so a zero header marks the end.
+// Space a segment never held a record in reads as zero, so a zero header
+// marks the end; a reused spare (recycle.go) holds its old records
+// instead, all numbered below the segment's first sequence number.
+//
+// The durable hint: with bit 15 set, flags says how far the log's durable
+// point was below the record when it was written (the lag, at least 1),
+// as a mantissa (bits 0..10) shifted left by an exponent (bits 11..14),
+// rounded up, so seq - lag never claims more than was durable. Recovery
+// uses it to tell a torn write from damage without relying on zeros: a
+// damaged record that no later intact record claims durable was never
+// confirmed (see scanSegment). flags 0 (records written before the hint,
+// or a lag too large to encode) claims nothing. Versions before the hint
+// took any flags but 0 for damage: they cannot open a log written since.
 const (
 	recHeaderSize = 32
 	recAlign      = 8
 )
+
+const (
+	flagHint     = 1 << 15
+	hintMantBits = 11
+	hintMaxExp   = 1<<(15-hintMantBits) - 1
+)
+
+// encodeHint returns the flags of a record numbered seq written while the
+// log was durable up to durable (< seq), or 0 when the lag does not fit.
+func encodeHint(seq, durable Seq) uint16 {
+	lag := uint64(seq - durable)
+	if durable >= seq {
+		lag = 1 // cannot happen (a record is written before it is durable); claim the least
+	}
+	for e := uint64(0); e <= hintMaxExp; e++ {
+		m := (lag + 1<<e - 1) >> e // rounded up
+		if m < 1<<hintMantBits {
+			return uint16(flagHint | e<<hintMantBits | m)
+		}
+	}
+	return 0
+}
+
+// durableBelow returns the sequence number up to which the log was
+// durable when the record h heads was written (0: nothing known), and
+// whether the record carries a hint at all.
+func (h recHeader) durableBelow() (Seq, bool) {
+	if h.flags&flagHint == 0 {
+		return 0, false
+	}
+	e := uint64(h.flags>>hintMantBits) & hintMaxExp
+	lag := uint64(h.flags&(1<<hintMantBits-1)) << e
+	if lag >= uint64(h.seq) {
+		return 0, true
+	}
+	return h.seq - Seq(lag), true
+}
+
+// validFlags: 0 or a hint; other bit patterns are damage.
+func validFlags(f uint16) bool { return f == 0 || f&flagHint != 0 }
 
 // recHeader is a decoded record header.
 type recHeader struct {
@@ -42,8 +94,9 @@ func recordSize(metaLen, dataLen int) int64 {
 // size returns the padded on-disk size of the record h heads.
 func (h recHeader) size() int64 { return recordSize(int(h.metaLen), int(h.dataLen)) }
 
-// appendRecord appends the encoded record to dst.
-func appendRecord(dst []byte, seq Seq, ts int64, meta, data []byte, dcrc uint32) []byte {
+// appendRecord appends the encoded record to dst; durable is the log's
+// durable point as the record is written (for the hint in its flags).
+func appendRecord(dst []byte, seq, durable Seq, ts int64, meta, data []byte, dcrc uint32) []byte {
 	if dcrc == 0 {
 		dcrc = crc32.ChecksumIEEE(data)
 	}
@@ -52,7 +105,7 @@ func appendRecord(dst []byte, seq Seq, ts int64, meta, data []byte, dcrc uint32)
 	binary.LittleEndian.PutUint32(h[4:], uint32(len(data)))
 	binary.LittleEndian.PutUint64(h[8:], uint64(seq))
 	binary.LittleEndian.PutUint64(h[16:], uint64(ts))
-	binary.LittleEndian.PutUint16(h[24:], 0)
+	binary.LittleEndian.PutUint16(h[24:], encodeHint(seq, durable))
 	binary.LittleEndian.PutUint16(h[26:], uint16(len(meta)))
 	binary.LittleEndian.PutUint32(h[28:], dcrc)
 	hcrc := crc32.Update(crc32.ChecksumIEEE(h[4:]), crc32.IEEETable, meta)
@@ -108,12 +161,15 @@ func checkRecordData(buf []byte, off int64, data bool) (recHeader, recStatus) {
 	if h.hcrc == 0 && h.dataLen == 0 && h.seq == 0 && h.time == 0 && h.flags == 0 && h.metaLen == 0 && h.dcrc == 0 {
 		return h, recZero
 	}
+	if !validFlags(h.flags) {
+		return h, recBadHdr
+	}
 	metaEnd := off + recHeaderSize + int64(h.metaLen)
 	if metaEnd > int64(len(buf)) {
 		return h, recBadHdr
 	}
 	hcrc := crc32.Update(crc32.ChecksumIEEE(hb[4:]), crc32.IEEETable, buf[off+recHeaderSize:metaEnd])
-	if hcrc != h.hcrc || h.flags != 0 {
+	if hcrc != h.hcrc || !validFlags(h.flags) {
 		return h, recBadHdr
 	}
 	if off+h.size() > int64(len(buf)) {
@@ -143,8 +199,8 @@ func recordAt(buf []byte, off int64, h recHeader) Record {
 // looksTorn reports whether the damaged range buf[off:off+n] shows the mark
 // of an interrupted write rather than of damage: some 512-byte disk
 // sector's share of it (at least 8 bytes) is all zero, i.e. never written.
-// Unwritten segment space is always zero (the log zeroes any tail it cuts
-// and any failed write's leftovers).
+// It is the test for records without a durable hint (written before
+// hints), which only ever went into space that was zero.
 func looksTorn(buf []byte, off, n int64) bool {
 	const sector = 512
 	end := off + n

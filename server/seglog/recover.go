@@ -1,6 +1,7 @@
 package seglog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -111,6 +112,20 @@ func (l *Log) recover() (err error) {
 		l.closeSealed(s)
 	}
 	act := l.active()
+	if act.last < l.rec.DurableHint {
+		// Records the log had made durable are gone from its end (its
+		// last segment file lost, a sealed segment cut short with none
+		// after it): corruption, never a torn tail. With SkipCorrupt they
+		// become a hole that reads as corrupt, and numbering goes on
+		// after them.
+		cerr := &CorruptError{Path: act.path, Offset: act.end, Seq: act.last + 1,
+			Reason: fmt.Sprintf("the log ends at %d, but it had made every record up to %d durable", act.last, l.rec.DurableHint)}
+		if !l.opts.SkipCorrupt {
+			return cerr
+		}
+		l.skipRange(act, SkippedRange{Path: act.path, Offset: act.end, From: act.last + 1, To: l.rec.DurableHint})
+		act.last = l.rec.DurableHint
+	}
 	// Whether the entries of the active segment and of the log directory
 	// ever reached the disk is unknown (the session that created them may
 	// have died before its first sync): the first sync that reports a
@@ -128,6 +143,7 @@ func (l *Log) recover() (err error) {
 	l.act = act
 	l.last.Store(uint64(act.last))
 	l.durable.Store(uint64(act.last))
+	l.hint.note(act.last)
 	l.rec.Segments = len(l.segs)
 	// The marker must be gone, durably, before the first append (see
 	// dropMarker): otherwise a crash could leave a marker that hides a torn
@@ -198,7 +214,12 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 		// disk with its first fsync; a torn or missing header in the last
 		// segment with no intact record after it means the creation was cut
 		// short and nothing in the file was ever durable.
-		if isLast && (s.size < segHeaderSize || allZero(s.data[:segHeaderSize])) {
+		// A reused spare still has its old header there (an earlier
+		// first): the same case, the new header never reached the disk.
+		// Unless records of it were durable (the hint): then the header
+		// was too, and this is damage.
+		created := s.size < segHeaderSize || allZero(s.data[:segHeaderSize]) || staleSegHeader(s.data, s.first)
+		if isLast && created && l.rec.DurableHint < s.first {
 			return errTornCreate
 		}
 		if _, _, found := findNextRecord(s.data, segHeaderSize, s.first); isLast && !found {
@@ -245,10 +266,14 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 }
 
 // scanSegment verifies records from off on (expecting seq first) and sets
-// s.end and s.last. In the last segment a damaged record that shows the
-// mark of an interrupted write ends the log there (the torn tail is zeroed
-// and reported); anywhere else damage is corruption: an error, or with
-// SkipCorrupt a skipped range.
+// s.end and s.last. The records of a segment end where no intact record
+// numbered seq or above follows: past that lie zeros, or a reused spare's
+// old records (numbered below s.first), or in the last segment a torn
+// tail. In a sealed segment records lost from the end show as a gap before
+// the next segment (checkContinuity). A damaged record that intact records
+// follow is corruption (an error, or with SkipCorrupt a skipped range),
+// except in the last segment when it is a torn write (tornBefore): the torn
+// tail is then cut (cutTail) and reported.
 func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 	for off+recHeaderSize <= s.size {
 		h, st := checkRecord(s.data, off)
@@ -259,34 +284,53 @@ func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 			seq++
 			continue
 		}
-		if st == recZero {
+		if st == recZero && (!tail || seq > l.rec.DurableHint) {
 			break
 		}
-		// In the last segment a bad record is a torn write when nothing
-		// intact follows it (a crash cut the stream there), or when a disk
-		// sector of it was never written (pages reached the disk out of
-		// order, so intact records may follow). Otherwise it is damage
-		// before the tail: corruption.
 		// The damaged range runs to the next intact record; its lengths
 		// come from that record, never from the damaged header.
-		if tail {
-			p, _, found := findNextRecord(s.data, off+recAlign, seq)
-			if !found || (st != recOK && looksTorn(s.data, off, p-off)) {
-				break
-			}
+		p, ph, found := findNextRecord(s.data, off+recAlign, seq)
+		if st == recOK && h.seq > seq {
+			p, ph, found = off, h, true // records missing right here
+		}
+		// The end, or a torn write; unless the log had made seq durable
+		// before the crash (the hint): then records it confirmed are
+		// damaged or missing.
+		confirmed := tail && seq <= l.rec.DurableHint
+		if !confirmed && (!found || (tail && tornBefore(s.data, off, p, seq, st))) {
+			break
 		}
 		reason := st.String()
-		if st == recOK {
+		switch {
+		case st == recOK && h.seq > seq:
 			reason = fmt.Sprintf("sequence %d where %d was expected", h.seq, seq)
+		case st == recOK || st == recZero:
+			reason = "missing"
+		}
+		if confirmed {
+			reason += fmt.Sprintf(" (the log had made every record up to %d durable)", l.rec.DurableHint)
 		}
 		cerr := &CorruptError{Path: s.path, Offset: off, Seq: seq, Reason: reason}
 		if !l.opts.SkipCorrupt {
 			return cerr
 		}
-		p, ph, found := findNextRecord(s.data, off+recAlign, seq)
 		if !found {
-			l.skipRange(s, SkippedRange{Path: s.path, Offset: off, Length: s.size - off, From: seq, To: seq - 1})
+			// Nothing intact follows: what is lost runs to the durable
+			// point (a hole reads as corrupt), and appends go on from here.
+			to := seq - 1
+			if confirmed {
+				to = max(to, l.rec.DurableHint)
+			}
+			l.skipRange(s, SkippedRange{Path: s.path, Offset: off, Length: s.size - off, From: seq, To: to})
+			seq = to + 1
 			break
+		}
+		if p == off {
+			p = off + recAlign // step over: the range must not be empty
+			if p, ph, found = findNextRecord(s.data, p, seq); !found {
+				l.skipRange(s, SkippedRange{Path: s.path, Offset: off, Length: s.size - off, From: seq, To: seq - 1})
+				break
+			}
 		}
 		l.skipRange(s, SkippedRange{Path: s.path, Offset: off, Length: p - off, From: seq, To: ph.seq - 1})
 		s.addIndex(ph.seq, p, l.opts.IndexInterval, true) // reads must not walk through the damage
@@ -294,9 +338,44 @@ func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 	}
 	s.end, s.last = off, seq-1
 	if tail {
-		return l.cutTail(s)
+		return l.cutTail(s, seq)
 	}
 	return nil
+}
+
+// tornBefore reports whether the damaged record at off in the last segment
+// (numbered seq; st says how it failed) is a torn write, given the intact
+// record numbered seq or above at p: the disk wrote later pages before
+// this one, so the record was never confirmed. The records from p on say
+// so with their durable hints: if none of them claims seq durable, it was
+// not (a damaged record that was durable is corruption). Records without a
+// hint (written before hints existed) fall back to the mark an interrupted
+// write leaves in space that was zero: a disk sector never written
+// (looksTorn).
+func tornBefore(buf []byte, off, p int64, seq Seq, st recStatus) bool {
+	hinted := true
+	for q := p; ; {
+		h, hst := checkRecord(buf, q)
+		if hst != recOK || h.seq < seq {
+			next, _, ok := findNextRecord(buf, q+recAlign, seq)
+			if !ok {
+				break
+			}
+			q = next
+			continue
+		}
+		d, has := h.durableBelow()
+		if !has {
+			hinted = false
+		} else if d >= seq {
+			return false
+		}
+		q += h.size()
+	}
+	if hinted {
+		return true
+	}
+	return st != recOK && looksTorn(buf, off, p-off)
 }
 
 // skipRange records a damaged range of s passed over with SkipCorrupt.
@@ -344,6 +423,9 @@ func followedByRecord(buf []byte, off int64, seq Seq) bool {
 // sequence number is at least seq.
 func findNextRecord(buf []byte, off int64, seq Seq) (int64, recHeader, bool) {
 	for ; off+recHeaderSize <= int64(len(buf)); off += recAlign {
+		if !mayHead(buf, off, seq) {
+			continue
+		}
 		if h, st := checkRecord(buf, off); st == recOK && h.seq >= seq {
 			return off, h, true
 		}
@@ -351,28 +433,53 @@ func findNextRecord(buf []byte, off int64, seq Seq) (int64, recHeader, bool) {
 	return 0, recHeader{}, false
 }
 
-// cutTail zeroes whatever non-zero bytes follow s.end (a torn write, or the
-// records after it), so stale bytes can never pass for records later, and
-// reports the cut.
-func (l *Log) cutTail(s *segment) error {
-	const chunk = 64 << 10
+// mayHead is the cheap test findNextRecord and cutTail make before any
+// checksum (a reused spare's old records, numbered below the segment, and
+// zeros fail it): buf[off:] may head a record numbered seq or above,
+// within as many records as the segment could hold.
+func mayHead(buf []byte, off int64, seq Seq) bool {
+	b := buf[off : off+recHeaderSize]
+	n := Seq(binary.LittleEndian.Uint64(b[8:]))
+	return n >= seq && n-seq <= Seq(len(buf)/recHeaderSize) && validFlags(binary.LittleEndian.Uint16(b[24:]))
+}
+
+// cutTail zeroes what follows s.end in the last segment that could ever
+// pass for a record: the sectors of the header at s.end (a damaged
+// header does not say how long its record was), and every intact header
+// numbered next (the first sequence number after the recovered records) or
+// above, with its record, so that a torn write's leftovers and the records
+// after it are gone before new records take their numbers. Other bytes
+// there stay (zeros, a reused spare's old records numbered below the
+// segment, fragments with no intact header): no scan takes them for
+// records. It reports the cut (after a crash in a reused spare that may
+// include a few hundred bytes of its old records).
+func (l *Log) cutTail(s *segment, next Seq) error {
 	dirtyEnd := s.end
-	for off := s.end; off < s.size; {
+	// Whatever sits right at the end (a damaged header, which says
+	// nothing of its length) goes too, to the end of its disk sector.
+	if head := min((s.end+recHeaderSize+511)&^511, s.size); !allZero(s.data[s.end:head]) {
+		dirtyEnd = head
+	}
+	for off := s.end; off+recHeaderSize <= s.size; {
 		// Skip what the file system knows holds no data (unwritten
 		// preallocated space reads as zero): a tail of untouched
 		// preallocation costs a syscall, not a read of every page.
-		d, ok := nextData(s.f, off)
-		if ok && d >= s.size {
-			break
+		if off&(64<<10-1) == 0 || off == s.end {
+			d, ok := nextData(s.f, off)
+			if ok && d >= s.size {
+				break
+			}
+			if ok && d > off {
+				off = (d + recAlign - 1) &^ (recAlign - 1)
+				continue
+			}
 		}
-		if ok && d > off {
-			off = d
+		if mayHead(s.data, off, next) {
+			if h, st := checkRecordData(s.data, off, false); st == recOK || st == recOutOfMap {
+				dirtyEnd = max(dirtyEnd, min(off+h.size(), s.size))
+			}
 		}
-		end := min((off/chunk+1)*chunk, s.size)
-		if !allZero(s.data[off:end]) {
-			dirtyEnd = end
-		}
-		off = end
+		off += recAlign
 	}
 	if dirtyEnd == s.end {
 		return nil

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 )
 
 // Recycling segment files.
@@ -14,24 +13,32 @@ import (
 // SegmentSize and the log keeps fewer than maxSpares, renamed to a spare
 // (spare-<n>.tmp) instead of unlinked. Once its map is released (at the next
 // TruncateFront, when every truncated segment's map is: records read from it
-// stay valid until then) its bytes are zeroed with fallocate ZERO_RANGE,
-// which frees no block, and synced, on the release goroutine. The next roll
-// renames a ready spare to the new segment's name instead of creating and
-// preallocating a file.
+// stay valid until then) it is offered to the next roll, which renames it to
+// the new segment's name instead of creating and preallocating a file. Its
+// old bytes are not cleared: they are old records, numbered below the new
+// segment's first sequence number, which recovery never takes for the new
+// segment's (scanSegment, cutTail), and torn writes over them are told from
+// damage by the durable hint in each record header (record.go), not by
+// zeros.
 //
-// Why: unlinking a 64 MiB segment frees its blocks, which took 50-80 ms on
-// an ext4 disk mounted with `discard`, and every fsync of the log queued
-// behind the journal commit that carried the frees (p99.9 publish latency
-// 80-90 ms at half load against 22-30 ms with no deletions). A spare reads as
-// zeros, like a freshly preallocated segment, so recovery and the record
-// format are unchanged. Spares are temp files: Open deletes leftovers (as it
-// does every *.tmp), Close deletes the log's own.
+// Why recycle: unlinking a 64 MiB segment frees its blocks, which took
+// 50-80 ms on an ext4 disk mounted with `discard`, and every fsync of the
+// log queued behind the journal commit that carried the frees (p99.9 publish
+// latency 80-90 ms at half load against 22-30 ms with no deletions). Why not
+// clear: zeroing a spare (fallocate ZERO_RANGE, as the log did before
+// records carried the hint) turns its blocks back into unwritten extents, and an fdatasync
+// after writing into unwritten blocks also commits the extent conversion
+// to the journal: 1.6-2.2x the cost of one into written blocks
+// (BenchmarkFdatasyncAfterWrite), so group commits into a reused spare
+// without zeroing are cheaper (BENCHMARKS.md, "Spares without zeroing").
+// Spares are temp files: Open deletes leftovers (as it does every *.tmp),
+// Close deletes the log's own.
 const maxSpares = 2
 
 const spareExt = ".spare" + tmpExt
 
 // spareSet holds the log's spare files. reserved counts the renamed ones
-// not yet zeroed; ready lists those zeroed and synced.
+// whose map is not released yet; ready lists those a roll may take.
 type spareSet struct {
 	mu       sync.Mutex
 	reserved int
@@ -71,36 +78,12 @@ func (l *Log) unreserve(path string) {
 	sp.mu.Unlock()
 }
 
-// prepareSpare zeroes and syncs a spare whose map is released, then offers
-// it to the next roll. On any error the file is removed instead.
-func (l *Log) prepareSpare(path string, size int64) {
-	err := func() error {
-		f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		// In steps, like deleteGradually: zeroing 64 MiB at once (which
-		// also drops its cached pages) took 6-18 ms in the server.
-		for off := int64(0); off < size; off += l.delStep {
-			if off > 0 {
-				time.Sleep(l.delPause)
-			}
-			if l.closed.Load() {
-				return ErrClosed // Close removes the spares anyway
-			}
-			if err := f.ZeroRange(off, min(l.delStep, size-off)); err != nil {
-				return err
-			}
-		}
-		return f.Sync()
-	}()
+// offerSpare offers a spare whose map is released to the next roll. Its
+// bytes stay as they are: its old records are numbered below any segment
+// it becomes, so no scan takes them for that segment's records (see
+// record.go, scanSegment, cutTail).
+func (l *Log) offerSpare(path string) {
 	sp := &l.spares
-	if err != nil {
-		_ = l.fs.Remove(path)
-		l.unreserve(path)
-		return
-	}
 	sp.mu.Lock()
 	sp.reserved--
 	sp.ready = append(sp.ready, path)
@@ -147,7 +130,7 @@ func (l *Log) newSegment(first Seq) (*segment, error) {
 	return createSegment(l.fs, l.dir, first, l.opts.SegmentSize, l.opts.writeViaMap)
 }
 
-// reuseSegment turns a ready spare (zeroed, synced, limit bytes long) into
+// reuseSegment turns a ready spare (limit bytes long, old records in it) into
 // the new empty segment first: rename, stamp, map. Like createSegment it
 // syncs nothing: the directory entry is synced before the first record in
 // it is reported durable (dirPending). On failure the spare is removed.

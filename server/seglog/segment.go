@@ -98,7 +98,7 @@ type segment struct {
 	codec  Compression
 	noComp bool
 	// spare: TruncateFront renamed the file to this spare path; once the
-	// map is released the file is zeroed for reuse (recycle.go).
+	// map is released a roll may reuse it (recycle.go).
 	spare string
 	// trash: TruncateFront renamed the file to this trash path, to be
 	// deleted gradually once its map is released (see deleteGradually).
@@ -145,6 +145,16 @@ func checkSegHeader(b []byte, first Seq) bool {
 	}
 	return crc32.ChecksumIEEE(b[:28]) == binary.LittleEndian.Uint32(b[28:]) &&
 		Seq(binary.LittleEndian.Uint64(b[8:])) == first
+}
+
+// staleSegHeader reports whether b starts with a valid header of a segment
+// numbered below first: a reused spare whose new header never reached the
+// disk.
+func staleSegHeader(b []byte, first Seq) bool {
+	if len(b) < segHeaderSize || string(b[:8]) != segMagic || crc32.ChecksumIEEE(b[:28]) != binary.LittleEndian.Uint32(b[28:]) {
+		return false
+	}
+	return Seq(binary.LittleEndian.Uint64(b[8:])) < first
 }
 
 // createSegment creates, preallocates (initialAlloc, or limit if smaller),

@@ -10,13 +10,11 @@ import (
 )
 
 // truncRecorder is the OS file system with a record of every Truncate
-// (path, new size) and ZeroRange: a tool to watch how a file is deleted or
-// zeroed.
+// (path, new size): a tool to watch how a file is deleted.
 type truncRecorder struct {
 	osFS
 	mu    sync.Mutex
-	sizes map[string][]int64    // Truncate sizes by path
-	zeros map[string][][2]int64 // ZeroRange (off, size) by path
+	sizes map[string][]int64 // Truncate sizes by path
 }
 
 type recFile struct {
@@ -41,14 +39,7 @@ func (f recFile) Truncate(size int64) error {
 }
 
 func newTruncRecorder() *truncRecorder {
-	return &truncRecorder{sizes: map[string][]int64{}, zeros: map[string][][2]int64{}}
-}
-
-func (f recFile) ZeroRange(off, size int64) error {
-	f.fs.mu.Lock()
-	f.fs.zeros[f.path] = append(f.fs.zeros[f.path], [2]int64{off, size})
-	f.fs.mu.Unlock()
-	return f.osFile.ZeroRange(off, size)
+	return &truncRecorder{sizes: map[string][]int64{}}
 }
 
 func trashFiles(t *testing.T, dir string) []string { return namesWithSuffix(t, dir, trashExt) }
@@ -157,45 +148,6 @@ func reopenWithout(t *testing.T, dir, suffix, what string) {
 		t.Fatalf("Open left %s: %v", what, left)
 	}
 	checkRecords(t, l)
-}
-
-// TestSpareZeroedInSteps: a segment kept as a spare is zeroed a step at a
-// time (zeroing 64 MiB at once took 6-18 ms in the server), every byte of
-// it, and reads as zeros.
-func TestSpareZeroedInSteps(t *testing.T) {
-	dir := t.TempDir()
-	rec := newTruncRecorder()
-	l := recycleLog(t, dir, Options{FS: rec}, 200)
-	defer l.Close()
-	l.delStep = 16 << 10
-	segs := l.Segments()
-	truncateAndRelease(t, l, segs[1].First) // one spare
-	spares := spareFiles(t, dir)
-	if len(spares) != 1 {
-		t.Fatalf("want 1 spare, got %v", spares)
-	}
-	for name := range spares {
-		path := filepath.Join(dir, name)
-		got := rec.zeros[path]
-		want := [][2]int64{{0, 16 << 10}, {16 << 10, 16 << 10}, {32 << 10, 16 << 10}, {48 << 10, 16 << 10}}
-		if len(got) != len(want) {
-			t.Fatalf("%s zeroed as %v, want %v", name, got, want)
-		}
-		for i := range want {
-			if got[i] != want[i] {
-				t.Fatalf("%s zeroed as %v, want %v", name, got, want)
-			}
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, c := range b {
-			if c != 0 {
-				t.Fatalf("%s: byte %d is %d after zeroing", name, i, c)
-			}
-		}
-	}
 }
 
 // TestCompressedAwayPlainSegmentDeletedGradually: the plain file of a

@@ -79,3 +79,36 @@ func TestWriteBehindOnlyForAppend(t *testing.T) {
 		t.Fatalf("AppendNoWait: %d syncs, durable %d; want none", files, l.Durable())
 	}
 }
+
+// TestWriteBehindNotSkippedWhileItsFsyncRuns: while the background fsync
+// runs, the durable point it sets (before it records it as its own) must
+// not pass for an fsync by someone else, which reset the byte count and
+// skipped the next background fsync (TestWriteBehindBoundsUnsyncedBytes
+// saw one fsync for 20 MiB now and then).
+func TestWriteBehindNotSkippedWhileItsFsyncRuns(t *testing.T) {
+	l, fs, rec := noneLog(t)
+	if _, err := l.Append([]Entry{{Data: rec}}); err != nil {
+		t.Fatal(err)
+	}
+	// As if the background fsync were running and had just raised the
+	// durable point, not yet noted in wbDurable.
+	l.wbRunning.Store(true)
+	if _, err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for range writeBehindBytes / len(rec) {
+		if _, err := l.Append([]Entry{{Data: rec}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := fs.SyncCounts()
+	l.wbDurable.Store(uint64(l.Durable()))
+	l.wbRunning.Store(false) // it ends
+	if _, err := l.Append([]Entry{{Data: rec}}); err != nil {
+		t.Fatal(err)
+	}
+	l.wbWG.Wait()
+	if after, _ := fs.SyncCounts(); after == before {
+		t.Fatalf("no background fsync after %d unsynced bytes", fs.Unsynced())
+	}
+}
