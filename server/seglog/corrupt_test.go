@@ -262,20 +262,28 @@ func TestDamagedFiles(t *testing.T) {
 	}
 }
 
-func TestTornTailIsCutAndReported(t *testing.T) {
-	opts := Options{SegmentSize: 64 << 10, Policy: PolicyNone} // never fsynced: a write a crash may tear
+// tornAfterFifty writes records 1..50 with opts, stops without a clean
+// close and tears the final record (its first half kept), returning the
+// directory and where that record was.
+func tornAfterFifty(t *testing.T, opts Options) (string, recordSpan) {
+	t.Helper()
 	l, dir := openTest(t, opts)
 	fill(t, l, 1, 50, 5)
 	l.Abandon()
 	spans := diskRecords(t, dir)
 	lastRec := spans[len(spans)-1]
-	// Tear the final record: keep its first half only.
 	if err := os.Truncate(lastRec.path, lastRec.off+lastRec.len/2); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Truncate(lastRec.path, opts.SegmentSize); err != nil {
 		t.Fatal(err)
 	}
+	return dir, lastRec
+}
+
+func TestTornTailIsCutAndReported(t *testing.T) {
+	opts := Options{SegmentSize: 64 << 10, Policy: PolicyNone} // never fsynced: a write a crash may tear
+	dir, lastRec := tornAfterFifty(t, opts)
 	l2, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -295,17 +303,7 @@ func TestTornTailIsCutAndReported(t *testing.T) {
 // Open refuses with a *CorruptError for it instead of cutting it.
 func TestTornDurableRecordIsCorruption(t *testing.T) {
 	opts := Options{SegmentSize: 64 << 10, Policy: PolicyGroup}
-	l, dir := openTest(t, opts)
-	fill(t, l, 1, 50, 5)
-	l.Abandon()
-	spans := diskRecords(t, dir)
-	lastRec := spans[len(spans)-1]
-	if err := os.Truncate(lastRec.path, lastRec.off+lastRec.len/2); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(lastRec.path, opts.SegmentSize); err != nil {
-		t.Fatal(err)
-	}
+	dir, lastRec := tornAfterFifty(t, opts)
 	_, err := Open(dir, opts)
 	var ce *CorruptError
 	if !errors.As(err, &ce) || ce.Seq != 50 || ce.Offset != lastRec.off {
