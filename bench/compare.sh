@@ -207,7 +207,8 @@ def fails(wid, var):
 def med(wid, var, key):
     rs = runs(wid, var)
     if not rs: return None
-    vals = [key(r) for r in rs]
+    vals = [v for v in (key(r) for r in rs) if v is not None]
+    if not vals: return None
     return statistics.median(vals), min(vals), max(vals), len(vals)
 def fmt(m, unit=""):
     if m is None: return "—"
@@ -222,6 +223,7 @@ def ratio(a, b):
 con = lambda r: r.get("acked_msgs_per_sec") or r["con_msgs_per_sec"]
 pub = lambda r: r["pub_msgs_per_sec"]
 p99 = lambda r: r["latency_us"]["p99"] / 1e3
+cp = lambda q: lambda r: None if not r.get("confirm_latency_us") else r["confirm_latency_us"][q] / 1e3
 rss = lambda r: max(r["server_rss_hwm_kib"], r.get("server_rss_hwm_backlog_kib", 0)) / 1024
 rssb = lambda r: r.get("server_rss_hwm_backlog_kib", 0) / 1024
 steal = lambda r: (r.get("machine_cpu") or {}).get("steal_pct", 0)
@@ -239,6 +241,8 @@ rows = [
   ("W5 1 KiB plain pub/sub vs NATS core: received msgs/s", "w5", con, "", False),
   ("W1 p99 end-to-end latency at full speed", "w1", p99, "ms", True),
   ("W1 p99 end-to-end latency at half the peak rate (each system at half its own peak)", "w1half", p99, "ms", True),
+  ("W1 p50 publish -> confirm latency at half the peak rate (NATS: the publish ack)", "w1half", cp("p50"), "ms", True),
+  ("W1 p99 publish -> confirm latency at half the peak rate (NATS: the publish ack)", "w1half", cp("p99"), "ms", True),
   ("W1 at half the peak rate: CPU steal over the run (time the hypervisor withheld the vCPUs)", "w1half", steal, "%", True),
 ]
 print(f"Medians of {reps} run(s) (min–max). Fibril: durability group (fsync before every confirm, shared by a group commit).")

@@ -273,6 +273,11 @@ func TestNATSSide(t *testing.T) {
 		if !res.Verify.OK || res.RSSKiB <= 0 {
 			t.Fatalf("%s: verify %+v rss %d", mode, res.Verify, res.RSSKiB)
 		}
+		// Durable: every publish ack timed (acks of one connection come in
+		// order); plain: no acks.
+		if c := res.ConfirmUS; (mode == "durable") != (c != nil) || c != nil && (c.Count != res.Published || c.P50 <= 0) {
+			t.Fatalf("%s: publish ack latency %+v for %d published", mode, c, res.Published)
+		}
 		cfg.dropNth = 100
 		if _, err := runBench(context.Background(), cfg, nil); !errors.Is(err, errIncomplete) {
 			t.Fatalf("%s: dropped message not detected: %v", mode, err)

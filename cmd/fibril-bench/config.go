@@ -182,7 +182,8 @@ const usageText = `usage: fibril-bench [flags]
 
 Runs N publishers and M consumers against a Fibril server (or nats-server) on
 loopback, then prints publish and consume rates, end-to-end latency
-percentiles (and publish->confirm for Fibril's wire client), the server's peak RSS and a verification that every message
+percentiles (and publish->confirm: Fibril's wire client, JetStream's publish
+ack), the server's peak RSS and a verification that every message
 arrived exactly once (exit 1 if not). Starts the server itself on a temp dir
 unless --url is given.
 

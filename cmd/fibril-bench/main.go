@@ -2,8 +2,8 @@
 // nats-server (JetStream work queue or NATS core) — with the same workload,
 // payload format and verification: N publishers and M consumers over
 // loopback TCP, then publish and consume rates, end-to-end latency
-// percentiles (publish to delivery; with the wire client also publish to
-// confirm), the server's peak RSS and a check that every message arrived
+// percentiles (publish to delivery, and publish to confirm: Fibril's wire
+// client, JetStream's publish ack), the server's peak RSS and a check that every message arrived
 // exactly once with intact content (exit 1 if not).
 //
 // The Fibril clients speak the wire directly through the protocol package

@@ -89,13 +89,35 @@ func (d *natsDriver) publish(ctx context.Context, idx int, n int64, st *runState
 	defer nc.Close()
 	var refused atomic.Uint64
 	var firstErr atomic.Pointer[string]
+	// Publish-ack latency: sentAt[k % len] is when the k-th async publish
+	// was sent, and the k-th answer (ack or error) reads it back. That
+	// assumes the answers come in the order of the publishes, which the
+	// stream sequence numbers of the acks check: on any inversion no ack
+	// latency is reported. Twice the window, so a slot is never reused
+	// before its answer is read (nats.go may free a pending slot before it
+	// calls the handler).
+	sentAt := make([]atomic.Int64, 2*max(d.cfg.Window, 1))
+	var sent, answered atomic.Uint64
+	var lastSeq atomic.Uint64
+	var outOfOrder atomic.Bool
+	ackLat := &Histogram{}
+	took := func() int64 {
+		k := answered.Add(1) - 1
+		return time.Now().UnixNano() - sentAt[k%uint64(len(sentAt))].Load()
+	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(d.cfg.Window),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
+			took()
 			refused.Add(1)
 			s := err.Error()
 			firstErr.CompareAndSwap(nil, &s)
 		}),
-		jetstream.WithPublishAsyncAckHandler(func(jetstream.JetStream, *nats.Msg, *jetstream.PubAck) {
+		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, _ *nats.Msg, ack *jetstream.PubAck) {
+			lat := took()
+			if ack.Sequence <= lastSeq.Swap(ack.Sequence) {
+				outOfOrder.Store(true)
+			}
+			ackLat.Add(lat)
 			st.published.Add(1)
 		}))
 	if err != nil {
@@ -121,13 +143,17 @@ func (d *natsDriver) publish(ctx context.Context, idx int, n int64, st *runState
 				time.Sleep(wait)
 			}
 		}
-		stamp(payload, msgID(idx, seq), time.Now().UnixNano())
+		now := time.Now().UnixNano()
+		stamp(payload, msgID(idx, seq), now)
 		if durable {
 			// The payload buffer is reused: nats.go copies it into its
 			// write buffer inside PublishAsync (no retries are configured).
 			for {
+				k := sent.Load()
+				sentAt[k%uint64(len(sentAt))].Store(now)
 				_, err := js.PublishAsync(d.cfg.Topic, payload, stall)
 				if err == nil {
+					sent.Add(1)
 					break
 				}
 				if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
@@ -153,6 +179,15 @@ func (d *natsDriver) publish(ctx context.Context, idx int, n int64, st *runState
 		return ps, fmt.Errorf("flush: %w", err)
 	}
 	ps.end = time.Now()
+	if durable {
+		// PublishAsyncComplete may fire before the last handlers ran.
+		for wait := time.Now().Add(time.Second); answered.Load() < sent.Load() && time.Now().Before(wait); {
+			time.Sleep(time.Millisecond)
+		}
+		if !outOfOrder.Load() {
+			st.confirms[idx].Merge(ackLat)
+		}
+	}
 	ps.sent = seq
 	ps.errors = refused.Load()
 	if e := firstErr.Load(); e != nil {

@@ -41,7 +41,8 @@ type Result struct {
 
 	LatencyUS Latency `json:"latency_us"`
 	// ConfirmUS: publish written -> its confirm read by the publisher
-	// (Fibril's wire client; absent where the driver does not measure it).
+	// (Fibril's wire client; NATS JetStream's publish ack, when the acks
+	// came in order; absent for the Go SDK client and without confirms).
 	ConfirmUS *Latency `json:"confirm_latency_us,omitempty"`
 
 	RSSKiB        int64 `json:"server_rss_hwm_kib"`
