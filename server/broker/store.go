@@ -24,7 +24,18 @@ func (t *Topic) openStore(dir string, events bool, policy seglog.Policy) (seglog
 	if events {
 		so.SegmentSize, so.Compression = o.EventSegmentSize, seglog.CompressionNone
 	}
-	return seglog.Open(dir, so)
+	l, err := seglog.Open(dir, so)
+	if err != nil {
+		return nil, err
+	}
+	if rec := l.Recovery(); rec.TruncatedBytes > 0 {
+		// Only records never confirmed are cut (anything the log had made
+		// durable that is damaged fails the Open instead), but an operator
+		// should see that a crash tore a write.
+		t.b.logf("topic %s: %s: recovery cut a torn tail after the last intact record: %d bytes at offset %d of %s",
+			t.name, dir, rec.TruncatedBytes, rec.TruncatedAt, rec.TruncatedPath)
+	}
+	return l, nil
 }
 
 // dataSegmentSize is the same for every topic, dead-letter topics included: a
