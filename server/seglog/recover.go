@@ -290,19 +290,23 @@ func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 		// The damaged range runs to the next intact record; its lengths
 		// come from that record, never from the damaged header.
 		p, ph, found := findNextRecord(s.data, off+recAlign, seq)
-		if st == recOK && h.seq > seq {
-			p, ph, found = off, h, true // records missing right here
+		// here: records are missing right here, and the intact record at
+		// off is the first that follows (a skipped range still runs to p).
+		here := st == recOK && h.seq > seq
+		next := p
+		if here {
+			next = off
 		}
 		// The end, or a torn write; unless the log had made seq durable
 		// before the crash (the hint): then records it confirmed are
 		// damaged or missing.
 		confirmed := tail && seq <= l.rec.DurableHint
-		if !confirmed && (!found || (tail && tornBefore(s.data, off, p, seq, st))) {
+		if !confirmed && (!(found || here) || (tail && tornBefore(s.data, off, next, seq, st))) {
 			break
 		}
 		reason := st.String()
 		switch {
-		case st == recOK && h.seq > seq:
+		case here:
 			reason = fmt.Sprintf("sequence %d where %d was expected", h.seq, seq)
 		case st == recOK || st == recZero:
 			reason = "missing"
@@ -318,19 +322,12 @@ func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 			// Nothing intact follows: what is lost runs to the durable
 			// point (a hole reads as corrupt), and appends go on from here.
 			to := seq - 1
-			if confirmed {
+			if confirmed && !here {
 				to = max(to, l.rec.DurableHint)
 			}
 			l.skipRange(s, SkippedRange{Path: s.path, Offset: off, Length: s.size - off, From: seq, To: to})
 			seq = to + 1
 			break
-		}
-		if p == off {
-			p = off + recAlign // step over: the range must not be empty
-			if p, ph, found = findNextRecord(s.data, p, seq); !found {
-				l.skipRange(s, SkippedRange{Path: s.path, Offset: off, Length: s.size - off, From: seq, To: seq - 1})
-				break
-			}
 		}
 		l.skipRange(s, SkippedRange{Path: s.path, Offset: off, Length: p - off, From: seq, To: ph.seq - 1})
 		s.addIndex(ph.seq, p, l.opts.IndexInterval, true) // reads must not walk through the damage
