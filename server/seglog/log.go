@@ -50,13 +50,21 @@ type Log struct {
 	mu    sync.RWMutex
 	relMu sync.RWMutex
 	segs  []*segment // ascending by first; the last one is active
-	// fwdSeg is the segment the last Read went to (readForward).
-	fwdMu     sync.Mutex
-	fwdSeg    *segment
-	graveyard []*segment     // truncated away; unmapped at the next TruncateFront
-	bgRelease sync.WaitGroup // releaseLater goroutines; Close and Abandon wait
-	closed    atomic.Bool
-	last      atomic.Uint64 // last written sequence number
+	// fwdSeg is the segment the forward-most Read went to, and fwdDropped
+	// how much of it, from its start, readForward has dropped from memory.
+	fwdMu      sync.Mutex
+	fwdSeg     *segment
+	fwdDropped int64
+	graveyard  []*segment     // truncated away; unmapped at the next TruncateFront
+	bgRelease  sync.WaitGroup // releaseLater and syncDirLater goroutines; Close and Abandon wait
+	dirSync    struct {       // syncDirLater
+		mu      sync.Mutex
+		dirty   bool  // a TruncateFront changed the directory since the last sync began
+		running bool  // a goroutine is syncing
+		err     error // a failed sync, for the next TruncateFront or Close
+	}
+	closed atomic.Bool
+	last   atomic.Uint64 // last written sequence number
 
 	sy struct {
 		mu      sync.Mutex
@@ -236,6 +244,9 @@ func (l *Log) close() error {
 	}
 	if rerr := l.releaseAll(); err == nil {
 		err = rerr
+	}
+	if derr := l.takeDirSyncErr(); err == nil {
+		err = derr
 	}
 	l.removeSpares()
 	for _, path := range trash {

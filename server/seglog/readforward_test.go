@@ -40,6 +40,55 @@ func TestReadForwardDropsSealedSegmentsFromRSS(t *testing.T) {
 	}
 }
 
+// TestReadForwardDropsPagesInChunks (the bug: the broker's partition actor
+// stalled for 1-6 ms at every 64 MiB segment roll, in one MADV_DONTNEED of
+// the whole segment its consumer had just left): within a segment, reads
+// moving forward drop the chunks they passed, so no single drop is ever
+// more than a chunk or two and the resident part of the segment stays
+// small; a read behind the forward position neither moves it nor keeps the
+// drops from going on, and what was dropped stays readable.
+func TestReadForwardDropsPagesInChunks(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{SegmentSize: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	payload := make([]byte, 4000)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	const n = 2500 // about 10 MiB, all in the first segment
+	for i := 0; i < n; i++ {
+		if _, err := l.Append([]Entry{{Data: payload}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if segs := l.Segments(); len(segs) != 1 {
+		t.Fatalf("want one segment, got %d", len(segs))
+	}
+	path := filepath.Join(dir, segName(1))
+	limit := int64(3*dropChunk + 256<<10) // the chunk being read, the one before, and slack
+	for seq := Seq(1); seq <= n; seq++ {
+		if _, err := l.Read(seq); err != nil {
+			t.Fatalf("Read(%d): %v", seq, err)
+		}
+		if seq%500 == 0 {
+			if _, err := l.Read(seq / 10); err != nil { // behind the forward position
+				t.Fatalf("Read(%d): %v", seq/10, err)
+			}
+			if rss := mappedRSS(t, path); rss > limit {
+				t.Fatalf("after reading %d records (%d MiB) the segment has %d KiB resident, want <= %d KiB",
+					seq, int64(seq)*4032>>20, rss>>10, limit>>10)
+			}
+		}
+	}
+	r, err := l.Read(1)
+	if err != nil || len(r.Data) != len(payload) || r.Data[100] != payload[100] {
+		t.Fatalf("Read(1) after the drop: %v", err)
+	}
+}
+
 // fourSegments opens a log in dir with 1 MiB segments and fills it with
 // 1000 records of 4000 bytes (about 4 MiB: four sealed segments and more).
 func fourSegments(t *testing.T, dir string) (*Log, []SegmentInfo, []byte) {
