@@ -144,7 +144,9 @@ for rep in $(seq "$REPS"); do
   bench w5 "$rep" nats      --mode plain --msgs "$NPLAIN" --size 1024
 done
 
-# W1 latency at half of each system's median peak end-to-end rate, about 5 s each
+# W1 latency at half of each system's median peak end-to-end rate, about 6 s
+# each; the percentiles leave out the messages sent in the first second (a
+# fresh stream's warm-up; fibril-bench --warmup), the whole run's are kept too
 half() { python3 - "$OUT/runs" "$1" <<'PY'
 import glob, json, statistics, sys
 # the table's measure: end to end until every ack is applied, where known
@@ -158,7 +160,7 @@ for variant in fibril nats natsfsync; do
   [ "$rate" -gt 0 ] || continue
   for rep in $(seq "$REPS"); do
     echo "== W1 at half peak: $variant $rate msgs/s, rep $rep"
-    bench w1half "$rep" "$variant" --msgs "$((rate * 5))" --size 1024 --rate "$rate" --durability group
+    bench w1half "$rep" "$variant" --msgs "$((rate * 6))" --size 1024 --rate "$rate" --durability group --warmup 1s
   done
 done
 # Cross-check of the NATS driver: the anchors' own method (nats bench, natscli) on
@@ -223,6 +225,7 @@ def ratio(a, b):
 con = lambda r: r.get("acked_msgs_per_sec") or r["con_msgs_per_sec"]
 pub = lambda r: r["pub_msgs_per_sec"]
 p99 = lambda r: r["latency_us"]["p99"] / 1e3
+p99whole = lambda r: (r.get("latency_whole_run_us") or r["latency_us"])["p99"] / 1e3
 cp = lambda q: lambda r: None if not r.get("confirm_latency_us") else r["confirm_latency_us"][q] / 1e3
 rss = lambda r: max(r["server_rss_hwm_kib"], r.get("server_rss_hwm_backlog_kib", 0)) / 1024
 rssb = lambda r: r.get("server_rss_hwm_backlog_kib", 0) / 1024
@@ -240,9 +243,10 @@ rows = [
   ("W4 of which peak RssAnon (heap; sampled every 100 ms)", "w4", lambda r: r.get("server_rss_anon_peak_kib", 0) / 1024, "MiB", True),
   ("W5 1 KiB plain pub/sub vs NATS core: received msgs/s", "w5", con, "", False),
   ("W1 p99 end-to-end latency at full speed", "w1", p99, "ms", True),
-  ("W1 p99 end-to-end latency at half the peak rate (each system at half its own peak)", "w1half", p99, "ms", True),
-  ("W1 p50 publish -> confirm latency at half the peak rate (NATS: the publish ack)", "w1half", cp("p50"), "ms", True),
-  ("W1 p99 publish -> confirm latency at half the peak rate (NATS: the publish ack)", "w1half", cp("p99"), "ms", True),
+  ("W1 p99 end-to-end latency at half the peak rate (each system at half its own peak), after the first second", "w1half", p99, "ms", True),
+  ("W1 p99 end-to-end latency at half the peak rate, whole run (first second included)", "w1half", p99whole, "ms", True),
+  ("W1 p50 publish -> confirm latency at half the peak rate, after the first second (NATS: the publish ack)", "w1half", cp("p50"), "ms", True),
+  ("W1 p99 publish -> confirm latency at half the peak rate, after the first second (NATS: the publish ack)", "w1half", cp("p99"), "ms", True),
   ("W1 at half the peak rate: CPU steal over the run (time the hypervisor withheld the vCPUs)", "w1half", steal, "%", True),
 ]
 print(f"Medians of {reps} run(s) (min–max). Fibril: durability group (fsync before every confirm, shared by a group commit).")
@@ -275,9 +279,10 @@ check("W3: ≥ NATS core on the plain subset (16 B)", None if f is None or not n
       f"{f or 0:,.0f} vs {n or 0:,.0f} msgs/s; durable 16 B with group commit: {val('w3', 'fibril', con) or 0:,.0f} msgs/s")
 f, n = val("w5", "fibril", con), val("w5", "nats", con)
 check("W5: plain pub/sub 1 KiB vs NATS core (no target given)", None, f"{f or 0:,.0f} vs {n or 0:,.0f} msgs/s = {(f or 0) / (n or 1):.2f}×")
-l = val("w1half", "fibril", p99)
-check("p99 end-to-end latency < 5 ms at half the peak rate (W1)", None if l is None else l < 5,
+l, lw = val("w1half", "fibril", p99), val("w1half", "fibril", p99whole)
+check("p99 end-to-end latency < 5 ms at half the peak rate (W1), after the first second", None if l is None else l < 5,
       f"{l or 0:,.2f} ms (p50 {val('w1half', 'fibril', lambda r: r['latency_us']['p50'] / 1e3) or 0:,.2f} ms); "
+      f"whole run, first second included: p99 {lw or 0:,.2f} ms ({'under' if (lw or 99) < 5 else 'over'} 5 ms); "
       f"NATS JetStream sync always at half its own peak: p99 {val('w1half', 'natsfsync', p99) or 0:,.2f} ms; "
       f"CPU steal during Fibril's run {val('w1half', 'fibril', steal) or 0:,.1f} %")
 r = val("w4", "fibril", rssb)

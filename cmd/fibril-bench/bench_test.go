@@ -89,6 +89,31 @@ func TestRunVerifiedAgainstRealServer(t *testing.T) {
 	}
 }
 
+// TestWarmupLeavesEarlyMessagesOutOfLatency: with --warmup the messages
+// sent in the warm-up are verified and counted but stay out of both
+// latency histograms (the same messages: the cut is by send time).
+func TestWarmupLeavesEarlyMessagesOutOfLatency(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Rate, cfg.Msgs, cfg.Warmup = 10000, 3000, 100*time.Millisecond // 0.3 s, a third of it warm-up
+	res, err := runBench(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatalf("runBench: %v", err)
+	}
+	if !res.Verify.OK || res.Published != 3000 || res.Consumed != 3000 {
+		t.Fatalf("published %d consumed %d verify %+v", res.Published, res.Consumed, res.Verify)
+	}
+	l, c := res.LatencyUS, res.ConfirmUS
+	if res.WarmupSamples < 500 || res.WarmupSamples > 2000 || l.Count+uint64(res.WarmupSamples) != 3000 || res.WarmupSeconds != 0.1 {
+		t.Fatalf("warm-up %.2f s left out %d of 3000, latency has %d", res.WarmupSeconds, res.WarmupSamples, l.Count)
+	}
+	if c == nil || c.Count != l.Count {
+		t.Fatalf("confirm latency %+v, want the %d messages sent after the warm-up", c, l.Count)
+	}
+	if a := res.WholeRunUS; a == nil || a.Count != 3000 || a.Max < l.Max {
+		t.Fatalf("whole-run latency %+v, want all 3000 deliveries (max >= %v)", a, l.Max)
+	}
+}
+
 func TestDroppedMessageFailsVerification(t *testing.T) {
 	for _, mode := range []string{"durable", "plain"} {
 		t.Run(mode, func(t *testing.T) {

@@ -31,6 +31,7 @@ type Config struct {
 	Msgs       int64         // total over all publishers (with Duration: ignored)
 	Duration   time.Duration // publish for this long instead of Msgs
 	Rate       int           // total publish rate limit, msgs/s (0: as fast as possible)
+	Warmup     time.Duration // messages sent in this first part of the run stay out of the latency percentiles
 
 	Topic, Group string
 	Partitions   int
@@ -90,8 +91,8 @@ func (c *Config) validate() error {
 		return bad("--size %d: want %d..64MiB (the payload carries an id and a timestamp)", c.Size, minPayload)
 	case c.Duration == 0 && c.Msgs < int64(c.Pubs):
 		return bad("--msgs %d: want at least one per publisher", c.Msgs)
-	case c.Duration < 0 || c.Rate < 0 || c.Timeout <= 0 || c.Stall <= 0 || c.Progress < 0:
-		return bad("negative --duration, --rate, --progress or non-positive --timeout or --stall")
+	case c.Duration < 0 || c.Rate < 0 || c.Warmup < 0 || c.Timeout <= 0 || c.Stall <= 0 || c.Progress < 0:
+		return bad("negative --duration, --rate, --warmup, --progress or non-positive --timeout or --stall")
 	case c.Partitions < 1 || c.Partitions > 4096:
 		return bad("--partitions %d: want 1..4096", c.Partitions)
 	case c.Durability != "sync" && c.Durability != "group" && c.Durability != "none":
@@ -140,6 +141,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.Size, "size", c.Size, "payload bytes (>= 16: id and timestamp)")
 	fs.Int64Var(&c.Msgs, "msgs", c.Msgs, "messages in total, split over the publishers")
 	fs.DurationVar(&c.Duration, "duration", 0, "publish for this long instead of --msgs")
+	fs.DurationVar(&c.Warmup, "warmup", 0, "leave the messages sent in this first part of the run out of the latency percentiles (steady state; they are still verified and counted in the rates)")
 	fs.IntVar(&c.Rate, "rate", 0, "total publish rate limit in msgs/s (0: unlimited), for latency at a given load")
 	fs.StringVar(&c.Topic, "topic", c.Topic, "topic (Fibril) / subject (NATS; the stream is named BENCH)")
 	fs.StringVar(&c.Group, "group", c.Group, "consumer group (Fibril) / durable consumer name (NATS)")

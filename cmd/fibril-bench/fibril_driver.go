@@ -141,7 +141,9 @@ func (d *fibrilDriver) publish(ctx context.Context, idx int, n int64, st *runSta
 				firstErr.CompareAndSwap(nil, &s)
 			} else {
 				st.published.Add(1)
-				confirms.Add(time.Now().UnixNano() - sent)
+				if st.measured(sent) {
+					confirms.Add(time.Now().UnixNano() - sent)
+				}
 			}
 			answered.Add(1)
 		case protocol.OpErr:

@@ -101,9 +101,10 @@ func (d *natsDriver) publish(ctx context.Context, idx int, n int64, st *runState
 	var lastSeq atomic.Uint64
 	var outOfOrder atomic.Bool
 	ackLat := &Histogram{}
-	took := func() int64 {
+	took := func() (sent, lat int64) {
 		k := answered.Add(1) - 1
-		return time.Now().UnixNano() - sentAt[k%uint64(len(sentAt))].Load()
+		sent = sentAt[k%uint64(len(sentAt))].Load()
+		return sent, time.Now().UnixNano() - sent
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(d.cfg.Window),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
@@ -113,11 +114,13 @@ func (d *natsDriver) publish(ctx context.Context, idx int, n int64, st *runState
 			firstErr.CompareAndSwap(nil, &s)
 		}),
 		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, _ *nats.Msg, ack *jetstream.PubAck) {
-			lat := took()
+			sent, lat := took()
 			if ack.Sequence <= lastSeq.Swap(ack.Sequence) {
 				outOfOrder.Store(true)
 			}
-			ackLat.Add(lat)
+			if st.measured(sent) {
+				ackLat.Add(lat)
+			}
 			st.published.Add(1)
 		}))
 	if err != nil {

@@ -40,6 +40,11 @@ type Result struct {
 	AckedRate    float64 `json:"acked_msgs_per_sec,omitempty"`
 
 	LatencyUS Latency `json:"latency_us"`
+	// WarmupSeconds, WarmupSamples: with --warmup, the first deliveries of
+	// messages sent in the warm-up, left out of LatencyUS and ConfirmUS.
+	WarmupSeconds float64  `json:"warmup_s,omitempty"`
+	WarmupSamples int64    `json:"warmup_samples,omitempty"`
+	WholeRunUS    *Latency `json:"latency_whole_run_us,omitempty"` // with --warmup: publish -> delivery of every message
 	// ConfirmUS: publish written -> its confirm read by the publisher
 	// (Fibril's wire client; NATS JetStream's publish ack, when the acks
 	// came in order; absent for the Go SDK client and without confirms).
@@ -174,6 +179,10 @@ func (r *Result) writeText(w io.Writer) {
 	l := r.LatencyUS
 	fmt.Fprintf(w, "latency   publish->delivery p50 %s  p99 %s  p99.9 %s  max %s (%d samples)\n",
 		fmtUS(l.P50), fmtUS(l.P99), fmtUS(l.P999), fmtUS(l.Max), l.Count)
+	if a := r.WholeRunUS; a != nil {
+		fmt.Fprintf(w, "          (after a warm-up of %.1f s, %d deliveries left out; whole run: p50 %s  p99 %s  p99.9 %s)\n",
+			r.WarmupSeconds, r.WarmupSamples, fmtUS(a.P50), fmtUS(a.P99), fmtUS(a.P999))
+	}
 	if c := r.ConfirmUS; c != nil {
 		fmt.Fprintf(w, "          publish->confirm  p50 %s  p99 %s  p99.9 %s  max %s (%d confirms)\n",
 			fmtUS(c.P50), fmtUS(c.P99), fmtUS(c.P999), fmtUS(c.Max), c.Count)

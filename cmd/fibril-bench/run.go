@@ -48,10 +48,19 @@ type runState struct {
 	doneOnce  sync.Once
 	done      chan struct{}
 	hists     []*Histogram // one per consumer
+	wholeRun  []*Histogram // one per consumer, with --warmup: every delivery, warm-up included
 	confirms  []*Histogram // one per publisher: publish -> confirm (drivers that measure it)
 	lats      []*latLog    // one per consumer, with --latency-log
 	pubUntil  time.Time    // --duration: publishers stop sending at this time
+	// measureFrom (Unix nanos): --warmup; messages sent before it are left
+	// out of the latency percentiles (they are still verified and counted).
+	measureFrom atomic.Int64
+	warmedUp    atomic.Int64 // first deliveries left out
 }
+
+// measured reports whether a message sent at sent (Unix nanos) counts in
+// the latency percentiles.
+func (st *runState) measured(sent int64) bool { return sent >= st.measureFrom.Load() }
 
 // pubOver reports whether a --duration run's publishing time is over.
 func (st *runState) pubOver() bool { return time.Now().After(st.pubUntil) }
@@ -74,6 +83,9 @@ func newRunState(cfg *Config) *runState {
 	}
 	for range cfg.Subs {
 		st.hists = append(st.hists, &Histogram{})
+		if cfg.Warmup > 0 {
+			st.wholeRun = append(st.wholeRun, &Histogram{})
+		}
 		if cfg.LatencyLog != "" {
 			expect := cfg.Msgs / int64(cfg.Subs)
 			if cfg.Mode == "plain" {
@@ -108,7 +120,14 @@ func (st *runState) deliver(idx int, payload []byte, attempt int, lookup func() 
 		return false
 	}
 	now := time.Now().UnixNano()
-	st.hists[idx].Add(now - sent)
+	if st.measured(sent) {
+		st.hists[idx].Add(now - sent)
+	} else {
+		st.warmedUp.Add(1)
+	}
+	if st.wholeRun != nil {
+		st.wholeRun[idx].Add(now - sent)
+	}
 	if st.lats != nil {
 		st.lats[idx].add(sent, now-sent)
 	}
@@ -226,6 +245,9 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	pubErrs := make(chan error, cfg.Pubs)
 	pubStart := time.Now()
 	st.pubUntil = pubStart.Add(cfg.Duration)
+	if cfg.Warmup > 0 {
+		st.measureFrom.Store(pubStart.Add(cfg.Warmup).UnixNano())
+	}
 	for i := range cfg.Pubs {
 		n := cfg.Msgs / int64(cfg.Pubs)
 		if int64(i) < cfg.Msgs%int64(cfg.Pubs) {
@@ -350,6 +372,15 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 		h.Merge(x)
 	}
 	res.setLatency(h)
+	if cfg.Warmup > 0 {
+		res.WarmupSeconds, res.WarmupSamples = cfg.Warmup.Seconds(), st.warmedUp.Load()
+		w := &Histogram{}
+		for _, x := range st.wholeRun {
+			w.Merge(x)
+		}
+		l := percentiles(w)
+		res.WholeRunUS = &l
+	}
 	c := &Histogram{}
 	for _, x := range st.confirms {
 		c.Merge(x)
