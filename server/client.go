@@ -187,8 +187,15 @@ func (c *client) reserve() *answer {
 
 // complete fills slot a with data and releases every answer that is now at
 // the head of the order. Safe from any goroutine; data is copied.
-func (c *client) complete(a *answer, data []byte) {
+func (c *client) complete(a *answer, data []byte) { c.fill(a, data, false) }
+
+// fill is complete; confirm also reopens one place in the publish window,
+// under the same lock (one lock per confirm on the partition actor's path).
+func (c *client) fill(a *answer, data []byte, confirm bool) {
 	c.mu.Lock()
+	if confirm {
+		c.unconfirmed--
+	}
 	if c.closing {
 		c.mu.Unlock()
 		return

@@ -24,7 +24,7 @@ import (
 // topic captures (or may be created for) its subject, and answers it.
 func (c *client) publishDurable(m *pubMsg) {
 	c.fanOut(m)
-	slot, ok := c.reserveConfirm()
+	slot, ok, busy := c.reserveConfirm()
 	if !ok {
 		return
 	}
@@ -35,9 +35,6 @@ func (c *client) publishDurable(m *pubMsg) {
 			msg.Key = k
 		}
 	}
-	c.mu.Lock()
-	busy := c.laneBusy
-	c.mu.Unlock()
 	if !busy {
 		// Fast path on the input goroutine: PublishAsync copies msg.
 		if t := c.srv.durable.b.Route(m.subject); t != nil {
@@ -93,24 +90,30 @@ func (c *client) storeRouted(msg broker.Message, slot *answer) {
 // reserveConfirm takes an answer slot for a confirming connection, inside
 // the publish window. It returns (nil, true) when no confirm is wanted and
 // (nil, false) when the window is full (the command is then answered).
-func (c *client) reserveConfirm() (*answer, bool) {
+// laneBusy is read under the same lock (one lock per PUB on the input
+// goroutine's path).
+func (c *client) reserveConfirm() (slot *answer, ok, laneBusy bool) {
 	if !c.confirming() {
 		if c.opts.Verbose {
 			c.answerNow(okLine)
 		}
-		return nil, true
+		c.mu.Lock()
+		laneBusy = c.laneBusy
+		c.mu.Unlock()
+		return nil, true, laneBusy
 	}
 	c.mu.Lock()
 	if c.unconfirmed >= c.srv.opts.MaxUnconfirmed {
 		c.mu.Unlock()
 		c.reject(protocol.CodeMaxUnconfirmed, "window "+strconv.Itoa(c.srv.opts.MaxUnconfirmed))
-		return nil, false
+		return nil, false, false
 	}
 	c.unconfirmed++
 	a := &answer{}
 	c.answers = append(c.answers, a)
+	laneBusy = c.laneBusy
 	c.mu.Unlock()
-	return a, true
+	return a, true, laneBusy
 }
 
 // finishConfirm fills a confirm slot and reopens one place in the window.
@@ -118,10 +121,7 @@ func (c *client) finishConfirm(slot *answer, data []byte) {
 	if slot == nil {
 		return
 	}
-	c.mu.Lock()
-	c.unconfirmed--
-	c.mu.Unlock()
-	c.complete(slot, data)
+	c.fill(slot, data, true)
 }
 
 // publishTo hands msg to t without blocking; the confirm fills slot. When
