@@ -149,11 +149,17 @@
 //   - The sparse index lives in memory: 16 bytes per IndexInterval of data
 //     (0.4 % at the default 4 KiB); raise IndexInterval for huge logs.
 //   - Reads go through the memory map, so what a reader touches counts in
-//     the process's RSS (as file pages the kernel may reclaim). When Read
-//     moves forward out of a sealed segment, that segment's pages are
-//     dropped from the RSS (madvise); a later read faults them back in.
+//     the process's RSS (as file pages the kernel may reclaim). As Read
+//     moves forward, the pages it has passed are dropped from the RSS
+//     (madvise), 1 MiB at a time within a segment and the rest of a sealed
+//     segment when reads move on to the next; a later read faults them back
+//     in.
 //   - TruncateFront deletes whole segments only, never the active one;
-//     Bounds tells the first sequence number really retained.
+//     Bounds tells the first sequence number really retained. The
+//     directory fsync that makes the deletion durable runs in the
+//     background (a crash before it may bring the dropped segments back;
+//     the next truncation drops them again); its failure is returned by
+//     the next TruncateFront or Close.
 //   - Sealed segments keep the size they had grown to (up to SegmentSize)
 //     even when the last record did not fill them.
 //   - Each open segment holds a SegmentSize range of address space (not
