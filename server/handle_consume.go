@@ -12,6 +12,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
@@ -325,15 +326,17 @@ func (c *client) handleSettle(hs []protocol.Handle, op broker.SettleOp) {
 	own := append([]protocol.Handle(nil), hs...)
 	b := c.srv.durable.b
 	run := func(bool) {
-		st := &settleState{c: c, slot: slot, left: len(own)}
+		st := &settleState{c: c, slot: slot}
+		st.left.Store(int64(len(own)))
+		done := st.done // one method value per command, not per handle
 		for _, wh := range own {
 			h, ok := toBrokerHandle(wh)
 			if !ok {
-				st.done(broker.ErrUnknownHandle)
+				done(broker.ErrUnknownHandle)
 				continue
 			}
-			if err := b.Settle(h, op, st.done); err != nil {
-				st.done(err)
+			if err := b.Settle(h, op, done); err != nil {
+				done(err)
 			}
 		}
 	}
@@ -342,25 +345,31 @@ func (c *client) handleSettle(hs []protocol.Handle, op broker.SettleOp) {
 	}
 }
 
-// settleState gathers the results of one settle command's handles.
+// settleState gathers the results of one settle command's handles, which
+// partition actors report concurrently: a count, and a lock only for a
+// failure (an ACK of many handles costs the actors no lock per handle).
 type settleState struct {
 	c     *client
 	slot  *answer
-	left  int
+	left  atomic.Int64
+	mu    sync.Mutex
 	first error
 }
 
 func (st *settleState) done(err error) {
-	st.c.mu.Lock()
-	st.left--
-	if err != nil && st.first == nil {
-		st.first = err
+	if err != nil {
+		st.mu.Lock()
+		if st.first == nil {
+			st.first = err
+		}
+		st.mu.Unlock()
 	}
-	last, first := st.left == 0, st.first
-	st.c.mu.Unlock()
-	if !last {
+	if st.left.Add(-1) != 0 {
 		return
 	}
+	st.mu.Lock()
+	first := st.first
+	st.mu.Unlock()
 	if first != nil {
 		st.c.complete(st.slot, st.c.errAnswer(first))
 		return

@@ -110,6 +110,7 @@ type partition struct {
 	// durable. With "sync" and "none" rounds complete at once.
 	pipelined bool
 	pubRes    []pubResult
+	setRes    []setResult
 	roundErr  error // append error of this round
 	commitErr error // error of the batch whose completions run now
 	// commitDataErr: the data fsync of the batch whose completions run
@@ -145,6 +146,13 @@ type pubResult struct {
 	pos  Position
 }
 
+// setResult is a settle completion waiting for its round's events to be
+// durable; err is the settle's own outcome (the commit's is added then).
+type setResult struct {
+	done func(error)
+	err  error
+}
+
 // syncBatch is one round's completions, run once data up to data and
 // events up to events are durable.
 type syncBatch struct {
@@ -154,6 +162,7 @@ type syncBatch struct {
 	err          error // the round's events (or their fsync) failed
 	dataErr      error // the data fsync failed: publishes are not durable
 	pubs         []pubResult
+	sets         []setResult
 	after        []func()
 }
 
@@ -313,15 +322,15 @@ func (p *partition) finishRound() {
 		p.wantEvents.Store(uint64(p.lastEventSeq))
 	}
 	written := p.last > p.durData || p.lastEventSeq > p.durEvents
-	if len(p.pubRes) == 0 && len(p.after) == 0 && p.roundErr == nil && (!p.pipelined || !written) {
+	if len(p.pubRes) == 0 && len(p.setRes) == 0 && len(p.after) == 0 && p.roundErr == nil && (!p.pipelined || !written) {
 		if len(p.pending) == 0 {
 			p.safeLow = p.lowFrontier()
 		}
 		return
 	}
 	b := syncBatch{data: p.last, events: p.lastEventSeq, low: p.lowFrontier(), minDeliv: p.minDeliv,
-		err: p.roundErr, pubs: p.pubRes, after: p.after}
-	p.pubRes, p.after = nil, nil
+		err: p.roundErr, pubs: p.pubRes, sets: p.setRes, after: p.after}
+	p.pubRes, p.setRes, p.after = nil, nil, nil
 	if !p.pipelined || (len(p.pending) == 0 && b.data <= p.durData && b.events <= p.durEvents) {
 		p.complete(&b)
 		return
@@ -349,6 +358,13 @@ func (p *partition) complete(b *syncBatch) {
 			r.done(r.pos, nil)
 		}
 	}
+	for _, r := range b.sets {
+		err := r.err
+		if err == nil {
+			err = p.commitErr
+		}
+		r.done(err)
+	}
 	for _, fn := range b.after {
 		fn()
 	}
@@ -358,9 +374,13 @@ func (p *partition) complete(b *syncBatch) {
 	}
 	// keep the slices for the next rounds
 	clear(b.pubs)
+	clear(b.sets)
 	clear(b.after)
 	if p.pubRes == nil {
 		p.pubRes = b.pubs[:0]
+	}
+	if p.setRes == nil {
+		p.setRes = b.sets[:0]
 	}
 	if p.after == nil {
 		p.after = b.after[:0]
@@ -501,12 +521,7 @@ func (p *partition) settle(c *command) {
 		err = gp.settle(c.h.Seq, c.h.Attempt, c.op, p.now)
 	}
 	if done != nil {
-		p.after = append(p.after, func() {
-			if err == nil {
-				err = p.commitErr
-			}
-			done(err)
-		})
+		p.setRes = append(p.setRes, setResult{done: done, err: err}) // no closure: one settle per acked message
 	}
 }
 

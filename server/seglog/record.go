@@ -101,7 +101,10 @@ func appendRecord(dst []byte, seq, durable Seq, ts int64, meta, data []byte, dcr
 		dcrc = crc32.ChecksumIEEE(data)
 	}
 	start := len(dst)
-	var h [recHeaderSize]byte
+	// The header is encoded in place: a local array passed to crc32 would
+	// escape to the heap (one allocation per record).
+	dst = append(dst, make([]byte, recHeaderSize)...)
+	h := dst[start : start+recHeaderSize]
 	binary.LittleEndian.PutUint32(h[4:], uint32(len(data)))
 	binary.LittleEndian.PutUint64(h[8:], uint64(seq))
 	binary.LittleEndian.PutUint64(h[16:], uint64(ts))
@@ -110,7 +113,6 @@ func appendRecord(dst []byte, seq, durable Seq, ts int64, meta, data []byte, dcr
 	binary.LittleEndian.PutUint32(h[28:], dcrc)
 	hcrc := crc32.Update(crc32.ChecksumIEEE(h[4:]), crc32.IEEETable, meta)
 	binary.LittleEndian.PutUint32(h[0:], hcrc)
-	dst = append(dst, h[:]...)
 	dst = append(dst, meta...)
 	dst = append(dst, data...)
 	for pad := int(recordSize(len(meta), len(data))) - (len(dst) - start); pad > 0; pad-- {
