@@ -113,6 +113,9 @@ type answer struct {
 	// small holds a short answer (a confirm, +OK, most -ERR lines)
 	// without an allocation of its own.
 	small [40]byte
+	// confirmOf: the connection of a publish confirm slot (reserveConfirm),
+	// which the broker reports to through PublishDone.
+	confirmOf *client
 }
 
 func newClient(s *Server, id uint64, tr transport) *client {

@@ -109,7 +109,7 @@ func (c *client) reserveConfirm() (slot *answer, ok, laneBusy bool) {
 		return nil, false, false
 	}
 	c.unconfirmed++
-	a := &answer{}
+	a := &answer{confirmOf: c}
 	c.answers = append(c.answers, a)
 	laneBusy = c.laneBusy
 	c.mu.Unlock()
@@ -131,7 +131,12 @@ func (c *client) finishConfirm(slot *answer, data []byte) {
 // connection's later durable commands: the publish window then stops the
 // publisher instead of dropping or refusing.
 func (c *client) publishTo(t *broker.Topic, msg broker.Message, slot *answer, onLane bool) {
-	err := t.PublishAsync(msg, c.confirmer(msg.Subject, slot))
+	var err error
+	if slot != nil {
+		err = t.PublishAsyncTo(msg, slot) // the slot is the completion: no closure per publish
+	} else {
+		err = t.PublishAsync(msg, c.confirmer(msg.Subject, nil))
+	}
 	if err == nil {
 		return
 	}
@@ -157,6 +162,18 @@ func (c *client) publishTo(t *broker.Topic, msg broker.Message, slot *answer, on
 func (c *client) publishBlocking(t *broker.Topic, msg broker.Message, slot *answer) {
 	pos, err := t.Publish(c.ctx, msg)
 	c.confirmer(msg.Subject, slot)(pos, err)
+}
+
+// PublishDone is the completion of the durable publish whose confirm a
+// fills (broker.PublishDone; a comes from reserveConfirm).
+func (a *answer) PublishDone(pos broker.Position, err error) {
+	c := a.confirmOf
+	if err != nil {
+		c.finishConfirm(a, c.errAnswer(err))
+		return
+	}
+	var b [32]byte
+	c.finishConfirm(a, protocol.AppendConfirm(b[:0], protocol.Position{Partition: uint32(pos.Partition), Seq: uint64(pos.Seq)}))
 }
 
 // confirmer returns the completion of one durable publish.

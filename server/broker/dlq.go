@@ -53,7 +53,7 @@ func (p *partition) sendDeadLetters() {
 			body = append(append(body, hdr...), rec.Data[hdrLen:]...)
 			seq, gid := dl.seq, gp.id
 			c := command{kind: cmdPublish, subject: dest, hdrLen: len(hdr), body: body}
-			c.pubDone = func(_ Position, err error) {
+			c.pubDone = PublishFunc(func(_ Position, err error) {
 				p.control(func(p *partition) {
 					g := p.groups[gid]
 					if g == nil {
@@ -66,7 +66,7 @@ func (p *partition) sendDeadLetters() {
 					}
 					g.deadLettered(seq)
 				})
-			}
+			})
 			if err := dt.partFor(nil).push(&c); err != nil {
 				gp.dlq = append(gp.dlq, todo[i:]...)
 				p.dlqRetry = true

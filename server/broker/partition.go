@@ -26,7 +26,7 @@ type command struct {
 	hdrLen  int
 	body    []byte // header block followed by payload; owned by the command
 	crc     uint32 // CRC-32 of body, computed once by prepare (0: the log computes it)
-	pubDone func(Position, error)
+	pubDone PublishDone
 	// settle
 	h       Handle
 	op      SettleOp
@@ -142,7 +142,7 @@ type partition struct {
 
 // pubResult is a publish completion waiting for its batch to be durable.
 type pubResult struct {
-	done func(Position, error)
+	done PublishDone
 	pos  Position
 }
 
@@ -296,7 +296,7 @@ func (p *partition) appendData() {
 		err = fmt.Errorf("topic %s partition %d: append: %w", p.t.name, p.idx, err)
 		for _, c := range p.pubs {
 			done := c.pubDone
-			p.after = append(p.after, func() { done(Position{}, err) })
+			p.after = append(p.after, func() { done.PublishDone(Position{}, err) })
 		}
 		_, p.last = p.data.Bounds()
 		return
@@ -353,9 +353,9 @@ func (p *partition) complete(b *syncBatch) {
 	for _, r := range b.pubs {
 		// the data is durable even if the round's events failed
 		if b.dataErr != nil {
-			r.done(Position{}, b.dataErr)
+			r.done.PublishDone(Position{}, b.dataErr)
 		} else {
-			r.done(r.pos, nil)
+			r.done.PublishDone(r.pos, nil)
 		}
 	}
 	for _, r := range b.sets {

@@ -105,6 +105,24 @@ func (t *Topic) prepare(m *Message) (command, error) {
 // policy or the append failed. m is copied: its buffers may be reused once
 // PublishAsync returns.
 func (t *Topic) PublishAsync(m Message, done func(Position, error)) error {
+	return t.PublishAsyncTo(m, PublishFunc(done))
+}
+
+// PublishDone receives the outcome of a PublishAsyncTo.
+type PublishDone interface {
+	PublishDone(Position, error)
+}
+
+// PublishFunc makes a function a PublishDone.
+type PublishFunc func(Position, error)
+
+// PublishDone calls f.
+func (f PublishFunc) PublishDone(pos Position, err error) { f(pos, err) }
+
+// PublishAsyncTo is PublishAsync reporting to done's method, so that a
+// caller with an object per publish already (a server's answer slot) needs
+// no closure as well.
+func (t *Topic) PublishAsyncTo(m Message, done PublishDone) error {
 	if t.full() {
 		return fmt.Errorf("publish to %s: %w", t.name, ErrTopicFull)
 	}
@@ -147,7 +165,7 @@ func (t *Topic) Publish(ctx context.Context, m Message) (Position, error) {
 		err error
 	}
 	ch := make(chan result, 1)
-	c.pubDone = func(pos Position, err error) { ch <- result{pos, err} }
+	c.pubDone = PublishFunc(func(pos Position, err error) { ch <- result{pos, err} })
 	p := t.partFor(m.Key)
 	if err := pushWait(ctx, p, &c); err != nil {
 		return Position{}, fmt.Errorf("publish to %s: %w", t.name, err)
