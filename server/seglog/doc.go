@@ -149,11 +149,12 @@
 //   - The sparse index lives in memory: 16 bytes per IndexInterval of data
 //     (0.4 % at the default 4 KiB); raise IndexInterval for huge logs.
 //   - Reads go through the memory map, so what a reader touches counts in
-//     the process's RSS (as file pages the kernel may reclaim). As Read
-//     moves forward, the pages it has passed are dropped from the RSS
-//     (madvise), 1 MiB at a time within a segment and the rest of a sealed
-//     segment when reads move on to the next; a later read faults them back
-//     in.
+//     the process's RSS (as file pages the kernel may reclaim). As readers
+//     move forward, the pages they have passed are dropped from the RSS
+//     (madvise), 1 MiB at a time within a segment and a sealed segment's
+//     rest when its last reader moves on; up to four readers reading at
+//     different places (consumer groups) are told apart (readcursor.go). A
+//     later read faults dropped pages back in.
 //   - TruncateFront deletes whole segments only, never the active one;
 //     Bounds tells the first sequence number really retained. The
 //     directory fsync that makes the deletion durable runs in the

@@ -50,14 +50,13 @@ type Log struct {
 	mu    sync.RWMutex
 	relMu sync.RWMutex
 	segs  []*segment // ascending by first; the last one is active
-	// fwdSeg is the segment the forward-most Read went to, and fwdDropped
-	// how much of it, from its start, readForward has dropped from memory.
-	fwdMu      sync.Mutex
-	fwdSeg     *segment
-	fwdDropped int64
-	graveyard  []*segment     // truncated away; unmapped at the next TruncateFront
-	bgRelease  sync.WaitGroup // releaseLater and syncDirLater goroutines; Close and Abandon wait
-	dirSync    struct {       // syncDirLater
+	// cursors: where readers are, for readForward (readcursor.go).
+	fwdMu     sync.Mutex
+	cursors   [readCursors]readCursor
+	fwdTick   uint64
+	graveyard []*segment     // truncated away; unmapped at the next TruncateFront
+	bgRelease sync.WaitGroup // releaseLater and syncDirLater goroutines; Close and Abandon wait
+	dirSync   struct {       // syncDirLater
 		mu      sync.Mutex
 		dirty   bool  // a TruncateFront changed the directory since the last sync began
 		running bool  // a goroutine is syncing

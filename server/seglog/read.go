@@ -3,8 +3,6 @@ package seglog
 import (
 	"fmt"
 	"sort"
-
-	"golang.org/x/sys/unix"
 )
 
 // Read returns record seq, its checksums verified. Meta and Data point into
@@ -35,57 +33,6 @@ func (l *Log) Read(seq Seq) (rec Record, err error) {
 	l.readForward(src, off)
 	return recordAt(s.data, off, h), nil
 }
-
-// readForward notes that a Read went to offset off of segment s, and drops
-// from the process's resident set (madvise MADV_DONTNEED on a shared file
-// mapping: the data stays in the page cache and a later read faults it
-// back in) the pages that reads have moved forward past: within a segment,
-// whole dropChunks, keeping the chunk being read and the one before it;
-// when reads move on to a later segment, the rest of the one they left (if
-// it is sealed and uncompressed). A consumer draining a long backlog would
-// otherwise keep every segment it read resident until retention unmapped it.
-//
-// In chunks because the cost of MADV_DONTNEED grows with the pages it
-// unmaps and it runs on the reader's path (the broker's partition actor):
-// dropping a whole 64 MiB segment at once took 1-6 ms on a 2-vCPU VM, a
-// stall of every publish and delivery of the partition at every roll. A
-// read behind the forward position (a redelivery, a slower group) leaves
-// the position alone. Called with mu read-locked: segments in l.segs stay
-// mapped meanwhile.
-func (l *Log) readForward(s *segment, off int64) {
-	if s.codec != CompressionNone {
-		return
-	}
-	l.fwdMu.Lock()
-	prev, dropped := l.fwdSeg, l.fwdDropped
-	var from, to int64 // the part of s to drop
-	switch {
-	case prev == s:
-		from, to = dropped, off&^(dropChunk-1)-dropChunk
-		if to <= from {
-			l.fwdMu.Unlock()
-			return
-		}
-		l.fwdDropped = to
-	case prev == nil || prev.first < s.first:
-		l.fwdSeg, l.fwdDropped = s, 0
-	default: // behind the forward position
-		l.fwdMu.Unlock()
-		return
-	}
-	l.fwdMu.Unlock()
-	if prev == s {
-		_ = unix.Madvise(s.data[from:to], unix.MADV_DONTNEED) // advice only
-		return
-	}
-	if prev != nil && l.holdsSealed(prev) && prev.codec == CompressionNone && dropped < int64(len(prev.data)) {
-		_ = unix.Madvise(prev.data[dropped:], unix.MADV_DONTNEED) // advice only
-	}
-}
-
-// dropChunk is the step in which readForward drops the pages reads have
-// passed (a multiple of the page size; segments are mapped page-aligned).
-const dropChunk = 1 << 20
 
 // holdsSealed reports whether s is still one of the log's segments and not
 // the active one (mu held).

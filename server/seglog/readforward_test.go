@@ -89,6 +89,51 @@ func TestReadForwardDropsPagesInChunks(t *testing.T) {
 	}
 }
 
+// TestReadForwardTwoReadersApart (the bug, in the first chunked version:
+// a read behind the forward position was ignored, so a consumer group two
+// segments behind another kept every page it read resident): each reader's
+// pages are dropped behind it, and what both have left is not resident.
+func TestReadForwardTwoReadersApart(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{SegmentSize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	payload := make([]byte, 4000)
+	const n = 12000 // about 48 MiB: 12 segments
+	for i := 0; i < n; i += 100 {
+		batch := make([]Entry, 100)
+		for j := range batch {
+			batch[j] = Entry{Data: payload}
+		}
+		if _, err := l.Append(batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const lag = 2000 // about two segments
+	for seq := Seq(1); seq <= n; seq++ {
+		if _, err := l.Read(seq); err != nil {
+			t.Fatalf("Read(%d): %v", seq, err)
+		}
+		if seq > lag {
+			if _, err := l.Read(seq - lag); err != nil {
+				t.Fatalf("Read(%d): %v", seq-lag, err)
+			}
+		}
+	}
+	var rss int64
+	for _, sg := range l.Segments() {
+		rss += mappedRSS(t, filepath.Join(dir, segName(sg.First)))
+	}
+	// Each reader keeps the chunk it reads and the one before; the lagging
+	// one also the segment it is in (it has not left it).
+	t.Logf("%d KiB resident", rss>>10)
+	if limit := int64(4<<20 + 4*dropChunk + 512<<10); rss > limit {
+		t.Fatalf("%d KiB of the log resident after two readers went through it, want <= %d KiB", rss>>10, limit>>10)
+	}
+}
+
 // fourSegments opens a log in dir with 1 MiB segments and fills it with
 // 1000 records of 4000 bytes (about 4 MiB: four sealed segments and more).
 func fourSegments(t *testing.T, dir string) (*Log, []SegmentInfo, []byte) {
