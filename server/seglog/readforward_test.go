@@ -49,21 +49,9 @@ func TestReadForwardDropsSealedSegmentsFromRSS(t *testing.T) {
 // drops from going on, and what was dropped stays readable.
 func TestReadForwardDropsPagesInChunks(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir, Options{SegmentSize: 16 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	payload := make([]byte, 4000)
-	for i := range payload {
-		payload[i] = byte(i)
-	}
 	const n = 2500 // about 10 MiB, all in the first segment
-	for i := 0; i < n; i++ {
-		if _, err := l.Append([]Entry{{Data: payload}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l, payload := filledLog(t, dir, 16<<20, n)
+	defer l.Close()
 	if segs := l.Segments(); len(segs) != 1 {
 		t.Fatalf("want one segment, got %d", len(segs))
 	}
@@ -95,22 +83,9 @@ func TestReadForwardDropsPagesInChunks(t *testing.T) {
 // pages are dropped behind it, and what both have left is not resident.
 func TestReadForwardTwoReadersApart(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir, Options{SegmentSize: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	payload := make([]byte, 4000)
 	const n = 12000 // about 48 MiB: 12 segments
-	for i := 0; i < n; i += 100 {
-		batch := make([]Entry, 100)
-		for j := range batch {
-			batch[j] = Entry{Data: payload}
-		}
-		if _, err := l.Append(batch); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l, _ := filledLog(t, dir, 4<<20, n)
+	defer l.Close()
 	const lag = 2000 // about two segments
 	for seq := Seq(1); seq <= n; seq++ {
 		if _, err := l.Read(seq); err != nil {
@@ -138,7 +113,19 @@ func TestReadForwardTwoReadersApart(t *testing.T) {
 // 1000 records of 4000 bytes (about 4 MiB: four sealed segments and more).
 func fourSegments(t *testing.T, dir string) (*Log, []SegmentInfo, []byte) {
 	t.Helper()
-	l, err := Open(dir, Options{SegmentSize: 1 << 20})
+	l, payload := filledLog(t, dir, 1<<20, 1000)
+	segs := l.Segments()
+	if len(segs) < 4 {
+		t.Fatalf("want at least 4 segments, got %d", len(segs))
+	}
+	return l, segs, payload
+}
+
+// filledLog opens a log in dir with segments of segSize and appends n
+// records of the 4000-byte payload it returns, in batches of up to 100.
+func filledLog(t *testing.T, dir string, segSize int64, n int) (*Log, []byte) {
+	t.Helper()
+	l, err := Open(dir, Options{SegmentSize: segSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,16 +133,17 @@ func fourSegments(t *testing.T, dir string) (*Log, []SegmentInfo, []byte) {
 	for i := range payload {
 		payload[i] = byte(i)
 	}
-	for i := 0; i < 1000; i++ {
-		if _, err := l.Append([]Entry{{Data: payload}}); err != nil {
+	batch := make([]Entry, 0, 100)
+	for i := 0; i < n; i += len(batch) {
+		batch = batch[:0]
+		for j := i; j < n && len(batch) < cap(batch); j++ {
+			batch = append(batch, Entry{Data: payload})
+		}
+		if _, err := l.Append(batch); err != nil {
 			t.Fatal(err)
 		}
 	}
-	segs := l.Segments()
-	if len(segs) < 4 {
-		t.Fatalf("want at least 4 segments, got %d", len(segs))
-	}
-	return l, segs, payload
+	return l, payload
 }
 
 // mappedRSS sums the Rss of this process's mappings of path (/proc/self/smaps).
