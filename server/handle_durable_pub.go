@@ -166,29 +166,27 @@ func (c *client) publishBlocking(t *broker.Topic, msg broker.Message, slot *answ
 
 // PublishDone is the completion of the durable publish whose confirm a
 // fills (broker.PublishDone; a comes from reserveConfirm).
-func (a *answer) PublishDone(pos broker.Position, err error) {
-	c := a.confirmOf
-	if err != nil {
-		c.finishConfirm(a, c.errAnswer(err))
-		return
-	}
-	var b [32]byte
-	c.finishConfirm(a, protocol.AppendConfirm(b[:0], protocol.Position{Partition: uint32(pos.Partition), Seq: uint64(pos.Seq)}))
-}
+func (a *answer) PublishDone(pos broker.Position, err error) { a.confirmOf.confirmed(a, pos, err) }
 
 // confirmer returns the completion of one durable publish.
 func (c *client) confirmer(subject string, slot *answer) func(broker.Position, error) {
 	return func(pos broker.Position, err error) {
-		if err != nil {
-			if slot == nil {
-				c.log.Debug("unconfirmed durable publish failed", "subject", subject, "err", err)
-			}
-			c.finishConfirm(slot, c.errAnswer(err))
-			return
+		if err != nil && slot == nil {
+			c.log.Debug("unconfirmed durable publish failed", "subject", subject, "err", err)
 		}
-		var b [32]byte
-		c.finishConfirm(slot, protocol.AppendConfirm(b[:0], protocol.Position{Partition: uint32(pos.Partition), Seq: uint64(pos.Seq)}))
+		c.confirmed(slot, pos, err)
 	}
+}
+
+// confirmed answers slot (nil: no confirm wanted) with the outcome of its
+// durable publish.
+func (c *client) confirmed(slot *answer, pos broker.Position, err error) {
+	if err != nil {
+		c.finishConfirm(slot, c.errAnswer(err))
+		return
+	}
+	var b [32]byte
+	c.finishConfirm(slot, protocol.AppendConfirm(b[:0], protocol.Position{Partition: uint32(pos.Partition), Seq: uint64(pos.Seq)}))
 }
 
 func clonePub(m broker.Message) broker.Message {
