@@ -153,6 +153,25 @@ func TestFlippedBitIsNeverData(t *testing.T) {
 	}
 }
 
+// refusedThenSkipped checks that Open refuses dir with a *CorruptError that
+// ok accepts (want describes it), then returns the log Open gives with
+// SkipCorrupt (closed at the end of the test).
+func refusedThenSkipped(t *testing.T, dir string, opts Options, ok func(*CorruptError) bool, want string) *Log {
+	t.Helper()
+	_, err := Open(dir, opts)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || !ok(ce) {
+		t.Fatalf("open: %v; want %s", err, want)
+	}
+	opts.SkipCorrupt = true
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
 // checkSkipCorrupt reopens a log that Open refused with SkipCorrupt and
 // checks that the damage is reported and skipped, and the rest intact.
 func checkSkipCorrupt(t *testing.T, dir string, opts Options, m *model, victim recordSpan) {
@@ -304,18 +323,9 @@ func TestTornTailIsCutAndReported(t *testing.T) {
 func TestTornDurableRecordIsCorruption(t *testing.T) {
 	opts := Options{SegmentSize: 64 << 10, Policy: PolicyGroup}
 	dir, lastRec := tornAfterFifty(t, opts)
-	_, err := Open(dir, opts)
-	var ce *CorruptError
-	if !errors.As(err, &ce) || ce.Seq != 50 || ce.Offset != lastRec.off {
-		t.Fatalf("open: %v; want a *CorruptError for seq 50 at %d", err, lastRec.off)
-	}
-	// With SkipCorrupt it opens, reports the range and keeps the rest.
-	opts.SkipCorrupt = true
-	l2, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l2.Close()
+	// Refused; with SkipCorrupt it opens, reports the range and keeps the rest.
+	l2 := refusedThenSkipped(t, dir, opts, func(ce *CorruptError) bool { return ce.Seq == 50 && ce.Offset == lastRec.off },
+		fmt.Sprintf("a *CorruptError for seq 50 at %d", lastRec.off))
 	if rec := l2.Recovery(); len(rec.Skipped) != 1 || rec.Skipped[0].From != 50 || rec.Skipped[0].To != 50 || rec.DurableHint != 50 {
 		t.Fatalf("recovery %+v; want seq 50 skipped, hint 50", rec)
 	}

@@ -2,6 +2,7 @@ package seglog
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -154,17 +155,8 @@ func TestMissingDurableTailIsCorruption(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := Open(dir, opts)
-	var ce *CorruptError
-	if !errors.As(err, &ce) || ce.Seq != act.First {
-		t.Fatalf("open: %v; want a *CorruptError from seq %d", err, act.First)
-	}
-	opts.SkipCorrupt = true
-	l2, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l2.Close()
+	l2 := refusedThenSkipped(t, dir, opts, func(ce *CorruptError) bool { return ce.Seq == act.First },
+		fmt.Sprintf("a *CorruptError from seq %d", act.First))
 	if _, last := l2.Bounds(); last != 200 {
 		t.Fatalf("last %d, want 200 (the hole kept)", last)
 	}
