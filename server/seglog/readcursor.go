@@ -98,8 +98,8 @@ func (l *Log) readForward(s *segment, off int64) {
 		}
 	}
 	cs[at] = readCursor{seg: s, dropped: off &^ (dropChunk - 1), used: l.fwdTick}
-	for i := range cs {
-		if left != nil && cs[i].seg == left {
+	for i := 0; left != nil && i < len(cs); i++ {
+		if cs[i].seg == left {
 			left = nil // another reader is still in it
 		}
 	}
