@@ -33,6 +33,8 @@ type Broker struct {
 	// partitions stops leasing to an owner released meanwhile.
 	relGen   atomic.Uint64
 	released [releasedRing]atomic.Uint64
+
+	bodies bodyPool // publish body buffers (bodypool.go)
 }
 
 const releasedRing = 256

@@ -75,6 +75,15 @@ func (g *syncGate) waitEntered(t *testing.T) {
 	}
 }
 
+// step lets the held Sync through and holds the next one.
+func (g *syncGate) step() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	old := g.hold
+	g.hold = make(chan struct{})
+	close(old)
+}
+
 // release lets the held Sync (and every later one) through; with err the
 // held one and later ones fail.
 func (g *syncGate) release(err error) {
@@ -92,12 +101,15 @@ func (g *syncGate) release(err error) {
 
 // gatedEnv is a broker on test stores whose data logs sit behind a
 // syncGate each (by directory).
-func gatedEnv(t *testing.T) (*testEnv, func(tp *Topic) *syncGate) {
+func gatedEnv(t *testing.T, more ...func(*Options)) (*testEnv, func(tp *Topic) *syncGate) {
 	t.Helper()
 	stores := memstore.New()
 	var mu sync.Mutex
 	gates := map[string]*syncGate{}
 	e := newEnvWith(t, func(o *Options) {
+		for _, m := range more {
+			m(o)
+		}
 		o.OpenStore = func(dir string, policy seglog.Policy) (seglog.Store, error) {
 			s, err := stores.Open(dir, policy)
 			if err != nil || filepath.Base(dir) != dataLogName {
@@ -307,4 +319,70 @@ func TestNextFsyncStartsWhileActorBusy(t *testing.T) {
 			t.Fatal("no confirm")
 		}
 	}
+}
+
+// TestCollectingPollKeepsItsRecordsFromRetention: a collecting poll's
+// deliveries borrow their records instead of copying them, so retention
+// (here max_msgs 1, checked every round) must not delete those records
+// while the poll collects, and may again once its answer is given.
+func TestCollectingPollKeepsItsRecordsFromRetention(t *testing.T) {
+	e, gateOf := gatedEnv(t, func(o *Options) { o.RetentionInterval = time.Nanosecond })
+	tp := e.topic("q", TopicConfig{Retention: RetentionLimits, MaxMsgs: 1})
+	g := e.group(tp, "w", GroupConfig{DeadLetter: "-"})
+	f := &collectFixture{t: t, e: e, tp: tp, g: g, gate: gateOf(tp), confirms: make(chan error, 16)}
+	f.holdFirst()
+	answer := make(chan []Delivery, 1)
+	if err := g.PollAsync(10, 5*time.Second, 1, func(ds []Delivery, err error) {
+		if err != nil {
+			t.Errorf("poll: %v", err)
+		}
+		var got []string
+		for _, d := range ds {
+			got = append(got, string(d.Data)) // read while borrowed
+		}
+		answer <- append([]Delivery(nil), ds...)
+		if fmt.Sprint(got) != "[x m1 m2]" {
+			t.Errorf("answer %q, want [x m1 m2]", got)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.inflight(1)
+	f.pub("m1")
+	f.inflight(2)
+	f.pub("m2")
+	f.inflight(3)
+	kept := func(when string) {
+		t.Helper()
+		for range 3 { // rounds, each with a retention pass
+			if _, err := g.InfoCurrent(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := tp.Info().Messages; n != 3 {
+			t.Fatalf("%s: %d messages kept while a poll borrows 3 of them, want 3", when, n)
+		}
+	}
+	kept("collecting")
+	// The fsync of x ends: x's batch completes and the poll stops collecting,
+	// to be answered with the batch of m2's round, whose fsync is held next.
+	f.gate.step()
+	f.gate.waitEntered(t)
+	kept("answer pending")
+	f.gate.release(nil)
+	select {
+	case <-answer:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer after the fsync")
+	}
+	for range 3 {
+		if err := <-f.confirms; err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	f.pub("m3") // a round after the answer: retention applies max_msgs again
+	if err := <-f.confirms; err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	waitFor(t, "max_msgs once the poll is answered", func() bool { return tp.Info().Messages == 1 })
 }

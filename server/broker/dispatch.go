@@ -31,6 +31,10 @@ type pollWaiter struct {
 	relGen      uint64                // Broker.relGen when the poll started
 	outstanding atomic.Int32          // the tour plus commits not yet durable
 	failed      atomic.Pointer[error] // a commit of the tour failed its data fsync
+	// lowBorrowed: the lowest offset a collecting poll holds; its
+	// deliveries borrow their records (not copied) until the completions
+	// of the batch it is answered with, so retention keeps them (0: none).
+	lowBorrowed Seq
 }
 
 func (w *pollWaiter) claim() bool { return w.claimed.CompareAndSwap(false, true) }
@@ -106,7 +110,7 @@ func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 	}
 	if len(w.acc) == 0 && w.outstanding.Load() == 1 {
 		if p.pipelined && p.syncing && len(ds) < want && !w.bytesFull() {
-			w.keep(ds)
+			w.borrow(ds)
 			p.collecting = append(p.collecting, w)
 			return
 		}
@@ -160,8 +164,11 @@ func (p *partition) collect(gp *groupPart) {
 	for _, w := range p.collecting {
 		if w.group == gp.id && !gp.g.paused.Load() &&
 			(w.owner == 0 || !p.t.b.ownerReleasedSince(w.owner, w.relGen)) {
-			w.keep(p.gather(gp, w, w.max-len(w.acc)))
+			w.borrow(p.gather(gp, w, w.max-len(w.acc)))
 			if len(w.acc) >= w.max || w.bytesFull() {
+				// answered with this round's batch, which must keep
+				// every record the poll borrows
+				p.minDeliv = lowerSeq(p.minDeliv, w.lowBorrowed)
 				p.after = append(p.after, p.finishAfterCommit(w, w.acc))
 				continue
 			}
@@ -180,6 +187,7 @@ func (p *partition) closeCollecting() {
 	for _, w := range p.collecting {
 		if n := len(p.pending); n > 0 {
 			b := &p.pending[n-1]
+			b.minDeliv = lowerSeq(b.minDeliv, w.lowBorrowed) // it keeps what w borrows
 			b.after = append(b.after, p.finishAfterCommit(w, w.acc))
 		} else {
 			w.finish(w.acc, nil) // nothing pending: all of it is durable
@@ -214,11 +222,36 @@ func (p *partition) releaseAfterCommit(w *pollWaiter) func() {
 }
 
 // keep copies deliveries into the waiter's answer (the records are
-// borrowed only until the round's completions).
+// borrowed only until the round's completions): for a poll on a tour,
+// whose answer is given on another partition's actor.
 func (w *pollWaiter) keep(ds []Delivery) {
 	for _, d := range ds {
 		w.acc = append(w.acc, d.clone())
 	}
+}
+
+// borrow adds deliveries to a collecting poll's answer without copying
+// their bytes: the poll is answered on this actor, among the completions
+// of a batch whose minDeliv is lowered to w.lowBorrowed, and retention
+// keeps those records while the poll collects (retain). Copying them was
+// most of the bytes the server allocated at 1 KiB messages.
+func (w *pollWaiter) borrow(ds []Delivery) {
+	for i := range ds {
+		w.lowBorrowed = lowerSeq(w.lowBorrowed, ds[i].Handle.Seq)
+	}
+	if w.acc == nil {
+		w.acc = ds
+		return
+	}
+	w.acc = append(w.acc, ds...)
+}
+
+// lowerSeq returns the lower of a and b, where 0 means none.
+func lowerSeq(a, b Seq) Seq {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // release drops one hold on the answer (the tour, or one partition's

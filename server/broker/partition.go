@@ -24,8 +24,9 @@ type command struct {
 	// publish
 	subject string
 	hdrLen  int
-	body    []byte // header block followed by payload; owned by the command
-	crc     uint32 // CRC-32 of body, computed once by prepare (0: the log computes it)
+	body    []byte   // header block followed by payload; owned by the command
+	buf     *bodyBuf // body's pooled buffer, given back once appended (nil: not pooled)
+	crc     uint32   // CRC-32 of body, computed once by prepare (0: the log computes it)
 	pubDone PublishDone
 	// settle
 	h       Handle
@@ -266,6 +267,7 @@ func (p *partition) round() {
 
 // appendData writes this round's publishes as one batch and completes them.
 func (p *partition) appendData() {
+	defer p.recycleBodies()
 	need := 0
 	for _, c := range p.pubs {
 		need += 1 + binary.MaxVarintLen64 + len(c.subject)
@@ -311,6 +313,16 @@ func (p *partition) appendData() {
 	p.published += uint64(len(p.pubs))
 	if !p.pipelined {
 		p.durData = p.last
+	}
+}
+
+// recycleBodies gives the round's publish buffers back to the pool once
+// the log has copied them (or refused them): nothing refers to their
+// bytes after that.
+func (p *partition) recycleBodies() {
+	for _, c := range p.pubs {
+		p.t.b.bodies.put(c.buf)
+		c.buf, c.body = nil, nil
 	}
 }
 

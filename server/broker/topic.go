@@ -92,9 +92,9 @@ func (t *Topic) prepare(m *Message) (command, error) {
 	if m.CRC != 0 && crc != m.CRC {
 		return command{}, fmt.Errorf("publish to %s: %w", t.name, ErrCRCMismatch)
 	}
-	body := make([]byte, 0, len(m.Header)+len(m.Data))
+	body, buf := t.b.bodies.get(len(m.Header) + len(m.Data))
 	body = append(append(body, m.Header...), m.Data...)
-	return command{kind: cmdPublish, subject: m.Subject, hdrLen: len(m.Header), body: body, crc: crc}, nil
+	return command{kind: cmdPublish, subject: m.Subject, hdrLen: len(m.Header), body: body, buf: buf, crc: crc}, nil
 }
 
 // PublishAsync stores m without blocking. It returns ErrQueueFull (not

@@ -60,6 +60,9 @@ const (
 // Concurrency: all methods are safe for concurrent use. Append calls are
 // serialized internally; Sync may run concurrently with Append.
 //
+// Copying: Append must not keep the entries' Meta or Data past its return;
+// callers reuse those buffers at once (the broker recycles message bodies).
+//
 // Borrowing: Record.Meta and Record.Data returned by Read and Scan may point
 // into the store's memory (a memory map). They stay valid until the next
 // TruncateFront or Close on the same store; copy them to keep them longer.
