@@ -314,8 +314,9 @@ func (p *partition) deliverOne(gp *groupPart, owner OwnerID, sub *Subscription) 
 		if err == nil {
 			var hdrLen int
 			var subject string
-			hdrLen, subject, err = decodeMeta(rec.Meta)
+			hdrLen, subject, err = decodeMetaReuse(rec.Meta, p.lastSubject)
 			if err == nil && hdrLen <= len(rec.Data) {
+				p.lastSubject = subject
 				attempt := gp.deliver(seq, p.now, owner, sub)
 				if p.minDeliv == 0 || seq < p.minDeliv {
 					p.minDeliv = seq

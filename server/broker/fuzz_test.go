@@ -106,5 +106,25 @@ func FuzzDecodeMeta(f *testing.F) {
 		if err != nil || h != hdr || s != subject {
 			t.Fatalf("round trip (%d, %q) = (%d, %q, %v)", hdr, subject, h, s, err)
 		}
+		// with a previous subject, equal or not, the result is the same
+		for _, prev := range []string{subject, subject + "x", ""} {
+			if h, s, err := decodeMetaReuse(encodeMeta(nil, hdr, subject), prev); err != nil || h != hdr || s != subject {
+				t.Fatalf("round trip (%d, %q) after %q = (%d, %q, %v)", hdr, subject, prev, h, s, err)
+			}
+		}
 	})
+}
+
+// TestDecodeMetaReuseDoesNotAllocate: a delivery whose subject is the
+// previous one's costs no string allocation.
+func TestDecodeMetaReuseDoesNotAllocate(t *testing.T) {
+	meta := encodeMeta(nil, 0, "orders.eu.created")
+	prev := "orders.eu.created"
+	if n := testing.AllocsPerRun(100, func() {
+		if _, s, err := decodeMetaReuse(meta, prev); err != nil || s != prev {
+			t.Fatal(s, err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per decode of the previous subject, want 0", n)
+	}
 }

@@ -117,7 +117,8 @@ type partition struct {
 	// commitDataErr: the data fsync of the batch whose completions run
 	// now failed; deliveries in it are not handed out.
 	commitDataErr error
-	minDeliv      Seq // lowest offset delivered this round (0: none)
+	minDeliv      Seq    // lowest offset delivered this round (0: none)
+	lastSubject   string // subject of the last record delivered (decodeMetaReuse)
 	// durData is the highest data offset known durable. Records up to
 	// last (written) are leased at once, but a delivery is answered only
 	// with its batch, once the data and the delivery's event are durable.
@@ -512,6 +513,13 @@ func encodeMeta(b []byte, hdrLen int, subject string) []byte {
 }
 
 func decodeMeta(b []byte) (hdrLen int, subject string, err error) {
+	return decodeMetaReuse(b, "")
+}
+
+// decodeMetaReuse is decodeMeta returning prev itself when the record's
+// subject is prev: a partition's records mostly share one subject, and a
+// delivery then costs no string allocation.
+func decodeMetaReuse(b []byte, prev string) (hdrLen int, subject string, err error) {
 	if len(b) == 0 || b[0] != metaV0 {
 		return 0, "", fmt.Errorf("%w: record meta flags", ErrCorruptState)
 	}
@@ -519,7 +527,10 @@ func decodeMeta(b []byte) (hdrLen int, subject string, err error) {
 	if n <= 0 || h > 1<<31 {
 		return 0, "", fmt.Errorf("%w: record meta", ErrCorruptState)
 	}
-	return int(h), string(b[1+n:]), nil
+	if sb := b[1+n:]; string(sb) != prev {
+		prev = string(sb)
+	}
+	return int(h), prev, nil
 }
 
 // settle applies one settle command; its answer waits for the event commit.
