@@ -22,8 +22,9 @@ type pollWaiter struct {
 
 	// Set by the claimer, then handed from partition to partition (each
 	// hand-off goes through the next actor's control stack): deliveries
-	// gathered so far (copies), how many partitions remain to visit, and
-	// the holds on the answer (see release).
+	// gathered so far (copies on a tour, borrowed while collecting), how
+	// many partitions remain to visit, and the holds on the answer (see
+	// release).
 	acc         []Delivery
 	bytes       int64 // subject+header+payload bytes gathered so far
 	hops        int
@@ -148,7 +149,7 @@ func (p *partition) gather(gp *groupPart, w *pollWaiter, want int) []Delivery {
 // With group commit a poll served while an fsync is in flight cannot be
 // answered before the fsync after that one, which starts when the one in
 // flight ends and takes every record written meanwhile. So the poll stays
-// open (in p.collecting, claimed, its deliveries copied) and takes what
+// open (in p.collecting, claimed, its deliveries borrowed) and takes what
 // arrives until the actor learns that the fsync in flight ended, instead of
 // being answered with the few records of the round that served it while
 // the records of the next rounds wait for a poll the consumer sends only
