@@ -93,6 +93,10 @@ bench() {
     nats) sys=(--system nats --nats-bin "$NATS_BIN") ;;
     natsfsync) sys=(--system nats --nats-bin "$NATS_BIN" --nats-sync-always) ;;
   esac
+  # Settle the disk first: the run before deleted its data directory (up to
+  # a few GiB; the file system discards freed blocks), and its dirty pages
+  # must not be written back during this run's fsyncs.
+  sync; sleep 1
   timeout 400 "$BENCH" "${sys[@]}" --json --progress 0 --timeout 300s "$@" > "$f.json" 2> "$f.err" &
   CHILD=$!
   wait "$CHILD"; local rc=$?
