@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -251,5 +252,104 @@ func rewriteCatalog(t *testing.T, e *testEnv, edit func(raw []byte) []byte) {
 	}
 	if err := os.WriteFile(path, edit(raw), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// trashFiles counts the trash files (deleted segments waiting for their
+// maps to go) in one log directory.
+func trashFiles(t *testing.T, dir string) int {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("read %s: %v", dir, err)
+	}
+	n := 0
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".trash") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCompressedTopicReleasesReplacedMaps: a compressed topic's data log
+// keeps the old map (and file) of each segment it compressed until the
+// partition knows no delivery borrows from it, since a delivery waiting for
+// its fsync points into the map it was read from; once every delivery is
+// answered, the maps and their files go while the broker runs.
+func TestCompressedTopicReleasesReplacedMaps(t *testing.T) {
+	e := newEnv(t, nil) // 64 KiB segments
+	tp := e.topic("c", TopicConfig{Compression: CompressionS2})
+	g := e.group(tp, "g", GroupConfig{})
+	msgs := make([]string, 300)
+	for i := range msgs {
+		msgs[i] = compressible(i)
+	}
+	publishAll(t, tp, msgs)
+	got := pollAll(e, g, 100) // deliveries read from plain maps, some before their swap
+	for i := range got {
+		if got[i] != msgs[i] {
+			t.Fatalf("message %d: got %.40q", i, got[i])
+		}
+	}
+	dataDir := filepath.Join(e.b.topicDir(tp.ID()), "0", dataLogName)
+	waitFor(t, "compressed segments", func() bool { return len(compressedFiles(t, dataDir)) >= 2 })
+	// Rounds after the compressor's replacements (here the lease timers'
+	// and retention's) release the maps no delivery borrows.
+	waitFor(t, "the replaced segments' files to go", func() bool { return trashFiles(t, dataDir) == 0 })
+	if _, err := g.InfoCurrent(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rest := pollAll(e, g, len(msgs)-100)
+	for i := range rest {
+		if rest[i] != msgs[100+i] {
+			t.Fatalf("message %d: got %.40q", 100+i, rest[i])
+		}
+	}
+}
+
+// swapCounter is a test store's view of a compressed log's replacements:
+// it records what the partition releases.
+type swapCounter struct {
+	count    uint64
+	released []uint64
+}
+
+func (s *swapCounter) SwapCount() uint64       { return s.count }
+func (s *swapCounter) ReleaseSwapped(n uint64) { s.released = append(s.released, n) }
+
+// TestReleaseSwappedWaitsForBorrowers: the partition releases replaced
+// maps only up to the lowest replacement count noted by a pending batch
+// with deliveries or a collecting poll (they may point into later ones),
+// everything once nothing borrows, and never the same count twice.
+func TestReleaseSwappedWaitsForBorrowers(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		count      uint64
+		pending    []syncBatch
+		collecting []*pollWaiter
+		want       []uint64
+	}{
+		{"nothing borrowed", 3, nil, nil, []uint64{3}},
+		{"a batch with deliveries", 3, []syncBatch{{minDeliv: 7, swap: 1}}, nil, []uint64{1}},
+		{"a batch without deliveries does not hold", 3, []syncBatch{{swap: 0}}, nil, []uint64{3}},
+		{"the lowest of several", 5, []syncBatch{{minDeliv: 9, swap: 4}, {minDeliv: 12, swap: 2}}, nil, []uint64{2}},
+		{"a collecting poll", 4, []syncBatch{{minDeliv: 9, swap: 3}}, []*pollWaiter{{lowBorrowed: 8, swap: 1}}, []uint64{1}},
+		{"borrowers from before any swap", 2, []syncBatch{{minDeliv: 1, swap: 0}}, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := &swapCounter{count: tc.count}
+			p := &partition{swaps: sc, pending: tc.pending, collecting: tc.collecting}
+			p.releaseSwapped()
+			p.releaseSwapped() // nothing new: no second call
+			if fmt.Sprint(sc.released) != fmt.Sprint(tc.want) {
+				t.Fatalf("released %v, want %v", sc.released, tc.want)
+			}
+			p.pending, p.collecting = nil, nil
+			p.releaseSwapped()
+			if n := len(sc.released); n == 0 || sc.released[n-1] != tc.count {
+				t.Fatalf("after the borrowers finished: released %v, want %d last", sc.released, tc.count)
+			}
+		})
 	}
 }

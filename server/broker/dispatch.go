@@ -36,6 +36,7 @@ type pollWaiter struct {
 	// deliveries borrow their records (not copied) until the completions
 	// of the batch it is answered with, so retention keeps them (0: none).
 	lowBorrowed Seq
+	swap        uint64 // the data log's SwapCount when the poll began to borrow (compressed topics)
 }
 
 func (w *pollWaiter) claim() bool { return w.claimed.CompareAndSwap(false, true) }
@@ -111,6 +112,7 @@ func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 	}
 	if len(w.acc) == 0 && w.outstanding.Load() == 1 {
 		if p.pipelined && p.syncing && len(ds) < want && !w.bytesFull() {
+			w.swap = p.roundSwap
 			w.borrow(ds)
 			p.collecting = append(p.collecting, w)
 			return
@@ -170,6 +172,7 @@ func (p *partition) collect(gp *groupPart) {
 				// answered with this round's batch, which must keep
 				// every record the poll borrows
 				p.minDeliv = lowerSeq(p.minDeliv, w.lowBorrowed)
+				p.roundSwap = min(p.roundSwap, w.swap)
 				p.after = append(p.after, p.finishAfterCommit(w, w.acc))
 				continue
 			}
@@ -189,6 +192,7 @@ func (p *partition) closeCollecting() {
 		if n := len(p.pending); n > 0 {
 			b := &p.pending[n-1]
 			b.minDeliv = lowerSeq(b.minDeliv, w.lowBorrowed) // it keeps what w borrows
+			b.swap = min(b.swap, w.swap)
 			b.after = append(b.after, p.finishAfterCommit(w, w.acc))
 		} else {
 			w.finish(w.acc, nil) // nothing pending: all of it is durable

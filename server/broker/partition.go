@@ -119,6 +119,16 @@ type partition struct {
 	commitDataErr error
 	minDeliv      Seq    // lowest offset delivered this round (0: none)
 	lastSubject   string // subject of the last record delivered (decodeMetaReuse)
+	// swaps: the data log of a compressed topic, whose replaced segment
+	// maps stay until released (nil: plain). roundSwap is its SwapCount
+	// when the round began; swapReleased the last count released.
+	swaps        swapReleaser
+	roundSwap    uint64
+	swapReleased uint64
+	// swapWatch: timer rounds left to look for replacements after the
+	// last append (the compressor works in the background; an idle
+	// partition would otherwise keep a replaced map and its file).
+	swapWatch int
 	// durData is the highest data offset known durable. Records up to
 	// last (written) are leased at once, but a delivery is answered only
 	// with its batch, once the data and the delivery's event are durable.
@@ -159,10 +169,11 @@ type setResult struct {
 // events up to events are durable.
 type syncBatch struct {
 	data, events Seq
-	low          Seq   // lowest group frontier after the round
-	minDeliv     Seq   // lowest offset delivered in the round (0: none)
-	err          error // the round's events (or their fsync) failed
-	dataErr      error // the data fsync failed: publishes are not durable
+	low          Seq    // lowest group frontier after the round
+	minDeliv     Seq    // lowest offset delivered in the round (0: none)
+	swap         uint64 // the data log's SwapCount before the round read anything
+	err          error  // the round's events (or their fsync) failed
+	dataErr      error  // the data fsync failed: publishes are not durable
 	pubs         []pubResult
 	sets         []setResult
 	after        []func()
@@ -227,6 +238,9 @@ func (p *partition) run() {
 // event append, then every completion.
 func (p *partition) round() {
 	p.now = p.clock.Now().UnixNano()
+	if p.swaps != nil {
+		p.roundSwap = p.swaps.SwapCount() // before anything of the round reads
+	}
 	p.roundErr, p.minDeliv = nil, 0
 	if p.timerFired.Swap(false) {
 		p.timerAt = 0
@@ -249,6 +263,9 @@ func (p *partition) round() {
 	}
 	if len(p.pubs) > 0 {
 		p.appendData()
+		p.swapWatch = swapWatchRounds
+	} else if p.swapWatch > 0 {
+		p.swapWatch--
 	}
 	for _, gp := range p.order {
 		gp.expire(p.now)
@@ -261,6 +278,7 @@ func (p *partition) round() {
 	for i := range p.cmds {
 		p.cmds[i] = command{}
 	}
+	p.releaseSwapped()
 	p.retain()
 	p.publishStats()
 	p.armTimer()
@@ -341,7 +359,7 @@ func (p *partition) finishRound() {
 		}
 		return
 	}
-	b := syncBatch{data: p.last, events: p.lastEventSeq, low: p.lowFrontier(), minDeliv: p.minDeliv,
+	b := syncBatch{data: p.last, events: p.lastEventSeq, low: p.lowFrontier(), minDeliv: p.minDeliv, swap: p.roundSwap,
 		err: p.roundErr, pubs: p.pubRes, sets: p.setRes, after: p.after}
 	p.pubRes, p.setRes, p.after = nil, nil, nil
 	if !p.pipelined || (len(p.pending) == 0 && b.data <= p.durData && b.events <= p.durEvents) {
@@ -432,6 +450,46 @@ func (p *partition) synced(data, events Seq, dataErr, eventsErr error, more bool
 	p.pending = p.pending[:copy(p.pending, p.pending[n:])]
 	if len(p.pending) > 0 {
 		p.requestSync()
+	}
+	p.releaseSwapped()
+}
+
+// swapWatchRounds is how many rounds without appends (at least one
+// RetentionInterval apart when idle) a compressed partition keeps looking
+// for segments its log replaced meanwhile.
+const swapWatchRounds = 10
+
+// swapReleaser is a data log that keeps the maps of segments its
+// compressor replaced until told that no record read from them is still
+// borrowed (seglog.Log with HoldSwapped).
+type swapReleaser interface {
+	SwapCount() uint64
+	ReleaseSwapped(upto uint64)
+}
+
+// releaseSwapped lets the data log of a compressed topic unmap the old
+// maps of replaced segments that no pending delivery can point into: a
+// delivery read when the log had made n replacements borrows only maps of
+// later ones, so the lowest count noted by a batch with deliveries, or by a
+// collecting poll, bounds what may go.
+func (p *partition) releaseSwapped() {
+	if p.swaps == nil {
+		return
+	}
+	safe := p.swaps.SwapCount()
+	for i := range p.pending {
+		if p.pending[i].minDeliv != 0 {
+			safe = min(safe, p.pending[i].swap)
+		}
+	}
+	for _, w := range p.collecting {
+		if w.lowBorrowed != 0 {
+			safe = min(safe, w.swap)
+		}
+	}
+	if safe > p.swapReleased {
+		p.swapReleased = safe
+		p.swaps.ReleaseSwapped(safe)
 	}
 }
 
@@ -696,6 +754,9 @@ func (p *partition) armTimer() {
 	}
 	if p.dlqRetry {
 		min(p.now + 10e6)
+	}
+	if p.swaps != nil && (p.swapWatch > 0 || p.swaps.SwapCount() > p.swapReleased) {
+		min(p.now + int64(p.t.b.opts.RetentionInterval))
 	}
 	if at == 0 || (p.timerAt != 0 && p.timerAt <= at) {
 		return

@@ -44,6 +44,9 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	}
 	p.first, p.last = data.Bounds()
 	p.durData = p.last
+	if sr, ok := data.(swapReleaser); ok && t.cfg.Compression.seglog() != seglog.CompressionNone {
+		p.swaps = sr
+	}
 	for _, g := range groups {
 		p.attach(g, newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, p.first))
 	}

@@ -20,7 +20,10 @@ func (t *Topic) openStore(dir string, events bool, policy seglog.Policy) (seglog
 	if o.OpenStore != nil {
 		return o.OpenStore(dir, policy)
 	}
-	so := seglog.Options{Policy: policy, SegmentSize: t.dataSegmentSize(), Compression: t.cfg.Compression.seglog()}
+	// A compressed segment's old map stays until the partition says no
+	// delivery borrows it (partition.releaseSwapped).
+	so := seglog.Options{Policy: policy, SegmentSize: t.dataSegmentSize(), Compression: t.cfg.Compression.seglog(),
+		HoldSwapped: t.cfg.Compression.seglog() != seglog.CompressionNone}
 	if events {
 		so.SegmentSize, so.Compression = o.EventSegmentSize, seglog.CompressionNone
 	}

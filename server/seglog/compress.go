@@ -535,8 +535,11 @@ func (l *Log) compressSegment(s *segment) (err error) {
 			l.segs[i] = ns
 		}
 	}
-	// The plain map stays until the next TruncateFront: records read
-	// from it earlier are borrowed until then.
+	// The plain map stays until the next TruncateFront (with HoldSwapped:
+	// until ReleaseSwapped passes this swap): records read from it
+	// earlier are borrowed until then.
+	l.swaps++
+	s.swapNo = l.swaps
 	l.graveyard = append(l.graveyard, s)
 	l.mu.Unlock()
 	// Renamed to trash, deleted gradually once its map is released (see
@@ -552,4 +555,52 @@ func (l *Log) compressSegment(s *segment) (err error) {
 	}
 	_ = l.fs.Remove(idxPath(l.dir, s.first))
 	return nil
+}
+
+// SwapCount returns how many segments the compressor has replaced so far.
+// A reader that notes it before reading borrows only maps of later
+// replacements (see ReleaseSwapped).
+func (l *Log) SwapCount() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.swaps
+}
+
+// ReleaseSwapped tells a log opened with HoldSwapped that no record read
+// from the plain map of the first upto replaced segments is still
+// borrowed: every reader that read before those replacements is done.
+// Their maps are unmapped and their files deleted in the background. An
+// owner passes the lowest SwapCount its outstanding borrowers noted before
+// reading (or the current one when none are outstanding).
+func (l *Log) ReleaseSwapped(upto uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() || upto <= l.swapSafe {
+		return
+	}
+	l.swapSafe = upto
+	l.graveyard = l.releaseGraveyard(l.graveyard, false)
+}
+
+// releaseGraveyard hands to releaseLater the graveyard's segments that may
+// go now and returns those that stay: a replaced plain segment of a log
+// with HoldSwapped stays until ReleaseSwapped passes its swap. all: a
+// TruncateFront (which releases the truncated ones too). Called with mu.
+func (l *Log) releaseGraveyard(g []*segment, all bool) []*segment {
+	var keep, dead []*segment
+	for _, s := range g {
+		var free bool
+		if s.swapNo != 0 {
+			free = s.swapNo <= l.swapSafe || (all && !l.opts.HoldSwapped)
+		} else {
+			free = all
+		}
+		if free {
+			dead = append(dead, s)
+		} else {
+			keep = append(keep, s)
+		}
+	}
+	l.releaseLater(dead)
+	return keep
 }

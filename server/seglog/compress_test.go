@@ -3,8 +3,10 @@ package seglog
 import (
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -451,5 +453,50 @@ func TestCompressorStopsOnClose(t *testing.T) {
 			t.Fatalf("second Close: %v", err)
 		}
 		waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+	}
+}
+
+// TestHoldSwappedKeepsMapUntilReleased: with HoldSwapped, the plain map of
+// a segment the compressor replaced outlives TruncateFront (an owner's
+// reader may still borrow records it read from it) and goes once
+// ReleaseSwapped passes that replacement; without HoldSwapped the next
+// TruncateFront releases it, as before.
+func TestHoldSwappedKeepsMapUntilReleased(t *testing.T) {
+	for _, hold := range []bool{true, false} {
+		t.Run(fmt.Sprintf("hold=%v", hold), func(t *testing.T) {
+			dir := t.TempDir()
+			l, err := Open(dir, Options{SegmentSize: 8 << 10, IndexInterval: 256, Compression: CompressionS2, HoldSwapped: hold})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			fill(t, l, 1, 40, 40)
+			ino := inode(t, filepath.Join(dir, segName(1))) // the first segment, still active
+			fill(t, l, 41, 1200, 40)
+			waitFor(t, "compression", func() bool { return allSealedCompressed(l) })
+			n := l.SwapCount()
+			if n < 2 {
+				t.Fatalf("SwapCount %d after compressing every sealed segment, want >= 2", n)
+			}
+			if !mappedIno(t, ino) {
+				t.Fatal("the replaced segment's map is gone before any TruncateFront")
+			}
+			if err := l.TruncateFront(1); err != nil { // drops nothing, releases the graveyard
+				t.Fatal(err)
+			}
+			if !hold {
+				waitFor(t, "the replaced map to go at TruncateFront", func() bool { return !mappedIno(t, ino) })
+				return
+			}
+			time.Sleep(50 * time.Millisecond) // a background release would have run by now
+			if !mappedIno(t, ino) {
+				t.Fatal("HoldSwapped: TruncateFront released a replaced segment's map")
+			}
+			l.ReleaseSwapped(n - 1) // the first segment was the first swap
+			waitFor(t, "ReleaseSwapped to unmap it", func() bool { return !mappedIno(t, ino) })
+			l.ReleaseSwapped(n)
+			waitFor(t, "the trash to be deleted", func() bool { return countFiles(t, dir, trashExt) == 0 })
+			verifyAll(t, l, 1, 1200)
+		})
 	}
 }

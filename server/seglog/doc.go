@@ -190,7 +190,9 @@
 //     but stays mapped until the next TruncateFront (any argument) or Close, because
 //     records read from it earlier are borrowed until then: its disk space
 //     is freed only at that point, while Segments already reports the
-//     compressed size.
+//     compressed size. With Options.HoldSwapped it stays until the owner
+//     says, with ReleaseSwapped, that no reader borrows from it (SwapCount
+//     tells a reader which replacements it may borrow from).
 //   - Damage inside a compressed segment is found when it is read, not by
 //     Open (which checks only its header): every record of that segment
 //     then reads as ErrCorrupt, and SkipCorrupt does not skip it. A

@@ -54,7 +54,9 @@ type Log struct {
 	fwdMu     sync.Mutex
 	cursors   [readCursors]readCursor
 	fwdTick   uint64
-	graveyard []*segment     // truncated away; unmapped at the next TruncateFront
+	graveyard []*segment     // truncated away or replaced; unmapped at the next TruncateFront (swapped ones: see ReleaseSwapped)
+	swaps     uint64         // segments the compressor replaced so far (under mu)
+	swapSafe  uint64         // ReleaseSwapped's highest argument (under mu)
 	bgRelease sync.WaitGroup // releaseLater and syncDirLater goroutines; Close and Abandon wait
 	dirSync   struct {       // syncDirLater
 		mu      sync.Mutex

@@ -51,6 +51,11 @@ type Options struct {
 	// segment (see the package Caveats). A log opened with any setting
 	// reads segments compressed by an earlier Open.
 	Compression Compression
+	// HoldSwapped keeps the plain map of a segment the compressor replaced
+	// until ReleaseSwapped says no reader borrows it any more, instead of
+	// until the next TruncateFront. For owners whose borrowed records can
+	// outlive a TruncateFront (the broker's deliveries wait for an fsync).
+	HoldSwapped bool
 	// NoRecycle deletes every segment TruncateFront drops (gradually, see
 	// trash.go). By default up to two full-size plain segments are kept as
 	// spare files and reused, old bytes and all, by the next rolls (see

@@ -167,8 +167,7 @@ func (l *Log) TruncateFront(seq Seq) error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	l.releaseLater(l.graveyard)
-	l.graveyard = nil
+	l.graveyard = l.releaseGraveyard(l.graveyard, true)
 	n := 0
 	for n < len(l.segs)-1 && l.segs[n+1].first <= seq {
 		n++

@@ -59,7 +59,11 @@ const initialAlloc = 1 << 20
 // Record slices stay valid) and nothing is ever mapped past the end of the
 // file.
 type segment struct {
-	path     string
+	path string
+	// swapNo: this is a plain segment the compressor replaced, the
+	// swapNo-th replacement of the log (0: not replaced). Its map waits in
+	// the graveyard (see Log.ReleaseSwapped).
+	swapNo   uint64
 	first    Seq
 	f        File   // open while the segment is active; nil once sealed
 	size     int64  // bytes preallocated and mapped (the file's size as the log made it)
