@@ -535,20 +535,32 @@ func (l *Log) compressSegment(s *segment) (err error) {
 			l.segs[i] = ns
 		}
 	}
-	// The plain map stays until the next TruncateFront (with HoldSwapped:
-	// until ReleaseSwapped passes this swap): records read from it
-	// earlier are borrowed until then.
 	l.swaps++
-	s.swapNo = l.swaps
-	l.graveyard = append(l.graveyard, s)
+	swapNo := l.swaps
 	l.mu.Unlock()
 	// Renamed to trash, deleted gradually once its map is released (see
-	// trash.go); TruncateFront, which starts that, waits for c.mu.
+	// trash.go). Only then does it go to the graveyard, where TruncateFront
+	// or ReleaseSwapped may release it (and read s.trash). Its map stays
+	// until the next TruncateFront (with HoldSwapped: until ReleaseSwapped
+	// passes this swap): records read from it earlier are borrowed until
+	// then.
+	var rmErr error
 	if !l.toTrash(s) {
 		if err := l.fs.Remove(s.path); err != nil {
 			// Both files exist: Open keeps the plain one and drops this.
-			return fmt.Errorf("seglog: compress %s: remove plain segment: %w", s.path, err)
+			rmErr = fmt.Errorf("seglog: compress %s: remove plain segment: %w", s.path, err)
 		}
+	}
+	l.mu.Lock()
+	s.swapNo = swapNo
+	l.graveyard = append(l.graveyard, s)
+	if l.opts.HoldSwapped && swapNo <= l.swapSafe {
+		// ReleaseSwapped passed this swap while the file was moved
+		l.graveyard = l.releaseGraveyard(l.graveyard, false)
+	}
+	l.mu.Unlock()
+	if rmErr != nil {
+		return rmErr
 	}
 	if die("removed") {
 		return errCompressDied

@@ -500,3 +500,37 @@ func TestHoldSwappedKeepsMapUntilReleased(t *testing.T) {
 		})
 	}
 }
+
+// TestReleaseSwappedDuringCompression: ReleaseSwapped may run at any time
+// on the owner's goroutine, also while the compressor is still moving a
+// replaced segment's file to the trash; a replaced segment reaches the
+// graveyard only after that, so releasing it never races with it (the
+// first version put it there before the rename: go test -race failed).
+func TestReleaseSwappedDuringCompression(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{SegmentSize: 8 << 10, IndexInterval: 256, Compression: CompressionS2, HoldSwapped: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				l.ReleaseSwapped(l.SwapCount())
+			}
+		}
+	}()
+	fill(t, l, 1, 2400, 40)
+	waitFor(t, "compression", func() bool { return allSealedCompressed(l) })
+	close(stop)
+	<-done
+	l.ReleaseSwapped(l.SwapCount())
+	waitFor(t, "the trash to be deleted", func() bool { return countFiles(t, dir, trashExt) == 0 })
+	verifyAll(t, l, 1, 2400)
+}
