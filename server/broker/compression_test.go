@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // compressedFiles lists the compressed segment files (.seg.s2, .seg.zst) in
@@ -352,4 +353,22 @@ func TestReleaseSwappedWaitsForBorrowers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIdleCompressedPartitionReleasesReplacedMaps: the compressor replaces
+// segments in the background, after the round that sealed them; with no
+// group, no lease and no retention to run rounds, the partition's timer
+// still looks for those replacements for a while after its last append,
+// and releases their maps and files.
+func TestIdleCompressedPartitionReleasesReplacedMaps(t *testing.T) {
+	e := newEnvWith(t, func(o *Options) { o.RetentionInterval = 20 * time.Millisecond })
+	tp := e.topic("idle", TopicConfig{Compression: CompressionS2, Retention: RetentionLimits})
+	msgs := make([]string, 300)
+	for i := range msgs {
+		msgs[i] = compressible(i)
+	}
+	publishAll(t, tp, msgs)
+	dataDir := filepath.Join(e.b.topicDir(tp.ID()), "0", dataLogName)
+	waitFor(t, "compressed segments", func() bool { return len(compressedFiles(t, dataDir)) >= 2 })
+	waitFor(t, "the replaced segments' files to go with no command", func() bool { return trashFiles(t, dataDir) == 0 })
 }
