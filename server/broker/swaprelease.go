@@ -1,0 +1,47 @@
+package broker
+
+// Old maps of compressed segments. A compressed topic's data log replaces
+// each sealed segment by its compressed file in the background; a delivery
+// read from the plain map before that borrows it until its batch's
+// completions run, after the next fsync, so the log (opened with
+// seglog.Options.HoldSwapped) keeps the old map until the partition says
+// no delivery can point into it.
+
+// swapWatchRounds is how many rounds without appends (at least one
+// RetentionInterval apart when idle) a compressed partition keeps looking
+// for segments its log replaced meanwhile.
+const swapWatchRounds = 10
+
+// swapReleaser is a data log that keeps the maps of segments its
+// compressor replaced until told that no record read from them is still
+// borrowed (seglog.Log with HoldSwapped).
+type swapReleaser interface {
+	SwapCount() uint64
+	ReleaseSwapped(upto uint64)
+}
+
+// releaseSwapped lets the data log of a compressed topic unmap the old
+// maps of replaced segments that no pending delivery can point into: a
+// delivery read when the log had made n replacements borrows only maps of
+// later ones, so the lowest count noted by a batch with deliveries, or by a
+// collecting poll, bounds what may go.
+func (p *partition) releaseSwapped() {
+	if p.swaps == nil {
+		return
+	}
+	safe := p.swaps.SwapCount()
+	for i := range p.pending {
+		if p.pending[i].minDeliv != 0 {
+			safe = min(safe, p.pending[i].swap)
+		}
+	}
+	for _, w := range p.collecting {
+		if w.lowBorrowed != 0 {
+			safe = min(safe, w.swap)
+		}
+	}
+	if safe > p.swapReleased {
+		p.swapReleased = safe
+		p.swaps.ReleaseSwapped(safe)
+	}
+}
