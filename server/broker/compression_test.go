@@ -14,9 +14,8 @@ import (
 	"time"
 )
 
-// compressedFiles lists the compressed segment files (.seg.s2, .seg.zst) in
-// one log directory.
-func compressedFiles(t *testing.T, dir string) []string {
+// dirNames lists the names in dir that keep accepts.
+func dirNames(t *testing.T, dir string, keep func(string) bool) []string {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -24,11 +23,18 @@ func compressedFiles(t *testing.T, dir string) []string {
 	}
 	var out []string
 	for _, e := range ents {
-		if n := e.Name(); strings.HasSuffix(n, ".seg.s2") || strings.HasSuffix(n, ".seg.zst") {
-			out = append(out, n)
+		if keep(e.Name()) {
+			out = append(out, e.Name())
 		}
 	}
 	return out
+}
+
+// compressedFiles lists the compressed segment files (.seg.s2, .seg.zst) in
+// one log directory.
+func compressedFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	return dirNames(t, dir, func(n string) bool { return strings.HasSuffix(n, ".seg.s2") || strings.HasSuffix(n, ".seg.zst") })
 }
 
 // compressible is a JSON-like payload of about 1 KiB, different for each i.
@@ -260,17 +266,7 @@ func rewriteCatalog(t *testing.T, e *testEnv, edit func(raw []byte) []byte) {
 // maps to go) in one log directory.
 func trashFiles(t *testing.T, dir string) int {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatalf("read %s: %v", dir, err)
-	}
-	n := 0
-	for _, e := range ents {
-		if strings.Contains(e.Name(), ".trash") {
-			n++
-		}
-	}
-	return n
+	return len(dirNames(t, dir, func(n string) bool { return strings.Contains(n, ".trash") }))
 }
 
 // TestCompressedTopicReleasesReplacedMaps: a compressed topic's data log

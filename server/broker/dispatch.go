@@ -323,9 +323,7 @@ func (p *partition) deliverOne(gp *groupPart, owner OwnerID, sub *Subscription) 
 			if err == nil && hdrLen <= len(rec.Data) {
 				p.lastSubject = subject
 				attempt := gp.deliver(seq, p.now, owner, sub)
-				if p.minDeliv == 0 || seq < p.minDeliv {
-					p.minDeliv = seq
-				}
+				p.minDeliv = lowerSeq(p.minDeliv, seq)
 				d := Delivery{
 					Handle:  Handle{Topic: p.t.id, Group: gp.id, Partition: p.idx, Seq: seq, Attempt: attempt},
 					Subject: subject,

@@ -44,7 +44,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	}
 	p.first, p.last = data.Bounds()
 	p.durData = p.last
-	if sr, ok := data.(swapReleaser); ok && t.cfg.Compression.seglog() != seglog.CompressionNone {
+	if sr, ok := data.(swapReleaser); ok && t.compressed() {
 		p.swaps = sr
 	}
 	for _, g := range groups {

@@ -56,15 +56,8 @@ func (p *partition) retain() {
 	cut = max(cut, p.purgeFloor)
 	// Deliveries waiting for their batch to be durable borrow their
 	// records, and so do collecting polls (dispatch.go).
-	for i := range p.pending {
-		if m := p.pending[i].minDeliv; m != 0 && cut > m {
-			cut = m
-		}
-	}
-	for _, w := range p.collecting {
-		if m := w.lowBorrowed; m != 0 && cut > m {
-			cut = m
-		}
+	if low, _, ok := p.borrowed(); ok && cut > low {
+		cut = low
 	}
 	if cut <= p.first {
 		return

@@ -23,7 +23,7 @@ func (t *Topic) openStore(dir string, events bool, policy seglog.Policy) (seglog
 	// A compressed segment's old map stays until the partition says no
 	// delivery borrows it (partition.releaseSwapped).
 	so := seglog.Options{Policy: policy, SegmentSize: t.dataSegmentSize(), Compression: t.cfg.Compression.seglog(),
-		HoldSwapped: t.cfg.Compression.seglog() != seglog.CompressionNone}
+		HoldSwapped: t.compressed()}
 	if events {
 		so.SegmentSize, so.Compression = o.EventSegmentSize, seglog.CompressionNone
 	}
@@ -49,3 +49,7 @@ func (t *Topic) dataSegmentSize() int64 { return t.b.opts.SegmentSize }
 
 // maxBody is the largest header+payload a record of this topic can hold.
 func (t *Topic) maxBody() int64 { return t.dataSegmentSize() - recordSlack }
+
+// compressed reports whether the topic's sealed data segments are
+// compressed (and its data logs hold replaced maps: swaprelease.go).
+func (t *Topic) compressed() bool { return t.cfg.Compression.seglog() != seglog.CompressionNone }

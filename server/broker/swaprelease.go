@@ -30,18 +30,35 @@ func (p *partition) releaseSwapped() {
 		return
 	}
 	safe := p.swaps.SwapCount()
-	for i := range p.pending {
-		if p.pending[i].minDeliv != 0 {
-			safe = min(safe, p.pending[i].swap)
-		}
-	}
-	for _, w := range p.collecting {
-		if w.lowBorrowed != 0 {
-			safe = min(safe, w.swap)
-		}
+	if _, swap, ok := p.borrowed(); ok {
+		safe = min(safe, swap)
 	}
 	if safe > p.swapReleased {
 		p.swapReleased = safe
 		p.swaps.ReleaseSwapped(safe)
 	}
+}
+
+// borrowed returns what the deliveries not yet answered hold: the lowest
+// offset they point into and the lowest SwapCount noted before they were
+// read, over the pending batches with deliveries and the collecting polls
+// (ok false: nothing is borrowed). Retention keeps the records from low on;
+// releaseSwapped keeps the maps replaced after swap.
+func (p *partition) borrowed() (low Seq, swap uint64, ok bool) {
+	note := func(s Seq, n uint64) {
+		if s == 0 {
+			return
+		}
+		if !ok || n < swap {
+			swap = n
+		}
+		low, ok = lowerSeq(low, s), true
+	}
+	for i := range p.pending {
+		note(p.pending[i].minDeliv, p.pending[i].swap)
+	}
+	for _, w := range p.collecting {
+		note(w.lowBorrowed, w.swap)
+	}
+	return low, swap, ok
 }
