@@ -39,6 +39,8 @@ func TestRunVerifiedAgainstRealServer(t *testing.T) {
 		}},
 		{"backlog", func(c *Config) { c.Backlog = true; c.Batch = 100 }},
 		{"small window and batch, 16 B", func(c *Config) { c.Window, c.Batch, c.Size, c.Msgs = 4, 7, 16, 1000 }},
+		{"one POLL outstanding", func(c *Config) { c.PollDepth, c.Batch = 1, 50 }},
+		{"five POLLs outstanding, 2 consumers", func(c *Config) { c.PollDepth, c.Subs, c.Batch = 5, 2, 30 }},
 		{"duration", func(c *Config) { c.Duration = 300 * time.Millisecond; c.Pubs = 2 }},
 		{"rate limited", func(c *Config) { c.Rate = 20000; c.Msgs = 1000 }},
 		{"Go SDK client, 2x2, batch over one ACK line", func(c *Config) { c.Client = "sdk"; c.Pubs, c.Subs = 2, 2; c.Batch = 700 }},
@@ -241,6 +243,7 @@ func TestUsageErrors(t *testing.T) {
 		{"--system", "kafka"}, {"--size", "8"}, {"--pubs", "0"}, {"--ack", "never"},
 		{"--mode", "plain", "--backlog"}, {"--cpuprofile", "x"}, {"--trace", "x"}, {"--server-pid", "1"},
 		{"--durability", "maybe"}, {"--client", "sdk", "--mode", "plain"}, {"--client", "rest"}, {"stray"}, {"--embed", "--system", "nats"},
+		{"--poll-depth", "0"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(args, &out, &errb); code != 2 {

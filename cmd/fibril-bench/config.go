@@ -41,6 +41,7 @@ type Config struct {
 	CRC          bool   // Fibril: checksum token on every PUB and MSG
 	Consume      string // pull | push
 	Batch        int    // pull batch (POLL max / JetStream fetch batch)
+	PollDepth    int    // POLLs kept outstanding per Fibril wire consumer
 	Credit       int    // push credit (SUB max-inflight)
 	Ack          string // batch (many handles per ACK line) | each (one ACK per message)
 	Backlog      bool   // publish everything first, then start the consumers
@@ -63,7 +64,7 @@ func defaultConfig() Config {
 	return Config{System: "fibril", Client: "wire", Mode: "durable", FibrilBin: "fibril", NatsBin: "nats-server",
 		Pubs: 1, Subs: 1, Size: 1024, Msgs: 100_000, Topic: "bench", Group: "bench",
 		Partitions: 1, Durability: "group", Confirm: true, Window: 1024, CRC: true,
-		Consume: "pull", Batch: 500, Credit: 1000, Ack: "batch",
+		Consume: "pull", Batch: 500, PollDepth: 2, Credit: 1000, Ack: "batch",
 		Progress: time.Second, Timeout: 10 * time.Minute, Stall: 20 * time.Second}
 }
 
@@ -101,8 +102,8 @@ func (c *Config) validate() error {
 		return bad("--window %d: want >= 1", c.Window)
 	case c.Consume != "pull" && c.Consume != "push":
 		return bad("--consume %q: want pull or push", c.Consume)
-	case c.Batch < 1 || c.Credit < 1:
-		return bad("--batch and --credit must be >= 1")
+	case c.Batch < 1 || c.Credit < 1 || c.PollDepth < 1:
+		return bad("--batch, --credit and --poll-depth must be >= 1")
 	case c.Ack != "batch" && c.Ack != "each":
 		return bad("--ack %q: want batch or each", c.Ack)
 	case c.Mode == "plain" && c.Backlog:
@@ -152,6 +153,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.CRC, "crc", c.CRC, "Fibril durable mode: CRC-32 token on every PUB and MSG (checked end to end)")
 	fs.StringVar(&c.Consume, "consume", c.Consume, "pull (POLL / JetStream Fetch) or push (SUB with credit; NATS: Consume)")
 	fs.IntVar(&c.Batch, "batch", c.Batch, "pull batch size")
+	fs.IntVar(&c.PollDepth, "poll-depth", c.PollDepth, "POLLs each Fibril wire consumer keeps outstanding")
 	fs.IntVar(&c.Credit, "credit", c.Credit, "push credit (max-inflight of the SUB)")
 	fs.StringVar(&c.Ack, "ack", c.Ack, "batch: many handles per ACK line; each: one ACK per message (NATS: always one ack per message)")
 	fs.BoolVar(&c.Backlog, "backlog", false, "publish all messages first, then consume (backlog drain)")

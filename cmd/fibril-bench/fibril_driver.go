@@ -13,7 +13,8 @@ package main
 // Consumer (pull): POLL <topic> <group> <batch> 1000, and on each "+OK <n>"
 // the handles just received are acked (one ACK line with many handles, or
 // one ACK per message with --ack each) in the same write as the next POLL.
-// Two POLLs are kept outstanding so the server never waits for the client.
+// --poll-depth POLLs (default two) are kept outstanding so the server never
+// waits for the client.
 // Consumer (push): SUB <topic> <group> <sid> <credit>; acks are sent in
 // batches whenever credit/4 handles piled up or the socket has nothing more
 // to read. Plain mode: NATS-mode connections, SUB without a group.
@@ -386,7 +387,6 @@ func (d *fibrilDriver) consume(ctx context.Context, idx int, st *runState, ready
 	}
 	var aq answerQueue
 	pollFrame := protocol.AppendPoll(nil, d.cfg.Topic, d.cfg.Group, d.cfg.Batch, 1000)
-	const pollDepth = 2
 	pending := 0 // handles added since the last flush of acks (push)
 	ackEvery := max(1, d.cfg.Credit/4)
 	var out []byte
@@ -449,7 +449,7 @@ func (d *fibrilDriver) consume(ctx context.Context, idx int, st *runState, ready
 		start = protocol.AppendSub(nil, d.cfg.Topic, d.cfg.Group, "1", d.cfg.Credit)
 		aq.push(ansSub, 1)
 	} else {
-		for range pollDepth {
+		for range d.cfg.PollDepth {
 			start = append(start, pollFrame...)
 			aq.push(ansPoll, 1)
 		}
