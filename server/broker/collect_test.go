@@ -103,6 +103,14 @@ func (g *syncGate) release(err error) {
 // syncGate each (by directory).
 func gatedEnv(t *testing.T, more ...func(*Options)) (*testEnv, func(tp *Topic) *syncGate) {
 	t.Helper()
+	e, gateOf := gatedLogsEnv(t, more...)
+	return e, func(tp *Topic) *syncGate { return gateOf(tp, dataLogName) }
+}
+
+// gatedLogsEnv is a broker on test stores whose logs (data and events)
+// sit behind a syncGate each; gateOf gives partition 0's gate of a log.
+func gatedLogsEnv(t *testing.T, more ...func(*Options)) (*testEnv, func(tp *Topic, log string) *syncGate) {
+	t.Helper()
 	stores := memstore.New()
 	var mu sync.Mutex
 	gates := map[string]*syncGate{}
@@ -112,7 +120,7 @@ func gatedEnv(t *testing.T, more ...func(*Options)) (*testEnv, func(tp *Topic) *
 		}
 		o.OpenStore = func(dir string, policy seglog.Policy) (seglog.Store, error) {
 			s, err := stores.Open(dir, policy)
-			if err != nil || filepath.Base(dir) != dataLogName {
+			if err != nil {
 				return s, err
 			}
 			g := &syncGate{Store: s}
@@ -129,10 +137,10 @@ func gatedEnv(t *testing.T, more ...func(*Options)) (*testEnv, func(tp *Topic) *
 			g.release(nil)
 		}
 	})
-	return e, func(tp *Topic) *syncGate {
+	return e, func(tp *Topic, log string) *syncGate {
 		mu.Lock()
 		defer mu.Unlock()
-		return gates[filepath.Join(tp.dir, "0", dataLogName)]
+		return gates[filepath.Join(tp.dir, "0", log)]
 	}
 }
 

@@ -111,7 +111,7 @@ func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 		return
 	}
 	if len(w.acc) == 0 && w.outstanding.Load() == 1 {
-		if p.pipelined && p.syncing && len(ds) < want && !w.bytesFull() {
+		if p.pipelined && p.dataLane.busy && len(ds) < want && !w.bytesFull() {
 			w.swap = p.roundSwap
 			w.borrow(ds)
 			p.collecting = append(p.collecting, w)

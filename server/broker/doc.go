@@ -60,10 +60,12 @@
 //
 // With group durability a record is leased to a waiting poll or push
 // subscription in the round that writes it, and the two logs are fsynced
-// in parallel: the delivery is handed out with the publish's confirm, once
-// the record and the delivery's event are both durable (one fsync round
-// from publish to consumer instead of two). If the data fsync fails, the
-// deliveries of that batch are not handed out (the poll gets the error).
+// by a lane each, in parallel and independently (syncer.go: a data fsync
+// never waits for an event-log fsync to end): the delivery is handed out
+// with the publish's confirm, once the record and the delivery's event are
+// both durable (one fsync round from publish to consumer instead of two).
+// If either log's fsync fails, nothing more is confirmed or handed out:
+// every pending and later batch fails (the poll gets the error).
 // A poll served while an fsync is in flight can only be answered after the
 // next one, so until that one starts it keeps taking what is published
 // (collecting polls, dispatch.go): one answer per fsync, not one per round.

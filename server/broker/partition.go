@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"runtime"
@@ -139,17 +140,12 @@ type partition struct {
 	// collecting: polls served while a commit's fsync was in flight; they
 	// take what arrives until the actor learns that fsync ended (see collect).
 	collecting []*pollWaiter
-	// syncing: the syncer is fsyncing or has been asked to, and will
-	// report with a synced(more=false) before it waits for a request again.
-	syncing bool
-	syncReq chan struct{}
-	// wantData, wantEvents: what the actor has written, up to the end of
-	// its last round (the syncer goes on fsyncing while a log is behind).
-	wantData    atomic.Uint64
-	wantEvents  atomic.Uint64
-	syncStop    chan struct{}
-	syncDone    chan struct{}
-	syncStopped bool
+	// dataLane, evLane fsync the data log and the event log, each on its
+	// own goroutine (syncer.go); nil unless pipelined.
+	dataLane, evLane *syncLane
+	syncStop         chan struct{}
+	syncDone         chan struct{}
+	syncStopped      bool
 }
 
 // pubResult is a publish completion waiting for its batch to be durable.
@@ -349,8 +345,8 @@ func (p *partition) recycleBodies() {
 // round's records are durable and asks the syncer for an fsync.
 func (p *partition) finishRound() {
 	if p.pipelined {
-		p.wantData.Store(uint64(p.last))
-		p.wantEvents.Store(uint64(p.lastEventSeq))
+		p.dataLane.want.Store(uint64(p.last))
+		p.evLane.want.Store(uint64(p.lastEventSeq))
 	}
 	written := p.last > p.durData || p.lastEventSeq > p.durEvents
 	if len(p.pubRes) == 0 && len(p.setRes) == 0 && len(p.after) == 0 && p.roundErr == nil && (!p.pipelined || !written) {
@@ -363,6 +359,9 @@ func (p *partition) finishRound() {
 		err: p.roundErr, pubs: p.pubRes, sets: p.setRes, after: p.after}
 	p.pubRes, p.setRes, p.after = nil, nil, nil
 	if !p.pipelined || (len(p.pending) == 0 && b.data <= p.durData && b.events <= p.durEvents) {
+		if err := p.syncFailure(); err != nil {
+			b.dataErr, b.err = err, cmp.Or(b.err, err) // nothing more after a failed fsync
+		}
 		p.complete(&b)
 		return
 	}
@@ -370,12 +369,14 @@ func (p *partition) finishRound() {
 	p.requestSync()
 }
 
+// requestSync asks each lane whose log holds records not known durable
+// for an fsync (the lanes' want: stored by finishRound).
 func (p *partition) requestSync() {
-	if p.syncing || p.syncStopped {
+	if p.syncStopped {
 		return
 	}
-	p.syncing = true        // wantData, wantEvents: stored by finishRound
-	p.syncReq <- struct{}{} // capacity 1 and only one request outstanding (see syncing)
+	p.dataLane.request(p.durData < p.last)
+	p.evLane.request(p.durEvents < p.lastEventSeq)
 }
 
 // complete runs a batch's completions; p.commitErr tells them the outcome.
@@ -418,30 +419,39 @@ func (p *partition) complete(b *syncBatch) {
 	}
 }
 
-// synced (actor) takes the syncer's result and completes every batch that
-// is now durable; a sync error fails them all (the log refuses to report
-// anything durable after a failed fsync). more: the syncer has already
-// started the next fsync and will report again.
-func (p *partition) synced(data, events Seq, dataErr, eventsErr error, more bool) {
-	p.syncing = more
-	p.closeCollecting()
-	p.durData = max(p.durData, data)
-	p.durEvents = max(p.durEvents, events)
-	failed := dataErr != nil || eventsErr != nil
+// synced (actor) takes a lane's result and completes every batch that is
+// now durable. After a failed fsync of either log (which then refuses to
+// report anything durable) every pending batch fails, and so does every
+// later one: nothing more is confirmed or handed out, not even a publish
+// whose data did reach the disk. more: the lane has already started its
+// next fsync and will report again.
+func (p *partition) synced(l *syncLane, upto Seq, err error, more bool) {
+	l.busy = more
+	if l == p.dataLane {
+		// the fsync in flight when they were served has ended
+		p.closeCollecting()
+	}
+	switch {
+	case err != nil:
+		if l.failed == nil {
+			l.failed = err
+		}
+	case l == p.dataLane:
+		p.durData = max(p.durData, upto)
+	default:
+		p.durEvents = max(p.durEvents, upto)
+	}
+	fail := p.syncFailure()
 	n := 0
 	for n < len(p.pending) {
 		b := &p.pending[n]
-		if !failed && (b.data > p.durData || b.events > p.durEvents) {
+		if fail == nil && (b.data > p.durData || b.events > p.durEvents) {
 			break
 		}
-		if dataErr != nil && b.data > p.durData {
-			b.dataErr = fmt.Errorf("topic %s partition %d: sync data: %w", p.t.name, p.idx, dataErr)
-		}
-		if b.err == nil {
-			if eventsErr != nil && b.events > p.durEvents {
-				b.err = fmt.Errorf("topic %s partition %d: sync events: %w", p.t.name, p.idx, eventsErr)
-			} else if b.dataErr != nil {
-				b.err = b.dataErr
+		if fail != nil {
+			b.dataErr = fail
+			if b.err == nil {
+				b.err = fail
 			}
 		}
 		p.complete(b)
@@ -452,6 +462,21 @@ func (p *partition) synced(data, events Seq, dataErr, eventsErr error, more bool
 		p.requestSync()
 	}
 	p.releaseSwapped()
+}
+
+// syncFailure is the first failed fsync of the partition's logs, with
+// context, or nil.
+func (p *partition) syncFailure() error {
+	if !p.pipelined {
+		return nil
+	}
+	if err := p.dataLane.failed; err != nil {
+		return fmt.Errorf("topic %s partition %d: sync data: %w", p.t.name, p.idx, err)
+	}
+	if err := p.evLane.failed; err != nil {
+		return fmt.Errorf("topic %s partition %d: sync events: %w", p.t.name, p.idx, err)
+	}
+	return nil
 }
 
 // Record meta layout in the data log: a flags byte (0 today; later
@@ -725,10 +750,10 @@ func (p *partition) shutdown() {
 		<-p.syncDone
 		p.syncStopped = true
 		if len(p.pending) > 0 {
-			p.wantData.Store(uint64(p.last))
-			p.wantEvents.Store(uint64(p.lastEventSeq))
-			d, e, derr, eerr := p.syncBoth()
-			p.synced(d, e, derr, eerr, false) // with no error, everything is durable now
+			for _, l := range p.lanes() {
+				upto, err := l.log.Sync()
+				p.synced(l, upto, err, false) // with no error, everything is durable now
+			}
 		}
 		p.closeCollecting() // none left with a batch pending; these are durable
 	}

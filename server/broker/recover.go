@@ -40,7 +40,10 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 		q: newRing(o.QueueSize), wk: newWaker(),
 		quit: make(chan struct{}), done: make(chan struct{}),
 		groups: map[GroupID]*groupPart{}, pipelined: pipelined,
-		syncReq: make(chan struct{}, 1), syncStop: make(chan struct{}), syncDone: make(chan struct{}),
+		syncStop: make(chan struct{}), syncDone: make(chan struct{}),
+	}
+	if pipelined {
+		p.dataLane, p.evLane = newSyncLane(data, true), newSyncLane(events, false)
 	}
 	p.first, p.last = data.Bounds()
 	p.durData = p.last

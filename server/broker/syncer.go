@@ -1,39 +1,97 @@
 package broker
 
-import "time"
+import (
+	"sync"
+	"sync/atomic"
+	"time"
 
-// syncer fsyncs both logs (in parallel) when the actor asks, and hands the
-// durable points back through the control stack. While the actor has
-// written more than the last fsync covered, it starts the next fsync at
-// once instead of waiting for the actor to take the result and ask again:
-// an actor busy with a long round (the completions of a slow fsync) must
-// not hold up the fsync that its next confirms wait for.
+	"github.com/fibrilmq/fibril/server/seglog"
+)
+
+// syncLane fsyncs one of the partition's two logs (the data log or the
+// event log) when the actor asks, and hands the durable point back through
+// the control stack. The two lanes run independently: a data fsync never
+// waits for an event-log fsync to end (rounds that only settle write only
+// events; with one syncer for both logs, the publishes of the next round
+// waited for that fsync before their own could start), and the other way
+// round. A batch of completions still waits for both of its points.
+type syncLane struct {
+	log  seglog.Store
+	data bool // the data log: its fsyncs count the messages they make durable
+	// want: what the actor has written to the log, up to the end of its
+	// last round (the lane goes on fsyncing while the log is behind it).
+	want atomic.Uint64
+	req  chan struct{} // capacity 1; one request outstanding at a time (busy)
+	// busy (actor): the lane was asked and has not yet reported with
+	// more=false.
+	busy bool
+	// failed (actor): the error of the lane's first failed fsync. The log
+	// refuses to report anything durable after it, and the partition
+	// confirms nothing more (synced).
+	failed error
+}
+
+func newSyncLane(log seglog.Store, data bool) *syncLane {
+	return &syncLane{log: log, data: data, req: make(chan struct{}, 1)}
+}
+
+// request asks the lane for an fsync unless it is already at one or the
+// log has nothing the actor does not know to be durable.
+func (l *syncLane) request(behind bool) {
+	if l.busy || !behind {
+		return
+	}
+	l.busy = true
+	l.req <- struct{}{}
+}
+
+// behind reports whether the log has records written by a finished round
+// that are not durable yet.
+func (l *syncLane) behind() bool { return l.log.Durable() < Seq(l.want.Load()) }
+
+// syncer runs both lanes until the partition shuts down.
 func (p *partition) syncer() {
 	defer close(p.syncDone)
+	var wg sync.WaitGroup
+	for _, l := range p.lanes() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.syncLoop(l)
+		}()
+	}
+	wg.Wait()
+}
+
+func (p *partition) lanes() [2]*syncLane { return [2]*syncLane{p.dataLane, p.evLane} }
+
+// syncLoop is one lane: while the actor has written more than the last
+// fsync covered, it starts the next fsync at once instead of waiting for the
+// actor to take the result and ask again (an actor busy with a long round,
+// the completions of a slow fsync, must not hold up the fsync that its next
+// confirms wait for).
+func (p *partition) syncLoop(l *syncLane) {
 	for {
 		select {
-		case <-p.syncReq:
+		case <-l.req:
 		case <-p.syncStop:
 			return
 		}
 		for more := true; more; {
-			before := p.data.Durable()
+			before := l.log.Durable()
 			t0 := time.Now()
-			d, e, derr, eerr := p.syncBoth()
-			failed := derr != nil || eerr != nil
-			if !failed {
-				p.t.b.observeSync(time.Since(t0), int(max(d, before)-before))
+			upto, err := l.log.Sync()
+			if err == nil {
+				recs := 0
+				if l.data {
+					recs = int(max(upto, before) - before)
+				}
+				p.t.b.observeSync(time.Since(t0), recs)
 			}
-			more = !failed && !p.stopRequested() && p.syncBehind()
-			p.control(func(p *partition) { p.synced(d, e, derr, eerr, more) })
+			more = err == nil && !p.stopRequested() && l.behind()
+			p.control(func(p *partition) { p.synced(l, upto, err, more) })
 		}
 	}
-}
-
-// syncBehind reports whether a log has records written by a finished
-// round that are not durable yet.
-func (p *partition) syncBehind() bool {
-	return p.data.Durable() < Seq(p.wantData.Load()) || p.events.Durable() < Seq(p.wantEvents.Load())
 }
 
 func (p *partition) stopRequested() bool {
@@ -43,26 +101,4 @@ func (p *partition) stopRequested() bool {
 	default:
 		return false
 	}
-}
-
-func (p *partition) syncBoth() (data, events Seq, dataErr, eventsErr error) {
-	// Only a log behind its target needs an fsync; with one, no goroutine.
-	needData := p.data.Durable() < Seq(p.wantData.Load())
-	needEvents := p.events.Durable() < Seq(p.wantEvents.Load())
-	switch {
-	case !needEvents:
-		data, dataErr = p.data.Sync()
-		return data, p.events.Durable(), dataErr, nil
-	case !needData:
-		events, eventsErr = p.events.Sync()
-		return p.data.Durable(), events, nil, eventsErr
-	}
-	ch := make(chan struct{})
-	go func() {
-		defer close(ch)
-		events, eventsErr = p.events.Sync()
-	}()
-	data, dataErr = p.data.Sync()
-	<-ch
-	return data, events, dataErr, eventsErr
 }

@@ -1,0 +1,101 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestDataFsyncDoesNotWaitForEventFsync: the two logs are fsynced by lanes
+// of their own. While an event-log fsync (an ack's) is held, a publish
+// written after it gets its data fsync at once; with one syncer for both
+// logs it waited for the event fsync to end. Its confirm still comes after
+// the ack's events are durable: a batch waits for both of its points, and
+// batches complete in order.
+func TestDataFsyncDoesNotWaitForEventFsync(t *testing.T) {
+	e, gateOf := gatedLogsEnv(t)
+	tp := e.topic("q", TopicConfig{})
+	g := e.group(tp, "w", GroupConfig{DeadLetter: "-"})
+	data, events := gateOf(tp, dataLogName), gateOf(tp, eventsLogName)
+	e.publish(tp, "a")
+	ds, err := g.Poll(context.Background(), 1)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("poll: %v %v", ds, err)
+	}
+
+	events.arm()
+	acked := make(chan error, 1)
+	if err := e.b.Settle(ds[0].Handle, Ack(), func(err error) { acked <- err }); err != nil {
+		t.Fatal(err)
+	}
+	events.waitEntered(t) // the ack's event fsync is held
+
+	confirmed := make(chan Position, 1)
+	if err := tp.PublishAsync(Message{Subject: "q", Data: []byte("b")}, func(pos Position, err error) {
+		if err != nil {
+			t.Errorf("publish b: %v", err)
+		}
+		confirmed <- pos
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b's data fsynced while the event fsync is held", func() bool {
+		_, last := data.Bounds()
+		return last == 2 && data.Durable() == 2
+	})
+	select {
+	case pos := <-confirmed:
+		t.Fatalf("b confirmed at %v before the ack's events were durable", pos)
+	case err := <-acked:
+		t.Fatalf("ack answered (%v) with its event fsync held", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+
+	events.release(nil)
+	if err := <-acked; err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+	select {
+	case pos := <-confirmed:
+		if pos.Seq != 2 {
+			t.Fatalf("b at %v, want seq 2", pos)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("b never confirmed")
+	}
+}
+
+// TestFailedEventFsyncConfirmsNothingMore: after the event log's fsync
+// fails, a publish whose data fsync succeeds is not confirmed either: the
+// partition confirms nothing more after a failed fsync, whichever log it
+// was.
+func TestFailedEventFsyncConfirmsNothingMore(t *testing.T) {
+	e, gateOf := gatedLogsEnv(t)
+	tp := e.topic("q", TopicConfig{})
+	g := e.group(tp, "w", GroupConfig{DeadLetter: "-"})
+	events := gateOf(tp, eventsLogName)
+	e.publish(tp, "a")
+	ds, err := g.Poll(context.Background(), 1)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("poll: %v %v", ds, err)
+	}
+
+	events.arm()
+	acked := make(chan error, 1)
+	if err := e.b.Settle(ds[0].Handle, Ack(), func(err error) { acked <- err }); err != nil {
+		t.Fatal(err)
+	}
+	events.waitEntered(t)
+	boom := errors.New("disk gone")
+	events.release(boom)
+	if err := <-acked; !errors.Is(err, boom) {
+		t.Fatalf("ack after a failed event fsync: %v, want %v", err, boom)
+	}
+	for _, s := range []string{"b", "c"} {
+		_, err := tp.Publish(context.Background(), Message{Subject: "q", Data: []byte(s)})
+		if !errors.Is(err, boom) {
+			t.Fatalf("publish %s after a failed event fsync: %v, want %v", s, err, boom)
+		}
+	}
+}
