@@ -369,16 +369,6 @@ func (p *partition) finishRound() {
 	p.requestSync()
 }
 
-// requestSync asks each lane whose log holds records not known durable
-// for an fsync (the lanes' want: stored by finishRound).
-func (p *partition) requestSync() {
-	if p.syncStopped {
-		return
-	}
-	p.dataLane.request(p.durData < p.last)
-	p.evLane.request(p.durEvents < p.lastEventSeq)
-}
-
 // complete runs a batch's completions; p.commitErr tells them the outcome.
 func (p *partition) complete(b *syncBatch) {
 	p.commitErr, p.commitDataErr = b.err, b.dataErr
@@ -417,66 +407,6 @@ func (p *partition) complete(b *syncBatch) {
 	if p.after == nil {
 		p.after = b.after[:0]
 	}
-}
-
-// synced (actor) takes a lane's result and completes every batch that is
-// now durable. After a failed fsync of either log (which then refuses to
-// report anything durable) every pending batch fails, and so does every
-// later one: nothing more is confirmed or handed out, not even a publish
-// whose data did reach the disk. more: the lane has already started its
-// next fsync and will report again.
-func (p *partition) synced(l *syncLane, upto Seq, err error, more bool) {
-	l.busy = more
-	if l == p.dataLane {
-		// the fsync in flight when they were served has ended
-		p.closeCollecting()
-	}
-	switch {
-	case err != nil:
-		if l.failed == nil {
-			l.failed = err
-		}
-	case l == p.dataLane:
-		p.durData = max(p.durData, upto)
-	default:
-		p.durEvents = max(p.durEvents, upto)
-	}
-	fail := p.syncFailure()
-	n := 0
-	for n < len(p.pending) {
-		b := &p.pending[n]
-		if fail == nil && (b.data > p.durData || b.events > p.durEvents) {
-			break
-		}
-		if fail != nil {
-			b.dataErr = fail
-			if b.err == nil {
-				b.err = fail
-			}
-		}
-		p.complete(b)
-		n++
-	}
-	p.pending = p.pending[:copy(p.pending, p.pending[n:])]
-	if len(p.pending) > 0 {
-		p.requestSync()
-	}
-	p.releaseSwapped()
-}
-
-// syncFailure is the first failed fsync of the partition's logs, with
-// context, or nil.
-func (p *partition) syncFailure() error {
-	if !p.pipelined {
-		return nil
-	}
-	if err := p.dataLane.failed; err != nil {
-		return fmt.Errorf("topic %s partition %d: sync data: %w", p.t.name, p.idx, err)
-	}
-	if err := p.evLane.failed; err != nil {
-		return fmt.Errorf("topic %s partition %d: sync events: %w", p.t.name, p.idx, err)
-	}
-	return nil
 }
 
 // Record meta layout in the data log: a flags byte (0 today; later
