@@ -36,12 +36,12 @@ func NewSyncMetrics() *SyncMetrics {
 	return &SyncMetrics{
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fibril_fsync_seconds",
-			Help:    "Duration of the commits that made records durable (fsync).",
+			Help:    "Duration of each fsync that made records durable (a data log or a consumer-state event log).",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16), // 50µs .. ~1.6s
 		}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fibril_group_commit_batch_messages",
-			Help:    "Published messages made durable by one commit (group-commit batch size; 0 when only consumer state was synced).",
+			Help:    "Published messages made durable by one fsync (group-commit batch size; 0 for an fsync of a consumer-state event log).",
 			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096},
 		}),
 	}

@@ -12,10 +12,11 @@ import (
 // concurrent use, and must not call blocking methods of this package.
 type Observer interface {
 	// ObserveSync reports one commit that made records durable: d is how
-	// long the fsync (both logs of the partition, in parallel, with
-	// durability "group"; the data append with durability "sync") took,
-	// records how many published messages it made durable (the group-commit
-	// batch size; 0 when only consumer-state events were synced).
+	// long the fsync took (durability "group": each of a partition's two
+	// logs is fsynced by a lane of its own, and each fsync is reported;
+	// durability "sync": the data append), records how many published
+	// messages it made durable (the group-commit batch size; 0 for an
+	// fsync of the consumer-state event log).
 	ObserveSync(d time.Duration, records int)
 }
 
