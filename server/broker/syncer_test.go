@@ -7,6 +7,29 @@ import (
 	"time"
 )
 
+// heldEventFsync sets up topic "q" with both logs gated, one message
+// delivered, and its ack's event-log fsync held at the gate; acked gets the
+// ack's answer.
+func heldEventFsync(t *testing.T) (e *testEnv, tp *Topic, data, events *syncGate, acked chan error) {
+	t.Helper()
+	e, gateOf := gatedLogsEnv(t)
+	tp = e.topic("q", TopicConfig{})
+	g := e.group(tp, "w", GroupConfig{DeadLetter: "-"})
+	data, events = gateOf(tp, dataLogName), gateOf(tp, eventsLogName)
+	e.publish(tp, "a")
+	ds, err := g.Poll(context.Background(), 1)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("poll: %v %v", ds, err)
+	}
+	events.arm()
+	acked = make(chan error, 1)
+	if err := e.b.Settle(ds[0].Handle, Ack(), func(err error) { acked <- err }); err != nil {
+		t.Fatal(err)
+	}
+	events.waitEntered(t)
+	return e, tp, data, events, acked
+}
+
 // TestDataFsyncDoesNotWaitForEventFsync: the two logs are fsynced by lanes
 // of their own. While an event-log fsync (an ack's) is held, a publish
 // written after it gets its data fsync at once; with one syncer for both
@@ -14,23 +37,7 @@ import (
 // the ack's events are durable: a batch waits for both of its points, and
 // batches complete in order.
 func TestDataFsyncDoesNotWaitForEventFsync(t *testing.T) {
-	e, gateOf := gatedLogsEnv(t)
-	tp := e.topic("q", TopicConfig{})
-	g := e.group(tp, "w", GroupConfig{DeadLetter: "-"})
-	data, events := gateOf(tp, dataLogName), gateOf(tp, eventsLogName)
-	e.publish(tp, "a")
-	ds, err := g.Poll(context.Background(), 1)
-	if err != nil || len(ds) != 1 {
-		t.Fatalf("poll: %v %v", ds, err)
-	}
-
-	events.arm()
-	acked := make(chan error, 1)
-	if err := e.b.Settle(ds[0].Handle, Ack(), func(err error) { acked <- err }); err != nil {
-		t.Fatal(err)
-	}
-	events.waitEntered(t) // the ack's event fsync is held
-
+	_, tp, data, events, acked := heldEventFsync(t)
 	confirmed := make(chan Position, 1)
 	if err := tp.PublishAsync(Message{Subject: "q", Data: []byte("b")}, func(pos Position, err error) {
 		if err != nil {
@@ -71,22 +78,7 @@ func TestDataFsyncDoesNotWaitForEventFsync(t *testing.T) {
 // partition confirms nothing more after a failed fsync, whichever log it
 // was.
 func TestFailedEventFsyncConfirmsNothingMore(t *testing.T) {
-	e, gateOf := gatedLogsEnv(t)
-	tp := e.topic("q", TopicConfig{})
-	g := e.group(tp, "w", GroupConfig{DeadLetter: "-"})
-	events := gateOf(tp, eventsLogName)
-	e.publish(tp, "a")
-	ds, err := g.Poll(context.Background(), 1)
-	if err != nil || len(ds) != 1 {
-		t.Fatalf("poll: %v %v", ds, err)
-	}
-
-	events.arm()
-	acked := make(chan error, 1)
-	if err := e.b.Settle(ds[0].Handle, Ack(), func(err error) { acked <- err }); err != nil {
-		t.Fatal(err)
-	}
-	events.waitEntered(t)
+	_, tp, _, events, acked := heldEventFsync(t)
 	boom := errors.New("disk gone")
 	events.release(boom)
 	if err := <-acked; !errors.Is(err, boom) {
