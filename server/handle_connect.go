@@ -76,13 +76,19 @@ func (c *client) resumeConnect() bool {
 	}
 	c.mu.Lock()
 	r := c.pendingAuth
-	c.pendingAuth = nil
 	c.mu.Unlock()
 	if r == nil {
 		return false // still checking
 	}
 	c.paused.Store(false)
 	c.finishAuth(*r)
+	// Cleared only now: while pendingAuth is set the auth timeout holds
+	// off (heartbeat), and until finishAuth has run the connection is
+	// neither authenticated nor closing. Cleared first, a heartbeat in
+	// between answered a bad password with auth_timeout.
+	c.mu.Lock()
+	c.pendingAuth = nil
+	c.mu.Unlock()
 	return !c.isClosing()
 }
 
