@@ -171,8 +171,7 @@ func (p *partition) collect(gp *groupPart) {
 			if len(w.acc) >= w.max || w.bytesFull() {
 				// answered with this round's batch, which must keep
 				// every record the poll borrows
-				p.minDeliv = lowerSeq(p.minDeliv, w.lowBorrowed)
-				p.roundSwap = min(p.roundSwap, w.swap)
+				w.heldBy(&p.minDeliv, &p.roundSwap)
 				p.after = append(p.after, p.finishAfterCommit(w, w.acc))
 				continue
 			}
@@ -184,6 +183,14 @@ func (p *partition) collect(gp *groupPart) {
 	p.collecting = p.collecting[:k]
 }
 
+// heldBy makes the batch whose minDeliv and swap these are keep what the
+// collecting poll w borrows: its records (from retention) and the maps of
+// compressed segments they lie in (releaseSwapped).
+func (w *pollWaiter) heldBy(minDeliv *Seq, swap *uint64) {
+	*minDeliv = lowerSeq(*minDeliv, w.lowBorrowed)
+	*swap = min(*swap, w.swap)
+}
+
 // closeCollecting ends the collection when the fsync in flight is done:
 // each poll is answered with the newest pending batch, which holds the
 // events of all its deliveries.
@@ -191,8 +198,7 @@ func (p *partition) closeCollecting() {
 	for _, w := range p.collecting {
 		if n := len(p.pending); n > 0 {
 			b := &p.pending[n-1]
-			b.minDeliv = lowerSeq(b.minDeliv, w.lowBorrowed) // it keeps what w borrows
-			b.swap = min(b.swap, w.swap)
+			w.heldBy(&b.minDeliv, &b.swap)
 			b.after = append(b.after, p.finishAfterCommit(w, w.acc))
 		} else {
 			w.finish(w.acc, nil) // nothing pending: all of it is durable

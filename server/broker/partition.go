@@ -169,11 +169,15 @@ type syncBatch struct {
 	minDeliv     Seq    // lowest offset delivered in the round (0: none)
 	swap         uint64 // the data log's SwapCount before the round read anything
 	err          error  // the round's events (or their fsync) failed
-	dataErr      error  // the data fsync failed: publishes are not durable
+	dataErr      error  // publishes are not confirmed, deliveries not handed out (fail)
 	pubs         []pubResult
 	sets         []setResult
 	after        []func()
 }
+
+// fail makes every completion of b report err: a fsync of either log has
+// failed, and the partition confirms nothing more.
+func (b *syncBatch) fail(err error) { b.dataErr, b.err = err, cmp.Or(b.err, err) }
 
 // push hands a command to the actor without blocking.
 func (p *partition) push(c *command) error {
@@ -360,7 +364,7 @@ func (p *partition) finishRound() {
 	p.pubRes, p.setRes, p.after = nil, nil, nil
 	if !p.pipelined || (len(p.pending) == 0 && b.data <= p.durData && b.events <= p.durEvents) {
 		if err := p.syncFailure(); err != nil {
-			b.dataErr, b.err = err, cmp.Or(b.err, err) // nothing more after a failed fsync
+			b.fail(err)
 		}
 		p.complete(&b)
 		return

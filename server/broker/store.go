@@ -25,7 +25,7 @@ func (t *Topic) openStore(dir string, events bool, policy seglog.Policy) (seglog
 	so := seglog.Options{Policy: policy, SegmentSize: t.dataSegmentSize(), Compression: t.cfg.Compression.seglog(),
 		HoldSwapped: t.compressed()}
 	if events {
-		so.SegmentSize, so.Compression = o.EventSegmentSize, seglog.CompressionNone
+		so.SegmentSize, so.Compression, so.HoldSwapped = o.EventSegmentSize, seglog.CompressionNone, false
 	}
 	l, err := seglog.Open(dir, so)
 	if err != nil {

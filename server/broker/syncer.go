@@ -144,10 +144,7 @@ func (p *partition) synced(l *syncLane, upto Seq, err error, more bool) {
 			break
 		}
 		if fail != nil {
-			b.dataErr = fail
-			if b.err == nil {
-				b.err = fail
-			}
+			b.fail(fail)
 		}
 		p.complete(b)
 		n++
