@@ -116,6 +116,7 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first, last Seq, err
 			return 0, 0, l.failSync(serr)
 		}
 		l.setDurable(last)
+		l.setSideDurable(l.sideWritten.Load())
 	}
 	if behind {
 		l.unsynced += total
@@ -255,6 +256,7 @@ func (l *Log) roll() error {
 		return l.failSync(err)
 	}
 	l.setDurable(old.last)
+	l.setSideDurable(l.sideWritten.Load()) // side records are never written past a roll
 	l.sy.mu.Lock()
 	l.sy.cond.Broadcast()
 	l.sy.mu.Unlock()
@@ -311,14 +313,16 @@ func (l *Log) grow(s *segment, need int64) error {
 	return nil
 }
 
-// Sync makes every record written before the call durable and returns the
-// durable point. Concurrent callers (and group-policy appenders) share one
-// fsync. After a failed fsync it returns ErrSyncFailed, always.
+// Sync makes every record written before the call durable, side records
+// too, and returns the durable point. Concurrent callers (and group-policy
+// appenders) share one fsync. After a failed fsync it returns
+// ErrSyncFailed, always.
 func (l *Log) Sync() (Seq, error) {
 	if l.closed.Load() {
 		return 0, ErrClosed
 	}
-	if err := l.waitDurable(Seq(l.last.Load())); err != nil {
+	side := l.sideWritten.Load() // before last: a side record is published before the records after it
+	if err := l.waitDurableSide(Seq(l.last.Load()), side); err != nil {
 		return l.Durable(), err
 	}
 	return l.Durable(), nil
@@ -326,14 +330,18 @@ func (l *Log) Sync() (Seq, error) {
 
 // waitDurable blocks until target is durable, becoming the fsync leader
 // when no fsync is running.
-func (l *Log) waitDurable(target Seq) error {
+func (l *Log) waitDurable(target Seq) error { return l.waitDurableSide(target, 0) }
+
+// waitDurableSide is waitDurable that also waits for the side records up
+// to mark side (side.go).
+func (l *Log) waitDurableSide(target Seq, side uint64) error {
 	l.sy.mu.Lock()
 	defer l.sy.mu.Unlock()
 	for {
 		if l.sy.err != nil {
 			return l.sy.err
 		}
-		if Seq(l.durable.Load()) >= target {
+		if Seq(l.durable.Load()) >= target && l.sideDurable.Load() >= side {
 			return nil
 		}
 		if l.closed.Load() {
@@ -351,7 +359,7 @@ func (l *Log) waitDurable(target Seq) error {
 		for i := 0; i < 8 && l.writing.Load() > 0; i++ {
 			runtime.Gosched()
 		}
-		upto, serr := l.syncActive()
+		upto, sideUpto, serr := l.syncActive()
 		l.sy.mu.Lock()
 		l.sy.running = false
 		if serr != nil {
@@ -360,31 +368,33 @@ func (l *Log) waitDurable(target Seq) error {
 			}
 		} else {
 			l.setDurable(upto)
+			l.setSideDurable(sideUpto)
 		}
 		l.sy.cond.Broadcast()
 	}
 }
 
 // syncActive fsyncs the active segment and returns the last sequence number
-// it covers. Records in older segments were synced when they were sealed.
+// and side mark it covers. Records in older segments were synced when they
+// were sealed.
 // It holds relMu (not mu) during the fsync: that keeps the file from being
 // closed meanwhile without stopping appenders from publishing records,
 // which is what lets the next group gather while this fsync runs.
-func (l *Log) syncActive() (Seq, error) {
+func (l *Log) syncActive() (Seq, uint64, error) {
 	l.mu.RLock()
 	if l.closed.Load() {
 		l.mu.RUnlock()
-		return 0, nil
+		return 0, 0, nil
 	}
 	act := l.active()
-	upto := act.last
+	upto, side := act.last, l.sideWritten.Load()
 	l.relMu.RLock()
 	l.mu.RUnlock()
 	defer l.relMu.RUnlock()
 	if err := l.syncSegment(act); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return upto, nil
+	return upto, side, nil
 }
 
 // syncSegment makes s's records durable: fdatasync, and the first time

@@ -310,6 +310,10 @@ func (l *Log) decompress(s *segment) (*segment, error) {
 		if st != recOK || rh.seq != seq {
 			return nil, &CorruptError{Path: s.path, Offset: off, Seq: seq, Reason: "inside compressed segment: " + st.String()}
 		}
+		if rh.side() {
+			off += rh.size()
+			continue
+		}
 		v.addIndex(seq, off, l.opts.IndexInterval, false)
 		off += rh.size()
 		seq++

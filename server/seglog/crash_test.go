@@ -107,7 +107,7 @@ func randomBatch(rng *rand.Rand, tag string, max int) []Entry {
 // With truncate, a goroutine also drops the front of the log
 // (TruncateFront at random points, so dropped segments become spares,
 // get zeroed and are reused by the writers' rolls) while they write.
-func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, round int, truncate bool) Seq {
+func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, round int, truncate bool, side *sideModel) Seq {
 	writers := 1 + rng.IntN(3)
 	ops := 1 + rng.IntN(25)
 	fault := rng.IntN(6) // 0: failing writes, 1: failing syncs, 2: full disk, else none
@@ -171,6 +171,9 @@ func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, rou
 					continue
 				}
 				m.appended(first, batch)
+				if side != nil && wrng.IntN(2) == 0 {
+					side.append(t, wrng, l, round)
+				}
 				end := first + Seq(len(batch)) - 1
 				if l.opts.Policy == PolicyNone && wrng.IntN(4) == 0 {
 					d, err := l.Sync()
@@ -198,6 +201,9 @@ func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, rou
 	fs.FailWrites(nil, 0)
 	fs.FailSyncs(nil)
 	fs.FailAllocate(nil)
+	if side != nil {
+		side.crashed(round, l.DurableSide())
+	}
 	l.Abandon()
 	mode := CrashMode(rng.IntN(3))
 	t.Logf("round %d: %d writers x %d ops, fault %d, crash mode %d, durable %d", round, writers, ops, fault, mode, reported)
@@ -207,14 +213,23 @@ func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, rou
 	return reported
 }
 
-func TestCrashRecovery(t *testing.T) { testCrashRecovery(t, false) }
+func TestCrashRecovery(t *testing.T) { testCrashRecovery(t, false, false) }
 
 // TestCrashRecoveryWithTruncation: the same with the front of the log
 // dropped while the writers write, so recycled segment files (spares)
 // take part in every crash.
-func TestCrashRecoveryWithTruncation(t *testing.T) { testCrashRecovery(t, true) }
+func TestCrashRecoveryWithTruncation(t *testing.T) { testCrashRecovery(t, true, false) }
 
-func testCrashRecovery(t *testing.T, truncate bool) {
+// TestCrashRecoveryWithSideRecords: the writers also write side records
+// (side.go) between their batches and sync some; every side record a Sync
+// covered survives, none is invented, and the records around them read
+// as before. With truncation too (stale side records in spares).
+func TestCrashRecoveryWithSideRecords(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { testCrashRecovery(t, false, true) })
+	t.Run("truncate", func(t *testing.T) { testCrashRecovery(t, true, true) })
+}
+
+func testCrashRecovery(t *testing.T, truncate, withSide bool) {
 	seeds := seedCount(t, 16)
 	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
 		runSeeds(t, p.String()+"/", seeds, func(t *testing.T, seed int) {
@@ -225,6 +240,10 @@ func testCrashRecovery(t *testing.T, truncate bool) {
 				NoRecycle:   truncate && seed%4 == 3} // unlink instead of recycle now and then
 			dir := t.TempDir()
 			m := newModel()
+			var side *sideModel
+			if withSide {
+				side = newSideModel(!truncate)
+			}
 			var durable Seq
 			for round := 0; round < 3; round++ {
 				l, err := Open(dir, opts)
@@ -232,7 +251,8 @@ func testCrashRecovery(t *testing.T, truncate bool) {
 					t.Fatalf("round %d: open after crash: %v", round, err)
 				}
 				m.check(t, l, durable)
-				durable = crashRound(t, rng, l, fs, m, round, truncate)
+				side.check(t, l)
+				durable = crashRound(t, rng, l, fs, m, round, truncate, side)
 			}
 			l, err := Open(dir, opts)
 			if err != nil {
@@ -240,6 +260,7 @@ func testCrashRecovery(t *testing.T, truncate bool) {
 			}
 			defer l.Close()
 			m.check(t, l, durable)
+			side.check(t, l)
 		})
 	}
 }

@@ -92,6 +92,19 @@
 // or, with Options.SkipCorrupt, skips the damaged range (Recovery.Skipped
 // lists it, Read returns ErrCorrupt for the sequence numbers it held).
 //
+// # Side records
+//
+// AppendSide (the SideStore interface, side.go) writes a side record: bytes
+// of the caller's that take no sequence number, become durable with the
+// log's next fsync (Sync covers them; DurableSide says how far), are never
+// returned by Read or Scan, and are read back with ScanSide, each tagged
+// with the number of the record after it. The broker uses them to make a
+// round's consumer events durable with the data fsync that confirms its
+// messages. A side record is written only into the active segment after a
+// record of it and never starts a segment (ErrSideNoRoom). Recovery checks
+// side records like records and keeps them; versions before side records
+// cannot open a log holding one.
+//
 // # Compression
 //
 // With Options.Compression (s2 or zstd; default none) a goroutine per log,
@@ -200,6 +213,9 @@
 //   - TruncateFront and Close wait while a segment is being compressed
 //     (at most one segment's compression: about 0.3 s for 64 MiB with s2,
 //     1-2 s with zstd, from the BENCHMARKS.md speeds).
+//   - Durable points and their hints count records, not side records: a
+//     damaged side record that no later record's hint vouches for passes
+//     for a torn write (and is cut), even if a Sync had covered it.
 //   - The log is Linux-first: fallocate, fdatasync, mmap and flock come from
 //     golang.org/x/sys/unix.
 package seglog

@@ -58,3 +58,9 @@ func (e *CorruptError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrCorrupt) true.
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// ErrSideNoRoom: AppendSide found no room for a side record in the active
+// segment (it never starts a segment), or a segment holding no record yet.
+// Nothing was written; make what the side record would have carried
+// durable some other way.
+var ErrSideNoRoom = errors.New("seglog: no room for a side record in the active segment")

@@ -74,7 +74,10 @@ type Log struct {
 		err     error // sticky: set once an fsync failed
 	}
 	durable atomic.Uint64
-	hint    durableHint // the durable point, kept in the LOCK file (durablehint.go)
+	// sideWritten: side records written so far (their marks are 1, 2, ...;
+	// published under mu); sideDurable: the highest mark known on disk.
+	sideWritten, sideDurable atomic.Uint64
+	hint                     durableHint // the durable point, kept in the LOCK file (durablehint.go)
 
 	rec Recovery
 
@@ -218,13 +221,14 @@ func (l *Log) close() error {
 	}
 	if act := l.active(); err == nil && !failed && act != nil && !l.markerLive {
 		var serr error
-		if l.Durable() < act.last {
+		if l.Durable() < act.last || l.sideDurable.Load() < l.sideWritten.Load() {
 			serr = l.syncSegment(act)
 		}
 		if serr != nil {
 			err = fmt.Errorf("%w: close: %w", ErrSyncFailed, serr)
 		} else {
 			l.setDurable(act.last)
+			l.setSideDurable(l.sideWritten.Load())
 			// The index and marker spare the next Open its scan; losing
 			// them costs only that scan, so their errors are not fatal.
 			// They need no fsync: their checksums reject a torn file, and

@@ -142,6 +142,7 @@ func (l *Log) scanOne(seq *Seq, cur *segment, off int64) (rec Record, next int64
 	var h recHeader
 	if s == cur && off < v.end {
 		var st recStatus
+		off = pastSide(v.data[:v.end], off)
 		h, st = checkRecord(v.data[:v.end], off)
 		if st != recOK || h.seq != *seq {
 			off, h, err = v.locate(*seq)

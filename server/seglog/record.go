@@ -11,7 +11,8 @@ import (
 //	4  uint32 data length
 //	8  uint64 sequence number
 //	16 int64  timestamp (Unix nanoseconds)
-//	24 uint16 flags: 0, or the durable hint (below)
+//	24 uint16 flags: 0, or the durable hint (below), or a side record's
+//	          mark and hint (side.go)
 //	26 uint16 meta length
 //	28 uint32 data CRC-32 (IEEE), the value the wire protocol carries
 //	32 meta, then data, then zero padding
@@ -29,6 +30,13 @@ import (
 // confirmed (see scanSegment). flags 0 (records written before the hint,
 // or a lag too large to encode) claims nothing. Versions before the hint
 // took any flags but 0 for damage: they cannot open a log written since.
+//
+// A side record (bit 15 clear, bit 14 set) is not one of the log's
+// records: it takes no sequence number of its own (its seq field is the
+// number the next record will get) and reads never return it (side.go).
+// Its bits 0..13 carry the same hint with a 3-bit exponent (bits 11..13);
+// a mantissa of 0 claims nothing. Versions before side records take them
+// for damage: they cannot open a log holding one.
 const (
 	recHeaderSize = 32
 	recAlign      = 8
@@ -36,34 +44,65 @@ const (
 
 const (
 	flagHint     = 1 << 15
+	flagSide     = 1 << 14
 	hintMantBits = 11
 	hintMaxExp   = 1<<(15-hintMantBits) - 1
+	sideMaxExp   = 1<<(14-hintMantBits) - 1
 )
 
 // encodeHint returns the flags of a record numbered seq written while the
 // log was durable up to durable (< seq), or 0 when the lag does not fit.
 func encodeHint(seq, durable Seq) uint16 {
+	if m, e, ok := hintLag(seq, durable, hintMaxExp); ok {
+		return uint16(flagHint | e<<hintMantBits | m)
+	}
+	return 0
+}
+
+// encodeSideHint returns the flags of a side record whose seq field is seq
+// (the next record's number), written while the log was durable up to
+// durable: the side flag, and the hint if it fits.
+func encodeSideHint(seq, durable Seq) uint16 {
+	if m, e, ok := hintLag(seq, durable, sideMaxExp); ok {
+		return uint16(flagSide | e<<hintMantBits | m)
+	}
+	return flagSide
+}
+
+// hintLag encodes seq - durable (at least 1) as a mantissa and an exponent
+// up to maxExp, rounded up.
+func hintLag(seq, durable Seq, maxExp uint64) (m, e uint64, ok bool) {
 	lag := uint64(seq - durable)
 	if durable >= seq {
 		lag = 1 // cannot happen (a record is written before it is durable); claim the least
 	}
-	for e := uint64(0); e <= hintMaxExp; e++ {
+	for e := uint64(0); e <= maxExp; e++ {
 		m := (lag + 1<<e - 1) >> e // rounded up
 		if m < 1<<hintMantBits {
-			return uint16(flagHint | e<<hintMantBits | m)
+			return m, e, true
 		}
 	}
-	return 0
+	return 0, 0, false
 }
+
+// side reports whether h heads a side record.
+func (h recHeader) side() bool { return h.flags&(flagHint|flagSide) == flagSide }
 
 // durableBelow returns the sequence number up to which the log was
 // durable when the record h heads was written (0: nothing known), and
 // whether the record carries a hint at all.
 func (h recHeader) durableBelow() (Seq, bool) {
-	if h.flags&flagHint == 0 {
+	maxExp := uint64(hintMaxExp)
+	switch {
+	case h.side():
+		maxExp = sideMaxExp
+		if h.flags&(1<<hintMantBits-1) == 0 {
+			return 0, false
+		}
+	case h.flags&flagHint == 0:
 		return 0, false
 	}
-	e := uint64(h.flags>>hintMantBits) & hintMaxExp
+	e := uint64(h.flags>>hintMantBits) & maxExp
 	lag := uint64(h.flags&(1<<hintMantBits-1)) << e
 	if lag >= uint64(h.seq) {
 		return 0, true
@@ -71,8 +110,9 @@ func (h recHeader) durableBelow() (Seq, bool) {
 	return h.seq - Seq(lag), true
 }
 
-// validFlags: 0 or a hint; other bit patterns are damage.
-func validFlags(f uint16) bool { return f == 0 || f&flagHint != 0 }
+// validFlags: 0, a hint or a side record's flags; other bit patterns are
+// damage.
+func validFlags(f uint16) bool { return f == 0 || f&flagHint != 0 || f&flagSide != 0 }
 
 // recHeader is a decoded record header.
 type recHeader struct {
@@ -97,6 +137,11 @@ func (h recHeader) size() int64 { return recordSize(int(h.metaLen), int(h.dataLe
 // appendRecord appends the encoded record to dst; durable is the log's
 // durable point as the record is written (for the hint in its flags).
 func appendRecord(dst []byte, seq, durable Seq, ts int64, meta, data []byte, dcrc uint32) []byte {
+	return appendRecordFlags(dst, seq, encodeHint(seq, durable), ts, meta, data, dcrc)
+}
+
+// appendRecordFlags is appendRecord with the flags given.
+func appendRecordFlags(dst []byte, seq Seq, flags uint16, ts int64, meta, data []byte, dcrc uint32) []byte {
 	if dcrc == 0 {
 		dcrc = crc32.ChecksumIEEE(data)
 	}
@@ -108,7 +153,7 @@ func appendRecord(dst []byte, seq, durable Seq, ts int64, meta, data []byte, dcr
 	binary.LittleEndian.PutUint32(h[4:], uint32(len(data)))
 	binary.LittleEndian.PutUint64(h[8:], uint64(seq))
 	binary.LittleEndian.PutUint64(h[16:], uint64(ts))
-	binary.LittleEndian.PutUint16(h[24:], encodeHint(seq, durable))
+	binary.LittleEndian.PutUint16(h[24:], flags)
 	binary.LittleEndian.PutUint16(h[26:], uint16(len(meta)))
 	binary.LittleEndian.PutUint32(h[28:], dcrc)
 	hcrc := crc32.Update(crc32.ChecksumIEEE(h[4:]), crc32.IEEETable, meta)

@@ -277,6 +277,12 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 	for off+recHeaderSize <= s.size {
 		h, st := checkRecord(s.data, off)
+		if st == recOK && h.seq == seq && h.side() {
+			// a side record (side.go): kept, numbered by the record after it
+			l.rec.ScannedBytes += h.size()
+			off += h.size()
+			continue
+		}
 		if st == recOK && h.seq == seq {
 			s.addIndex(seq, off, l.opts.IndexInterval, false)
 			l.rec.ScannedBytes += h.size()

@@ -293,6 +293,9 @@ func (s *segment) locate(seq Seq) (int64, recHeader, error) {
 	hseq, hoff := s.hintSeq, s.hintOff
 	s.hintMu.Unlock()
 	if hseq == seq && hoff > 0 && hoff < s.end {
+		hoff = pastSide(s.data[:s.end], hoff)
+	}
+	if hseq == seq && hoff > 0 && hoff < s.end {
 		if h, st := checkRecord(s.data[:s.end], hoff); st == recOK && h.seq == seq {
 			s.setHint(seq+1, hoff+h.size())
 			return hoff, h, nil
@@ -322,6 +325,10 @@ func (s *segment) search(seq Seq) (int64, recHeader, error) {
 		// Records passed on the way are checked by header only; the one
 		// returned has its data checksum verified too.
 		h, st := checkRecordData(s.data[:s.end], off, false)
+		if st == recOK && h.side() {
+			off += h.size()
+			continue
+		}
 		if st == recOK && h.seq == seq {
 			h, st = checkRecord(s.data[:s.end], off)
 		}

@@ -1,0 +1,211 @@
+package seglog
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Side records let a caller make bytes of its own durable with the log's
+// next fsync, without giving them a sequence number: the broker copies a
+// round's consumer events into the data log this way, so one fsync of the
+// data log makes both the messages and the events of a commit durable,
+// and the event log itself is fsynced off the critical path.
+//
+// A side record is a record (record.go) flagged as side, whose seq field
+// is the number the next record will get. Read and Scan never return one
+// and the index never points at one; recovery checks them like any other
+// record (a damaged one is a torn write or corruption by the same rules)
+// and keeps them in place; ScanSide reads them back. They are written
+// only into the active segment after at least one record of it, never
+// across a roll (ErrSideNoRoom): a segment is never started for them.
+//
+// Caveat: the durable point and its hints count records, not side
+// records, so a damaged side record followed by records whose hints do
+// not claim the record after it durable passes for a torn write, even if
+// a Sync had covered it.
+
+// SideStore is a PipelinedStore that also carries side records. *Log
+// implements it.
+type SideStore interface {
+	PipelinedStore
+	// AppendSide writes e as a side record after everything written so
+	// far and returns its mark (1 for the first of this Open, then 2, ...).
+	// It never waits for durability: Sync covers it, and DurableSide says
+	// how far that went. Errors: ErrSideNoRoom (nothing written), and
+	// those of Append.
+	AppendSide(e Entry) (mark uint64, err error)
+	// DurableSide returns the highest side mark known to be on disk.
+	DurableSide() uint64
+	// ScanSide calls fn for each side record whose Seq (the number of the
+	// record after it) is at least from, in the order written, until fn
+	// returns false or the log ends.
+	ScanSide(from Seq, fn func(Record) bool) error
+}
+
+var _ SideStore = (*Log)(nil)
+
+// AppendSide implements SideStore.
+func (l *Log) AppendSide(e Entry) (uint64, error) {
+	if len(e.Meta) > MaxMetaSize {
+		return 0, fmt.Errorf("%w: side record meta is %d bytes (max %d)", ErrTooLarge, len(e.Meta), MaxMetaSize)
+	}
+	sz := recordSize(len(e.Meta), len(e.Data))
+	if sz > l.opts.SegmentSize-segHeaderSize || len(e.Data) > 1<<32-1 {
+		return 0, fmt.Errorf("%w: side record needs %d bytes, a segment holds %d", ErrTooLarge, sz, l.opts.SegmentSize-segHeaderSize)
+	}
+	l.writing.Add(1)
+	defer l.writing.Add(-1)
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed.Load() {
+		return 0, ErrClosed
+	}
+	if err := l.stickyErr(); err != nil {
+		return 0, err
+	}
+	act := l.act
+	if act.last < act.first {
+		return 0, fmt.Errorf("%w: %s holds no record yet", ErrSideNoRoom, act.path)
+	}
+	if act.end+sz > act.limit {
+		return 0, fmt.Errorf("%w: %s has %d bytes left, the side record needs %d", ErrSideNoRoom, act.path, act.limit-act.end, sz)
+	}
+	if l.markerLive {
+		if err := l.dropMarker(); err != nil {
+			return 0, err
+		}
+	}
+	if l.dirty > 0 {
+		if err := l.zeroDirty(); err != nil {
+			return 0, err
+		}
+	}
+	ts := e.Time
+	if ts == 0 {
+		ts = time.Now().UnixNano()
+	}
+	next := act.last + 1
+	l.buf = appendRecordFlags(l.buf[:0], next, encodeSideHint(next, l.Durable()), ts, e.Meta, e.Data, e.CRC)
+	if err := l.grow(act, act.end+int64(len(l.buf))); err != nil {
+		return 0, err
+	}
+	if err := l.writeAt(act, l.buf, act.end); err != nil {
+		l.dirty = int64(len(l.buf))
+		return 0, fmt.Errorf("%w: %s at %d: %w", ErrWriteFailed, act.path, act.end, err)
+	}
+	l.mu.Lock()
+	act.end += int64(len(l.buf))
+	mark := l.sideWritten.Add(1)
+	l.mu.Unlock()
+	if l.opts.Policy == PolicyNone {
+		l.unsynced += int64(len(l.buf))
+	}
+	if cap(l.buf) > 4<<20 {
+		l.buf = nil
+	}
+	return mark, nil
+}
+
+// DurableSide implements SideStore.
+func (l *Log) DurableSide() uint64 { return l.sideDurable.Load() }
+
+// setSideDurable raises the durable side mark to mark.
+func (l *Log) setSideDurable(mark uint64) {
+	for {
+		cur := l.sideDurable.Load()
+		if mark <= cur || l.sideDurable.CompareAndSwap(cur, mark) {
+			return
+		}
+	}
+}
+
+// ScanSide implements SideStore. It reads segment by segment and runs fn
+// without locks held, with records borrowed as from Scan.
+func (l *Log) ScanSide(from Seq, fn func(Record) bool) error {
+	var recs []Record
+	for i := 0; ; i++ {
+		var err error
+		var more bool
+		recs, more, err = l.sideRecords(i, from, recs[:0])
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if !fn(r) {
+				return nil
+			}
+		}
+		if !more {
+			return nil
+		}
+	}
+}
+
+// sideRecords appends to out the side records numbered from or above in
+// the i-th segment, and reports whether more segments follow.
+func (l *Log) sideRecords(i int, from Seq, out []Record) (_ []Record, more bool, err error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed.Load() {
+		return out, false, ErrClosed
+	}
+	if i >= len(l.segs) {
+		return out, false, nil
+	}
+	s := l.segs[i]
+	more = i+1 < len(l.segs)
+	if s.last+1 < from {
+		return out, more, nil // every side record in s is numbered s.last+1 or below
+	}
+	v, err := l.view(s)
+	if err != nil {
+		return out, false, err
+	}
+	defer unguard(&err, s.path, guard())
+	off := int64(segHeaderSize)
+	if j := sort.Search(len(v.index), func(j int) bool { return v.index[j].seq >= from }) - 1; j >= 0 {
+		off = v.index[j].off
+	}
+	buf := v.data[:v.end]
+	for off < v.end {
+		h, st := checkRecord(buf, off)
+		if st != recOK {
+			if r, ok := s.skippedAt(off); ok {
+				off += r.Length
+				continue
+			}
+			return out, false, &CorruptError{Path: s.path, Offset: off, Reason: st.String()}
+		}
+		if h.side() && h.seq >= from {
+			out = append(out, recordAt(v.data, off, h))
+		}
+		off += h.size()
+	}
+	return out, more, nil
+}
+
+// skippedAt returns the damaged range skipped with SkipCorrupt that starts
+// at off, if there is one with a length.
+func (s *segment) skippedAt(off int64) (SkippedRange, bool) {
+	for _, r := range s.skipped {
+		if r.Offset == off && r.Length > 0 {
+			return r, true
+		}
+	}
+	return SkippedRange{}, false
+}
+
+// pastSide returns the offset of the first record at or after off in buf
+// that is not an intact side record (checked by header only): where a
+// reader moving forward finds the next record.
+func pastSide(buf []byte, off int64) int64 {
+	for off < int64(len(buf)) {
+		h, st := checkRecordData(buf, off, false)
+		if st != recOK || !h.side() {
+			break
+		}
+		off += h.size()
+	}
+	return off
+}
