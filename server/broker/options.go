@@ -51,6 +51,12 @@ type Options struct {
 	// instead. Serial lost the benchmark (BENCHMARKS-broker.md); it is
 	// kept to re-measure.
 	serialCommit bool
+	// noSideCopies turns off the side copies of events in the data log
+	// (sidecopy.go): every commit then waits for the event log's fsync
+	// too. For tests and measurements.
+	noSideCopies bool
+	// eventSyncEvery overrides evSyncEvery (sidecopy.go), for tests.
+	eventSyncEvery time.Duration
 }
 
 // DefaultOptions returns the options with every default filled in (except

@@ -146,6 +146,20 @@ type partition struct {
 	syncStop         chan struct{}
 	syncDone         chan struct{}
 	syncStopped      bool
+	// Side copies of the events in the data log (sidecopy.go); side is
+	// nil when off. sideMark: the last one written; durSide: the last
+	// durable; sideEv: events up to it are durable with the side copies
+	// written (or in the event log); evPos: rounds whose events the event
+	// log has not made durable yet.
+	side              seglog.SideStore
+	sideReady         bool
+	sideFailed        bool // the last side copy's write failed (logged)
+	firstEv           Seq  // first event record written since Open
+	sideMark, durSide uint64
+	sideEv            Seq
+	evPos             []evPos
+	sideBuf, evMeta   []byte
+	evSyncAt          int64 // when the event lane was last asked
 }
 
 // pubResult is a publish completion waiting for its batch to be durable.
@@ -165,6 +179,8 @@ type setResult struct {
 // events up to events are durable.
 type syncBatch struct {
 	data, events Seq
+	side         uint64 // side copies up to this mark must be durable
+	sideEv       Seq    // events up to here have a side copy up to side
 	low          Seq    // lowest group frontier after the round
 	minDeliv     Seq    // lowest offset delivered in the round (0: none)
 	swap         uint64 // the data log's SwapCount before the round read anything
@@ -350,19 +366,19 @@ func (p *partition) recycleBodies() {
 func (p *partition) finishRound() {
 	if p.pipelined {
 		p.dataLane.want.Store(uint64(p.last))
-		p.evLane.want.Store(uint64(p.lastEventSeq))
+		p.dataLane.wantSide.Store(p.sideMark)
 	}
-	written := p.last > p.durData || p.lastEventSeq > p.durEvents
+	written := p.last > p.durData || p.sideMark > p.durSide || p.lastEventSeq > max(p.durEvents, p.sideEv)
 	if len(p.pubRes) == 0 && len(p.setRes) == 0 && len(p.after) == 0 && p.roundErr == nil && (!p.pipelined || !written) {
 		if len(p.pending) == 0 {
 			p.safeLow = p.lowFrontier()
 		}
 		return
 	}
-	b := syncBatch{data: p.last, events: p.lastEventSeq, low: p.lowFrontier(), minDeliv: p.minDeliv, swap: p.roundSwap,
+	b := syncBatch{data: p.last, events: p.lastEventSeq, side: p.sideMark, sideEv: p.sideEv, low: p.lowFrontier(), minDeliv: p.minDeliv, swap: p.roundSwap,
 		err: p.roundErr, pubs: p.pubRes, sets: p.setRes, after: p.after}
 	p.pubRes, p.setRes, p.after = nil, nil, nil
-	if !p.pipelined || (len(p.pending) == 0 && b.data <= p.durData && b.events <= p.durEvents) {
+	if !p.pipelined || (len(p.pending) == 0 && p.batchDurable(&b)) {
 		if err := p.syncFailure(); err != nil {
 			b.fail(err)
 		}
@@ -468,12 +484,18 @@ func (p *partition) commitEvents() {
 		return
 	}
 	p.evEntries = p.evEntries[:0]
+	if p.side != nil {
+		p.evMeta = encodeEventMeta(p.evMeta[:0], p.last+1) // where the side copy goes
+	}
 	from := 0
 	for _, cut := range append(p.ev.cuts, len(p.ev.b)) {
-		p.evEntries = append(p.evEntries, seglog.Entry{Data: p.ev.b[from:cut], Time: p.now})
+		p.evEntries = append(p.evEntries, seglog.Entry{Meta: p.evMeta, Data: p.ev.b[from:cut], Time: p.now})
 		from = cut
 	}
 	first, err := p.events.Append(p.evEntries)
+	if err == nil && p.side != nil {
+		p.writeSideCopy(first, p.evEntries, p.last+1)
+	}
 	clear(p.evEntries)
 	if err != nil {
 		p.roundErr = fmt.Errorf("topic %s partition %d: event log: %w", p.t.name, p.idx, err)
@@ -686,7 +708,7 @@ func (p *partition) shutdown() {
 		if len(p.pending) > 0 {
 			for _, l := range p.lanes() {
 				upto, err := l.log.Sync()
-				p.synced(l, upto, err, false) // with no error, everything is durable now
+				p.synced(l, upto, l.durableSide(), err, false) // with no error, everything is durable now
 			}
 		}
 		p.closeCollecting() // none left with a batch pending; these are durable

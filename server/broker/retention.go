@@ -59,6 +59,7 @@ func (p *partition) retain() {
 	if low, _, ok := p.borrowed(); ok && cut > low {
 		cut = low
 	}
+	cut = p.sideKeep(cut)
 	if cut <= p.first {
 		return
 	}

@@ -19,10 +19,13 @@ import (
 type syncLane struct {
 	log  seglog.Store
 	data bool // the data log: its fsyncs count the messages they make durable
-	// want: what the actor has written to the log, up to the end of its
-	// last round (the lane goes on fsyncing while the log is behind it).
-	want atomic.Uint64
-	req  chan struct{} // capacity 1; one request outstanding at a time (busy)
+	// side: the data log's side records (nil: none, or the event log).
+	side seglog.SideStore
+	// want, wantSide: what the actor has written to the log (records,
+	// side records), up to the end of its last round (the lane goes on
+	// fsyncing while the log is behind it).
+	want, wantSide atomic.Uint64
+	req            chan struct{} // capacity 1; one request outstanding at a time (busy)
 	// busy (actor): the lane was asked and has not yet reported with
 	// more=false.
 	busy bool
@@ -33,7 +36,19 @@ type syncLane struct {
 }
 
 func newSyncLane(log seglog.Store, data bool) *syncLane {
-	return &syncLane{log: log, data: data, req: make(chan struct{}, 1)}
+	l := &syncLane{log: log, data: data, req: make(chan struct{}, 1)}
+	if ss, ok := log.(seglog.SideStore); ok && data {
+		l.side = ss
+	}
+	return l
+}
+
+// durableSide is the lane's durable side mark (0 without side records).
+func (l *syncLane) durableSide() uint64 {
+	if l.side == nil {
+		return 0
+	}
+	return l.side.DurableSide()
 }
 
 // request asks the lane for an fsync unless it is already at one or the
@@ -48,7 +63,9 @@ func (l *syncLane) request(behind bool) {
 
 // behind reports whether the log has records written by a finished round
 // that are not durable yet.
-func (l *syncLane) behind() bool { return l.log.Durable() < Seq(l.want.Load()) }
+func (l *syncLane) behind() bool {
+	return l.log.Durable() < Seq(l.want.Load()) || l.durableSide() < l.wantSide.Load()
+}
 
 // syncer runs both lanes until the partition shuts down.
 func (p *partition) syncer() {
@@ -82,6 +99,7 @@ func (p *partition) syncLoop(l *syncLane) {
 			before := l.log.Durable()
 			t0 := time.Now()
 			upto, err := l.log.Sync()
+			side := l.durableSide()
 			if err == nil {
 				recs := 0
 				if l.data {
@@ -90,7 +108,7 @@ func (p *partition) syncLoop(l *syncLane) {
 				p.t.b.observeSync(time.Since(t0), recs)
 			}
 			more = err == nil && !p.stopRequested() && l.behind()
-			p.control(func(p *partition) { p.synced(l, upto, err, more) })
+			p.control(func(p *partition) { p.synced(l, upto, side, err, more) })
 		}
 	}
 }
@@ -110,8 +128,8 @@ func (p *partition) requestSync() {
 	if p.syncStopped {
 		return
 	}
-	p.dataLane.request(p.durData < p.last)
-	p.evLane.request(p.durEvents < p.lastEventSeq)
+	p.dataLane.request(p.durData < p.last || p.durSide < p.sideMark)
+	p.requestEventSync()
 }
 
 // synced (actor) takes a lane's result and completes every batch that is
@@ -119,8 +137,8 @@ func (p *partition) requestSync() {
 // report anything durable) every pending batch fails, and so does every
 // later one: nothing more is confirmed or handed out, not even a publish
 // whose data did reach the disk. more: the lane has already started its
-// next fsync and will report again.
-func (p *partition) synced(l *syncLane, upto Seq, err error, more bool) {
+// next fsync and will report again. side: the data log's durable side mark.
+func (p *partition) synced(l *syncLane, upto Seq, side uint64, err error, more bool) {
 	l.busy = more
 	if l == p.dataLane {
 		// the fsync in flight when they were served has ended
@@ -133,14 +151,15 @@ func (p *partition) synced(l *syncLane, upto Seq, err error, more bool) {
 		}
 	case l == p.dataLane:
 		p.durData = max(p.durData, upto)
+		p.durSide = max(p.durSide, side)
 	default:
-		p.durEvents = max(p.durEvents, upto)
+		p.eventsDurable(upto)
 	}
 	fail := p.syncFailure()
 	n := 0
 	for n < len(p.pending) {
 		b := &p.pending[n]
-		if fail == nil && (b.data > p.durData || b.events > p.durEvents) {
+		if fail == nil && !p.batchDurable(b) {
 			break
 		}
 		if fail != nil {

@@ -1,0 +1,272 @@
+package broker
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fibrilmq/fibril/server/seglog"
+)
+
+// Side copies: with group commit on a file log, every round's events are
+// written twice, to the event log and, as a side record (seglog side.go),
+// into the data log after the round's messages. The data log's fsync, which
+// a commit waits for anyway, then makes the round's events durable too: a
+// commit costs one fsync, not two, and the event log is fsynced off the
+// critical path (every evSyncEvery while events arrive, before a snapshot,
+// when retention would drop side copies it still needs, at close).
+//
+// Recovery (restoreSideEvents) reads the side copies written after the last
+// record the event log kept and appends the events it lost, in order,
+// before the state is replayed. Each event record's meta names the data-log
+// position of its round's side copy, so recovery knows where to start.
+//
+// A side copy stands in for the event fsync only once the event log holds
+// a durable record naming a position (sideReady): before that, recovery
+// would not know where to look. A round whose side copy could not be
+// written (seglog.ErrSideNoRoom: no side record starts a segment; a failed
+// write) waits for the event fsync, and so does every round after it until
+// that fsync: recovery stops at the first event missing from both logs.
+
+// evSyncEvery is how often, at most, the event log is fsynced in the
+// background while side copies make its events durable
+// (Options.eventSyncEvery overrides it in tests).
+const evSyncEvery = 100 * time.Millisecond
+
+const (
+	sideCopyV1  byte = 1 // side copy: uvarint first event, uvarint count, count × (uvarint length, bytes)
+	eventMetaV1 byte = 1 // event record meta: uvarint data position of its side copy
+)
+
+// evPos is a round's last event and where its side copy went in the data
+// log (the number of the record after it), kept until the event log has
+// that event durable: retention keeps the side copies from there on.
+type evPos struct{ ev, pos Seq }
+
+func encodeEventMeta(b []byte, pos Seq) []byte {
+	return binary.AppendUvarint(append(b, eventMetaV1), uint64(pos))
+}
+
+// decodeEventMeta returns the side copy position an event record names
+// (ok false: a record written without side copies).
+func decodeEventMeta(b []byte) (Seq, bool) {
+	if len(b) == 0 || b[0] != eventMetaV1 {
+		return 0, false
+	}
+	pos, n := binary.Uvarint(b[1:])
+	return Seq(pos), n > 0
+}
+
+func encodeSideCopy(b []byte, first Seq, entries []seglog.Entry) []byte {
+	b = append(b, sideCopyV1)
+	b = binary.AppendUvarint(b, uint64(first))
+	b = binary.AppendUvarint(b, uint64(len(entries)))
+	for _, e := range entries {
+		b = binary.AppendUvarint(b, uint64(len(e.Data)))
+		b = append(b, e.Data...)
+	}
+	return b
+}
+
+// decodeSideCopy calls fn with each event record of a side copy, numbered
+// from first.
+func decodeSideCopy(b []byte, fn func(seq Seq, data []byte)) error {
+	bad := fmt.Errorf("%w: side copy of events", ErrCorruptState)
+	if len(b) == 0 || b[0] != sideCopyV1 {
+		return bad
+	}
+	b = b[1:]
+	first, n1 := binary.Uvarint(b)
+	if n1 <= 0 || first == 0 {
+		return bad
+	}
+	count, n2 := binary.Uvarint(b[n1:])
+	if n2 <= 0 || count > uint64(len(b)) {
+		return bad
+	}
+	b = b[n1+n2:]
+	for i := uint64(0); i < count; i++ {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return bad
+		}
+		fn(Seq(first+i), b[n:n+int(l)])
+		b = b[n+int(l):]
+	}
+	if len(b) != 0 {
+		return bad
+	}
+	return nil
+}
+
+// writeSideCopy writes the round's event records (numbered from first) into
+// the data log as a side record at position pos, and counts their events
+// as durable with it when that holds (sideEv).
+func (p *partition) writeSideCopy(first Seq, entries []seglog.Entry, pos Seq) {
+	last := first + Seq(len(entries)) - 1
+	p.evPos = append(p.evPos, evPos{ev: last, pos: pos})
+	if p.firstEv == 0 {
+		p.firstEv, p.evSyncAt = first, p.now
+	}
+	p.sideBuf = encodeSideCopy(p.sideBuf[:0], first, entries)
+	mark, err := p.side.AppendSide(seglog.Entry{Data: p.sideBuf, Time: p.now})
+	if cap(p.sideBuf) > 1<<20 {
+		p.sideBuf = nil
+	}
+	if err != nil {
+		if !errors.Is(err, seglog.ErrSideNoRoom) && !p.sideFailed {
+			p.sideFailed = true // said once until one succeeds (a full disk fails every round)
+			p.t.b.logf("topic %s partition %d: side copy of events %d..%d: %v (they wait for the event log's fsync)", p.t.name, p.idx, first, last, err)
+		}
+		return
+	}
+	p.sideMark, p.sideFailed = mark, false
+	if p.sideReady && first <= p.sideEv+1 {
+		p.sideEv = last
+	}
+}
+
+// eventsDurable (actor) takes a durable point of the event log.
+func (p *partition) eventsDurable(upto Seq) {
+	p.durEvents = max(p.durEvents, upto)
+	if p.side == nil {
+		return
+	}
+	if !p.sideReady && p.firstEv != 0 && p.durEvents >= p.firstEv {
+		p.sideReady = true // a durable record names where side copies start
+	}
+	if p.sideReady {
+		p.sideEv = max(p.sideEv, p.durEvents)
+	}
+	n := 0
+	for n < len(p.evPos) && p.evPos[n].ev <= p.durEvents {
+		n++
+	}
+	p.evPos = p.evPos[:copy(p.evPos, p.evPos[n:])]
+}
+
+// batchDurable reports whether b's completions may run: its messages and
+// side copies are durable, and its events are, in the event log or in
+// side copies.
+func (p *partition) batchDurable(b *syncBatch) bool {
+	if b.data > p.durData || b.side > p.durSide {
+		return false
+	}
+	return b.events <= p.durEvents || b.events <= b.sideEv
+}
+
+// needEventSync reports whether the event log should be fsynced now: some
+// events are durable nowhere else, or the background interval has passed.
+func (p *partition) needEventSync() bool {
+	if p.durEvents >= p.lastEventSeq {
+		return false
+	}
+	every := cmp.Or(p.t.b.opts.eventSyncEvery, evSyncEvery)
+	return p.side == nil || p.lastEventSeq > p.sideEv || p.now-p.evSyncAt >= int64(every)
+}
+
+// requestEventSync asks the event lane for an fsync if needEventSync.
+func (p *partition) requestEventSync() {
+	if p.syncStopped || !p.needEventSync() {
+		return
+	}
+	p.evLane.want.Store(uint64(p.lastEventSeq))
+	p.evLane.request(true)
+	p.evSyncAt = p.now
+}
+
+// sideKeep clamps a retention cut of the data log so that it keeps every
+// side copy of events not yet durable in the event log, and asks for the
+// background event fsync that lets the next pass go further (an idle
+// partition asks for none otherwise).
+func (p *partition) sideKeep(cut Seq) Seq {
+	if len(p.evPos) == 0 || cut < p.evPos[0].pos {
+		return cut
+	}
+	p.requestEventSync()
+	return p.evPos[0].pos - 1
+}
+
+// restoreSideEvents (Open, before the state is replayed) appends to the
+// event log the events it lost in a crash that the data log's side copies
+// hold, then makes the event log durable.
+func (p *partition) restoreSideEvents() error {
+	ss, ok := p.data.(seglog.SideStore)
+	if !ok {
+		return nil
+	}
+	_, last := p.events.Bounds()
+	if last == 0 {
+		return nil // no event record: no side copy ever stood in for one
+	}
+	r, err := p.events.Read(last)
+	if err != nil {
+		return fmt.Errorf("read event %d: %w", last, err)
+	}
+	pos, ok := decodeEventMeta(r.Meta)
+	if !ok {
+		return nil // written without side copies
+	}
+	next := last + 1
+	var entries []seglog.Entry
+	var decErr error
+	gap := Seq(0)
+	err = ss.ScanSide(pos, func(r seglog.Record) bool {
+		meta := encodeEventMeta(nil, r.Seq)
+		decErr = decodeSideCopy(r.Data, func(seq Seq, data []byte) {
+			switch {
+			case gap != 0 || seq < next:
+			case seq > next:
+				gap = seq
+			default:
+				entries = append(entries, seglog.Entry{Meta: meta, Data: data, Time: r.Time})
+				next++
+			}
+		})
+		return decErr == nil && gap == 0
+	})
+	if err == nil {
+		err = decErr
+	}
+	if err != nil {
+		return fmt.Errorf("read side copies of events from data position %d: %w", pos, err)
+	}
+	if gap != 0 {
+		// Never confirmed: a commit waits for the ones before it, and the
+		// events before the gap were durable nowhere.
+		p.t.b.logf("topic %s partition %d: side copies of events from %d on follow a gap at %d: never confirmed, not restored", p.t.name, p.idx, gap, next)
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	first, err := p.events.Append(entries)
+	if err == nil && first != last+1 {
+		err = fmt.Errorf("%w: restored events numbered from %d, want %d", ErrCorruptState, first, last+1)
+	}
+	if err == nil {
+		_, err = p.events.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("restore events %d..%d from side copies: %w", last+1, next-1, err)
+	}
+	p.t.b.logf("topic %s partition %d: restored events %d..%d from their side copies in the data log", p.t.name, p.idx, last+1, next-1)
+	return nil
+}
+
+// openSideCopies (Open, after recovery) starts side copies for a pipelined
+// partition on a log that carries side records.
+func (p *partition) openSideCopies() {
+	ss, ok := p.data.(seglog.SideStore)
+	if !ok || !p.pipelined || p.t.b.opts.noSideCopies {
+		return
+	}
+	p.side = ss
+	p.sideEv = p.durEvents // the event log is durable after recovery
+	if _, last := p.events.Bounds(); last > 0 {
+		if r, err := p.events.Read(last); err == nil {
+			_, p.sideReady = decodeEventMeta(r.Meta)
+		}
+	}
+}
