@@ -59,13 +59,18 @@
 // of the partitions run in parallel.
 //
 // With group durability a record is leased to a waiting poll or push
-// subscription in the round that writes it, and the two logs are fsynced
-// by a lane each, in parallel and independently (syncer.go: a data fsync
-// never waits for an event-log fsync to end): the delivery is handed out
+// subscription in the round that writes it, and the delivery is handed out
 // with the publish's confirm, once the record and the delivery's event are
 // both durable (one fsync round from publish to consumer instead of two).
-// If either log's fsync fails, nothing more is confirmed or handed out:
-// every pending and later batch fails (the poll gets the error).
+// On a file log each round's events are also copied into the data log as a
+// side record (sidecopy.go), so the data log's fsync makes the round's
+// messages and events durable at once, and the event log is fsynced in the
+// background; recovery restores from those copies the events a power cut
+// took from the event log. Each log is fsynced by a lane of its own
+// (syncer.go); where a side copy cannot stand in (a custom store, a copy
+// that found no room), a commit waits for both lanes, which run in
+// parallel. If either log's fsync fails, nothing more is confirmed or
+// handed out: every pending and later batch fails (the poll gets the error).
 // A poll served while an fsync is in flight can only be answered after the
 // next one, so until that one starts it keeps taking what is published
 // (collecting polls, dispatch.go): one answer per fsync, not one per round.
