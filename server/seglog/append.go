@@ -90,21 +90,8 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first, last Seq, err
 	defer l.writing.Add(-1)
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	if l.closed.Load() {
-		return 0, 0, ErrClosed
-	}
-	if err := l.stickyErr(); err != nil {
+	if err := l.beginWrite(); err != nil {
 		return 0, 0, err
-	}
-	if l.markerLive {
-		if err := l.dropMarker(); err != nil {
-			return 0, 0, err
-		}
-	}
-	if l.dirty > 0 {
-		if err := l.zeroDirty(); err != nil {
-			return 0, 0, err
-		}
 	}
 	first = Seq(l.last.Load()) + 1
 	last, err = l.writeBatch(entries, first, now)
@@ -144,6 +131,27 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first, last Seq, err
 		}
 	}
 	return first, last, nil
+}
+
+// beginWrite makes the log ready for a write (called with appendMu held):
+// not closed, no failed fsync, the clean-shutdown marker gone, a failed
+// write's leftovers zeroed.
+func (l *Log) beginWrite() error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if err := l.stickyErr(); err != nil {
+		return err
+	}
+	if l.markerLive {
+		if err := l.dropMarker(); err != nil {
+			return err
+		}
+	}
+	if l.dirty > 0 {
+		return l.zeroDirty()
+	}
+	return nil
 }
 
 // writeBatch encodes and writes entries starting at seq first, rolling to

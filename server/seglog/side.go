@@ -58,10 +58,7 @@ func (l *Log) AppendSide(e Entry) (uint64, error) {
 	defer l.writing.Add(-1)
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	if l.closed.Load() {
-		return 0, ErrClosed
-	}
-	if err := l.stickyErr(); err != nil {
+	if err := l.beginWrite(); err != nil {
 		return 0, err
 	}
 	act := l.act
@@ -70,16 +67,6 @@ func (l *Log) AppendSide(e Entry) (uint64, error) {
 	}
 	if act.end+sz > act.limit {
 		return 0, fmt.Errorf("%w: %s has %d bytes left, the side record needs %d", ErrSideNoRoom, act.path, act.limit-act.end, sz)
-	}
-	if l.markerLive {
-		if err := l.dropMarker(); err != nil {
-			return 0, err
-		}
-	}
-	if l.dirty > 0 {
-		if err := l.zeroDirty(); err != nil {
-			return 0, err
-		}
 	}
 	ts := e.Time
 	if ts == 0 {
