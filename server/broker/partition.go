@@ -148,15 +148,15 @@ type partition struct {
 	syncStopped      bool
 	// Side copies of the events in the data log (sidecopy.go); side is
 	// nil when off. sideMark: the last one written; durSide: the last
-	// durable; sideEv: events up to it are durable with the side copies
-	// written (or in the event log); evPos: rounds whose events the event
-	// log has not made durable yet.
+	// durable; chain: the events the latest unbroken run of side copies
+	// holds; evPos: rounds whose events the event log has not made durable
+	// yet.
 	side              seglog.SideStore
 	sideReady         bool
 	sideFailed        bool // the last side copy's write failed (logged)
 	firstEv           Seq  // first event record written since Open
 	sideMark, durSide uint64
-	sideEv            Seq
+	chain             sideChain
 	evPos             []evPos
 	sideBuf, evMeta   []byte
 	evSyncAt          int64 // when the event lane was last asked
@@ -180,7 +180,6 @@ type setResult struct {
 type syncBatch struct {
 	data, events Seq
 	side         uint64 // side copies up to this mark must be durable
-	sideEv       Seq    // events up to here have a side copy up to side
 	low          Seq    // lowest group frontier after the round
 	minDeliv     Seq    // lowest offset delivered in the round (0: none)
 	swap         uint64 // the data log's SwapCount before the round read anything
@@ -368,14 +367,14 @@ func (p *partition) finishRound() {
 		p.dataLane.want.Store(uint64(p.last))
 		p.dataLane.wantSide.Store(p.sideMark)
 	}
-	written := p.last > p.durData || p.sideMark > p.durSide || p.lastEventSeq > max(p.durEvents, p.sideEv)
+	written := p.last > p.durData || p.sideMark > p.durSide || p.lastEventSeq > p.eventsCovered()
 	if len(p.pubRes) == 0 && len(p.setRes) == 0 && len(p.after) == 0 && p.roundErr == nil && (!p.pipelined || !written) {
 		if len(p.pending) == 0 {
 			p.safeLow = p.lowFrontier()
 		}
 		return
 	}
-	b := syncBatch{data: p.last, events: p.lastEventSeq, side: p.sideMark, sideEv: p.sideEv, low: p.lowFrontier(), minDeliv: p.minDeliv, swap: p.roundSwap,
+	b := syncBatch{data: p.last, events: p.lastEventSeq, side: p.sideMark, low: p.lowFrontier(), minDeliv: p.minDeliv, swap: p.roundSwap,
 		err: p.roundErr, pubs: p.pubRes, sets: p.setRes, after: p.after}
 	p.pubRes, p.setRes, p.after = nil, nil, nil
 	if !p.pipelined || (len(p.pending) == 0 && p.batchDurable(&b)) {

@@ -101,9 +101,41 @@ func decodeSideCopy(b []byte, fn func(seq Seq, data []byte)) error {
 	return nil
 }
 
+// sideChain is the latest unbroken run of side copies: they hold every
+// event from..top (none when top < from). A copy that could not be
+// written breaks the run; the next one starts another.
+type sideChain struct{ from, top Seq }
+
+// add takes a side copy of events first..last.
+func (c *sideChain) add(first, last Seq) {
+	if first != c.top+1 {
+		c.from = first
+	}
+	c.top = last
+}
+
+// covered returns the highest event durable in the event log (up to
+// durable) or in the run's copies, once those are durable too: the run
+// counts when it starts at or below the event log's durable end, because
+// recovery restores the events after that end from the copies in order.
+func (c sideChain) covered(durable Seq) Seq {
+	if c.from <= durable+1 && c.top > durable {
+		return c.top
+	}
+	return durable
+}
+
+// eventsCovered is what side copies and the event log make durable
+// (before the copies themselves are: batches also wait for their mark).
+func (p *partition) eventsCovered() Seq {
+	if p.side == nil || !p.sideReady {
+		return p.durEvents
+	}
+	return p.chain.covered(p.durEvents)
+}
+
 // writeSideCopy writes the round's event records (numbered from first) into
-// the data log as a side record at position pos, and counts their events
-// as durable with it when that holds (sideEv).
+// the data log as a side record at position pos.
 func (p *partition) writeSideCopy(first Seq, entries []seglog.Entry, pos Seq) {
 	last := first + Seq(len(entries)) - 1
 	p.evPos = append(p.evPos, evPos{ev: last, pos: pos})
@@ -123,9 +155,7 @@ func (p *partition) writeSideCopy(first Seq, entries []seglog.Entry, pos Seq) {
 		return
 	}
 	p.sideMark, p.sideFailed = mark, false
-	if p.sideReady && first <= p.sideEv+1 {
-		p.sideEv = last
-	}
+	p.chain.add(first, last)
 }
 
 // eventsDurable (actor) takes a durable point of the event log.
@@ -136,9 +166,6 @@ func (p *partition) eventsDurable(upto Seq) {
 	}
 	if !p.sideReady && p.firstEv != 0 && p.durEvents >= p.firstEv {
 		p.sideReady = true // a durable record names where side copies start
-	}
-	if p.sideReady {
-		p.sideEv = max(p.sideEv, p.durEvents)
 	}
 	n := 0
 	for n < len(p.evPos) && p.evPos[n].ev <= p.durEvents {
@@ -154,7 +181,7 @@ func (p *partition) batchDurable(b *syncBatch) bool {
 	if b.data > p.durData || b.side > p.durSide {
 		return false
 	}
-	return b.events <= p.durEvents || b.events <= b.sideEv
+	return b.events <= p.eventsCovered()
 }
 
 // needEventSync reports whether the event log should be fsynced now: some
@@ -164,7 +191,7 @@ func (p *partition) needEventSync() bool {
 		return false
 	}
 	every := cmp.Or(p.t.b.opts.eventSyncEvery, evSyncEvery)
-	return p.side == nil || p.lastEventSeq > p.sideEv || p.now-p.evSyncAt >= int64(every)
+	return p.lastEventSeq > p.eventsCovered() || p.now-p.evSyncAt >= int64(every)
 }
 
 // requestEventSync asks the event lane for an fsync if needEventSync.
@@ -263,7 +290,7 @@ func (p *partition) openSideCopies() {
 		return
 	}
 	p.side = ss
-	p.sideEv = p.durEvents // the event log is durable after recovery
+	p.chain = sideChain{from: p.durEvents + 1, top: p.durEvents} // the event log is durable after recovery
 	if _, last := p.events.Bounds(); last > 0 {
 		if r, err := p.events.Read(last); err == nil {
 			_, p.sideReady = decodeEventMeta(r.Meta)

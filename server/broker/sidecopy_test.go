@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ type powerCutEnv struct {
 	*testEnv
 	dataFS, evFS *seglog.FaultFS
 	noSide       bool
+	refuseEvery  int64 // refuse every refuseEvery-th side copy (0: none)
+	refused      atomic.Int64
 	mu           sync.Mutex
 	logs         []*seglog.Log
 	logged       []string
@@ -53,12 +56,16 @@ func (c *powerCutEnv) start() {
 			so.FS, so.SegmentSize = c.evFS, o.EventSegmentSize
 		}
 		l, err := seglog.Open(dir, so)
-		if err == nil {
-			c.mu.Lock()
-			c.logs = append(c.logs, l)
-			c.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
-		return l, err
+		c.mu.Lock()
+		c.logs = append(c.logs, l)
+		c.mu.Unlock()
+		if c.refuseEvery > 0 && !strings.HasSuffix(dir, eventsLogName) {
+			return &refusingSide{Log: l, c: c}, nil
+		}
+		return l, nil
 	}
 	b, err := Open(c.dir, o)
 	if err != nil {
@@ -85,6 +92,22 @@ func (c *powerCutEnv) powerCut() {
 		}
 	}
 	c.start()
+}
+
+// refusingSide is a data log that refuses every c.refuseEvery-th side
+// record as if the segment had no room left (a fault injector).
+type refusingSide struct {
+	*seglog.Log
+	c     *powerCutEnv
+	calls atomic.Int64
+}
+
+func (r *refusingSide) AppendSide(e seglog.Entry) (uint64, error) {
+	if r.calls.Add(1)%r.c.refuseEvery == 0 {
+		r.c.refused.Add(1)
+		return 0, seglog.ErrSideNoRoom
+	}
+	return r.Log.AppendSide(e)
 }
 
 func (c *powerCutEnv) sawLog(substr string) bool {
@@ -238,3 +261,96 @@ func TestSideCopyCodec(t *testing.T) {
 }
 
 var _ = context.Background
+
+// TestPowerCutAfterGapsInSideCopies: rounds whose side copy could not be
+// written (no room left in the data segment; injected here for every 4th
+// copy) wait for the event fsync, and the copies after such a gap count
+// again once it is durable. A stream of publishes, deliveries and acks
+// with such gaps, then a power cut with the event log unsynced: every
+// acked message stays acked.
+func TestPowerCutAfterGapsInSideCopies(t *testing.T) {
+	const n = 3000
+	body := strings.Repeat("x", 100)
+	c := &powerCutEnv{testEnv: &testEnv{t: t, dir: t.TempDir()}, dataFS: seglog.NewFaultFS(), evFS: seglog.NewFaultFS(), refuseEvery: 4}
+	c.start()
+	t.Cleanup(func() { c.b.Close() })
+	tp := c.topic("q", TopicConfig{})
+	g := c.group(tp, "w", GroupConfig{DeadLetter: "-"})
+	ev0, _ := c.evFS.SyncCounts()
+	errs := make(chan error, n)
+	go func() {
+		for i := 0; i < n; i++ {
+			if err := tp.PublishAsync(Message{Subject: "q", Data: []byte(fmt.Sprint(i, body))}, func(_ Position, err error) {
+				if err != nil {
+					errs <- err
+				}
+			}); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	acked := make(chan error, n)
+	for got := 0; got < n; {
+		for _, d := range c.poll(g, 20) {
+			if err := c.b.Settle(d.Handle, Ack(), func(err error) { acked <- err }); err != nil {
+				t.Fatal(err)
+			}
+			got++
+		}
+	}
+	for i := 0; i < n; i++ {
+		select {
+		case err := <-acked:
+			if err != nil {
+				t.Fatalf("ack: %v", err)
+			}
+		case err := <-errs:
+			t.Fatalf("publish: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d acks answered", i, n)
+		}
+	}
+	ev1, _ := c.evFS.SyncCounts()
+	data, _ := c.dataFS.SyncCounts()
+	t.Logf("%d event fsyncs, %d data fsyncs, %d side copies refused, for %d messages", ev1-ev0, data, c.refused.Load(), n)
+	if c.refused.Load() < 3 {
+		t.Fatalf("only %d side copies refused: the test wants gaps", c.refused.Load())
+	}
+	c.powerCut()
+	tp, _ = c.b.Topic("q")
+	g, _ = tp.FindGroup("w")
+	if ds := c.pollNow(g, 100, 2); len(ds) > 0 {
+		t.Fatalf("after the power cut %d acked messages were delivered again (first %q)", len(ds), ds[0].Data[:min(8, len(ds[0].Data))])
+	}
+}
+
+// TestSideChainJoinsAfterAGap: the run of side copies counts once it
+// starts at or below the event log's durable end, including the copies
+// written while the event fsync that got it there ran. Regression: a copy
+// used to count only if it followed the last counted one, so the copies
+// written during that fsync (after a gap, or after the first event fsync
+// since Open) never counted and neither did any after them: under a
+// steady stream every round asked for an event fsync again.
+func TestSideChainJoinsAfterAGap(t *testing.T) {
+	c := sideChain{from: 101, top: 100} // Open: the event log durable to 100
+	c.add(101, 105)
+	if got := c.covered(100); got != 105 {
+		t.Fatalf("unbroken run from the durable end: covered %d, want 105", got)
+	}
+	// events 106..110: their copy was refused; 111..115 and 116..120
+	// were copied while the event fsync for 110 ran
+	c.add(111, 115)
+	c.add(116, 120)
+	for _, tc := range []struct{ durable, want Seq }{
+		{105, 105}, // the gap is durable nowhere: the run after it does not count
+		{109, 109},
+		{110, 120}, // the event fsync covered the gap: the run joins
+		{113, 120},
+		{125, 125},
+	} {
+		if got := c.covered(tc.durable); got != tc.want {
+			t.Errorf("event log durable to %d: covered %d, want %d", tc.durable, got, tc.want)
+		}
+	}
+}
