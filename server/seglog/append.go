@@ -71,16 +71,11 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first, last Seq, err
 	if len(entries) == 0 {
 		return 0, 0, ErrEmptyBatch
 	}
-	maxRec := l.opts.SegmentSize - segHeaderSize
 	var total int64
 	for i := range entries {
-		e := &entries[i]
-		if len(e.Meta) > MaxMetaSize {
-			return 0, 0, fmt.Errorf("%w: entry %d meta is %d bytes (max %d)", ErrTooLarge, i, len(e.Meta), MaxMetaSize)
-		}
-		sz := recordSize(len(e.Meta), len(e.Data))
-		if sz > maxRec || len(e.Data) > 1<<32-1 {
-			return 0, 0, fmt.Errorf("%w: entry %d needs %d bytes, a segment holds %d", ErrTooLarge, i, sz, maxRec)
+		sz, err := l.checkEntry(&entries[i], i)
+		if err != nil {
+			return 0, 0, err
 		}
 		total += sz
 	}
@@ -131,6 +126,24 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first, last Seq, err
 		}
 	}
 	return first, last, nil
+}
+
+// checkEntry returns the on-disk size of the record of e, the i-th entry
+// of a batch (-1: a side record), or ErrTooLarge when it cannot be written.
+func (l *Log) checkEntry(e *Entry, i int) (int64, error) {
+	maxRec := l.opts.SegmentSize - segHeaderSize
+	sz := recordSize(len(e.Meta), len(e.Data))
+	if len(e.Meta) <= MaxMetaSize && sz <= maxRec && len(e.Data) <= 1<<32-1 {
+		return sz, nil
+	}
+	what := "side record"
+	if i >= 0 {
+		what = fmt.Sprintf("entry %d", i)
+	}
+	if len(e.Meta) > MaxMetaSize {
+		return 0, fmt.Errorf("%w: %s meta is %d bytes (max %d)", ErrTooLarge, what, len(e.Meta), MaxMetaSize)
+	}
+	return 0, fmt.Errorf("%w: %s needs %d bytes, a segment holds %d", ErrTooLarge, what, sz, maxRec)
 }
 
 // beginWrite makes the log ready for a write (called with appendMu held):

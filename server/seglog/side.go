@@ -47,12 +47,9 @@ var _ SideStore = (*Log)(nil)
 
 // AppendSide implements SideStore.
 func (l *Log) AppendSide(e Entry) (uint64, error) {
-	if len(e.Meta) > MaxMetaSize {
-		return 0, fmt.Errorf("%w: side record meta is %d bytes (max %d)", ErrTooLarge, len(e.Meta), MaxMetaSize)
-	}
-	sz := recordSize(len(e.Meta), len(e.Data))
-	if sz > l.opts.SegmentSize-segHeaderSize || len(e.Data) > 1<<32-1 {
-		return 0, fmt.Errorf("%w: side record needs %d bytes, a segment holds %d", ErrTooLarge, sz, l.opts.SegmentSize-segHeaderSize)
+	sz, err := l.checkEntry(&e, -1)
+	if err != nil {
+		return 0, err
 	}
 	l.writing.Add(1)
 	defer l.writing.Add(-1)
