@@ -53,7 +53,8 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	for _, g := range groups {
 		p.attach(g, newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, p.first))
 	}
-	if err := p.restoreSideEvents(); err != nil {
+	named, err := p.restoreSideEvents()
+	if err != nil {
 		p.closeStores()
 		return nil, fmt.Errorf("partition %d: %w", idx, err)
 	}
@@ -72,7 +73,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 		p.sizes.addRun(p.first, p.last, p.avgSize())
 	}
 	_, p.durEvents = events.Bounds()
-	p.openSideCopies()
+	p.openSideCopies(named)
 	p.safeLow = p.lowFrontier()
 	p.publishStats()
 	return p, nil

@@ -218,23 +218,24 @@ func (p *partition) sideKeep(cut Seq) Seq {
 
 // restoreSideEvents (Open, before the state is replayed) appends to the
 // event log the events it lost in a crash that the data log's side copies
-// hold, then makes the event log durable.
-func (p *partition) restoreSideEvents() error {
+// hold, then makes the event log durable. named: the event log's last
+// record names where side copies start (see sideReady).
+func (p *partition) restoreSideEvents() (named bool, err error) {
 	ss, ok := p.data.(seglog.SideStore)
 	if !ok {
-		return nil
+		return false, nil
 	}
 	_, last := p.events.Bounds()
 	if last == 0 {
-		return nil // no event record: no side copy ever stood in for one
+		return false, nil // no event record: no side copy ever stood in for one
 	}
 	r, err := p.events.Read(last)
 	if err != nil {
-		return fmt.Errorf("read event %d: %w", last, err)
+		return false, fmt.Errorf("read event %d: %w", last, err)
 	}
 	pos, ok := decodeEventMeta(r.Meta)
 	if !ok {
-		return nil // written without side copies
+		return false, nil // written without side copies
 	}
 	next := last + 1
 	var entries []seglog.Entry
@@ -258,7 +259,7 @@ func (p *partition) restoreSideEvents() error {
 		err = decErr
 	}
 	if err != nil {
-		return fmt.Errorf("read side copies of events from data position %d: %w", pos, err)
+		return false, fmt.Errorf("read side copies of events from data position %d: %w", pos, err)
 	}
 	if gap != 0 {
 		// Never confirmed: a commit waits for the ones before it, and the
@@ -266,7 +267,7 @@ func (p *partition) restoreSideEvents() error {
 		p.t.b.logf("topic %s partition %d: side copies of events from %d on follow a gap at %d: never confirmed, not restored", p.t.name, p.idx, gap, next)
 	}
 	if len(entries) == 0 {
-		return nil
+		return true, nil
 	}
 	first, err := p.events.Append(entries)
 	if err == nil && first != last+1 {
@@ -276,24 +277,20 @@ func (p *partition) restoreSideEvents() error {
 		_, err = p.events.Sync()
 	}
 	if err != nil {
-		return fmt.Errorf("restore events %d..%d from side copies: %w", last+1, next-1, err)
+		return false, fmt.Errorf("restore events %d..%d from side copies: %w", last+1, next-1, err)
 	}
 	p.t.b.logf("topic %s partition %d: restored events %d..%d from their side copies in the data log", p.t.name, p.idx, last+1, next-1)
-	return nil
+	return true, nil // the restored records name positions too
 }
 
 // openSideCopies (Open, after recovery) starts side copies for a pipelined
-// partition on a log that carries side records.
-func (p *partition) openSideCopies() {
+// partition on a log that carries side records; named is what
+// restoreSideEvents found.
+func (p *partition) openSideCopies(named bool) {
 	ss, ok := p.data.(seglog.SideStore)
 	if !ok || !p.pipelined || p.t.b.opts.noSideCopies {
 		return
 	}
-	p.side = ss
+	p.side, p.sideReady = ss, named
 	p.chain = sideChain{from: p.durEvents + 1, top: p.durEvents} // the event log is durable after recovery
-	if _, last := p.events.Bounds(); last > 0 {
-		if r, err := p.events.Read(last); err == nil {
-			_, p.sideReady = decodeEventMeta(r.Meta)
-		}
-	}
 }
