@@ -218,6 +218,7 @@ func TestMetrics(t *testing.T) {
 		{"fibril_topic_messages", `{topic="jobs"}`, 7},
 		{"fibril_partition_last_seq", `{partition="0",topic="jobs"}`, 7},
 		{"fibril_partition_first_seq", `{partition="0",topic="jobs"}`, 1},
+		{"fibril_partition_restored_events", `{partition="0",topic="jobs"}`, 0},
 		{"fibril_group_lag_messages", `{group="workers",topic="jobs"}`, 7},
 		{"fibril_group_ready_messages", `{group="workers",topic="jobs"}`, float64(7 - len(ds))},
 		{"fibril_group_settled_total", `{group="workers",topic="jobs"}`, 0},

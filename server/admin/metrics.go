@@ -22,7 +22,7 @@ type collector struct {
 	connsTotal, srvInBytes, srvOutBytes, srvInMsgs, srvOutMsgs  *prometheus.Desc
 	groupDelivered, groupRedelivered, groupAcked, groupNacked   *prometheus.Desc
 	groupRejected, groupDeadLettered, groupExpired, groupOldest *prometheus.Desc
-	groupPaused, partBytes                                      *prometheus.Desc
+	groupPaused, partBytes, partRestored                        *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -65,6 +65,7 @@ func newCollector(s *Server) *collector {
 		groupOldest:       d("group_oldest_unacked_seconds", "Age of the oldest message the group has not settled (0: none).", group...),
 		groupPaused:       d("group_paused", "1 while the group is paused.", group...),
 		partBytes:         d("partition_disk_bytes", "Bytes of the partition's files on disk.", part...),
+		partRestored:      d("partition_restored_events", "Consumer events (deliveries, acks, nacks) the engine's start restored from their side copies in the data log: confirmed events an unclean stop took from the event log.", part...),
 	}
 }
 
@@ -77,7 +78,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.connsTotal, c.srvInBytes, c.srvOutBytes, c.srvInMsgs, c.srvOutMsgs,
 		c.groupDelivered, c.groupRedelivered, c.groupAcked, c.groupNacked,
 		c.groupRejected, c.groupDeadLettered, c.groupExpired, c.groupOldest,
-		c.groupPaused, c.partBytes,
+		c.groupPaused, c.partBytes, c.partRestored,
 	} {
 		ch <- d
 	}
@@ -131,6 +132,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.firstSeq, float64(p.FirstSeq), ts.Name, pl)
 			gauge(c.lastSeq, float64(p.LastSeq), ts.Name, pl)
 			gauge(c.partBytes, float64(p.DiskBytes), ts.Name, pl)
+			gauge(c.partRestored, float64(p.RestoredEvents), ts.Name, pl)
 		}
 		for _, g := range ts.Groups {
 			gauge(c.groupLag, float64(g.Lag), ts.Name, g.Name)

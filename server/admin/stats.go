@@ -33,6 +33,9 @@ type PartitionStats struct {
 	FirstSeq  uint64 `json:"first_seq"`
 	LastSeq   uint64 `json:"last_seq"`
 	DiskBytes int64  `json:"disk_bytes"`
+	// RestoredEvents: consumer events the engine's start restored from
+	// their side copies in the data log (broker.PartitionInfo).
+	RestoredEvents uint64 `json:"restored_events"`
 }
 
 // GroupStats is the JSON view of one consumer group.
@@ -79,7 +82,7 @@ func topicStats(t *broker.Topic) TopicStats {
 	}
 	for i, p := range in.Partitions {
 		ts.Published += uint64(p.LastSeq)
-		ts.Partitions = append(ts.Partitions, PartitionStats{Partition: uint32(i), FirstSeq: uint64(p.FirstSeq), LastSeq: uint64(p.LastSeq), DiskBytes: p.DiskBytes})
+		ts.Partitions = append(ts.Partitions, PartitionStats{Partition: uint32(i), FirstSeq: uint64(p.FirstSeq), LastSeq: uint64(p.LastSeq), DiskBytes: p.DiskBytes, RestoredEvents: p.RestoredEvents})
 	}
 	for _, g := range t.Groups() {
 		ts.Groups = append(ts.Groups, groupStats(g, ts.Published))

@@ -74,6 +74,10 @@ type partition struct {
 	stBytes         atomic.Int64 // bytes of retained messages (sizeLedger)
 	stUnsetBytes    atomic.Int64 // bytes of messages not settled by every group
 	stPublished     atomic.Uint64
+	// stRestored: events restoreSideEvents put back into the event log
+	// from side copies when the broker opened (written before the actor
+	// starts).
+	stRestored atomic.Uint64
 
 	// actor state
 	groups        map[GroupID]*groupPart
