@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +21,8 @@ type powerCutEnv struct {
 	*testEnv
 	dataFS, evFS *seglog.FaultFS
 	noSide       bool
-	refuseEvery  int64 // refuse every refuseEvery-th side copy (0: none)
+	evSyncEvery  time.Duration // the background event fsync's interval (0: an hour, i.e. none)
+	refuseEvery  int64         // refuse every refuseEvery-th side copy (0: none)
 	refused      atomic.Int64
 	mu           sync.Mutex
 	logs         []*seglog.Log
@@ -43,7 +45,7 @@ func (c *powerCutEnv) start() {
 	c.t.Helper()
 	o := c.opts()
 	o.noSideCopies = c.noSide
-	o.eventSyncEvery = time.Hour // no background event fsync: the test decides what is synced
+	o.eventSyncEvery = cmp.Or(c.evSyncEvery, time.Hour) // by default no background event fsync: the test decides what is synced
 	o.Logf = func(f string, args ...any) {
 		c.mu.Lock()
 		c.logged = append(c.logged, fmt.Sprintf(f, args...))
