@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -16,8 +17,8 @@ import (
 // TestRandomPowerCutsKeepEveryAnswer drives a broker on FaultFS logs with
 // random publishes, polls, acks, rejects, nacks, clock steps and power cuts
 // (every write never fsynced lost), with side copies on or off, some of
-// them refused, the group commit pipelined or not, the background event fsync on or off and workqueue
-// retention on or off. Whatever the interleaving, every answer holds: a
+// them refused, the group commit pipelined or not, the background event
+// fsync on or off and workqueue retention on or off. Whatever the interleaving, every answer holds: a
 // confirmed message is never lost, an answered ack or reject is never
 // undone (the message never comes back), and no delivery is of a message
 // that was not confirmed or is already settled.
@@ -74,7 +75,7 @@ func TestRandomPowerCutsKeepEveryAnswer(t *testing.T) {
 			}
 			checkDelivered := func(ds []Delivery) {
 				for _, d := range ds {
-					id := string(d.Data[:strings.IndexByte(string(d.Data), ' ')])
+					id := msgID(d)
 					settled, ok := confirmed[id]
 					switch {
 					case !ok:
@@ -114,7 +115,7 @@ func TestRandomPowerCutsKeepEveryAnswer(t *testing.T) {
 					h := hold[i]
 					hold = slices.Delete(hold, i, i+1)
 					op := ops[r.IntN(len(ops))]
-					id := string(h.d.Data[:strings.IndexByte(string(h.d.Data), ' ')])
+					id := msgID(h.d)
 					err := c.settle(h.d, op)
 					trace = append(trace, fmt.Sprintf("settle(%s,%d)=%v", id, op.Kind, err))
 					switch {
@@ -144,7 +145,7 @@ func TestRandomPowerCutsKeepEveryAnswer(t *testing.T) {
 				}
 				checkDelivered(ds)
 				for _, d := range ds {
-					got = append(got, string(d.Data[:strings.IndexByte(string(d.Data), ' ')]))
+					got = append(got, msgID(d))
 				}
 			}
 			var want []string
@@ -162,4 +163,9 @@ func TestRandomPowerCutsKeepEveryAnswer(t *testing.T) {
 				next, len(want), cuts, c.refused.Load(), tp.Info().Partitions[0].FirstSeq)
 		})
 	}
+}
+
+// msgID is the id a TestRandomPowerCutsKeepEveryAnswer message starts with.
+func msgID(d Delivery) string {
+	return string(d.Data[:bytes.IndexByte(d.Data, ' ')])
 }
