@@ -81,6 +81,15 @@ BENCH="$OUT/bin/fibril-bench"
   echo "nats.go client: $(go list -m -f '{{.Version}}' github.com/nats-io/nats.go)"
   echo "reps: $REPS  backlog: $BACKLOG  quick: $QUICK"
 } | tee "$OUT/env.txt"
+# The disk of the moment, before and after the runs: a durable broker's
+# latency tail is no better than its fsync's (fibril-bench --disk-probe: 128
+# KiB blocks written and fdatasynced back to back, where the servers' data goes).
+probe_disk() {
+  "$BENCH" --disk-probe 5s --json > "$OUT/runs/disk.$1.json" 2> "$OUT/runs/disk.$1.err" \
+    && echo "disk $1: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("fdatasync of %d KiB back to back: %.0f/s, p50 %.2f ms, p99 %.2f ms, max %.1f ms, %d over 50 ms in %.0f s" % (r["block_bytes"]>>10, r["fsyncs_per_sec"], r["p50_us"]/1e3, r["p99_us"]/1e3, r["max_us"]/1e3, r["over_50ms"], r["seconds"]))' "$OUT/runs/disk.$1.json")" \
+    || echo "disk $1: probe failed ($(cat "$OUT/runs/disk.$1.err"))"
+}
+probe_disk before | tee -a "$OUT/env.txt"
 
 # ---------------------------------------------------------------- runner
 # bench ID REP VARIANT ARGS... : one run, JSON to runs/ID.VARIANT.REP.json
@@ -195,6 +204,7 @@ if [ "$CROSS" = 1 ]; then
   rm -rf "$OUT/natsx"
 fi
 echo "== done in $(( $(date +%s) - T0 )) s; load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/env.txt"
+probe_disk after | tee -a "$OUT/env.txt"
 
 # ---------------------------------------------------------------- table
 python3 - "$OUT" "$REPS" <<'PY' | tee "$OUT/summary.md"
@@ -298,6 +308,15 @@ x = []
 for f in sorted(glob.glob(f"{out}/runs/xcheck.e2e.*.txt")):
     try: x.append(float(open(f).read()))
     except Exception: pass
+disk = []
+for when in ("before", "after"):
+    try: disk.append((when, json.load(open(f"{out}/runs/disk.{when}.json"))))
+    except Exception: pass
+if disk:
+    print("\nThe disk, probed alone before and after the runs (fibril-bench --disk-probe 5s: 128 KiB written and fdatasynced back to back): " +
+          "; ".join(f"{w}: {r['fsyncs_per_sec']:,.0f} fsyncs/s, p50 {r['p50_us'] / 1e3:.2f} ms, p99 {r['p99_us'] / 1e3:.2f} ms, "
+                    f"max {r['max_us'] / 1e3:,.1f} ms, {r['over_50ms']} over 50 ms" for w, r in disk) +
+          ". A durable broker's tail is no better than its fsync's.")
 if x:
     print(f"\nCross-check (natscli `nats bench`, the anchors' method, same nats-server version, default sync): "
           f"W1-shaped combined end to end {statistics.median(x):,.0f} msgs/s (min {min(x):,.0f}, max {max(x):,.0f}); "

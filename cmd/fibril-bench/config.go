@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 )
 
@@ -54,6 +55,13 @@ type Config struct {
 	CPUProfile, MemProfile string // with Embed: profiles of the whole process
 	Trace                  string // with Embed: a runtime execution trace of the run
 	LatencyLog             string // write every first delivery's send time and latency here
+
+	// DiskProbe, when set, measures the disk instead of a server: blocks of
+	// DiskProbeBlock bytes written and fdatasynced back to back for this
+	// long in DiskProbeDir (diskprobe.go).
+	DiskProbe      time.Duration
+	DiskProbeDir   string
+	DiskProbeBlock int
 
 	// dropNth is a test hook: the consumers ignore the n-th delivery (1-based)
 	// as if it never arrived, so the verification must fail.
@@ -165,6 +173,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.MemProfile, "memprofile", "", "with --embed: write an allocation profile here at the end")
 	fs.StringVar(&c.Trace, "trace", "", "with --embed: write a runtime execution trace of the run here (go tool trace; -pprof=sched|sync|syscall)")
 	fs.StringVar(&c.LatencyLog, "latency-log", "", "write every first delivery here, sorted by send time, one line each: `<sent unix ns> <latency ns> <consumer>` (to see whether a tail is spread or comes in episodes)")
+	fs.DurationVar(&c.DiskProbe, "disk-probe", 0, "measure the disk instead of a server: write and fdatasync blocks back to back for this long (e.g. 5s) and report the fsync latencies and stalls")
+	fs.StringVar(&c.DiskProbeDir, "disk-probe-dir", os.TempDir(), "with --disk-probe: directory of the probe's temporary file (where the servers' data goes)")
+	fs.IntVar(&c.DiskProbeBlock, "disk-probe-block", 128<<10, "with --disk-probe: bytes written before each fdatasync")
 	var serverArgs stringList
 	fs.Var(&serverArgs, "server-arg", "extra flag for `fibril serve` (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -198,6 +209,7 @@ Examples:
   fibril-bench --mode plain --msgs 1000000
   fibril-bench --system nats --msgs 200000          # JetStream work queue
   fibril-bench --system nats --mode plain           # NATS core
+  fibril-bench --disk-probe 5s                      # the disk's fsync latency and stalls
 
 Flags:
 `

@@ -46,6 +46,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if cfg.DiskProbe > 0 {
+		return runDiskProbe(ctx, cfg, stdout, stderr)
+	}
 	res, err := runBench(ctx, cfg, stderr)
 	if res != nil && err != nil && res.Verify.Summary == "" {
 		res.Verify.Summary = "run did not complete: " + err.Error()
@@ -67,5 +70,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
+	return 0
+}
+
+// runDiskProbe is `fibril-bench --disk-probe D`.
+func runDiskProbe(ctx context.Context, cfg Config, stdout, stderr io.Writer) int {
+	r, err := probeDisk(ctx, cfg.DiskProbeDir, cfg.DiskProbeBlock, cfg.DiskProbe)
+	if err != nil {
+		fmt.Fprintf(stderr, "fibril-bench: %v\n", err)
+		return 1
+	}
+	if cfg.JSON {
+		if err := r.writeJSON(stdout); err != nil {
+			fmt.Fprintf(stderr, "fibril-bench: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	r.writeText(stdout)
 	return 0
 }
