@@ -244,6 +244,7 @@ cp = lambda q: lambda r: None if not r.get("confirm_latency_us") else r["confirm
 rss = lambda r: max(r["server_rss_hwm_kib"], r.get("server_rss_hwm_backlog_kib", 0)) / 1024
 rssb = lambda r: r.get("server_rss_hwm_backlog_kib", 0) / 1024
 steal = lambda r: (r.get("machine_cpu") or {}).get("steal_pct", 0)
+slow = lambda le: lambda r: ((r.get("server_fsyncs") or {}).get("over") or {}).get(le)
 rows = [
   ("W1 1 KiB, 1 pub + 1 con, confirm pipelined, fsync before confirm: end to end msgs/s", "w1", con, "", True),
   ("W1 with Fibril's Go SDK as the client (NATS column: the same nats.go run as W1)", "w1sdk", con, "", False),
@@ -262,6 +263,8 @@ rows = [
   ("W1 p50 publish -> confirm latency at half the peak rate, after the first second (NATS: the publish ack)", "w1half", cp("p50"), "ms", True),
   ("W1 p99 publish -> confirm latency at half the peak rate, after the first second (NATS: the publish ack)", "w1half", cp("p99"), "ms", True),
   ("W1 at half the peak rate: CPU steal over the run (time the hypervisor withheld the vCPUs)", "w1half", steal, "%", True),
+  ("W1 at half the peak rate: Fibril's fsyncs over 6.4 ms during the run (its own fibril_fsync_seconds)", "w1half", slow("0.0064"), "", False),
+  ("W1 at half the peak rate: Fibril's fsyncs over 51.2 ms during the run", "w1half", slow("0.0512"), "", False),
 ]
 print(f"Medians of {reps} run(s) (min–max). Fibril: durability group (fsync before every confirm, shared by a group commit).")
 print("Durable rows: end to end = first publish -> server reports the group empty (every message delivered, acked, ack applied); drain = consumers start -> same.")
@@ -298,7 +301,8 @@ check("p99 end-to-end latency < 5 ms at half the peak rate (W1), after the first
       f"{l or 0:,.2f} ms (p50 {val('w1half', 'fibril', lambda r: r['latency_us']['p50'] / 1e3) or 0:,.2f} ms); "
       f"whole run, first second included: p99 {lw or 0:,.2f} ms ({'under' if (lw or 99) < 5 else 'over'} 5 ms); "
       f"NATS JetStream sync always at half its own peak: p99 {val('w1half', 'natsfsync', p99) or 0:,.2f} ms; "
-      f"CPU steal during Fibril's run {val('w1half', 'fibril', steal) or 0:,.1f} %")
+      f"CPU steal during Fibril's run {val('w1half', 'fibril', steal) or 0:,.1f} %; "
+      f"Fibril's fsyncs over 51.2 ms in that run: {val('w1half', 'fibril', slow('0.0512')) or 0:,.0f}")
 r = val("w4", "fibril", rssb)
 b = runs("w4", "fibril")
 check(f"server RSS < 300 MB with {b[0]['published'] if b else 0:,} un-acked 1 KiB messages stored (W4)", None if r is None else r * 1.048576 < 300,

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -276,6 +277,15 @@ func TestStartsFibrilServe(t *testing.T) {
 	}
 	if strings.Contains(out.String(), `"server_rss_hwm_kib":0`) {
 		t.Fatalf("no RSS read from the child: %s", out.String())
+	}
+	// The server's own fsync histogram, scraped from its admin listener:
+	// a durable run fsyncs at least once per partition.
+	var res Result
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if f := res.ServerFsyncs; f == nil || f.Count < 2 || f.Seconds <= 0 || f.MaxBelowS <= 0 {
+		t.Fatalf("server fsyncs %+v", res.ServerFsyncs)
 	}
 }
 

@@ -37,6 +37,7 @@ type ServerDesc struct {
 // embedded) or given with --url.
 type serverProc struct {
 	addr    string
+	httpURL string // a started Fibril's admin listener (its /metrics)
 	pid     int
 	version string
 	started bool
@@ -87,7 +88,7 @@ func startServer(ctx context.Context, cfg *Config) (*serverProc, error) {
 // --ready-json line.
 func (s *serverProc) startFibril(ctx context.Context, cfg *Config) error {
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(s.dir, "data"),
-		"--ready-json", "--log-level", "warn"}
+		"--ready-json", "--log-level", "warn", "--http", "127.0.0.1:0"}
 	if cfg.Mode == "plain" {
 		// Plain pub/sub must not be captured by an auto-created topic.
 		args = append(args, "--auto-create=false")
@@ -114,11 +115,12 @@ func (s *serverProc) startFibril(ctx context.Context, cfg *Config) error {
 		var ready struct {
 			Addr string `json:"addr"`
 			PID  int    `json:"pid"`
+			HTTP string `json:"http"`
 		}
 		if err := json.Unmarshal([]byte(l), &ready); err != nil || ready.Addr == "" {
 			return fmt.Errorf("fibril serve: no ready line (got %q): %s", l, s.logTail())
 		}
-		s.addr = ready.Addr
+		s.addr, s.httpURL = ready.Addr, ready.HTTP
 	case <-s.exited:
 		return fmt.Errorf("fibril serve exited at start: %s", s.logTail())
 	case <-time.After(30 * time.Second):

@@ -63,6 +63,10 @@ type Result struct {
 	// a run too short to tell: fewer than minShareTicks clock ticks).
 	CPU *CPUShare `json:"machine_cpu,omitempty"`
 
+	// ServerFsyncs is a started Fibril server's fsync histogram at the end
+	// of the run (fsyncstats.go).
+	ServerFsyncs *FsyncStats `json:"server_fsyncs,omitempty"`
+
 	Verify Verification `json:"verify"`
 }
 
@@ -196,6 +200,9 @@ func (r *Result) writeText(w io.Writer) {
 	if r.RSSAnonKiB > 0 {
 		fmt.Fprintf(w, "          sampled peaks: RssAnon %.1f MiB (heap), RssFile %.1f MiB (mapped files)\n",
 			float64(r.RSSAnonKiB)/1024, float64(r.RSSFileKiB)/1024)
+	}
+	if f := r.ServerFsyncs; f != nil {
+		f.writeText(w)
 	}
 	if c := r.CPU; c != nil {
 		fmt.Fprintf(w, "machine   CPU over the run: user %.0f%%  system %.0f%%  irq %.0f%%  iowait %.0f%%  idle %.0f%%  steal %.0f%%\n",

@@ -346,6 +346,13 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	stopProgress()
 	res.RSSKiB = srv.rssKiB()
 	res.RSSAnonKiB, res.RSSFileKiB = memPeaks()
+	if srv.httpURL != "" {
+		fs, err := scrapeFsyncs(ctx, srv.httpURL)
+		if err != nil {
+			fmt.Fprintf(progress, "fibril-bench: server fsyncs: %v\n", err)
+		}
+		res.ServerFsyncs = fs
+	}
 	if cpuEnd, ok := readCPUTimes(); ok && cpuOK {
 		if share, ok := cpuEnd.share(cpuStart); ok {
 			res.CPU = &share
