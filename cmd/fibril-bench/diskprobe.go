@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -104,7 +105,7 @@ func probeDisk(ctx context.Context, dir string, block int, d time.Duration) (*Di
 func fdatasync(f *os.File) error {
 	for {
 		err := unix.Fdatasync(int(f.Fd()))
-		if err != unix.EINTR {
+		if !errors.Is(err, unix.EINTR) {
 			if err != nil {
 				return fmt.Errorf("disk probe: fdatasync %s: %w", f.Name(), err)
 			}
