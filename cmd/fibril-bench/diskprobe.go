@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -118,13 +117,4 @@ func (r *DiskResult) writeText(w io.Writer) {
 	fmt.Fprintf(w, "disk %s: fdatasync of %d KiB back to back for %.1f s: %d (%.0f/s), p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.1f ms; over 5/20/50/200 ms: %d/%d/%d/%d (%.2f s stalled)\n",
 		r.Dir, r.BlockBytes>>10, r.Seconds, r.Fsyncs, r.PerSec, r.P50Us/1e3, r.P99Us/1e3, r.P999Us/1e3, r.MaxUs/1e3,
 		r.Over5ms, r.Over20ms, r.Over50ms, r.Over200ms, r.StalledSecs)
-}
-
-func (r *DiskResult) writeJSON(w io.Writer) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
 }

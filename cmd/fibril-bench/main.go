@@ -54,13 +54,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		res.Verify.Summary = "run did not complete: " + err.Error()
 	}
 	if res != nil {
-		if cfg.JSON {
-			if jerr := res.writeJSON(stdout); jerr != nil {
-				fmt.Fprintf(stderr, "fibril-bench: %v\n", jerr)
-				return 1
-			}
-		} else {
-			res.writeText(stdout)
+		if perr := printReport(stdout, res, cfg.JSON); perr != nil {
+			fmt.Fprintf(stderr, "fibril-bench: %v\n", perr)
+			return 1
 		}
 	}
 	if err != nil {
@@ -76,17 +72,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 // runDiskProbe is `fibril-bench --disk-probe D`.
 func runDiskProbe(ctx context.Context, cfg Config, stdout, stderr io.Writer) int {
 	r, err := probeDisk(ctx, cfg.DiskProbeDir, cfg.DiskProbeBlock, cfg.DiskProbe)
+	if err == nil {
+		err = printReport(stdout, r, cfg.JSON)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "fibril-bench: %v\n", err)
 		return 1
 	}
-	if cfg.JSON {
-		if err := r.writeJSON(stdout); err != nil {
-			fmt.Fprintf(stderr, "fibril-bench: %v\n", err)
-			return 1
-		}
-		return 0
-	}
-	r.writeText(stdout)
 	return 0
 }

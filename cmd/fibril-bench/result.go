@@ -225,8 +225,15 @@ func fmtUS(us float64) string {
 	return fmt.Sprintf("%.0fus", us)
 }
 
-// writeJSON prints the result as one JSON object.
-func (r *Result) writeJSON(w io.Writer) error {
+// report is a result fibril-bench prints: a Result or a DiskResult.
+type report interface{ writeText(w io.Writer) }
+
+// printReport writes r as one JSON object on a line (asJSON) or as text.
+func printReport(w io.Writer, r report, asJSON bool) error {
+	if !asJSON {
+		r.writeText(w)
+		return nil
+	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
