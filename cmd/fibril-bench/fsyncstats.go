@@ -31,6 +31,16 @@ type FsyncStats struct {
 // fsyncStatsFrom is the least bound Over reports.
 const fsyncStatsFrom = 0.0064
 
+// serverFsyncs is scrapeFsyncs for a Result: the stats, or why there are
+// none (a run's figures stand without them).
+func serverFsyncs(ctx context.Context, base string) (*FsyncStats, string) {
+	st, err := scrapeFsyncs(ctx, base)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return st, ""
+}
+
 // scrapeFsyncs reads the fsync histogram from a Fibril admin listener.
 func scrapeFsyncs(ctx context.Context, base string) (*FsyncStats, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

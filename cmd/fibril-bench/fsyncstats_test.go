@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -56,5 +57,21 @@ func TestParseFsyncs(t *testing.T) {
 		if _, err := parseFsyncs(strings.NewReader(bad)); err == nil {
 			t.Errorf("parseFsyncs(%q): no error", bad)
 		}
+	}
+}
+
+// TestServerFsyncsUnreachableIsReported: a /metrics that cannot be read
+// leaves the result without fsync stats and says why. Regression: the
+// error was printed to runBench's progress writer, which may be nil (a
+// panic at the end of a finished run).
+func TestServerFsyncsUnreachableIsReported(t *testing.T) {
+	st, why := serverFsyncs(context.Background(), "http://127.0.0.1:1")
+	if st != nil || !strings.Contains(why, "/metrics") {
+		t.Fatalf("stats %+v, error %q", st, why)
+	}
+	var b strings.Builder
+	(&Result{ServerFsyncsError: why}).writeText(&b)
+	if !strings.Contains(b.String(), "fsyncs unknown") {
+		t.Fatalf("text output lacks the reason:\n%s", b.String())
 	}
 }

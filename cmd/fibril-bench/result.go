@@ -66,6 +66,9 @@ type Result struct {
 	// ServerFsyncs is a started Fibril server's fsync histogram at the end
 	// of the run (fsyncstats.go).
 	ServerFsyncs *FsyncStats `json:"server_fsyncs,omitempty"`
+	// ServerFsyncsError says why ServerFsyncs is missing for a started
+	// Fibril server (its /metrics could not be read).
+	ServerFsyncsError string `json:"server_fsyncs_error,omitempty"`
 
 	Verify Verification `json:"verify"`
 }
@@ -203,6 +206,8 @@ func (r *Result) writeText(w io.Writer) {
 	}
 	if f := r.ServerFsyncs; f != nil {
 		f.writeText(w)
+	} else if r.ServerFsyncsError != "" {
+		fmt.Fprintf(w, "server    fsyncs unknown: %s\n", r.ServerFsyncsError)
 	}
 	if c := r.CPU; c != nil {
 		fmt.Fprintf(w, "machine   CPU over the run: user %.0f%%  system %.0f%%  irq %.0f%%  iowait %.0f%%  idle %.0f%%  steal %.0f%%\n",

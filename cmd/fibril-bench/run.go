@@ -347,11 +347,7 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	res.RSSKiB = srv.rssKiB()
 	res.RSSAnonKiB, res.RSSFileKiB = memPeaks()
 	if srv.httpURL != "" {
-		fs, err := scrapeFsyncs(ctx, srv.httpURL)
-		if err != nil {
-			fmt.Fprintf(progress, "fibril-bench: server fsyncs: %v\n", err)
-		}
-		res.ServerFsyncs = fs
+		res.ServerFsyncs, res.ServerFsyncsError = serverFsyncs(ctx, srv.httpURL)
 	}
 	if cpuEnd, ok := readCPUTimes(); ok && cpuOK {
 		if share, ok := cpuEnd.share(cpuStart); ok {
