@@ -44,7 +44,7 @@ test-js:
 	@if [ -f sdk-js/package.json ]; then $(MAKE) -C sdk-js test; else echo "sdk-js: not yet"; fi
 
 # Benchmarks, never part of `make test`: Fibril and NATS JetStream side by
-# side (bench/compare.sh, results in bench/RESULTS.md). `bench` is the smoke
+# side (bench/compare.sh; current figures in BENCHMARKS.md). `bench` is the smoke
 # run (1 rep, small counts, about 1-2 min on 2 vCPUs); `bench-full` the full
 # comparison (3 reps, 1M backlog, about 8-10 min). Both install nats-server
 # with `go install` when missing and write under /tmp/fibril-compare.
