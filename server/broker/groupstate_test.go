@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The model: the state machine of DESIGN.md written as plainly as possible.
+// The model: the state machine of the package doc (doc.go, "State machine") written as plainly as possible.
 type mState uint8
 
 const (
