@@ -254,3 +254,27 @@ func TestUnknownUserHashMatchesConfiguredCost(t *testing.T) {
 		t.Fatalf("dummy hash cost %d (%v), want 5", c, err)
 	}
 }
+
+// TestPreAuthHugePubIsAuthViolation: a PUB announcing 2 GB before CONNECT
+// used to be answered max_payload; SPEC.md 3 says any command before
+// CONNECT is an authorization violation.
+func TestPreAuthHugePubIsAuthViolation(t *testing.T) {
+	s := startServer(t, func(o *Options) { o.Token = "x" })
+	for _, line := range []string{
+		"PUB x 2000000000\r\n",
+		"HPUB x 10 2000000000\r\n",
+		"PUB x y z w v u\r\n",
+		"FOO\r\n",
+	} {
+		w := dialInfo(t, s)
+		w.send(line)
+		w.expect(`^-ERR 'Authorization Violation'$`)
+		w.expectClosed()
+	}
+	// A malformed CONNECT keeps its own error.
+	w := dialInfo(t, s)
+	w.send("CONNECT {nope\r\n")
+	if l := w.expect(`^-ERR `); strings.Contains(l, "Authorization") {
+		t.Fatalf("bad CONNECT answered %q", l)
+	}
+}

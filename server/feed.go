@@ -50,6 +50,15 @@ func (c *client) feedFrames(buf []byte) int {
 			if !errors.As(err, &pe) {
 				return pos // errStop (closing) or errPause (auth check running)
 			}
+			if !c.authed.Load() && !isConnectLine(view) {
+				// Nothing before this frame was accepted, so it starts view.
+				// SPEC.md 3: any command before CONNECT is an
+				// authorization violation, whatever the parser found
+				// wrong with it (a PUB announcing 2 GB is not answered
+				// max_payload before the client has authenticated).
+				c.fail(protocol.CodeAuthViolation, "authenticate first")
+				return pos
+			}
 			if c.fatal(pe.Code) {
 				c.fail(pe.Code, pe.Detail)
 				return pos
@@ -69,6 +78,24 @@ func (c *client) feedFrames(buf []byte) int {
 		return pos
 	}
 	return pos
+}
+
+// isConnectLine reports whether b starts with the verb CONNECT (any case),
+// after optional spaces.
+func isConnectLine(b []byte) bool {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	const verb = "CONNECT"
+	if len(b) < len(verb) {
+		return false
+	}
+	for i := 0; i < len(verb); i++ {
+		if b[i]|0x20 != verb[i]|0x20 {
+			return false
+		}
+	}
+	return len(b) == len(verb) || b[len(verb)] == ' ' || b[len(verb)] == '\t' || b[len(verb)] == '\r' || b[len(verb)] == '\n'
 }
 
 // HandleCommand implements protocol.Handler: it dispatches one frame. cmd
