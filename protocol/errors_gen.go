@@ -18,7 +18,7 @@ const (
 	CodeInvalidNumber Code = "invalid_number"
 	// CodeNumberOverflow (number exceeds its range): A numeric argument of a command without payload is larger than its field allows (counts 2147483647, milliseconds 4294967295).
 	CodeNumberOverflow Code = "number_overflow"
-	// CodeInvalidSubject (subject is not valid): Empty subject, empty token (leading, trailing or double dot), a control character, a wildcard that is not a whole token, or > that is not the last token.
+	// CodeInvalidSubject (subject is not valid): Empty subject, empty token (leading, trailing or double dot), a control character, bytes that are not valid UTF-8, a wildcard that is not a whole token, or > that is not the last token.
 	CodeInvalidSubject Code = "invalid_subject"
 	// CodeWildcardNotAllowed (wildcards are only allowed in SUB subjects and topic filters): A * or > token in a PUB/HPUB/MSG/HMSG subject or reply-to, a POLL topic or a topic name.
 	CodeWildcardNotAllowed Code = "wildcard_not_allowed"
@@ -188,7 +188,7 @@ func lookupSpec(c Code) (ErrorSpec, bool) {
 	case CodeNumberOverflow:
 		return ErrorSpec{Code: c, Text: "number exceeds its range", NATSText: "Unknown Protocol Operation", Fatal: false, NATSFatal: true, Retriable: false, Description: "A numeric argument of a command without payload is larger than its field allows (counts 2147483647, milliseconds 4294967295)."}, true
 	case CodeInvalidSubject:
-		return ErrorSpec{Code: c, Text: "subject is not valid", NATSText: "Invalid Subject", Fatal: false, NATSFatal: false, Retriable: false, Description: "Empty subject, empty token (leading, trailing or double dot), a control character, a wildcard that is not a whole token, or > that is not the last token."}, true
+		return ErrorSpec{Code: c, Text: "subject is not valid", NATSText: "Invalid Subject", Fatal: false, NATSFatal: false, Retriable: false, Description: "Empty subject, empty token (leading, trailing or double dot), a control character, bytes that are not valid UTF-8, a wildcard that is not a whole token, or > that is not the last token."}, true
 	case CodeWildcardNotAllowed:
 		return ErrorSpec{Code: c, Text: "wildcards are only allowed in SUB subjects and topic filters", NATSText: "Invalid Publish Subject", Fatal: false, NATSFatal: false, Retriable: false, Description: "A * or > token in a PUB/HPUB/MSG/HMSG subject or reply-to, a POLL topic or a topic name."}, true
 	case CodeInvalidName:

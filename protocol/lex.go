@@ -1,5 +1,7 @@
 package protocol
 
+import "unicode/utf8"
+
 // Small hand-written helpers for the hot path: no strconv, no string(b), no
 // bytes.Split (SPEC.md, "Grammar").
 
@@ -130,7 +132,8 @@ func nextToken(b []byte) (tok, rest []byte) {
 }
 
 // CheckSubject reports whether subject is valid (SPEC.md, "Subjects"):
-// non-empty tokens separated by '.', no byte below 0x21 or 0x7f, '*' and '>'
+// non-empty tokens separated by '.', no byte below 0x21 or 0x7f, bytes
+// above 0x7f only as valid UTF-8, '*' and '>'
 // only as whole tokens and '>' only last. With wildcards false, a '*' or '>'
 // token gives CodeWildcardNotAllowed. It returns nil or an *Error with
 // CodeInvalidSubject or CodeWildcardNotAllowed.
@@ -152,6 +155,17 @@ func checkSubject(s []byte, wildcards bool) Code {
 			c := s[i]
 			if c <= ' ' || c == 0x7f {
 				return CodeInvalidSubject
+			}
+			if c >= utf8.RuneSelf {
+				// Names must round-trip through JSON (catalog, INFO
+				// answers) byte for byte: invalid UTF-8 would come back
+				// as U+FFFD and merge distinct names.
+				r, size := utf8.DecodeRune(s[i:])
+				if r == utf8.RuneError && size <= 1 {
+					return CodeInvalidSubject
+				}
+				i += size - 1
+				continue
 			}
 			if c != '.' {
 				continue

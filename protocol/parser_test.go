@@ -108,6 +108,8 @@ func TestParseErrors(t *testing.T) {
 		{"number", ClientToServer, false, Limits{}, "POLL t g x\r\n", CodeInvalidNumber, -1},
 		{"overflow", ClientToServer, false, Limits{}, "POLL t g 1 99999999999\r\n", CodeNumberOverflow, -1},
 		{"subject", ClientToServer, false, Limits{}, "PUB a..b 0\r\n\r\n", CodeInvalidSubject, -1},
+		{"subject not utf-8", ClientToServer, false, Limits{}, "PUB pay.\xff 0\r\n\r\n", CodeInvalidSubject, -1},
+		{"subject overlong utf-8", ClientToServer, false, Limits{}, "SUB a\xc0\xaf 1\r\n", CodeInvalidSubject, -1},
 		{"wildcard", ClientToServer, false, Limits{}, "PUB a.* 0\r\n\r\n", CodeWildcardNotAllowed, -1},
 		{"name", ClientToServer, false, Limits{}, "POLL t g/h 1\r\n", CodeInvalidName, -1},
 		{"crc token", ClientToServer, true, Limits{}, "PUB a 0 0000000\r\n\r\n", CodeInvalidCRCToken, -1},

@@ -8,6 +8,7 @@ package server
 import (
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // sublist holds every plain subscription of the server. Safe for concurrent
@@ -150,7 +151,8 @@ func matchNode(n *slNode, tail string, more bool, out []*subscription) []*subscr
 }
 
 // validSubject reports whether s is a literal subject a message can be
-// published to: non-empty dot-separated tokens, no wildcards, no spaces.
+// published to: non-empty dot-separated tokens of valid UTF-8, no
+// wildcards, no spaces.
 func validSubject(s string) bool { return checkSubject(s, false) }
 
 // validFilter reports whether s is a subscription filter: like a subject, but
@@ -158,8 +160,8 @@ func validSubject(s string) bool { return checkSubject(s, false) }
 func validFilter(s string) bool { return checkSubject(s, true) }
 
 func checkSubject(s string, wild bool) bool {
-	if s == "" {
-		return false
+	if s == "" || !utf8.ValidString(s) {
+		return false // names must round-trip through JSON byte for byte
 	}
 	start := 0
 	for i := 0; i <= len(s); i++ {

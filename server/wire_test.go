@@ -334,3 +334,20 @@ func TestMaxPayloadMustFitASegment(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidUTF8SubjectRefusedAtTheDoor: PUB pay.\xff used to be confirmed
+// and auto-create a topic whose name did not survive a restart.
+func TestInvalidUTF8SubjectRefusedAtTheDoor(t *testing.T) {
+	s := startServer(t, func(o *Options) { o.NoBroker = false })
+	w := dialInfo(t, s)
+	w.send("CONNECT {\"fibril\":1}\r\n")
+	w.expect(`^\+OK$`)
+	w.send("PUB pay.\xff 1\r\nx\r\nPUB pay.\xfe 1\r\nx\r\nSUB pay.\xff 1\r\nTOPIC CREATE pay.\xfe\r\nPUB caf\xc3\xa9 1\r\nx\r\n")
+	for range 4 {
+		w.expect(`^-ERR 'invalid_subject `)
+	}
+	w.expect(`^\+OK 0:1$`)
+	if _, ok := s.durable.b.Topic("pay.\xff"); ok {
+		t.Fatal("topic pay.\\xff was created")
+	}
+}

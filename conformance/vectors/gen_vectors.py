@@ -282,6 +282,10 @@ def invalid():
     e("subject/pub-trailing-dot", "PUB a. 1\r\nx\r\n", "invalid_subject", False)
     e("subject/pub-control-char", "PUB a\x01b 1\r\nx\r\n", "invalid_subject", False)
     e("subject/pub-del-char", "PUB a\x7f 1\r\nx\r\n", "invalid_subject", False)
+    e("subject/pub-invalid-utf8", "PUB pay.\xff 1\r\nx\r\n", "invalid_subject", False,
+      description="bytes above 0x7f must be valid UTF-8: names round-trip byte for byte")
+    e("subject/pub-overlong-utf8", "PUB a\xc0\xaf 1\r\nx\r\n", "invalid_subject", False)
+    e("subject/sub-truncated-utf8", "SUB a.\xe2\x82 1\r\n", "invalid_subject", False)
     e("subject/pub-star", "PUB a.* 1\r\nx\r\n", "wildcard_not_allowed", False)
     e("subject/pub-gt", "PUB a.> 1\r\nx\r\n", "wildcard_not_allowed", False)
     e("subject/pub-reply-wildcard", "PUB a r.* 1\r\nx\r\n", "wildcard_not_allowed", False)

@@ -55,7 +55,7 @@ export const ERROR_TABLE: Readonly<Record<string, ErrorSpec>> = Object.freeze({
   invalid_args: {"code":"invalid_args","natsText":"Unknown Protocol Operation","text":"wrong number or form of arguments","fatal":false,"retriable":false,"description":"A command without payload has too few or too many arguments, or an argument of the wrong form (a POLL max of 0, SUB sid 0, an unknown TOPIC/GROUP sub-verb)."},
   invalid_number: {"code":"invalid_number","natsText":"Unknown Protocol Operation","text":"argument is not a decimal number","fatal":false,"retriable":false,"description":"A numeric argument of a command without payload (max-msgs, max-inflight, max, wait-ms, delay-ms, ms) has a character other than 0-9."},
   number_overflow: {"code":"number_overflow","natsText":"Unknown Protocol Operation","text":"number exceeds its range","fatal":false,"retriable":false,"description":"A numeric argument of a command without payload is larger than its field allows (counts 2147483647, milliseconds 4294967295)."},
-  invalid_subject: {"code":"invalid_subject","natsText":"Invalid Subject","text":"subject is not valid","fatal":false,"retriable":false,"description":"Empty subject, empty token (leading, trailing or double dot), a control character, a wildcard that is not a whole token, or > that is not the last token."},
+  invalid_subject: {"code":"invalid_subject","natsText":"Invalid Subject","text":"subject is not valid","fatal":false,"retriable":false,"description":"Empty subject, empty token (leading, trailing or double dot), a control character, bytes that are not valid UTF-8, a wildcard that is not a whole token, or > that is not the last token."},
   wildcard_not_allowed: {"code":"wildcard_not_allowed","natsText":"Invalid Publish Subject","text":"wildcards are only allowed in SUB subjects and topic filters","fatal":false,"retriable":false,"description":"A * or > token in a PUB/HPUB/MSG/HMSG subject or reply-to, a POLL topic or a topic name."},
   invalid_name: {"code":"invalid_name","natsText":"Invalid Subject","text":"group name is not valid","fatal":false,"retriable":false,"description":"A durable group name (POLL, GROUP verbs, SUB on a durable topic) is not 1 to 255 characters from A-Z a-z 0-9 _ -."},
   invalid_crc_token: {"code":"invalid_crc_token","natsText":"","text":"checksum token is not 8 lowercase hex digits or -","fatal":false,"retriable":false,"description":"In CRC mode the last token of PUB/HPUB/MSG/HMSG must be 8 lowercase hex digits (or - from a client). The frame is skipped; nothing is stored."},
@@ -160,7 +160,7 @@ export class NumberOverflowError extends FibrilError {
   }
 }
 
-/** InvalidSubjectError is the `invalid_subject` error: Empty subject, empty token (leading, trailing or double dot), a control character, a wildcard that is not a whole token, or > that is not the last token. */
+/** InvalidSubjectError is the `invalid_subject` error: Empty subject, empty token (leading, trailing or double dot), a control character, bytes that are not valid UTF-8, a wildcard that is not a whole token, or > that is not the last token. */
 export class InvalidSubjectError extends FibrilError {
   /** code is always "invalid_subject". */
   static readonly code = "invalid_subject";

@@ -647,6 +647,7 @@ function hex8(v: number): string {
 export function checkSubject(s: Uint8Array | string, wildcards: boolean): string {
   if (typeof s === 'string') s = enc(s);
   if (s.length === 0) return 'invalid_subject';
+  if (!validUTF8(s)) return 'invalid_subject'; // names must round-trip byte for byte
   let wild = false;
   let start = 0;
   for (let i = 0; i <= s.length; i++) {
@@ -668,6 +669,23 @@ export function checkSubject(s: Uint8Array | string, wildcards: boolean): string
   }
   if (wild && !wildcards) return 'wildcard_not_allowed';
   return '';
+}
+
+const utf8Fatal = new TextDecoder('utf-8', { fatal: true });
+
+/** validUTF8 reports whether b is valid UTF-8 (ASCII needs no decoder). */
+function validUTF8(b: Uint8Array): boolean {
+  for (const c of b) {
+    if (c >= 0x80) {
+      try {
+        utf8Fatal.decode(b);
+        return true;
+      } catch {
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 /** validGroupName: 1 to 255 bytes from A-Z a-z 0-9 _ -. */

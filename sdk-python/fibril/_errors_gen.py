@@ -77,7 +77,7 @@ class NumberOverflowError(FibrilError):
 
 
 class InvalidSubjectError(FibrilError):
-    """Empty subject, empty token (leading, trailing or double dot), a control character, a wildcard that is not a whole token, or > that is not the last token.
+    """Empty subject, empty token (leading, trailing or double dot), a control character, bytes that are not valid UTF-8, a wildcard that is not a whole token, or > that is not the last token.
 
     Wire code ``invalid_subject``; text: subject is not valid."""
 

@@ -280,7 +280,7 @@ _PLAIN_SUBJECT = re.compile(rb"[^\x00-\x20\x7f.*>]+(?:\.[^\x00-\x20\x7f.*>]+)*")
 
 
 def _subject(tok: bytes, *, wildcards: bool) -> str:
-    if _PLAIN_SUBJECT.fullmatch(tok):
+    if _PLAIN_SUBJECT.fullmatch(tok) and tok.isascii():
         return _s(tok)
     code = subject_error(tok, wildcards=wildcards)
     if code is not None:

@@ -70,6 +70,11 @@ def subject_error(subject: bytes, *, wildcards: bool) -> str | None:
     """
     if not subject or _SUBJECT_BAD.search(subject):
         return "invalid_subject"
+    if not subject.isascii():
+        try:
+            subject.decode("utf-8")  # names must round-trip byte for byte
+        except UnicodeDecodeError:
+            return "invalid_subject"
     toks = subject.split(b".")
     wild = False
     last = len(toks) - 1

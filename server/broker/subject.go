@@ -3,13 +3,19 @@ package broker
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
-// validFilter checks a subject filter: dot-separated non-empty tokens without
-// spaces; "*" matches one token, ">" (last token only) one or more.
+// validFilter checks a subject filter: dot-separated non-empty tokens of
+// valid UTF-8 without spaces; "*" matches one token, ">" (last token only) one or more.
 func validFilter(f string) error {
 	if f == "" {
 		return fmt.Errorf("%w: empty subject", ErrInvalid)
+	}
+	if !utf8.ValidString(f) {
+		// The catalog keeps names as JSON, which turns invalid UTF-8
+		// into U+FFFD: two such names would merge after a restart.
+		return fmt.Errorf("%w: subject %q is not valid UTF-8", ErrInvalid, f)
 	}
 	toks := strings.Split(f, ".")
 	for i, t := range toks {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -79,6 +80,9 @@ func (t *Topic) full() bool {
 func (t *Topic) prepare(m *Message) (command, error) {
 	if m.Subject == "" {
 		return command{}, fmt.Errorf("%w: empty subject", ErrInvalid)
+	}
+	if !utf8.ValidString(m.Subject) {
+		return command{}, fmt.Errorf("publish to %s: %w: subject %q is not valid UTF-8", t.name, ErrInvalid, m.Subject)
 	}
 	// Refuse here what the log would refuse, so one oversized message
 	// cannot fail the whole batch it would be appended with.
