@@ -72,7 +72,7 @@ const (
 	CodeGroupExists Code = "group_exists"
 	// CodeTopicOverlap (subject filters overlap another topic): A filter of the new topic could match a subject that a filter of an existing topic matches.
 	CodeTopicOverlap Code = "topic_overlap"
-	// CodeInvalidConfig (configuration value is not valid): A topic or group configuration field is out of range or names an unknown policy.
+	// CodeInvalidConfig (configuration value is not valid): A topic or group configuration field is out of its range (the detail names the field and the range; a field given as 0 where 0 is not a value is out of range, not the default) or names an unknown policy.
 	CodeInvalidConfig Code = "invalid_config"
 	// CodeUnknownHandle (ack handle names no known topic or group): The topic id or group id of the handle does not exist (deleted, or never was).
 	CodeUnknownHandle Code = "unknown_handle"
@@ -242,7 +242,7 @@ func lookupSpec(c Code) (ErrorSpec, bool) {
 	case CodeTopicOverlap:
 		return ErrorSpec{Code: c, Text: "subject filters overlap another topic", NATSText: "", Fatal: false, NATSFatal: false, Retriable: false, Description: "A filter of the new topic could match a subject that a filter of an existing topic matches."}, true
 	case CodeInvalidConfig:
-		return ErrorSpec{Code: c, Text: "configuration value is not valid", NATSText: "", Fatal: false, NATSFatal: false, Retriable: false, Description: "A topic or group configuration field is out of range or names an unknown policy."}, true
+		return ErrorSpec{Code: c, Text: "configuration value is not valid", NATSText: "", Fatal: false, NATSFatal: false, Retriable: false, Description: "A topic or group configuration field is out of its range (the detail names the field and the range; a field given as 0 where 0 is not a value is out of range, not the default) or names an unknown policy."}, true
 	case CodeUnknownHandle:
 		return ErrorSpec{Code: c, Text: "ack handle names no known topic or group", NATSText: "", Fatal: false, NATSFatal: false, Retriable: false, Description: "The topic id or group id of the handle does not exist (deleted, or never was)."}, true
 	case CodeStaleHandle:

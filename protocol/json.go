@@ -192,10 +192,24 @@ type GroupConfig struct {
 
 // DecodeStrict decodes one management JSON argument into v (a *TopicConfig
 // or *GroupConfig), refusing unknown fields and trailing data. Empty js
-// leaves v unchanged. It returns an *Error with CodeInvalidJSON.
+// leaves v unchanged. It returns an *Error with CodeInvalidJSON, or with
+// CodeInvalidConfig for a numeric field of a *TopicConfig or *GroupConfig out
+// of its range (SPEC.md 10.1, 10.2).
 func DecodeStrict(js []byte, v any) error {
 	if len(trimSpace(js)) == 0 {
 		return nil
+	}
+	var ranges map[string]fieldRange
+	switch v.(type) {
+	case *TopicConfig:
+		ranges = topicRanges
+	case *GroupConfig:
+		ranges = groupRanges
+	}
+	if ranges != nil {
+		if err := checkRanges(js, ranges); err != nil {
+			return err
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()

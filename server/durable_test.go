@@ -417,3 +417,19 @@ func TestPollAnswerBoundedByMaxPollBytes(t *testing.T) {
 	w.expectDelivery(`^MSG big 0 \S+ 1000$`, body)
 	w.expect(`^\+OK 2$`)
 }
+
+// TestConfigOutOfRangeAnsweredInvalidConfig: the wire answer for a field
+// out of range names the field and its range (lease_ms 0 used to become
+// 30000 silently; a lease_ms beyond int64 answered invalid_json).
+func TestConfigOutOfRangeAnsweredInvalidConfig(t *testing.T) {
+	s := startServer(t, func(o *Options) { o.NoBroker = false })
+	w := dialInfo(t, s)
+	w.send("CONNECT {\"fibril\":1}\r\nTOPIC CREATE r\r\n")
+	w.expect(`^\+OK$`)
+	w.expect(`^\+OK \{"name":"r"`)
+	w.send("GROUP CREATE r g {\"lease_ms\":0}\r\nGROUP CREATE r g {\"max_deliveries\":0}\r\nGROUP CREATE r g {\"lease_ms\":1e40}\r\nTOPIC CREATE r2 {\"partitions\":0}\r\n")
+	w.expect(`^-ERR 'invalid_config .*lease_ms 0 out of range \[1, 4294967295\]'$`)
+	w.expect(`^-ERR 'invalid_config .*max_deliveries 0 out of range -1 or \[1, 2147483647\]'$`)
+	w.expect(`^-ERR 'invalid_config .*lease_ms 1e40 out of range`)
+	w.expect(`^-ERR 'invalid_config .*partitions 0 out of range \[1, 4096\]'$`)
+}

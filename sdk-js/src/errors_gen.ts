@@ -82,7 +82,7 @@ export const ERROR_TABLE: Readonly<Record<string, ErrorSpec>> = Object.freeze({
   topic_exists: {"code":"topic_exists","natsText":"","text":"topic exists with a different configuration","fatal":false,"retriable":false,"description":"TOPIC CREATE of an existing name with a different configuration (the same configuration is answered +OK)."},
   group_exists: {"code":"group_exists","natsText":"","text":"group exists with a different configuration","fatal":false,"retriable":false,"description":"GROUP CREATE of an existing group with a different configuration (the same configuration is answered +OK)."},
   topic_overlap: {"code":"topic_overlap","natsText":"","text":"subject filters overlap another topic","fatal":false,"retriable":false,"description":"A filter of the new topic could match a subject that a filter of an existing topic matches."},
-  invalid_config: {"code":"invalid_config","natsText":"","text":"configuration value is not valid","fatal":false,"retriable":false,"description":"A topic or group configuration field is out of range or names an unknown policy."},
+  invalid_config: {"code":"invalid_config","natsText":"","text":"configuration value is not valid","fatal":false,"retriable":false,"description":"A topic or group configuration field is out of its range (the detail names the field and the range; a field given as 0 where 0 is not a value is out of range, not the default) or names an unknown policy."},
   unknown_handle: {"code":"unknown_handle","natsText":"","text":"ack handle names no known topic or group","fatal":false,"retriable":false,"description":"The topic id or group id of the handle does not exist (deleted, or never was)."},
   stale_handle: {"code":"stale_handle","natsText":"","text":"ack handle is superseded by a later delivery","fatal":false,"retriable":false,"description":"The handle's attempt is older than the message's current delivery count: its lease expired and the message was delivered again. Nothing is changed."},
   invalid_ack: {"code":"invalid_ack","natsText":"","text":"ack body is not +ACK, -NAK, +WPI or +TERM","fatal":false,"retriable":false,"description":"A PUB to an ack handle subject carries a body that is not one of the settle bodies."},
@@ -430,7 +430,7 @@ export class TopicOverlapError extends FibrilError {
   }
 }
 
-/** InvalidConfigError is the `invalid_config` error: A topic or group configuration field is out of range or names an unknown policy. */
+/** InvalidConfigError is the `invalid_config` error: A topic or group configuration field is out of its range (the detail names the field and the range; a field given as 0 where 0 is not a value is out of range, not the default) or names an unknown policy. */
 export class InvalidConfigError extends FibrilError {
   /** code is always "invalid_config". */
   static readonly code = "invalid_config";

@@ -347,7 +347,7 @@ class TopicOverlapError(FibrilError):
 
 
 class InvalidConfigError(FibrilError):
-    """A topic or group configuration field is out of range or names an unknown policy.
+    """A topic or group configuration field is out of its range (the detail names the field and the range; a field given as 0 where 0 is not a value is out of range, not the default) or names an unknown policy.
 
     Wire code ``invalid_config``; text: configuration value is not valid."""
 

@@ -314,6 +314,9 @@ const (
 	NATSAckExplicit NATSAck = "explicit"
 )
 
+// maxLeaseMs is the longest lease (SPEC.md 10.2: lease_ms 1..4294967295).
+const maxLeaseMs = 1<<32 - 1
+
 func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig, error) {
 	switch c.Start {
 	case "":
@@ -325,8 +328,8 @@ func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig
 	if c.LeaseMs == 0 {
 		c.LeaseMs = 30000
 	}
-	if c.LeaseMs < 1 {
-		return c, fmt.Errorf("%w: lease_ms %d < 1", ErrInvalid, c.LeaseMs)
+	if c.LeaseMs < 1 || c.LeaseMs > maxLeaseMs {
+		return c, fmt.Errorf("%w: lease_ms %d out of range [1, %d]", ErrInvalid, c.LeaseMs, maxLeaseMs)
 	}
 	if c.MaxDeliveries == 0 {
 		c.MaxDeliveries = 5
