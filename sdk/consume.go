@@ -129,8 +129,15 @@ func (s *Subscription) next(ctx context.Context) (item, bool, error) {
 
 // nextOr is next that also returns (with woke set, ok false and no error)
 // when wake is closed first; a nil wake never fires.
+//
+// A done ctx wins over queued deliveries: a consumer cancelled with a
+// backlog stops after the message it is handling (the backlog is handed
+// back by unsubscribe), not after the backlog.
 func (s *Subscription) nextOr(ctx context.Context, wake <-chan struct{}) (it item, ok, woke bool, err error) {
 	for {
+		if err := ctx.Err(); err != nil {
+			return item{}, false, false, err
+		}
 		s.mu.Lock()
 		if len(s.queue) > 0 {
 			it := s.queue[0]
@@ -206,10 +213,12 @@ func (s *Subscription) Next(ctx context.Context) (*Msg, error) {
 }
 
 // Stop unsubscribes and hands back what was delivered but not returned by
-// Next. Messages already returned stay the caller's to settle.
+// Next. Messages already returned stay the caller's to settle. It waits
+// for the server's answer to the UNSUB until ctx is done (then it returns
+// ctx.Err(); the subscription is ended on this side all the same and what
+// arrives later is handed back).
 func (s *Subscription) Stop(ctx context.Context) error {
-	s.conn.unsubscribe(s)
-	return ctx.Err()
+	return s.conn.unsubscribe(ctx, s)
 }
 
 // subscribe registers a push subscription and waits for the server's +OK.
@@ -245,30 +254,53 @@ func (c *Conn) register(ctx context.Context, s *Subscription) error {
 	return nil
 }
 
-// unsubscribe stops deliveries to s and hands back what it still holds.
-func (c *Conn) unsubscribe(s *Subscription) {
+// unsubscribeWait is how long Consume and Messages wait for the answer to
+// their UNSUB once their own ctx has ended.
+const unsubscribeWait = 5 * time.Second
+
+// unsubscribe stops deliveries to s and hands back what it still holds,
+// waiting for the UNSUB's answer until ctx is done. The UNSUB is written
+// before the hand-backs (NACKs), so the server does not push them to s
+// again; deliveries that arrive after s left c.subs are handed back by the
+// read loop.
+func (c *Conn) unsubscribe(ctx context.Context, s *Subscription) error {
 	c.mu.Lock()
 	_, live := c.subs[s.sid]
 	delete(c.subs, s.sid)
 	c.mu.Unlock()
+	s.close(ErrClosed) // Next and the workers return now
+	var err error
 	if live {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := c.roundTrip(ctx, reqOK, protocol.AppendUnsub(nil, strconv.FormatUint(s.sid, 10), 0)); err != nil && !errors.Is(err, ErrClosed) {
-			c.cfg.logger.Debug("fibril: UNSUB failed", "sid", s.sid, "err", err)
+		r := newRequest(reqOK, protocol.AppendUnsub(nil, strconv.FormatUint(s.sid, 10), 0))
+		if err = c.send(r); err == nil {
+			err = c.wait(ctx, r)
 		}
 	}
-	s.close(ErrClosed)
 	for _, m := range s.drain() {
 		c.releaseAsync(m)
 	}
+	if err != nil && !errors.Is(err, ErrClosed) {
+		c.cfg.logger.Debug("fibril: UNSUB failed", "sid", s.sid, "err", err)
+		return fmt.Errorf("fibril: UNSUB %s %s: %w", s.topic, s.group, err)
+	}
+	return nil
+}
+
+// unsubscribeDetached is unsubscribe for consumers whose ctx has ended: it
+// waits up to unsubscribeWait for the answer.
+func (c *Conn) unsubscribeDetached(ctx context.Context, s *Subscription) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unsubscribeWait)
+	defer cancel()
+	_ = c.unsubscribe(uctx, s) // logged; the deliveries are handed back either way
 }
 
 // Consume runs handler for every message of the durable group on topic,
 // pushed by the server with at most WithMaxInFlight unsettled deliveries and
-// WithConcurrency handlers at once. It blocks until ctx is done (then it
-// unsubscribes, waits for running handlers and returns nil) or the Conn is
-// closed (it returns ErrClosed or the reason). Corrupt deliveries go to the
+// WithConcurrency handlers at once. It blocks until ctx is done or the Conn
+// is closed (it returns ErrClosed or the reason). When ctx ends, no new
+// handler starts, even with deliveries buffered: Consume waits for the
+// handlers running then, hands the buffered deliveries back (NACK, at once),
+// waits for its acks' answers and returns nil. Corrupt deliveries go to the
 // error handler, never to handler.
 func (c *Conn) Consume(ctx context.Context, topic, group string, handler Handler, opts ...ConsumeOption) error {
 	o, err := c.consumeOptions(opts)
@@ -292,7 +324,7 @@ func (c *Conn) Consume(ctx context.Context, topic, group string, handler Handler
 		}()
 	}
 	wg.Wait()
-	c.unsubscribe(s)
+	c.unsubscribeDetached(ctx, s)
 	err = <-errc
 	if ctx.Err() != nil {
 		return nil
@@ -347,7 +379,7 @@ func (c *Conn) Messages(ctx context.Context, topic, group string, opts ...Consum
 			yield(nil, err)
 			return
 		}
-		defer c.unsubscribe(s)
+		defer c.unsubscribeDetached(ctx, s)
 		for {
 			it, ok, err := s.next(ctx)
 			if !ok {

@@ -33,6 +33,9 @@ var (
 	ErrInvalidArgument = errors.New("fibril: invalid argument")
 	// ErrAckPending: AckFuture.Err was called before the future was done.
 	ErrAckPending = errors.New("fibril: acknowledgement not answered yet")
+	// ErrPublishPending: PubFuture.Result was called before the future was
+	// done.
+	ErrPublishPending = errors.New("fibril: publish not confirmed yet")
 )
 
 // Error is an -ERR answer from the server, or a check the client makes on

@@ -2,7 +2,6 @@ package fibril
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/fibrilmq/fibril/protocol"
@@ -77,13 +76,14 @@ type PubFuture struct {
 // Done is closed when the publish is confirmed or failed.
 func (f *PubFuture) Done() <-chan struct{} { return f.r.done }
 
-// Result returns the outcome; call it after Done is closed (before, it
-// returns an error saying it is still pending).
+// Result returns the outcome once Done is closed: the Position, or the
+// refusal (an *Error; test with errors.Is), ErrClosed, ErrConnectionLost ...
+// Before Done is closed it returns ErrPublishPending.
 func (f *PubFuture) Result() (Position, error) {
 	select {
 	case <-f.r.done:
 	default:
-		return Position{}, errors.New("fibril: publish not confirmed yet")
+		return Position{}, ErrPublishPending
 	}
 	if f.r.err != nil {
 		return Position{}, fmt.Errorf("fibril: publish: %w", f.r.err)

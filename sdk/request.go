@@ -25,7 +25,7 @@ const (
 // request is one command awaiting its answer.
 type request struct {
 	kind  requestKind
-	frame []byte // the encoded command, kept for replay
+	frame []byte // the encoded command, kept for replay until answered
 	done  chan struct{}
 	state atomic.Int32 // 0 pending, 1 finished, 2 abandoned by its caller
 
@@ -122,6 +122,9 @@ func (c *Conn) roundTrip(ctx context.Context, kind requestKind, frame []byte) (*
 // request, by whoever removed it from the fifo.
 func (c *Conn) finish(r *request, err error) {
 	r.err = err
+	// answered: never replayed again, so the encoded command (a publish's
+	// whole payload) need not outlive it in a PubFuture
+	r.frame = nil
 	if r.window {
 		<-c.window
 	}
