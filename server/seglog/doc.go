@@ -91,6 +91,12 @@
 // damage is corruption: Open fails with a *CorruptError naming the file and offset,
 // or, with Options.SkipCorrupt, skips the damaged range (Recovery.Skipped
 // lists it, Read returns ErrCorrupt for the sequence numbers it held).
+// With Options.Verify, Open also reads and checks every record of every
+// segment (verify.go), so damage done while the log was closed is found
+// at Open, not by the reader that reaches it; VerifySegments does the
+// same on an open log, segment by segment, for a background scrub. A
+// read that meets a damaged record on its way from an index point steps
+// over it to the next intact one: damage costs the damaged records only.
 //
 // # Side records
 //
@@ -206,8 +212,8 @@
 //     compressed size. With Options.HoldSwapped it stays until the owner
 //     says, with ReleaseSwapped, that no reader borrows from it (SwapCount
 //     tells a reader which replacements it may borrow from).
-//   - Damage inside a compressed segment is found when it is read, not by
-//     Open (which checks only its header): every record of that segment
+//   - Without Options.Verify, damage inside a compressed segment is found
+//     when it is read, not by Open (which checks only its header): every record of that segment
 //     then reads as ErrCorrupt, and SkipCorrupt does not skip it. A
 //     damaged header makes Open fail with a *CorruptError.
 //   - TruncateFront and Close wait while a segment is being compressed

@@ -41,6 +41,13 @@ type Options struct {
 	// A sealed segment's index then records the ranges lost, so later
 	// opens need SkipCorrupt only for new damage.
 	SkipCorrupt bool
+	// Verify makes Open read and check every record of every segment
+	// (header and data checksums, numbering), not only the tail it must
+	// scan: damage done while the log was closed then fails Open with a
+	// *CorruptError (or is skipped with SkipCorrupt) instead of being
+	// found by the reader that reaches it. It costs a read of the whole
+	// log (compressed segments are decompressed once each).
+	Verify bool
 	// FS is the file system the log uses; nil means the operating system's.
 	// Tests pass a *FaultFS to inject crashes and I/O errors.
 	FS FS

@@ -66,6 +66,9 @@ func (l *Log) recover() (err error) {
 		var s *segment
 		if c, ok := comp[first]; ok && !plain[first] {
 			s, err = l.openCompressed(first, c)
+			if err == nil && l.opts.Verify {
+				err = l.verifyCompressed(s)
+			}
 		} else {
 			s, err = l.openSegment(first, isLast, marker, hasMarker)
 		}
@@ -233,7 +236,22 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 	// index files are written without fsync, so after a power cut an older
 	// one (from a Close while the segment was active) may be what survived.
 	stale := okIdx && followedByRecord(s.data, x.end, x.last+1)
-	if okIdx && !stale && (!isLast || (hasMarker && marker.segFirst == s.first && marker.last == x.last && marker.end == x.end)) {
+	trusted := okIdx && !stale && (!isLast || (hasMarker && marker.segFirst == s.first && marker.last == x.last && marker.end == x.end))
+	if trusted && l.opts.Verify {
+		if bad := verifyIndexed(s, x); bad != "" {
+			// Scan it instead: the scan names the damage (or skips it).
+			// A clean Close had made every record up to the marker's
+			// last durable, so damage there is never a torn tail.
+			trusted = false
+			if hasMarker {
+				l.rec.DurableHint = max(l.rec.DurableHint, marker.last)
+			}
+		}
+		if !isLast {
+			dropPages(s)
+		}
+	}
+	if trusted {
 		s.end, s.last, s.index = x.end, x.last, x.entries
 		if n := len(s.index); n > 0 {
 			s.lastIndexed = s.index[n-1].off
@@ -243,7 +261,7 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 		return nil
 	}
 	start, seq := int64(segHeaderSize), s.first
-	if (isLast || stale) && okIdx && len(x.entries) > 0 {
+	if (isLast || stale) && okIdx && len(x.entries) > 0 && !l.opts.Verify {
 		// Resume from the last index point if the record there is intact.
 		e := x.entries[len(x.entries)-1]
 		if h, st := checkRecord(s.data, e.off); st == recOK && h.seq == e.seq {
@@ -261,6 +279,9 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 	if !isLast {
 		l.rec.RebuiltIndexes++
 		s.idxDirty = true
+		if l.opts.Verify {
+			dropPages(s)
+		}
 	}
 	return nil
 }

@@ -333,6 +333,15 @@ func (s *segment) search(seq Seq) (int64, recHeader, error) {
 			h, st = checkRecord(s.data[:s.end], off)
 		}
 		if st != recOK {
+			// A damaged record on the way costs only itself: the walk
+			// goes on at the next intact record (its lengths come from
+			// that record, never from the damaged header). Only when
+			// that record is past seq does seq lie in the damage.
+			p, ph, found := findNextRecord(s.data[:s.end], off+recAlign, seq)
+			if found && ph.seq == seq {
+				off = p
+				continue
+			}
 			return 0, h, &CorruptError{Path: s.path, Offset: off, Seq: seq, Reason: st.String()}
 		}
 		if h.seq == seq {

@@ -1,0 +1,243 @@
+package seglog
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// spanOf returns where record seq sits on disk.
+func spanOf(t *testing.T, dir string, seq Seq) recordSpan {
+	t.Helper()
+	for _, r := range diskRecords(t, dir) {
+		if r.seq == seq {
+			return r
+		}
+	}
+	t.Fatalf("record %d not on disk", seq)
+	return recordSpan{}
+}
+
+// zeroRange writes n zero bytes at off of path.
+func zeroRange(t *testing.T, path string, off, n int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, n), off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDamagedRecordCostsItsNeighbours is the regression test for "one
+// flipped bit made every record up to the next index point unreadable": a
+// read walking from an index point to its record stopped at the first
+// damaged record on the way. Now only the damaged records read as
+// ErrCorrupt; every intact neighbour reads back.
+func TestDamagedRecordCostsItsNeighbours(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, r recordSpan)
+	}{
+		{"data bit", func(t *testing.T, r recordSpan) { flipBit(t, r.path, r.off+r.len-1, 3) }},
+		{"header bit", func(t *testing.T, r recordSpan) { flipBit(t, r.path, r.off+4, 0) }},
+		{"zeroed header", func(t *testing.T, r recordSpan) { zeroRange(t, r.path, r.off, recHeaderSize) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			// One index point for the whole segment: every read walks
+			// from the segment's start.
+			opts := Options{SegmentSize: 1 << 20, IndexInterval: 1 << 20}
+			l, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fill(t, l, 1, 200, 10)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			bad := map[Seq]bool{40: true, 41: true, 120: true}
+			spans := map[Seq]recordSpan{}
+			for seq := range bad {
+				spans[seq] = spanOf(t, dir, seq)
+			}
+			for seq := range bad {
+				tc.damage(t, spans[seq])
+			}
+			l, err = Open(dir, opts) // clean: the damage is not scanned
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			for seq := Seq(1); seq <= 200; seq++ {
+				r, err := l.Read(seq)
+				if bad[seq] {
+					if !errors.Is(err, ErrCorrupt) {
+						t.Fatalf("read of damaged %d: %v", seq, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("read of intact %d: %v", seq, err)
+				}
+				wantRecord(t, r, seq, int(seq))
+			}
+		})
+	}
+}
+
+// TestVerifyOnOpenFindsDamage damages records of sealed segments (plain
+// and compressed) and of the cleanly closed last segment, none of which
+// Open scans by default: with Options.Verify, Open fails with a
+// *CorruptError naming the file and the sequence number; without, it
+// opens and the damaged record reads as ErrCorrupt. VerifySegments on an
+// open log finds the same damage in sealed segments.
+func TestVerifyOnOpenFindsDamage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		comp   Compression
+		seq    Seq // damaged record
+		damage func(t *testing.T, dir string, r recordSpan)
+		scrub  bool // VerifySegments finds it (sealed segments only)
+	}{
+		{"sealed data bit", CompressionNone, 30, func(t *testing.T, _ string, r recordSpan) { flipBit(t, r.path, r.off+r.len-1, 1) }, true},
+		{"sealed zeroed 4k", CompressionNone, 80, func(t *testing.T, _ string, r recordSpan) {
+			if r.off < 4096 {
+				t.Fatalf("record at %d: pick one in the second block", r.off)
+			}
+			zeroRange(t, r.path, r.off&^4095, 4096)
+		}, true},
+		{"last data bit", CompressionNone, 1195, func(t *testing.T, _ string, r recordSpan) { flipBit(t, r.path, r.off+r.len-1, 1) }, false},
+		{"compressed body", CompressionS2, 30, func(t *testing.T, dir string, _ recordSpan) {
+			names, _ := filepath.Glob(filepath.Join(dir, "*"+segExt+CompressionS2.ext()))
+			if len(names) == 0 {
+				t.Fatal("no compressed segment")
+			}
+			fi, err := os.Stat(names[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			flipBit(t, names[0], fi.Size()-10, 2)
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{SegmentSize: 8 << 10, IndexInterval: 256, Compression: tc.comp}
+			l, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fill(t, l, 1, 1200, 40)
+			if tc.comp != CompressionNone {
+				waitFor(t, "compression", func() bool { return allSealedCompressed(l) })
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			var r recordSpan
+			if tc.comp == CompressionNone {
+				r = spanOf(t, dir, tc.seq)
+			}
+			tc.damage(t, dir, r)
+
+			vopts := opts
+			vopts.Verify = true
+			_, err = Open(dir, vopts)
+			var ce *CorruptError
+			if !errors.As(err, &ce) {
+				t.Fatalf("Open with Verify: %v, want a *CorruptError", err)
+			}
+			if tc.comp == CompressionNone && (ce.Path != r.path || ce.Seq > tc.seq) {
+				t.Fatalf("Open with Verify named %s seq %d, want %s seq <= %d", ce.Path, ce.Seq, r.path, tc.seq)
+			}
+			if tc.comp != CompressionNone && !strings.HasSuffix(ce.Path, CompressionS2.ext()) {
+				t.Fatalf("Open with Verify named %s, want the compressed segment", ce.Path)
+			}
+
+			l, err = Open(dir, opts)
+			if err != nil {
+				t.Fatalf("Open without Verify: %v", err)
+			}
+			defer l.Close()
+			if _, err := l.Read(tc.seq); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("read of damaged %d: %v", tc.seq, err)
+			}
+			next, n, err := l.VerifySegments(1, 0)
+			if tc.scrub {
+				if !errors.Is(err, ErrCorrupt) || n == 0 {
+					t.Fatalf("VerifySegments: next %d, %d bytes, %v; want ErrCorrupt", next, n, err)
+				}
+			} else if err != nil || next != 0 || n == 0 {
+				t.Fatalf("VerifySegments of intact sealed segments: next %d, %d bytes, %v", next, n, err)
+			}
+		})
+	}
+}
+
+// TestVerifyOnOpenAcceptsIntactLogs opens intact logs (plain, compressed,
+// with side records, after SkipCorrupt recorded a damaged range) with
+// Options.Verify: nothing is refused and every record reads back.
+func TestVerifyOnOpenAcceptsIntactLogs(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentSize: 8 << 10, IndexInterval: 256, Compression: CompressionZstd}
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, 1, 600, 30)
+	waitFor(t, "compression", func() bool { return allSealedCompressed(l) })
+	fill(t, l, 601, 700, 30)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opts.Verify = true
+	for range 2 { // clean, then after a Close that wrote the index again
+		l, err = Open(dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		verifyAll(t, l, 1, 700)
+		if next, n, err := l.VerifySegments(1, 2); err != nil || next == 0 || n == 0 {
+			t.Fatalf("VerifySegments(1, 2): next %d, %d bytes, %v", next, n, err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A range skipped with SkipCorrupt is recorded in the index and
+	// stepped over by verification.
+	dir = t.TempDir()
+	popts := Options{SegmentSize: 8 << 10, IndexInterval: 256}
+	l, err = Open(dir, popts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, 1, 300, 20)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	flipBit(t, spanOf(t, dir, 20).path, spanOf(t, dir, 20).off+40, 0)
+	popts.Verify, popts.SkipCorrupt = true, true
+	l, err = Open(dir, popts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Recovery().Skipped) != 1 {
+		t.Fatalf("skipped %+v", l.Recovery().Skipped)
+	}
+	l.Close()
+	popts.SkipCorrupt = false
+	l, err = Open(dir, popts)
+	if err != nil {
+		t.Fatalf("reopen with Verify after SkipCorrupt: %v", err)
+	}
+	defer l.Close()
+	if _, _, err := l.VerifySegments(1, 0); err != nil {
+		t.Fatalf("VerifySegments after SkipCorrupt: %v", err)
+	}
+}
