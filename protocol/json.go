@@ -250,6 +250,10 @@ type GroupPartitionInfo struct {
 	AckFloor uint64 `json:"ack_floor"`
 	// Delivered is the highest seq delivered at least once.
 	Delivered uint64 `json:"delivered"`
+	// DamagedSeq is the damaged offset the group stopped at in this
+	// partition (0: none; SPEC.md section 10), DamagedError what was found.
+	DamagedSeq   uint64 `json:"damaged_seq,omitempty"`
+	DamagedError string `json:"damaged_error,omitempty"`
 }
 
 // GroupInfo answers GROUP CREATE and GROUP INFO.

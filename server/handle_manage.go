@@ -224,9 +224,10 @@ func groupInfo(in broker.GroupInfo) protocol.GroupInfo {
 	}
 	for _, p := range in.Partitions {
 		out.Partitions = append(out.Partitions, protocol.GroupPartitionInfo{
-			Partition: uint32(p.Partition),
-			AckFloor:  uint64(max(p.Frontier, 1) - 1),
-			Delivered: uint64(max(p.Next, 1) - 1),
+			Partition:  uint32(p.Partition),
+			AckFloor:   uint64(max(p.Frontier, 1) - 1),
+			Delivered:  uint64(max(p.Next, 1) - 1),
+			DamagedSeq: uint64(p.DamagedSeq), DamagedError: p.DamagedError,
 		})
 	}
 	return out

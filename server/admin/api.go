@@ -17,8 +17,14 @@ func (s *Server) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if s.opts.Broker() == nil {
+		b := s.opts.Broker()
+		if b == nil {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "engine not open"})
+			return
+		}
+		if d := b.Damaged(); len(d) > 0 {
+			// Groups stopped at a damaged record wait for an operator.
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "damaged data", "damaged": d})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

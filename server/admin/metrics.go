@@ -23,6 +23,7 @@ type collector struct {
 	groupDelivered, groupRedelivered, groupAcked, groupNacked   *prometheus.Desc
 	groupRejected, groupDeadLettered, groupExpired, groupOldest *prometheus.Desc
 	groupPaused, partBytes, partRestored                        *prometheus.Desc
+	groupDamaged                                                *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -65,6 +66,7 @@ func newCollector(s *Server) *collector {
 		groupOldest:       d("group_oldest_unacked_seconds", "Age of the oldest message the group has not settled (0: none).", group...),
 		groupPaused:       d("group_paused", "1 while the group is paused.", group...),
 		partBytes:         d("partition_disk_bytes", "Bytes of the partition's files on disk.", part...),
+		groupDamaged:      d("group_damaged_offset", "The damaged offset a group stopped at in a partition (present only while stopped): nothing at or past it is delivered until the data is restored or repaired.", "topic", "group", "partition"),
 		partRestored:      d("partition_restored_events", "Consumer events (deliveries, acks, nacks) the engine's start restored from their side copies in the data log: confirmed events an unclean stop took from the event log.", part...),
 	}
 }
@@ -78,7 +80,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.connsTotal, c.srvInBytes, c.srvOutBytes, c.srvInMsgs, c.srvOutMsgs,
 		c.groupDelivered, c.groupRedelivered, c.groupAcked, c.groupNacked,
 		c.groupRejected, c.groupDeadLettered, c.groupExpired, c.groupOldest,
-		c.groupPaused, c.partBytes, c.partRestored,
+		c.groupPaused, c.partBytes, c.partRestored, c.groupDamaged,
 	} {
 		ch <- d
 	}
@@ -121,6 +123,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge(c.up, 1)
+	for _, d := range b.Damaged() {
+		gauge(c.groupDamaged, float64(d.Seq), string(d.Topic), string(d.Group), strconv.FormatUint(uint64(d.Partition), 10))
+	}
 	for _, t := range b.Topics() {
 		ts := topicStats(t)
 		counter(c.published, float64(ts.Published), ts.Name)

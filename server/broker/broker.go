@@ -35,6 +35,10 @@ type Broker struct {
 	released [releasedRing]atomic.Uint64
 
 	bodies bodyPool // publish body buffers (bodypool.go)
+
+	// damagedStops counts groups stopped at a damaged record (damage.go),
+	// so Damaged costs nothing while there is none.
+	damagedStops atomic.Int64
 }
 
 const releasedRing = 256

@@ -345,13 +345,17 @@ func (p *partition) deliverOne(gp *groupPart, owner OwnerID, sub *Subscription) 
 				return d, true
 			}
 		}
-		// The record is gone (retention) or unreadable: it can never be
-		// delivered, so it is settled for this group rather than retried
-		// forever.
-		if seq >= p.first {
-			p.t.b.logf("topic %s partition %d: offset %d unreadable, skipped: %v", p.t.name, p.idx, seq, err)
+		if seq < p.first {
+			// Retention removed the record: it can never be delivered,
+			// so it is settled for this group rather than retried.
+			gp.drop(seq)
+			continue
 		}
-		gp.drop(seq)
+		// The record is damaged. It is never settled in the group's
+		// name: the group stops here, in this partition, and waits for
+		// an operator (restore the file, or fibril repair).
+		p.stopAtDamage(gp, seq, err)
+		return Delivery{}, false
 	}
 }
 

@@ -78,6 +78,17 @@
 // delivery of a record the data log lost; recovery forgets such deliveries
 // (groupState.clampTo) so the offset counts as never delivered.
 //
+// # Damaged data
+//
+// Partitions open their logs with seglog.Options.Verify: every stored
+// record is checked before a partition serves, so damage done while the
+// broker was stopped refuses the Open with the file, offset and sequence.
+// A record found damaged later (damage.go) is never settled in a group's
+// name: the group stops before it in that partition, reported by an ERROR
+// log, GroupInfo, Broker.Damaged (the admin listener's /readyz and
+// metrics), until the partition is opened again after a restore or a
+// repair.
+//
 // # Actors and the async API
 //
 // Commands reach a partition through a lock-free bounded ring (publish,

@@ -60,6 +60,11 @@ type groupState struct {
 	maxDeliveries int // -1: unlimited
 
 	next        Seq // lowest offset never delivered
+	// damaged: the lowest offset whose record could not be read (0:
+	// none). Nothing at or past it is handed out until the partition is
+	// opened again (an operator restored or repaired the data): a
+	// damaged record is never settled in the group's name.
+	damaged Seq
 	acks        ackSet
 	pending     map[Seq]pendingOff
 	ready       seqHeap   // stReady candidates, validated lazily
@@ -112,12 +117,18 @@ func (g *groupState) emitBy(kind byte, seq Seq, arg uint64, owner OwnerID) {
 // redelivery first, then the lowest never-delivered offset. It does not
 // change state; deliver does.
 func (g *groupState) take(last Seq) (Seq, bool) {
+	if g.damaged != 0 {
+		last = min(last, g.damaged-1)
+	}
 	for {
 		s, ok := g.ready.peek()
 		if !ok {
 			break
 		}
 		if p, ok := g.pending[s]; ok && p.state == stReady {
+			if s > last {
+				break // past a damaged record
+			}
 			return s, true
 		}
 		g.ready.pop() // stale entry
@@ -215,6 +226,17 @@ func (g *groupState) rebuildPending() {
 	}
 	g.pending = m
 	g.peakPending = len(m)
+}
+
+// stopAt records that seq's record is damaged: take hands out nothing at
+// or past it any more. It reports whether this is news (a lower offset
+// than any damage known so far).
+func (g *groupState) stopAt(seq Seq) bool {
+	if g.damaged != 0 && g.damaged <= seq {
+		return false
+	}
+	g.damaged = seq
+	return true
 }
 
 // drop settles seq without delivering it (its record is gone: retention).

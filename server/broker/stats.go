@@ -112,6 +112,11 @@ type GroupPartitionInfo struct {
 	// OldestUnackedMs is the age of the oldest message the group has not
 	// settled (0: none).
 	OldestUnackedMs int64 `json:"oldest_unacked_ms"`
+	// DamagedSeq is the damaged offset the group stopped at in this
+	// partition (0: none): nothing at or past it is delivered until the
+	// data is restored or repaired. DamagedError says what was found.
+	DamagedSeq   Seq    `json:"damaged_seq,omitempty"`
+	DamagedError string `json:"damaged_error,omitempty"`
 	GroupCounters
 }
 
@@ -123,6 +128,10 @@ type groupPartStats struct {
 	stNext     atomic.Uint64
 	stOldest   atomic.Int64 // store time (unix ns) of the frontier's record; 0: none
 	stCounts   groupCounterAtomics
+	// stDamagedSeq/stDamagedErr: the group stopped at this damaged
+	// offset (0: not stopped) and what the read found (damage.go).
+	stDamagedSeq atomic.Uint64
+	stDamagedErr atomic.Pointer[string]
 
 	oldestSeq  Seq   // actor: the frontier whose time stOldest holds
 	oldestTime int64 // actor
@@ -141,6 +150,12 @@ func (gp *groupPart) info(idx Partition, now int64) GroupPartitionInfo {
 		in.OldestUnackedMs = (now - t) / 1e6
 	}
 	in.GroupCounters = gp.stCounts.load()
+	if seq := gp.stDamagedSeq.Load(); seq != 0 {
+		in.DamagedSeq = Seq(seq)
+		if e := gp.stDamagedErr.Load(); e != nil {
+			in.DamagedError = *e
+		}
+	}
 	return in
 }
 

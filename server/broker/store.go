@@ -22,8 +22,12 @@ func (t *Topic) openStore(dir string, events bool, policy seglog.Policy) (seglog
 	}
 	// A compressed segment's old map stays until the partition says no
 	// delivery borrows it (partition.releaseSwapped).
+	// Verify: every stored record is checked before the partition
+	// serves, so damage done while the broker was stopped refuses the
+	// start (naming file, offset and sequence) instead of being met by a
+	// consumer.
 	so := seglog.Options{Policy: policy, SegmentSize: t.dataSegmentSize(), Compression: t.cfg.Compression.seglog(),
-		HoldSwapped: t.compressed()}
+		HoldSwapped: t.compressed(), Verify: true}
 	if events {
 		so.SegmentSize, so.Compression, so.HoldSwapped = o.EventSegmentSize, seglog.CompressionNone, false
 	}
