@@ -88,6 +88,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	opts.Logger = newLogger(stderr, sc.logLevel)
+	stopHooks, err := testHooks(&opts, os.LookupEnv)
+	defer stopHooks()
+	if err != nil {
+		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
+		return 2
+	}
 	srv, err := server.New(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "fibril serve: %v\n", err)

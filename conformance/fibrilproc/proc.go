@@ -44,6 +44,7 @@ type Server struct {
 	Bin     string
 	DataDir string
 	Args    []string // extra flags for `fibril serve`
+	Env     []string // extra environment variables (KEY=value) for the process
 	Addr    string   // host:port once started
 	TLSAddr string   // host:port of the TLS listener, if --tls-listen was given
 	// RestartTook is how long the last Restart waited for the ready line.
@@ -74,9 +75,22 @@ func Start(ctx context.Context, bin, dataDir string, args ...string) (*Server, e
 	return s, nil
 }
 
+// StartEnv is Start with extra environment variables (KEY=value), kept for
+// every Restart.
+func StartEnv(ctx context.Context, bin, dataDir string, env []string, args ...string) (*Server, error) {
+	s := &Server{Bin: bin, DataDir: dataDir, Args: args, Env: env}
+	if err := s.start(ctx, "127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 func (s *Server) start(ctx context.Context, listen string) error {
 	args := append([]string{"serve", "--listen", listen, "--data", s.DataDir, "--ready-json", "--log-level", "warn"}, s.Args...)
 	cmd := exec.Command(s.Bin, args...)
+	if len(s.Env) > 0 {
+		cmd.Env = append(os.Environ(), s.Env...)
+	}
 	dieWithParent(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -140,6 +154,18 @@ func (s *Server) Logs() string {
 		return ""
 	}
 	return s.logs.String()
+}
+
+// Signal sends sig to the running process (SIGSTOP and SIGCONT for a
+// pause). It fails when no process is running.
+func (s *Server) Signal(sig os.Signal) error {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return errors.New("fibrilproc: no process running")
+	}
+	return cmd.Process.Signal(sig)
 }
 
 // Stop ends the process: SIGTERM, then SIGKILL after 5 s. With kill it sends

@@ -1,0 +1,146 @@
+package faultrun
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/fibrilmq/fibril/conformance/fibrilproc"
+	"github.com/fibrilmq/fibril/internal/faultfs"
+	"github.com/fibrilmq/fibril/internal/offsetclock"
+)
+
+// Node is one broker and the faults that can be done to it. Methods are
+// called from one goroutine at a time (the run's fault schedule).
+type Node interface {
+	// Name identifies the node in histories.
+	Name() string
+	// URL is where clients connect (fibril://host:port).
+	URL() string
+	// Kill sends SIGKILL and waits until the process is gone.
+	Kill(ctx context.Context) error
+	// Restart starts the process again on the same address and data.
+	Restart(ctx context.Context) error
+	// Pause stops the process (SIGSTOP); Resume continues it (SIGCONT).
+	Pause() error
+	Resume() error
+	// SetClock makes the node's clock run offset ahead of real time
+	// (negative: behind). The node has seen it when SetClock returns.
+	SetClock(offset time.Duration) error
+	// CanPowerCut reports whether PowerCut is possible here.
+	CanPowerCut() bool
+	// PowerCut kills the process and drops every write it had not
+	// fsynced; Restart brings it back.
+	PowerCut(ctx context.Context) error
+	// Close kills the process and releases everything (mounts included).
+	Close() error
+}
+
+// ProcNode is a local `fibril serve` process whose data directory is, when
+// power cuts are possible, a faultfs mount.
+type ProcNode struct {
+	name, bin, dir string
+	clockFile      string
+	url            string      // fixed: restarts reuse the address
+	fs             *faultfs.FS // nil without power cuts
+
+	srv *fibrilproc.Server
+}
+
+// clockSettle is how long SetClock waits for the node to read its offset
+// file (it polls every 20 ms).
+const clockSettle = 100 * time.Millisecond
+
+// StartProcNode starts bin under dir (created; it holds the data, the
+// backing directory of the mount and the clock file). With powerCut it
+// mounts faultfs under the data directory first.
+func StartProcNode(ctx context.Context, name, bin, dir string, powerCut bool) (*ProcNode, error) {
+	n := &ProcNode{name: name, bin: bin, dir: dir, clockFile: filepath.Join(dir, "clock-offset")}
+	data := filepath.Join(dir, "data")
+	for _, d := range []string{dir, data} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("faultrun: %s: %w", name, err)
+		}
+	}
+	if powerCut {
+		backing := filepath.Join(dir, "disk")
+		if err := os.MkdirAll(backing, 0o755); err != nil {
+			return nil, fmt.Errorf("faultrun: %s: %w", name, err)
+		}
+		f, err := faultfs.Mount(backing, data, faultfs.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("faultrun: %s: %w", name, err)
+		}
+		n.fs = f
+	}
+	if err := offsetclock.Write(n.clockFile, 0); err != nil {
+		n.Close()
+		return nil, err
+	}
+	srv, err := fibrilproc.StartEnv(ctx, bin, data, []string{"FIBRIL_TEST_CLOCK_OFFSET_FILE=" + n.clockFile})
+	if err != nil {
+		n.Close()
+		return nil, fmt.Errorf("faultrun: %s: %w", name, err)
+	}
+	n.srv, n.url = srv, "fibril://"+srv.Addr
+	return n, nil
+}
+
+func (n *ProcNode) Name() string { return n.name }
+func (n *ProcNode) URL() string  { return n.url }
+
+func (n *ProcNode) Kill(ctx context.Context) error { return n.srv.Stop(true) }
+
+func (n *ProcNode) Restart(ctx context.Context) error {
+	if err := n.srv.Restart(ctx, true); err != nil {
+		return fmt.Errorf("faultrun: restarting %s: %w (log: %s)", n.name, err, n.srv.Logs())
+	}
+	return nil
+}
+
+func (n *ProcNode) Pause() error  { return n.srv.Signal(syscall.SIGSTOP) }
+func (n *ProcNode) Resume() error { return n.srv.Signal(syscall.SIGCONT) }
+
+func (n *ProcNode) SetClock(offset time.Duration) error {
+	if err := offsetclock.Write(n.clockFile, offset); err != nil {
+		return err
+	}
+	time.Sleep(clockSettle)
+	return nil
+}
+
+func (n *ProcNode) CanPowerCut() bool { return n.fs != nil }
+
+func (n *ProcNode) PowerCut(ctx context.Context) error {
+	if n.fs == nil {
+		return fmt.Errorf("faultrun: %s has no fault file system", n.name)
+	}
+	if err := n.srv.Stop(true); err != nil {
+		return err
+	}
+	if err := n.fs.PowerCut(); err != nil {
+		return err
+	}
+	// A fresh mount: the kernel forgets the pages the cut took back.
+	return n.fs.Remount()
+}
+
+// Logs returns the current process's stderr.
+func (n *ProcNode) Logs() string { return n.srv.Logs() }
+
+func (n *ProcNode) Close() error {
+	var err error
+	if n.srv != nil {
+		_ = n.srv.Signal(syscall.SIGCONT) // a paused process dies of SIGKILL too, but be plain
+		err = n.srv.Stop(true)
+	}
+	if n.fs != nil {
+		if uerr := n.fs.Unmount(); err == nil {
+			err = uerr
+		}
+	}
+	return err
+}
