@@ -65,7 +65,7 @@ func TestPowerCutDropsUnsyncedWrites(t *testing.T) {
 	p := filepath.Join(f.Mountpoint, "seg")
 	synced := bytes.Repeat([]byte("A"), 10000)
 	writeAt(t, p, synced, 0, true)
-	writeAt(t, p, bytes.Repeat([]byte("B"), 1000), 5000, false) // overwrite, unsynced
+	writeAt(t, p, bytes.Repeat([]byte("B"), 1000), 5000, false)  // overwrite, unsynced
 	writeAt(t, p, bytes.Repeat([]byte("C"), 3000), 10000, false) // append, unsynced
 	fresh := filepath.Join(f.Mountpoint, "fresh")
 	writeAt(t, fresh, []byte("never synced"), 0, false)
