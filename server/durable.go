@@ -30,7 +30,14 @@ func (s *Server) openDurable() error {
 	}
 	bo := s.opts.Engine
 	log := s.log.With("part", "broker")
-	bo.Logf = func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) }
+	bo.Logf = func(format string, args ...any) {
+		// The engine marks what needs an operator (damaged data) ERROR.
+		if msg := fmt.Sprintf(format, args...); strings.HasPrefix(msg, "ERROR ") {
+			log.Error(strings.TrimPrefix(msg, "ERROR "))
+		} else {
+			log.Warn(strings.TrimPrefix(msg, "WARN "))
+		}
+	}
 	b, err := broker.Open(s.opts.DataDir, bo)
 	if err != nil {
 		return fmt.Errorf("server: open durable engine in %s: %w", s.opts.DataDir, err)

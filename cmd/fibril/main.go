@@ -7,7 +7,10 @@
 // SIGTERM (a second signal forces exit). Precedence, lowest first: built-in
 // defaults, config file, environment, flags. See `fibril serve -h`.
 //
-// Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or config.
+// Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or config,
+// 3 refused to start because stored data is damaged or missing (the
+// message names the file, offset and sequence; `fibril verify` and
+// `fibril repair` are the way out, README "Damaged data").
 package main
 
 import (
@@ -25,7 +28,12 @@ import (
 	"syscall"
 
 	"github.com/fibrilmq/fibril/server"
+	"github.com/fibrilmq/fibril/server/broker"
 )
+
+// exitRefused is the exit code of a start refused because stored data is
+// damaged or missing.
+const exitRefused = 3
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -122,6 +130,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	go func() { done <- srv.Run(ctx) }()
 	select {
 	case err := <-done:
+		if broker.IsDamage(err) {
+			fmt.Fprintf(stderr, "fibril serve: refused to start: %v\n"+
+				"fibril serve: nothing was changed; see what is damaged with `fibril verify --data %s`, then restore the files or run `fibril repair --data %s`\n",
+				err, opts.DataDir, opts.DataDir)
+			return exitRefused
+		}
 		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
 		return 1
 	case <-srv.Ready():

@@ -49,7 +49,7 @@ func (g *Group) setPaused(paused bool) error {
 			}
 		}
 	}
-	if err := cat.save(b.dir); err != nil {
+	if err := cat.save(b.dir, g.t.id); err != nil {
 		return fmt.Errorf("pause %s/%s: %w", g.t.name, g.name, err)
 	}
 	b.cat = cat

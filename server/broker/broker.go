@@ -39,6 +39,7 @@ type Broker struct {
 	// damagedStops counts groups stopped at a damaged record (damage.go),
 	// so Damaged costs nothing while there is none.
 	damagedStops atomic.Int64
+	orphans      []string // topic directories the catalog lacks (orphans.go)
 }
 
 const releasedRing = 256
@@ -83,8 +84,7 @@ func Open(dir string, opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("open broker: %w", err)
 	}
 	b := &Broker{dir: dir, opts: o}
-	b.cat, err = loadCatalog(dir)
-	if err != nil {
+	if err := b.loadCatalog(); err != nil {
 		return nil, fmt.Errorf("open broker %s: %w", dir, err)
 	}
 	var opened []*Topic
@@ -95,7 +95,7 @@ func Open(dir string, opts Options) (*Broker, error) {
 			for _, t := range opened {
 				t.stop()
 			}
-			return nil, fmt.Errorf("open broker %s: %w: topic %s: %v", dir, ErrCorruptState, ct.Name, err)
+			return nil, fmt.Errorf("open broker %s: %w: the catalog lists topic %s (id %d) but its directory is gone (restore it from a backup; starting without it would drop its messages): %v", dir, ErrCorruptState, ct.Name, ct.ID, err)
 		}
 		t, err := b.openTopic(ct)
 		if err != nil {
@@ -271,20 +271,23 @@ func (b *Broker) createTopicLocked(name TopicName, cfg TopicConfig) (*Topic, err
 			}
 		}
 	}
-	ct := catTopic{ID: b.cat.NextTopicID, Name: name, Config: cfg}
 	cat := b.cat
-	cat.NextTopicID++
-	cat.Topics = append(append([]catTopic(nil), b.cat.Topics...), ct)
-	// The id was never in a saved catalog, so anything in its directory is
-	// left from a create that crashed before the catalog was written.
-	if err := os.RemoveAll(b.topicDir(ct.ID)); err != nil {
+	// A directory the catalog does not list (a create that crashed
+	// before the catalog was written, an orphan) is never reused or
+	// removed: the new topic takes the next id whose directory is free.
+	id, err := b.freeTopicID()
+	if err != nil {
 		return nil, fmt.Errorf("create topic %s: %w", name, err)
 	}
+	ct := catTopic{ID: id, Name: name, Config: cfg}
+	cat.NextTopicID = id + 1
+	cat.Topics = append(append([]catTopic(nil), b.cat.Topics...), ct)
 	t, err := b.openTopic(ct)
 	if err != nil {
 		return nil, fmt.Errorf("create topic %s: %w", name, err)
 	}
-	if err := cat.save(b.dir); err != nil {
+	if err := cat.save(b.dir, ct.ID); err != nil {
+		// This call made the directory and nothing in it was confirmed.
 		t.stopUnstarted()
 		os.RemoveAll(t.dir)
 		return nil, fmt.Errorf("create topic %s: %w", name, err)
@@ -317,7 +320,7 @@ func (b *Broker) DeleteTopic(name TopicName) error {
 			cat.Topics = append(cat.Topics, ct)
 		}
 	}
-	if err := cat.save(b.dir); err != nil {
+	if err := cat.save(b.dir, 0); err != nil {
 		return fmt.Errorf("delete topic %s: %w", name, err)
 	}
 	b.cat = cat

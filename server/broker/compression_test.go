@@ -236,16 +236,17 @@ func TestCatalogUnknownCompressionRefused(t *testing.T) {
 		}
 		return []byte(bad)
 	})
-	if b, err := Open(e.dir, e.opts()); !errors.Is(err, ErrCorruptState) {
+	if b, err := Open(e.dir, e.opts()); !errors.Is(err, ErrCorruptCatalog) {
 		if b != nil {
 			b.Close()
 		}
-		t.Fatalf("Open with compression lz4 in the catalog: %v, want ErrCorruptState", err)
+		t.Fatalf("Open with compression lz4 in the catalog: %v, want ErrCorruptCatalog", err)
 	}
 }
 
 // rewriteCatalog closes e's broker and replaces its catalog file with what
-// edit makes of it.
+// edit makes of its body, written as a catalog of an earlier version
+// (format 1: the body alone, no seal).
 func rewriteCatalog(t *testing.T, e *testEnv, edit func(raw []byte) []byte) {
 	t.Helper()
 	if err := e.b.Close(); err != nil {
@@ -257,7 +258,13 @@ func rewriteCatalog(t *testing.T, e *testEnv, edit func(raw []byte) []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, edit(raw), 0o644); err != nil {
+	var f struct {
+		Body json.RawMessage `json:"body"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil || f.Body == nil {
+		t.Fatalf("catalog is not sealed: %v: %s", err, raw)
+	}
+	if err := os.WriteFile(path, edit(f.Body), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

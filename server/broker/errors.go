@@ -1,6 +1,10 @@
 package broker
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/fibrilmq/fibril/server/seglog"
+)
 
 // Sentinel errors. Callers test them with errors.Is; the broker wraps them
 // with context.
@@ -41,3 +45,11 @@ var (
 // ErrCorruptState: a snapshot or event record of consumer state cannot be
 // decoded. Open refuses to start rather than guess.
 var ErrCorruptState = errors.New("broker: corrupt consumer state")
+
+// IsDamage reports whether err is a refusal because stored data is damaged
+// or missing (a segment, an index, an event record, a snapshot, the
+// catalog): the operator's `fibril verify` and `fibril repair` case, as
+// opposed to an I/O or configuration failure.
+func IsDamage(err error) bool {
+	return errors.Is(err, seglog.ErrCorrupt) || errors.Is(err, ErrCorruptState) || errors.Is(err, ErrCorruptCatalog)
+}

@@ -53,7 +53,7 @@ func (t *Topic) Group(name GroupName, cfg GroupConfig) (*Group, error) {
 	cat := b.cat
 	cat.NextGroupID++
 	// Reserve the id on disk first, so a crash can never hand it out twice.
-	if err := cat.save(b.dir); err != nil {
+	if err := cat.save(b.dir, t.id); err != nil {
 		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, err)
 	}
 	b.cat = cat
@@ -78,7 +78,7 @@ func (t *Topic) Group(name GroupName, cfg GroupConfig) (*Group, error) {
 			ct.Groups = append(append([]catGroup(nil), ct.Groups...), catGroup{ID: g.id, Name: name, Config: cfg})
 		}
 	}
-	if err := cat.save(b.dir); err != nil {
+	if err := cat.save(b.dir, t.id); err != nil {
 		t.dropGroupState(g.id)
 		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, err)
 	}
@@ -136,7 +136,7 @@ func (t *Topic) DeleteGroup(name GroupName) error {
 			ct.Groups = keep
 		}
 	}
-	if err := cat.save(b.dir); err != nil {
+	if err := cat.save(b.dir, t.id); err != nil {
 		return fmt.Errorf("delete group %s/%s: %w", t.name, name, err)
 	}
 	b.cat = cat

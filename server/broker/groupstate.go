@@ -59,12 +59,12 @@ type groupState struct {
 	leaseNs       int64
 	maxDeliveries int // -1: unlimited
 
-	next        Seq // lowest offset never delivered
+	next Seq // lowest offset never delivered
 	// damaged: the lowest offset whose record could not be read (0:
 	// none). Nothing at or past it is handed out until the partition is
 	// opened again (an operator restored or repaired the data): a
 	// damaged record is never settled in the group's name.
-	damaged Seq
+	damaged     Seq
 	acks        ackSet
 	pending     map[Seq]pendingOff
 	ready       seqHeap   // stReady candidates, validated lazily
@@ -78,16 +78,26 @@ type groupState struct {
 }
 
 // evSink collects the events of one actor round. cuts marks where records
-// are split so that no event record grows past evChunk bytes.
+// are split so that no event record grows past chunk bytes (plus one
+// event).
 type evSink struct {
-	b    []byte
-	n    int
-	cuts []int
-	from int // start of the current chunk
+	b     []byte
+	n     int
+	cuts  []int
+	from  int // start of the current chunk
+	chunk int // 0: evChunk
 }
 
-// evChunk bounds one event log record (a record must fit in a segment).
+// evChunk bounds one event log record; smaller event segments bound it
+// lower (evChunkFor): a record must fit in a segment.
 const evChunk = 8 << 10
+
+// evChunkFor is the chunk bound for event segments of segSize bytes: room
+// for the segment and record headers, the record's meta and the one event
+// a chunk may pass its bound by.
+func evChunkFor(segSize int64) int {
+	return int(min(evChunk, segSize-256))
+}
 
 func newGroupState(id GroupID, leaseNs int64, maxDeliveries int, start Seq) *groupState {
 	if start == 0 {
@@ -104,7 +114,11 @@ func (g *groupState) emit(kind byte, seq Seq, arg uint64) { g.emitBy(kind, seq, 
 // emitBy emits an event naming the owner it concerns (0: none).
 func (g *groupState) emitBy(kind byte, seq Seq, arg uint64, owner OwnerID) {
 	if e := g.ev; e != nil {
-		if len(e.b)-e.from >= evChunk {
+		limit := e.chunk
+		if limit == 0 {
+			limit = evChunk
+		}
+		if len(e.b)-e.from >= limit {
 			e.cuts = append(e.cuts, len(e.b))
 			e.from = len(e.b)
 		}

@@ -45,6 +45,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	if pipelined {
 		p.dataLane, p.evLane = newSyncLane(data, true), newSyncLane(events, false)
 	}
+	p.ev.chunk = evChunkFor(o.EventSegmentSize)
 	p.first, p.last = data.Bounds()
 	p.durData = p.last
 	if sr, ok := data.(swapReleaser); ok && t.compressed() {
