@@ -21,7 +21,9 @@ func TestCatalogEditRefused(t *testing.T) {
 		edit func(t *testing.T, raw []byte) []byte
 	}{
 		{"id to it", func(t *testing.T, raw []byte) []byte { return replaceOnce(t, raw, `"id": 1,`, `"it": 1,`) }},
-		{"lease value", func(t *testing.T, raw []byte) []byte { return replaceOnce(t, raw, `"lease_ms": 30000`, `"lease_ms": 3000`) }},
+		{"lease value", func(t *testing.T, raw []byte) []byte {
+			return replaceOnce(t, raw, `"lease_ms": 30000`, `"lease_ms": 3000`)
+		}},
 		{"unknown key resealed", func(t *testing.T, raw []byte) []byte {
 			return reseal(t, replaceOnce(t, body(t, raw), `"lease_ms": 30000`, `"leese_ms": 30000`))
 		}},
