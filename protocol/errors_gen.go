@@ -48,7 +48,7 @@ const (
 	CodeReservedSubject Code = "reserved_subject"
 	// CodeStaleConnection (stale connection): The peer did not answer PING within the heartbeat allowance; reconnect.
 	CodeStaleConnection Code = "stale_connection"
-	// CodeSlowConsumer (slow consumer): The client did not read fast enough and the server's outbound buffer limit was reached; reconnect.
+	// CodeSlowConsumer (slow consumer): The client did not read fast enough: output held for it would pass the server's max_pending (deliveries of any kind: plain, durable push, POLL answers), or its socket took nothing for the write deadline. Its leased messages go back to ready for other consumers; reconnect.
 	CodeSlowConsumer Code = "slow_consumer"
 	// CodeMaxConnections (maximum connections exceeded): The server accepts no more connections now.
 	CodeMaxConnections Code = "max_connections"
@@ -218,7 +218,7 @@ func lookupSpec(c Code) (ErrorSpec, bool) {
 	case CodeStaleConnection:
 		return ErrorSpec{Code: c, Text: "stale connection", NATSText: "Stale Connection", Fatal: true, NATSFatal: true, Retriable: true, Description: "The peer did not answer PING within the heartbeat allowance; reconnect."}, true
 	case CodeSlowConsumer:
-		return ErrorSpec{Code: c, Text: "slow consumer", NATSText: "Slow Consumer", Fatal: true, NATSFatal: true, Retriable: true, Description: "The client did not read fast enough and the server's outbound buffer limit was reached; reconnect."}, true
+		return ErrorSpec{Code: c, Text: "slow consumer", NATSText: "Slow Consumer", Fatal: true, NATSFatal: true, Retriable: true, Description: "The client did not read fast enough: output held for it would pass the server's max_pending (deliveries of any kind: plain, durable push, POLL answers), or its socket took nothing for the write deadline. Its leased messages go back to ready for other consumers; reconnect."}, true
 	case CodeMaxConnections:
 		return ErrorSpec{Code: c, Text: "maximum connections exceeded", NATSText: "maximum connections exceeded", Fatal: true, NATSFatal: true, Retriable: true, Description: "The server accepts no more connections now."}, true
 	case CodeMaxSubscriptions:

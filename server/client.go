@@ -85,10 +85,27 @@ type client struct {
 	laneBusy    bool       // the lane goroutine runs (see lane.go)
 	laneQ       []laneFunc // durable commands queued on the lane, in order
 	outHigh     int        // bytes the transport still holds (owner reports)
-	dropped     uint64
-	pendingAuth *authResult     // a finished off-loop password check
-	ackOnWrite  []broker.Handle // deliveries in out to ack once written
-	meta        connMeta        // set at CONNECT, for the admin listing
+	// held: bytes of answers completed (or push deliveries queued behind a
+	// SUB's +OK) that wait behind earlier answers (outbound.go).
+	held    int
+	dropped uint64
+	// taken: bytes of the output stream handed to the transport so far;
+	// onSocket: of those, known to be on the socket; progressAt: unix
+	// nanos since which the socket has taken nothing while output waited
+	// (outbound.go).
+	taken, onSocket uint64
+	progressAt      int64
+	pendingAuth     *authResult // a finished off-loop password check
+	writeAcks       []writeAck  // deliveries to ack once on the socket
+	meta            connMeta    // set at CONNECT, for the admin listing
+
+	// outBusy: the transport held output at the last write (the ticker
+	// wakes such connections to check the write deadline); drainArmed,
+	// drainBackoff: the drain poll (outbound.go).
+	outBusy      atomic.Bool
+	leasesGone   atomic.Bool // releaseLeasesNow ran
+	drainArmed   atomic.Bool
+	drainBackoff atomic.Int64
 
 	// Traffic counters (conns.go), from any goroutine.
 	inMsgs, inBytes, outMsgs, outBytes atomic.Uint64
@@ -105,7 +122,7 @@ type answer struct {
 	// tail holds push deliveries of the SUB this slot answers that arrived
 	// before the SUB's +OK was written; they follow it out (SPEC.md: a
 	// SUB's +OK precedes its deliveries). tailAcks are their ack-on-write
-	// handles.
+	// handles. Both count in client.held until released.
 	tail     []byte
 	tailAcks []broker.Handle
 	// owned: data came from completeOwned (a pooled buffer, not copied).
@@ -176,8 +193,9 @@ func (c *client) markWakeLocked() bool {
 }
 
 // pendingLocked is the output held for this connection and not yet on the
-// socket.
-func (c *client) pendingLocked() int { return len(c.out) + c.outHigh }
+// socket: the outbox, answers waiting behind earlier ones, and what the
+// transport holds.
+func (c *client) pendingLocked() int { return len(c.out) + c.outHigh + c.held }
 
 // reserve takes the next slot in the answer order. Input goroutine only.
 func (c *client) reserve() *answer {
@@ -209,6 +227,7 @@ func (c *client) fill(a *answer, data []byte, confirm bool) {
 	} else {
 		a.data = append(a.data, data...)
 	}
+	c.held += len(data)
 	w := c.releaseLocked()
 	c.mu.Unlock()
 	if w {
@@ -219,15 +238,25 @@ func (c *client) fill(a *answer, data []byte, confirm bool) {
 // completeOwned is complete for data the caller hands over: data is not
 // copied (when its answer is at the head of the order and the outbox is
 // empty, data becomes the outbox) and must not be used after the call.
-// data should come from c.srv.outBufs.get. Safe from any goroutine.
-func (c *client) completeOwned(a *answer, data []byte) {
+// data should come from c.srv.outBufs.get. It is for deliveries (a POLL
+// answer): past MaxPending the connection is cut as a slow consumer and it
+// reports false, as it does when the connection is closing; the caller's
+// leases then go back with the connection's. Safe from any goroutine.
+func (c *client) completeOwned(a *answer, data []byte) bool {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		c.srv.outBufs.put(data)
-		return
+		return false
+	}
+	if c.overPendingLocked(len(data)) {
+		c.mu.Unlock()
+		c.srv.outBufs.put(data)
+		c.slowConsumer(c.overReason())
+		return false
 	}
 	a.done = true
+	c.held += len(data)
 	if a.data == nil {
 		a.data, a.owned = data, true
 	} else {
@@ -239,6 +268,7 @@ func (c *client) completeOwned(a *answer, data []byte) {
 	if w {
 		c.tr.wake()
 	}
+	return true
 }
 
 // releaseLocked moves every answer now at the head of the order to the
@@ -248,6 +278,7 @@ func (c *client) releaseLocked() bool {
 	n := 0
 	for n < len(c.answers) && c.answers[n].done {
 		h := c.answers[n]
+		c.held -= len(h.data) + len(h.tail)
 		switch {
 		case h.owned && len(c.out) == 0:
 			if c.out != nil {
@@ -262,7 +293,9 @@ func (c *client) releaseLocked() bool {
 		}
 		h.data, h.owned = nil, false
 		c.out = append(c.out, h.tail...)
-		c.ackOnWrite = append(c.ackOnWrite, h.tailAcks...)
+		for _, ah := range h.tailAcks {
+			c.addWriteAckLocked(ah)
+		}
 		h.written, h.tail, h.tailAcks = true, nil, nil
 		c.answers[n] = nil
 		n++
@@ -284,11 +317,11 @@ func (c *client) answerNow(data []byte) {
 }
 
 // outputOver reports whether the output held for this connection
-// (outbox plus transportPending) is over MaxPending; it records the answer
-// for the ticker, which wakes stalled connections.
+// (outbox, held answers, transportPending) is over MaxPending; it records
+// the answer for the ticker, which wakes stalled connections.
 func (c *client) outputOver(transportPending int) bool {
 	c.mu.Lock()
-	over := len(c.out)+transportPending > c.srv.opts.MaxPending
+	over := len(c.out)+c.held+transportPending > c.srv.opts.MaxPending
 	c.mu.Unlock()
 	c.stalled.Store(over)
 	return over
@@ -303,22 +336,20 @@ func (c *client) beginInput() {
 }
 
 // takeOut hands the outbox to the owner goroutine and clears the wake flag,
-// so a later queueOut wakes the owner again. transportPending is what the
-// transport still holds from earlier writes. acks are deliveries in out to
-// settle once out is written (settleWritten). It reports whether the
-// connection must be closed after writing out.
-func (c *client) takeOut(transportPending int) (out []byte, acks []broker.Handle, closeAfter bool) {
+// so a later queueOut wakes the owner again. After writing out the owner
+// calls afterWrite, which settles the ack-on-write deliveries that reached
+// the socket. It reports whether the connection must be closed after
+// writing out.
+func (c *client) takeOut() (out []byte, closeAfter bool) {
 	c.mu.Lock()
 	out = c.out
 	c.countOut(len(out))
-	acks = c.ackOnWrite
-	c.ackOnWrite = nil
+	c.taken += uint64(len(out))
 	c.out = nil // the next output takes a pooled buffer (appendOutLocked)
 	c.wakePending = false
-	c.outHigh = transportPending
 	closeAfter = c.closing
 	c.mu.Unlock()
-	return out, acks, closeAfter
+	return out, closeAfter
 }
 
 // closeWith queues err (already encoded, may be nil) as the last bytes of
@@ -330,7 +361,8 @@ func (c *client) closeWith(reason string, errLine []byte) {
 		return
 	}
 	// Answers still outstanding are abandoned: the connection is going away.
-	c.answers = nil
+	// Deliveries not on the socket are never settled: their leases go back.
+	c.answers, c.held, c.writeAcks = nil, 0, nil
 	c.appendOutLocked(errLine)
 	c.closing = true
 	w := c.markWakeLocked()

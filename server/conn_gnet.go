@@ -102,7 +102,7 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 }
 
 func (h *gnetHandler) flush(c gnet.Conn, cl *client) gnet.Action {
-	out, acks, closeAfter := cl.takeOut(c.OutboundBuffered())
+	out, closeAfter := cl.takeOut()
 	if len(out) > 0 {
 		// gnet writes what the socket takes at once and copies the rest
 		// into its own outbound buffer, so out is free again after Write.
@@ -111,7 +111,14 @@ func (h *gnetHandler) flush(c gnet.Conn, cl *client) gnet.Action {
 		}
 	}
 	h.s.outBufs.put(out)
+	acks, stuck := cl.afterWrite(c.OutboundBuffered(), time.Now())
 	cl.settleWritten(acks)
+	if stuck && !closeAfter {
+		// Nothing reached the socket for WriteDeadline: the -ERR could
+		// not get through either, so close now (OnClose releases).
+		cl.slowConsumer("write deadline " + h.s.opts.WriteDeadline.String() + " passed")
+		return gnet.Close
+	}
 	if closeAfter {
 		return h.closeAfterFlush(c, cl)
 	}

@@ -19,10 +19,6 @@ import (
 	"github.com/fibrilmq/fibril/protocol"
 )
 
-// tlsWriteTimeout bounds one socket write, so a peer that stops reading
-// cannot pin the writer goroutine forever.
-const tlsWriteTimeout = 30 * time.Second
-
 type tlsListener struct {
 	s    *Server
 	ln   net.Listener
@@ -126,7 +122,7 @@ func (tl *tlsListener) serve(nc net.Conn) {
 	}
 	defer cl.teardown()
 	defer tc.shut()
-	_ = nc.SetWriteDeadline(time.Now().Add(tlsWriteTimeout))
+	_ = nc.SetWriteDeadline(time.Now().Add(s.opts.WriteDeadline))
 	if _, err := nc.Write(s.infoLine(cl, true)); err != nil {
 		return
 	}
@@ -199,15 +195,23 @@ func (tl *tlsListener) writer(conn *tls.Conn, tc *tlsConn, cl *client) {
 			return
 		case <-tc.wakeCh:
 		}
-		out, acks, closeAfter := cl.takeOut(0)
+		out, closeAfter := cl.takeOut()
 		if len(out) > 0 {
-			_ = conn.SetWriteDeadline(time.Now().Add(tlsWriteTimeout))
+			// The bytes of a write in progress still count as pending.
+			acks, _ := cl.afterWrite(len(out), time.Now())
+			cl.settleWritten(acks)
+			_ = conn.SetWriteDeadline(time.Now().Add(tl.s.opts.WriteDeadline))
 			if _, err := conn.Write(out); err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					cl.slowConsumer("write deadline " + tl.s.opts.WriteDeadline.String() + " passed")
+				}
 				tc.shut()
 				return
 			}
 		}
 		tl.s.outBufs.put(out)
+		acks, _ := cl.afterWrite(0, time.Now())
 		cl.settleWritten(acks)
 		if closeAfter {
 			// The reader ends the connection when the peer closes or the

@@ -19,6 +19,7 @@ import (
 type serverStats struct {
 	conns                              atomic.Uint64 // connections admitted
 	inMsgs, inBytes, outMsgs, outBytes atomic.Uint64
+	slowConsumers                      atomic.Uint64 // connections cut as slow consumers
 }
 
 // connMeta is what CONNECT said, for the listing (under client.mu).

@@ -24,7 +24,9 @@
 // slot until its +OK is written, so they never precede it.
 //
 // Files: server.go (lifecycle), options.go, conn_gnet.go and conn_tls.go
-// (transports), client.go (connection state, outbox, answer queue), feed.go
+// (transports), client.go (connection state, outbox, answer queue), outbound.go
+// (max_pending, the write deadline, slow consumers, settling on the
+// socket), feed.go
 // (parsing), handle_*.go (one verb family each), sublist.go (plain subject
 // routing), auth.go, heartbeat.go, lane.go, durable.go (engine binding),
 // conns.go (connection listing and traffic counters), admin_listener.go

@@ -87,7 +87,7 @@ func fuzzFeed(t *testing.T, s *Server, data []byte, split uint16) {
 				t.Fatalf("unparsed input grew to %d", len(pending))
 			}
 		}
-		out, _, _ := c.takeOut(0)
+		out, _ := c.takeOut()
 		if bytes.Contains(out, []byte("panic")) {
 			t.Fatalf("output mentions panic: %q", out)
 		}

@@ -123,7 +123,9 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 				buf = appendDelivery(buf, &ds[i], "0", crc, headers)
 			}
 			buf = protocol.AppendPollDone(buf, len(ds))
-			c.completeOwned(slot, buf)
+			if !c.completeOwned(slot, buf) {
+				c.nackAll(ds) // cut or closing: back to ready at once
+			}
 		})
 		if err != nil {
 			c.complete(slot, c.errAnswer(err))
@@ -149,6 +151,15 @@ func pollAnswerSize(ds []broker.Delivery) int {
 // header and payload: "HMSG ", " 0 ", two sizes of up to 10 digits, a
 // CRC token " xxxxxxxx", spaces and two CRLFs.
 const frameOverhead = 48
+
+// releaseLeasesNow gives the connection's leases back once, at once, from
+// any goroutine (a partition actor included: ReleaseOwner only queues its
+// work). release does it again at teardown; both are idempotent.
+func (c *client) releaseLeasesNow() {
+	if c.leasesGone.CompareAndSwap(false, true) {
+		c.srv.releaseDurable(c)
+	}
+}
 
 // nackAll gives deliveries that reached a closing connection back at once.
 func (c *client) nackAll(ds []broker.Delivery) {
@@ -237,13 +248,20 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 	}
 	sub.durable = ps
 	c.mu.Unlock()
-	// Output stays bounded by credit: a Fibril client settles each
-	// delivery; for other clients (nats_ack auto) a delivery is acked once
-	// it was written to the socket, so its credit returns only then.
+	// Output stays bounded by credit and by MaxPending (outbound.go): a
+	// Fibril client settles each delivery; for other clients (nats_ack
+	// auto) a delivery is acked once it is on the socket, so its credit
+	// returns only then.
 	ackOnWrite := !strict && !explicit
 	deliver := func(d broker.Delivery) {
 		if !c.queueDurable(&d, sub.sid, crc, headers, ackOnWrite, slot) {
-			_ = b.Settle(d.Handle, broker.Nack(0), nil) // closing: back at once
+			// Closing (or just cut): this lease and the rest go back
+			// through ReleaseOwner, whose work on this partition runs after
+			// this round. A NACK would count the delivery against
+			// max_deliveries, and the engine would go on delivering (and
+			// the server nacking) until the subscription closed, until the
+			// message was dead-lettered.
+			c.releaseLeasesNow()
 			return
 		}
 		c.countOutMsgs(1)
@@ -259,18 +277,30 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 }
 
 // queueDurable encodes a durable push delivery into the outbox unless the
-// connection is closing. With ackOnWrite the delivery is acked once the
-// transport took the bytes (settled when written). Until the
-// subscription's answer slot subOK is written, deliveries wait behind it.
-// Safe from any goroutine.
+// connection is closing or the delivery would put its output over
+// MaxPending (the connection is then cut as a slow consumer). With
+// ackOnWrite the delivery is acked once its bytes are on the socket
+// (settled when written, outbound.go). Until the subscription's answer
+// slot subOK is written, deliveries wait behind it. It reports false when
+// the delivery was not queued (the caller gives it back). Safe from any
+// goroutine.
 func (c *client) queueDurable(d *broker.Delivery, sid string, crc, headers, ackOnWrite bool, subOK *answer) bool {
+	size := len(d.Subject) + len(d.Header) + len(d.Data) + protocol.MaxHandleLen + frameOverhead
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return false
 	}
+	if c.overPendingLocked(size) {
+		c.dropped++
+		c.mu.Unlock()
+		c.slowConsumer(c.overReason())
+		return false
+	}
 	if subOK != nil && !subOK.written {
+		n := len(subOK.tail)
 		subOK.tail = appendDelivery(subOK.tail, d, sid, crc, headers)
+		c.held += len(subOK.tail) - n
 		if ackOnWrite {
 			subOK.tailAcks = append(subOK.tailAcks, d.Handle)
 		}
@@ -278,11 +308,11 @@ func (c *client) queueDurable(d *broker.Delivery, sid string, crc, headers, ackO
 		return true
 	}
 	if c.out == nil {
-		c.out = c.srv.outBufs.get(len(d.Subject) + len(d.Header) + len(d.Data) + protocol.MaxHandleLen + frameOverhead)
+		c.out = c.srv.outBufs.get(size)
 	}
 	c.out = appendDelivery(c.out, d, sid, crc, headers)
 	if ackOnWrite {
-		c.ackOnWrite = append(c.ackOnWrite, d.Handle)
+		c.addWriteAckLocked(d.Handle)
 	}
 	w := c.markWakeLocked()
 	c.mu.Unlock()
@@ -292,7 +322,7 @@ func (c *client) queueDurable(d *broker.Delivery, sid string, crc, headers, ackO
 	return true
 }
 
-// settleWritten acks deliveries whose bytes the transport took. The engine
+// settleWritten acks deliveries whose bytes are on the socket. The engine
 // never refuses a settle for a full ring (it takes its control path then),
 // so an ack is lost only when the engine stops (the message is then
 // redelivered after restart) or the lease ran out first (redelivered, as

@@ -168,8 +168,7 @@ func (c *client) queueDelivery(frame []byte) bool {
 	if c.pendingLocked()+len(frame) > c.srv.opts.MaxPending {
 		c.dropped++
 		c.mu.Unlock()
-		c.log.Warn("slow consumer: dropping message and closing", "pending_limit", c.srv.opts.MaxPending)
-		c.fail(protocol.CodeSlowConsumer, "output over "+strconv.Itoa(c.srv.opts.MaxPending)+" bytes")
+		c.slowConsumer(c.overReason())
 		return false
 	}
 	c.appendOutLocked(frame)

@@ -15,8 +15,8 @@ var pingLine = []byte("PING\r\n")
 
 // heartbeat is called by the ticker for every connection.
 func (c *client) heartbeat(now time.Time, interval time.Duration) {
-	if c.stalled.Load() {
-		c.tr.wake() // re-check whether its output drained
+	if c.stalled.Load() || c.outBusy.Load() {
+		c.tr.wake() // re-check whether its output drained (and the write deadline)
 	}
 	if !c.authed.Load() && !c.checking.Load() && c.pendingAuthNil() && now.Sub(c.created) > c.srv.opts.AuthTimeout {
 		c.fail(protocol.CodeAuthTimeout, "")

@@ -37,7 +37,7 @@ func (c *client) release() {
 	c.closing = true
 	subs := c.subs
 	c.subs = nil
-	c.answers = nil
+	c.answers, c.held, c.writeAcks = nil, 0, nil
 	c.out = nil
 	c.mu.Unlock()
 	c.cancel()

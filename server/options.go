@@ -61,10 +61,17 @@ type Options struct {
 	MaxControlLine int
 	// MaxSubsPerConn caps the subscriptions of one connection.
 	MaxSubsPerConn int
-	// MaxPending caps the bytes queued for one connection but not yet written
-	// to its socket. Plain deliveries past it close the connection as a slow
-	// consumer; durable deliveries are not sent past it (their credit waits).
+	// MaxPending caps the bytes queued for one connection but not yet on
+	// its socket (outbox, answers held behind earlier ones, the transport's
+	// buffer). A delivery of any kind (plain, durable push, POLL answer)
+	// that would pass it closes the connection as a slow consumer, and the
+	// connection's leased messages go back to ready.
 	MaxPending int
+	// WriteDeadline is how long a connection's socket may take nothing
+	// while output waits for it; past it the connection is closed as a
+	// slow consumer (its leases go back to ready). It also bounds each
+	// write of a TLS connection.
+	WriteDeadline time.Duration
 	// MaxInputBuffer caps the unparsed input of one connection; it must hold
 	// at least one maximal frame (MaxControlLine + MaxPayload).
 	MaxInputBuffer int
@@ -164,6 +171,7 @@ func DefaultOptions() Options {
 		MaxControlLine:   4096,
 		MaxSubsPerConn:   4096,
 		MaxPending:       64 << 20,
+		WriteDeadline:    10 * time.Second,
 		MaxInputBuffer:   4 << 20,
 		PingInterval:     2 * time.Minute,
 		MaxPingsOut:      2,
@@ -258,7 +266,7 @@ func (o *Options) validate() error {
 		name string
 		v    time.Duration
 	}{
-		{"PingInterval", o.PingInterval}, {"AuthTimeout", o.AuthTimeout},
+		{"PingInterval", o.PingInterval}, {"AuthTimeout", o.AuthTimeout}, {"WriteDeadline", o.WriteDeadline},
 		{"MaxPollWait", o.MaxPollWait}, {"ShutdownTimeout", o.ShutdownTimeout},
 	}
 	for _, d := range durations {

@@ -147,6 +147,7 @@ var settings = []setting{
 	int64Setting("event-segment-size", "bytes per consumer-state event log segment file (0: 4 MiB)", func(o *server.Options) *int64 { return &o.Engine.EventSegmentSize }),
 	durSetting("ping-interval", "idle time before the server PINGs a client", func(o *server.Options) *time.Duration { return &o.PingInterval }),
 	durSetting("auth-timeout", "time a connection has to authenticate", func(o *server.Options) *time.Duration { return &o.AuthTimeout }),
+	durSetting("write-deadline", "time a socket may take nothing while output waits before the connection is cut as a slow consumer", func(o *server.Options) *time.Duration { return &o.WriteDeadline }),
 	durSetting("max-poll-wait", "longest wait a POLL may ask for", func(o *server.Options) *time.Duration { return &o.MaxPollWait }),
 	durSetting("shutdown-timeout", "longest graceful drain on shutdown", func(o *server.Options) *time.Duration { return &o.ShutdownTimeout }),
 	boolSetting("auto-create", "create a topic on the first PUB to an uncaptured subject", func(o *server.Options, _ *serveConfig) *bool { return &o.AutoCreateTopics }),

@@ -70,7 +70,7 @@ export const ERROR_TABLE: Readonly<Record<string, ErrorSpec>> = Object.freeze({
   permission_denied: {"code":"permission_denied","natsText":"Permissions Violation","text":"permission denied","fatal":false,"retriable":false,"description":"The user may not publish to or subscribe to that subject. NATS clients get Permissions Violation for Publish to <subject> (or Subscription to)."},
   reserved_subject: {"code":"reserved_subject","natsText":"Permissions Violation","text":"subjects starting with $ are reserved","fatal":false,"retriable":false,"description":"PUB/HPUB to a $ subject other than an ack handle, or TOPIC CREATE of a $ name."},
   stale_connection: {"code":"stale_connection","natsText":"Stale Connection","text":"stale connection","fatal":true,"retriable":true,"description":"The peer did not answer PING within the heartbeat allowance; reconnect."},
-  slow_consumer: {"code":"slow_consumer","natsText":"Slow Consumer","text":"slow consumer","fatal":true,"retriable":true,"description":"The client did not read fast enough and the server's outbound buffer limit was reached; reconnect."},
+  slow_consumer: {"code":"slow_consumer","natsText":"Slow Consumer","text":"slow consumer","fatal":true,"retriable":true,"description":"The client did not read fast enough: output held for it would pass the server's max_pending (deliveries of any kind: plain, durable push, POLL answers), or its socket took nothing for the write deadline. Its leased messages go back to ready for other consumers; reconnect."},
   max_connections: {"code":"max_connections","natsText":"maximum connections exceeded","text":"maximum connections exceeded","fatal":true,"retriable":true,"description":"The server accepts no more connections now."},
   max_subscriptions: {"code":"max_subscriptions","natsText":"Maximum Subscriptions Exceeded","text":"maximum subscriptions exceeded","fatal":false,"retriable":false,"description":"The connection has as many subscriptions as the server allows."},
   duplicate_sid: {"code":"duplicate_sid","natsText":"","text":"subscription id is already in use","fatal":false,"retriable":false,"description":"SUB with a sid this connection already uses."},
@@ -310,7 +310,7 @@ export class StaleConnectionError extends FibrilError {
   }
 }
 
-/** SlowConsumerError is the `slow_consumer` error: The client did not read fast enough and the server's outbound buffer limit was reached; reconnect. */
+/** SlowConsumerError is the `slow_consumer` error: The client did not read fast enough: output held for it would pass the server's max_pending (deliveries of any kind: plain, durable push, POLL answers), or its socket took nothing for the write deadline. Its leased messages go back to ready for other consumers; reconnect. */
 export class SlowConsumerError extends FibrilError {
   /** code is always "slow_consumer". */
   static readonly code = "slow_consumer";

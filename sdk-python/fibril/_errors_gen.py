@@ -227,7 +227,7 @@ class StaleConnectionError(FibrilError):
 
 
 class SlowConsumerError(FibrilError):
-    """The client did not read fast enough and the server's outbound buffer limit was reached; reconnect.
+    """The client did not read fast enough: output held for it would pass the server's max_pending (deliveries of any kind: plain, durable push, POLL answers), or its socket took nothing for the write deadline. Its leased messages go back to ready for other consumers; reconnect.
 
     Wire code ``slow_consumer``; text: slow consumer."""
 
