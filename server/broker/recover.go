@@ -118,10 +118,11 @@ func (p *partition) recoverState() error {
 		p.lastEventSeq, p.snapSeq = seq, seq
 	case errors.Is(err, os.ErrNotExist):
 		if first, _ := p.events.Bounds(); first > 1 {
-			return fmt.Errorf("%w: no snapshot but the event log starts at %d", ErrCorruptState, first)
+			return fmt.Errorf("%w: %s is missing, and the event log %s starts at event %d: the events before it are only in a snapshot (restore the snapshot, or run fibril repair)",
+				ErrCorruptState, filepath.Join(p.dir, snapName), filepath.Join(p.dir, eventsLogName), first)
 		}
 	default:
-		return fmt.Errorf("read snapshot: %w", err)
+		return fmt.Errorf("read snapshot %s: %w", filepath.Join(p.dir, snapName), err)
 	}
 	_, last := p.events.Bounds()
 	var decErr error
@@ -137,14 +138,14 @@ func (p *partition) recoverState() error {
 			return true
 		})
 		if err != nil {
-			return fmt.Errorf("replay events: %w", err)
+			return fmt.Errorf("replay the event log %s: %w", filepath.Join(p.dir, eventsLogName), err)
 		}
 		if at == was {
 			break
 		}
 	}
 	if decErr != nil {
-		return fmt.Errorf("replay events: %w", decErr)
+		return fmt.Errorf("replay the event log %s: %w", filepath.Join(p.dir, eventsLogName), decErr)
 	}
 	if last > p.lastEventSeq {
 		p.lastEventSeq = last

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/fibrilmq/fibril/server/seglog"
@@ -231,7 +232,7 @@ func (p *partition) restoreSideEvents() (named bool, err error) {
 	}
 	r, err := p.events.Read(last)
 	if err != nil {
-		return false, fmt.Errorf("read event %d: %w", last, err)
+		return false, fmt.Errorf("event log %s: read its last record %d: %w", filepath.Join(p.dir, eventsLogName), last, err)
 	}
 	pos, ok := decodeEventMeta(r.Meta)
 	if !ok {
@@ -259,7 +260,8 @@ func (p *partition) restoreSideEvents() (named bool, err error) {
 		err = decErr
 	}
 	if err != nil {
-		return false, fmt.Errorf("read side copies of events from data position %d: %w", pos, err)
+		return false, fmt.Errorf("data log %s: the side copies of consumer events kept beside the records from %d on cannot be read (they hold the events the event log %s may lack): %w",
+			filepath.Join(p.dir, dataLogName), pos, filepath.Join(p.dir, eventsLogName), err)
 	}
 	if gap != 0 {
 		// Never confirmed: a commit waits for the ones before it, and the

@@ -186,7 +186,7 @@ func (l *Log) openCompressed(first Seq, codec Compression) (*segment, error) {
 	if bad != "" {
 		return nil, &CorruptError{Path: path, Seq: first, Reason: bad}
 	}
-	return &segment{path: path, first: first, codec: codec, size: size, end: h.rawLen, last: h.last, lastIndexed: -1}, nil
+	return &segment{path: path, first: first, codec: codec, size: size, end: h.rawLen, last: h.last, idxLast: h.last, lastIndexed: -1}, nil
 }
 
 // segCache holds the last decompressed segments, for reads. Lock order:

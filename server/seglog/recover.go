@@ -232,6 +232,9 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 	}
 	idxBytes, _ := readFile(l.fs, idxPath(l.dir, s.first))
 	x, okIdx := decodeIndex(idxBytes, s.first, s.size)
+	if okIdx {
+		s.idxLast = x.last
+	}
 	// An index is never trusted when an intact record follows its end:
 	// index files are written without fsync, so after a power cut an older
 	// one (from a Close while the segment was active) may be what survived.
@@ -536,6 +539,25 @@ func nextData(f File, off int64) (int64, bool) {
 	return d, err == nil
 }
 
+// gapError describes records missing between the sealed segment prev and
+// the next segment s, naming the file at fault: prev when its index says
+// it held them (its end was damaged or cut off), else the segment file
+// that would hold them (deleted).
+func (l *Log) gapError(prev, s *segment) *CorruptError {
+	between := fmt.Sprintf("records %d..%d are missing: no segment holds them between %s (ends at seq %d, offset %d) and %s (starts at seq %d)",
+		prev.last+1, s.first-1, filepath.Base(prev.path), prev.last, prev.end, filepath.Base(s.path), s.first)
+	switch {
+	case prev.idxLast > prev.last:
+		return &CorruptError{Path: prev.path, Offset: prev.end, Seq: prev.last + 1,
+			Reason: between + fmt.Sprintf("; its index says it held up to %d: its end is damaged or was cut off", prev.idxLast)}
+	case prev.idxLast == prev.last && prev.idxLast != 0:
+		return &CorruptError{Path: filepath.Join(l.dir, segName(prev.last+1)), Seq: prev.last + 1,
+			Reason: between + "; the segment file that held them was deleted"}
+	}
+	return &CorruptError{Path: prev.path, Offset: prev.end, Seq: prev.last + 1,
+		Reason: between + fmt.Sprintf("; the end of %s was damaged or cut off, or the segment file after it deleted", filepath.Base(prev.path))}
+}
+
 // checkContinuity verifies that segments follow each other without gaps or
 // overlaps. A gap (records lost from the end of a sealed segment) is
 // corruption, skipped with SkipCorrupt.
@@ -547,7 +569,7 @@ func (l *Log) checkContinuity() error {
 		case prev.last >= s.first:
 			return &CorruptError{Path: s.path, Seq: s.first, Reason: fmt.Sprintf("overlaps the previous segment, which ends at seq %d", prev.last)}
 		case !l.opts.SkipCorrupt:
-			return &CorruptError{Path: prev.path, Offset: prev.end, Seq: prev.last + 1, Reason: fmt.Sprintf("records %d..%d missing before the next segment", prev.last+1, s.first-1)}
+			return l.gapError(prev, s)
 		default:
 			// The records lost from the end of prev become a hole in it,
 			// so its index can record them (see writeRebuiltIndexes).

@@ -92,6 +92,9 @@ type segment struct {
 	// skipped lists the damaged ranges of this segment passed over with
 	// SkipCorrupt; its index file records them (see encodeIndex).
 	skipped []SkippedRange
+	// idxLast: the last sequence number the index file named at Open (0:
+	// no valid index), to tell a segment cut short from one deleted.
+	idxLast Seq
 	// idxDirty: Open changed what the segment's index must say (a scan
 	// rebuilt it, or a skipped range was added) and must write it.
 	idxDirty bool

@@ -241,3 +241,45 @@ func TestVerifyOnOpenAcceptsIntactLogs(t *testing.T) {
 		t.Fatalf("VerifySegments after SkipCorrupt: %v", err)
 	}
 }
+
+// TestMissingRecordsNameTheRightFile is the regression test for "a deleted
+// middle segment is reported against the segment before it": the refusal
+// now names the deleted file, and a segment whose end was cut off is named
+// itself.
+func TestMissingRecordsNameTheRightFile(t *testing.T) {
+	setup := func(t *testing.T) (string, []SegmentInfo) {
+		dir := t.TempDir()
+		l, err := Open(dir, Options{SegmentSize: 8 << 10, IndexInterval: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill(t, l, 1, 600, 20)
+		segs := l.Segments()
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return dir, segs
+	}
+	t.Run("deleted", func(t *testing.T) {
+		dir, segs := setup(t)
+		gone := filepath.Join(dir, segName(segs[2].First))
+		os.Remove(gone)
+		os.Remove(idxPath(dir, segs[2].First))
+		_, err := Open(dir, Options{SegmentSize: 8 << 10})
+		var ce *CorruptError
+		if !errors.As(err, &ce) || ce.Path != gone || !strings.Contains(ce.Reason, "deleted") {
+			t.Fatalf("Open: %v; want a *CorruptError naming %s", err, gone)
+		}
+	})
+	t.Run("cut short", func(t *testing.T) {
+		dir, segs := setup(t)
+		cut := filepath.Join(dir, segName(segs[2].First))
+		r := spanOf(t, dir, segs[2].Last)
+		zeroRange(t, cut, r.off, r.len)
+		_, err := Open(dir, Options{SegmentSize: 8 << 10, Verify: true})
+		var ce *CorruptError
+		if !errors.As(err, &ce) || ce.Path != cut || ce.Seq != segs[2].Last {
+			t.Fatalf("Open: %v; want a *CorruptError naming %s seq %d", err, cut, segs[2].Last)
+		}
+	})
+}
