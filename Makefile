@@ -3,7 +3,7 @@
 GO ?= go
 FUZZTIME ?= 20s
 
-.PHONY: test test-go test-fuzz test-python test-js build vet conformance bench bench-full
+.PHONY: test test-go test-fuzz test-python test-js build vet conformance bench bench-full faults
 
 test: vet test-go test-fuzz test-python test-js
 
@@ -80,3 +80,16 @@ conformance:
 	  node --test test/conformance.test.mjs) >"$$out/js.log" 2>&1 || true; \
 	touch "$$out/py.jsonl" "$$out/js.jsonl"; \
 	$(GO) run ./cmd/fibril-conformance -bin "$$out/fibril" -merge "$$out/py.jsonl,$$out/js.jsonl" -complete -allow-known
+
+# Fault runs, long form (FAULTS.md): RUNS runs of `fibril serve` under kills,
+# pauses past the lease, clock steps and power cuts (FUSE, as root), each
+# with a fault phase of DURATION, seeds SEED, SEED+1, ... (default: from the
+# time); every history is judged by the checker and a failing one is kept in
+# FAULTS_KEEP with its seed. The short form is TestFaultRunShort in make test.
+DURATION ?= 60s
+RUNS ?= 1
+SEED ?= 0
+FAULT_KINDS ?= kill,pause,clock-forward,clock-back,powercut
+FAULTS_KEEP ?= /tmp/fibril-faults-keep
+faults:
+	$(GO) run ./cmd/fibril-faults -duration $(DURATION) -runs $(RUNS) -seed $(SEED) -faults $(FAULT_KINDS) -keep $(FAULTS_KEEP)

@@ -35,6 +35,9 @@ type Node interface {
 	// PowerCut kills the process and drops every write it had not
 	// fsynced; Restart brings it back.
 	PowerCut(ctx context.Context) error
+	// Logs returns what the current process wrote on stderr (kept with a
+	// failing run's history).
+	Logs() string
 	// Close kills the process and releases everything (mounts included).
 	Close() error
 }

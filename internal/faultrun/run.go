@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	fibril "github.com/fibrilmq/fibril/sdk"
@@ -43,6 +45,13 @@ type Config struct {
 	KeepDir string
 	// Logf reports progress (default: nothing).
 	Logf func(format string, args ...any)
+	// StartNodes starts the run's nodes under dir, with power cuts
+	// possible when powerCut is set (default: one ProcNode of Bin). A
+	// cluster harness supplies its own; clients spread over the nodes and
+	// each fault picks one.
+	StartNodes func(ctx context.Context, dir string, powerCut bool) ([]Node, error)
+	// LeasesSurviveRestart is passed to the checker (history.Config).
+	LeasesSurviveRestart bool
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -76,6 +85,16 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
+	if c.StartNodes == nil {
+		bin := c.Bin
+		c.StartNodes = func(ctx context.Context, dir string, powerCut bool) ([]Node, error) {
+			n, err := StartProcNode(ctx, "n1", bin, filepath.Join(dir, "n1"), powerCut)
+			if err != nil {
+				return nil, err
+			}
+			return []Node{n}, nil
+		}
+	}
 	if c.QuietMax < c.QuietMin {
 		return c, fmt.Errorf("faultrun: QuietMax %v < QuietMin %v", c.QuietMax, c.QuietMin)
 	}
@@ -100,7 +119,7 @@ const (
 	DLQGroup = "dlq"
 )
 
-// Run performs one run: start the node, run the workload under faults for
+// Run performs one run: start the nodes, run the workload under faults for
 // Duration, heal, drain, check. It returns an error only when the run
 // could not be carried out (a node would not start); a broken promise is
 // in Report.Result.
@@ -122,20 +141,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	node, err := StartProcNode(sctx, "n1", cfg.Bin, filepath.Join(cfg.Dir, "n1"), powerCut)
+	nodes, err := cfg.StartNodes(sctx, cfg.Dir, powerCut)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
-	defer node.Close()
+	defer func() {
+		for _, n := range nodes {
+			_ = n.Close()
+		}
+	}()
 	var faults []Fault
 	for _, f := range cfg.Faults {
-		if f.Usable(node) {
+		usable := true
+		for _, n := range nodes {
+			usable = usable && f.Usable(n)
+		}
+		if usable {
 			faults = append(faults, f)
 		}
 	}
+	var next atomic.Uint64
+	url := func() string { return nodes[next.Add(1)%uint64(len(nodes))].URL() }
 	dlq := protocol.DeadLetterTopic(Topic, Group)
-	if err := setup(ctx, node.URL(), cfg, dlq); err != nil {
+	if err := setup(ctx, url(), cfg, dlq); err != nil {
 		return nil, err
 	}
 	hpath := filepath.Join(cfg.Dir, "history.jsonl")
@@ -146,7 +175,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer h.Close()
 	_ = h.Add(history.Op{Kind: history.Phase, Proc: -1, Value: history.PhaseStart, Seed: cfg.Seed, DeadLetter: dlq,
 		Outcome: history.OK, Invoke: now(), Complete: now()})
-	w := &workload{h: h, url: node.URL, topic: Topic, group: Group, dlq: dlq, leaseMs: cfg.Lease.Milliseconds()}
+	w := &workload{h: h, url: url, topic: Topic, group: Group, dlq: dlq, leaseMs: cfg.Lease.Milliseconds()}
 
 	// The fault phase: workers until it ends, faults in turns meanwhile.
 	fctx, fcancel := context.WithTimeout(ctx, cfg.Duration)
@@ -165,18 +194,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		})
 	}()
-	clockUsed, ferr := schedule(fctx, cfg, node, faults, h, rep)
+	clocked, ferr := schedule(fctx, cfg, nodes, faults, h, rep)
 	fcancel()
 	wg.Wait()
 	if ferr != nil {
 		_ = h.Close()
-		rep.History = keep(cfg, hpath, node)
+		rep.History = keep(cfg, hpath, nodes)
 		return rep, ferr
 	}
 
 	// The final drain: faults healed, everything left is delivered and acked.
 	_ = h.Add(history.Op{Kind: history.Phase, Proc: -1, Value: history.PhaseDrain, Outcome: history.OK, Invoke: now(), Complete: now()})
-	if clockUsed {
+	for _, node := range clocked {
 		// Leases and delays granted under a stepped clock end by the
 		// node's clock: run it past all of them.
 		op := faultOp(history.FaultClock)
@@ -196,6 +225,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	})
 	drained := dctx.Err() == nil
 	dcancel()
+	if ctx.Err() != nil {
+		return rep, fmt.Errorf("faultrun: interrupted: %w", ctx.Err())
+	}
 	if drained {
 		_ = h.Add(history.Op{Kind: history.Phase, Proc: -1, Value: history.PhaseDone, Outcome: history.OK, Invoke: now(), Complete: now()})
 	}
@@ -206,10 +238,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	rep.Result = history.Check(ops, history.Config{DeadLetterTopic: dlq})
+	rep.Result = history.Check(ops, history.Config{DeadLetterTopic: dlq, LeasesSurviveRestart: cfg.LeasesSurviveRestart})
 	rep.History = hpath
 	if !rep.Result.Valid() {
-		rep.History = keep(cfg, hpath, node)
+		rep.History = keep(cfg, hpath, nodes)
 	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
@@ -236,12 +268,13 @@ func setup(ctx context.Context, url string, cfg Config, dlq string) error {
 	return nil
 }
 
-// schedule injects faults in turns until ctx ends, each held then healed.
-// It reports whether a clock fault was among them.
-func schedule(ctx context.Context, cfg Config, n Node, faults []Fault, h *history.Writer, rep *Report) (clockUsed bool, err error) {
+// schedule injects faults in turns until ctx ends, each on a node drawn
+// from the seed, held, then healed. It returns the nodes whose clock was
+// stepped.
+func schedule(ctx context.Context, cfg Config, nodes []Node, faults []Fault, h *history.Writer, rep *Report) (clocked []Node, err error) {
 	if len(faults) == 0 {
 		<-ctx.Done()
-		return false, nil
+		return nil, nil
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
 	var turn []Fault
@@ -249,7 +282,7 @@ func schedule(ctx context.Context, cfg Config, n Node, faults []Fault, h *histor
 		quiet := cfg.QuietMin + time.Duration(rng.Int64N(int64(cfg.QuietMax-cfg.QuietMin)+1))
 		select {
 		case <-ctx.Done():
-			return clockUsed, nil
+			return clocked, nil
 		case <-time.After(quiet):
 		}
 		if len(turn) == 0 {
@@ -258,9 +291,13 @@ func schedule(ctx context.Context, cfg Config, n Node, faults []Fault, h *histor
 		}
 		f := turn[0]
 		turn = turn[1:]
+		n := nodes[0]
+		if len(nodes) > 1 { // no draw for one node: single-node seeds replay as before
+			n = nodes[rng.IntN(len(nodes))]
+		}
 		hold := f.Hold(rng, cfg.Lease)
-		if _, ok := f.(ClockStep); ok {
-			clockUsed = true
+		if _, ok := f.(ClockStep); ok && !slices.Contains(clocked, n) {
+			clocked = append(clocked, n)
 		}
 		rep.Injected = append(rep.Injected, f.Name())
 		cfg.Logf("fault %s on %s for %v", f.Name(), n.Name(), hold)
@@ -268,14 +305,14 @@ func schedule(ctx context.Context, cfg Config, n Node, faults []Fault, h *histor
 		// meanwhile: a fault is never left unhealed.
 		bg := context.WithoutCancel(ctx)
 		if err := recordF(h, n, func() (history.Op, error) { return f.Inject(bg, n) }); err != nil {
-			return clockUsed, fmt.Errorf("faultrun: injecting %s: %w", f.Name(), err)
+			return clocked, fmt.Errorf("faultrun: injecting %s: %w", f.Name(), err)
 		}
 		time.Sleep(hold)
 		hctx, cancel := context.WithTimeout(bg, 30*time.Second)
 		err := recordF(h, n, func() (history.Op, error) { return f.Heal(hctx, n) })
 		cancel()
 		if err != nil {
-			return clockUsed, fmt.Errorf("faultrun: healing %s: %w", f.Name(), err)
+			return clocked, fmt.Errorf("faultrun: healing %s: %w", f.Name(), err)
 		}
 	}
 }
@@ -296,9 +333,9 @@ func record(h *history.Writer, n Node, op history.Op, f func() error) error {
 	return recordF(h, n, func() (history.Op, error) { return op, f() })
 }
 
-// keep copies a failing run's history (and the node's log) into KeepDir
+// keep copies a failing run's history (and the nodes' logs) into KeepDir
 // under a name with the seed, and returns the history's new path.
-func keep(cfg Config, hpath string, n *ProcNode) string {
+func keep(cfg Config, hpath string, nodes []Node) string {
 	if err := os.MkdirAll(cfg.KeepDir, 0o755); err != nil {
 		return hpath
 	}
@@ -307,7 +344,9 @@ func keep(cfg Config, hpath string, n *ProcNode) string {
 	if err := copyFile(hpath, dst); err != nil {
 		return hpath
 	}
-	_ = os.WriteFile(base+".node.log", []byte(n.Logs()), 0o644)
+	for _, n := range nodes {
+		_ = os.WriteFile(base+"."+n.Name()+".log", []byte(n.Logs()), 0o644)
+	}
 	return dst
 }
 

@@ -305,11 +305,13 @@ func (c *checker) checkAckedRedelivered() {
 
 // checkLeases finds deliveries d2 made while an earlier delivery d1 of the
 // same value to the same group surely still held its lease: d1's lease ends
-// no earlier than d1's invoke plus the lease (in the node's clock, at its
-// lowest possible offset), extended by every +OK extend; d2 was granted no
-// later than its completion (at the highest possible offset). A settle of
-// d1 invoked before d2 completed, or a node restart in between (leases are
-// not persisted), excuses it.
+// no earlier than d1's invoke plus the lease, extended by every +OK extend;
+// d2 was granted no later than its completion. A lease may be kept by the
+// node's clock (then the offsets count: d1's lowest possible, d2's highest)
+// or by elapsed real time (timers do not see clock steps); d2 counts only
+// if it came before the lease's end by both. A settle of d1 invoked before
+// d2 completed, or a node restart in between (leases are not persisted),
+// excuses it.
 func (c *checker) checkLeases() {
 	for _, gv := range sortedKeys(c.dels) {
 		list := c.dels[gv]
@@ -318,17 +320,19 @@ func (c *checker) checkLeases() {
 				continue
 			}
 			lo, _ := c.offsets(d1.Invoke, d1.Complete)
-			end := d1.Invoke + (lo+d1.LeaseMs)*1e6
+			end := d1.Invoke + (lo+d1.LeaseMs)*1e6 // by the node's clock
+			realEnd := d1.Invoke + d1.LeaseMs*1e6  // by real time
 			for _, e := range c.extends[d1.Handle] {
 				elo, _ := c.offsets(e.Invoke, e.Complete)
 				end = max(end, e.Invoke+(elo+e.LeaseMs)*1e6)
+				realEnd = max(realEnd, e.Invoke+e.LeaseMs*1e6)
 			}
 			for _, d2 := range list[i+1:] {
 				if d2.Handle == d1.Handle {
 					continue
 				}
 				_, hi := c.offsets(d2.Invoke, d2.Complete)
-				if d2.Complete+hi*1e6 >= end || c.settledBefore(d1.Handle, d2.Complete) ||
+				if d2.Complete+hi*1e6 >= end || d2.Complete >= realEnd || c.settledBefore(d1.Handle, d2.Complete) ||
 					(!c.cfg.LeasesSurviveRestart && c.restartBetween(d1.Invoke, d2.Complete)) {
 					continue
 				}
