@@ -2,15 +2,15 @@ package server
 
 // The HTTP admin listener (server/admin), on when Options.HTTPListen is set:
 // metrics, the JSON API, the dashboard and the event-log browser. Its
-// authorization follows the server's: with a token, the token (Bearer or
+// authentication follows the server's: with a token, the token (Bearer or
 // as a basic-auth password); with users, their bcrypt passwords; with
-// neither, none (then keep it on loopback).
+// neither, none (then keep it on loopback). The identities are the wire's
+// (auth.go), and what each may do there is SPEC.md 6.1.
 
 import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/fibrilmq/fibril/server/admin"
@@ -72,13 +72,13 @@ func (s *Server) startAdmin(sm *admin.SyncMetrics) error {
 		name = s.id
 	}
 	srv, err := admin.New(admin.Options{
-		Addr:       s.opts.HTTPListen,
-		Broker:     s.Broker,
-		Conns:      s,
-		Authorize:  s.adminAuth(),
-		ServerName: name,
-		Version:    Version,
-		Sync:       sm,
+		Addr:         s.opts.HTTPListen,
+		Broker:       s.Broker,
+		Conns:        s,
+		Authenticate: s.adminAuth(),
+		ServerName:   name,
+		Version:      Version,
+		Sync:         sm,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: admin %s: %w", ErrListen, s.opts.HTTPListen, err)
@@ -101,11 +101,12 @@ func (s *Server) stopAdmin() {
 	}
 }
 
-// adminAuth mirrors the server's client authentication on HTTP.
-func (s *Server) adminAuth() func(r *http.Request) bool {
-	users := make(map[string]string, len(s.opts.Users))
-	for _, u := range s.opts.Users {
-		users[u.Name] = u.PasswordHash
+// adminAuth mirrors the server's client authentication on HTTP, with the
+// same identities.
+func (s *Server) adminAuth() admin.Authenticator {
+	users := make(map[string]admin.User, len(s.opts.Users))
+	for i, u := range s.opts.Users {
+		users[u.Name] = admin.User{Hash: u.PasswordHash, Identity: s.ids[i]}
 	}
 	return admin.AnyAuth(admin.TokenAuth(s.opts.Token), admin.BcryptAuth(users))
 }

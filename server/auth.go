@@ -1,24 +1,37 @@
 package server
 
-// Authentication and permissions (SPEC.md "Security"). With neither a token
-// nor users configured every connection is anonymous and allowed everything.
-// With auth on, nothing is anonymous: CONNECT must carry the token or a
-// user/pass pair whose bcrypt hash matches. Secrets are never logged.
+// Authentication, and the identity whose rights every command is checked
+// against (SPEC.md 6.1; the decisions are package access's). With neither
+// a token nor users configured every connection is the unrestricted
+// identity. With auth on, nothing is anonymous: CONNECT must carry the
+// token (the unrestricted identity) or a user/pass pair whose bcrypt hash
+// matches (that user's identity). Secrets are never logged.
 
 import (
 	"crypto/subtle"
 
 	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server/access"
+	"github.com/fibrilmq/fibril/server/broker"
 	"golang.org/x/crypto/bcrypt"
 )
 
-// authenticate checks CONNECT credentials. It returns the permissions of
-// the authenticated identity (nil: everything allowed) and whether the
-// credentials were accepted. It may take bcrypt time (tens of ms) and is
-// called once per connection.
-func (s *Server) authenticate(o *protocol.Connect) (*Permissions, string, bool) {
+// identities builds each configured user's identity (principal index+2;
+// access.PrincipalUnrestricted is 1).
+func identities(users []User) []*access.Identity {
+	ids := make([]*access.Identity, len(users))
+	for i, u := range users {
+		ids[i] = access.NewUser(u.Name, u.Role, uint16(i+2), u.Permissions)
+	}
+	return ids
+}
+
+// authenticate checks CONNECT credentials. It returns the authenticated
+// identity, the user name, and whether the credentials were accepted. It
+// may take bcrypt time (tens of ms) and is called once per connection.
+func (s *Server) authenticate(o *protocol.Connect) (*access.Identity, string, bool) {
 	if !s.opts.authRequired() {
-		return nil, "", true
+		return access.Unrestricted(), "", true
 	}
 	if o.User != "" {
 		for i := range s.opts.Users {
@@ -29,7 +42,7 @@ func (s *Server) authenticate(o *protocol.Connect) (*Permissions, string, bool) 
 			if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(o.Pass)) != nil {
 				return nil, u.Name, false
 			}
-			return &u.Permissions, u.Name, true
+			return s.ids[i], u.Name, true
 		}
 		// Unknown users cost a bcrypt run too, so timing does not reveal
 		// which names exist.
@@ -38,56 +51,33 @@ func (s *Server) authenticate(o *protocol.Connect) (*Permissions, string, bool) 
 	}
 	if s.opts.Token != "" && o.AuthToken != "" &&
 		subtle.ConstantTimeCompare([]byte(o.AuthToken), []byte(s.opts.Token)) == 1 {
-		return nil, "", true
+		return access.Unrestricted(), "", true
 	}
 	return nil, "", false
 }
 
-// allowed applies one allow/deny pair to a literal subject.
-func (p *SubjectPermission) allowed(subject string) bool {
-	for _, f := range p.Deny {
-		if filterMatches(f, subject) {
-			return false
-		}
+// principal is this connection's identity in lease records.
+func (c *client) principal() broker.Principal {
+	if c.perms == nil {
+		return broker.Principal(access.PrincipalUnrestricted)
 	}
-	if len(p.Allow) == 0 {
-		return true
-	}
-	for _, f := range p.Allow {
-		if filterMatches(f, subject) {
-			return true
-		}
-	}
-	return false
+	return broker.Principal(c.perms.Principal)
 }
 
-// allowedFilter applies one allow/deny pair to a subscription filter: a
-// filter is allowed when some allow filter covers it entirely and no deny
-// filter could match any subject it matches.
-func (p *SubjectPermission) allowedFilter(filter string) bool {
-	for _, f := range p.Deny {
-		if filtersOverlap(f, filter) {
-			return false
-		}
+// bindLeases binds the leases this connection takes to its identity, so
+// that only that identity settles them (SPEC.md 9.2).
+func (c *client) bindLeases() {
+	if c.srv.durable != nil {
+		c.srv.durable.b.SetPrincipal(c.owner(), c.principal())
 	}
-	if len(p.Allow) == 0 {
-		return true
-	}
-	for _, f := range p.Allow {
-		if filterCovers(f, filter) {
-			return true
-		}
-	}
-	return false
 }
 
 // canPublish reports whether this connection may publish to subject.
 func (c *client) canPublish(subject string) bool {
-	return c.perms == nil || c.perms.Publish.allowed(subject)
+	return c.perms.Publish(subject) == nil
 }
 
-// canConsume reports whether this connection may subscribe with filter (or
-// consume the topic named filter).
+// canConsume reports whether this connection may subscribe with filter.
 func (c *client) canConsume(filter string) bool {
-	return c.perms == nil || c.perms.Consume.allowedFilter(filter)
+	return c.perms.Subscribe(filter) == nil
 }

@@ -117,28 +117,6 @@ func TestUserAuthAndPermissions(t *testing.T) {
 	}
 }
 
-func TestPermissionFilters(t *testing.T) {
-	p := SubjectPermission{Allow: []string{"a.>", "b.*"}, Deny: []string{"a.x.*"}}
-	cases := []struct {
-		subject string
-		pub     bool
-		filter  bool
-	}{
-		{"a.b", true, true}, {"a.x.y", false, false}, {"b.c", true, true},
-		{"b.c.d", false, false}, {"c", false, false}, {"a.>", true, false}, {"b.*", true, true},
-	}
-	for _, tc := range cases {
-		if validSubject(tc.subject) {
-			if got := p.allowed(tc.subject); got != tc.pub {
-				t.Errorf("allowed(%q) = %v, want %v", tc.subject, got, tc.pub)
-			}
-		}
-		if got := p.allowedFilter(tc.subject); got != tc.filter {
-			t.Errorf("allowedFilter(%q) = %v, want %v", tc.subject, got, tc.filter)
-		}
-	}
-}
-
 // selfSigned returns a TLS config for 127.0.0.1 and a pool trusting it.
 func selfSigned(t *testing.T) (*tls.Config, *x509.CertPool) {
 	t.Helper()

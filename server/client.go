@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
 	"sync"
 	"sync/atomic"
@@ -47,7 +48,7 @@ type client struct {
 	opts        protocol.Connect
 	parser      *protocol.Parser
 	echo        bool
-	perms       *Permissions
+	perms       *access.Identity // who authenticated (never nil once authed)
 	preAuthUsed int
 	matchBuf    []*subscription // scratch for fan-out matches
 	frameBuf    []byte          // scratch for encoding one frame

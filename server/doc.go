@@ -28,7 +28,8 @@
 // (max_pending, the write deadline, slow consumers, settling on the
 // socket), feed.go
 // (parsing), handle_*.go (one verb family each), sublist.go (plain subject
-// routing), auth.go, heartbeat.go, lane.go, durable.go (engine binding),
+// routing), auth.go (identities; what they may do is decided by package
+// server/access on every path), heartbeat.go, lane.go, durable.go (engine binding),
 // conns.go (connection listing and traffic counters), admin_listener.go
 // (the HTTP admin listener of server/admin, on with Options.HTTPListen,
 // with the same credentials as clients).

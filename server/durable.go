@@ -94,6 +94,8 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeUnknownHandle
 	case errors.Is(err, broker.ErrStaleHandle), errors.Is(err, broker.ErrNotInflight):
 		return protocol.CodeStaleHandle
+	case errors.Is(err, broker.ErrNotHolder):
+		return protocol.CodePermissionDenied
 	case errors.Is(err, broker.ErrCRCMismatch):
 		return protocol.CodeCRCMismatch
 	case errors.Is(err, broker.ErrInvalid):
@@ -105,6 +107,10 @@ func codeOf(err error) protocol.Code {
 // errAnswer encodes err for this connection; the detail is the engine's
 // message, which names topics and numbers, never secrets.
 func (c *client) errAnswer(err error) []byte {
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Err == nil && pe == err {
+		return c.errLine(pe.Code, pe.Detail) // the code and text once
+	}
 	return c.errLine(codeOf(err), err.Error())
 }
 

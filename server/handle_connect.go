@@ -7,6 +7,7 @@ import (
 	"errors"
 
 	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server/access"
 )
 
 var (
@@ -21,7 +22,7 @@ var errPause = errors.New("server: parsing paused")
 // authResult is a finished off-loop authentication.
 type authResult struct {
 	o     protocol.Connect
-	perms *Permissions
+	perms *access.Identity
 	user  string
 	ok    bool
 }
@@ -100,6 +101,7 @@ func (c *client) finishAuth(r authResult) {
 		return
 	}
 	c.perms = r.perms
+	c.bindLeases()
 	c.authed.Store(true)
 	c.setUser(r.user)
 	if r.user != "" {

@@ -7,9 +7,14 @@ package server
 // unsolicited MSG frames, at most max-inflight unsettled at a time. Leases
 // of a closed connection are released at once (Server.releaseDurable);
 // deliveries that race the close are nacked without delay.
+//
+// Permissions (SPEC.md 6.1): consuming a topic (POLL, durable SUB) and
+// settling its deliveries need consume rights over its name and every
+// filter; a handle settles only for the identity it was delivered to.
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -56,6 +61,10 @@ func (c *client) findGroup(topic, group string, slot *answer, onLane bool, again
 	t, ok := c.srv.durable.b.Topic(broker.TopicName(topic))
 	if !ok {
 		c.complete(slot, c.errLine(protocol.CodeUnknownTopic, strconv.Quote(topic)))
+		return nil, groupFailed
+	}
+	if err := c.perms.ConsumeTopic(accessTopic(t)); err != nil {
+		c.complete(slot, c.errAnswer(err))
 		return nil, groupFailed
 	}
 	if g, ok := t.FindGroup(broker.GroupName(group)); ok {
@@ -354,7 +363,7 @@ func (c *client) ackOnWriteDone(err error) {
 func (c *client) handleSettle(hs []protocol.Handle, op broker.SettleOp) {
 	slot := c.reserve()
 	own := append([]protocol.Handle(nil), hs...)
-	b := c.srv.durable.b
+	op = op.As(c.principal())
 	run := func(bool) {
 		st := &settleState{c: c, slot: slot}
 		st.left.Store(int64(len(own)))
@@ -365,13 +374,29 @@ func (c *client) handleSettle(hs []protocol.Handle, op broker.SettleOp) {
 				done(broker.ErrUnknownHandle)
 				continue
 			}
-			if err := b.Settle(h, op, done); err != nil {
-				done(err)
-			}
+			c.settle(h, op, done)
 		}
 	}
 	if !c.serial(run) {
 		c.laneFull(slot)
+	}
+}
+
+// settle applies op (made As this connection's principal) to h once this
+// connection may consume h's topic; done gets the outcome, always once.
+func (c *client) settle(h broker.Handle, op broker.SettleOp, done func(error)) {
+	b := c.srv.durable.b
+	t, ok := b.TopicByID(h.Topic)
+	if !ok {
+		done(fmt.Errorf("%w: topic id %d", broker.ErrUnknownHandle, h.Topic))
+		return
+	}
+	if err := c.perms.ConsumeTopic(accessTopic(t)); err != nil {
+		done(err)
+		return
+	}
+	if err := b.Settle(h, op, done); err != nil {
+		done(err)
 	}
 }
 

@@ -266,9 +266,7 @@ func (c *client) settleByPub(m *pubMsg) {
 			c.queueReply(reply, body)
 		}
 	}
-	if err := d.b.Settle(h, op, done); err != nil {
-		done(err)
-	}
+	c.settle(h, op.As(c.principal()), done)
 }
 
 // queueReply publishes body to subject for plain subscribers. Safe from

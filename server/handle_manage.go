@@ -3,16 +3,19 @@ package server
 // SPEC.md "Management": TOPIC CREATE|INFO|LIST|DELETE and GROUP
 // CREATE|INFO|LIST|DELETE, answered `+OK <single-line json>` or -ERR. They
 // touch the disk, so they run on the connection's lane (lane.go), in
-// command order.
+// command order. Who may do what is SPEC.md 6.1, decided by package
+// access: each verb checks the name before looking it up (so a refusal
+// never tells whether a topic exists), then the topic as found.
 
 import (
 	"context"
 	"errors"
 	"reflect"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
 )
 
@@ -21,14 +24,11 @@ func (c *client) handleManage(cmd *protocol.Command) {
 	op := cmd.Op
 	name, group := string(cmd.Subject), string(cmd.Group)
 	js := append([]byte(nil), cmd.JSON...)
-	if name != "" && op != protocol.OpTopicList && !c.canManage(name) {
-		c.reject(protocol.CodePermissionDenied, "for topic "+name)
-		return
-	}
 	slot := c.reserve()
 	b := c.srv.durable.b
+	id := c.perms
 	run := func() {
-		v, err := manage(b, op, name, group, js)
+		v, err := manage(b, id, op, name, group, js)
 		if err != nil {
 			c.complete(slot, c.errAnswer(err))
 			return
@@ -45,22 +45,49 @@ func (c *client) handleManage(cmd *protocol.Command) {
 	}
 }
 
-// canManage: with permissions, managing a topic needs both publish and
-// consume rights on its name.
-func (c *client) canManage(topic string) bool {
-	return c.perms == nil || (c.perms.Publish.allowed(topic) && c.perms.Consume.allowed(topic))
+// accessTopic is what a permission decision needs of t.
+func accessTopic(t *broker.Topic) access.Topic {
+	return access.Topic{Name: string(t.Name()), Subjects: t.Config().Subjects}
 }
 
-// manage performs one management verb and returns the JSON answer value.
-func manage(b *broker.Broker, op protocol.Op, name, group string, js []byte) (any, error) {
+// lookupTopic finds the topic name for the identity: permission_denied
+// before the lookup when see refuses the bare name, unknown_topic, then
+// permission_denied when check refuses the topic as found.
+func lookupTopic(b *broker.Broker, name string, pre func(access.Topic) error, check func(access.Topic) error) (*broker.Topic, error) {
+	if err := pre(access.Topic{Name: name}); err != nil {
+		return nil, err
+	}
+	t, ok := b.Topic(broker.TopicName(name))
+	if !ok {
+		return nil, protocol.NewError(protocol.CodeUnknownTopic, strconv.Quote(name))
+	}
+	if err := check(accessTopic(t)); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// seeErr turns Identity.SeeTopic into a decision with an error.
+func seeErr(id *access.Identity) func(access.Topic) error {
+	return func(t access.Topic) error {
+		if !id.SeeTopic(t) {
+			return protocol.NewError(protocol.CodePermissionDenied, "for topic "+strconv.Quote(t.Name))
+		}
+		return nil
+	}
+}
+
+// manage performs one management verb for identity id and returns the
+// JSON answer value.
+func manage(b *broker.Broker, id *access.Identity, op protocol.Op, name, group string, js []byte) (any, error) {
 	switch op {
 	case protocol.OpTopicCreate:
 		var wc protocol.TopicConfig
 		if err := protocol.DecodeStrict(js, &wc); err != nil {
 			return nil, err
 		}
-		if strings.HasPrefix(name, "$") {
-			return nil, protocol.NewError(protocol.CodeReservedSubject, "topic "+name)
+		if err := id.CreateTopic(access.Topic{Name: name, Subjects: wc.Subjects}); err != nil {
+			return nil, err
 		}
 		cfg := topicConfig(wc)
 		t, err := b.CreateTopic(broker.TopicName(name), cfg)
@@ -77,31 +104,43 @@ func manage(b *broker.Broker, op protocol.Op, name, group string, js []byte) (an
 		}
 		return topicInfo(t), nil
 	case protocol.OpTopicInfo:
-		t, ok := b.Topic(broker.TopicName(name))
-		if !ok {
-			return nil, protocol.NewError(protocol.CodeUnknownTopic, name)
+		t, err := lookupTopic(b, name, seeErr(id), seeErr(id))
+		if err != nil {
+			return nil, err
 		}
 		return topicInfo(t), nil
 	case protocol.OpTopicList:
 		out := protocol.TopicList{Topics: []string{}}
 		for _, t := range b.Topics() {
-			out.Topics = append(out.Topics, string(t.Name()))
+			if id.SeeTopic(accessTopic(t)) {
+				out.Topics = append(out.Topics, string(t.Name()))
+			}
 		}
 		return out, nil
 	case protocol.OpTopicDelete:
+		if _, err := lookupTopic(b, name, id.ManageTopic, id.ManageTopic); err != nil {
+			return nil, err
+		}
 		if err := b.DeleteTopic(broker.TopicName(name)); err != nil {
 			return nil, err
 		}
 		return protocol.Deleted{Topic: name}, nil
 	}
-	t, ok := b.Topic(broker.TopicName(name))
-	if !ok {
-		return nil, protocol.NewError(protocol.CodeUnknownTopic, name)
+	check := id.ConsumeTopic // GROUP CREATE, GROUP DELETE
+	if op == protocol.OpGroupInfo || op == protocol.OpGroupList {
+		check = seeErr(id)
+	}
+	t, err := lookupTopic(b, name, check, check)
+	if err != nil {
+		return nil, err
 	}
 	switch op {
 	case protocol.OpGroupCreate:
 		var wc protocol.GroupConfig
 		if err := protocol.DecodeStrict(js, &wc); err != nil {
+			return nil, err
+		}
+		if err := checkDeadLetter(b, id, name, group, wc.DeadLetter); err != nil {
 			return nil, err
 		}
 		cfg := groupConfig(wc)
@@ -136,6 +175,18 @@ func manage(b *broker.Broker, op protocol.Op, name, group string, js []byte) (an
 		return protocol.Deleted{Topic: name, Group: group}, nil
 	}
 	return nil, protocol.NewError(protocol.CodeUnknownOp, op.String())
+}
+
+// checkDeadLetter decides a GROUP CREATE's dead_letter target (SPEC.md
+// 6.1): the default, none, or a topic the identity may publish to (or
+// create, when missing).
+func checkDeadLetter(b *broker.Broker, id *access.Identity, topic, group, target string) error {
+	var existing *access.Topic
+	if t, ok := b.Topic(broker.TopicName(target)); ok && target != "" {
+		at := accessTopic(t)
+		existing = &at
+	}
+	return id.DeadLetter(topic, group, target, existing)
 }
 
 func topicConfig(w protocol.TopicConfig) broker.TopicConfig {

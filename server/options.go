@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
 	"github.com/fibrilmq/fibril/server/seglog"
 )
@@ -126,27 +127,23 @@ type User struct {
 	// PasswordHash is a bcrypt hash of the password (never the password).
 	PasswordHash string `json:"password_bcrypt"`
 	// Permissions restrict the subjects this user may use; the zero value
-	// allows everything.
+	// allows everything. What each grants: SPEC.md 6.1.
 	Permissions Permissions `json:"permissions"`
+	// Role is what the user may do on the admin HTTP listener beyond its
+	// subject rights: "" (none), "monitor" (read-only) or "admin".
+	Role access.Role `json:"role,omitempty"`
 }
 
-// Permissions lists subject filters (wildcards allowed). A subject is
-// allowed when Allow is empty or one of its filters matches, and no Deny
-// filter matches: deny overrides allow.
-type Permissions struct {
-	// Publish governs PUB/HPUB and the durable publish path.
-	Publish SubjectPermission `json:"publish"`
-	// Consume governs SUB, POLL and durable consumption.
-	Consume SubjectPermission `json:"consume"`
-}
+// Permissions lists subject filters (wildcards allowed) for publishing and
+// consuming; deny overrides allow (package access decides, SPEC.md 6.1).
+type Permissions = access.Permissions
 
 // SubjectPermission is one allow/deny pair of subject filter lists.
-type SubjectPermission struct {
-	// Allow filters; empty allows every subject not denied.
-	Allow []string `json:"allow"`
-	// Deny filters; they win over Allow.
-	Deny []string `json:"deny"`
-}
+type SubjectPermission = access.Rule
+
+// maxUsers bounds Users: each user's leases are bound to its own principal
+// (16 bits, two values taken).
+const maxUsers = 1<<16 - 2
 
 // defaultEventLoops is the event loop count for procs Go scheduler slots
 // (GOMAXPROCS): half of them, at least one. A gnet loop waits in
@@ -274,6 +271,9 @@ func (o *Options) validate() error {
 			return bad("%s must be > 0, got %s", d.name, d.v)
 		}
 	}
+	if len(o.Users) > maxUsers {
+		return bad("Users: at most %d, got %d", maxUsers, len(o.Users))
+	}
 	seen := make(map[string]bool, len(o.Users))
 	for i, u := range o.Users {
 		if u.Name == "" {
@@ -283,6 +283,9 @@ func (o *Options) validate() error {
 			return bad("user %q listed twice", u.Name)
 		}
 		seen[u.Name] = true
+		if !u.Role.Valid() {
+			return bad("user %q: role %q is not \"\", \"monitor\" or \"admin\"", u.Name, u.Role)
+		}
 		if len(u.PasswordHash) < 4 || u.PasswordHash[0] != '$' {
 			return bad("user %q: password_bcrypt is not a bcrypt hash", u.Name)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/crypto/bcrypt"
@@ -58,6 +59,8 @@ type Server struct {
 	addr    atomic.Pointer[net.TCPAddr]
 	tlsAddr atomic.Pointer[net.TCPAddr]
 
+	// ids are the identities of opts.Users, by index (auth.go).
+	ids []*access.Identity
 	// dummyHash is compared against when CONNECT names an unknown user.
 	dummyHash []byte
 	// bcryptSem bounds concurrent password checks.
@@ -87,6 +90,7 @@ func New(opts Options) (*Server, error) {
 		ready:   make(chan struct{}),
 		// Password checks are CPU work: at most one per CPU at a time.
 		bcryptSem: make(chan struct{}, runtime.GOMAXPROCS(0)),
+		ids:       identities(o.Users),
 	}
 	// Connection ids are the engine's owner ids, which the event log keeps
 	// across restarts (a message's history names its consumers): start each

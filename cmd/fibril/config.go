@@ -16,10 +16,12 @@ package main
 //	  "ping_interval": "2m",
 //	  "users": [{"name": "app", "password_bcrypt": "$2a$10$...",
 //	             "permissions": {"publish": {"allow": ["orders.>"]},
-//	                             "consume": {"deny": ["secret.>"]}}}]
+//	                             "consume": {"deny": ["secret.>"]}}},
+//	            {"name": "ops", "password_bcrypt": "$2a$10$...", "role": "admin"}]
 //	}
 //
-// Durations are Go durations ("500ms", "2m"). Users exist only in the file.
+// Durations are Go durations ("500ms", "2m"). Users exist only in the file;
+// what their permissions and roles grant is SPEC.md 6.1.
 
 import (
 	"bytes"
@@ -228,7 +230,10 @@ func loadConfigFile(path string, opts *server.Options, sc *serveConfig) error {
 	}
 	for key, val := range doc {
 		if key == "users" {
-			if err := json.Unmarshal(val, &opts.Users); err != nil {
+			// Strict: a misspelt "role" or "deny" must not pass unnoticed.
+			ud := json.NewDecoder(bytes.NewReader(val))
+			ud.DisallowUnknownFields()
+			if err := ud.Decode(&opts.Users); err != nil {
 				return fmt.Errorf("config %s: users: %w", path, err)
 			}
 			continue

@@ -309,3 +309,38 @@ func TestLoggerLeavesOutNil(t *testing.T) {
 		})
 	}
 }
+
+// TestREADMEConfigExampleLoads: the config file example of README.md
+// (Configuration) loads and validates, users and roles included.
+func TestREADMEConfigExampleLoads(t *testing.T) {
+	doc, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```json\n{\n  \"listen\"")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("no config example in README.md")
+	}
+	cfg := filepath.Join(t.TempDir(), "fibril.json")
+	if err := os.WriteFile(cfg, []byte("{\n  \"listen\""+block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, _, err := serveOptions([]string{"--config", cfg, "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--tls-listen", ""}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Users) != 3 || o.Users[1].Role != "monitor" || o.Users[2].Role != "admin" {
+		t.Fatalf("users %+v", o.Users)
+	}
+	if _, err := server.New(o); err != nil {
+		t.Fatalf("the example does not validate: %v", err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"users":[{"name":"u","password_bcrypt":"$2a$04$x","rol":"admin"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := serveOptions([]string{"--config", bad}, env(nil), io.Discard); err == nil {
+		t.Fatal("a misspelt user key was accepted")
+	}
+}

@@ -31,10 +31,12 @@ type Options struct {
 	// Conns lists client connections for /api/connections and the
 	// connection gauges; nil means the listing is not available.
 	Conns ConnSource
-	// Authorize, when set, guards every path except /healthz and /readyz;
-	// a request it refuses gets 401. Nil means no authorization (use it only
-	// on a loopback address). See TokenAuth.
-	Authorize func(r *http.Request) bool
+	// Authenticate, when set, identifies the caller of every path except
+	// /healthz and /readyz; a request it refuses gets 401, and what the
+	// identity may not do gets 403 (SPEC.md 6.1). Nil means no
+	// authentication: every caller is unrestricted (use it only on a
+	// loopback address). See TokenAuth, BcryptAuth.
+	Authenticate Authenticator
 	// ServerName labels the dashboard and the fibril_server_info metric.
 	ServerName string
 	// Version is reported by fibril_server_info.

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
 )
 
@@ -277,7 +278,7 @@ func TestConnections(t *testing.T) {
 
 func TestAuthorization(t *testing.T) {
 	b := openBroker(t)
-	s := startAdmin(t, Options{Broker: staticBroker(b), Authorize: TokenAuth("s3cret")})
+	s := startAdmin(t, Options{Broker: staticBroker(b), Authenticate: TokenAuth("s3cret")})
 	basic := func(user, pass string) string {
 		r, _ := http.NewRequest("GET", "/", nil)
 		r.SetBasicAuth(user, pass)
@@ -333,7 +334,8 @@ func TestAuthHelpers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	users := BcryptAuth(map[string]string{"ann": string(hash)})
+	ann := access.NewUser("ann", access.RoleMonitor, 2, access.Permissions{})
+	users := BcryptAuth(map[string]User{"ann": {Hash: string(hash), Identity: ann}})
 	both := AnyAuth(nil, TokenAuth("tok"), users)
 	req := func(set func(r *http.Request)) *http.Request {
 		r, _ := http.NewRequest("GET", "/", nil)
@@ -352,10 +354,11 @@ func TestAuthHelpers(t *testing.T) {
 		{"token as basic", req(func(r *http.Request) { r.SetBasicAuth("x", "tok") }), false, true},
 		{"bearer", req(func(r *http.Request) { r.Header.Set("Authorization", "Bearer tok") }), false, true},
 	} {
-		if got := users(tc.r); got != tc.users {
-			t.Errorf("%s: BcryptAuth %v, want %v", tc.name, got, tc.users)
+		id, got := users(tc.r)
+		if got != tc.users || (got && id != ann) {
+			t.Errorf("%s: BcryptAuth %v (%v), want %v", tc.name, got, id, tc.users)
 		}
-		if got := both(tc.r); got != tc.both {
+		if _, got := both(tc.r); got != tc.both {
 			t.Errorf("%s: AnyAuth %v, want %v", tc.name, got, tc.both)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
 )
 
@@ -39,7 +40,12 @@ func (s *Server) routes() http.Handler {
 			http.Error(w, "admin: metrics registry: "+err.Error(), http.StatusInternalServerError)
 		})
 	} else {
-		api.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+		api.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+			if permit(w, r, access.ViewMetrics) {
+				metrics.ServeHTTP(w, r)
+			}
+		})
 	}
 	api.HandleFunc("GET /api/topics", s.withBroker(s.handleTopics))
 	api.HandleFunc("GET /api/topics/{name}", s.withBroker(s.handleTopic))
@@ -58,17 +64,20 @@ func (s *Server) routes() http.Handler {
 	return mux
 }
 
+// authorized identifies the caller (401 without valid credentials) and
+// passes its identity on in the request's context.
 func (s *Server) authorized(h http.Handler) http.Handler {
-	if s.opts.Authorize == nil {
+	if s.opts.Authenticate == nil {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.opts.Authorize(r) {
+		id, ok := s.opts.Authenticate(r)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="fibril admin"`)
 			writeError(w, http.StatusUnauthorized, "authorization required")
 			return
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, withIdentity(r, id))
 	})
 }
 
@@ -84,23 +93,21 @@ func (s *Server) withBroker(h func(http.ResponseWriter, *http.Request, *broker.B
 	}
 }
 
-func (s *Server) handleTopics(w http.ResponseWriter, _ *http.Request, b *broker.Broker) {
-	writeJSON(w, http.StatusOK, overview(b, s.opts.ServerName, s.opts.Conns))
+func (s *Server) handleTopics(w http.ResponseWriter, r *http.Request, b *broker.Broker) {
+	writeJSON(w, http.StatusOK, overview(b, s.opts.ServerName, s.opts.Conns, identityOf(r)))
 }
 
 func (s *Server) handleTopic(w http.ResponseWriter, r *http.Request, b *broker.Broker) {
-	t, ok := b.Topic(broker.TopicName(r.PathValue("name")))
+	t, ok := topicFor(w, r, b, access.ViewTopic)
 	if !ok {
-		writeError(w, http.StatusNotFound, "no topic "+r.PathValue("name"))
 		return
 	}
 	writeJSON(w, http.StatusOK, topicStats(t))
 }
 
 func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request, b *broker.Broker) {
-	t, ok := b.Topic(broker.TopicName(r.PathValue("name")))
+	t, ok := topicFor(w, r, b, access.ViewTopic)
 	if !ok {
-		writeError(w, http.StatusNotFound, "no topic "+r.PathValue("name"))
 		return
 	}
 	g, ok := t.FindGroup(broker.GroupName(r.PathValue("group")))
@@ -111,7 +118,10 @@ func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request, b *broker.B
 	writeJSON(w, http.StatusOK, groupStats(g, published(t)))
 }
 
-func (s *Server) handleConnections(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) handleConnections(w http.ResponseWriter, r *http.Request) {
+	if !permit(w, r, access.ViewConnections) {
+		return
+	}
 	if s.opts.Conns == nil {
 		writeError(w, http.StatusNotImplemented, "connection listing not available")
 		return

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
 )
 
@@ -98,11 +99,11 @@ func messageView(m broker.StoredMessage) MessageView {
 	return v
 }
 
-// partitionParam reads {name} and {p}; it answers 404/400 itself.
+// partitionParam reads {name} and {p} of a topic whose messages the
+// caller may read; it answers 403/404/400 itself.
 func partitionParam(w http.ResponseWriter, r *http.Request, b *broker.Broker) (*broker.Topic, broker.Partition, bool) {
-	t, ok := b.Topic(broker.TopicName(r.PathValue("name")))
+	t, ok := topicFor(w, r, b, access.ReadMessages)
 	if !ok {
-		writeError(w, http.StatusNotFound, "no topic "+r.PathValue("name"))
 		return nil, 0, false
 	}
 	p, err := strconv.ParseUint(r.PathValue("p"), 10, 32)
@@ -206,10 +207,15 @@ func groupNames(t *broker.Topic) map[broker.GroupID]string {
 	return m
 }
 
-// eventViews resolves group names and owners (each owner once).
-func (s *Server) eventViews(t *broker.Topic, evs []broker.StateEvent) []EventView {
+// eventViews resolves group names and owners (each owner once); the
+// connection behind an owner (user, address) only for callers that may
+// list connections.
+func (s *Server) eventViews(r *http.Request, t *broker.Topic, evs []broker.StateEvent) []EventView {
 	names := groupNames(t)
 	res, _ := s.opts.Conns.(ConnResolver)
+	if !identityOf(r).Can(access.ViewConnections, nil) {
+		res = nil
+	}
 	conns := make(map[broker.OwnerID]*ConnRef)
 	out := make([]EventView, 0, len(evs))
 	for _, e := range evs {
@@ -248,7 +254,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, b *broker.
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, EventPage{Topic: string(t.Name()), Partition: uint32(p), Events: s.eventViews(t, evs), Next: uint64(next)})
+	writeJSON(w, http.StatusOK, EventPage{Topic: string(t.Name()), Partition: uint32(p), Events: s.eventViews(r, t, evs), Next: uint64(next)})
 }
 
 // handleHistory serves GET /api/topics/{name}/partitions/{p}/messages/{seq}/history.
@@ -279,6 +285,6 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request, b *broker
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	h.Events = s.eventViews(t, evs)
+	h.Events = s.eventViews(r, t, evs)
 	writeJSON(w, http.StatusOK, h)
 }

@@ -17,8 +17,9 @@
 // hold a lock or wait on a partition actor while answering a scrape (the
 // browser and the operator actions do wait, bounded, on their own
 // requests), serve anything but /healthz and /readyz without the configured
-// authorization, accept a state change without a JSON content type, or log
-// a secret.
+// authentication, serve an endpoint beyond what package access allows the
+// caller's identity (403), accept a state change without a JSON content
+// type, or log a secret.
 //
 // Caveats: the engine's numbers are "recent, not atomic" views. A group's
 // Settled is derived (the topic's published count minus the group's lag), so

@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
 )
 
 // Operator actions: pause/resume a group, purge a topic. They are POSTs
 // that must carry Content-Type: application/json (see jsonPost), behind the
-// same authorization as the rest of the API.
+// same authentication as the rest of the API; they need the admin role
+// (access.Operate).
 
 // opTimeout bounds one operator action's wait on the engine.
 const opTimeout = 20 * time.Second
@@ -28,11 +30,11 @@ func jsonPost(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// findGroup answers 404 for a missing topic or group.
+// findGroup answers 403 unless the caller may operate, 404 for a missing
+// topic or group.
 func findGroup(w http.ResponseWriter, r *http.Request, b *broker.Broker) (*broker.Topic, *broker.Group, bool) {
-	t, ok := b.Topic(broker.TopicName(r.PathValue("name")))
+	t, ok := topicFor(w, r, b, access.Operate)
 	if !ok {
-		writeError(w, http.StatusNotFound, "no topic "+r.PathValue("name"))
 		return nil, nil, false
 	}
 	g, ok := t.FindGroup(broker.GroupName(r.PathValue("group")))
@@ -46,7 +48,7 @@ func findGroup(w http.ResponseWriter, r *http.Request, b *broker.Broker) (*broke
 // handlePause serves POST .../groups/{group}/pause and .../resume.
 func (s *Server) handlePause(pause bool) func(http.ResponseWriter, *http.Request, *broker.Broker) {
 	return func(w http.ResponseWriter, r *http.Request, b *broker.Broker) {
-		if !jsonPost(w, r) {
+		if !permit(w, r, access.Operate) || !jsonPost(w, r) {
 			return
 		}
 		t, g, ok := findGroup(w, r, b)
@@ -67,12 +69,11 @@ func (s *Server) handlePause(pause bool) func(http.ResponseWriter, *http.Request
 
 // handlePurge serves POST /api/topics/{name}/purge.
 func (s *Server) handlePurge(w http.ResponseWriter, r *http.Request, b *broker.Broker) {
-	if !jsonPost(w, r) {
+	if !permit(w, r, access.Operate) || !jsonPost(w, r) {
 		return
 	}
-	t, ok := b.Topic(broker.TopicName(r.PathValue("name")))
+	t, ok := topicFor(w, r, b, access.Operate)
 	if !ok {
-		writeError(w, http.StatusNotFound, "no topic "+r.PathValue("name"))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)

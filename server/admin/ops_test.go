@@ -15,7 +15,7 @@ import (
 
 func TestPauseResumeAndPurge(t *testing.T) {
 	b := openBroker(t)
-	s := startAdmin(t, Options{Broker: staticBroker(b), Authorize: TokenAuth("sekrit")})
+	s := startAdmin(t, Options{Broker: staticBroker(b), Authenticate: TokenAuth("sekrit")})
 	tp, err := b.CreateTopic("jobs", broker.TopicConfig{})
 	if err != nil {
 		t.Fatal(err)

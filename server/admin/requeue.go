@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
 )
 
@@ -38,7 +39,7 @@ type requeueRequest struct {
 // acked in the dead-letter topic after, so a crash in between duplicates a
 // message rather than losing it.
 func (s *Server) handleRequeue(w http.ResponseWriter, r *http.Request, b *broker.Broker) {
-	if !jsonPost(w, r) {
+	if !permit(w, r, access.Operate) || !jsonPost(w, r) {
 		return
 	}
 	req := requeueRequest{Max: 1000}

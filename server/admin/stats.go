@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
 )
 
@@ -104,12 +105,16 @@ func groupStats(g *broker.Group, published uint64) GroupStats {
 	return gs
 }
 
-func overview(b *broker.Broker, name string, conns ConnSource) Overview {
+// overview lists the topics id may view; the connection count is for
+// identities that may read /metrics (which has it too), else -1.
+func overview(b *broker.Broker, name string, conns ConnSource, id *access.Identity) Overview {
 	ov := Overview{Server: name, Time: time.Now().UTC(), Topics: []TopicStats{}, Connections: -1}
 	for _, t := range b.Topics() {
-		ov.Topics = append(ov.Topics, topicStats(t))
+		if id.Can(access.ViewTopic, accessTopic(t)) {
+			ov.Topics = append(ov.Topics, topicStats(t))
+		}
 	}
-	if conns != nil {
+	if conns != nil && id.Can(access.ViewMetrics, nil) {
 		ov.Connections = len(conns.Connections())
 	}
 	return ov

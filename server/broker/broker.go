@@ -40,6 +40,37 @@ type Broker struct {
 	// so Damaged costs nothing while there is none.
 	damagedStops atomic.Int64
 	orphans      []string // topic directories the catalog lacks (orphans.go)
+
+	// principals maps an OwnerID to the Principal its leases are bound
+	// to (SetPrincipal); entries leave with ReleaseOwner.
+	principals sync.Map
+}
+
+// SetPrincipal binds the leases owner takes from now on to principal p:
+// their handles accept only settles made as p (SettleOp.As) or without a
+// principal. The server calls it once a connection has authenticated;
+// ReleaseOwner forgets it. Owners never bound take leases without a
+// principal, which any settle may settle.
+func (b *Broker) SetPrincipal(owner OwnerID, p Principal) {
+	if owner == 0 {
+		return
+	}
+	if p == 0 {
+		b.principals.Delete(owner)
+		return
+	}
+	b.principals.Store(owner, p)
+}
+
+// principalOf is the principal owner's leases are bound to (0: none).
+func (b *Broker) principalOf(owner OwnerID) Principal {
+	if owner == 0 {
+		return 0
+	}
+	if v, ok := b.principals.Load(owner); ok {
+		return v.(Principal)
+	}
+	return 0
 }
 
 const releasedRing = 256
@@ -203,6 +234,12 @@ func (b *Broker) Topic(name TopicName) (*Topic, bool) {
 	return t, ok
 }
 
+// TopicByID returns the topic whose id is id (an ack handle names it).
+func (b *Broker) TopicByID(id TopicID) (*Topic, bool) {
+	t, ok := b.table.Load().byID[id]
+	return t, ok
+}
+
 // Topics returns every topic, sorted by name.
 func (b *Broker) Topics() []*Topic {
 	ts := b.topicList()
@@ -343,7 +380,8 @@ func (b *Broker) DeleteTopic(name TopicName) error {
 // ErrUnknownHandle or ErrInvalid for a bad handle or op, or ErrClosed, at
 // once (done is then not called); otherwise done is called
 // exactly once on the partition's actor goroutine, after the change is
-// durable, with nil, ErrStaleHandle, ErrUnknownHandle or ErrNotInflight.
+// durable, with nil, ErrStaleHandle, ErrUnknownHandle, ErrNotInflight or
+// ErrNotHolder (op.Principal is not the one the delivery was made to).
 // A full ring does not refuse a settle (it takes an unbounded side path:
 // settles are bounded by deliveries), so Settle never returns ErrQueueFull.
 // Acking a settled offset is nil (idempotent).
@@ -391,6 +429,7 @@ func (b *Broker) ReleaseOwner(owner OwnerID) {
 	if owner == 0 {
 		return
 	}
+	b.principals.Delete(owner)
 	// Recorded before the partitions are told: a poll in transit that
 	// misses it reaches its next partition before that partition's release.
 	b.released[b.relGen.Add(1)%releasedRing].Store(uint64(owner))

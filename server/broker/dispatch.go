@@ -14,6 +14,7 @@ type pollWaiter struct {
 	max      int
 	maxBytes int64 // 0: no byte limit (PollAsyncBytes)
 	owner    OwnerID
+	holder   Principal    // the owner's principal when the poll started
 	wait     bool         // false: answer at once, even with nothing
 	declined atomic.Int32 // partitions that had nothing (for !wait)
 	parts    int32
@@ -136,7 +137,7 @@ func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 func (p *partition) gather(gp *groupPart, w *pollWaiter, want int) []Delivery {
 	ds := make([]Delivery, 0, min(want, gp.readyBound(p.last)))
 	for len(ds) < want && !w.bytesFull() {
-		d, ok := p.deliverOne(gp, w.owner, nil)
+		d, ok := p.deliverOne(gp, w.owner, w.holder, nil)
 		if !ok {
 			break
 		}
@@ -315,7 +316,7 @@ func (p *partition) continuePoll(w *pollWaiter) {
 
 // deliverOne leases the next deliverable message of gp and builds its
 // Delivery (borrowing the record until the round's completions have run).
-func (p *partition) deliverOne(gp *groupPart, owner OwnerID, sub *Subscription) (Delivery, bool) {
+func (p *partition) deliverOne(gp *groupPart, owner OwnerID, holder Principal, sub *Subscription) (Delivery, bool) {
 	for {
 		seq, ok := gp.take(p.last)
 		if !ok {
@@ -328,7 +329,7 @@ func (p *partition) deliverOne(gp *groupPart, owner OwnerID, sub *Subscription) 
 			hdrLen, subject, err = decodeMetaReuse(rec.Meta, p.lastSubject)
 			if err == nil && hdrLen <= len(rec.Data) {
 				p.lastSubject = subject
-				attempt := gp.deliver(seq, p.now, owner, sub)
+				attempt := gp.deliver(seq, p.now, owner, holder, sub)
 				p.minDeliv = lowerSeq(p.minDeliv, seq)
 				d := Delivery{
 					Handle:  Handle{Topic: p.t.id, Group: gp.id, Partition: p.idx, Seq: seq, Attempt: attempt},
@@ -417,7 +418,7 @@ func (p *partition) pushToSubs(gp *groupPart) {
 			if s.closed.Load() || !s.takeCredit() {
 				continue
 			}
-			d, ok := p.deliverOne(gp, s.owner, s)
+			d, ok := p.deliverOne(gp, s.owner, s.holder, s)
 			if !ok {
 				s.returnCredit()
 				return
@@ -444,6 +445,7 @@ func (p *partition) pushToSubs(gp *groupPart) {
 type Subscription struct {
 	g       *Group
 	owner   OwnerID
+	holder  Principal
 	deliver func(Delivery)
 	credit  atomic.Int64
 	starved atomic.Bool

@@ -42,6 +42,10 @@ var (
 	ErrTooLarge = errors.New("broker: message too large")
 )
 
+// ErrNotHolder: a settle (SettleOp.As) names a principal other than the
+// one the delivery was made to.
+var ErrNotHolder = errors.New("broker: delivery belongs to another principal")
+
 // ErrCorruptState: a snapshot or event record of consumer state cannot be
 // decoded. Open refuses to start rather than guess.
 var ErrCorruptState = errors.New("broker: corrupt consumer state")

@@ -39,7 +39,7 @@ func FuzzDecodeEvents(f *testing.F) {
 func FuzzDecodeSnapshot(f *testing.F) {
 	g := newGroupState(4, 1000, 5, 1)
 	for s := Seq(1); s <= 5; s++ {
-		g.deliver(s, 0, 0, nil)
+		g.deliver(s, 0, 0, 0, nil)
 	}
 	g.settle(2, 1, Ack(), 0)
 	g.settle(3, 1, Reject(), 0)
@@ -67,7 +67,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 func TestSnapshotRoundTrip(t *testing.T) {
 	g := newGroupState(4, 1000, 5, 1)
 	for s := Seq(1); s <= 6; s++ {
-		g.deliver(s, 0, 0, nil)
+		g.deliver(s, 0, 0, 0, nil)
 	}
 	g.settle(2, 1, Ack(), 0)
 	g.settle(4, 1, Ack(), 0)

@@ -65,7 +65,7 @@ func (g *Group) pollAsync(max int, maxBytes int64, wait time.Duration, owner Own
 	if max < 1 {
 		return nil, fmt.Errorf("%w: poll max %d < 1", ErrInvalid, max)
 	}
-	w := &pollWaiter{group: g.id, max: max, maxBytes: maxBytes, owner: owner, wait: wait != 0, parts: int32(len(g.t.parts)), done: done,
+	w := &pollWaiter{group: g.id, max: max, maxBytes: maxBytes, owner: owner, holder: g.t.b.principalOf(owner), wait: wait != 0, parts: int32(len(g.t.parts)), done: done,
 		relGen: g.t.b.relGen.Load()}
 	if wait > 0 {
 		w.stop = g.t.b.opts.Clock.AfterFunc(wait, func() {
@@ -147,7 +147,7 @@ func (g *Group) Subscribe(owner OwnerID, maxInFlight int, deliver func(Delivery)
 	if deliver == nil {
 		return nil, fmt.Errorf("%w: nil deliver", ErrInvalid)
 	}
-	s := &Subscription{g: g, owner: owner, deliver: deliver}
+	s := &Subscription{g: g, owner: owner, holder: g.t.b.principalOf(owner), deliver: deliver}
 	s.credit.Store(int64(maxInFlight))
 	for _, p := range g.t.parts {
 		if p.closed.Load() {

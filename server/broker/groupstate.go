@@ -34,6 +34,10 @@ type pendingOff struct {
 	attempts uint32
 	state    offState
 	reason   uint8 // dead-letter reason while stDeadLettering
+	// holder is the principal the current attempt was delivered to; it
+	// outlives the lease (a NACK, an expiry, a release on close) until the
+	// next delivery, so only that identity settles this attempt's handle.
+	holder   Principal
 	deadline int64 // lease end (inflight) or not-before (delayed), unix ns
 	owner    OwnerID
 	sub      *Subscription // push subscription holding the credit, or nil
@@ -166,7 +170,7 @@ func (g *groupState) readyBound(last Seq) int {
 }
 
 // deliver leases seq (returned by take) and returns its new attempt number.
-func (g *groupState) deliver(seq Seq, now int64, owner OwnerID, sub *Subscription) uint32 {
+func (g *groupState) deliver(seq Seq, now int64, owner OwnerID, holder Principal, sub *Subscription) uint32 {
 	p, ok := g.pending[seq]
 	if ok {
 		if s, ok := g.ready.peek(); ok && s == seq {
@@ -183,6 +187,7 @@ func (g *groupState) deliver(seq Seq, now int64, owner OwnerID, sub *Subscriptio
 	p.state = stInflight
 	p.deadline = now + g.leaseNs
 	p.owner = owner
+	p.holder = holder
 	p.sub = sub
 	g.pending[seq] = p
 	g.nInflight++
@@ -346,6 +351,9 @@ func (g *groupState) settle(seq Seq, attempt uint32, op SettleOp, now int64) err
 		}
 		return fmt.Errorf("%w: attempt %d, offset %d is at delivery %d", ErrUnknownHandle, attempt, seq, p.attempts)
 	}
+	if op.Principal != 0 && p.holder != 0 && op.Principal != p.holder {
+		return fmt.Errorf("%w: offset %d attempt %d", ErrNotHolder, seq, attempt)
+	}
 	if p.state == stDeadLettering {
 		if op.Kind == SettleExtend {
 			return fmt.Errorf("%w: offset %d is being dead-lettered", ErrNotInflight, seq)
@@ -494,7 +502,7 @@ func (g *groupState) restored() {
 	g.dlq = g.dlq[:0]
 	g.nInflight = 0
 	for seq, p := range g.pending {
-		p.owner, p.sub, p.deadline = 0, nil, 0
+		p.owner, p.sub, p.deadline, p.holder = 0, nil, 0, 0
 		if p.state == stDeadLettering {
 			g.dlq = append(g.dlq, deadLetter{seq: seq, attempts: p.attempts, reason: p.reason})
 		} else if g.maxDeliveries > 0 && p.attempts >= uint32(g.maxDeliveries) {

@@ -205,7 +205,7 @@ func TestGroupStateModel(t *testing.T) {
 					if !ok {
 						break
 					}
-					a := g.deliver(s, m.now, 1, nil)
+					a := g.deliver(s, m.now, 1, 0, nil)
 					handles[s] = append(handles[s], a)
 					got = append(got, s)
 				}
@@ -322,7 +322,7 @@ func TestGroupStateBoundedMemory(t *testing.T) {
 		if !ok || got != s {
 			t.Fatalf("take = %d %v", got, ok)
 		}
-		g.deliver(s, 0, 0, nil)
+		g.deliver(s, 0, 0, 0, nil)
 		if err := g.settle(s, 1, Ack(), 0); err != nil {
 			t.Fatal(err)
 		}
@@ -334,7 +334,7 @@ func TestGroupStateBoundedMemory(t *testing.T) {
 	// a compacted heap still expires what is live, in order
 	for s := Seq(100001); s <= 100010; s++ {
 		g.take(s)
-		g.deliver(s, int64(s), 0, nil)
+		g.deliver(s, int64(s), 0, 0, nil)
 	}
 	g.compact()
 	g.expire(int64(time.Hour) + 100005)

@@ -32,6 +32,12 @@ type GroupID uint32
 // means "nobody in particular" and is never released by ReleaseOwner.
 type OwnerID uint64
 
+// Principal names the identity a lease is bound to (SetPrincipal): a
+// settle that names another principal (SettleOp.As) is refused with
+// ErrNotHolder. 0 is "none": leases of an owner without a principal, and
+// settles without one (the embedding application's own), are not checked.
+type Principal uint16
+
 // Position is where a published message was stored.
 type Position struct {
 	Partition Partition
@@ -115,6 +121,16 @@ type SettleOp struct {
 	// Delay is the redelivery delay for SettleNack and the new lease length
 	// for SettleExtend.
 	Delay time.Duration
+	// Principal, when not 0, is who settles: a delivery made to another
+	// principal is refused with ErrNotHolder (see As).
+	Principal Principal
+}
+
+// As returns op settled by principal p: only deliveries made to p (or to
+// an owner without a principal) accept it.
+func (op SettleOp) As(p Principal) SettleOp {
+	op.Principal = p
+	return op
 }
 
 // Ack is the SettleOp that acknowledges a delivery.

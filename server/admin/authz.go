@@ -1,0 +1,48 @@
+package admin
+
+import (
+	"net/http"
+
+	"github.com/fibrilmq/fibril/server/access"
+	"github.com/fibrilmq/fibril/server/broker"
+)
+
+// Authorization of each endpoint (SPEC.md 6.1, "Admin HTTP"): every
+// handler asks package access through permit or topicFor before it reads
+// or changes anything; a refusal is 403 with a JSON error.
+
+// accessTopic is what a permission decision needs of t.
+func accessTopic(t *broker.Topic) *access.Topic {
+	return &access.Topic{Name: string(t.Name()), Subjects: t.Config().Subjects}
+}
+
+// permit answers 403 unless the caller may do a (on no topic).
+func permit(w http.ResponseWriter, r *http.Request, a access.Action) bool {
+	if !identityOf(r).Can(a, nil) {
+		writeError(w, http.StatusForbidden, "permission denied")
+		return false
+	}
+	return true
+}
+
+// topicFor finds the topic {name} for action a: 403 when the caller may
+// not do a on a topic of that name (before the lookup, so a refusal does
+// not tell whether it exists), 404 when there is none, 403 when the topic
+// as found reaches beyond the caller's rights.
+func topicFor(w http.ResponseWriter, r *http.Request, b *broker.Broker, a access.Action) (*broker.Topic, bool) {
+	id, name := identityOf(r), r.PathValue("name")
+	if !id.Can(a, &access.Topic{Name: name}) {
+		writeError(w, http.StatusForbidden, "permission denied for topic "+name)
+		return nil, false
+	}
+	t, ok := b.Topic(broker.TopicName(name))
+	if !ok {
+		writeError(w, http.StatusNotFound, "no topic "+name)
+		return nil, false
+	}
+	if !id.Can(a, accessTopic(t)) {
+		writeError(w, http.StatusForbidden, "permission denied for topic "+name)
+		return nil, false
+	}
+	return t, true
+}
