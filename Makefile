@@ -89,7 +89,7 @@ conformance:
 DURATION ?= 60s
 RUNS ?= 1
 SEED ?= 0
-FAULT_KINDS ?= kill,pause,clock-forward,clock-back,powercut
+FAULT_KINDS ?= kill,pause,clock-forward,clock-back,powercut,fsync-eio
 FAULTS_KEEP ?= /tmp/fibril-faults-keep
 faults:
 	$(GO) run ./cmd/fibril-faults -duration $(DURATION) -runs $(RUNS) -seed $(SEED) -faults $(FAULT_KINDS) -keep $(FAULTS_KEEP)

@@ -39,7 +39,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 60*time.Second, "fault phase of each run")
 	runs := fs.Int("runs", 1, "number of runs")
 	seed := fs.Uint64("seed", 0, "seed of the first run (0: from the time)")
-	kinds := fs.String("faults", "kill,pause,clock-forward,clock-back,powercut", "fault kinds, comma-separated")
+	kinds := fs.String("faults", "kill,pause,clock-forward,clock-back,powercut,fsync-eio", "fault kinds, comma-separated (also: enospc)")
 	bin := fs.String("bin", "", "fibril binary (default: build ./cmd/fibril)")
 	keep := fs.String("keep", os.TempDir(), "directory for the histories of failing runs")
 	verbose := fs.Bool("v", false, "log each fault")
@@ -127,7 +127,7 @@ func row(i int, seed uint64, d time.Duration, rep *faultrun.Report) string {
 		counts[k]++
 	}
 	var inj []string
-	for _, k := range []string{"kill", "pause", "clock-forward", "clock-back", "powercut"} {
+	for _, k := range []string{"kill", "pause", "clock-forward", "clock-back", "powercut", "fsync-eio", "enospc"} {
 		if counts[k] > 0 {
 			inj = append(inj, fmt.Sprintf("%s %d", k, counts[k]))
 		}

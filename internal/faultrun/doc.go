@@ -12,9 +12,11 @@
 //     and restart, pause and resume (SIGSTOP/SIGCONT), step its clock
 //     (internal/offsetclock through FIBRIL_TEST_CLOCK_OFFSET_FILE), cut its
 //     power (internal/faultfs under its data directory). ProcNode is the
-//     local process; a namespaced node implements the same interface.
+//     local process; a namespaced node implements the same interface
+//     (internal/netns has the namespace plumbing).
 //   - Fault (fault.go): a kind of fault, injected on a node, held, healed,
-//     each step recorded as a fault op. Kill, Pause, ClockStep, PowerCut.
+//     each step recorded as a fault op. Kill, Pause, ClockStep, PowerCut,
+//     FsyncFail, DiskFull.
 //   - Run (run.go): Config (seed, duration, nodes, fault kinds, workload
 //     size) in, Report out. The workload lives in workload.go.
 //

@@ -35,6 +35,9 @@ type Node interface {
 	// PowerCut kills the process and drops every write it had not
 	// fsynced; Restart brings it back.
 	PowerCut(ctx context.Context) error
+	// FailDisk makes the node's fsyncs fail with syncErr and its writes
+	// with writeErr (0: succeed); FailDisk(0, 0) heals. Needs CanPowerCut.
+	FailDisk(syncErr, writeErr syscall.Errno) error
 	// Logs returns what the current process wrote on stderr (kept with a
 	// failing run's history).
 	Logs() string
@@ -129,6 +132,15 @@ func (n *ProcNode) PowerCut(ctx context.Context) error {
 	}
 	// A fresh mount: the kernel forgets the pages the cut took back.
 	return n.fs.Remount()
+}
+
+func (n *ProcNode) FailDisk(syncErr, writeErr syscall.Errno) error {
+	if n.fs == nil {
+		return fmt.Errorf("faultrun: %s has no fault file system", n.name)
+	}
+	n.fs.FailSync(syncErr)
+	n.fs.FailWrites(writeErr)
+	return nil
 }
 
 // Logs returns the current process's stderr.

@@ -27,7 +27,7 @@ type Config struct {
 	Seed     uint64        // draws the fault schedule and the consumers' choices
 	Duration time.Duration // the fault phase (default 20s)
 	// Faults are the kinds drawn from, in turns (every kind once, in a
-	// seeded order, then again); default AllFaults. Kinds a node cannot
+	// seeded order, then again); default DefaultFaults. Kinds a node cannot
 	// do (PowerCut without FUSE) are left out.
 	Faults     []Fault
 	Producers  int           // default 2
@@ -77,7 +77,7 @@ func (c Config) withDefaults() (Config, error) {
 	defInt(&c.Consumers, 2)
 	defInt(&c.Partitions, 2)
 	if c.Faults == nil {
-		c.Faults = AllFaults()
+		c.Faults = DefaultFaults()
 	}
 	if c.KeepDir == "" {
 		c.KeepDir = c.Dir
@@ -132,12 +132,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Seed: cfg.Seed}
 	powerCut := false
 	for _, f := range cfg.Faults {
-		if _, ok := f.(PowerCut); ok {
+		if f.Disk() && !powerCut {
 			if err := faultfs.Available(); err != nil {
-				cfg.Logf("power cuts left out: %v", err)
-			} else {
-				powerCut = true
+				cfg.Logf("disk faults left out: %v", err)
+				break
 			}
+			powerCut = true
 		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)

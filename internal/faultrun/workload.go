@@ -16,9 +16,12 @@ import (
 // client is one SDK connection that reconnects (as a new Conn) after it is
 // lost; ops on a lost connection are recorded as indeterminate.
 type client struct {
-	url  func() string
-	name string
-	c    *fibril.Conn
+	url    func() string
+	name   string
+	proc   int
+	h      *history.Writer
+	c      *fibril.Conn
+	lastOK int64 // when the server last answered on c
 }
 
 // conn returns a connected Conn, dialling (bounded by ctx) if needed.
@@ -33,7 +36,7 @@ func (cl *client) conn(ctx context.Context) (*fibril.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl.c = c
+	cl.c, cl.lastOK = c, now()
 	return c, nil
 }
 
@@ -42,21 +45,41 @@ func (cl *client) conn(ctx context.Context) (*fibril.Conn, error) {
 // connection.
 func (cl *client) outcome(err error) (history.Outcome, string) {
 	if err == nil {
+		cl.lastOK = now()
 		return history.OK, ""
 	}
 	var serr *fibril.Error
 	if errors.As(err, &serr) {
+		// Every -ERR, internal included, promises that nothing changed
+		// (SPEC.md error table): the checker holds the broker to it.
+		cl.lastOK = now()
 		return history.Fail, err.Error()
 	}
-	cl.drop()
+	cl.lost()
 	return history.Info, err.Error()
 }
 
-func (cl *client) drop() {
-	if cl.c != nil {
-		_ = cl.c.Close()
-		cl.c = nil
+// lost drops a connection found broken: the server may have seen it end
+// any time after its last answer.
+func (cl *client) lost() {
+	if cl.c == nil {
+		return
 	}
+	from := cl.lastOK
+	_ = cl.c.Close()
+	cl.c = nil
+	_ = cl.h.Add(history.Op{Kind: history.Close, Proc: cl.proc, Outcome: history.OK, Invoke: from, Complete: now(), Err: "lost"})
+}
+
+// drop closes the connection on purpose.
+func (cl *client) drop() {
+	if cl.c == nil {
+		return
+	}
+	inv := now()
+	_ = cl.c.Close()
+	cl.c = nil
+	_ = cl.h.Add(history.Op{Kind: history.Close, Proc: cl.proc, Outcome: history.OK, Invoke: inv, Complete: now()})
 }
 
 // pause waits a little before a retry, or until ctx ends.
@@ -81,7 +104,7 @@ type workload struct {
 
 // produce publishes "p<proc>-<n>" values one at a time until ctx ends.
 func (w *workload) produce(ctx context.Context, proc int) {
-	cl := &client{url: w.url, name: fmt.Sprintf("producer-%d", proc)}
+	cl := &client{url: w.url, name: fmt.Sprintf("producer-%d", proc), proc: proc, h: w.h}
 	defer cl.drop()
 	for n := 0; ctx.Err() == nil; {
 		c, err := cl.conn(ctx)
@@ -110,7 +133,7 @@ func (w *workload) produce(ctx context.Context, proc int) {
 // nacks, rejects, extends, and some left to expire; with drain it acks
 // everything and returns after quiet (no delivery) of the given length.
 func (w *workload) consume(ctx context.Context, proc int, topic, group string, rng *rand.Rand, quiet time.Duration) {
-	cl := &client{url: w.url, name: fmt.Sprintf("consumer-%d", proc)}
+	cl := &client{url: w.url, name: fmt.Sprintf("consumer-%d", proc), proc: proc, h: w.h}
 	defer cl.drop()
 	drain := quiet > 0
 	last := time.Now()

@@ -115,6 +115,7 @@ type checker struct {
 	groups   map[string]bool           // groups with main-topic deliveries
 	clocks   []*Op                     // clock faults, by Invoke
 	restarts []*Op                     // restart faults
+	closes   map[int][]*Op             // proc -> its connection closes
 	posVals  map[string]map[string]int // topic/pos -> value -> first op index
 	valPos   map[string]map[string]int // value -> main-topic pos -> first op index
 }
@@ -136,7 +137,7 @@ func Check(ops []Op, cfg Config) *Result {
 		counts: map[string]*Count{}, pubs: map[string][]*Op{}, dels: map[groupValue][]*Op{},
 		settles: map[string][]*Op{}, extends: map[string][]*Op{}, acked: map[groupValue]int64{},
 		maybeAck: map[groupValue]bool{}, dead: map[string]bool{}, groups: map[string]bool{},
-		posVals: map[string]map[string]int{}, valPos: map[string]map[string]int{},
+		posVals: map[string]map[string]int{}, valPos: map[string]map[string]int{}, closes: map[int][]*Op{},
 	}
 	for _, name := range Categories() {
 		c.counts[name] = &Count{Name: name}
@@ -218,6 +219,8 @@ func (c *checker) index(ops []Op) {
 			if op.Outcome == OK {
 				c.extends[op.Handle] = append(c.extends[op.Handle], op)
 			}
+		case Close:
+			c.closes[op.Proc] = append(c.closes[op.Proc], op)
 		case Fault:
 			c.res.Faults[op.Fault]++
 			switch op.Fault {
@@ -310,8 +313,9 @@ func (c *checker) checkAckedRedelivered() {
 // node's clock (then the offsets count: d1's lowest possible, d2's highest)
 // or by elapsed real time (timers do not see clock steps); d2 counts only
 // if it came before the lease's end by both. A settle of d1 invoked before
-// d2 completed, or a node restart in between (leases are not persisted),
-// excuses it.
+// d2 completed, the end of the connection d1 came on (its leases are
+// handed back at once), or a node restart in between (leases are not
+// persisted) excuses it.
 func (c *checker) checkLeases() {
 	for _, gv := range sortedKeys(c.dels) {
 		list := c.dels[gv]
@@ -333,6 +337,7 @@ func (c *checker) checkLeases() {
 				}
 				_, hi := c.offsets(d2.Invoke, d2.Complete)
 				if d2.Complete+hi*1e6 >= end || d2.Complete >= realEnd || c.settledBefore(d1.Handle, d2.Complete) ||
+					c.closedBetween(d1.Proc, d1.Invoke, d2.Complete) ||
 					(!c.cfg.LeasesSurviveRestart && c.restartBetween(d1.Invoke, d2.Complete)) {
 					continue
 				}
@@ -346,6 +351,17 @@ func (c *checker) checkLeases() {
 func (c *checker) settledBefore(handle string, t int64) bool {
 	for _, s := range c.settles[handle] {
 		if s.Invoke < t {
+			return true
+		}
+	}
+	return false
+}
+
+// closedBetween reports whether proc's connection may have ended between
+// t0 and t1 (the server then hands its leases back at once).
+func (c *checker) closedBetween(proc int, t0, t1 int64) bool {
+	for _, cl := range c.closes[proc] {
+		if cl.Complete > t0 && cl.Invoke < t1 {
 			return true
 		}
 	}

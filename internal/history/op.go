@@ -27,6 +27,11 @@ const (
 	Nack   Kind = "nack"
 	Reject Kind = "reject"
 	Extend Kind = "extend"
+	// Close: client Proc's connection ended: closed by the client, or found
+	// lost. Invoke is the earliest the server may have seen it end (for a
+	// lost connection: its last answer), Complete when the client knew. The
+	// server hands a connection's leased deliveries back when it closes.
+	Close Kind = "close"
 	// Fault: Fault happened to Node between Invoke and Complete. A clock
 	// fault carries the node's clock offset after it in OffsetMs.
 	Fault Kind = "fault"
