@@ -42,6 +42,8 @@ const (
 	CodeAuthViolation Code = "auth_violation"
 	// CodeAuthTimeout (authentication timeout): No CONNECT within the server's auth timeout.
 	CodeAuthTimeout Code = "auth_timeout"
+	// CodeAuthBusy (too many logins waiting): The server's queue of password checks is full (max_auth_queue) and this source already has as many checks waiting as any other; the CONNECT was not checked. Reconnect after a back-off.
+	CodeAuthBusy Code = "auth_busy"
 	// CodePermissionDenied (permission denied): The user may not publish to or subscribe to that subject. NATS clients get Permissions Violation for Publish to <subject> (or Subscription to).
 	CodePermissionDenied Code = "permission_denied"
 	// CodeReservedSubject (subjects starting with $ are reserved): PUB/HPUB to a $ subject other than an ack handle, or TOPIC CREATE of a $ name.
@@ -126,6 +128,8 @@ var (
 	ErrAuthViolation = &Error{Code: CodeAuthViolation}
 	// ErrAuthTimeout is the sentinel for CodeAuthTimeout.
 	ErrAuthTimeout = &Error{Code: CodeAuthTimeout}
+	// ErrAuthBusy is the sentinel for CodeAuthBusy.
+	ErrAuthBusy = &Error{Code: CodeAuthBusy}
 	// ErrPermissionDenied is the sentinel for CodePermissionDenied.
 	ErrPermissionDenied = &Error{Code: CodePermissionDenied}
 	// ErrReservedSubject is the sentinel for CodeReservedSubject.
@@ -211,6 +215,8 @@ func lookupSpec(c Code) (ErrorSpec, bool) {
 		return ErrorSpec{Code: c, Text: "authorization violation", NATSText: "Authorization Violation", Fatal: true, NATSFatal: true, Retriable: false, Description: "Credentials missing or wrong, or a command other than CONNECT before CONNECT when auth is required."}, true
 	case CodeAuthTimeout:
 		return ErrorSpec{Code: c, Text: "authentication timeout", NATSText: "Authentication Timeout", Fatal: true, NATSFatal: true, Retriable: true, Description: "No CONNECT within the server's auth timeout."}, true
+	case CodeAuthBusy:
+		return ErrorSpec{Code: c, Text: "too many logins waiting", NATSText: "", Fatal: true, NATSFatal: true, Retriable: true, Description: "The server's queue of password checks is full (max_auth_queue) and this source already has as many checks waiting as any other; the CONNECT was not checked. Reconnect after a back-off."}, true
 	case CodePermissionDenied:
 		return ErrorSpec{Code: c, Text: "permission denied", NATSText: "Permissions Violation", Fatal: false, NATSFatal: false, Retriable: false, Description: "The user may not publish to or subscribe to that subject. NATS clients get Permissions Violation for Publish to <subject> (or Subscription to)."}, true
 	case CodeReservedSubject:
@@ -279,6 +285,7 @@ func Codes() []Code {
 		CodeFibrilRequired,
 		CodeAuthViolation,
 		CodeAuthTimeout,
+		CodeAuthBusy,
 		CodePermissionDenied,
 		CodeReservedSubject,
 		CodeStaleConnection,

@@ -43,6 +43,8 @@ var (
 	ErrAuthViolation = protocol.ErrAuthViolation
 	// ErrAuthTimeout matches -ERR with code auth_timeout.
 	ErrAuthTimeout = protocol.ErrAuthTimeout
+	// ErrAuthBusy matches -ERR with code auth_busy.
+	ErrAuthBusy = protocol.ErrAuthBusy
 	// ErrPermissionDenied matches -ERR with code permission_denied.
 	ErrPermissionDenied = protocol.ErrPermissionDenied
 	// ErrReservedSubject matches -ERR with code reserved_subject.
@@ -90,5 +92,5 @@ var (
 // codeSentinels lists the sentinels above, for tests that check every code
 // of the table has one.
 func codeSentinels() []*Error {
-	return []*Error{ErrUnknownOp, ErrMaxControlLine, ErrMaxPayload, ErrBadFrame, ErrInvalidArgs, ErrInvalidNumber, ErrNumberOverflow, ErrInvalidSubject, ErrWildcardNotAllowed, ErrInvalidName, ErrInvalidCRCToken, ErrCRCMismatch, ErrInvalidHeader, ErrInvalidHandle, ErrInvalidConnect, ErrInvalidJSON, ErrFibrilRequired, ErrAuthViolation, ErrAuthTimeout, ErrPermissionDenied, ErrReservedSubject, ErrStaleConnection, ErrSlowConsumer, ErrMaxConnections, ErrMaxSubscriptions, ErrDuplicateSID, ErrMaxUnconfirmed, ErrQueueFull, ErrTopicFull, ErrUnknownTopic, ErrUnknownGroup, ErrTopicExists, ErrGroupExists, ErrTopicOverlap, ErrInvalidConfig, ErrUnknownHandle, ErrStaleHandle, ErrInvalidAck, ErrInternal, ErrShuttingDown}
+	return []*Error{ErrUnknownOp, ErrMaxControlLine, ErrMaxPayload, ErrBadFrame, ErrInvalidArgs, ErrInvalidNumber, ErrNumberOverflow, ErrInvalidSubject, ErrWildcardNotAllowed, ErrInvalidName, ErrInvalidCRCToken, ErrCRCMismatch, ErrInvalidHeader, ErrInvalidHandle, ErrInvalidConnect, ErrInvalidJSON, ErrFibrilRequired, ErrAuthViolation, ErrAuthTimeout, ErrAuthBusy, ErrPermissionDenied, ErrReservedSubject, ErrStaleConnection, ErrSlowConsumer, ErrMaxConnections, ErrMaxSubscriptions, ErrDuplicateSID, ErrMaxUnconfirmed, ErrQueueFull, ErrTopicFull, ErrUnknownTopic, ErrUnknownGroup, ErrTopicExists, ErrGroupExists, ErrTopicOverlap, ErrInvalidConfig, ErrUnknownHandle, ErrStaleHandle, ErrInvalidAck, ErrInternal, ErrShuttingDown}
 }

@@ -181,7 +181,8 @@ func TestTLSListenerWithNATSClient(t *testing.T) {
 
 // A CONNECT that arrived in time but whose password check outlasted
 // AuthTimeout was answered auth_timeout (retriable, so clients kept retrying
-// a bad password) instead of the check's own answer. Also after the check:
+// a bad password) instead of the check's own answer. (A check still queued
+// does not hold the timeout off: TestAuthTimeoutNotSuspendedWhileQueued.) Also after the check:
 // resumeConnect cleared the finished check before applying it, and a
 // heartbeat in between answered auth_timeout (CI, session 11: user
 // "nobody" got Authentication Timeout).
@@ -193,6 +194,7 @@ func TestAuthTimeoutDoesNotFireDuringPasswordCheck(t *testing.T) {
 	}
 	s := startServer(t, func(o *Options) {
 		o.AuthTimeout = 50 * time.Millisecond
+		o.AuthCPUPercent = 100 // each check runs at once: none waits queued
 		o.Users = []User{{Name: "app", PasswordHash: string(slow)}}
 	})
 	for _, c := range []struct{ user, pass, want string }{

@@ -64,12 +64,14 @@ type client struct {
 	// laneStall: parsing waits for the lane to drain (an unconfirmed
 	// publish found it over its bound; see serialOrStall).
 	laneStall atomic.Bool
-	checking  atomic.Bool // a password check for this CONNECT is running
-	stalled   atomic.Bool // parsing waits for output to drain
-	created   time.Time
-	lastIn    atomic.Int64 // unix nanos of the last input
-	lastPing  atomic.Int64 // unix nanos of the last server PING
-	pingsOut  atomic.Int32
+	// checkRunning: this CONNECT's password check is being computed (not
+	// merely queued); the auth timeout waits for its answer.
+	checkRunning atomic.Bool
+	stalled      atomic.Bool // parsing waits for output to drain
+	created      time.Time
+	lastIn       atomic.Int64 // unix nanos of the last input
+	lastPing     atomic.Int64 // unix nanos of the last server PING
+	pingsOut     atomic.Int32
 	// lingerUntil: unix nanos when a lingering close ends (linger.go); 0
 	// while the connection is not half-closed.
 	lingerUntil atomic.Int64

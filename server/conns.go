@@ -20,6 +20,9 @@ type serverStats struct {
 	conns                              atomic.Uint64 // connections admitted
 	inMsgs, inBytes, outMsgs, outBytes atomic.Uint64
 	slowConsumers                      atomic.Uint64 // connections cut as slow consumers
+	// Password checks (authqueue.go): computed, shed with auth_busy, and
+	// dropped uncomputed because their connection had closed.
+	authChecks, authShed, authDropped atomic.Uint64
 }
 
 // connMeta is what CONNECT said, for the listing (under client.mu).

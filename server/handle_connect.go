@@ -5,6 +5,7 @@ package server
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/access"
@@ -25,12 +26,14 @@ type authResult struct {
 	perms *access.Identity
 	user  string
 	ok    bool
+	busy  bool // shed from the check queue: not checked
 }
 
 // handleConnect applies a CONNECT whose JSON is js (borrowed). A password
-// check costs tens of milliseconds of CPU, so on an event loop it runs on
-// its own goroutine: handleConnect then returns errPause and the owner
-// resumes with resumeConnect once the result is in.
+// check costs tens of milliseconds of CPU, so it goes to the server's
+// bounded check queue (authqueue.go): handleConnect then returns errPause
+// and the owner resumes with resumeConnect once the result is in (a TLS
+// reader, which may block, waits for it here).
 func (c *client) handleConnect(js []byte) error {
 	o, err := protocol.ParseConnect(js)
 	if err != nil {
@@ -46,27 +49,52 @@ func (c *client) handleConnect(js []byte) error {
 		c.applyConnect(o)
 		return nil
 	}
-	if o.User != "" && len(c.srv.opts.Users) > 0 && !c.tr.isTLS() {
-		c.paused.Store(true)
-		// The CONNECT arrived in time: the auth timeout must not fire while
-		// its password is being checked (it used to, answering auth_timeout,
-		// a retriable code, to a bad password under load).
-		c.checking.Store(true)
-		go func() {
-			c.srv.bcryptSem <- struct{}{}
-			perms, user, ok := c.srv.authenticate(&o)
-			<-c.srv.bcryptSem
-			c.mu.Lock()
-			c.pendingAuth = &authResult{o: o, perms: perms, user: user, ok: ok}
-			c.mu.Unlock()
-			c.checking.Store(false)
-			c.tr.wake()
-		}()
-		return errPause
+	if o.User != "" && len(c.srv.opts.Users) > 0 {
+		return c.queueCheck(o)
 	}
 	perms, user, ok := c.srv.authenticate(&o)
 	c.finishAuth(authResult{o: o, perms: perms, user: user, ok: ok})
 	return c.stopIfClosing()
+}
+
+// queueCheck hands a user/password CONNECT to the check queue. A CONNECT
+// the queue sheds is answered auth_busy. Input goroutine only.
+func (c *client) queueCheck(o protocol.Connect) error {
+	c.paused.Store(true)
+	var ch chan struct{}
+	if c.tr.isTLS() {
+		ch = make(chan struct{})
+	}
+	j := &authJob{c: c, o: o, src: sourceOf(c.tr.remoteAddr()), done: func(r authResult, checked bool) {
+		if !checked {
+			r = authResult{busy: true}
+		}
+		c.mu.Lock()
+		c.pendingAuth = &r
+		c.mu.Unlock()
+		if ch != nil {
+			close(ch)
+		} else {
+			c.tr.wake()
+		}
+	}}
+	if !c.srv.auth.submit(j) {
+		c.paused.Store(false)
+		c.fail(protocol.CodeAuthBusy, "max_auth_queue "+strconv.Itoa(c.srv.opts.MaxAuthQueue))
+		return errStop
+	}
+	if ch == nil {
+		return errPause
+	}
+	select {
+	case <-ch:
+	case <-c.ctx.Done():
+		return errStop
+	}
+	if !c.resumeConnect() {
+		return errStop
+	}
+	return nil
 }
 
 // resumeConnect applies a finished off-loop authentication; it reports
@@ -94,6 +122,10 @@ func (c *client) resumeConnect() bool {
 }
 
 func (c *client) finishAuth(r authResult) {
+	if r.busy {
+		c.fail(protocol.CodeAuthBusy, "max_auth_queue "+strconv.Itoa(c.srv.opts.MaxAuthQueue))
+		return
+	}
 	if !r.ok {
 		// Never log the token or password; the user name is not secret.
 		c.log.Warn("authentication failed", "user", r.user)

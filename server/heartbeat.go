@@ -18,7 +18,11 @@ func (c *client) heartbeat(now time.Time, interval time.Duration) {
 	if c.stalled.Load() || c.outBusy.Load() {
 		c.tr.wake() // re-check whether its output drained (and the write deadline)
 	}
-	if !c.authed.Load() && !c.checking.Load() && c.pendingAuthNil() && now.Sub(c.created) > c.srv.opts.AuthTimeout {
+	// The auth timeout counts from accept. A check waiting in the queue
+	// does not hold it off (a flood of CONNECTs would otherwise keep
+	// connections and their checks alive without end); one being computed
+	// or computed does, for the time of one hash.
+	if !c.authed.Load() && !c.checkRunning.Load() && c.pendingAuthNil() && now.Sub(c.created) > c.srv.opts.AuthTimeout {
 		c.fail(protocol.CodeAuthTimeout, "")
 		return
 	}

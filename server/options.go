@@ -89,6 +89,14 @@ type Options struct {
 	// PreAuthBytes caps what a connection may send before it has
 	// authenticated (only CONNECT is accepted then).
 	PreAuthBytes int
+	// MaxAuthQueue caps the password checks waiting to be computed; past
+	// it a CONNECT is answered auth_busy, unless its source (IP address)
+	// has fewer checks waiting than the busiest one, whose newest check
+	// is shed instead (authqueue.go).
+	MaxAuthQueue int
+	// AuthCPUPercent caps the share of the CPUs' time (GOMAXPROCS) spent
+	// on password checks, 1 to 100.
+	AuthCPUPercent int
 
 	// Token, when set, is the shared secret every client must present as
 	// auth_token in CONNECT (unless it authenticates as one of Users).
@@ -174,6 +182,8 @@ func DefaultOptions() Options {
 		MaxPingsOut:      2,
 		AuthTimeout:      2 * time.Second,
 		PreAuthBytes:     8 << 10,
+		MaxAuthQueue:     32,
+		AuthCPUPercent:   15,
 		MaxUnconfirmed:   1024,
 		MaxInflight:      256,
 		MaxPollWait:      5 * time.Minute,
@@ -222,6 +232,7 @@ func (o *Options) validate() error {
 		{"MaxSubsPerConn", o.MaxSubsPerConn}, {"MaxPending", o.MaxPending},
 		{"MaxInputBuffer", o.MaxInputBuffer}, {"MaxPingsOut", o.MaxPingsOut},
 		{"PreAuthBytes", o.PreAuthBytes}, {"MaxUnconfirmed", o.MaxUnconfirmed},
+		{"MaxAuthQueue", o.MaxAuthQueue}, {"AuthCPUPercent", o.AuthCPUPercent},
 		{"MaxInflight", o.MaxInflight}, {"MaxPollBytes", o.MaxPollBytes},
 	}
 	for _, p := range positive {
@@ -255,6 +266,9 @@ func (o *Options) validate() error {
 	if !o.NoBroker && o.Engine.SegmentSize == 0 && int64(o.MaxPayload)+maxPayloadSlack > seglog.DefaultSegmentSize {
 		return bad("MaxPayload (%d) must leave %d bytes of room in a log segment (%d)",
 			o.MaxPayload, maxPayloadSlack, seglog.DefaultSegmentSize)
+	}
+	if o.AuthCPUPercent > 100 {
+		return bad("AuthCPUPercent must be in [1, 100], got %d", o.AuthCPUPercent)
 	}
 	if o.PreAuthBytes < 512 {
 		return bad("PreAuthBytes must be >= 512, got %d", o.PreAuthBytes)

@@ -63,8 +63,8 @@ type Server struct {
 	ids []*access.Identity
 	// dummyHash is compared against when CONNECT names an unknown user.
 	dummyHash []byte
-	// bcryptSem bounds concurrent password checks.
-	bcryptSem chan struct{}
+	// auth runs password checks (authqueue.go); nil until Run.
+	auth *authQueue
 	// outBufs recycles the connections' output buffers (outbuf.go).
 	outBufs outPool
 }
@@ -88,9 +88,7 @@ func New(opts Options) (*Server, error) {
 		subs:    newSublist(),
 		clients: make(map[uint64]*client),
 		ready:   make(chan struct{}),
-		// Password checks are CPU work: at most one per CPU at a time.
-		bcryptSem: make(chan struct{}, runtime.GOMAXPROCS(0)),
-		ids:       identities(o.Users),
+		ids:     identities(o.Users),
 	}
 	// Connection ids are the engine's owner ids, which the event log keeps
 	// across restarts (a message's history names its consumers): start each
@@ -159,6 +157,8 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.openDurable(); err != nil {
 		return err
 	}
+	s.auth = newAuthQueue(s)
+	defer s.auth.stop()
 	h := &gnetHandler{s: s, booted: make(chan struct{})}
 	gerr := make(chan error, 1)
 	go func() {

@@ -142,6 +142,8 @@ var settings = []setting{
 	intSetting("max-input-buffer", "maximum unparsed input per connection in bytes", func(o *server.Options) *int { return &o.MaxInputBuffer }),
 	intSetting("max-pings-out", "unanswered server PINGs before a connection is closed", func(o *server.Options) *int { return &o.MaxPingsOut }),
 	intSetting("pre-auth-bytes", "bytes a connection may send before authenticating", func(o *server.Options) *int { return &o.PreAuthBytes }),
+	intSetting("max-auth-queue", "password checks that may wait; past it a CONNECT is answered auth_busy", func(o *server.Options) *int { return &o.MaxAuthQueue }),
+	intSetting("auth-cpu-percent", "share of the CPUs' time password checks may use, 1 to 100", func(o *server.Options) *int { return &o.AuthCPUPercent }),
 	intSetting("max-unconfirmed", "publish window per connection (advertised in INFO)", func(o *server.Options) *int { return &o.MaxUnconfirmed }),
 	intSetting("max-inflight", "default push credit of a durable SUB", func(o *server.Options) *int { return &o.MaxInflight }),
 	intSetting("max-poll-bytes", "bytes one POLL answer may carry (at least one message is delivered)", func(o *server.Options) *int { return &o.MaxPollBytes }),

@@ -23,6 +23,7 @@ export const ErrorCodes = {
   FibrilRequired: "fibril_required",
   AuthViolation: "auth_violation",
   AuthTimeout: "auth_timeout",
+  AuthBusy: "auth_busy",
   PermissionDenied: "permission_denied",
   ReservedSubject: "reserved_subject",
   StaleConnection: "stale_connection",
@@ -67,6 +68,7 @@ export const ERROR_TABLE: Readonly<Record<string, ErrorSpec>> = Object.freeze({
   fibril_required: {"code":"fibril_required","natsText":"Unknown Protocol Operation","text":"command requires CONNECT with \"fibril\":1","fatal":false,"retriable":false,"description":"POLL, ACK, NACK, REJECT, EXTEND, TOPIC and GROUP are only accepted after CONNECT with \"fibril\":1."},
   auth_violation: {"code":"auth_violation","natsText":"Authorization Violation","text":"authorization violation","fatal":true,"retriable":false,"description":"Credentials missing or wrong, or a command other than CONNECT before CONNECT when auth is required."},
   auth_timeout: {"code":"auth_timeout","natsText":"Authentication Timeout","text":"authentication timeout","fatal":true,"retriable":true,"description":"No CONNECT within the server's auth timeout."},
+  auth_busy: {"code":"auth_busy","natsText":"","text":"too many logins waiting","fatal":true,"retriable":true,"description":"The server's queue of password checks is full (max_auth_queue) and this source already has as many checks waiting as any other; the CONNECT was not checked. Reconnect after a back-off."},
   permission_denied: {"code":"permission_denied","natsText":"Permissions Violation","text":"permission denied","fatal":false,"retriable":false,"description":"The user may not publish to or subscribe to that subject. NATS clients get Permissions Violation for Publish to <subject> (or Subscription to)."},
   reserved_subject: {"code":"reserved_subject","natsText":"Permissions Violation","text":"subjects starting with $ are reserved","fatal":false,"retriable":false,"description":"PUB/HPUB to a $ subject other than an ack handle, or TOPIC CREATE of a $ name."},
   stale_connection: {"code":"stale_connection","natsText":"Stale Connection","text":"stale connection","fatal":true,"retriable":true,"description":"The peer did not answer PING within the heartbeat allowance; reconnect."},
@@ -277,6 +279,16 @@ export class AuthTimeoutError extends FibrilError {
   /** Creates the error; message defaults to the table's text. */
   constructor(message?: string, options: { cause?: unknown } = {}) {
     super("auth_timeout", message ?? "authentication timeout", { cause: options.cause, retriable: true, fatal: true });
+  }
+}
+
+/** AuthBusyError is the `auth_busy` error: The server's queue of password checks is full (max_auth_queue) and this source already has as many checks waiting as any other; the CONNECT was not checked. Reconnect after a back-off. */
+export class AuthBusyError extends FibrilError {
+  /** code is always "auth_busy". */
+  static readonly code = "auth_busy";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("auth_busy", message ?? "too many logins waiting", { cause: options.cause, retriable: true, fatal: true });
   }
 }
 
@@ -511,6 +523,7 @@ export const ERROR_CLASSES: Readonly<Record<string, new (message?: string, optio
   fibril_required: FibrilRequiredError,
   auth_violation: AuthViolationError,
   auth_timeout: AuthTimeoutError,
+  auth_busy: AuthBusyError,
   permission_denied: PermissionDeniedError,
   reserved_subject: ReservedSubjectError,
   stale_connection: StaleConnectionError,

@@ -196,6 +196,16 @@ class AuthTimeoutError(FibrilError):
     fatal = True
 
 
+class AuthBusyError(FibrilError):
+    """The server's queue of password checks is full (max_auth_queue) and this source already has as many checks waiting as any other; the CONNECT was not checked. Reconnect after a back-off.
+
+    Wire code ``auth_busy``; text: too many logins waiting."""
+
+    code = 'auth_busy'
+    retriable = True
+    fatal = True
+
+
 class PermissionDeniedError(FibrilError):
     """The user may not publish to or subscribe to that subject. NATS clients get Permissions Violation for Publish to <subject> (or Subscription to).
 
@@ -427,6 +437,7 @@ ERRORS: dict[str, type[FibrilError]] = {
     'fibril_required': FibrilRequiredError,
     'auth_violation': AuthViolationError,
     'auth_timeout': AuthTimeoutError,
+    'auth_busy': AuthBusyError,
     'permission_denied': PermissionDeniedError,
     'reserved_subject': ReservedSubjectError,
     'stale_connection': StaleConnectionError,
@@ -487,6 +498,7 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ('fibril_required', 'command requires CONNECT with "fibril":1', 'Unknown Protocol Operation'),
     ('auth_violation', 'authorization violation', 'Authorization Violation'),
     ('auth_timeout', 'authentication timeout', 'Authentication Timeout'),
+    ('auth_busy', 'too many logins waiting', ''),
     ('permission_denied', 'permission denied', 'Permissions Violation'),
     ('reserved_subject', 'subjects starting with $ are reserved', 'Permissions Violation'),
     ('stale_connection', 'stale connection', 'Stale Connection'),
@@ -530,6 +542,7 @@ __all__ = [
     'FibrilRequiredError',
     'AuthViolationError',
     'AuthTimeoutError',
+    'AuthBusyError',
     'PermissionDeniedError',
     'ReservedSubjectError',
     'StaleConnectionError',

@@ -1,0 +1,294 @@
+package server
+
+// The password-check queue (SPEC.md "Security", cmd/fibril/README.md
+// "Limits and protection"). A bcrypt check costs tens to hundreds of
+// milliseconds of CPU and anyone who can connect can ask for one, so checks
+// never run on an event loop and never without bounds:
+//
+//   - At most MaxAuthQueue checks wait. Sources (client IP addresses) are
+//     served round-robin, so one host flooding the server with CONNECTs
+//     delays another host's login by one turn, not by the flood.
+//   - When the queue is full, a CONNECT from a source with fewer waiting
+//     checks than the busiest source takes the place of that source's
+//     newest check; otherwise it is refused. A refused (shed) CONNECT is
+//     answered auth_busy (retriable) and its connection closed.
+//   - Checks spend at most AuthCPUPercent of the CPUs' time, measured on the
+//     checks themselves (a token bucket of CPU time), so logged-in clients
+//     keep the rest whatever the rate of CONNECTs.
+//   - A check whose connection closed meanwhile (it left, or its auth
+//     timeout, which counts from accept and is never suspended, passed) is
+//     dropped without being computed.
+
+import (
+	"net"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
+)
+
+// authJob is one CONNECT waiting for its password check.
+type authJob struct {
+	c    *client
+	o    protocol.Connect
+	src  string
+	done func(authResult, bool) // bool: false when shed or dropped
+}
+
+// authQueue runs password checks for one server. Its workers start with
+// the server and stop with stop.
+type authQueue struct {
+	s *Server
+
+	mu      sync.Mutex
+	wake    chan struct{} // capacity 1: a job was queued
+	bySrc   map[string][]*authJob
+	order   []string // sources with jobs, in round-robin order
+	next    int      // index in order served next
+	n       int      // jobs queued
+	limit   int
+	stopped bool
+
+	// budget is the CPU time (ns) checks may still spend; it refills at
+	// refill ns per second of wall time, up to burst.
+	budget   float64
+	refill   float64
+	burst    float64
+	refilled time.Time
+
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newAuthQueue(s *Server) *authQueue {
+	procs := runtime.GOMAXPROCS(0)
+	refill := float64(procs) * float64(s.opts.AuthCPUPercent) / 100 * float64(time.Second)
+	q := &authQueue{
+		s:     s,
+		wake:  make(chan struct{}, 1),
+		bySrc: make(map[string][]*authJob),
+		limit: s.opts.MaxAuthQueue,
+		quit:  make(chan struct{}),
+		// A burst of half a second of the budget lets a few logins
+		// through at once after a quiet time.
+		refill:   refill,
+		burst:    refill / 2,
+		budget:   refill / 2,
+		refilled: time.Now(),
+	}
+	// Enough workers to spend the budget, no more: each worker starts a
+	// check only when the budget is not negative, so n workers may
+	// overdraw it by n checks.
+	workers := max(1, (procs*s.opts.AuthCPUPercent+99)/100)
+	for range workers {
+		q.wg.Add(1)
+		go q.worker()
+	}
+	return q
+}
+
+// stop ends the workers; jobs still queued are dropped (their connections
+// are closing with the server).
+func (q *authQueue) stop() {
+	q.mu.Lock()
+	if q.stopped {
+		q.mu.Unlock()
+		return
+	}
+	q.stopped = true
+	q.mu.Unlock()
+	close(q.quit)
+	q.wg.Wait()
+}
+
+// sourceOf is the fairness key of a connection: its IP address.
+func sourceOf(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
+	}
+	return remote
+}
+
+// submit queues j. It reports false when j is shed (the queue is full and
+// its source is among the busiest); j.done is then not called. A job it
+// evicts to make room gets done(_, false).
+func (q *authQueue) submit(j *authJob) bool {
+	var evicted *authJob
+	q.mu.Lock()
+	if q.stopped {
+		q.mu.Unlock()
+		return false
+	}
+	if q.n >= q.limit {
+		q.purgeClosedLocked()
+	}
+	if q.n >= q.limit {
+		busiest, most := "", 0
+		for src, js := range q.bySrc {
+			if len(js) > most {
+				busiest, most = src, len(js)
+			}
+		}
+		if most < len(q.bySrc[j.src])+2 {
+			q.mu.Unlock()
+			q.s.stats.authShed.Add(1)
+			return false
+		}
+		js := q.bySrc[busiest]
+		evicted = js[len(js)-1]
+		q.bySrc[busiest] = js[:len(js)-1]
+		q.n--
+	}
+	if len(q.bySrc[j.src]) == 0 {
+		q.order = append(q.order, j.src)
+	}
+	q.bySrc[j.src] = append(q.bySrc[j.src], j)
+	q.n++
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	if evicted != nil {
+		q.s.stats.authShed.Add(1)
+		evicted.done(authResult{}, false)
+	}
+	return true
+}
+
+// purgeClosedLocked drops jobs whose connections are closing (q.mu held).
+func (q *authQueue) purgeClosedLocked() {
+	for src, js := range q.bySrc {
+		k := 0
+		for _, j := range js {
+			if j.c.isClosing() {
+				q.n--
+				q.s.stats.authDropped.Add(1)
+				continue
+			}
+			js[k] = j
+			k++
+		}
+		clear(js[k:])
+		q.bySrc[src] = js[:k]
+	}
+	q.dropEmptyLocked()
+}
+
+// dropEmptyLocked removes sources without jobs from the round-robin order.
+func (q *authQueue) dropEmptyLocked() {
+	k := 0
+	for i, src := range q.order {
+		if len(q.bySrc[src]) == 0 {
+			delete(q.bySrc, src)
+			if i < q.next {
+				q.next--
+			}
+			continue
+		}
+		q.order[k] = src
+		k++
+	}
+	clear(q.order[k:])
+	q.order = q.order[:k]
+	if q.next >= len(q.order) {
+		q.next = 0
+	}
+}
+
+// pop takes the next job in round-robin order of sources, or nil.
+func (q *authQueue) pop() *authJob {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == 0 {
+		return nil
+	}
+	if q.next >= len(q.order) {
+		q.next = 0
+	}
+	src := q.order[q.next]
+	js := q.bySrc[src]
+	j := js[0]
+	js[0] = nil
+	q.bySrc[src] = js[1:]
+	q.n--
+	if len(js) == 1 {
+		q.dropEmptyLocked() // src left the order; next now points past it
+	} else {
+		q.next++
+	}
+	return j
+}
+
+// spend waits until the CPU budget is not negative. It reports false when
+// the queue stops.
+func (q *authQueue) spend() bool {
+	for {
+		q.mu.Lock()
+		now := time.Now()
+		q.budget = min(q.burst, q.budget+now.Sub(q.refilled).Seconds()*q.refill)
+		q.refilled = now
+		short := -q.budget
+		q.mu.Unlock()
+		if short <= 0 {
+			return true
+		}
+		t := time.NewTimer(time.Duration(short / q.refill * float64(time.Second)))
+		select {
+		case <-q.quit:
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// charge takes d of CPU time from the budget.
+func (q *authQueue) charge(d time.Duration) {
+	q.mu.Lock()
+	q.budget -= float64(d)
+	q.mu.Unlock()
+}
+
+func (q *authQueue) worker() {
+	defer q.wg.Done()
+	for {
+		if !q.spend() {
+			return
+		}
+		j := q.pop()
+		if j == nil {
+			select {
+			case <-q.quit:
+				return
+			case <-q.wake:
+				continue
+			}
+		}
+		q.mu.Lock()
+		more := q.n > 0
+		q.mu.Unlock()
+		if more {
+			select { // another worker may take the next job
+			case q.wake <- struct{}{}:
+			default:
+			}
+		}
+		// Running, the check is no longer queued: the auth timeout waits
+		// for its answer (bounded by one hash's cost). Queued, it did not.
+		j.c.checkRunning.Store(true)
+		if j.c.isClosing() {
+			j.c.checkRunning.Store(false)
+			q.s.stats.authDropped.Add(1)
+			j.done(authResult{}, false) // nothing computed for a closed socket
+			continue
+		}
+		t0 := time.Now()
+		q.s.stats.authChecks.Add(1)
+		perms, user, ok := q.s.authenticate(&j.o)
+		q.charge(time.Since(t0))
+		j.done(authResult{o: j.o, perms: perms, user: user, ok: ok}, true)
+		j.c.checkRunning.Store(false)
+	}
+}

@@ -1,0 +1,149 @@
+package server
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Short-form tests of the password-check queue (authqueue.go); the load
+// figures (1,000 hostile connections against a logged-in client) are
+// measured by BenchmarkHostilePreAuth.
+
+// slowAuth: one user whose checks cost a cost-4 hash, a check budget of 1 %
+// of the CPUs (about one check per half second after the first), a queue
+// of 2.
+func slowAuth(t *testing.T) func(*Options) {
+	h, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(o *Options) {
+		o.Users = []User{{Name: "app", PasswordHash: string(h)}}
+		o.AuthCPUPercent = 1
+		o.MaxAuthQueue = 2
+	}
+}
+
+// owe puts the check budget d of wall time into debt: no check starts
+// before d has passed (a worker idle now sees it at its next job).
+func (q *authQueue) owe(d time.Duration) {
+	q.mu.Lock()
+	q.budget = -d.Seconds() * q.refill
+	q.refilled = time.Now()
+	q.mu.Unlock()
+}
+
+// connectFrom dials s from the loopback address src (127.0.0.x) and sends
+// a CONNECT with the given password.
+func connectFrom(t *testing.T, s *Server, src, pass string) *wire {
+	t.Helper()
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	nc, err := d.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	w := &wire{t: t, nc: nc, r: bufio.NewReaderSize(nc, 1<<16)}
+	w.send(`CONNECT {"fibril":1,"user":"app","pass":"` + pass + `"}` + "\r\n")
+	w.expect(`^INFO `)
+	return w
+}
+
+// TestAuthQueueShedsWithAuthBusy: CONNECTs beyond the bounded queue used to
+// wait without end (1,000 wrong passwords made logins take 52 s); now
+// they are answered auth_busy at once, and a login from another source
+// takes the place of one of the flood's checks and completes.
+func TestAuthQueueShedsWithAuthBusy(t *testing.T) {
+	s := startServer(t, slowAuth(t))
+	s.auth.owe(2 * time.Second)
+	var (
+		mu      sync.Mutex
+		answers = map[string]int{}
+		wg      sync.WaitGroup
+	)
+	for range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := connectFrom(t, s, "127.0.0.2", "wrong")
+			l, _ := w.line()
+			mu.Lock()
+			answers[l]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	busy := 0
+	for l, n := range answers {
+		if strings.HasPrefix(l, "-ERR 'auth_busy ") {
+			busy += n
+		}
+	}
+	if busy < 12-2 { // the queue holds 2
+		t.Fatalf("%d CONNECTs answered auth_busy, want >= 9: %v", busy, answers)
+	}
+	for l := range answers {
+		if !strings.Contains(l, "auth_busy") && !strings.Contains(l, "Authorization Violation") && !strings.Contains(l, "Authentication Timeout") {
+			t.Fatalf("unexpected answer %q (%v)", l, answers)
+		}
+	}
+}
+
+// TestAuthQueueFairToOtherSources: with the queue full of one source's
+// checks, a login from another source is not shed: it takes the place of
+// the busiest source's newest check.
+func TestAuthQueueFairToOtherSources(t *testing.T) {
+	s := startServer(t, func(o *Options) {
+		slowAuth(t)(o)
+		o.AuthTimeout = 10 * time.Second
+	})
+	s.auth.owe(time.Second)
+	flood := make([]*wire, 0, 4)
+	for range 4 {
+		flood = append(flood, connectFrom(t, s, "127.0.0.2", "wrong"))
+	}
+	waitFor(t, 5*time.Second, "the flood to fill the queue", func() bool { return s.stats.authShed.Load() >= 1 })
+	w := connectFrom(t, s, "127.0.0.3", "pw")
+	_ = w.nc.SetReadDeadline(time.Now().Add(8 * time.Second))
+	if l, err := w.r.ReadString('\n'); err != nil || strings.TrimSpace(l) != "+OK" {
+		t.Fatalf("login from another source: %q %v", l, err)
+	}
+	_ = flood
+}
+
+// TestAuthTimeoutNotSuspendedWhileQueued: a CONNECT whose check waited in
+// the queue used to hold the auth timeout off for as long as it waited
+// (132 s of checks after 1,000 attackers left). The timeout counts from
+// accept: a queued check times out, and is then never computed.
+func TestAuthTimeoutNotSuspendedWhileQueued(t *testing.T) {
+	s := startServer(t, func(o *Options) {
+		slowAuth(t)(o)
+		o.AuthTimeout = 300 * time.Millisecond
+		o.MaxAuthQueue = 8
+	})
+	first := connectFrom(t, s, "127.0.0.2", "wrong")
+	first.expect(`^-ERR 'Authorization Violation'$`)
+	s.auth.owe(3 * time.Second)
+	start := time.Now()
+	var ws []*wire
+	for _, src := range []string{"127.0.0.3", "127.0.0.4", "127.0.0.5"} {
+		ws = append(ws, connectFrom(t, s, src, "pw"))
+	}
+	for _, w := range ws {
+		w.expect(`^-ERR 'Authentication Timeout'$`)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("queued CONNECTs timed out after %s, auth timeout 300ms", d)
+	}
+	checks := s.stats.authChecks.Load()
+	waitFor(t, 10*time.Second, "the timed-out checks to be dropped", func() bool { return s.stats.authDropped.Load() >= 3 })
+	if got := s.stats.authChecks.Load(); got != checks || got != 1 {
+		t.Fatalf("%d checks computed, %d before the drops: checks ran for closed sockets", got, checks)
+	}
+}
