@@ -36,9 +36,10 @@
 //     Unmount and Mount again before anything reads it (the runner does).
 //   - Files are not opened with direct_io: the kernel caches pages, which
 //     is what lets the broker mmap segment files for reads (MAP_SHARED over
-//     a direct_io FUSE file is refused by kernels without
-//     FUSE_DIRECT_IO_ALLOW_MMAP). Writes are write-through (no writeback
-//     cache), so each pwrite reaches the file system before it returns.
+//     a direct_io FUSE file fails with ENODEV: go-fuse does not negotiate
+//     FUSE_DIRECT_IO_ALLOW_MMAP; TestMmapOverDirectIO). Writes are
+//     write-through (no writeback cache), so each pwrite reaches the file
+//     system before it returns.
 //   - A failed fsync (FailSync) keeps the unsynced writes unsynced; it does
 //     not drop them as Linux may after a real write-back error.
 package faultfs

@@ -271,3 +271,31 @@ func diffAt(a, b []byte) int {
 	}
 	return min(len(a), len(b))
 }
+
+// TestMmapOverDirectIO shows why faultfs keeps the page cache: with
+// direct_io a shared map of a file is refused (go-fuse does not negotiate
+// FUSE_DIRECT_IO_ALLOW_MMAP), and the broker maps its segments. Should a
+// kernel and library allow it, the map must still see what pwrite wrote.
+func TestMmapOverDirectIO(t *testing.T) {
+	f := mountT(t, Options{directIO: true})
+	p := filepath.Join(f.Mountpoint, "seg")
+	writeAt(t, p, make([]byte, blockSize), 0, true)
+	fh, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	m, err := unix.Mmap(int(fh.Fd()), 0, blockSize, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Logf("MAP_SHARED over direct_io: %v (as FAULTS.md says)", err)
+		return
+	}
+	defer unix.Munmap(m)
+	if _, err := fh.WriteAt([]byte("hello"), 10); err != nil {
+		t.Fatal(err)
+	}
+	if string(m[10:15]) != "hello" {
+		t.Fatalf("a shared map over direct_io was allowed but reads %q after pwrite", m[10:15])
+	}
+	t.Log("MAP_SHARED over direct_io is allowed here and coherent")
+}

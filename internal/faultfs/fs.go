@@ -19,6 +19,10 @@ type Options struct {
 	MaxUnsynced int64
 	// Debug logs every FUSE request on stderr.
 	Debug bool
+
+	// directIO opens files with FOPEN_DIRECT_IO, to show what it breaks
+	// (TestMmapOverDirectIO).
+	directIO bool
 }
 
 // FS is one mounted fault-injecting file system.
@@ -174,7 +178,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return wrap(fh), fl, 0
+	return wrap(fh), n.openFlags(fl), 0
 }
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -182,7 +186,14 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	return in, wrap(fh), fl, 0
+	return in, wrap(fh), n.openFlags(fl), 0
+}
+
+func (n *node) openFlags(fl uint32) uint32 {
+	if n.fs.opts.directIO {
+		fl |= fuse.FOPEN_DIRECT_IO
+	}
+	return fl
 }
 
 func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {

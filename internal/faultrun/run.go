@@ -175,7 +175,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer h.Close()
 	_ = h.Add(history.Op{Kind: history.Phase, Proc: -1, Value: history.PhaseStart, Seed: cfg.Seed, DeadLetter: dlq,
 		Outcome: history.OK, Invoke: now(), Complete: now()})
-	w := &workload{h: h, url: url, topic: Topic, group: Group, dlq: dlq, leaseMs: cfg.Lease.Milliseconds()}
+	w := &workload{h: h, url: url, topic: Topic, leaseMs: cfg.Lease.Milliseconds()}
 
 	// The fault phase: workers until it ends, faults in turns meanwhile.
 	fctx, fcancel := context.WithTimeout(ctx, cfg.Duration)

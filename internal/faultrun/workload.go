@@ -95,11 +95,9 @@ func now() int64 { return time.Now().UnixNano() }
 // workload is what runs against the nodes.
 type workload struct {
 	h       *history.Writer
-	url     func() string
-	topic   string
-	group   string
-	dlq     string
-	leaseMs int64
+	url     func() string // a node to connect to (spread over the nodes)
+	topic   string        // where producers publish
+	leaseMs int64         // the groups' lease, recorded with each delivery
 }
 
 // produce publishes "p<proc>-<n>" values one at a time until ctx ends.
