@@ -131,6 +131,9 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first, last Seq, err
 // checkEntry returns the on-disk size of the record of e, the i-th entry
 // of a batch (-1: a side record), or ErrTooLarge when it cannot be written.
 func (l *Log) checkEntry(e *Entry, i int) (int64, error) {
+	if l.opts.ReadOnly {
+		return 0, ErrReadOnly
+	}
 	maxRec := l.opts.SegmentSize - segHeaderSize
 	sz := recordSize(len(e.Meta), len(e.Data))
 	if len(e.Meta) <= MaxMetaSize && sz <= maxRec && len(e.Data) <= 1<<32-1 {
@@ -341,6 +344,9 @@ func (l *Log) grow(s *segment, need int64) error {
 func (l *Log) Sync() (Seq, error) {
 	if l.closed.Load() {
 		return 0, ErrClosed
+	}
+	if l.opts.ReadOnly {
+		return l.Durable(), nil // nothing was written
 	}
 	side := l.sideWritten.Load() // before last: a side record is published before the records after it
 	if err := l.waitDurableSide(Seq(l.last.Load()), side); err != nil {

@@ -35,6 +35,8 @@ var (
 	ErrTooLarge = errors.New("seglog: entry too large")
 	// ErrEmptyBatch: Append was called with no entries.
 	ErrEmptyBatch = errors.New("seglog: empty batch")
+	// ErrReadOnly: a write to a log opened with Options.ReadOnly.
+	ErrReadOnly = errors.New("seglog: log opened read-only")
 	// ErrInvalidOptions: Options failed validation.
 	ErrInvalidOptions = errors.New("seglog: invalid options")
 )

@@ -141,6 +141,9 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	l := &Log{dir: dir, opts: o, fs: o.FS, delStep: deleteStep, delPause: deletePause}
 	l.sy.cond = sync.NewCond(&l.sy.mu)
+	if o.ReadOnly {
+		return openReadOnly(l)
+	}
 	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("seglog: open %s: %w", dir, err)
 	}
@@ -210,6 +213,9 @@ func (l *Log) close() error {
 		return nil
 	}
 	l.closed.Store(true)
+	if l.opts.ReadOnly {
+		return l.releaseAll()
+	}
 	var err error
 	l.sy.mu.Lock()
 	failed := l.sy.err != nil

@@ -48,6 +48,15 @@ type Options struct {
 	// found by the reader that reaches it. It costs a read of the whole
 	// log (compressed segments are decompressed once each).
 	Verify bool
+	// ReadOnly opens the log to look, never to change it: files are opened
+	// read-only, nothing is created, cut, zeroed, rewritten or removed
+	// (a torn tail is reported in Recovery but left in place, indexes are
+	// rebuilt in memory only), no compressor runs, and every write fails
+	// with ErrReadOnly. The directory lock is taken shared, so a log open
+	// for writing elsewhere fails with ErrLocked. With SkipCorrupt it
+	// lists in Recovery every damaged range an Open would meet: what
+	// `fibril verify` reports.
+	ReadOnly bool
 	// FS is the file system the log uses; nil means the operating system's.
 	// Tests pass a *FaultFS to inject crashes and I/O errors.
 	FS FS

@@ -168,6 +168,9 @@ func (l *Log) TruncateFront(seq Seq) error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
+	if l.opts.ReadOnly {
+		return ErrReadOnly
+	}
 	l.graveyard = l.releaseGraveyard(l.graveyard, true)
 	n := 0
 	for n < len(l.segs)-1 && l.segs[n+1].first <= seq {

@@ -27,7 +27,9 @@ func (l *Log) recover() (err error) {
 	noComp := map[Seq]bool{}
 	for _, name := range names {
 		if strings.HasSuffix(name, tmpExt) {
-			_ = l.fs.Remove(filepath.Join(l.dir, name)) // an interrupted atomic write
+			if !l.opts.ReadOnly {
+				_ = l.fs.Remove(filepath.Join(l.dir, name)) // an interrupted atomic write
+			}
 			continue
 		}
 		if first, ok := parseSegName(name); ok {
@@ -47,6 +49,9 @@ func (l *Log) recover() (err error) {
 		if plain[first] {
 			// A compression was cut short after its rename: the plain
 			// segment (sealed, fsynced) wins; the copy is redone later.
+			if l.opts.ReadOnly {
+				continue
+			}
 			if err := l.fs.Remove(compPath(l.dir, first, c)); err != nil {
 				return fmt.Errorf("seglog: remove superseded compressed segment: %w", err)
 			}
@@ -82,6 +87,9 @@ func (l *Log) recover() (err error) {
 	}
 	if err := l.checkContinuity(); err != nil {
 		return err
+	}
+	if l.opts.ReadOnly {
+		return l.endReadOnly(firsts)
 	}
 	if len(l.segs) > 0 {
 		l.writeRebuiltIndexes()
@@ -172,7 +180,11 @@ func (l *Log) recover() (err error) {
 // removed).
 func (l *Log) openSegment(first Seq, isLast bool, marker cleanMarker, hasMarker bool) (*segment, error) {
 	path := filepath.Join(l.dir, segName(first))
-	f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
+	mode := os.O_RDWR
+	if l.opts.ReadOnly {
+		mode = os.O_RDONLY
+	}
+	f, err := l.fs.OpenFile(path, mode, 0)
 	if err != nil {
 		return nil, fmt.Errorf("seglog: open segment: %w", err)
 	}
@@ -196,6 +208,9 @@ func (l *Log) openSegment(first Seq, isLast bool, marker cleanMarker, hasMarker 
 	if err := l.loadSegment(s, isLast, marker, hasMarker); err != nil {
 		s.release()
 		if errors.Is(err, errTornCreate) {
+			if l.opts.ReadOnly {
+				return nil, nil
+			}
 			if rerr := l.fs.Remove(path); rerr != nil {
 				return nil, fmt.Errorf("seglog: remove half-created segment: %w", rerr)
 			}
@@ -512,6 +527,9 @@ func (l *Log) cutTail(s *segment, next Seq) error {
 		return nil
 	}
 	l.rec.TruncatedPath, l.rec.TruncatedAt, l.rec.TruncatedBytes = s.path, s.end, dirtyEnd-s.end
+	if l.opts.ReadOnly {
+		return nil // reported, left in place
+	}
 	zeros := make([]byte, min(dirtyEnd-s.end, 1<<20))
 	for off := s.end; off < dirtyEnd; {
 		n := min(int64(len(zeros)), dirtyEnd-off)

@@ -1,0 +1,81 @@
+package seglog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// openReadOnly is Open with Options.ReadOnly: the lock is taken shared (a
+// writer elsewhere makes it fail with ErrLocked), the durable-point hint
+// is read, and recover rebuilds the log's state without changing a file.
+func openReadOnly(l *Log) (*Log, error) {
+	if _, err := os.Stat(l.dir); err != nil {
+		return nil, fmt.Errorf("seglog: open %s: %w", l.dir, err)
+	}
+	lf, err := l.fs.OpenFile(filepath.Join(l.dir, lockName), os.O_RDONLY, 0)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		// never opened for writing: no hint
+	case err != nil:
+		return nil, fmt.Errorf("seglog: open lock file: %w", err)
+	default:
+		if err := unix.Flock(int(lf.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+			lf.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("%w: %s", ErrLocked, l.dir)
+			}
+			return nil, fmt.Errorf("seglog: flock %s: %w", l.dir, err)
+		}
+		l.lock = lf
+		l.rec.DurableHint = readHint(lf)
+	}
+	if err := l.recover(); err != nil {
+		l.releaseAll()
+		return nil, err
+	}
+	return l, nil
+}
+
+// endReadOnly finishes recover for a read-only log once its segments are
+// open and continuous: records the durable point named but missing from
+// the end of the log, and publishes the bounds. firsts are the segment
+// files' first sequence numbers.
+func (l *Log) endReadOnly(firsts []Seq) error {
+	if len(l.segs) == 0 {
+		start := Seq(1)
+		if len(firsts) > 0 {
+			start = firsts[len(firsts)-1]
+		}
+		if l.rec.DurableHint >= start {
+			cerr := &CorruptError{Path: l.dir, Seq: start,
+				Reason: fmt.Sprintf("no segment file, but the log had made every record up to %d durable", l.rec.DurableHint)}
+			if !l.opts.SkipCorrupt {
+				return cerr
+			}
+			l.rec.Skipped = append(l.rec.Skipped, SkippedRange{Path: l.dir, From: start, To: l.rec.DurableHint})
+		}
+		return nil
+	}
+	for _, s := range l.segs[:len(l.segs)-1] {
+		l.closeSealed(s)
+	}
+	act := l.active()
+	if act.last < l.rec.DurableHint {
+		cerr := &CorruptError{Path: act.path, Offset: act.end, Seq: act.last + 1,
+			Reason: fmt.Sprintf("the log ends at %d, but it had made every record up to %d durable", act.last, l.rec.DurableHint)}
+		if !l.opts.SkipCorrupt {
+			return cerr
+		}
+		l.skipRange(act, SkippedRange{Path: act.path, Offset: act.end, From: act.last + 1, To: l.rec.DurableHint})
+		act.last = l.rec.DurableHint
+	}
+	l.act = act
+	l.last.Store(uint64(act.last))
+	l.durable.Store(uint64(act.last))
+	l.rec.Segments = len(l.segs)
+	return nil
+}
