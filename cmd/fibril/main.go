@@ -7,7 +7,13 @@
 // SIGTERM (a second signal forces exit). Precedence, lowest first: built-in
 // defaults, config file, environment, flags. See `fibril serve -h`.
 //
-// Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or config,
+// `fibril verify` reads every file of a stopped server's data directory and
+// exits 0 (nothing but notes), 10 (orphaned topic directory), 11 (consumer
+// state damaged), 12 (messages damaged or missing) or 13 (catalog); 1 when
+// it cannot read (a server has the directory open). `fibril repair`
+// quarantines the damage and lists what each group loses (0 done, 1 failed).
+//
+// Exit codes of serve: 0 clean shutdown, 1 runtime failure, 2 bad usage or config,
 // 3 refused to start because stored data is damaged or missing (the
 // message names the file, offset and sequence; `fibril verify` and
 // `fibril repair` are the way out, README "Damaged data").
@@ -57,6 +63,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdTopics(args[1:], stdout, stderr)
 	case "tui":
 		return cmdTUI(args[1:], stdout, stderr)
+	case "verify":
+		return cmdVerify(args[1:], stdout, stderr)
+	case "repair":
+		return cmdRepair(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "fibril", server.Version)
 		return 0
@@ -79,6 +89,8 @@ commands:
   poll     pull from a durable group: fibril poll [-s url] [-n max] [-wait ms] [-ack] <topic> <group>
   topics   list or create topics:     fibril topics [-s url] [list | create <name> [json] | info <name> | delete <name>]
   tui      watch messages move:       fibril tui [-s url] [-token t] [-user u -pass p] [-interval 1s]
+  verify   check a stopped server's data, change nothing: fibril verify [--data dir] [--json]
+  repair   quarantine damage, list what each group loses: fibril repair [--data dir] [--adopt] [--json]
   version  print the version
 
 Run 'fibril <command> -h' for the flags of one command.

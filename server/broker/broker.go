@@ -40,6 +40,7 @@ type Broker struct {
 	// so Damaged costs nothing while there is none.
 	damagedStops atomic.Int64
 	orphans      []string // topic directories the catalog lacks (orphans.go)
+	losses       []Loss   // offsets settled at Open as lost to damage (lost.go)
 
 	// principals maps an OwnerID to the Principal its leases are bound
 	// to (SetPrincipal); entries leave with ReleaseOwner.

@@ -39,6 +39,7 @@ const (
 	settleAck          uint64 = 1 // acked by its consumer
 	settleDeadLettered uint64 = 2 // its dead-letter copy is durable (or there was none to make)
 	settleDropped      uint64 = 3 // retention removed the record before delivery
+	settleLost         uint64 = 4 // damage destroyed the record; a repair recorded it (lost.go)
 )
 
 // event is one decoded event log entry.

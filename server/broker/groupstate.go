@@ -258,6 +258,19 @@ func (g *groupState) stopAt(seq Seq) bool {
 	return true
 }
 
+// dropLost settles seq without delivering it: damage destroyed its record
+// (lost.go). Unlike drop it leaves next alone: offsets before seq may never
+// have been delivered.
+func (g *groupState) dropLost(seq Seq) {
+	if p, ok := g.pending[seq]; ok {
+		g.endLease(seq, p)
+		delete(g.pending, seq)
+	}
+	if g.acks.add(seq) {
+		g.emit(evSettle, seq, settleLost)
+	}
+}
+
 // drop settles seq without delivering it (its record is gone: retention).
 func (g *groupState) drop(seq Seq) {
 	if p, ok := g.pending[seq]; ok {
@@ -538,7 +551,9 @@ func (g *groupState) apply(kind byte, seq Seq, arg uint64) {
 	case evSettle:
 		delete(g.pending, seq)
 		g.acks.add(seq)
-		if seq >= g.next {
+		if seq >= g.next && arg != settleLost {
+			// A lost offset may lie past offsets never delivered:
+			// take finds those through the acks, next stays.
 			g.next = seq + 1
 		}
 	case evPurge:

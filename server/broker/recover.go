@@ -69,6 +69,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 		gp.restored()
 		gp.ev = &p.ev
 	}
+	p.settleHoles()
 	p.sampleSizes()
 	if p.last >= p.first {
 		p.sizes.addRun(p.first, p.last, p.avgSize())

@@ -231,6 +231,12 @@ func (p *partition) restoreSideEvents() (named bool, err error) {
 		return false, nil // no event record: no side copy ever stood in for one
 	}
 	r, err := p.events.Read(last)
+	if errors.Is(err, seglog.ErrCorrupt) {
+		// Lost to damage (a repair recorded it): the side copies cannot
+		// be placed; the events they held are forgotten with it.
+		p.t.b.logf("WARN topic %s partition %d: the event log's last record %d was lost to damage: side copies of events after it are not restored", p.t.name, p.idx, last)
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("event log %s: read its last record %d: %w", filepath.Join(p.dir, eventsLogName), last, err)
 	}
