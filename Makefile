@@ -85,11 +85,14 @@ conformance:
 # pauses past the lease, clock steps and power cuts (FUSE, as root), each
 # with a fault phase of DURATION, seeds SEED, SEED+1, ... (default: from the
 # time); every history is judged by the checker and a failing one is kept in
-# FAULTS_KEEP with its seed. The short form is TestFaultRunShort in make test.
+# FAULTS_KEEP with its seed. FAULTS_FLAGS=-netns puts the node and the clients
+# in network namespaces (FAULT_KINDS may then add isolate). The short form is
+# TestFaultRunShort in make test.
 DURATION ?= 60s
 RUNS ?= 1
 SEED ?= 0
 FAULT_KINDS ?= kill,pause,clock-forward,clock-back,powercut,fsync-eio
 FAULTS_KEEP ?= /tmp/fibril-faults-keep
+FAULTS_FLAGS ?=
 faults:
-	$(GO) run ./cmd/fibril-faults -duration $(DURATION) -runs $(RUNS) -seed $(SEED) -faults $(FAULT_KINDS) -keep $(FAULTS_KEEP)
+	$(GO) run ./cmd/fibril-faults -duration $(DURATION) -runs $(RUNS) -seed $(SEED) -faults $(FAULT_KINDS) -keep $(FAULTS_KEEP) $(FAULTS_FLAGS)

@@ -5,6 +5,7 @@
 // line per run and a Markdown table of all of them.
 //
 //	fibril-faults -duration 60s -runs 10 -seed 1 -faults kill,pause,clock-forward,clock-back,powercut
+//	fibril-faults -netns -faults isolate,kill,powercut   # node and clients in namespaces
 //
 // A failing run's history and node log are kept in -keep with its seed in
 // the name. Exit codes: 0 every run valid, 1 a run invalid or failed, 2 bad
@@ -39,10 +40,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 60*time.Second, "fault phase of each run")
 	runs := fs.Int("runs", 1, "number of runs")
 	seed := fs.Uint64("seed", 0, "seed of the first run (0: from the time)")
-	kinds := fs.String("faults", "kill,pause,clock-forward,clock-back,powercut,fsync-eio", "fault kinds, comma-separated (also: enospc)")
+	kinds := fs.String("faults", "kill,pause,clock-forward,clock-back,powercut,fsync-eio", "fault kinds, comma-separated (also: enospc; isolate with -netns)")
 	bin := fs.String("bin", "", "fibril binary (default: build ./cmd/fibril)")
 	keep := fs.String("keep", os.TempDir(), "directory for the histories of failing runs")
 	verbose := fs.Bool("v", false, "log each fault")
+	inNetns := fs.Bool("netns", false, "run the node and the clients in network namespaces of their own (root; makes isolate usable)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -83,7 +85,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
-		rep, err := faultrun.Run(ctx, faultrun.Config{Bin: *bin, Dir: dir, Seed: s, Duration: *duration, Faults: faults, KeepDir: *keep, Logf: logf})
+		cfg := faultrun.Config{Bin: *bin, Dir: dir, Seed: s, Duration: *duration, Faults: faults, KeepDir: *keep, Logf: logf}
+		var ns *faultrun.Namespaces
+		if *inNetns {
+			if ns, err = faultrun.NewNamespaces(fmt.Sprintf("ff%d", i%1000000), *bin); err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+			cfg.StartNodes, cfg.Within = ns.StartNodes, ns.Within
+		}
+		rep, err := faultrun.Run(ctx, cfg)
+		if ns != nil {
+			if cerr := ns.Close(); cerr != nil {
+				fmt.Fprintln(stderr, cerr)
+			}
+		}
 		if err != nil {
 			fmt.Fprintf(stdout, "run %d seed %d: FAILED: %v\n", i+1, s, err)
 			code = 1
@@ -127,7 +143,7 @@ func row(i int, seed uint64, d time.Duration, rep *faultrun.Report) string {
 		counts[k]++
 	}
 	var inj []string
-	for _, k := range []string{"kill", "pause", "clock-forward", "clock-back", "powercut", "fsync-eio", "enospc"} {
+	for _, k := range []string{"kill", "pause", "clock-forward", "clock-back", "powercut", "fsync-eio", "enospc", "isolate"} {
 		if counts[k] > 0 {
 			inj = append(inj, fmt.Sprintf("%s %d", k, counts[k]))
 		}

@@ -45,6 +45,13 @@ type Server struct {
 	DataDir string
 	Args    []string // extra flags for `fibril serve`
 	Env     []string // extra environment variables (KEY=value) for the process
+	// Listen is the first --listen address (default 127.0.0.1:0); Restart
+	// reuses the port it got.
+	Listen string
+	// Prefix runs the binary through a command, e.g. ["ip", "netns",
+	// "exec", "ns1"]; it must exec the binary (same PID) for signals to
+	// reach the server.
+	Prefix []string
 	Addr    string   // host:port once started
 	TLSAddr string   // host:port of the TLS listener, if --tls-listen was given
 	// RestartTook is how long the last Restart waited for the ready line.
@@ -85,9 +92,20 @@ func StartEnv(ctx context.Context, bin, dataDir string, env []string, args ...st
 	return s, nil
 }
 
+// StartServer starts s as configured (Bin, DataDir, Args, Env, Listen,
+// Prefix) and waits for its ready line.
+func StartServer(ctx context.Context, s *Server) error {
+	listen := s.Listen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	return s.start(ctx, listen)
+}
+
 func (s *Server) start(ctx context.Context, listen string) error {
 	args := append([]string{"serve", "--listen", listen, "--data", s.DataDir, "--ready-json", "--log-level", "warn"}, s.Args...)
-	cmd := exec.Command(s.Bin, args...)
+	argv := append(append(append([]string{}, s.Prefix...), s.Bin), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	if len(s.Env) > 0 {
 		cmd.Env = append(os.Environ(), s.Env...)
 	}

@@ -101,6 +101,23 @@ func (PowerCut) Heal(ctx context.Context, n Node) (history.Op, error) {
 	return faultOp(history.FaultRestart), n.Restart(ctx)
 }
 
+// Isolate takes the node's network link down past the lease, then up:
+// clients can neither reach it nor hear from it meanwhile.
+type Isolate struct{}
+
+func (Isolate) Name() string       { return "isolate" }
+func (Isolate) Disk() bool         { return false }
+func (Isolate) Usable(n Node) bool { return n.CanIsolate() }
+func (Isolate) Inject(ctx context.Context, n Node) (history.Op, error) {
+	return faultOp("link-down"), n.Isolate()
+}
+func (Isolate) Hold(rng *rand.Rand, lease time.Duration) time.Duration {
+	return lease + time.Second + time.Duration(rng.IntN(1000))*time.Millisecond
+}
+func (Isolate) Heal(ctx context.Context, n Node) (history.Op, error) {
+	return faultOp("link-up"), n.Rejoin()
+}
+
 // FsyncFail makes every fsync fail with EIO for a while, then cuts the
 // power and restarts the node with a healthy disk: whatever the node
 // answered while its fsyncs failed must not have been a confirm or an ack
@@ -146,7 +163,7 @@ func (DiskFull) Heal(ctx context.Context, n Node) (history.Op, error) {
 
 // AllFaults returns every single-node fault kind.
 func AllFaults() []Fault {
-	return append(DefaultFaults(), DiskFull{})
+	return append(DefaultFaults(), DiskFull{}, Isolate{})
 }
 
 // DefaultFaults returns the kinds a run draws from by default: all but
@@ -176,5 +193,5 @@ func FaultsByName(names []string) ([]Fault, error) {
 type unknownFault struct{ name string }
 
 func (u *unknownFault) Error() string {
-	return "faultrun: unknown fault " + u.name + " (kill, pause, clock-forward, clock-back, powercut, fsync-eio, enospc)"
+	return "faultrun: unknown fault " + u.name + " (kill, pause, clock-forward, clock-back, powercut, fsync-eio, enospc, isolate)"
 }

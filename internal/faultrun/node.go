@@ -10,6 +10,7 @@ import (
 
 	"github.com/fibrilmq/fibril/conformance/fibrilproc"
 	"github.com/fibrilmq/fibril/internal/faultfs"
+	"github.com/fibrilmq/fibril/internal/netns"
 	"github.com/fibrilmq/fibril/internal/offsetclock"
 )
 
@@ -30,6 +31,12 @@ type Node interface {
 	// SetClock makes the node's clock run offset ahead of real time
 	// (negative: behind). The node has seen it when SetClock returns.
 	SetClock(offset time.Duration) error
+	// CanIsolate reports whether Isolate is possible (a node in its own
+	// network namespace).
+	CanIsolate() bool
+	// Isolate cuts the node's network link; Rejoin restores it.
+	Isolate() error
+	Rejoin() error
 	// CanPowerCut reports whether PowerCut is possible here.
 	CanPowerCut() bool
 	// PowerCut kills the process and drops every write it had not
@@ -52,6 +59,7 @@ type ProcNode struct {
 	clockFile      string
 	url            string      // fixed: restarts reuse the address
 	fs             *faultfs.FS // nil without power cuts
+	ns             *netns.Node // nil on the machine's own network
 
 	srv *fibrilproc.Server
 }
@@ -64,7 +72,13 @@ const clockSettle = 100 * time.Millisecond
 // backing directory of the mount and the clock file). With powerCut it
 // mounts faultfs under the data directory first.
 func StartProcNode(ctx context.Context, name, bin, dir string, powerCut bool) (*ProcNode, error) {
-	n := &ProcNode{name: name, bin: bin, dir: dir, clockFile: filepath.Join(dir, "clock-offset")}
+	return StartProcNodeIn(ctx, name, bin, dir, powerCut, nil)
+}
+
+// StartProcNodeIn is StartProcNode with the process in network namespace
+// ns (nil: the machine's own), listening on ns's address.
+func StartProcNodeIn(ctx context.Context, name, bin, dir string, powerCut bool, ns *netns.Node) (*ProcNode, error) {
+	n := &ProcNode{name: name, bin: bin, dir: dir, clockFile: filepath.Join(dir, "clock-offset"), ns: ns}
 	data := filepath.Join(dir, "data")
 	for _, d := range []string{dir, data} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -86,8 +100,11 @@ func StartProcNode(ctx context.Context, name, bin, dir string, powerCut bool) (*
 		n.Close()
 		return nil, err
 	}
-	srv, err := fibrilproc.StartEnv(ctx, bin, data, []string{"FIBRIL_TEST_CLOCK_OFFSET_FILE=" + n.clockFile})
-	if err != nil {
+	srv := &fibrilproc.Server{Bin: bin, DataDir: data, Env: []string{"FIBRIL_TEST_CLOCK_OFFSET_FILE=" + n.clockFile}}
+	if ns != nil {
+		srv.Listen, srv.Prefix = ns.IP+":0", []string{"ip", "netns", "exec", ns.NS}
+	}
+	if err := fibrilproc.StartServer(ctx, srv); err != nil {
 		n.Close()
 		return nil, fmt.Errorf("faultrun: %s: %w", name, err)
 	}
@@ -119,6 +136,21 @@ func (n *ProcNode) SetClock(offset time.Duration) error {
 }
 
 func (n *ProcNode) CanPowerCut() bool { return n.fs != nil }
+func (n *ProcNode) CanIsolate() bool  { return n.ns != nil }
+
+func (n *ProcNode) Isolate() error {
+	if n.ns == nil {
+		return fmt.Errorf("faultrun: %s is not in a network namespace", n.name)
+	}
+	return n.ns.Isolate()
+}
+
+func (n *ProcNode) Rejoin() error {
+	if n.ns == nil {
+		return fmt.Errorf("faultrun: %s is not in a network namespace", n.name)
+	}
+	return n.ns.Rejoin()
+}
 
 func (n *ProcNode) PowerCut(ctx context.Context) error {
 	if n.fs == nil {

@@ -52,6 +52,9 @@ type Config struct {
 	StartNodes func(ctx context.Context, dir string, powerCut bool) ([]Node, error)
 	// LeasesSurviveRestart is passed to the checker (history.Config).
 	LeasesSurviveRestart bool
+	// Within runs each client dial (nil: in this process's network), e.g.
+	// a netns.Node's Do when the nodes live in namespaces.
+	Within func(func() error) error
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -164,7 +167,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var next atomic.Uint64
 	url := func() string { return nodes[next.Add(1)%uint64(len(nodes))].URL() }
 	dlq := protocol.DeadLetterTopic(Topic, Group)
-	if err := setup(ctx, url(), cfg, dlq); err != nil {
+	if err := setup(ctx, url(), cfg, dlq, cfg.Within); err != nil {
 		return nil, err
 	}
 	hpath := filepath.Join(cfg.Dir, "history.jsonl")
@@ -175,7 +178,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer h.Close()
 	_ = h.Add(history.Op{Kind: history.Phase, Proc: -1, Value: history.PhaseStart, Seed: cfg.Seed, DeadLetter: dlq,
 		Outcome: history.OK, Invoke: now(), Complete: now()})
-	w := &workload{h: h, url: url, topic: Topic, leaseMs: cfg.Lease.Milliseconds()}
+	w := &workload{h: h, url: url, within: cfg.Within, topic: Topic, leaseMs: cfg.Lease.Milliseconds()}
 
 	// The fault phase: workers until it ends, faults in turns meanwhile.
 	fctx, fcancel := context.WithTimeout(ctx, cfg.Duration)
@@ -248,10 +251,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // setup creates the topic, its group and the dead-letter group.
-func setup(ctx context.Context, url string, cfg Config, dlq string) error {
+func setup(ctx context.Context, url string, cfg Config, dlq string, within func(func() error) error) error {
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, err := fibril.Connect(sctx, url)
+	var c *fibril.Conn
+	err := dialWithin(within, func() (err error) { c, err = fibril.Connect(sctx, url); return err })
 	if err != nil {
 		return fmt.Errorf("faultrun: setup: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 // lost; ops on a lost connection are recorded as indeterminate.
 type client struct {
 	url    func() string
+	within func(func() error) error // where to dial (nil: here)
 	name   string
 	proc   int
 	h      *history.Writer
@@ -31,13 +32,25 @@ func (cl *client) conn(ctx context.Context) (*fibril.Conn, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c, err := fibril.Connect(dctx, cl.url(), fibril.WithName(cl.name), fibril.WithoutReconnect(),
-		fibril.WithRequestTimeout(10*time.Second))
+	var c *fibril.Conn
+	err := dialWithin(cl.within, func() (err error) {
+		c, err = fibril.Connect(dctx, cl.url(), fibril.WithName(cl.name), fibril.WithoutReconnect(),
+			fibril.WithRequestTimeout(10*time.Second))
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	cl.c, cl.lastOK = c, now()
 	return c, nil
+}
+
+// dialWithin runs dial inside within (a network namespace), or here.
+func dialWithin(within func(func() error) error, dial func() error) error {
+	if within == nil {
+		return dial()
+	}
+	return within(dial)
 }
 
 // outcome classifies err: nil is ok, a server -ERR is a definite fail,
@@ -95,14 +108,15 @@ func now() int64 { return time.Now().UnixNano() }
 // workload is what runs against the nodes.
 type workload struct {
 	h       *history.Writer
-	url     func() string // a node to connect to (spread over the nodes)
-	topic   string        // where producers publish
-	leaseMs int64         // the groups' lease, recorded with each delivery
+	url     func() string            // a node to connect to (spread over the nodes)
+	within  func(func() error) error // where clients dial (Config.Within)
+	topic   string                   // where producers publish
+	leaseMs int64                    // the groups' lease, recorded with each delivery
 }
 
 // produce publishes "p<proc>-<n>" values one at a time until ctx ends.
 func (w *workload) produce(ctx context.Context, proc int) {
-	cl := &client{url: w.url, name: fmt.Sprintf("producer-%d", proc), proc: proc, h: w.h}
+	cl := &client{url: w.url, within: w.within, name: fmt.Sprintf("producer-%d", proc), proc: proc, h: w.h}
 	defer cl.drop()
 	for n := 0; ctx.Err() == nil; {
 		c, err := cl.conn(ctx)
@@ -131,7 +145,7 @@ func (w *workload) produce(ctx context.Context, proc int) {
 // nacks, rejects, extends, and some left to expire; with drain it acks
 // everything and returns after quiet (no delivery) of the given length.
 func (w *workload) consume(ctx context.Context, proc int, topic, group string, rng *rand.Rand, quiet time.Duration) {
-	cl := &client{url: w.url, name: fmt.Sprintf("consumer-%d", proc), proc: proc, h: w.h}
+	cl := &client{url: w.url, within: w.within, name: fmt.Sprintf("consumer-%d", proc), proc: proc, h: w.h}
 	defer cl.drop()
 	drain := quiet > 0
 	last := time.Now()
