@@ -19,12 +19,17 @@ import (
 //	fail-write EIO|ENOSPC fail writes, size changes and fallocates
 //	heal                 end every injected failure
 //	stats                +OK <counters as key=value>
-const maxControlLine = 256
+const (
+	maxControlLine  = 256
+	maxControlConns = 16
+)
 
 // Serve answers control commands on ln's connections until ln is closed.
-// Each connection is served in its own goroutine, one command at a time;
-// a line longer than 256 bytes ends the connection.
+// Each connection is served in its own goroutine, one command at a time; a
+// line longer than 256 bytes ends the connection, and a 17th connection at
+// once is answered "-ERR too many control connections" and closed.
 func (f *FS) Serve(ln net.Listener) error {
+	slots := make(chan struct{}, maxControlConns)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -33,7 +38,17 @@ func (f *FS) Serve(ln net.Listener) error {
 			}
 			return fmt.Errorf("faultfs: control: %w", err)
 		}
-		go f.serveConn(c)
+		select {
+		case slots <- struct{}{}:
+			go func() {
+				defer func() { <-slots }()
+				f.serveConn(c)
+			}()
+		default:
+			_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = fmt.Fprintf(c, "-ERR too many control connections (%d)\n", maxControlConns)
+			_ = c.Close()
+		}
 	}
 }
 

@@ -259,6 +259,32 @@ func TestControlProtocol(t *testing.T) {
 			t.Fatalf("%s: %q, want %q...", tc.cmd, line, tc.want)
 		}
 	}
+	// Connections are bounded: with the limit held, one more is refused.
+	var held []net.Conn
+	for range maxControlConns - 1 {
+		h, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		held = append(held, h)
+	}
+	for _, h := range held { // each is being served once it answers
+		if _, err := h.Write([]byte("heal\n")); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := bufio.NewReader(h).ReadString('\n'); err != nil || line != "+OK\n" {
+			t.Fatalf("held connection: %q %v", line, err)
+		}
+	}
+	extra, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	if line, _ := bufio.NewReader(extra).ReadString('\n'); !strings.HasPrefix(line, "-ERR too many control connections") {
+		t.Fatalf("connection over the bound: %q", line)
+	}
 	// Injected failures were healed: a write and its fsync work again.
 	writeAt(t, filepath.Join(f.Mountpoint, "after"), []byte("ok"), 0, true)
 }

@@ -112,11 +112,16 @@ func StartProcNodeIn(ctx context.Context, name, bin, dir string, powerCut bool, 
 	return n, nil
 }
 
+// Name implements Node.
 func (n *ProcNode) Name() string { return n.name }
-func (n *ProcNode) URL() string  { return n.url }
 
+// URL implements Node; the address stays the same across restarts.
+func (n *ProcNode) URL() string { return n.url }
+
+// Kill implements Node (SIGKILL, waiting until the process is gone).
 func (n *ProcNode) Kill(ctx context.Context) error { return n.srv.Stop(true) }
 
+// Restart implements Node: the same address, data and clock file.
 func (n *ProcNode) Restart(ctx context.Context) error {
 	if err := n.srv.Restart(ctx, true); err != nil {
 		return fmt.Errorf("faultrun: restarting %s: %w (log: %s)", n.name, err, n.srv.Logs())
@@ -124,9 +129,14 @@ func (n *ProcNode) Restart(ctx context.Context) error {
 	return nil
 }
 
-func (n *ProcNode) Pause() error  { return n.srv.Signal(syscall.SIGSTOP) }
+// Pause implements Node (SIGSTOP).
+func (n *ProcNode) Pause() error { return n.srv.Signal(syscall.SIGSTOP) }
+
+// Resume implements Node (SIGCONT).
 func (n *ProcNode) Resume() error { return n.srv.Signal(syscall.SIGCONT) }
 
+// SetClock implements Node: it rewrites the offset file and waits until
+// the node has read it.
 func (n *ProcNode) SetClock(offset time.Duration) error {
 	if err := offsetclock.Write(n.clockFile, offset); err != nil {
 		return err
@@ -135,9 +145,13 @@ func (n *ProcNode) SetClock(offset time.Duration) error {
 	return nil
 }
 
+// CanPowerCut implements Node: the data directory is a faultfs mount.
 func (n *ProcNode) CanPowerCut() bool { return n.fs != nil }
-func (n *ProcNode) CanIsolate() bool  { return n.ns != nil }
 
+// CanIsolate implements Node: the process has a namespace of its own.
+func (n *ProcNode) CanIsolate() bool { return n.ns != nil }
+
+// Isolate implements Node (its veth down).
 func (n *ProcNode) Isolate() error {
 	if n.ns == nil {
 		return fmt.Errorf("faultrun: %s is not in a network namespace", n.name)
@@ -145,6 +159,7 @@ func (n *ProcNode) Isolate() error {
 	return n.ns.Isolate()
 }
 
+// Rejoin implements Node (its veth up).
 func (n *ProcNode) Rejoin() error {
 	if n.ns == nil {
 		return fmt.Errorf("faultrun: %s is not in a network namespace", n.name)
@@ -152,6 +167,8 @@ func (n *ProcNode) Rejoin() error {
 	return n.ns.Rejoin()
 }
 
+// PowerCut implements Node: SIGKILL, the unsynced writes dropped, and a
+// fresh mount so the kernel forgets the dropped pages.
 func (n *ProcNode) PowerCut(ctx context.Context) error {
 	if n.fs == nil {
 		return fmt.Errorf("faultrun: %s has no fault file system", n.name)
@@ -162,10 +179,10 @@ func (n *ProcNode) PowerCut(ctx context.Context) error {
 	if err := n.fs.PowerCut(); err != nil {
 		return err
 	}
-	// A fresh mount: the kernel forgets the pages the cut took back.
 	return n.fs.Remount()
 }
 
+// FailDisk implements Node through faultfs.
 func (n *ProcNode) FailDisk(syncErr, writeErr syscall.Errno) error {
 	if n.fs == nil {
 		return fmt.Errorf("faultrun: %s has no fault file system", n.name)
@@ -178,6 +195,7 @@ func (n *ProcNode) FailDisk(syncErr, writeErr syscall.Errno) error {
 // Logs returns the current process's stderr.
 func (n *ProcNode) Logs() string { return n.srv.Logs() }
 
+// Close implements Node: the process killed, the file system unmounted.
 func (n *ProcNode) Close() error {
 	var err error
 	if n.srv != nil {
