@@ -20,7 +20,8 @@ back to the server, lets the jobs in progress finish and settle (up to
 ``--grace`` seconds), then closes the connection and exits 0.
 
 It prints one line per event on stdout (``ready``, ``start <job>``,
-``done <job> attempt=<n>``, ``retry <job> attempt=<n>``, ``stopped``).
+``done <job> attempt=<n>``, ``retry <job> attempt=<n> delay=<s>``, ``corrupt``,
+``stopped``).
 """
 
 from __future__ import annotations
@@ -52,16 +53,21 @@ def backoff(attempt: int, base: float, cap: float) -> float:
     return min(cap, base * 2.0 ** (attempt - 1))
 
 
-async def work(sub: fibril.Subscription, args: argparse.Namespace) -> None:
-    """One worker loop: take a job, run it, settle it; ends when the subscription closes."""
-    while True:
-        try:
-            msg = await sub.next()
-        except StopAsyncIteration:
-            return
-        except fibril.CorruptMessageError as e:
-            log("corrupt", e)  # already handed back to the server for redelivery
-            continue
+async def main(argv: list[str] | None = None) -> int:
+    """Runs the worker until SIGTERM/SIGINT; returns the exit code."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--url", default="nats://127.0.0.1:4222")
+    p.add_argument("--topic", default="jobs")
+    p.add_argument("--group", default="workers")
+    p.add_argument("-n", "--concurrency", type=int, default=8)
+    p.add_argument("--max-in-flight", type=int, default=0, help="deliveries held at once (default 2n)")
+    p.add_argument("--backoff", type=float, default=0.1, help="first retry delay in seconds")
+    p.add_argument("--max-backoff", type=float, default=30.0)
+    p.add_argument("--grace", type=float, default=30.0, help="seconds jobs in progress get on shutdown")
+    args = p.parse_args(argv)
+
+    async def handle(msg: fibril.Msg) -> None:
+        """One job: run it; returning acks it (batched), a failure nacks it with backoff."""
         body = msg.data.decode("utf-8", "replace")
         log("start", body)
         try:
@@ -71,44 +77,31 @@ async def work(sub: fibril.Subscription, args: argparse.Namespace) -> None:
             log("retry", body, f"attempt={msg.delivery_count}", f"delay={delay:g}")
             await msg.nack(delay=delay)
         else:
-            await msg.ack()
             log("done", body, f"attempt={msg.delivery_count}")
 
-
-async def main(argv: list[str] | None = None) -> int:
-    """Runs the worker until SIGTERM/SIGINT; returns the exit code."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--url", default="nats://127.0.0.1:4222")
-    p.add_argument("--topic", default="jobs")
-    p.add_argument("--group", default="workers")
-    p.add_argument("-n", "--concurrency", type=int, default=8)
-    p.add_argument("--backoff", type=float, default=0.1, help="first retry delay in seconds")
-    p.add_argument("--max-backoff", type=float, default=30.0)
-    p.add_argument("--grace", type=float, default=30.0, help="seconds jobs in progress get on shutdown")
-    args = p.parse_args(argv)
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    def report(e: BaseException) -> None:
+        log("corrupt" if isinstance(e, fibril.CorruptMessageError) else "error", e)
 
     async with fibril.connect(args.url, name="example-worker") as c:
         # Credit of twice the concurrency keeps every worker busy without
         # hoarding jobs other workers could take.
-        sub = c.consume(args.topic, args.group, max_in_flight=2 * args.concurrency)
+        sub = c.consume(args.topic, args.group, max_in_flight=args.max_in_flight or 2 * args.concurrency)
         await sub.start()
-        workers = [asyncio.create_task(work(sub, args)) for _ in range(args.concurrency)]
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        running = asyncio.ensure_future(sub.run(handle, concurrency=args.concurrency, on_error=report))
         log("ready")
-        await stop.wait()
-        # Stop taking jobs: idle workers return, buffered jobs go back to the
-        # server, busy workers finish and settle their current job.
+        await asyncio.wait([running, asyncio.ensure_future(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+        # Stop taking jobs: buffered ones go back to the server at once, jobs
+        # in progress finish and are settled (up to --grace; then they are
+        # cancelled and handed back too).
         await sub.close()
-        done, busy = await asyncio.wait(workers, timeout=args.grace)
-        for t in busy:
-            t.cancel()  # unsettled: the server redelivers when the lease ends
-        for t in done:
-            if t.exception() is not None:
-                log("worker failed:", repr(t.exception()))
+        try:
+            await asyncio.wait_for(running, args.grace)
+        except asyncio.TimeoutError:
+            pass
     log("stopped")
     return 0
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import ssl
+from datetime import timedelta
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -153,14 +154,21 @@ def connect_options(
     return opts
 
 
-def to_ms(seconds: float | None, what: str) -> int | None:
-    """Converts a duration in seconds to whole milliseconds (None stays None).
+#: A duration: seconds (int or float) or a :class:`datetime.timedelta`.
+Duration = Union[float, timedelta]
+
+
+def to_ms(seconds: Duration | None, what: str) -> int | None:
+    """Converts a duration (seconds or a timedelta) to whole milliseconds (None
+    stays None).
 
     Raises:
         ValueError: The duration is negative or beyond the wire's 4294967295 ms.
     """
     if seconds is None:
         return None
+    if isinstance(seconds, timedelta):
+        seconds = seconds.total_seconds()
     ms = int(round(seconds * 1000))
     if ms < 0 or ms > proto.MAX_MILLIS:
         raise ValueError(f"{what} of {seconds} s is out of range (0 to {proto.MAX_MILLIS} ms)")

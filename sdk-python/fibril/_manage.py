@@ -7,11 +7,13 @@ dicts (SPEC.md 10.1 and 10.2 give their fields).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ._common import KIND_JSON as _JSON
-from ._common import group_config, topic_config
+from ._common import Duration, group_config, to_ms, topic_config
+from ._errors_gen import GroupExistsError, TopicExistsError
 from ._encode import encode_manage
 from ._wire import validate_subject
 
@@ -30,7 +32,7 @@ class _Manage:
         partitions: int | None = None,
         durability: str | None = None,
         retention: str | None = None,
-        max_age_ms: int | None = None,
+        max_age: Duration | None = None,
         max_bytes: int | None = None,
         max_msgs: int | None = None,
         max_unsettled_msgs: int | None = None,
@@ -38,10 +40,13 @@ class _Manage:
         full_policy: str | None = None,
         compression: str | None = None,
         config: Mapping[str, Any] | None = None,
+        exist_ok: bool = False,
+        max_age_ms: int | None = None,
     ) -> Any:
         """Creates a durable topic (``TOPIC CREATE``); unset options take the
         server's defaults (SPEC.md 10.1). Creating it again with the same
-        configuration is allowed; with another one it raises TopicExistsError.
+        configuration is allowed; with another one it raises TopicExistsError,
+        unless ``exist_ok``.
 
         Args:
             name: Topic name (a subject without wildcards).
@@ -49,7 +54,8 @@ class _Manage:
             partitions: Partition count (1..4096).
             durability: ``sync``, ``group`` or ``none``.
             retention: ``workqueue`` or ``limits``.
-            max_age_ms: Oldest messages removed after this age.
+            max_age: Oldest messages removed after this age (seconds or a
+                timedelta).
             max_bytes: Oldest messages removed above this size.
             max_msgs: Oldest messages removed above this count.
             max_unsettled_msgs: Most messages not yet settled by the slowest group.
@@ -60,6 +66,9 @@ class _Manage:
                 read back the same either way.
             config: More fields sent as they are (a server newer than this SDK);
                 the named options above win over the same keys here.
+            exist_ok: When the topic exists with another configuration, return
+                its info instead of raising TopicExistsError.
+            max_age_ms: Deprecated: ``max_age`` in milliseconds.
 
         Returns:
             The topic's info (JSON object as a dict).
@@ -69,14 +78,22 @@ class _Manage:
             FibrilError: The server refused (``topic_overlap``, ``invalid_config``, ...).
         """
         validate_subject(name)
+        if max_age_ms is not None:
+            warnings.warn("max_age_ms= is deprecated: use max_age= (seconds or a timedelta)", DeprecationWarning, 2)
+            max_age = max_age_ms / 1000
         cfg = dict(config or {})
         cfg |= topic_config(
             subjects=subjects, partitions=partitions, durability=durability, retention=retention,
-            max_age_ms=max_age_ms, max_bytes=max_bytes, max_msgs=max_msgs,
+            max_age_ms=to_ms(max_age, "max_age"), max_bytes=max_bytes, max_msgs=max_msgs,
             max_unsettled_msgs=max_unsettled_msgs, max_unsettled_bytes=max_unsettled_bytes, full_policy=full_policy,
             compression=compression,
         )
-        return await self._call(encode_manage("TOPIC", "CREATE", name, config=cfg), _JSON)
+        try:
+            return await self._call(encode_manage("TOPIC", "CREATE", name, config=cfg), _JSON)
+        except TopicExistsError:
+            if not exist_ok:
+                raise
+            return await self.topic_info(name)
 
     async def topic_info(self, name: str) -> Any:
         """Returns the JSON info of a topic (``TOPIC INFO``)."""
@@ -96,10 +113,12 @@ class _Manage:
         group: str,
         *,
         start: str | None = None,
-        lease_ms: int | None = None,
+        lease: Duration | None = None,
         max_deliveries: int | None = None,
         dead_letter: str | None = None,
         config: Mapping[str, Any] | None = None,
+        exist_ok: bool = False,
+        lease_ms: int | None = None,
     ) -> Any:
         """Creates a consumer group (``GROUP CREATE``).
 
@@ -107,15 +126,29 @@ class _Manage:
             topic: Topic name.
             group: Group name.
             start: ``earliest`` (default) or ``new``.
-            lease_ms: Lease of a delivery before it is redelivered.
+            lease: Lease of a delivery before it is redelivered (seconds or a
+                timedelta).
             max_deliveries: Deliveries before a message is dead-lettered.
             dead_letter: Dead-letter topic (default ``$DLQ.<topic>.<group>``).
             config: More fields sent as they are (``nats_ack``, newer ones); the
                 named options above win over the same keys here.
+            exist_ok: When the group exists with another configuration, return
+                its info instead of raising GroupExistsError.
+            lease_ms: Deprecated: ``lease`` in milliseconds.
         """
+        if lease_ms is not None:
+            warnings.warn("lease_ms= is deprecated: use lease= (seconds or a timedelta)", DeprecationWarning, 2)
+            lease = lease_ms / 1000
         cfg = dict(config or {})
-        cfg |= group_config(start=start, lease_ms=lease_ms, max_deliveries=max_deliveries, dead_letter=dead_letter)
-        return await self._call(encode_manage("GROUP", "CREATE", topic, group, config=cfg), _JSON)
+        cfg |= group_config(
+            start=start, lease_ms=to_ms(lease, "lease"), max_deliveries=max_deliveries, dead_letter=dead_letter
+        )
+        try:
+            return await self._call(encode_manage("GROUP", "CREATE", topic, group, config=cfg), _JSON)
+        except GroupExistsError:
+            if not exist_ok:
+                raise
+            return await self.group_info(topic, group)
 
     async def group_info(self, topic: str, group: str) -> Any:
         """Returns the JSON info of a group (``GROUP INFO``)."""

@@ -279,6 +279,18 @@ def _count(tok: bytes, *, millis: bool = False) -> int:
 _PLAIN_SUBJECT = re.compile(rb"[^\x00-\x20\x7f.*>]+(?:\.[^\x00-\x20\x7f.*>]+)*")
 
 
+# The fast path of the commonest server frame: a MSG with a plain ASCII
+# subject, a decimal sid, an optional plain reply (the ack handle), its size
+# and (in CRC mode) its CRC, ended by CRLF. Anything else, or anything odd
+# about a match (a size over max_payload, a body not ended by CRLF, a CRC
+# mismatch, a body not all here yet), goes the general way, which says why.
+_TOK = rb"[!-)+,\-/-=?-~]+(?:\.[!-)+,\-/-=?-~]+)*"  # printable ASCII but . * >
+_FAST_MSG = re.compile(rb"MSG (" + _TOK + rb") ([0-9]{1,19}) (?:(" + _TOK + rb") )?([0-9]{1,10})\r\n")
+_FAST_MSG_CRC = re.compile(
+    rb"MSG (" + _TOK + rb") ([0-9]{1,19}) (?:(" + _TOK + rb") )?([0-9]{1,10}) ([0-9a-f]{8})\r\n"
+)
+
+
 def _subject(tok: bytes, *, wildcards: bool) -> str:
     if _PLAIN_SUBJECT.fullmatch(tok) and tok.isascii():
         return _s(tok)
@@ -409,6 +421,10 @@ class Parser:
             if n - pos > self._limit(bytes(buf[pos : pos + 16])) + 1:  # +1: a CR may precede the LF
                 raise ProtocolError("control line too long", wire_code="max_control_line")
             return -1
+        if buf[pos] == 0x4D and not self._c2s:  # "M": try the fast MSG path
+            after = self._fast_msg(buf, pos, nl, n, events)
+            if after > 0:
+                return after
         end = nl - 1 if nl > pos and buf[nl - 1] == 0x0D else nl
         line = bytes(buf[pos:end])
         if len(line) > self.max_control_line and len(line) > self._limit(line[:16]):
@@ -429,6 +445,32 @@ class Parser:
             if self.crc_after_connect and isinstance(ev, Command) and ev.op == "CONNECT":
                 self.crc = True
         return nl + 1
+
+    def _fast_msg(self, buf: bytearray, pos: int, nl: int, n: int, events: list[Event]) -> int:
+        """Parses a plain, complete MSG frame at ``pos`` (its line ends at ``nl``)
+        without splitting tokens; returns its end, or 0 to leave it to the
+        general path (which also reports every error)."""
+        m = (_FAST_MSG_CRC if self.crc else _FAST_MSG).match(buf, pos, nl + 1)
+        if m is None:
+            return 0
+        size = int(m.group(4))
+        start = nl + 1
+        end = start + size
+        if size > self.max_payload or end + 2 > n or buf[end] != 0x0D or buf[end + 1] != 0x0A:
+            return 0
+        body = bytes(buf[start:end])
+        crc: int | None = None
+        if self.crc:
+            crc = int(m.group(5), 16)
+            if crc != zlib.crc32(body):
+                return 0
+        reply = m.group(3)
+        events.append(
+            Msg(m.group(1).decode("ascii"), m.group(2).decode("ascii"), reply.decode("ascii") if reply else None,
+                None, body, crc, True)
+        )
+        self._scan = end + 2
+        return end + 2
 
     def _answer(self, v: bytes, verb: bytes, rest: bytes) -> Event:
         if v == b"+OK":

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
-from collections.abc import Generator, Iterable
+from collections.abc import Awaitable, Generator, Iterable
 from typing import Any
 
 from . import _proto as proto
@@ -45,6 +45,7 @@ from ._common import (
     publish_frame,
     tls_context,
 )
+from ._acks import AckQueue
 from ._conn import _Conn
 from ._errbase import FibrilError
 from ._manage import _Manage
@@ -72,6 +73,10 @@ class _Request:
     def fail(self, err: BaseException) -> None:
         if self.future is not None and not self.future.done():
             self.future.set_exception(err)
+
+
+async def _done() -> None:
+    return None
 
 
 class Client(_Manage):
@@ -117,6 +122,7 @@ class Client(_Manage):
         self._pending: collections.deque[_Request] = collections.deque()
         self._resend: collections.deque[_Request] = collections.deque()
         self._subs: dict[str, Subscription] = {}
+        self._acks = AckQueue(self._send_ack, lambda: max_control_line(self._info))
         self._next_sid = 0
         self._window: asyncio.Semaphore | None = None
         self._max_payload = proto.DEFAULT_MAX_PAYLOAD
@@ -274,6 +280,7 @@ class Client(_Manage):
         self._resend.clear()
         for r in pending:
             r.fail(err)
+        self._acks.fail_all(err)
         if conn is not None:
             conn.abort()
         for sub in list(self._subs.values()):
@@ -360,11 +367,16 @@ class Client(_Manage):
         if h is not None:
             self._fire(proto.encode_nack(str(h)))
 
+    def _stray_handle(self, handle: str) -> None:
+        """Hands back a delivery by its (valid) handle, not waiting for the answer."""
+        self._fire(proto.encode_nack(handle))
+
     def _on_lost(self, conn: _Conn, err: FibrilError) -> None:
         if conn is not self._conn:
             return
         self._conn = None
         self._connected.clear()
+        self._acks.fail_all(err)
         keep = [r for r in self._pending if r.retry and not (r.future is not None and r.future.done())]
         for r in self._pending:
             if not r.retry:
@@ -409,8 +421,23 @@ class Client(_Manage):
     # requests
 
     def _write_req(self, conn: _Conn, req: _Request) -> None:
+        if self._acks:
+            self._acks.flush()  # acks queued earlier go first: they were issued first
         conn.write(req.frame)
         self._pending.append(req)
+
+    def _send_ack(self, frame: bytes) -> asyncio.Future[Any]:
+        """Writes one ACK line of the ack queue; returns the future of its answer."""
+        conn = self._conn
+        if self._closed:
+            raise self._close_error or ClientClosedError("client closed")
+        if conn is None or not self._connected.is_set():
+            # The old connection's leases are released: those messages come again.
+            raise ConnectionClosedError("not connected: the delivery will come again")
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        conn.write(frame)
+        self._pending.append(_Request(frame, fut))
+        return fut
 
     def _fire(self, frame: bytes) -> None:
         """Sends a request whose answer nobody awaits (best effort)."""
@@ -577,14 +604,21 @@ class Client(_Manage):
             raise
         return sid
 
-    async def _unsubscribe(self, sub: Subscription) -> None:
-        if self._subs.pop(sub.sid, None) is None:
-            return
-        if self.is_connected:
+    def _unsubscribe(self, sub: Subscription) -> Awaitable[None]:
+        """Writes the UNSUB of ``sub`` now (when connected) and returns what
+        waits for its answer."""
+        if self._subs.pop(sub.sid, None) is None or not self.is_connected or self._conn is None:
+            return _done()
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._write_req(self._conn, _Request(proto.encode_unsub(sub.sid), fut))
+
+        async def answered() -> None:
             try:
-                await self._call(proto.encode_unsub(sub.sid))
+                await fut
             except FibrilError:
                 pass  # the connection went away: the subscription went with it
+
+        return answered()
 
     async def fetch(self, topic: str, group: str, max_messages: int = 1, wait: float = 0.0) -> list[Msg]:
         """Pulls up to ``max_messages`` ready messages (POLL).

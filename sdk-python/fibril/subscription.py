@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from . import _proto as proto
-from ._common import msg_fields
+from ._common import _EMPTY, Duration, msg_fields, to_ms
 from ._errbase import FibrilError
 from .errors import CorruptMessageError
 from .message import Msg
@@ -16,15 +17,27 @@ from .message import Msg
 if TYPE_CHECKING:
     from .client import Client
 
+_parse_handle = proto.parse_handle
+_log = logging.getLogger("fibril")
+
 
 def make_msg(frame: proto.Msg, client: Client) -> Msg:
     """Builds a :class:`Msg` from a frame.
 
     Raises:
         CorruptMessageError: The frame failed its CRC check.
+        ProtocolError: The header block is malformed.
     """
+    if frame.header is None and frame.crc_ok:  # the common case, without the MsgFields step
+        reply = frame.reply
+        handle = _parse_handle(reply) if reply is not None and reply.startswith("$F.") else None
+        return Msg(frame.subject, frame.payload, _EMPTY, (), reply, handle, frame.crc, client, [False])
     f = msg_fields(frame)
-    return Msg(f.subject, f.data, f.headers, f.header_pairs, f.reply, f.handle, f.crc, client)
+    return Msg(f.subject, f.data, f.headers, f.header_pairs, f.reply, f.handle, f.crc, client, [False])
+
+
+#: What Subscription.run calls for each message.
+Handler = Callable[[Msg], Awaitable[object]]
 
 
 class Subscription:
@@ -91,7 +104,8 @@ class Subscription:
             FibrilError: The subscription ended with this error (for example the
                 connection dropped with reconnect off).
         """
-        await self.start()
+        if not self._started:
+            await self.start()
         while not self._queue:
             if self._error is not None:
                 raise self._error
@@ -118,6 +132,92 @@ class Subscription:
         except CorruptMessageError:
             self._client._stray(frame)
             raise
+
+    async def run(
+        self,
+        handler: Handler,
+        *,
+        concurrency: int = 1,
+        nack_delay: Duration | None = None,
+        on_error: Callable[[BaseException], object] | None = None,
+    ) -> None:
+        """Runs ``handler`` for every message until the subscription closes:
+        the handler-style consumer (Go's ``Consume``).
+
+        A message the handler did not settle is acked when it returns (with
+        :meth:`Msg.ack_async`: batched, never waiting for the server's commit)
+        and nacked (after ``nack_delay``) when it raises. Every ack is answered
+        before ``run`` returns. To stop, call :meth:`close` (from a signal
+        handler, say): no new message is handed out, buffered ones go back to
+        the server at once, running handlers finish. Cancelling the task that
+        runs ``run`` cancels the running handlers too; their messages are
+        handed back.
+
+        Args:
+            handler: ``async def handler(msg)``; raise to have it nacked.
+            concurrency: How many handlers run at once.
+            nack_delay: Redelivery delay after a handler raised (seconds or a
+                timedelta; None = at once).
+            on_error: Receives what does not stop consuming: handler
+                exceptions, failed acks, corrupt deliveries (default: logged
+                on the ``fibril`` logger).
+
+        Raises:
+            ValueError: ``concurrency`` < 1 or a bad ``nack_delay``.
+            FibrilError: The subscription ended with this error.
+        """
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        delay_ms = to_ms(nack_delay, "nack_delay")
+        report = on_error or (lambda e: _log.warning("fibril: consumer error: %r", e))
+        acks: set[asyncio.Future[None]] = set()
+
+        def acked(f: asyncio.Future[None]) -> None:
+            acks.discard(f)
+            if not f.cancelled() and f.exception() is not None:
+                report(f.exception())  # type: ignore[arg-type]
+
+        async def worker() -> None:
+            while True:
+                try:
+                    msg = await self.next()
+                except StopAsyncIteration:
+                    return
+                except CorruptMessageError as e:
+                    report(e)  # already handed back
+                    continue
+                try:
+                    await handler(msg)
+                except asyncio.CancelledError:
+                    if not msg.settled and msg.handle is not None:
+                        self._client._stray_handle(msg.reply)  # type: ignore[arg-type]
+                    raise
+                except Exception as e:
+                    report(e)
+                    if not msg.settled and msg.handle is not None:
+                        try:
+                            await msg.nack(delay=None if delay_ms is None else delay_ms / 1000)
+                        except FibrilError as ne:
+                            report(ne)
+                    continue
+                if not msg.settled and msg.handle is not None:
+                    f = msg.ack_async()
+                    acks.add(f)
+                    f.add_done_callback(acked)
+
+        await self.start()
+        tasks = [asyncio.ensure_future(worker()) for _ in range(concurrency)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.close()
+            if acks:
+                await asyncio.wait(list(acks))
+        if self._error is not None:
+            raise self._error
 
     def __aiter__(self) -> AsyncIterator[Msg]:
         return self._iterate()
@@ -150,11 +250,15 @@ class Subscription:
             return
         self._closed = True
         self._wake(all=True)
+        # UNSUB is written before the hand-backs (NACKs), so the server does
+        # not push them to this subscription again; what it pushes meanwhile
+        # is handed back by _push.
+        unsub = self._client._unsubscribe(self) if self._started else None
         queued, self._queue = list(self._queue), collections.deque()
         for f in queued:
             self._client._stray(f)
-        if self._started:
-            await self._client._unsubscribe(self)
+        if unsub is not None:
+            await unsub
 
     # called by the client -------------------------------------------------
 

@@ -162,7 +162,7 @@ def test_expired_lease_makes_handle_stale(durable: Server) -> None:
     async def body() -> None:
         async with fibril.connect(durable.url) as c:
             await c.create_topic(topic)
-            await c.create_group(topic, "g", lease_ms=200)
+            await c.create_group(topic, "g", lease=0.2)
             await c.publish(topic, b"slow")
             (m,) = await fetch_all(c, topic, "g", 1)
             (m2,) = await c.fetch(topic, "g", 1, wait=3)  # after the lease ran out
@@ -188,7 +188,7 @@ def test_management(durable: Server) -> None:
             info = await c.topic_info(topic)
             assert topic in str(info)
             assert topic in str(await c.list_topics())
-            await c.create_group(topic, "workers", start="earliest", lease_ms=5000, max_deliveries=3)
+            await c.create_group(topic, "workers", start="earliest", lease=5, max_deliveries=3)
             assert "workers" in str(await c.group_info(topic, "workers"))
             assert "workers" in str(await c.list_groups(topic))
             await c.delete_group(topic, "workers")
@@ -291,8 +291,8 @@ def test_create_topic_is_idempotent(durable: Server) -> None:
             first = await c.create_topic(topic, partitions=2)
             again = await c.create_topic(topic, partitions=2)
             assert first["name"] == again["name"] == topic
-            await c.create_group(topic, "g", lease_ms=5000)
-            await c.create_group(topic, "g", lease_ms=5000)
+            await c.create_group(topic, "g", lease=5)
+            await c.create_group(topic, "g", lease=5)
 
     run(body())
 

@@ -66,7 +66,7 @@ def test_sync_leaving_the_loop_unsubscribes_and_hands_back(durable: Server) -> N
     topic = unique("lv")
     with sync.connect(durable.url) as c:
         c.create_topic(topic)
-        c.create_group(topic, "g", lease_ms=60000)
+        c.create_group(topic, "g", lease=60)
         for i in range(3):
             c.publish(topic, f"{i}")
         sub = c.consume(topic, "g", max_in_flight=3)
@@ -247,7 +247,7 @@ def test_async_fetch_given_up_hands_deliveries_back(durable: Server) -> None:
     async def body() -> None:
         async with fibril.connect(durable.url) as c:
             await c.create_topic(topic)
-            await c.create_group(topic, "g", lease_ms=60000)
+            await c.create_group(topic, "g", lease=60)
             with pytest.raises(asyncio.TimeoutError):
                 await asyncio.wait_for(c.fetch(topic, "g", 1, wait=5), 0.2)
             await c.publish(topic, b"x")  # answered after the waiting POLL takes x

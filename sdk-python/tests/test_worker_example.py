@@ -79,3 +79,46 @@ def test_worker_processes_retries_and_stops_on_sigterm(durable: Server) -> None:
     run(body())
     with sync.connect(durable.url) as c:
         assert c.fetch(topic, "workers", 10, wait=0.3) == []
+
+
+def test_worker_sigterm_with_backlog_exits_at_once(durable: Server) -> None:
+    """SIGTERM'd with about a hundred 50 ms jobs buffered, the worker finishes
+    the jobs in progress and exits within 1 s; every job it did not finish is
+    pending again at once (the group's lease is 10 minutes)."""
+    topic = unique("jobs")
+    total = 200
+    with sync.connect(durable.url) as c:
+        c.create_topic(topic, partitions=1)
+        c.create_group(topic, "workers", lease=600)
+        for f in [c.publish_async(topic, "sleep:0.05") for _ in range(total)]:
+            f.result()
+
+    async def body() -> float:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(WORKER), "--url", durable.url, "--topic", topic, "--group", "workers",
+            "-n", "2", "--max-in-flight", "100",
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        lines: list[str] = []
+        try:
+            while sum(ln.startswith("done ") for ln in lines) < 10:
+                raw = await asyncio.wait_for(proc.stdout.readline(), 15)
+                assert raw, f"worker exited early: {lines}"
+                lines.append(raw.decode().strip())
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.stdout.read(), 5)
+            assert await asyncio.wait_for(proc.wait(), 5) == 0
+            return time.monotonic() - t0
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+    took = run(body())
+    assert took < 1.0, f"the worker took {took:.2f} s to exit after SIGTERM"
+    with sync.connect(durable.url) as c:
+        gi = c.group_info(topic, "workers")
+        done = total - gi["pending"]
+        assert gi["inflight"] == 0 and 0 < done < total, gi
