@@ -34,7 +34,7 @@ Sender = Callable[[bytes], "asyncio.Future[Any]"]
 class AckQueue:
     """The handles acked since the last flush, with their futures."""
 
-    __slots__ = ("_handles", "_futures", "_scheduled", "_send", "_max_line")
+    __slots__ = ("_handles", "_futures", "_scheduled", "_send", "_max_line", "_loop")
 
     def __init__(self, send: Sender, max_line: Callable[[], int]) -> None:
         self._handles: list[str] = []
@@ -42,13 +42,16 @@ class AckQueue:
         self._scheduled = False
         self._send = send
         self._max_line = max_line
+        self._loop: asyncio.AbstractEventLoop | None = None  # the client's; set by the first add
 
     def __bool__(self) -> bool:
         return bool(self._handles)
 
     def add(self, handle: str) -> asyncio.Future[None]:
         """Queues ``handle`` and returns the future of its acknowledgement."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         self._handles.append(handle)
         self._futures.append(fut)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import random
 import ssl
-from datetime import timedelta
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Any, Union
 from urllib.parse import unquote, urlsplit
@@ -175,7 +175,7 @@ def to_ms(seconds: Duration | None, what: str) -> int | None:
     return ms
 
 
-def poll_frame(topic: str, group: str, max_messages: int, wait: float) -> bytes:
+def poll_frame(topic: str, group: str, max_messages: int, wait: Duration) -> bytes:
     """Validates a fetch and returns its POLL frame.
 
     Raises:
@@ -189,18 +189,21 @@ def poll_frame(topic: str, group: str, max_messages: int, wait: float) -> bytes:
 
 
 def ack_frames(handles: list[str], max_line: int) -> list[bytes]:
-    """Splits many handles into ACK lines that each fit the server's control-line limit."""
+    """Splits many handles into ACK lines that each fit the server's control-line
+    limit. The handles must be well-formed (no whitespace)."""
     frames: list[bytes] = []
-    batch: list[str] = []
-    size = len("ACK")
-    for h in handles:
-        if batch and size + 1 + len(h) > max_line:
-            frames.append(proto.encode_ack(batch))
-            batch, size = [], len("ACK")
-        batch.append(h)
-        size += 1 + len(h)
-    if batch:
-        frames.append(proto.encode_ack(batch))
+    n = len(handles)
+    i = 0
+    while i < n:
+        size = 3 + 1 + len(handles[i])  # "ACK" and the first handle always go
+        j = i + 1
+        while j < n:
+            size += 1 + len(handles[j])
+            if size > max_line:
+                break
+            j += 1
+        frames.append(("ACK " + " ".join(handles[i:j]) + "\r\n").encode())
+        i = j
     return frames
 
 
@@ -319,6 +322,7 @@ def group_config(
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
+
 @dataclass(frozen=True, slots=True)
 class MsgFields:
     """The data of a delivered message, shared by the async and sync ``Msg``.
@@ -329,7 +333,6 @@ class MsgFields:
         headers: Header map (last value wins for repeated names; see ``header_pairs``).
         header_pairs: All header pairs in wire order.
         reply: Reply-to subject (the ack handle string for durable deliveries).
-        handle: Parsed ack handle, or None for plain (non-durable) deliveries.
         crc: CRC-32 announced by the server, or None when CRC mode is off.
     """
 
@@ -338,8 +341,20 @@ class MsgFields:
     headers: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     header_pairs: tuple[tuple[str, str], ...] = ()
     reply: str | None = None
-    handle: proto.Handle | None = None
     crc: int | None = None
+
+    @property
+    def handle(self) -> proto.Handle | None:
+        """The parsed ack handle (parsed on each call), or None for plain
+        (non-durable) deliveries."""
+        r = self.reply
+        return proto.parse_handle(r) if r is not None and r.startswith("$F.") else None
+
+    def _durable(self) -> bool:
+        """Reports whether the reply is an ack handle (a Fibril server's ``$F.``
+        reply; the server checks the rest when it is sent back)."""
+        r = self.reply
+        return r is not None and r.startswith("$F.")
 
 
 def msg_fields(frame: proto.Msg) -> MsgFields:
@@ -359,5 +374,4 @@ def msg_fields(frame: proto.Msg) -> MsgFields:
         _, _, plist = proto.decode_headers(frame.header)
         pairs = tuple(plist)
         headers = MappingProxyType(dict(plist))
-    handle = proto.parse_handle(frame.reply) if frame.reply and frame.reply.startswith("$F.") else None
-    return MsgFields(frame.subject, frame.payload, headers, pairs, frame.reply, handle, frame.crc)
+    return MsgFields(frame.subject, frame.payload, headers, pairs, frame.reply, frame.crc)

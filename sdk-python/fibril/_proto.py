@@ -21,7 +21,7 @@ import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 from ._encode import (
     PING,
@@ -116,9 +116,10 @@ class Info:
     json: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Msg:
-    """A ``MSG`` or ``HMSG`` frame (server to client).
+class Msg(NamedTuple):
+    """A ``MSG`` or ``HMSG`` frame (server to client). A named tuple, not a
+    frozen dataclass like the other events: it is made once per delivery, and
+    a tuple is three times cheaper to make.
 
     Attributes:
         subject: Subject the message was published to.
@@ -387,6 +388,8 @@ class Parser:
                     # The control line stays unconsumed until its body is complete.
                     assert self._pending is not None
                     end = self._body(buf, self._pending[2], n, events)
+                elif buf[pos] == 0x4D and not self._c2s and (end := self._fast_msgs(buf, pos, n, events)) > pos:
+                    self._scan = end  # "M": a run of plain MSG frames
                 else:
                     end = self._line(buf, pos, n, events)
                 if end < 0:
@@ -421,10 +424,6 @@ class Parser:
             if n - pos > self._limit(bytes(buf[pos : pos + 16])) + 1:  # +1: a CR may precede the LF
                 raise ProtocolError("control line too long", wire_code="max_control_line")
             return -1
-        if buf[pos] == 0x4D and not self._c2s:  # "M": try the fast MSG path
-            after = self._fast_msg(buf, pos, nl, n, events)
-            if after > 0:
-                return after
         end = nl - 1 if nl > pos and buf[nl - 1] == 0x0D else nl
         line = bytes(buf[pos:end])
         if len(line) > self.max_control_line and len(line) > self._limit(line[:16]):
@@ -446,31 +445,42 @@ class Parser:
                 self.crc = True
         return nl + 1
 
-    def _fast_msg(self, buf: bytearray, pos: int, nl: int, n: int, events: list[Event]) -> int:
-        """Parses a plain, complete MSG frame at ``pos`` (its line ends at ``nl``)
-        without splitting tokens; returns its end, or 0 to leave it to the
-        general path (which also reports every error)."""
-        m = (_FAST_MSG_CRC if self.crc else _FAST_MSG).match(buf, pos, nl + 1)
-        if m is None:
-            return 0
-        size = int(m.group(4))
-        start = nl + 1
-        end = start + size
-        if size > self.max_payload or end + 2 > n or buf[end] != 0x0D or buf[end + 1] != 0x0A:
-            return 0
-        body = bytes(buf[start:end])
+    def _fast_msgs(self, buf: bytearray, pos: int, n: int, events: list[Event]) -> int:
+        """Parses the plain, complete MSG frames from ``pos`` on in one loop,
+        without splitting tokens; returns where it stopped (``pos`` when the
+        frame there is not one of them: the general path then reads it and
+        reports whatever is wrong with it)."""
+        fast = _FAST_MSG_CRC if self.crc else _FAST_MSG
+        crc_mode = self.crc
+        max_payload = self.max_payload
+        max_line = self.max_control_line + 2
+        append = events.append
+        crc32 = zlib.crc32
+        subj_b, subj, sid_b, sid = b"", "", b"", ""  # the last ones, decoded once
         crc: int | None = None
-        if self.crc:
-            crc = int(m.group(5), 16)
-            if crc != zlib.crc32(body):
-                return 0
-        reply = m.group(3)
-        events.append(
-            Msg(m.group(1).decode("ascii"), m.group(2).decode("ascii"), reply.decode("ascii") if reply else None,
-                None, body, crc, True)
-        )
-        self._scan = end + 2
-        return end + 2
+        while pos < n:
+            m = fast.match(buf, pos)
+            if m is None:
+                break
+            g: tuple[bytes, ...] = m.groups()  # subject, sid, reply or None, size[, crc]
+            s_b, i_b, r_b = g[0], g[1], g[2]
+            start = m.end()
+            size = int(g[3])
+            end = start + size
+            if start - pos > max_line or size > max_payload or end + 2 > n or buf[end] != 0x0D or buf[end + 1] != 0x0A:
+                break
+            body = bytes(buf[start:end])
+            if crc_mode:
+                crc = int(g[4], 16)
+                if crc != crc32(body):
+                    break
+            if s_b != subj_b:
+                subj_b, subj = s_b, s_b.decode("ascii")
+            if i_b != sid_b:
+                sid_b, sid = i_b, i_b.decode("ascii")
+            append(Msg(subj, sid, r_b.decode("ascii") if r_b else None, None, body, crc, True))
+            pos = end + 2
+        return pos
 
     def _answer(self, v: bytes, verb: bytes, rest: bytes) -> Event:
         if v == b"+OK":

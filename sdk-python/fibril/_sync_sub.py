@@ -38,10 +38,11 @@ class Msg(MsgFields):
     @property
     def delivery_count(self) -> int:
         """How many times this message has been delivered (1 on the first delivery)."""
-        return self.handle.attempt if self.handle is not None else 1
+        h = self.handle
+        return h.attempt if h is not None else 1
 
     def _parts(self) -> tuple[Client, _amessage.Msg]:
-        if self._client is None or self._msg is None or self.handle is None:
+        if self._client is None or self._msg is None or not self._durable():
             raise NotAckableError(f"message on {self.subject!r} has no ack handle")
         return self._client, self._msg
 
@@ -90,7 +91,7 @@ class Msg(MsgFields):
 
 def wrap(m: _amessage.Msg, client: Client) -> Msg:
     """Returns the blocking face of an asyncio delivery."""
-    return Msg(m.subject, m.data, m.headers, m.header_pairs, m.reply, m.handle, m.crc, client, m)
+    return Msg(m.subject, m.data, m.headers, m.header_pairs, m.reply, m.crc, client, m)
 
 
 async def _next_or_none(sub: _asubscription.Subscription) -> _amessage.Msg | None:

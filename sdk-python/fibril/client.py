@@ -32,6 +32,7 @@ from ._common import (
     KIND_PUB,
     PAYLOAD_SLACK,
     Data,
+    Duration,
     HeadersArg,
     Position,
     Reconnect,
@@ -620,7 +621,7 @@ class Client(_Manage):
 
         return answered()
 
-    async def fetch(self, topic: str, group: str, max_messages: int = 1, wait: float = 0.0) -> list[Msg]:
+    async def fetch(self, topic: str, group: str, max_messages: int = 1, wait: Duration = 0.0) -> list[Msg]:
         """Pulls up to ``max_messages`` ready messages (POLL).
 
         Waits up to ``wait`` seconds for the first message, then returns what is

@@ -32,7 +32,8 @@ class Msg(MsgFields):
     @property
     def delivery_count(self) -> int:
         """How many times this message has been delivered (1 on the first delivery)."""
-        return self.handle.attempt if self.handle is not None else 1
+        h = self.handle
+        return h.attempt if h is not None else 1
 
     @property
     def settled(self) -> bool:
@@ -40,7 +41,7 @@ class Msg(MsgFields):
         return self._st[0]
 
     def _handle(self) -> str:
-        if self.handle is None or self._client is None:
+        if self._client is None or not self._durable():
             raise NotAckableError(f"message on {self.subject!r} has no ack handle")
         return self.reply  # type: ignore[return-value]  # a handle is the reply
 

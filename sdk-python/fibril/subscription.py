@@ -17,7 +17,6 @@ from .message import Msg
 if TYPE_CHECKING:
     from .client import Client
 
-_parse_handle = proto.parse_handle
 _log = logging.getLogger("fibril")
 
 
@@ -29,11 +28,9 @@ def make_msg(frame: proto.Msg, client: Client) -> Msg:
         ProtocolError: The header block is malformed.
     """
     if frame.header is None and frame.crc_ok:  # the common case, without the MsgFields step
-        reply = frame.reply
-        handle = _parse_handle(reply) if reply is not None and reply.startswith("$F.") else None
-        return Msg(frame.subject, frame.payload, _EMPTY, (), reply, handle, frame.crc, client, [False])
+        return Msg(frame.subject, frame.payload, _EMPTY, (), frame.reply, frame.crc, client, [False])
     f = msg_fields(frame)
-    return Msg(f.subject, f.data, f.headers, f.header_pairs, f.reply, f.handle, f.crc, client, [False])
+    return Msg(f.subject, f.data, f.headers, f.header_pairs, f.reply, f.crc, client, [False])
 
 
 #: What Subscription.run calls for each message.
@@ -189,18 +186,18 @@ class Subscription:
                 try:
                     await handler(msg)
                 except asyncio.CancelledError:
-                    if not msg.settled and msg.handle is not None:
+                    if not msg.settled and msg._durable():
                         self._client._stray_handle(msg.reply)  # type: ignore[arg-type]
                     raise
                 except Exception as e:
                     report(e)
-                    if not msg.settled and msg.handle is not None:
+                    if not msg.settled and msg._durable():
                         try:
                             await msg.nack(delay=None if delay_ms is None else delay_ms / 1000)
                         except FibrilError as ne:
                             report(ne)
                     continue
-                if not msg.settled and msg.handle is not None:
+                if not msg.settled and msg._durable():
                     f = msg.ack_async()
                     acks.add(f)
                     f.add_done_callback(acked)
@@ -226,6 +223,13 @@ class Subscription:
         keep = False
         try:
             while True:
+                queue = self._queue
+                if queue and not self._closed:
+                    frame = queue[0]
+                    if frame.header is None and frame.crc_ok:  # next() without its coroutine
+                        queue.popleft()
+                        yield Msg(frame.subject, frame.payload, _EMPTY, (), frame.reply, frame.crc, self._client, [False])
+                        continue
                 try:
                     msg = await self.next()
                 except StopAsyncIteration:

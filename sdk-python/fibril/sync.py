@@ -25,10 +25,11 @@ import concurrent.futures
 import ssl
 import threading
 from collections.abc import Coroutine, Iterable
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from . import client as _aclient
-from ._common import Data, HeadersArg, Position, Reconnect, publish_frame
+from ._common import Data, Duration, HeadersArg, Position, Reconnect, publish_frame
 from ._loop import LoopThread
 from ._sync_sub import Msg, Subscription, wrap
 from .errors import ClientClosedError, TimedOutError
@@ -228,7 +229,7 @@ class Client:
         """
         return Subscription(self, self._ac.subscribe(subject, queue=queue))
 
-    def fetch(self, topic: str, group: str, max_messages: int = 1, wait: float = 0.0) -> list[Msg]:
+    def fetch(self, topic: str, group: str, max_messages: int = 1, wait: Duration = 0.0) -> list[Msg]:
         """Pulls up to ``max_messages`` ready messages, waiting up to ``wait`` seconds for the first.
 
         Raises:
@@ -238,7 +239,8 @@ class Client:
             TimedOutError: No answer within ``wait`` plus ``timeout`` (deliveries
                 that arrive later are handed back).
         """
-        t = None if self._timeout is None else self._timeout + max(wait, 0.0)
+        secs = wait.total_seconds() if isinstance(wait, timedelta) else wait
+        t = None if self._timeout is None else self._timeout + max(secs, 0.0)
         msgs = self._run(self._ac.fetch(topic, group, max_messages, wait), t)
         return [wrap(m, self) for m in msgs]
 

@@ -327,3 +327,33 @@ def test_ack_frames_fit_the_line_limit() -> None:
     events = proto.Parser(direction=proto.Direction.CLIENT_TO_SERVER, max_control_line=100).feed(b"".join(frames))
     got = [h for e in events if isinstance(e, proto.Command) for h in e.handles]
     assert got == handles
+
+
+def test_fast_msg_run_matches_byte_at_a_time() -> None:
+    """The one-loop path for runs of plain MSG frames (issue 33, consume CPU)
+    gives the same events as the general path, fed byte by byte, and leaves
+    what it does not take (a bad CRC, HMSG, a partial frame) to it."""
+    import zlib
+
+    def msg(subject: bytes, sid: bytes, reply: bytes, body: bytes, crc: int | None = None) -> bytes:
+        r = reply + b" " if reply else b""
+        c = b" %08x" % (zlib.crc32(body) if crc is None else crc)
+        return b"MSG " + subject + b" " + sid + b" " + r + b"%d" % len(body) + c + b"\r\n" + body + b"\r\n"
+
+    stream = (
+        msg(b"orders", b"1", b"$F.1.2.0.1.1", b"a")
+        + msg(b"orders", b"1", b"", b"")
+        + msg(b"other.x", b"22", b"$F.1.2.0.2.1", b"hello")
+        + msg(b"orders", b"1", b"$F.1.2.0.3.1", b"bad", crc=0)
+        + b"HMSG h 1 $F.1.2.0.4.1 12 14 " + b"%08x" % zlib.crc32(b"NATS/1.0\r\n\r\nhi") + b"\r\nNATS/1.0\r\n\r\nhi\r\n"
+        + msg(b"orders", b"1", b"$F.1.2.0.5.1", b"z" * 300)
+    )
+    whole = proto.Parser(crc=True).feed(stream)
+    p = proto.Parser(crc=True)
+    byte = [e for i in range(len(stream)) for e in p.feed(stream[i : i + 1])]
+    assert whole == byte
+    assert [type(e).__name__ for e in whole] == ["Msg", "Msg", "Msg", "ParseError", "Msg", "Msg"]
+    assert whole[1] == proto.Msg("orders", "1", None, None, b"", zlib.crc32(b""), True)
+    third = whole[2]
+    assert isinstance(third, proto.Msg)
+    assert (third.subject, third.sid, third.payload) == ("other.x", "22", b"hello")
