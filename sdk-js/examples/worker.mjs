@@ -17,6 +17,7 @@
 //
 // It prints one line per event on stdout: ready, start <job>,
 // done <job> attempt=<n>, retry <job> attempt=<n> delay=<ms>, corrupt, stopped.
+// --max-in-flight sets how many jobs it holds at once (default 2n).
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connect, DeliveryCorruptError } from '../dist/index.js';
@@ -27,12 +28,14 @@ const { values: args } = parseArgs({
     topic: { type: 'string', default: 'jobs' },
     group: { type: 'string', default: 'workers' },
     concurrency: { type: 'string', short: 'n', default: '8' },
+    'max-in-flight': { type: 'string', default: '0' },
     backoff: { type: 'string', default: '100' },
     'max-backoff': { type: 'string', default: '30000' },
     grace: { type: 'string', default: '30000' },
   },
 });
 const concurrency = Number(args.concurrency);
+const credit = Number(args['max-in-flight']);
 const base = Number(args.backoff);
 const cap = Number(args['max-backoff']);
 const grace = Number(args.grace);
@@ -49,54 +52,38 @@ async function processJob(body, attempt) {
 /** backoff is the redelivery delay (ms) after failed delivery number attempt. */
 const backoff = (attempt) => Math.min(cap, base * 2 ** (attempt - 1));
 
-/** work is one worker loop: take a job, run it, settle it; ends when the subscription ends. */
-async function work(sub) {
-  for (;;) {
-    let r;
-    try {
-      r = await sub.next();
-    } catch (e) {
-      if (e instanceof DeliveryCorruptError) {
-        log('corrupt', e.code); // already handed back to the server for redelivery
-        continue;
-      }
-      throw e;
-    }
-    if (r.done) return;
-    const m = r.value;
-    const body = m.string();
-    log('start', body);
-    try {
-      await processJob(body, m.deliveryCount);
-    } catch {
-      const delay = backoff(m.deliveryCount);
-      log('retry', body, `attempt=${m.deliveryCount}`, `delay=${delay}`);
-      await m.nack({ delay });
-      continue;
-    }
-    await m.ack();
-    log('done', body, `attempt=${m.deliveryCount}`);
-  }
-}
-
 const stop = new AbortController();
 for (const sig of ['SIGTERM', 'SIGINT']) process.once(sig, () => stop.abort());
 
 const nc = await connect({ servers: args.url, name: 'example-worker' });
 // Credit of twice the concurrency keeps every worker busy without hoarding
-// jobs other workers could take. Aborting the signal unsubscribes.
-const sub = nc.consume(args.topic, args.group, { maxInFlight: 2 * concurrency, signal: stop.signal });
+// jobs other workers could take. Aborting the signal closes the subscription:
+// run hands the buffered jobs back at once and lets the running ones finish.
+const sub = nc.consume(args.topic, args.group, { maxInFlight: credit || 2 * concurrency, signal: stop.signal });
 await sub.ready;
-const workers = Array.from({ length: concurrency }, () => work(sub));
+const running = sub.run(
+  async (m) => {
+    const body = m.string();
+    log('start', body);
+    try {
+      await processJob(body, m.deliveryCount);
+    } catch {
+      const delayMs = backoff(m.deliveryCount);
+      log('retry', body, `attempt=${m.deliveryCount}`, `delay=${delayMs}`);
+      await m.nack({ delayMs });
+      return;
+    }
+    log('done', body, `attempt=${m.deliveryCount}`); // returning acks it (batched)
+  },
+  { concurrency, onError: (e) => log(e instanceof DeliveryCorruptError ? 'corrupt' : 'error', e.code ?? String(e)) },
+);
 log('ready');
+// Jobs in progress get --grace ms to finish; then the connection closes and
+// the server hands what is still unsettled to another worker.
 await new Promise((r) => stop.signal.addEventListener('abort', r, { once: true }));
-// Idle workers return at once, buffered jobs go back to the server, busy
-// workers finish and settle their current job (or the lease runs out).
-const finished = await Promise.race([
-  Promise.allSettled(workers).then((rs) => rs),
-  sleep(grace).then(() => undefined),
-]);
-for (const r of finished ?? []) if (r.status === 'rejected') log('worker failed:', String(r.reason));
+const graceTimer = sleep(grace, 'grace over', { ref: false });
+const outcome = await Promise.race([running.then(() => 'done', (e) => `worker failed: ${e}`), graceTimer]);
+if (outcome !== 'done') log(outcome);
 await nc.close();
 log('stopped');
 process.exit(0);

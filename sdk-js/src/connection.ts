@@ -24,6 +24,7 @@ import { parseHandle } from './handle.js';
 import { HeaderNames, MsgHeaders } from './headers.js';
 import { Link, openLink, type ServerInfo } from './link.js';
 import { Fifo } from './fifo.js';
+import { AckQueue } from './acks.js';
 import { Groups, Topics } from './manage.js';
 import { Msg } from './message.js';
 import { backoff, type ConnectOptions, resolve, type Resolved } from './options.js';
@@ -98,13 +99,21 @@ export class Connection implements AsyncDisposable {
   #pubWaiters = new Fifo<{ go: () => void; stop: (e: unknown) => void; cancelled: boolean }>();
   #subs = new Map<string, Subscription>();
   #nextSid = 1;
+  // Acks of a burst, written as one line before the next command (acks.ts).
+  // A queued ack finds no link while reconnecting: the old link's leases
+  // are released, so those messages come again; it fails at once.
+  #acks = new AckQueue(
+    (line) => (this.#state === 'connected' ? this.#request(Buffer.from(line)) : Promise.reject(new DisconnectedError('not connected: the delivery will come again'))),
+    () => (typeof this.#info.max_control_line === 'number' ? this.#info.max_control_line : 4096),
+  );
   #closedPromise: Promise<Error | undefined>;
   #closedResolve!: (e: Error | undefined) => void;
   #pinger: NodeJS.Timeout | undefined;
   #reconnects = 0;
   #info: ServerInfo;
   // Until when a long POLL may hold back every answer (SPEC.md 4): the
-  // pinger does not call such a quiet link stale.
+  // pinger does not call such a quiet link stale before three intervals
+  // past it (the answer to a POLL that waited is late on a busy machine).
   #quietUntil = 0;
 
   /** @internal Use connect(). */
@@ -334,7 +343,7 @@ export class Connection implements AsyncDisposable {
     if (!this.#subs.delete(sub.sid)) return;
     if (this.#state !== 'connected') return;
     this.#enqueue(this.#fireAndForget(encodeUnsub(sub.sid)));
-    for (const m of leftovers) if (m.durable && !m.settled) m.nack().catch(() => {});
+    for (const m of leftovers) if (m.durable && !m.settling) m.nack().catch(() => {});
   }
 
   #fireAndForget(bytes: Buffer): Req {
@@ -353,7 +362,7 @@ export class Connection implements AsyncDisposable {
     if (!Number.isSafeInteger(max) || max < 1) return Promise.reject(new InvalidArgumentError('fetch: max must be a positive integer'));
     let bytes: Buffer;
     try {
-      bytes = encodePoll(topic, group, max, opts.wait);
+      bytes = encodePoll(topic, group, max, opts.waitMs ?? opts.wait);
     } catch (e) {
       return Promise.reject(e);
     }
@@ -369,7 +378,7 @@ export class Connection implements AsyncDisposable {
         rej(abortReason(signal!));
       };
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.#quietUntil = Math.max(this.#quietUntil, Date.now() + (opts.wait ?? 0));
+      this.#quietUntil = Math.max(this.#quietUntil, Date.now() + (opts.waitMs ?? opts.wait ?? 0));
       this.#enqueue({
         kind: 'poll',
         bytes,
@@ -404,7 +413,12 @@ export class Connection implements AsyncDisposable {
     });
   }
 
-  /** @internal settle implements Msg.ack/nack/reject/inProgress. */
+  /** @internal ackQueued implements Msg.ack: queued, one ACK line per burst (acks.ts). */
+  ackQueued(handle: string): Promise<void> {
+    return this.#acks.add(handle);
+  }
+
+  /** @internal settle implements Msg.nack/reject/inProgress. */
   settle(op: 'ACK' | 'NACK' | 'REJECT' | 'EXTEND', handle: string, arg: number | undefined, signal?: AbortSignal): Promise<void> {
     let bytes: Buffer;
     try {
@@ -479,6 +493,7 @@ export class Connection implements AsyncDisposable {
   #enqueue(req: Req): void {
     switch (this.#state) {
       case 'connected':
+        if (this.#acks.pending) this.#acks.flush(); // acks queued earlier go first
         this.#pending.push(req);
         this.#link!.write(req.bytes);
         return;
@@ -521,7 +536,7 @@ export class Connection implements AsyncDisposable {
     this.#pinger = setInterval(() => {
       if (link !== this.#link) return;
       const idle = Date.now() - link.lastRx;
-      if (idle > 3 * every && Date.now() > this.#quietUntil + every) {
+      if (idle > 3 * every && Date.now() > this.#quietUntil + 3 * every) {
         link.destroy(new DisconnectedError('stale connection: server silent'));
       } else if (idle >= every) {
         this.#enqueue(this.#fireAndForget(encodePing()));

@@ -25,6 +25,8 @@ export const ClientErrorCodes = {
   InvalidArgument: 'invalid_argument',
   /** No server of the list could be reached. */
   NoServers: 'no_servers',
+  /** The server answered, but it does not speak Fibril (a plain NATS server, say). */
+  NotFibril: 'not_fibril',
 } as const;
 
 /** ConnectionClosedError: the connection is closed; nothing more can be sent on it. */
@@ -52,6 +54,18 @@ export class TimeoutError extends FibrilError {
   /** Creates the error. */
   constructor(message = 'timed out', options: { cause?: unknown } = {}) {
     super(ClientErrorCodes.Timeout, message, { cause: options.cause, retriable: true });
+  }
+}
+
+/**
+ * NotFibrilError: the server is reachable but does not speak Fibril (its
+ * INFO has no "fibril": a plain NATS server, say). Retrying cannot help:
+ * connect rejects with it at once, and a reconnect that meets it gives up.
+ */
+export class NotFibrilError extends FibrilError {
+  /** Creates the error. */
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(ClientErrorCodes.NotFibril, message, { cause: options.cause, retriable: false, fatal: true });
   }
 }
 

@@ -4,7 +4,7 @@
 import * as net from 'node:net';
 import * as tls from 'node:tls';
 import { encodeConnect, encodePing, encodePong } from './encoder.js';
-import { errorFromWire, FibrilError, ProtocolViolationError, TimeoutError } from './errors.js';
+import { errorFromWire, FibrilError, NotFibrilError, ProtocolViolationError, TimeoutError } from './errors.js';
 import type { ServerAddr, Resolved } from './options.js';
 import { type Command, Direction, type ParseFailure, Parser } from './parser.js';
 
@@ -248,7 +248,7 @@ export function openLink(addr: ServerAddr, o: Resolved, signal?: AbortSignal): P
         case 'info': {
           if (f.op !== 'INFO') return fail(new ProtocolViolationError(`expected INFO, got ${f.op}`));
           if (link.info.fibril === undefined) {
-            return fail(new ProtocolViolationError(`${addr.url} is not a Fibril server (no "fibril" in INFO)`));
+            return fail(new NotFibrilError(`${addr.url} does not speak Fibril (no "fibril" in its INFO: a plain NATS server?)`));
           }
           if (o.tls !== undefined || link.info.tls_required === true) {
             // NATS-style upgrade: INFO in clear, then the TLS handshake.

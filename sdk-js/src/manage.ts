@@ -1,38 +1,78 @@
 // Topic and group management (SPEC.md "Management"): each call sends one
 // `TOPIC ...` or `GROUP ...` line and resolves with the JSON of the +OK.
 import { encodeManage } from './encoder.js';
-import { ProtocolViolationError } from './errors.js';
+import { GroupExistsError, ProtocolViolationError, TopicExistsError } from './errors.js';
 
 /** ManageRequest sends a command and resolves with the +OK argument. */
 export type ManageRequest = (bytes: Buffer, signal?: AbortSignal) => Promise<string>;
 
-/** TopicConfig configures a topic (fields as in SPEC.md; unknown fields pass through). */
+/**
+ * TopicConfig configures a topic: the SPEC.md 10.1 settings, in camelCase
+ * with durations in ms (maxAgeMs). The snake_case wire names of earlier
+ * releases (max_age_ms, ...) still work (deprecated); unknown fields pass
+ * through as they are.
+ */
 export interface TopicConfig {
   subjects?: string[];
   partitions?: number;
   durability?: 'sync' | 'group' | 'none';
   retention?: 'workqueue' | 'limits';
-  max_age_ms?: number;
-  max_bytes?: number;
-  max_msgs?: number;
-  max_unsettled_msgs?: number;
-  max_unsettled_bytes?: number;
-  full_policy?: 'block' | 'reject';
+  maxAgeMs?: number;
+  maxBytes?: number;
+  maxMsgs?: number;
+  maxUnsettledMsgs?: number;
+  maxUnsettledBytes?: number;
+  fullPolicy?: 'block' | 'reject';
   /**
    * compression is the codec of the topic's sealed segments on disk
    * (default 'none'). Fixed at creation; messages read back the same.
    */
   compression?: 'none' | 's2' | 'zstd';
+  /** @deprecated use maxAgeMs */
+  max_age_ms?: number;
+  /** @deprecated use maxBytes */
+  max_bytes?: number;
+  /** @deprecated use maxMsgs */
+  max_msgs?: number;
+  /** @deprecated use maxUnsettledMsgs */
+  max_unsettled_msgs?: number;
+  /** @deprecated use maxUnsettledBytes */
+  max_unsettled_bytes?: number;
+  /** @deprecated use fullPolicy */
+  full_policy?: 'block' | 'reject';
   [k: string]: unknown;
 }
 
-/** GroupConfig configures a consumer group (fields as in SPEC.md). */
+/**
+ * GroupConfig configures a consumer group (SPEC.md 10.2), camelCase with
+ * durations in ms; the snake_case names of earlier releases still work
+ * (deprecated).
+ */
 export interface GroupConfig {
   start?: 'earliest' | 'new';
+  leaseMs?: number;
+  maxDeliveries?: number;
+  deadLetter?: string;
+  natsAck?: 'auto' | 'explicit';
+  /** @deprecated use leaseMs */
   lease_ms?: number;
+  /** @deprecated use maxDeliveries */
   max_deliveries?: number;
+  /** @deprecated use deadLetter */
   dead_letter?: string;
   [k: string]: unknown;
+}
+
+// The wire (SPEC.md 10) spells settings in snake_case: camelCase keys are
+// renamed, everything else goes as it is.
+function wire(config: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  if (config === undefined) return undefined;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(config)) {
+    if (v === undefined) continue;
+    out[k.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase())] = v;
+  }
+  return out;
 }
 
 /** Info is the JSON object a management command answers with. */
@@ -54,6 +94,15 @@ export interface ManageOptions {
   signal?: AbortSignal;
 }
 
+/** CreateOptions are accepted by topics.create and groups.create. */
+export interface CreateOptions extends ManageOptions {
+  /**
+   * existOk: when it exists with another configuration, resolve with its
+   * info instead of rejecting with TopicExistsError / GroupExistsError.
+   */
+  existOk?: boolean;
+}
+
 /** Topics manages durable topics. Methods reject with the server's typed error. */
 export class Topics {
   #req: ManageRequest;
@@ -61,9 +110,14 @@ export class Topics {
   constructor(req: ManageRequest) {
     this.#req = req;
   }
-  /** create creates topic name with config; resolves with its info. */
-  async create(name: string, config?: TopicConfig, opts: ManageOptions = {}): Promise<Info> {
-    return json(await this.#req(encodeManage('TOPIC', 'CREATE', [name], config), opts.signal)) as Info;
+  /** create creates topic name with config; resolves with its info (creating it again alike is fine). */
+  async create(name: string, config?: TopicConfig, opts: CreateOptions = {}): Promise<Info> {
+    try {
+      return json(await this.#req(encodeManage('TOPIC', 'CREATE', [name], wire(config)), opts.signal)) as Info;
+    } catch (e) {
+      if (opts.existOk && e instanceof TopicExistsError) return this.info(name, opts);
+      throw e;
+    }
   }
   /** info returns the topic's configuration and state. */
   async info(name: string, opts: ManageOptions = {}): Promise<Info> {
@@ -86,9 +140,14 @@ export class Groups {
   constructor(req: ManageRequest) {
     this.#req = req;
   }
-  /** create creates group on topic with config; resolves with its info. */
-  async create(topic: string, group: string, config?: GroupConfig, opts: ManageOptions = {}): Promise<Info> {
-    return json(await this.#req(encodeManage('GROUP', 'CREATE', [topic, group], config), opts.signal)) as Info;
+  /** create creates group on topic with config; resolves with its info (creating it again alike is fine). */
+  async create(topic: string, group: string, config?: GroupConfig, opts: CreateOptions = {}): Promise<Info> {
+    try {
+      return json(await this.#req(encodeManage('GROUP', 'CREATE', [topic, group], wire(config)), opts.signal)) as Info;
+    } catch (e) {
+      if (opts.existOk && e instanceof GroupExistsError) return this.info(topic, group, opts);
+      throw e;
+    }
   }
   /** info returns the group's configuration and state. */
   async info(topic: string, group: string, opts: ManageOptions = {}): Promise<Info> {

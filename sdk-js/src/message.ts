@@ -10,6 +10,8 @@ const dec = new TextDecoder();
 export interface Settler {
   /** settle sends ACK/NACK/REJECT/EXTEND for handle; arg is the delay or lease in ms. */
   settle(op: 'ACK' | 'NACK' | 'REJECT' | 'EXTEND', handle: string, arg: number | undefined, signal?: AbortSignal): Promise<void>;
+  /** ackQueued queues an ACK of handle with the others of its burst (one ACK line). */
+  ackQueued(handle: string): Promise<void>;
 }
 
 /** SettleOptions are accepted by every settle method. */
@@ -40,6 +42,7 @@ export class Msg {
   /** handle is the parsed ack handle, or undefined for plain messages. */
   readonly handle: Handle | undefined;
   #settler: Settler;
+  #settling = false;
   #settled = false;
 
   /** Creates a message; the SDK does this, applications do not need to. */
@@ -77,9 +80,17 @@ export class Msg {
     return this.handle?.seq;
   }
 
-  /** settled says whether ack, nack or reject was already called. */
+  /**
+   * settled says whether the server has answered an ack, nack or reject of
+   * this message with +OK (it turns true only then; see settling).
+   */
   get settled(): boolean {
     return this.#settled;
+  }
+
+  /** settling says whether ack, nack or reject was called (answered or not). */
+  get settling(): boolean {
+    return this.#settling;
   }
 
   /** string decodes data as UTF-8. */
@@ -92,14 +103,35 @@ export class Msg {
     return JSON.parse(this.string()) as T;
   }
 
-  /** ack settles the message as done. Acking twice is harmless (+OK). */
+  /**
+   * ack settles the message as done. The fast path is not to await it: the
+   * ACK is queued and written with the rest of the burst as one line, and a
+   * consumer that does not wait never pays a round trip or the server's
+   * commit per message (a failure is then dropped: the message comes
+   * again). Await it when the ack must be durable before going on: it
+   * resolves once the server committed it, and rejects with its typed error
+   * (StaleHandleError when the lease expired first). Acking twice is
+   * harmless (+OK). opts.signal abandons waiting; the ACK still goes out.
+   */
   ack(opts: SettleOptions = {}): Promise<void> {
-    return this.#do('ACK', undefined, opts.signal, true);
+    if (this.handle === undefined || this.reply === undefined) return Promise.reject(new NotDurableError());
+    this.#settling = true;
+    const p = this.#settler.ackQueued(this.reply).then(() => {
+      this.#settled = true;
+    });
+    p.catch(() => {}); // not awaiting an ack is the fast path: no unhandled rejection
+    const signal = opts.signal;
+    if (signal === undefined) return p;
+    return Promise.race([p, abortPromise(signal)]);
   }
 
-  /** nack hands the message back for redelivery after delay ms (default 0). */
-  nack(opts: SettleOptions & { delay?: number } = {}): Promise<void> {
-    return this.#do('NACK', opts.delay, opts.signal, true);
+  /**
+   * nack hands the message back for redelivery after opts.delayMs (default
+   * 0: at once); resolves on the server's +OK. opts.delay is the old name of
+   * delayMs (deprecated).
+   */
+  nack(opts: SettleOptions & { delayMs?: number; delay?: number } = {}): Promise<void> {
+    return this.#do('NACK', opts.delayMs ?? opts.delay, opts.signal, true);
   }
 
   /** reject dead-letters the message at once (no more deliveries). */
@@ -107,14 +139,29 @@ export class Msg {
     return this.#do('REJECT', undefined, opts.signal, true);
   }
 
-  /** inProgress extends the lease (by ms, or the group's lease time) while work goes on. */
-  inProgress(opts: SettleOptions & { ms?: number } = {}): Promise<void> {
-    return this.#do('EXTEND', opts.ms, opts.signal, false);
+  /**
+   * inProgress extends the lease to opts.extendMs from now (default: the
+   * group's lease) while work goes on. opts.ms is the old name of extendMs
+   * (deprecated).
+   */
+  inProgress(opts: SettleOptions & { extendMs?: number; ms?: number } = {}): Promise<void> {
+    return this.#do('EXTEND', opts.extendMs ?? opts.ms, opts.signal, false);
   }
 
   #do(op: 'ACK' | 'NACK' | 'REJECT' | 'EXTEND', arg: number | undefined, signal: AbortSignal | undefined, final: boolean): Promise<void> {
     if (this.handle === undefined || this.reply === undefined) return Promise.reject(new NotDurableError());
-    if (final) this.#settled = true;
-    return this.#settler.settle(op, this.reply, arg, signal);
+    if (!final) return this.#settler.settle(op, this.reply, arg, signal);
+    this.#settling = true;
+    return this.#settler.settle(op, this.reply, arg, signal).then(() => {
+      this.#settled = true;
+    });
   }
+}
+
+function abortPromise(signal: AbortSignal): Promise<never> {
+  return new Promise<never>((_, rej) => {
+    const why = () => rej(signal.reason ?? new DOMException('aborted', 'AbortError'));
+    if (signal.aborted) why();
+    else signal.addEventListener('abort', why, { once: true });
+  });
 }

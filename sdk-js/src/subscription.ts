@@ -2,7 +2,21 @@
 // Deliveries are queued as they arrive; for a durable group the server
 // bounds the queue at maxInFlight unsettled messages.
 import type { FibrilError } from './error_base.js';
+import { DeliveryCorruptError } from './errors.js';
 import type { Msg } from './message.js';
+
+/** RunOptions tune Subscription.run. */
+export interface RunOptions {
+  /** concurrency is how many handlers run at once (default 1). */
+  concurrency?: number;
+  /** nackDelayMs is the redelivery delay after a handler threw (default 0: at once). */
+  nackDelayMs?: number;
+  /**
+   * onError receives what does not stop consuming: a handler's exception,
+   * a failed ack or nack, a corrupt delivery (default: console.error).
+   */
+  onError?: (err: unknown) => void;
+}
 
 /** SubscriptionOwner is what a Subscription needs from its connection. */
 export interface SubscriptionOwner {
@@ -160,6 +174,62 @@ export class Subscription implements AsyncIterable<Msg>, AsyncDisposable {
     if (this.#error !== undefined) return Promise.reject(this.#error);
     if (this.#done) return Promise.resolve({ value: undefined, done: true });
     return new Promise((res, rej) => this.#waiters.push({ res, rej }));
+  }
+
+  /**
+   * run calls handler for every message until the subscription closes (the
+   * handler-style consumer, Go's Consume). A message the handler did not
+   * settle is acked when it returns (Msg.ack, not awaited: batched, no
+   * round trip per message) and nacked (after nackDelayMs) when it throws.
+   * To stop, close the subscription (or abort its signal): no new message
+   * is handed out, buffered ones go back to the server at once, running
+   * handlers finish, and run resolves once every ack was answered. It
+   * rejects with the subscription's error if it ended with one.
+   */
+  async run(handler: (m: Msg) => unknown, opts: RunOptions = {}): Promise<void> {
+    const concurrency = opts.concurrency ?? 1;
+    if (!Number.isSafeInteger(concurrency) || concurrency < 1) throw new RangeError('run: concurrency must be a positive integer');
+    const report = opts.onError ?? ((e: unknown) => console.error('fibril: consumer error:', e));
+    const acks = new Set<Promise<void>>();
+    const worker = async (): Promise<void> => {
+      for (;;) {
+        let r: IteratorResult<Msg>;
+        try {
+          r = await this.next();
+        } catch (e) {
+          if (e instanceof DeliveryCorruptError) {
+            report(e); // already handed back
+            continue;
+          }
+          throw e;
+        }
+        if (r.done) return;
+        const m = r.value;
+        try {
+          await handler(m);
+        } catch (e) {
+          report(e);
+          if (m.durable && !m.settling) await m.nack({ delayMs: opts.nackDelayMs }).catch(report);
+          continue;
+        }
+        if (m.durable && !m.settling) {
+          const p = m.ack().then(
+            () => void acks.delete(p),
+            (e: unknown) => {
+              acks.delete(p);
+              report(e);
+            },
+          );
+          acks.add(p);
+        }
+      }
+    };
+    try {
+      await Promise.all(Array.from({ length: concurrency }, worker));
+    } finally {
+      this.close();
+      await Promise.allSettled([...acks]);
+    }
   }
 
   /**

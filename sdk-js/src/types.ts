@@ -36,7 +36,9 @@ export interface ConsumeOptions {
 export interface FetchOptions {
   /** max is the most messages returned (default 1). */
   max?: number;
-  /** wait is how long (ms) the server waits for the first message (default 0). */
+  /** waitMs is how long the server waits for the first message (default 0). */
+  waitMs?: number;
+  /** @deprecated wait is the old name of waitMs. */
   wait?: number;
   /** signal stops waiting; messages that still arrive are nacked. */
   signal?: AbortSignal;

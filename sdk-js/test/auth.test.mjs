@@ -49,7 +49,7 @@ test('user/password: the right password connects and publishes', async (t) => {
   // a poll may answer fewer than asked (SPEC.md): poll until both arrived
   const msgs = [];
   await waitFor(async () => {
-    msgs.push(...(await nc.fetch('orders', 'billing', { max: 2 - msgs.length, wait: 200 })));
+    msgs.push(...(await nc.fetch('orders', 'billing', { max: 2 - msgs.length, waitMs: 200 })));
     return msgs.length >= 2;
   }, { what: 'both messages' });
   assert.deepEqual(msgs.map((m) => Buffer.from(m.data).toString()), ['one', 'two']);

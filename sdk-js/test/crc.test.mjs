@@ -67,7 +67,7 @@ test('a corrupt fetched delivery rejects the fetch; the batch is handed back', a
   await nc.publish('c', 'CORRUPTME');
   proxy.arm();
   await assert.rejects(nc.fetch('c', 'g', { max: 10 }), DeliveryCorruptError);
-  const again = await nc.fetch('c', 'g', { max: 10, wait: 5000 });
+  const again = await nc.fetch('c', 'g', { max: 10, waitMs: 5000 });
   assert.deepEqual(again.map((m) => m.string()).sort(), ['CORRUPTME', 'fine']);
   assert.deepEqual(again.map((m) => m.deliveryCount), [2, 2]);
   await nc.ackAll(again);

@@ -20,7 +20,7 @@ test('management: topics and groups', async (t) => {
   assert.equal(ti.name, 'orders');
   assert.equal(ti.config.partitions, 2);
   await assert.rejects(nc.topics.create('orders', { partitions: 3 }), TopicExistsError);
-  const gi = await nc.groups.create('orders', 'billing', { lease_ms: 5000, max_deliveries: 3 });
+  const gi = await nc.groups.create('orders', 'billing', { leaseMs: 5000, maxDeliveries: 3 });
   assert.equal(gi.name, 'billing');
   assert.equal(gi.config.max_deliveries, 3);
   assert.deepEqual((await nc.groups.list('orders')).groups, ['billing']);
@@ -44,7 +44,7 @@ test('management: topic compression is set at creation and shown in info', async
   await assert.rejects(nc.topics.create('bad', { compression: 'lz4' }), InvalidConfigError);
   assert.equal((await nc.topics.create('plain')).config.compression, 'none');
   await nc.publish('archive', '{"order":1}');
-  const got = await nc.fetch('archive', 'g', { max: 1, wait: 5000 });
+  const got = await nc.fetch('archive', 'g', { max: 1, waitMs: 5000 });
   assert.deepEqual(got.map((m) => m.string()), ['{"order":1}']);
   const [m] = got;
   await m.ack();
@@ -104,7 +104,7 @@ test('fetch, ack, nack with delay, stale handle, reject to the dead-letter topic
   const { nc } = await setup(t);
   if (!nc) return;
   await nc.topics.create('orders');
-  await nc.groups.create('orders', 'billing', { max_deliveries: 5 });
+  await nc.groups.create('orders', 'billing', { maxDeliveries: 5 });
   await nc.publish('orders', 'a', { headers: { 'X-Kind': 'first' } });
   await nc.publish('orders', 'b');
   await nc.publish('orders', 'c');
@@ -118,9 +118,9 @@ test('fetch, ack, nack with delay, stale handle, reject to the dead-letter topic
   assert.ok(a.crc !== undefined);
   await a.ack();
   await a.ack(); // idempotent
-  await c.inProgress({ ms: 60000 });
-  await b.nack({ delay: 50 });
-  const again = await nc.fetch('orders', 'billing', { max: 10, wait: 5000 });
+  await c.inProgress({ extendMs: 60000 });
+  await b.nack({ delayMs: 50 });
+  const again = await nc.fetch('orders', 'billing', { max: 10, waitMs: 5000 });
   assert.equal(again.length, 1);
   assert.equal(again[0].string(), 'b');
   assert.equal(again[0].deliveryCount, 2);
@@ -128,7 +128,7 @@ test('fetch, ack, nack with delay, stale handle, reject to the dead-letter topic
   await again[0].reject();
   await c.ack();
   assert.deepEqual(await nc.fetch('orders', 'billing', { max: 10 }), []);
-  const dl = await nc.fetch('$DLQ.orders.billing', 'ops', { max: 1, wait: 5000 });
+  const dl = await nc.fetch('$DLQ.orders.billing', 'ops', { max: 1, waitMs: 5000 });
   assert.equal(dl.length, 1);
   assert.equal(dl[0].string(), 'b');
   assert.equal(dl[0].headers.get('Fibril-Reason'), 'rejected');
@@ -141,15 +141,15 @@ test('max_deliveries dead-letters a message nacked too often', async (t) => {
   const { nc } = await setup(t);
   if (!nc) return;
   await nc.topics.create('flaky');
-  await nc.groups.create('flaky', 'w', { max_deliveries: 2 });
+  await nc.groups.create('flaky', 'w', { maxDeliveries: 2 });
   await nc.publish('flaky', 'boom');
-  const [m1] = await nc.fetch('flaky', 'w', { wait: 5000 });
+  const [m1] = await nc.fetch('flaky', 'w', { waitMs: 5000 });
   await m1.nack();
-  const [m2] = await nc.fetch('flaky', 'w', { wait: 5000 });
+  const [m2] = await nc.fetch('flaky', 'w', { waitMs: 5000 });
   assert.equal(m2.deliveryCount, 2);
   await m2.nack();
   assert.deepEqual(await nc.fetch('flaky', 'w'), []);
-  const [d] = await nc.fetch('$DLQ.flaky.w', 'ops', { wait: 5000 });
+  const [d] = await nc.fetch('$DLQ.flaky.w', 'ops', { waitMs: 5000 });
   assert.equal(d.headers.get('Fibril-Reason'), 'max_deliveries');
   assert.equal(d.headers.get('Fibril-Deliveries'), '2');
   await d.ack();
@@ -199,7 +199,7 @@ test('fetch: an aborted long poll rejects at once with the signal reason', async
   t.after(() => nc.close());
   await nc.topics.create('idle');
   const ac = new AbortController();
-  const p = nc.fetch('idle', 'g', { wait: 60000, signal: ac.signal });
+  const p = nc.fetch('idle', 'g', { waitMs: 60000, signal: ac.signal });
   const started = Date.now();
   setTimeout(() => ac.abort(new Error('enough')), 50);
   await assert.rejects(p, /enough/);
@@ -229,10 +229,10 @@ test('a lost connection releases its leases: another connection gets the message
   t.after(() => b.close());
   await a.topics.create('lease');
   await a.publish('lease', 'x');
-  const [m] = await a.fetch('lease', 'g', { wait: 5000 });
+  const [m] = await a.fetch('lease', 'g', { waitMs: 5000 });
   assert.equal(m.deliveryCount, 1);
   await a.close();
-  const got = await waitFor(async () => (await b.fetch('lease', 'g', { wait: 1000 }))[0], { what: 'redelivery' });
+  const got = await waitFor(async () => (await b.fetch('lease', 'g', { waitMs: 1000 }))[0], { what: 'redelivery' });
   assert.equal(got.string(), 'x');
   assert.equal(got.deliveryCount, 2);
   await got.ack();
@@ -245,7 +245,7 @@ test('ackAll splits long ACK lines at the control-line limit', async (t) => {
   const n = 400;
   await Promise.all(Array.from({ length: n }, (_, i) => nc.publish('many', String(i))));
   const got = [];
-  while (got.length < n) got.push(...(await nc.fetch('many', 'g', { max: n, wait: 2000 })));
+  while (got.length < n) got.push(...(await nc.fetch('many', 'g', { max: n, waitMs: 2000 })));
   const bytes = got.reduce((a, m) => a + m.reply.length + 1, 4);
   assert.ok(bytes > 4096, `${bytes} bytes of handles fit one line; the test needs more`);
   await nc.ackAll(got); // more handles than one 4096-byte line holds

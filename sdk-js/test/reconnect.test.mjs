@@ -55,7 +55,7 @@ test('reconnect after a crash loses no confirmed publish', async (t) => {
   // Everything confirmed is stored (maybe twice: at-least-once).
   const stored = new Set();
   while (stored.size < 500) {
-    const batch = await nc.fetch('r', 'check', { max: 200, wait: 2000 });
+    const batch = await nc.fetch('r', 'check', { max: 200, waitMs: 2000 });
     assert.ok(batch.length > 0, `only ${stored.size} of 500 found`);
     for (const m of batch) stored.add(Number(m.string().slice(2)));
     await nc.ackAll(batch);
@@ -140,7 +140,7 @@ test('a long fetch is not mistaken for a stale link', async (t) => {
   t.after(() => nc.close());
   await nc.topics.create('slow');
   const t0 = Date.now();
-  const got = await nc.fetch('slow', 'g', { wait: 600 });
+  const got = await nc.fetch('slow', 'g', { waitMs: 600 });
   assert.deepEqual(got, []);
   assert.ok(Date.now() - t0 >= 550, 'the server waited');
   assert.equal(nc.reconnects, 0, 'no reconnect while the poll held answers back');
@@ -162,7 +162,7 @@ test('a graceful server restart (SIGTERM, shutting_down) is ridden out too', asy
   assert.deepEqual(res.filter((r) => r.status === 'rejected').map((r) => r.reason?.code), []);
   const stored = new Set();
   for (;;) {
-    const batch = await nc.fetch('g', 'check', { max: 500, wait: 500 });
+    const batch = await nc.fetch('g', 'check', { max: 500, waitMs: 500 });
     if (batch.length === 0) break;
     for (const m of batch) stored.add(m.string());
     await nc.ackAll(batch);

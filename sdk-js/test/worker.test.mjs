@@ -31,7 +31,7 @@ test('worker example: concurrency, ack, nack with backoff, clean SIGTERM', async
   const nc = await connect({ servers: srv.url });
   t.after(() => nc.close());
   await nc.topics.create('jobs');
-  await nc.groups.create('jobs', 'workers', { max_deliveries: 5 });
+  await nc.groups.create('jobs', 'workers', { maxDeliveries: 5 });
   const w = runWorker(t, srv.url);
   await waitFor(() => w.lines.includes('ready'), { what: `worker ready (stderr: ${w.stderr()})` });
 
@@ -62,4 +62,28 @@ test('worker example: concurrency, ack, nack with backoff, clean SIGTERM', async
     const gi = await nc.groups.info('jobs', 'workers');
     return gi.pending + gi.inflight === 0;
   }, { what: 'every job settled' });
+});
+
+test('worker example: SIGTERM with a backlog exits within 1 s, the rest handed back', async (t) => {
+  const srv = await startServer(t);
+  if (!srv) return;
+  const nc = await connect({ servers: srv.url });
+  t.after(() => nc.close());
+  const total = 200;
+  await nc.topics.create('jobs', { partitions: 1 });
+  await nc.groups.create('jobs', 'workers', { leaseMs: 600000 });
+  await Promise.all(Array.from({ length: total }, () => nc.publish('jobs', 'sleep:50')));
+  const w = runWorker(t, srv.url, ['-n', '2', '--max-in-flight', '100']);
+  await waitFor(() => w.lines.includes('ready'), { what: `worker ready (stderr: ${w.stderr()})` });
+  const done = () => w.lines.filter((l) => l.startsWith('done ')).length;
+  await waitFor(() => done() >= 10, { timeout: 15000, what: 'ten jobs done' });
+  const t0 = Date.now();
+  w.proc.kill('SIGTERM');
+  const { code } = await w.exited;
+  const took = Date.now() - t0;
+  assert.equal(code, 0, w.stderr());
+  assert.ok(took < 1000, `the worker took ${took} ms to exit after SIGTERM`);
+  const gi = await nc.groups.info('jobs', 'workers');
+  assert.equal(gi.inflight, 0);
+  assert.equal(gi.pending, total - done(), `${done()} done`);
 });
