@@ -102,7 +102,9 @@ func (p *Parser) parseSized(b []byte, eol int, args []byte, op Op) (int, error) 
 	body := b[start:end]
 	c.Header = body[:hdr]
 	c.Payload = body[hdr:]
-	if err := p.checkSized(body, crcTok, hasHdr); err != nil {
+	// A header size of 0 is a frame without headers, as in NATS (nats.js
+	// sends `HPUB s 0 n` for an empty header set); it is routed as PUB.
+	if err := p.checkSized(body, crcTok, hasHdr && hdr > 0); err != nil {
 		p.cmd = Command{}
 		return next, err
 	}

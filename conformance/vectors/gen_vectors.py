@@ -91,6 +91,10 @@ def client_to_server():
                  [body("HPUB", "x", "", header="NATS/1.0\r\n\r\n")], canonical=True))
     v.append(vec("hpub/status-line", "HPUB x 16 16\r\nNATS/1.0 503\r\n\r\n\r\n",
                  [body("HPUB", "x", "", header="NATS/1.0 503\r\n\r\n")], canonical=True))
+    # A header size of 0 is a frame without headers (nats.js sends it for an
+    # empty header set); NATS delivers it as MSG.
+    v.append(vec("hpub/empty-header-block", "HPUB s 0 4\r\nabcd\r\n",
+                 [body("HPUB", "s", "abcd", header="")], canonical=True))
     # SUB / UNSUB
     v.append(vec("sub/plain", "SUB orders.* 1\r\n", [cmd("SUB", subject="orders.*", sid="1")], canonical=True))
     v.append(vec("sub/queue", "SUB orders billing 2\r\n", [cmd("SUB", subject="orders", group="billing", sid="2")], canonical=True))
@@ -301,7 +305,7 @@ def invalid():
     e("subject/group-list-bad-topic", "GROUP LIST a..b\r\n", "invalid_subject", False)
     e("header/no-prefix", "HPUB a 12 12\r\nHTTP/1.0\r\n\r\n\r\n", "invalid_header", False)
     e("header/no-blank-line", "HPUB a 10 10\r\nNATS/1.0\r\n\r\n", "invalid_header", False)
-    e("header/too-short", "HPUB a 0 5\r\nhello\r\n", "invalid_header", False)
+    e("header/too-short", "HPUB a 3 5\r\nhello\r\n", "invalid_header", False)
     e("header/bad-after-prefix", "HPUB a 13 13\r\nNATS/1.0X\r\n\r\n\r\n", "invalid_header", False)
     e("args/sub-one", "SUB a\r\n", "invalid_args", False)
     e("args/sub-five", "SUB a q 1 2 3\r\n", "invalid_args", False)

@@ -379,7 +379,8 @@ export class Parser {
         return parseError('crc_mismatch', `got ${hex8(want)}, computed ${hex8(c.crc)}`, c);
       }
     }
-    if (hasHdr && !validHeaderBlock(c.header!)) return parseError('invalid_header', quoteDetail(c.header!), c);
+    // A header size of 0 is a frame without headers, as in NATS.
+    if (hasHdr && c.header!.length > 0 && !validHeaderBlock(c.header!)) return parseError('invalid_header', quoteDetail(c.header!), c);
     return undefined;
   }
 

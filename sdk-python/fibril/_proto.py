@@ -669,7 +669,7 @@ class Parser:
                     if has_sid:
                         frame = self._msg(subject, sid, reply, hdr, body, crc, False)
                     raise _CrcSkip(f"got {_s(crc_tok)}, computed {computed:08x}", frame)
-        if hdr >= 0 and not header_ok(body[:hdr]):
+        if hdr > 0 and not header_ok(body[:hdr]):  # 0: no headers, as in NATS
             raise _Skip("invalid_header", "")
         if has_sid:
             return self._msg(subject, sid, reply, hdr, body, crc, True)
