@@ -64,6 +64,9 @@ func ExampleConn_PublishAsync() {
 	}
 	defer c.Close()
 	events := exampleTopic("events")
+	if _, err := c.CreateTopic(ctx, events, fibril.TopicConfig{}); err != nil {
+		log.Fatal(err)
+	}
 
 	var futs []*fibril.PubFuture
 	for i := range 1000 {
@@ -94,6 +97,9 @@ func ExampleConn_Consume() {
 	}
 	defer c.Close()
 	jobs := exampleTopic("jobs")
+	if _, err := c.CreateTopic(ctx, jobs, fibril.TopicConfig{}); err != nil {
+		log.Fatal(err)
+	}
 	for i := range 3 {
 		if _, err := c.Publish(ctx, jobs, []byte(fmt.Sprint("job ", i))); err != nil {
 			log.Fatal(err)
@@ -128,6 +134,9 @@ func ExampleConn_Messages() {
 	}
 	defer c.Close()
 	mail := exampleTopic("mail")
+	if _, err := c.CreateTopic(ctx, mail, fibril.TopicConfig{}); err != nil {
+		log.Fatal(err)
+	}
 	for _, s := range []string{"hello", "world"} {
 		if _, err := c.Publish(ctx, mail, []byte(s)); err != nil {
 			log.Fatal(err)
@@ -163,6 +172,9 @@ func ExampleConn_NewFetcher() {
 	}
 	defer c.Close()
 	logs := exampleTopic("logs")
+	if _, err := c.CreateTopic(ctx, logs, fibril.TopicConfig{}); err != nil {
+		log.Fatal(err)
+	}
 	for i := range 25 {
 		if _, err := c.PublishAsync(ctx, logs, []byte(fmt.Sprint("line ", i))); err != nil {
 			log.Fatal(err)

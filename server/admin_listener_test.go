@@ -72,7 +72,8 @@ func TestAdminListenerWiredToServer(t *testing.T) {
 	w.expect(`^\+OK$`)
 	w.send("SUB probe.x 1\r\n")
 	w.expect(`^\+OK$`)
-	w.send("PUB jobs 5\r\nhello\r\n")
+	w.send("TOPIC CREATE jobs\r\nPUB jobs 5\r\nhello\r\n")
+	w.expect(`^\+OK \{`)
 	w.expect(`^\+OK 0:1$`)
 
 	var list struct{ Connections []admin.ConnInfo }

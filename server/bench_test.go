@@ -21,8 +21,9 @@ func BenchmarkPlainFanOut(b *testing.B) {
 	}
 }
 
-func benchPlainFanOut(b *testing.B, size int) {
-	s := startServer(b, nil)
+func benchPlainFanOut(b *testing.B, size int) { benchPlainFanOutOn(b, startServer(b, nil), size) }
+
+func benchPlainFanOutOn(b *testing.B, s *Server, size int) {
 	sub := benchDial(b, s, "SUB bench 1\r\nPING\r\n")
 	pub := benchDial(b, s, "")
 	frame := protocol.AppendPub(nil, "bench", "", bytes.Repeat([]byte("x"), size), protocol.NoCRC)

@@ -20,14 +20,22 @@ type gnetHandler struct {
 	addr   atomic.Pointer[net.TCPAddr]
 }
 
-// gnetConn is the transport of a connection served by a gnet event loop.
+// gnetConn is the transport of a connection served by a gnet event loop,
+// or, once moved is set, by goroutines (conn_moved.go).
 type gnetConn struct {
 	c      gnet.Conn
 	remote string
+	moved  atomic.Pointer[netConn]
 }
 
-func (g *gnetConn) wake()              { _ = g.c.Wake(nil) }
-func (g *gnetConn) close()             { _ = g.c.Wake(nil) }
+func (g *gnetConn) wake() {
+	if m := g.moved.Load(); m != nil {
+		m.wake()
+		return
+	}
+	_ = g.c.Wake(nil)
+}
+func (g *gnetConn) close()             { g.wake() }
 func (g *gnetConn) remoteAddr() string { return g.remote }
 func (g *gnetConn) isTLS() bool        { return false }
 
@@ -94,6 +102,17 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 				}
 			}
 		}
+		if shouldMove(c, cl) {
+			gc, _ := cl.tr.(*gnetConn)
+			if gc == nil {
+				return gnet.Close
+			}
+			err := h.moveOff(c, cl, gc)
+			if err == nil {
+				return gnet.Close // the socket lives on in the moved connection
+			}
+			cl.log.Warn("cannot move a waiting connection off its event loop", "err", err)
+		}
 		if left := c.InboundBuffered(); left > h.s.opts.MaxInputBuffer && !cl.isClosing() {
 			cl.fail(protocol.CodeMaxPayload, fmt.Sprintf("input buffer over %d bytes", h.s.opts.MaxInputBuffer))
 		}
@@ -128,6 +147,9 @@ func (h *gnetHandler) flush(c gnet.Conn, cl *client) gnet.Action {
 // OnClose releases the connection's subscriptions and leases.
 func (h *gnetHandler) OnClose(c gnet.Conn, _ error) gnet.Action {
 	if cl, ok := c.Context().(*client); ok {
+		if gc, _ := cl.tr.(*gnetConn); gc != nil && gc.moved.Load() != nil {
+			return gnet.None // moved off gnet: the connection goes on
+		}
 		cl.teardown()
 	}
 	return gnet.None

@@ -6,7 +6,9 @@ package server
 // goroutine drains the same outbox. As in NATS, the server first sends INFO
 // in clear text (tls_required: true), then the client starts the TLS
 // handshake; everything after it is encrypted. Stock NATS clients using a
-// tls:// URL work unchanged.
+// tls:// URL work unchanged. With Options.TLSHandshakeFirst a client may
+// also start with the handshake (NATS "handshake_first", `nats
+// --tlsfirst`); INFO then comes first inside the TLS session.
 
 import (
 	"crypto/tls"
@@ -28,29 +30,43 @@ type tlsListener struct {
 	open map[net.Conn]struct{}
 }
 
-// tlsConn is the transport of one TLS connection.
-type tlsConn struct {
+// netConn is the transport of a connection served by goroutines over the
+// standard library: a TLS connection, or a plain one moved off its gnet
+// event loop so it can stop being read (conn_moved.go).
+type netConn struct {
 	raw    net.Conn
 	remote string
+	tls    bool
 	wakeCh chan struct{} // capacity 1: a pending flush request
 	done   chan struct{}
 	once   sync.Once
 }
 
-func (t *tlsConn) wake() {
+func newNetConn(raw net.Conn, remote string, isTLS bool) *netConn {
+	return &netConn{raw: raw, remote: remote, tls: isTLS, wakeCh: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func (t *netConn) wake() {
 	select {
 	case t.wakeCh <- struct{}{}:
 	default:
 	}
 }
-func (t *tlsConn) close()             { t.wake() }
-func (t *tlsConn) remoteAddr() string { return t.remote }
-func (t *tlsConn) isTLS() bool        { return true }
-func (t *tlsConn) shut() {
+func (t *netConn) close()             { t.wake() }
+func (t *netConn) remoteAddr() string { return t.remote }
+func (t *netConn) isTLS() bool        { return t.tls }
+func (t *netConn) shut() {
 	t.once.Do(func() {
 		close(t.done)
 		_ = t.raw.Close()
 	})
+}
+
+// streamConn is what the reader and writer goroutines need of a
+// connection: *tls.Conn and *net.TCPConn both are one.
+type streamConn interface {
+	net.Conn
+	CloseWrite() error
 }
 
 func (s *Server) listenTLS() (*tlsListener, error) {
@@ -112,7 +128,7 @@ func (tl *tlsListener) stop() {
 
 func (tl *tlsListener) serve(nc net.Conn) {
 	s := tl.s
-	tc := &tlsConn{raw: nc, remote: nc.RemoteAddr().String(), wakeCh: make(chan struct{}, 1), done: make(chan struct{})}
+	tc := newNetConn(nc, nc.RemoteAddr().String(), true)
 	cl, refuse := s.admit(tc)
 	if cl == nil {
 		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
@@ -122,37 +138,43 @@ func (tl *tlsListener) serve(nc net.Conn) {
 	}
 	defer cl.teardown()
 	defer tc.shut()
-	_ = nc.SetWriteDeadline(time.Now().Add(s.opts.WriteDeadline))
-	if _, err := nc.Write(s.infoLine(cl, true)); err != nil {
+	raw, first, err := tl.detectTLSFirst(nc)
+	if err != nil {
 		return
 	}
-	conn := tls.Server(nc, tl.cfg)
+	if !first {
+		_ = nc.SetWriteDeadline(time.Now().Add(s.opts.WriteDeadline))
+		if _, err := nc.Write(s.infoLine(cl, true)); err != nil {
+			return
+		}
+	}
+	conn := tls.Server(raw, tl.cfg)
 	_ = conn.SetDeadline(time.Now().Add(s.opts.AuthTimeout + time.Second))
 	if err := conn.Handshake(); err != nil {
-		cl.log.Info("tls handshake failed", "err", err)
+		cl.log.Info("tls handshake failed", "err", err, "tls_first", first)
 		return
+	}
+	if first {
+		// TLS first: INFO is the first thing sent inside the session.
+		if _, err := conn.Write(s.infoLine(cl, true)); err != nil {
+			return
+		}
 	}
 	_ = conn.SetDeadline(time.Time{})
 	tl.wg.Add(1)
 	go func() {
 		defer tl.wg.Done()
-		tl.writer(conn, tc, cl)
+		s.writeLoop(conn, tc, cl)
 	}()
+	s.readLoop(conn, tc, cl, make([]byte, 0, 32<<10))
+}
 
-	buf := make([]byte, 0, 32<<10)
+// readLoop feeds what conn delivers to cl until the connection ends. buf
+// holds input already received and not yet parsed (its capacity is the
+// first read buffer). While cl must not be parsed (its output is over
+// MaxPending, or its lane is full) nothing is read, so TCP slows the peer.
+func (s *Server) readLoop(conn net.Conn, tc *netConn, cl *client, buf []byte) {
 	for {
-		if len(buf) == cap(buf) {
-			if len(buf) >= s.opts.MaxInputBuffer {
-				// The writer sends the -ERR and half-closes; the input
-				// from here on is discarded below.
-				cl.fail(protocol.CodeMaxPayload, fmt.Sprintf("input buffer over %d bytes", s.opts.MaxInputBuffer))
-				buf = buf[:0]
-				continue
-			}
-			nb := make([]byte, len(buf), min(2*cap(buf), s.opts.MaxInputBuffer))
-			copy(nb, buf)
-			buf = nb
-		}
 		// A client that does not read its answers is not parsed further
 		// until its output drains (the writer is blocked meanwhile).
 		stalled := false
@@ -171,6 +193,21 @@ func (tl *tlsListener) serve(nc net.Conn) {
 			buf = buf[:rest]
 			continue
 		}
+		// Grown only here, before a read: a full buffer that a stall kept
+		// from being parsed is parsed first, never grown.
+		if len(buf) == cap(buf) {
+			if len(buf) >= s.opts.MaxInputBuffer {
+				// One frame cannot be over MaxInputBuffer (validate): the
+				// writer sends the -ERR and half-closes; the input from
+				// here on is discarded below.
+				cl.fail(protocol.CodeMaxPayload, fmt.Sprintf("input buffer over %d bytes", s.opts.MaxInputBuffer))
+				buf = buf[:0]
+			} else {
+				nb := make([]byte, len(buf), min(2*cap(buf), s.opts.MaxInputBuffer))
+				copy(nb, buf)
+				buf = nb
+			}
+		}
 		n, err := conn.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		switch {
@@ -187,8 +224,51 @@ func (tl *tlsListener) serve(nc net.Conn) {
 	}
 }
 
-// writer drains the outbox to the TLS connection until it closes.
-func (tl *tlsListener) writer(conn *tls.Conn, tc *tlsConn, cl *client) {
+// tlsFirstWait is how long a TLS connection may take to start a TLS
+// handshake before the server sends INFO in clear text (with
+// Options.TLSHandshakeFirst; nats-server's handshake_first "auto" waits
+// as long). A client that waits for INFO sends nothing first.
+const tlsFirstWait = 50 * time.Millisecond
+
+// detectTLSFirst tells a client that starts with the TLS handshake (a
+// ClientHello record, first byte 0x16) from one that waits for INFO. It
+// returns the connection to run TLS over, with any byte it read put back.
+// Without Options.TLSHandshakeFirst it reads nothing.
+func (tl *tlsListener) detectTLSFirst(nc net.Conn) (net.Conn, bool, error) {
+	if !tl.s.opts.TLSHandshakeFirst {
+		return nc, false, nil
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(tlsFirstWait))
+	var b [1]byte
+	n, err := nc.Read(b[:])
+	_ = nc.SetReadDeadline(time.Time{})
+	if n == 0 {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nc, false, nil // waits for INFO: the usual order
+		}
+		return nil, false, fmt.Errorf("server: read first byte: %w", err)
+	}
+	return &prefixConn{Conn: nc, pre: b[:n]}, b[0] == 0x16, nil
+}
+
+// prefixConn is a net.Conn whose first reads return pre.
+type prefixConn struct {
+	net.Conn
+	pre []byte
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) {
+	if len(p.pre) > 0 {
+		n := copy(b, p.pre)
+		p.pre = p.pre[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}
+
+// writeLoop drains the outbox to conn until the connection closes.
+func (s *Server) writeLoop(conn streamConn, tc *netConn, cl *client) {
 	for {
 		select {
 		case <-tc.done:
@@ -200,23 +280,23 @@ func (tl *tlsListener) writer(conn *tls.Conn, tc *tlsConn, cl *client) {
 			// The bytes of a write in progress still count as pending.
 			acks, _ := cl.afterWrite(len(out), time.Now())
 			cl.settleWritten(acks)
-			_ = conn.SetWriteDeadline(time.Now().Add(tl.s.opts.WriteDeadline))
+			_ = conn.SetWriteDeadline(time.Now().Add(s.opts.WriteDeadline))
 			if _, err := conn.Write(out); err != nil {
 				var ne net.Error
 				if errors.As(err, &ne) && ne.Timeout() {
-					cl.slowConsumer("write deadline " + tl.s.opts.WriteDeadline.String() + " passed")
+					cl.slowConsumer("write deadline " + s.opts.WriteDeadline.String() + " passed")
 				}
 				tc.shut()
 				return
 			}
 		}
-		tl.s.outBufs.put(out)
+		s.outBufs.put(out)
 		acks, _ := cl.afterWrite(0, time.Now())
 		cl.settleWritten(acks)
 		if closeAfter {
 			// The reader ends the connection when the peer closes or the
 			// lingering deadline passes (linger.go).
-			if !lingerTLS(tc, conn, cl) {
+			if !lingerNet(tc, conn, cl) {
 				tc.shut()
 			}
 			return

@@ -18,6 +18,7 @@ import (
 // serverStats are totals since Run.
 type serverStats struct {
 	conns                              atomic.Uint64 // connections admitted
+	moved                              atomic.Uint64 // connections moved off gnet (conn_moved.go)
 	inMsgs, inBytes, outMsgs, outBytes atomic.Uint64
 	slowConsumers                      atomic.Uint64 // connections cut as slow consumers
 	// Password checks (authqueue.go): computed, shed with auth_busy, and

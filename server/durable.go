@@ -155,10 +155,18 @@ func appendDelivery(dst []byte, d *broker.Delivery, sid string, crc, headers boo
 	return protocol.AppendMsg(dst, d.Subject, sid, handle, d.Data, tok)
 }
 
-// autoCreatable reports whether a PUB to subject may create a topic.
+// autoCreatable reports whether a PUB to subject may create a topic: one
+// of Options.AutoCreate matches it (and it is no inbox nor `$` subject).
 func (s *Server) autoCreatable(subject string) bool {
-	return s.opts.AutoCreateTopics && !strings.HasPrefix(subject, "_INBOX.") &&
-		!strings.HasPrefix(subject, "$") && validSubject(subject)
+	if len(s.opts.AutoCreate) == 0 || !protocol.AutoCreatable([]byte(subject)) || !validSubject(subject) {
+		return false
+	}
+	for _, f := range s.opts.AutoCreate {
+		if protocol.MatchSubject([]byte(f), []byte(subject)) {
+			return true
+		}
+	}
+	return false
 }
 
 // autoTopicConfig is what an auto-created topic gets: conservative limits,

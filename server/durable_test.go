@@ -226,13 +226,34 @@ func TestDurableLongPollHoldsLaterAnswers(t *testing.T) {
 }
 
 func TestDurableAutoCreateAndReserved(t *testing.T) {
-	s := startDurable(t, nil)
+	s := startDurable(t, func(o *Options) { o.AutoCreate = []string{"auto.>"} })
 	w := fibrilConn(t, s, "")
-	w.send("PUB auto.one 1\r\nx\r\nPUB auto.one 1\r\ny\r\nPUB _INBOX.abc 1\r\nz\r\nTOPIC LIST\r\n")
+	w.send("PUB auto.one 1\r\nx\r\nPUB auto.one 1\r\ny\r\nPUB _INBOX.abc 1\r\nz\r\nPUB other.one 1\r\nz\r\nTOPIC LIST\r\n")
 	w.expect(`^\+OK 0:1$`)
 	w.expect(`^\+OK 0:2$`)
 	w.expect(`^\+OK -$`)
+	w.expect(`^\+OK -$`) // outside the auto-create filters: not stored
 	w.expect(`^\+OK \{"topics":\["auto.one"\]\}$`)
+}
+
+// TestUncapturedPublishCreatesNoTopicByDefault: auto-create is an opt-in;
+// a NATS-mode publish no topic captures follows NATS core (fan-out only),
+// and a Fibril-mode one is confirmed "+OK -" (not stored).
+func TestUncapturedPublishCreatesNoTopicByDefault(t *testing.T) {
+	s := startDurable(t, nil)
+	nc := natsConnect(t, s)
+	for i := range 50 {
+		if err := nc.Publish(fmt.Sprintf("flood.%d", i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	w := fibrilConn(t, s, "")
+	w.send("PUB nosuchtopic 1\r\nx\r\nTOPIC LIST\r\n")
+	w.expect(`^\+OK -$`)
+	w.expect(`^\+OK \{"topics":\[\]\}$`)
 }
 
 func TestDurableNATSClientConsumesGroupAtMostOnce(t *testing.T) {

@@ -23,10 +23,17 @@ import (
 // publishDurable delivers m to plain subscribers, then stores it when a
 // topic captures (or may be created for) its subject, and answers it.
 func (c *client) publishDurable(m *pubMsg) {
-	c.fanOut(m)
+	delivered := c.fanOut(m) > 0
 	slot, ok, busy := c.reserveConfirm()
 	if !ok {
 		return
+	}
+	// A NATS-mode request is answered like a JetStream publish when a
+	// topic stores it, with 503 when nobody receives it (handle_noresp.go).
+	req := reqReply{subject: m.subject}
+	if m.reply != "" && !c.strict.Load() {
+		req.reply = m.reply
+		req.noResp = !delivered && c.wantsNoResponders()
 	}
 	msg := broker.Message{Subject: m.subject, Data: m.body[m.hdrLen:]}
 	if m.hdrLen > 0 {
@@ -38,21 +45,22 @@ func (c *client) publishDurable(m *pubMsg) {
 	if !busy {
 		// Fast path on the input goroutine: PublishAsync copies msg.
 		if t := c.srv.durable.b.Route(m.subject); t != nil {
-			c.publishTo(t, msg, slot, false)
+			c.publishTo(t, msg, slot, req, false)
 			return
 		}
 		if !c.srv.autoCreatable(m.subject) {
 			c.finishConfirm(slot, okNone)
+			req.notStored(c)
 			return
 		}
 	}
 	own := clonePub(msg)
 	fn := func(onLane bool) {
 		if !onLane {
-			c.toLane(func(bool) { c.storeRouted(own, slot) })
+			c.toLane(func(bool) { c.storeRouted(own, slot, req) })
 			return
 		}
-		c.storeRouted(own, slot)
+		c.storeRouted(own, slot, req)
 	}
 	if slot == nil {
 		c.serialOrStall(fn) // no answer to refuse with: wait, never drop
@@ -65,7 +73,7 @@ func (c *client) publishDurable(m *pubMsg) {
 
 // storeRouted runs on the lane: it routes msg, auto-creating its topic when
 // allowed, and stores it (or answers "+OK -" when no topic captures it).
-func (c *client) storeRouted(msg broker.Message, slot *answer) {
+func (c *client) storeRouted(msg broker.Message, slot *answer, req reqReply) {
 	b := c.srv.durable.b
 	t := b.Route(msg.Subject)
 	if t == nil && c.srv.autoCreatable(msg.Subject) {
@@ -82,9 +90,10 @@ func (c *client) storeRouted(msg broker.Message, slot *answer) {
 	}
 	if t == nil {
 		c.finishConfirm(slot, okNone)
+		req.notStored(c)
 		return
 	}
-	c.publishTo(t, msg, slot, true)
+	c.publishTo(t, msg, slot, req, true)
 }
 
 // reserveConfirm takes an answer slot for a confirming connection, inside
@@ -130,12 +139,12 @@ func (c *client) finishConfirm(slot *answer, data []byte) {
 // until there is room or the connection closes, holding back this
 // connection's later durable commands: the publish window then stops the
 // publisher instead of dropping or refusing.
-func (c *client) publishTo(t *broker.Topic, msg broker.Message, slot *answer, onLane bool) {
+func (c *client) publishTo(t *broker.Topic, msg broker.Message, slot *answer, req reqReply, onLane bool) {
 	var err error
 	if slot != nil {
 		err = t.PublishAsyncTo(msg, slot) // the slot is the completion: no closure per publish
 	} else {
-		err = t.PublishAsync(msg, c.confirmer(msg.Subject, nil))
+		err = t.PublishAsync(msg, c.confirmer(t.Name(), req, nil))
 	}
 	if err == nil {
 		return
@@ -147,35 +156,65 @@ func (c *client) publishTo(t *broker.Topic, msg broker.Message, slot *answer, on
 			c.log.Debug("unconfirmed durable publish refused", "subject", msg.Subject, "err", err)
 		}
 		c.finishConfirm(slot, c.errAnswer(err))
+		req.stored(c, t.Name(), broker.Position{}, err)
 		return
 	}
 	if !onLane {
 		// msg borrows the input buffer: copy it for the lane.
 		own := clonePub(msg)
-		c.toLane(func(bool) { c.publishBlocking(t, own, slot) })
+		c.toLane(func(bool) { c.publishBlocking(t, own, slot, req) })
 		return
 	}
-	c.publishBlocking(t, msg, slot)
+	c.publishBlocking(t, msg, slot, req)
 }
 
 // publishBlocking waits for room (lane only) and stores msg.
-func (c *client) publishBlocking(t *broker.Topic, msg broker.Message, slot *answer) {
+func (c *client) publishBlocking(t *broker.Topic, msg broker.Message, slot *answer, req reqReply) {
 	pos, err := t.Publish(c.ctx, msg)
-	c.confirmer(msg.Subject, slot)(pos, err)
+	c.confirmer(t.Name(), req, slot)(pos, err)
 }
 
 // PublishDone is the completion of the durable publish whose confirm a
 // fills (broker.PublishDone; a comes from reserveConfirm).
 func (a *answer) PublishDone(pos broker.Position, err error) { a.confirmOf.confirmed(a, pos, err) }
 
-// confirmer returns the completion of one durable publish.
-func (c *client) confirmer(subject string, slot *answer) func(broker.Position, error) {
+// confirmer returns the completion of one durable publish to topic.
+func (c *client) confirmer(topic broker.TopicName, req reqReply, slot *answer) func(broker.Position, error) {
 	return func(pos broker.Position, err error) {
 		if err != nil && slot == nil {
-			c.log.Debug("unconfirmed durable publish failed", "subject", subject, "err", err)
+			c.log.Debug("unconfirmed durable publish failed", "subject", req.subject, "err", err)
 		}
 		c.confirmed(slot, pos, err)
+		req.stored(c, topic, pos, err)
 	}
+}
+
+// reqReply is what a NATS-mode request (a PUB with a reply subject) is
+// answered with besides its confirm (handle_noresp.go). The zero reply
+// means no answer is due.
+type reqReply struct {
+	subject, reply string
+	noResp         bool // the connection wants 503 and no subscriber got it
+}
+
+// notStored answers a request no topic stored. Safe from any goroutine.
+func (r reqReply) notStored(c *client) {
+	if r.noResp {
+		c.noResponders(r.subject, r.reply)
+	}
+}
+
+// stored answers a request a topic stored (err nil) or refused, as
+// JetStream answers a publish. Safe from any goroutine.
+func (r reqReply) stored(c *client, topic broker.TopicName, pos broker.Position, err error) {
+	if r.reply == "" {
+		return
+	}
+	if err != nil {
+		c.queueReply(r.reply, appendPubErr(nil, protocol.NewError(codeOf(err), "").Text()))
+		return
+	}
+	c.queueReply(r.reply, appendPubAck(nil, topic, pos))
 }
 
 // confirmed answers slot (nil: no confirm wanted) with the outcome of its

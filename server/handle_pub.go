@@ -1,8 +1,8 @@
 package server
 
-// SPEC.md "PUB/HPUB": validation, permissions, the reserved `$` space, ack
-// handles as subjects, then durable capture (confirm after durability) and
-// plain fan-out.
+// SPEC.md "PUB/HPUB": validation, permissions, the reserved `$` space
+// (Fibril mode; plain subjects in NATS mode), ack handles as subjects, then
+// durable capture (confirm after durability) and plain fan-out.
 
 import (
 	"strconv"
@@ -24,21 +24,20 @@ func (c *client) handlePub(m *pubMsg) {
 			c.settleByPub(m)
 			return
 		}
-		c.reject(protocol.CodeReservedSubject, "to "+strconv.Quote(m.subject))
-		return
+		if c.strict.Load() {
+			c.reject(protocol.CodeReservedSubject, "to "+strconv.Quote(m.subject))
+			return
+		}
 	}
 	if !c.canPublish(m.subject) {
 		c.reject(protocol.CodePermissionDenied, "for Publish to "+strconv.Quote(m.subject))
 		return
 	}
-	if c.srv.durable != nil {
+	if c.srv.durable != nil && m.subject[0] != '$' {
 		c.publishDurable(m)
 		return
 	}
-	c.fanOut(m)
-	if c.confirming() {
-		c.answerNow(okNone)
-		return
-	}
-	c.ok()
+	// NATS mode: `$...` (other than ack handles) is a plain subject, as on
+	// a NATS server without JetStream (handle_noresp.go).
+	c.publishPlain(m)
 }

@@ -12,7 +12,6 @@ package server
 // side or after lingerTime, whichever comes first.
 
 import (
-	"crypto/tls"
 	"net"
 	"time"
 
@@ -84,15 +83,16 @@ func (h *gnetHandler) closeAfterFlush(c gnet.Conn, cl *client) gnet.Action {
 	return gnet.None
 }
 
-// lingerTLS is the TLS answer to the same: close_notify and a TCP
-// half-close, then the reader discards input until EOF or the deadline.
-// It reports false when the connection must be shut at once.
-func lingerTLS(tc *tlsConn, conn *tls.Conn, cl *client) bool {
+// lingerNet is the answer of a goroutine-served connection (TLS, or moved
+// off gnet) to the same: close_notify (TLS) and a TCP half-close, then the
+// reader discards input until EOF or the deadline. It reports false when
+// the connection must be shut at once.
+func lingerNet(tc *netConn, conn streamConn, cl *client) bool {
 	now := time.Now()
 	if err := conn.CloseWrite(); err != nil {
 		return false
 	}
-	if tcp, ok := tc.raw.(*net.TCPConn); ok {
+	if tcp, ok := tc.raw.(*net.TCPConn); ok && tc.tls {
 		if err := tcp.CloseWrite(); err != nil {
 			return false
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/fibrilmq/fibril/server/access"
@@ -32,6 +33,11 @@ type Options struct {
 	TLSCertFile, TLSKeyFile string
 	// TLSConfig, when set, is used as is for the TLS listener.
 	TLSConfig *tls.Config
+	// TLSHandshakeFirst lets clients of the TLS listener start with the
+	// TLS handshake instead of waiting for INFO (NATS "handshake_first",
+	// `nats --tlsfirst`). The listener then waits up to 50 ms for a
+	// ClientHello before sending INFO in clear text to clients that wait.
+	TLSHandshakeFirst bool
 
 	// HTTPListen, when not empty, is the host:port of the HTTP admin
 	// listener (server/admin: /metrics, the JSON API, the dashboard);
@@ -115,9 +121,12 @@ type Options struct {
 	// holds this many bytes of subject, header and payload (at least one
 	// message is always delivered).
 	MaxPollBytes int
-	// AutoCreateTopics lets a PUB to a subject that no topic captures create
-	// a topic named after the subject (never for _INBOX.> nor $...).
-	AutoCreateTopics bool
+	// AutoCreate lists subject filters (wildcards allowed) under which a
+	// PUB to a subject that no topic captures creates a topic named after
+	// the subject (never for _INBOX.> nor $...). Empty, the default: no
+	// topic is created by a publish; an uncaptured PUB reaches plain
+	// subscribers only, as in NATS core. ">" allows every subject.
+	AutoCreate []string
 	// AutoCreateGroups lets POLL and a durable SUB create a missing group
 	// (default config); off, they answer unknown_group.
 	AutoCreateGroups bool
@@ -188,7 +197,6 @@ func DefaultOptions() Options {
 		MaxInflight:      256,
 		MaxPollWait:      5 * time.Minute,
 		MaxPollBytes:     8 << 20,
-		AutoCreateTopics: true,
 		AutoCreateGroups: true,
 		ShutdownTimeout:  10 * time.Second,
 	}
@@ -287,6 +295,11 @@ func (o *Options) validate() error {
 	}
 	if len(o.Users) > maxUsers {
 		return bad("Users: at most %d, got %d", maxUsers, len(o.Users))
+	}
+	for _, f := range o.AutoCreate {
+		if !validFilter(f) || strings.HasPrefix(f, "$") || strings.HasPrefix(f, "_INBOX.") {
+			return bad("AutoCreate filter %q: not a subject filter outside $ and _INBOX", f)
+		}
 	}
 	seen := make(map[string]bool, len(o.Users))
 	for i, u := range o.Users {

@@ -67,6 +67,11 @@ type Server struct {
 	auth *authQueue
 	// outBufs recycles the connections' output buffers (outbuf.go).
 	outBufs outPool
+	// moved holds the connections moved off gnet (conn_moved.go);
+	// moveAll moves every connection after its first input (set by
+	// the benchmark comparing the two transports, never otherwise).
+	moved   movedConns
+	moveAll atomic.Bool
 }
 
 // New validates a copy of opts and returns a server ready to Run. It binds
@@ -74,6 +79,7 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	o := opts
 	o.Users = append([]User(nil), opts.Users...)
+	o.AutoCreate = append([]string(nil), opts.AutoCreate...)
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
@@ -217,6 +223,7 @@ func (s *Server) Run(ctx context.Context) error {
 		if tl != nil {
 			tl.stop()
 		}
+		s.moved.stop()
 		s.stopAdmin()
 		s.closeDurable()
 		if err != nil {
@@ -231,6 +238,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.stopEngine()
 	<-gerr
+	s.moved.stop()
 	s.stopAdmin()
 	s.closeDurable()
 	s.log.Info("stopped")
@@ -368,7 +376,10 @@ func (s *Server) info(tls bool) protocol.Info {
 	return protocol.Info{
 		ServerID: s.id, ServerName: name, Version: Version, Proto: 1, Go: runtime.Version(),
 		Host: host, Port: port, Headers: true, MaxPayload: int64(s.opts.MaxPayload),
-		AuthRequired: s.opts.authRequired(), TLSRequired: tls, TLSAvailable: s.opts.TLSListen != "",
+		AuthRequired: s.opts.authRequired(), TLSRequired: tls,
+		// The plain listener cannot upgrade a connection to TLS (gnet has
+		// no TLS): TLS is on the TLS listener only, so tls_available is
+		// never advertised (a client seeing it may try TLS and fail).
 		Fibril: 1, MaxUnconfirmed: s.opts.MaxUnconfirmed, HeartbeatMillis: s.opts.PingInterval.Milliseconds(),
 		MaxInflight: s.opts.MaxInflight, CRC: true, MaxControlLine: s.opts.MaxControlLine,
 	}

@@ -89,9 +89,10 @@ func startServer(ctx context.Context, cfg *Config) (*serverProc, error) {
 func (s *serverProc) startFibril(ctx context.Context, cfg *Config) error {
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(s.dir, "data"),
 		"--ready-json", "--log-level", "warn", "--http", "127.0.0.1:0"}
-	if cfg.Mode == "plain" {
-		// Plain pub/sub must not be captured by an auto-created topic.
-		args = append(args, "--auto-create=false")
+	if cfg.Mode != "plain" {
+		// The durable modes publish to topics they do not create first;
+		// plain pub/sub must not be captured (auto-create is off by default).
+		args = append(args, "--auto-create=>")
 	}
 	args = append(args, cfg.ServerArgs...)
 	if err := s.spawn(cfg.FibrilBin, args...); err != nil {
@@ -186,7 +187,9 @@ func (s *serverProc) startEmbedded(cfg *Config) error {
 	opts := server.DefaultOptions()
 	opts.Listen = "127.0.0.1:0"
 	opts.DataDir = filepath.Join(s.dir, "data")
-	opts.AutoCreateTopics = cfg.Mode != "plain"
+	if cfg.Mode != "plain" {
+		opts.AutoCreate = []string{">"}
+	}
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv, err := server.New(opts)
 	if err != nil {

@@ -73,6 +73,7 @@ func cmdPub(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cf := addClientFlags(fs)
 	key := fs.String("key", "", "partition key (sent as the Fibril-Key header)")
+	plain := fs.Bool("plain", false, "publish to plain subscribers only: no topic need capture the subject")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -98,8 +99,12 @@ func cmdPub(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "pub", err)
 	case pos.Stored:
 		fmt.Fprintf(stdout, "stored in partition %d at seq %d\n", pos.Partition, pos.Seq)
-	default:
+	case *plain:
 		fmt.Fprintln(stdout, "published (no durable topic captured it)")
+	default:
+		// A mistyped topic name must not look like success (SPEC.md 7.4).
+		fmt.Fprintf(stderr, "fibril pub: no topic captures %q: nothing stored (create one with `fibril topics create`, or pass -plain to publish to plain subscribers only)\n", fs.Arg(0))
+		return 1
 	}
 	return 0
 }

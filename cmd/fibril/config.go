@@ -154,7 +154,18 @@ var settings = []setting{
 	durSetting("write-deadline", "time a socket may take nothing while output waits before the connection is cut as a slow consumer", func(o *server.Options) *time.Duration { return &o.WriteDeadline }),
 	durSetting("max-poll-wait", "longest wait a POLL may ask for", func(o *server.Options) *time.Duration { return &o.MaxPollWait }),
 	durSetting("shutdown-timeout", "longest graceful drain on shutdown", func(o *server.Options) *time.Duration { return &o.ShutdownTimeout }),
-	boolSetting("auto-create", "create a topic on the first PUB to an uncaptured subject", func(o *server.Options, _ *serveConfig) *bool { return &o.AutoCreateTopics }),
+	{"auto-create", "comma-separated subject filters (e.g. 'orders.>'): a PUB to an uncaptured subject matching one creates a topic named after it (off when empty)",
+		func(o *server.Options) string { return strings.Join(o.AutoCreate, ",") },
+		func(o *server.Options, _ *serveConfig, v string) error {
+			o.AutoCreate = nil
+			for f := range strings.SplitSeq(v, ",") {
+				if f = strings.TrimSpace(f); f != "" {
+					o.AutoCreate = append(o.AutoCreate, f)
+				}
+			}
+			return nil
+		}, false},
+	boolSetting("tls-handshake-first", "TLS listener: also accept clients that start TLS before INFO (nats --tlsfirst; waits 50 ms for them)", func(o *server.Options, _ *serveConfig) *bool { return &o.TLSHandshakeFirst }),
 	boolSetting("auto-create-groups", "create a missing group on POLL or durable SUB", func(o *server.Options, _ *serveConfig) *bool { return &o.AutoCreateGroups }),
 	boolSetting("no-durable", "serve the plain NATS core only (no data directory)", func(o *server.Options, _ *serveConfig) *bool { return &o.NoBroker }),
 	boolSetting("ready-json", "print one JSON line {\"addr\":...} on stdout once listening", func(_ *server.Options, sc *serveConfig) *bool { return &sc.readyJSON }),
@@ -257,8 +268,18 @@ func loadConfigFile(path string, opts *server.Options, sc *serveConfig) error {
 			str = strconv.FormatFloat(x, 'f', -1, 64)
 		case bool:
 			str = strconv.FormatBool(x)
+		case []any: // a list of strings, e.g. "auto_create": ["orders.>"]
+			parts := make([]string, 0, len(x))
+			for _, e := range x {
+				es, ok := e.(string)
+				if !ok {
+					return fmt.Errorf("config %s: %s: want a list of strings", path, key)
+				}
+				parts = append(parts, es)
+			}
+			str = strings.Join(parts, ",")
 		default:
-			return fmt.Errorf("config %s: %s: want a string, number or boolean", path, key)
+			return fmt.Errorf("config %s: %s: want a string, number, boolean or list of strings", path, key)
 		}
 		if err := s.set(opts, sc, str); err != nil {
 			return fmt.Errorf("config %s: %w", path, err)

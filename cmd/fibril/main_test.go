@@ -28,7 +28,7 @@ func TestServeOptionsPrecedence(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "fibril.json")
 	if err := os.WriteFile(cfg, []byte(`{"max_payload": 2000, "listen": "127.0.0.1:5000", "ping_interval": "3s",
-		"auto_create": false, "users": [{"name": "u", "password_bcrypt": "$2a$04$abcdefghijklmnopqrstuu5Xo0Hj0J3e5nTBL2Qy4yGm1bXc5Tgi"}]}`), 0o600); err != nil {
+		"auto_create": ["orders.>", "logs.*"], "users": [{"name": "u", "password_bcrypt": "$2a$04$abcdefghijklmnopqrstuu5Xo0Hj0J3e5nTBL2Qy4yGm1bXc5Tgi"}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	def := server.DefaultOptions()
@@ -60,7 +60,7 @@ func TestServeOptionsPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sc.readyJSON || sc.logLevel != slog.LevelDebug || o.AutoCreateTopics || o.PingInterval != 3*time.Second || len(o.Users) != 1 {
+	if !sc.readyJSON || sc.logLevel != slog.LevelDebug || strings.Join(o.AutoCreate, " ") != "orders.> logs.*" || o.PingInterval != 3*time.Second || len(o.Users) != 1 {
 		t.Fatalf("got %+v %+v", sc, o)
 	}
 	o, _, err = serveOptions([]string{"--segment-size", "1048576"}, env(map[string]string{"FIBRIL_EVENT_SEGMENT_SIZE": "65536"}), io.Discard)
@@ -115,8 +115,13 @@ func TestClientCommands(t *testing.T) {
 	if out := runOK(t, "pub", "-s", addr, "jobs", "first"); !strings.Contains(out, "stored in partition") {
 		t.Fatalf("pub: %s", out)
 	}
-	if out := runOK(t, "pub", "-s", addr, "_INBOX.x", "plain"); !strings.Contains(out, "no durable topic") {
+	if out := runOK(t, "pub", "-s", addr, "-plain", "_INBOX.x", "plain"); !strings.Contains(out, "no durable topic") {
 		t.Fatalf("plain pub: %s", out)
+	}
+	// TestPubToNoTopicIsAnError: a typo stores nothing and says so.
+	var typo bytes.Buffer
+	if code := run([]string{"pub", "-s", addr, "nosuchtopic", "x"}, io.Discard, &typo); code != 1 || !strings.Contains(typo.String(), `no topic captures "nosuchtopic"`) {
+		t.Fatalf("pub to no topic: exit %d: %s", code, typo.String())
 	}
 	if out := runOK(t, "topics", "-s", addr); !strings.Contains(out, `"jobs"`) {
 		t.Fatalf("list: %s", out)
@@ -170,7 +175,7 @@ func TestClientCommands(t *testing.T) {
 	go func() { done <- run([]string{"sub", "-s", addr, "-n", "1", "_INBOX.cli.*"}, &subOut, &subErr) }()
 	code := -1
 	testserver.WaitFor(t, 10*time.Second, "the plain sub to print a message", func() bool {
-		runOK(t, "pub", "-s", addr, "_INBOX.cli.x", "plain-hello")
+		runOK(t, "pub", "-s", addr, "-plain", "_INBOX.cli.x", "plain-hello")
 		select {
 		case code = <-done:
 			return true
