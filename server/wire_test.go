@@ -338,7 +338,7 @@ func TestMaxPayloadMustFitASegment(t *testing.T) {
 // TestInvalidUTF8SubjectRefusedAtTheDoor: PUB pay.\xff used to be confirmed
 // and auto-create a topic whose name did not survive a restart.
 func TestInvalidUTF8SubjectRefusedAtTheDoor(t *testing.T) {
-	s := startServer(t, func(o *Options) { o.NoBroker = false })
+	s := startServer(t, func(o *Options) { o.NoBroker = false; o.AutoCreate = []string{">"} })
 	w := dialInfo(t, s)
 	w.send("CONNECT {\"fibril\":1}\r\n")
 	w.expect(`^\+OK$`)
