@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# bench/natsbench.sh — `nats bench` core pub/sub (the stock `nats` CLI,
+# natscli v0.5.0) against `fibril serve` and nats-server v2.15.3, the two
+# alternating in one run, on this machine. For each size it runs REPS pairs
+# of (subscriber, publisher) of MSGS messages on one subject and prints the
+# medians of the subscriber's msgs/s (every message received end to end),
+# the ratio Fibril / nats-server, and the runs cut off (a client that did
+# not finish, or exited non-zero). Then a multi-subject flood against Fibril
+# (`nats bench pub --multisubject`, 1,000 and 100,000 subjects): the topics
+# created, data on disk, RSS and open files it leaves.
+#
+#   bash bench/natsbench.sh                      # 3 reps, 1M messages, 16 B and 1 KiB
+#   bash bench/natsbench.sh --reps 5 --msgs 200000 --sizes "16 1024 4096"
+#   bash bench/natsbench.sh --quick              # 1 rep, 100k messages: a smoke run
+#
+# Servers start fresh for every run on a free loopback port with data in a
+# temp dir, and are stopped by PID; a trap kills, by PID, whatever this
+# script started that still runs when it exits. Missing tools are installed
+# with `go install` at the versions above. Exits 1 if any run was cut off.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+REPS=3; MSGS=1000000; SIZES="16 1024"; OUT=/tmp/fibril-natsbench; FLOOD=1
+NATS_VERSION=v2.15.3; NATSCLI_VERSION=v0.5.0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) REPS=1; MSGS=100000 ;;
+    --reps) REPS=$2; shift ;;
+    --msgs) MSGS=$2; shift ;;
+    --sizes) SIZES=$2; shift ;;
+    --out) OUT=$2; shift ;;
+    --no-flood) FLOOD=0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) echo "natsbench.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+export PATH="$PATH:$(go env GOPATH)/bin"
+mkdir -p "$OUT"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; }
+trap cleanup EXIT
+
+command -v nats-server >/dev/null || go install "github.com/nats-io/nats-server/v2@$NATS_VERSION"
+command -v nats >/dev/null || go install "github.com/nats-io/natscli/nats@$NATSCLI_VERSION"
+go build -o "$OUT/fibril" ./cmd/fibril || exit 1
+
+freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+
+# start_server NAME: sets SPID and URL.
+start_server() {
+  local dir; dir=$(mktemp -d "$OUT/data.XXXX")
+  if [ "$1" = fibril ]; then
+    "$OUT/fibril" serve --listen 127.0.0.1:0 --data "$dir" --ready-json --log-level warn >"$dir/ready" 2>"$dir/log" &
+    SPID=$!
+    for _ in $(seq 200); do grep -q '"addr"' "$dir/ready" 2>/dev/null && break; sleep 0.05; done
+    URL="nats://$(sed -n 's/.*"addr":"\([^"]*\)".*/\1/p' "$dir/ready")"
+  else
+    local port; port=$(freeport)
+    nats-server -a 127.0.0.1 -p "$port" >"$dir/log" 2>&1 &
+    SPID=$!
+    URL="nats://127.0.0.1:$port"
+    for _ in $(seq 200); do nats -s "$URL" server check connection >/dev/null 2>&1 && break; sleep 0.05; done
+  fi
+  PIDS+=("$SPID")
+  DATA=$dir
+}
+stop_server() { kill "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null; rm -rf "$DATA"; }
+
+# run_pair NAME SIZE: prints the subscriber's msgs/s, or CUT.
+run_pair() {
+  start_server "$1"
+  local sub="$OUT/sub.out" pub="$OUT/pub.out"
+  timeout 300 nats -s "$URL" bench sub bench.x --msgs "$MSGS" --size "$2" --no-progress >"$sub" 2>&1 &
+  local spid=$!
+  PIDS+=("$spid")
+  sleep 1 # the subscription is in place
+  timeout 300 nats -s "$URL" bench pub bench.x --msgs "$MSGS" --size "$2" --no-progress >"$pub" 2>&1
+  local prc=$?
+  wait "$spid"; local src=$?
+  stop_server
+  local rate; rate=$(sed -n 's/.*subscriber stats: \([0-9,]*\) msgs\/sec.*/\1/p' "$sub" | tr -d ,)
+  if [ $prc -ne 0 ] || [ $src -ne 0 ] || [ -z "$rate" ]; then
+    echo "CUT"; { echo "--- $1 $2 cut off (pub rc $prc, sub rc $src)"; tail -3 "$pub" "$sub"; } >>"$OUT/cut.log"
+  else
+    echo "$rate"
+  fi
+}
+
+median() { tr ' ' '\n' | grep -v '^$' | grep -v CUT | sort -n | awk '{a[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print a[(NR+1)/2]; else print int((a[NR/2]+a[NR/2+1])/2)}'; }
+
+rm -f "$OUT/cut.log"
+cuts=0
+echo "nats bench core pub/sub, $MSGS msgs, medians of $REPS (subscriber msgs/s; machine: $(nproc) vCPUs, $(date -u +%FT%TZ))"
+printf '| size | Fibril | nats-server | Fibril / nats-server | runs cut off |\n| --- | --- | --- | --- | --- |\n'
+for size in $SIZES; do
+  f=""; n=""
+  for rep in $(seq "$REPS"); do
+    if [ $((rep % 2)) -eq 1 ]; then
+      f="$f $(run_pair fibril "$size")"; n="$n $(run_pair nats-server "$size")"
+    else
+      n="$n $(run_pair nats-server "$size")"; f="$f $(run_pair fibril "$size")"
+    fi
+  done
+  c=$(echo "$f $n" | tr ' ' '\n' | grep -c CUT)
+  cuts=$((cuts + c))
+  fm=$(echo "$f" | median); nm=$(echo "$n" | median)
+  ratio=$(awk -v a="$fm" -v b="$nm" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
+  printf '| %s B | %s | %s | %s× | %s |\n' "$size" "$fm" "$nm" "$ratio" "$c"
+  echo "  $size B runs: fibril$f / nats-server$n" >>"$OUT/runs.log"
+done
+
+if [ "$FLOOD" = 1 ]; then
+  echo
+  echo "multi-subject flood against Fibril (16 B messages, no topic captures them):"
+  printf '| subjects | msgs | topics | data on disk | RSS | open files |\n| --- | --- | --- | --- | --- | --- |\n'
+  for subjects in 1000 100000; do
+    msgs=$((subjects * 20 > 200000 ? 200000 : subjects * 20))
+    start_server fibril
+    timeout 300 nats -s "$URL" bench pub bench --multisubject --multisubjectmax "$subjects" --msgs "$msgs" --size 16 --no-progress >"$OUT/flood.out" 2>&1 || cuts=$((cuts + 1))
+    sleep 1
+    topics=$(printf 'CONNECT {"fibril":1}\r\nTOPIC LIST\r\n' | timeout 5 python3 -c '
+import socket,sys
+h,p=sys.argv[1].split(":");s=socket.create_connection((h,int(p)));s.settimeout(3)
+s.recv(65536);s.sendall(sys.stdin.buffer.read());b=b""
+while b.count(b"\n")<2:
+  b+=s.recv(65536)
+print(b.split(b"\n")[1].count(b",")+ (0 if b"[]" in b else 1))' "${URL#nats://}")
+    disk=$(du -sh "$DATA" | cut -f1)
+    rss=$(awk '/VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$SPID/status")
+    fds=$(ls "/proc/$SPID/fd" | wc -l)
+    printf '| %s | %s | %s | %s | %s | %s |\n' "$subjects" "$msgs" "$topics" "$disk" "$rss" "$fds"
+    stop_server
+  done
+fi
+if [ "$cuts" -gt 0 ]; then echo "runs cut off: $cuts (see $OUT/cut.log)"; exit 1; fi
