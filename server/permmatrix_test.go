@@ -174,7 +174,7 @@ func startMatrixServer(t *testing.T) *Server {
 		o.Engine.OpenStore = ms.Open
 		o.DataDir = fastDir(t)
 		o.HTTPListen = "127.0.0.1:0"
-		o.AutoCreateTopics = false // a PUB case must not add topics
+		o.AutoCreate = nil // a PUB case must not add topics (the default)
 		for _, u := range matrixUsers {
 			o.Users = append(o.Users, User{Name: u.name, PasswordHash: pw, Role: access.Role(u.role),
 				Permissions: Permissions{
