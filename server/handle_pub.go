@@ -28,16 +28,22 @@ func (c *client) handlePub(m *pubMsg) {
 			c.reject(protocol.CodeReservedSubject, "to "+strconv.Quote(m.subject))
 			return
 		}
+		// NATS mode: `$...` (other than ack handles) is a plain subject, as
+		// on a NATS server without JetStream (handle_noresp.go).
+		if err := c.perms.PublishPlain(m.subject); err != nil {
+			c.reject(protocol.CodePermissionDenied, "for Publish to "+strconv.Quote(m.subject))
+			return
+		}
+		c.publishPlain(m)
+		return
 	}
 	if !c.canPublish(m.subject) {
 		c.reject(protocol.CodePermissionDenied, "for Publish to "+strconv.Quote(m.subject))
 		return
 	}
-	if c.srv.durable != nil && m.subject[0] != '$' {
+	if c.srv.durable != nil {
 		c.publishDurable(m)
 		return
 	}
-	// NATS mode: `$...` (other than ack handles) is a plain subject, as on
-	// a NATS server without JetStream (handle_noresp.go).
 	c.publishPlain(m)
 }

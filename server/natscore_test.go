@@ -179,3 +179,19 @@ func TestJetStreamCallsAnsweredAtOnce(t *testing.T) {
 		t.Fatalf("the topic holds other than 2 messages: %s", l)
 	}
 }
+
+// TestDollarSubjectsFollowPublishPermissions: a "$" subject published from
+// NATS mode is a plain subject, but still under the user's publish rule.
+func TestDollarSubjectsFollowPublishPermissions(t *testing.T) {
+	pw := hash(t, "pw")
+	s := startServer(t, func(o *Options) {
+		o.Users = []User{{Name: "u", PasswordHash: pw, Permissions: Permissions{
+			Publish: SubjectPermission{Deny: []string{"$JS.>"}}}}}
+	})
+	w := dialInfo(t, s)
+	w.send(`CONNECT {"user":"u","pass":"pw","headers":true,"no_responders":true}` + "\r\nSUB _INBOX.r 1\r\nPUB $JS.API.INFO _INBOX.r 0\r\n\r\nPUB $SYS.x _INBOX.r 0\r\n\r\nPING\r\n")
+	w.expect(`^-ERR 'Permissions Violation for Publish to "\$JS.API.INFO"'$`)
+	w.expect(`^HMSG _INBOX.r 1 38 38$`)
+	w.expectBody("NATS/1.0 503\r\nNats-Subject: $SYS.x\r\n\r\n")
+	w.expect(`^PONG$`)
+}

@@ -157,6 +157,17 @@ func (id *Identity) Publish(subject string) error {
 	return nil
 }
 
+// PublishPlain decides a publish from a NATS-mode connection, where a "$"
+// subject other than an ack handle is a plain subject (fan-out only, as on
+// a NATS server: SPEC.md section 6): the same publish rule, no reserved
+// check.
+func (id *Identity) PublishPlain(subject string) error {
+	if !ruleOK(id.publishRule(), subject) {
+		return denied("Publish to", subject)
+	}
+	return nil
+}
+
 // Subscribe decides a SUB filter (a plain subscription, or the name part
 // of a durable SUB before its topic is looked up).
 func (id *Identity) Subscribe(filter string) error {
