@@ -3,7 +3,7 @@
 GO ?= go
 FUZZTIME ?= 20s
 
-.PHONY: test test-go test-fuzz test-python test-js build vet conformance bench bench-full faults
+.PHONY: test test-go test-fuzz test-python test-js build vet conformance bench bench-full faults perm-matrix
 
 test: vet test-go test-fuzz test-python test-js
 
@@ -42,6 +42,15 @@ test-python:
 
 test-js:
 	@if [ -f sdk-js/package.json ]; then $(MAKE) -C sdk-js test; else echo "sdk-js: not yet"; fi
+
+# The permission matrix's long form (server/permmatrix_random_test.go):
+# PERM_SEEDS random matrices (users, rules, topics, targets) from PERM_SEED,
+# each checked against the reference model; `make test` runs one. About 2 s
+# a seed on 2 vCPUs.
+PERM_SEEDS ?= 200
+PERM_SEED ?= 1
+perm-matrix:
+	FIBRIL_PERM_SEEDS=$(PERM_SEEDS) FIBRIL_PERM_SEED=$(PERM_SEED) $(GO) test -count=1 -timeout 60m -run '^TestPermissionMatrixRandom$$' ./server/
 
 # Benchmarks, never part of `make test`: Fibril and NATS JetStream side by
 # side (bench/compare.sh; current figures in BENCHMARKS.md). `bench` is the smoke

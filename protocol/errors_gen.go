@@ -44,9 +44,9 @@ const (
 	CodeAuthTimeout Code = "auth_timeout"
 	// CodeAuthBusy (too many logins waiting): The server's queue of password checks is full (max_auth_queue) and this source already has as many checks waiting as any other; the CONNECT was not checked. Reconnect after a back-off.
 	CodeAuthBusy Code = "auth_busy"
-	// CodePermissionDenied (permission denied): The user may not publish to or subscribe to that subject. NATS clients get Permissions Violation for Publish to <subject> (or Subscription to).
+	// CodePermissionDenied (permission denied): The identity may not do that (SPEC.md 6.1): publish to or subscribe to that subject, consume, create, delete or see that topic, name that dead-letter target, or settle that handle (another identity's delivery). NATS clients get Permissions Violation for Publish to <subject> (or Subscription to).
 	CodePermissionDenied Code = "permission_denied"
-	// CodeReservedSubject (subjects starting with $ are reserved): PUB/HPUB to a $ subject other than an ack handle, or TOPIC CREATE of a $ name.
+	// CodeReservedSubject (subjects starting with $ are reserved): PUB/HPUB to a $ subject other than an ack handle, TOPIC CREATE of a $ name or filter, or a $ dead_letter other than the group's default.
 	CodeReservedSubject Code = "reserved_subject"
 	// CodeStaleConnection (stale connection): The peer did not answer PING within the heartbeat allowance; reconnect.
 	CodeStaleConnection Code = "stale_connection"
@@ -218,9 +218,9 @@ func lookupSpec(c Code) (ErrorSpec, bool) {
 	case CodeAuthBusy:
 		return ErrorSpec{Code: c, Text: "too many logins waiting", NATSText: "", Fatal: true, NATSFatal: true, Retriable: true, Description: "The server's queue of password checks is full (max_auth_queue) and this source already has as many checks waiting as any other; the CONNECT was not checked. Reconnect after a back-off."}, true
 	case CodePermissionDenied:
-		return ErrorSpec{Code: c, Text: "permission denied", NATSText: "Permissions Violation", Fatal: false, NATSFatal: false, Retriable: false, Description: "The user may not publish to or subscribe to that subject. NATS clients get Permissions Violation for Publish to <subject> (or Subscription to)."}, true
+		return ErrorSpec{Code: c, Text: "permission denied", NATSText: "Permissions Violation", Fatal: false, NATSFatal: false, Retriable: false, Description: "The identity may not do that (SPEC.md 6.1): publish to or subscribe to that subject, consume, create, delete or see that topic, name that dead-letter target, or settle that handle (another identity's delivery). NATS clients get Permissions Violation for Publish to <subject> (or Subscription to)."}, true
 	case CodeReservedSubject:
-		return ErrorSpec{Code: c, Text: "subjects starting with $ are reserved", NATSText: "Permissions Violation", Fatal: false, NATSFatal: false, Retriable: false, Description: "PUB/HPUB to a $ subject other than an ack handle, or TOPIC CREATE of a $ name."}, true
+		return ErrorSpec{Code: c, Text: "subjects starting with $ are reserved", NATSText: "Permissions Violation", Fatal: false, NATSFatal: false, Retriable: false, Description: "PUB/HPUB to a $ subject other than an ack handle, TOPIC CREATE of a $ name or filter, or a $ dead_letter other than the group's default."}, true
 	case CodeStaleConnection:
 		return ErrorSpec{Code: c, Text: "stale connection", NATSText: "Stale Connection", Fatal: true, NATSFatal: true, Retriable: true, Description: "The peer did not answer PING within the heartbeat allowance; reconnect."}, true
 	case CodeSlowConsumer:

@@ -65,10 +65,20 @@ func (c *client) principal() broker.Principal {
 }
 
 // bindLeases binds the leases this connection takes to its identity, so
-// that only that identity settles them (SPEC.md 9.2).
+// that only that identity settles them (SPEC.md 9.2). The binding leaves
+// with the connection's ReleaseOwner; a connection that closed meanwhile
+// (its password check outlived it) takes it back itself, so no entry
+// outlives its connection.
 func (c *client) bindLeases() {
-	if c.srv.durable != nil {
-		c.srv.durable.b.SetPrincipal(c.owner(), c.principal())
+	if c.srv.durable == nil {
+		return
+	}
+	b := c.srv.durable.b
+	b.SetPrincipal(c.owner(), c.principal())
+	if c.isClosing() {
+		// release sets closing before it calls ReleaseOwner: either that
+		// ran after the store above, or this sees closing.
+		b.SetPrincipal(c.owner(), 0)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,58 +27,68 @@ import (
 	"github.com/fibrilmq/fibril/server/access"
 )
 
-// The matrix's users, topics and words.
-var (
-	matrixUsers = []refUser{
-		{name: "root", role: "admin"},
-		{name: "orders",
-			pub: refRule{allow: []string{"orders", "orders.>"}, deny: []string{"orders.secret"}},
-			con: refRule{allow: []string{"orders", "orders.>", "$DLQ.orders.>"}}},
-		{name: "eu", pub: refRule{allow: []string{"orders.eu.>"}}, con: refRule{allow: []string{"orders.eu.>"}}},
-		{name: "billing",
-			pub: refRule{allow: []string{"billing", "billing.>"}},
-			con: refRule{allow: []string{"billing", "billing.>", "_INBOX.>"}}},
-		{name: "reader", role: "monitor",
-			pub: refRule{deny: []string{">"}}, con: refRule{allow: []string{">"}, deny: []string{"billing.>"}}},
-		{name: "pubonly",
-			pub: refRule{allow: []string{"orders.>", "billing", "shared.>"}}, con: refRule{deny: []string{">"}}},
-		{name: "adm", role: "admin",
-			pub: refRule{allow: []string{"shared", "shared.>"}}, con: refRule{allow: []string{"shared", "shared.>"}}},
+// matrixSpec is one matrix: who, on what. users[0] is "root" (every
+// right, role admin), which sets the stage. topics exist during the whole
+// run, each with a group mg; the run adds "$DLQ.<topics[0]>.mg", the
+// dead-letter topic of topics[0]/mg, as one more. creates are TOPIC
+// CREATE requests (what they create goes again); deletes are made by root
+// for each TOPIC DELETE attempt ("$DLQ.<topics[0]>.d" as the dead-letter
+// topic of the group topics[0]/d); deadLetters are GROUP CREATE targets
+// ("default" stands for the group's own "$DLQ.<topic>.<group>").
+type matrixSpec struct {
+	users             []refUser
+	topics            []refTopic
+	subjects, filters []string
+	creates, deletes  []refTopic
+	deadLetters       []string
+}
+
+// fixedMatrix is the hand-picked matrix: the shapes of issue 23's
+// bypasses and their neighbours.
+func fixedMatrix() matrixSpec {
+	return matrixSpec{
+		users: []refUser{
+			{name: "root", role: "admin"},
+			{name: "orders",
+				pub: refRule{allow: []string{"orders", "orders.>"}, deny: []string{"orders.secret"}},
+				con: refRule{allow: []string{"orders", "orders.>", "$DLQ.orders.>"}}},
+			{name: "eu", pub: refRule{allow: []string{"orders.eu.>"}}, con: refRule{allow: []string{"orders.eu.>"}}},
+			{name: "billing",
+				pub: refRule{allow: []string{"billing", "billing.>"}},
+				con: refRule{allow: []string{"billing", "billing.>", "_INBOX.>"}}},
+			{name: "reader", role: "monitor",
+				pub: refRule{deny: []string{">"}}, con: refRule{allow: []string{">"}, deny: []string{"billing.>"}}},
+			{name: "pubonly",
+				pub: refRule{allow: []string{"orders.>", "billing", "shared.>"}}, con: refRule{deny: []string{">"}}},
+			{name: "adm", role: "admin",
+				pub: refRule{allow: []string{"shared", "shared.>"}}, con: refRule{allow: []string{"shared", "shared.>"}}},
+		},
+		topics: []refTopic{
+			{name: "orders"},
+			{name: "orders.eu", filters: []string{"orders.eu.>"}},
+			{name: "billing", filters: []string{"billing", "billing.y.>"}},
+			{name: "mixed", filters: []string{"orders.x", "billing.x"}},
+			{name: "shared.q"},
+		},
+		subjects: []string{"orders", "orders.eu.x", "orders.secret", "orders.x", "billing",
+			"billing.y.z", "shared.q", "x", "_INBOX.a", "$DLQ.orders.mg"},
+		filters: []string{"orders", "orders.>", "orders.*", ">", "billing.*", "_INBOX.>",
+			"shared.q", "$DLQ.>", "orders.eu.*", "*.x"},
+		creates: []refTopic{
+			{name: "orders.new"}, {name: "orders.dl", filters: []string{"orders.dl.>"}},
+			{name: "billing.new", filters: []string{"orders.new"}}, {name: "x", filters: []string{">"}},
+			{name: "x"}, {name: "$x"}, {name: "x.new", filters: []string{"$DLQ.>"}},
+			{name: "orders.w", filters: []string{"orders.*"}}, {name: "shared.new", filters: []string{"shared.new"}},
+			{name: "orders.eu.new", filters: []string{"orders.eu.new", "billing.new"}},
+		},
+		deletes: []refTopic{
+			{name: "orders.d"}, {name: "mixed.d", filters: []string{"orders.d.x", "billing.d"}},
+			{name: "billing.d", filters: []string{"billing.d"}}, {name: "shared.d"}, {name: "$DLQ.orders.d"},
+		},
+		deadLetters: []string{"", "-", "default", "$DLQ.billing.mg", "$DLQ.orders.mg", "$F.1.1.0.1.1", "orders",
+			"billing", "mixed", "orders.dl", "x.dl", "shared.q", "orders.secret"},
 	}
-	// matrixTopics exist during the whole test; the last one is the
-	// dead-letter topic of orders/mg. Every fixture topic has a group mg.
-	matrixTopics = []refTopic{
-		{name: "orders"},
-		{name: "orders.eu", filters: []string{"orders.eu.>"}},
-		{name: "billing", filters: []string{"billing", "billing.y.>"}},
-		{name: "mixed", filters: []string{"orders.x", "billing.x"}},
-		{name: "shared.q"},
-		{name: "$DLQ.orders.mg"},
-	}
-	matrixSubjects = []string{"orders", "orders.eu.x", "orders.secret", "orders.x", "billing",
-		"billing.y.z", "shared.q", "x", "_INBOX.a", "$DLQ.orders.mg"}
-	matrixFilters = []string{"orders", "orders.>", "orders.*", ">", "billing.*", "_INBOX.>",
-		"shared.q", "$DLQ.>", "orders.eu.*", "*.x"}
-	// matrixCreates are TOPIC CREATE requests; topics they would create
-	// are deleted again.
-	matrixCreates = []refTopic{
-		{name: "orders.new"}, {name: "orders.dl", filters: []string{"orders.dl.>"}},
-		{name: "billing.new", filters: []string{"orders.new"}}, {name: "x", filters: []string{">"}},
-		{name: "x"}, {name: "$x"}, {name: "x.new", filters: []string{"$DLQ.>"}},
-		{name: "orders.w", filters: []string{"orders.*"}}, {name: "shared.new", filters: []string{"shared.new"}},
-		{name: "orders.eu.new", filters: []string{"orders.eu.new", "billing.new"}},
-	}
-	// matrixDeletes are created by root for each TOPIC DELETE attempt;
-	// "$DLQ.orders.d" is made as the dead-letter topic of group orders/d.
-	matrixDeletes = []refTopic{
-		{name: "orders.d"}, {name: "mixed.d", filters: []string{"orders.d.x", "billing.d"}},
-		{name: "billing.d", filters: []string{"billing.d"}}, {name: "shared.d"}, {name: "$DLQ.orders.d"},
-	}
-	// matrixDeadLetters are GROUP CREATE dead_letter targets ("default" is
-	// replaced by the group's own "$DLQ.<topic>.<group>").
-	matrixDeadLetters = []string{"", "-", "default", "$DLQ.billing.mg", "$DLQ.orders.mg", "$F.1.1.0.1.1", "orders",
-		"billing", "mixed", "orders.dl", "x.dl", "shared.q", "orders.secret"}
-)
+}
 
 // mconn is one raw Fibril-mode connection of the matrix; errors fail the
 // test (they are not answers).
@@ -166,7 +177,7 @@ func (mx *matrix) wire(verb, user, what string, want bool, answer string) {
 	mx.check(verb, user, what, want, answer, refused(answer))
 }
 
-func startMatrixServer(t *testing.T) *Server {
+func startMatrixServer(t *testing.T, users []refUser) *Server {
 	pw := hash(t, "pw")
 	ms := memstore.New() // logs in memory: the matrix is about answers, not disks
 	return startServer(t, func(o *Options) {
@@ -175,7 +186,7 @@ func startMatrixServer(t *testing.T) *Server {
 		o.DataDir = fastDir(t)
 		o.HTTPListen = "127.0.0.1:0"
 		o.AutoCreate = nil // a PUB case must not add topics (the default)
-		for _, u := range matrixUsers {
+		for _, u := range users {
 			o.Users = append(o.Users, User{Name: u.name, PasswordHash: pw, Role: access.Role(u.role),
 				Permissions: Permissions{
 					Publish: SubjectPermission{Allow: u.pub.allow, Deny: u.pub.deny},
@@ -210,10 +221,16 @@ func literal(f string) string {
 }
 
 func TestPermissionMatrixAgreesWithModel(t *testing.T) {
+	runMatrix(t, fixedMatrix())
+}
+
+// runMatrix runs spec against a fresh server and fails on any case where
+// the server and the model disagree.
+func runMatrix(t *testing.T, spec matrixSpec) {
 	model := newRefModel()
-	s := startMatrixServer(t)
+	s := startMatrixServer(t, spec.users)
 	mx := &matrix{t: t, byVerb: map[string]int{}}
-	root := matrixLogin(t, s, "root")
+	root := matrixLogin(t, s, spec.users[0].name)
 	must := func(cmd string) string {
 		t.Helper()
 		a := root.do(cmd)
@@ -222,71 +239,64 @@ func TestPermissionMatrixAgreesWithModel(t *testing.T) {
 		}
 		return a
 	}
-	for _, tp := range matrixTopics[:len(matrixTopics)-1] {
+	first := spec.topics[0].name
+	dlq := refTopic{name: "$DLQ." + first + ".mg"}
+	for i, tp := range spec.topics {
 		must(topicCreateCmd(tp))
 		dl := ` {"dead_letter":"-"}`
-		if tp.name == "orders" {
+		if i == 0 {
 			dl = ""
 		}
 		must("GROUP CREATE " + tp.name + " mg" + dl)
 	}
-	must("GROUP CREATE $DLQ.orders.mg mg")
-	must("TOPIC CREATE shared.p")
+	must("GROUP CREATE " + dlq.name + " mg")
+	must("TOPIC CREATE zz.purge")
+	topics := append(append([]refTopic(nil), spec.topics...), dlq)
 	conns := map[string]*mconn{}
-	for _, u := range matrixUsers {
+	for _, u := range spec.users {
 		conns[u.name] = matrixLogin(t, s, u.name)
 	}
 
 	// Deliveries to settle: for each topic, one message leased by each user
 	// that may consume it. The dead-letter topic is filled by rejects.
 	holders := map[string]map[string]string{} // topic -> holder -> handle
-	for _, tp := range matrixTopics {
+	for _, tp := range topics {
 		holders[tp.name] = map[string]string{}
-		for _, u := range matrixUsers {
+		for _, u := range spec.users {
 			if !model.consume(u, tp) {
 				continue
 			}
-			if tp.name == "$DLQ.orders.mg" {
-				must("PUB orders 2\r\ndl")
-				var hs []string
-				if a := root.do("POLL orders rj 1 5000", &hs); a != "+OK 1" {
-					t.Fatalf("poll for a reject: %q", a)
-				}
-				// rj dead-letters into $DLQ.orders.rj; mg into the fixture.
-				_ = hs
-			}
-			var hs []string
-			c := conns[u.name]
-			if tp.name == "$DLQ.orders.mg" {
+			if tp.name == dlq.name {
 				var mh []string
-				must("PUB orders 2\r\nmg")
-				if a := root.do("POLL orders mg 1 5000", &mh); a != "+OK 1" || len(mh) != 1 {
-					t.Fatalf("poll orders/mg: %q", a)
+				must("PUB " + literal(spec.topics[0].all()[len(spec.topics[0].all())-1]) + " 2\r\ndl")
+				if a := root.do("POLL "+first+" mg 1 5000", &mh); a != "+OK 1" || len(mh) != 1 {
+					t.Fatalf("poll %s/mg: %q", first, a)
 				}
 				must("REJECT " + mh[0])
 			} else {
 				must("PUB " + literal(tp.all()[len(tp.all())-1]) + " 1\r\nm")
 			}
-			if a := c.do("POLL "+tp.name+" mg 1 5000", &hs); a != "+OK 1" || len(hs) != 1 {
+			var hs []string
+			if a := conns[u.name].do("POLL "+tp.name+" mg 1 5000", &hs); a != "+OK 1" || len(hs) != 1 {
 				t.Fatalf("%s polls %s: %q %v", u.name, tp.name, a, hs)
 			}
 			holders[tp.name][u.name] = hs[0]
 		}
 	}
 
-	for _, u := range matrixUsers {
+	for _, u := range spec.users {
 		c := conns[u.name]
-		for _, subj := range matrixSubjects {
+		for _, subj := range spec.subjects {
 			mx.wire("PUB", u.name, subj, model.pub(u, subj), c.do("PUB "+subj+" 1\r\np"))
 		}
 		sc := matrixLogin(t, s, u.name)
-		for i, f := range matrixFilters {
+		for i, f := range spec.filters {
 			sid := strconv.Itoa(i + 1)
 			mx.wire("SUB", u.name, f, model.sub(u, f), sc.do("SUB "+f+" "+sid))
 			sc.do("UNSUB " + sid)
 		}
-		for i, tp := range matrixTopics {
-			sid := strconv.Itoa(100 + i)
+		for i, tp := range topics {
+			sid := "d" + strconv.Itoa(i)
 			mx.wire("SUB durable", u.name, tp.name, model.consume(u, tp), sc.do("SUB "+tp.name+" q "+sid+" 1"))
 			sc.do("UNSUB " + sid)
 			mx.wire("POLL", u.name, tp.name, model.consume(u, tp), c.do("POLL "+tp.name+" pp 1"))
@@ -299,30 +309,27 @@ func TestPermissionMatrixAgreesWithModel(t *testing.T) {
 		if err := json.Unmarshal([]byte(strings.TrimPrefix(list, "+OK ")), &tl); err != nil {
 			t.Fatalf("TOPIC LIST: %q", list)
 		}
-		for _, tp := range matrixTopics {
-			listed := false
-			for _, n := range tl.Topics {
-				listed = listed || n == tp.name
-			}
-			mx.check("TOPIC LIST", u.name, tp.name, model.see(u, tp), list, !listed)
+		for _, tp := range topics {
+			mx.check("TOPIC LIST", u.name, tp.name, model.see(u, tp), list, !slices.Contains(tl.Topics, tp.name))
 		}
-		for _, tp := range matrixCreates {
+		for _, tp := range spec.creates {
 			a := c.do(topicCreateCmd(tp))
 			mx.wire("TOPIC CREATE", u.name, topicCreateCmd(tp), model.create(u, tp), a)
 			if strings.HasPrefix(a, "+OK") {
 				must("TOPIC DELETE " + tp.name)
 			}
 		}
-		for _, tp := range matrixDeletes {
-			if tp.name == "$DLQ.orders.d" {
-				must("GROUP CREATE orders d")
+		for _, tp := range spec.deletes {
+			viaGroup := tp.name == "$DLQ."+first+".d"
+			if viaGroup {
+				must("GROUP CREATE " + first + " d")
 			} else {
 				must(topicCreateCmd(tp))
 			}
 			a := c.do("TOPIC DELETE " + tp.name)
 			mx.wire("TOPIC DELETE", u.name, tp.name, model.remove(u, tp), a)
-			if tp.name == "$DLQ.orders.d" {
-				must("GROUP DELETE orders d")
+			if viaGroup {
+				must("GROUP DELETE " + first + " d")
 			}
 			if !strings.HasPrefix(a, "+OK") {
 				must("TOPIC DELETE " + tp.name)
@@ -332,10 +339,10 @@ func TestPermissionMatrixAgreesWithModel(t *testing.T) {
 
 	// GROUP CREATE × dead_letter targets; what a success created goes again.
 	n := 0
-	for _, u := range matrixUsers {
+	for _, u := range spec.users {
 		c := conns[u.name]
-		for _, tp := range matrixTopics {
-			for _, dl := range matrixDeadLetters {
+		for _, tp := range topics {
+			for _, dl := range spec.deadLetters {
 				n++
 				g := "g" + strconv.Itoa(n)
 				target := dl
@@ -347,9 +354,9 @@ func TestPermissionMatrixAgreesWithModel(t *testing.T) {
 					cmd += ` {"dead_letter":"` + target + `"}`
 				}
 				var existing *refTopic
-				for i, ft := range matrixTopics {
-					if ft.name == target {
-						existing = &matrixTopics[i]
+				for i := range topics {
+					if topics[i].name == target {
+						existing = &topics[i]
 					}
 				}
 				a := c.do(cmd)
@@ -374,13 +381,13 @@ func TestPermissionMatrixAgreesWithModel(t *testing.T) {
 	denyOps := []string{"ACK %s", "NACK %s", "REJECT %s", "EXTEND %s", "PUB %s 4\r\n+ACK", "PUB %s 4\r\n-NAK", "PUB %s 5\r\n+TERM", "PUB %s 4\r\n+WPI"}
 	keepOps := []string{"EXTEND %s", "PUB %s 4\r\n+WPI"}
 	for _, phase := range []bool{false, true} {
-		for _, tp := range matrixTopics {
-			for _, holder := range matrixUsers {
+		for _, tp := range topics {
+			for _, holder := range spec.users {
 				h, ok := holders[tp.name][holder.name]
 				if !ok {
 					continue
 				}
-				for _, u := range matrixUsers {
+				for _, u := range spec.users {
 					want := model.settle(u, holder, tp)
 					if want != phase {
 						continue
@@ -391,7 +398,8 @@ func TestPermissionMatrixAgreesWithModel(t *testing.T) {
 					}
 					for _, op := range ops {
 						cmd := fmt.Sprintf(op, h)
-						mx.wire("SETTLE", u.name, strings.Fields(cmd)[0]+" "+strings.Fields(cmd)[len(strings.Fields(cmd))-1]+" of "+holder.name+"'s delivery on "+tp.name, want, conns[u.name].do(cmd))
+						f := strings.Fields(cmd)
+						mx.wire("SETTLE", u.name, f[0]+" "+f[len(f)-1]+" of "+holder.name+"'s delivery on "+tp.name, want, conns[u.name].do(cmd))
 					}
 				}
 			}
@@ -400,7 +408,7 @@ func TestPermissionMatrixAgreesWithModel(t *testing.T) {
 
 	// The admin listener, with each user's password.
 	base := "http://" + s.HTTPAddr().String()
-	for _, u := range matrixUsers {
+	for _, u := range spec.users {
 		hit := func(what, method, path string, tp *refTopic) int {
 			code, body := httpAs(t, method, base+path, u.name)
 			mx.check("HTTP "+method, u.name, path, model.httpAllowed(u, what, tp), strconv.Itoa(code)+" "+body, code == http.StatusForbidden)
@@ -408,9 +416,10 @@ func TestPermissionMatrixAgreesWithModel(t *testing.T) {
 		}
 		hit("metrics", "GET", "/metrics", nil)
 		hit("conns", "GET", "/api/connections", nil)
-		hit("operate", "POST", "/api/topics/shared.p/purge", nil)
-		for i := range matrixTopics {
-			tp := &matrixTopics[i]
+		hit("operate", "POST", "/api/topics/zz.purge/purge", nil)
+		hit("operate", "POST", "/api/topics/"+dlq.name+"/requeue", nil)
+		for i := range topics {
+			tp := &topics[i]
 			p := "/api/topics/" + tp.name
 			hit("view", "GET", p, tp)
 			hit("view", "GET", p+"/groups/mg", tp)
@@ -426,12 +435,9 @@ func TestPermissionMatrixAgreesWithModel(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &ov); err != nil {
 			t.Fatalf("/api/topics as %s: %v", u.name, err)
 		}
-		for i := range matrixTopics {
-			listed := false
-			for _, x := range ov.Topics {
-				listed = listed || x.Name == matrixTopics[i].name
-			}
-			mx.check("HTTP topic list", u.name, matrixTopics[i].name, model.httpAllowed(u, "view", &matrixTopics[i]), body, !listed)
+		for i := range topics {
+			listed := slices.ContainsFunc(ov.Topics, func(x struct{ Name string }) bool { return x.Name == topics[i].name })
+			mx.check("HTTP topic list", u.name, topics[i].name, model.httpAllowed(u, "view", &topics[i]), body, !listed)
 		}
 	}
 

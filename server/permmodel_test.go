@@ -202,3 +202,16 @@ func (m *refModel) httpAllowed(u refUser, what string, t *refTopic) bool {
 	}
 	panic("unknown endpoint kind " + what)
 }
+
+// refOverlap reports whether some subject matches both filters (by
+// enumeration; the random matrix uses it to build topics that do not
+// overlap).
+func refOverlap(a, b string) bool {
+	fa, fb := strings.Split(a, "."), strings.Split(b, ".")
+	for _, subj := range universe([]string{a, b}) {
+		if refMatches(fa, subj) && refMatches(fb, subj) {
+			return true
+		}
+	}
+	return false
+}

@@ -69,8 +69,8 @@ export const ERROR_TABLE: Readonly<Record<string, ErrorSpec>> = Object.freeze({
   auth_violation: {"code":"auth_violation","natsText":"Authorization Violation","text":"authorization violation","fatal":true,"retriable":false,"description":"Credentials missing or wrong, or a command other than CONNECT before CONNECT when auth is required."},
   auth_timeout: {"code":"auth_timeout","natsText":"Authentication Timeout","text":"authentication timeout","fatal":true,"retriable":true,"description":"No CONNECT within the server's auth timeout."},
   auth_busy: {"code":"auth_busy","natsText":"","text":"too many logins waiting","fatal":true,"retriable":true,"description":"The server's queue of password checks is full (max_auth_queue) and this source already has as many checks waiting as any other; the CONNECT was not checked. Reconnect after a back-off."},
-  permission_denied: {"code":"permission_denied","natsText":"Permissions Violation","text":"permission denied","fatal":false,"retriable":false,"description":"The user may not publish to or subscribe to that subject. NATS clients get Permissions Violation for Publish to <subject> (or Subscription to)."},
-  reserved_subject: {"code":"reserved_subject","natsText":"Permissions Violation","text":"subjects starting with $ are reserved","fatal":false,"retriable":false,"description":"PUB/HPUB to a $ subject other than an ack handle, or TOPIC CREATE of a $ name."},
+  permission_denied: {"code":"permission_denied","natsText":"Permissions Violation","text":"permission denied","fatal":false,"retriable":false,"description":"The identity may not do that (SPEC.md 6.1): publish to or subscribe to that subject, consume, create, delete or see that topic, name that dead-letter target, or settle that handle (another identity's delivery). NATS clients get Permissions Violation for Publish to <subject> (or Subscription to)."},
+  reserved_subject: {"code":"reserved_subject","natsText":"Permissions Violation","text":"subjects starting with $ are reserved","fatal":false,"retriable":false,"description":"PUB/HPUB to a $ subject other than an ack handle, TOPIC CREATE of a $ name or filter, or a $ dead_letter other than the group's default."},
   stale_connection: {"code":"stale_connection","natsText":"Stale Connection","text":"stale connection","fatal":true,"retriable":true,"description":"The peer did not answer PING within the heartbeat allowance; reconnect."},
   slow_consumer: {"code":"slow_consumer","natsText":"Slow Consumer","text":"slow consumer","fatal":true,"retriable":true,"description":"The client did not read fast enough: output held for it would pass the server's max_pending (deliveries of any kind: plain, durable push, POLL answers), or its socket took nothing for the write deadline. Its leased messages go back to ready for other consumers; reconnect."},
   max_connections: {"code":"max_connections","natsText":"maximum connections exceeded","text":"maximum connections exceeded","fatal":true,"retriable":true,"description":"The server accepts no more connections now."},
@@ -292,7 +292,7 @@ export class AuthBusyError extends FibrilError {
   }
 }
 
-/** PermissionDeniedError is the `permission_denied` error: The user may not publish to or subscribe to that subject. NATS clients get Permissions Violation for Publish to <subject> (or Subscription to). */
+/** PermissionDeniedError is the `permission_denied` error: The identity may not do that (SPEC.md 6.1): publish to or subscribe to that subject, consume, create, delete or see that topic, name that dead-letter target, or settle that handle (another identity's delivery). NATS clients get Permissions Violation for Publish to <subject> (or Subscription to). */
 export class PermissionDeniedError extends FibrilError {
   /** code is always "permission_denied". */
   static readonly code = "permission_denied";
@@ -302,7 +302,7 @@ export class PermissionDeniedError extends FibrilError {
   }
 }
 
-/** ReservedSubjectError is the `reserved_subject` error: PUB/HPUB to a $ subject other than an ack handle, or TOPIC CREATE of a $ name. */
+/** ReservedSubjectError is the `reserved_subject` error: PUB/HPUB to a $ subject other than an ack handle, TOPIC CREATE of a $ name or filter, or a $ dead_letter other than the group's default. */
 export class ReservedSubjectError extends FibrilError {
   /** code is always "reserved_subject". */
   static readonly code = "reserved_subject";

@@ -207,7 +207,7 @@ class AuthBusyError(FibrilError):
 
 
 class PermissionDeniedError(FibrilError):
-    """The user may not publish to or subscribe to that subject. NATS clients get Permissions Violation for Publish to <subject> (or Subscription to).
+    """The identity may not do that (SPEC.md 6.1): publish to or subscribe to that subject, consume, create, delete or see that topic, name that dead-letter target, or settle that handle (another identity's delivery). NATS clients get Permissions Violation for Publish to <subject> (or Subscription to).
 
     Wire code ``permission_denied``; text: permission denied."""
 
@@ -217,7 +217,7 @@ class PermissionDeniedError(FibrilError):
 
 
 class ReservedSubjectError(FibrilError):
-    """PUB/HPUB to a $ subject other than an ack handle, or TOPIC CREATE of a $ name.
+    """PUB/HPUB to a $ subject other than an ack handle, TOPIC CREATE of a $ name or filter, or a $ dead_letter other than the group's default.
 
     Wire code ``reserved_subject``; text: subjects starting with $ are reserved."""
 

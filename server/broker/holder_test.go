@@ -45,3 +45,22 @@ func TestSettleAsBindsToTheHolder(t *testing.T) {
 		t.Fatalf("acking a settled message stays idempotent: %v", err)
 	}
 }
+
+// TestReleaseOwnerForgetsThePrincipal: the owner → principal bindings are
+// bounded by the live owners: ReleaseOwner (a connection's close) drops
+// its entry, and binding 0 drops it too.
+func TestReleaseOwnerForgetsThePrincipal(t *testing.T) {
+	b := newMemEnv(t, nil).b
+	b.SetPrincipal(7, 3)
+	b.SetPrincipal(8, 4)
+	if b.principalOf(7) != 3 || b.principalOf(8) != 4 || b.principalOf(9) != 0 {
+		t.Fatal("bindings not kept")
+	}
+	b.ReleaseOwner(7)
+	b.SetPrincipal(8, 0)
+	n := 0
+	b.principals.Range(func(any, any) bool { n++; return true })
+	if n != 0 || b.principalOf(7) != 0 {
+		t.Fatalf("%d bindings left after release", n)
+	}
+}
