@@ -4,16 +4,18 @@
 // and prints the medians with what each side guarantees. `make bench-peers`
 // sets it up (nats.js in NODE_PATH, nats-server on PATH).
 //
-//   node bench/compare.mjs [-n 20000] [--reps 3]
+//   node bench/compare.mjs [-n 20000] [--reps 3] [--inflight 512]
 import { execFileSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const { values: a } = parseArgs({ options: { n: { type: 'string', short: 'n', default: '20000' }, reps: { type: 'string', default: '3' } } });
+const { values: a } = parseArgs({
+  options: { n: { type: 'string', short: 'n', default: '20000' }, reps: { type: 'string', default: '3' }, inflight: { type: 'string', default: '512' } },
+});
 const last = (file) => {
-  const out = execFileSync(process.execPath, [join(here, file), '-n', a.n], { encoding: 'utf8', env: process.env });
+  const out = execFileSync(process.execPath, [join(here, file), '-n', a.n, '--inflight', a.inflight], { encoding: 'utf8', env: process.env });
   return JSON.parse(out.trim().split('\n').at(-1));
 };
 const fib = [];
@@ -28,7 +30,7 @@ const guarantees = {
   publish: 'Fibril: confirmed after fsync (durability group); JetStream: PubAck, file store, default sync_interval (not fsynced before the ack)',
   consume: 'Fibril: every ack confirmed (committed) before the phase ends; nats.js: m.ack() is a plain publish, never confirmed',
 };
-console.log(`\nmedians of ${a.reps} alternating runs, ${a.n} x 128 B messages`);
+console.log(`\nmedians of ${a.reps} alternating runs, ${a.n} x 128 B messages, window ${a.inflight}`);
 console.log('| phase | Fibril JS msgs/s (CPU us/msg) | nats.js msgs/s (CPU us/msg) | ratio | guarantees |');
 console.log('| --- | --- | --- | --- | --- |');
 for (const ph of ['publish', 'consume']) {

@@ -8,7 +8,7 @@
 //   NODE_PATH=... node bench/nats.mjs [-n 20000] [--size 128]
 //
 // publish: js.publish, at most 1024 awaiting their PubAck (Fibril's window);
-// consume: a durable consumer (max_ack_pending 512, like Fibril's
+// consume: a durable consumer (max_ack_pending --inflight, like Fibril's
 // maxInFlight), consumer.consume(), m.ack() each: a plain publish, never
 // confirmed; the phase ends when every ack is written (nc.flush()).
 import { spawn } from 'node:child_process';
@@ -23,7 +23,9 @@ const require = createRequire(join(process.env.NODE_PATH ?? '.', 'x.js'));
 const { connect } = await import(require.resolve('@nats-io/transport-node'));
 const { jetstream, jetstreamManager, AckPolicy } = await import(require.resolve('@nats-io/jetstream'));
 
-const { values: a } = parseArgs({ options: { n: { type: 'string', short: 'n', default: '20000' }, size: { type: 'string', default: '128' } } });
+const { values: a } = parseArgs({
+  options: { n: { type: 'string', short: 'n', default: '20000' }, size: { type: 'string', default: '128' }, inflight: { type: 'string', default: '512' } },
+});
 const n = Number(a.n);
 const payload = Buffer.alloc(Number(a.size), 'x');
 const cpuPer = (c0, count) => {
@@ -69,12 +71,12 @@ out.publish_msgs_per_s = (n / ms) * 1000;
 out.publish_cpu_us = cpuPer(c0, n);
 console.log(`publish (PubAck, file store, default sync): ${n} in ${ms.toFixed(0)} ms = ${Math.round(out.publish_msgs_per_s)} msg/s`);
 
-await jsm.consumers.add('BENCH', { durable_name: 'push', ack_policy: AckPolicy.Explicit, max_ack_pending: 512 });
+await jsm.consumers.add('BENCH', { durable_name: 'push', ack_policy: AckPolicy.Explicit, max_ack_pending: Number(a.inflight) });
 const consumer = await js.consumers.get('BENCH', 'push');
 t0 = performance.now();
 c0 = process.cpuUsage();
 let got = 0;
-const msgs = await consumer.consume({ max_messages: 512 });
+const msgs = await consumer.consume({ max_messages: Number(a.inflight) });
 for await (const m of msgs) {
   m.ack();
   if (++got === n) break;
@@ -83,7 +85,7 @@ await nc.flush();
 ms = performance.now() - t0;
 out.consume_msgs_per_s = (n / ms) * 1000;
 out.consume_cpu_us = cpuPer(c0, n);
-console.log(`consume + ack each (max_ack_pending 512): ${n} in ${ms.toFixed(0)} ms = ${Math.round(out.consume_msgs_per_s)} msg/s`);
+console.log(`consume + ack each (max_ack_pending ${a.inflight}): ${n} in ${ms.toFixed(0)} ms = ${Math.round(out.consume_msgs_per_s)} msg/s`);
 
 await nc.close();
 proc.kill('SIGTERM');

@@ -21,6 +21,7 @@ const { values: a } = parseArgs({
     n: { type: 'string', short: 'n', default: '20000' },
     size: { type: 'string', default: '128' },
     durability: { type: 'string', default: 'group' },
+    inflight: { type: 'string', default: '512' },
   },
 });
 const n = Number(a.n);
@@ -61,7 +62,7 @@ console.log(`publish (confirmed, ${a.durability}, ${payload.length} B, window ${
 t0 = performance.now();
 c0 = process.cpuUsage();
 let got = 0;
-for await (const m of nc.consume(topic, 'push', { maxInFlight: 512 })) {
+for await (const m of nc.consume(topic, 'push', { maxInFlight: Number(a.inflight) })) {
   m.ack();
   if (++got === n) break;
 }
@@ -69,7 +70,7 @@ await nc.flush();
 ms = performance.now() - t0;
 out.consume_msgs_per_s = (n / ms) * 1000;
 out.consume_cpu_us = cpuPer(c0, n);
-console.log(`consume + ack each (maxInFlight 512): ${n} in ${ms.toFixed(0)} ms = ${rate(n, ms)}`);
+console.log(`consume + ack each (maxInFlight ${a.inflight}): ${n} in ${ms.toFixed(0)} ms = ${rate(n, ms)}`);
 
 t0 = performance.now();
 got = 0;

@@ -41,18 +41,20 @@ def main() -> int:
     p.add_argument("--nats-python", required=True)
     p.add_argument("-n", type=int, default=20000)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--inflight", type=int, default=512, help="max_in_flight = max_ack_pending on both sides")
     args = p.parse_args()
     fib: list[dict[str, float]] = []
     nat: list[dict[str, float]] = []
     for i in range(args.reps):
-        fib.append(last_json([sys.executable, str(HERE / "bench_fibril.py"), "--bin", args.bin, "-n", str(args.n)]))
-        nat.append(last_json([args.nats_python, str(HERE / "bench_nats.py"), "-n", str(args.n)]))
+        common = ["-n", str(args.n), "--inflight", str(args.inflight)]
+        fib.append(last_json([sys.executable, str(HERE / "bench_fibril.py"), "--bin", args.bin, *common]))
+        nat.append(last_json([args.nats_python, str(HERE / "bench_nats.py"), *common]))
         print(f"rep {i + 1}: fibril {fib[-1]}\n       nats-py {nat[-1]}", flush=True)
 
     def med(rs: list[dict[str, float]], k: str) -> float:
         return statistics.median(r[k] for r in rs)
 
-    print(f"\nmedians of {args.reps} alternating runs, {args.n} x 128 B messages")
+    print(f"\nmedians of {args.reps} alternating runs, {args.n} x 128 B messages, window {args.inflight}")
     print("| phase | Fibril py msgs/s (CPU us/msg) | nats-py msgs/s (CPU us/msg) | ratio | guarantees |")
     print("| --- | --- | --- | --- | --- |")
     for ph in ("publish", "consume"):
