@@ -38,6 +38,7 @@ var (
 		"max_msgs":            {min: 0, max: math.MaxInt64},
 		"max_unsettled_msgs":  {min: 0, max: math.MaxInt64},
 		"max_unsettled_bytes": {min: 0, max: math.MaxInt64},
+		"block_timeout_ms":    {min: 1, max: MaxMillis},
 	}
 	groupRanges = map[string]fieldRange{
 		"lease_ms":       {min: 1, max: MaxMillis},

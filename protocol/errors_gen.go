@@ -62,7 +62,7 @@ const (
 	CodeMaxUnconfirmed Code = "max_unconfirmed"
 	// CodeQueueFull (server is busy): The partition's intake queue is full; nothing is stored. Retry after a short back-off.
 	CodeQueueFull Code = "queue_full"
-	// CodeTopicFull (topic is full): The topic reached a limit and its full_policy is reject; nothing is stored. Retry once consumers catch up.
+	// CodeTopicFull (topic is full): The topic is at max_unsettled_msgs or max_unsettled_bytes and its full_policy is reject, or it stayed full for block_timeout_ms under full_policy block; nothing is stored. Retry once consumers catch up.
 	CodeTopicFull Code = "topic_full"
 	// CodeUnknownTopic (no such topic): POLL, TOPIC INFO/DELETE or a GROUP verb names a topic that does not exist.
 	CodeUnknownTopic Code = "unknown_topic"
@@ -82,6 +82,8 @@ const (
 	CodeStaleHandle Code = "stale_handle"
 	// CodeInvalidAck (ack body is not +ACK, -NAK, +WPI or +TERM): A PUB to an ack handle subject carries a body that is not one of the settle bodies.
 	CodeInvalidAck Code = "invalid_ack"
+	// CodeDiskFull (no room on the server disk): The server's disk (or quota) has no room for this write; nothing was stored or changed. The server logs the episode once at ERROR with the path and shows it in /metrics (fibril_disk_full) and /readyz; writing resumes as soon as any room is free. Retry after a back-off.
+	CodeDiskFull Code = "disk_full"
 	// CodeInternal (internal server error): The server failed (storage error); nothing was changed by this command. Retrying may succeed.
 	CodeInternal Code = "internal"
 	// CodeShuttingDown (server is shutting down): The server is stopping; reconnect (to another server) later.
@@ -168,6 +170,8 @@ var (
 	ErrStaleHandle = &Error{Code: CodeStaleHandle}
 	// ErrInvalidAck is the sentinel for CodeInvalidAck.
 	ErrInvalidAck = &Error{Code: CodeInvalidAck}
+	// ErrDiskFull is the sentinel for CodeDiskFull.
+	ErrDiskFull = &Error{Code: CodeDiskFull}
 	// ErrInternal is the sentinel for CodeInternal.
 	ErrInternal = &Error{Code: CodeInternal}
 	// ErrShuttingDown is the sentinel for CodeShuttingDown.
@@ -236,7 +240,7 @@ func lookupSpec(c Code) (ErrorSpec, bool) {
 	case CodeQueueFull:
 		return ErrorSpec{Code: c, Text: "server is busy", NATSText: "", Fatal: false, NATSFatal: false, Retriable: true, Description: "The partition's intake queue is full; nothing is stored. Retry after a short back-off."}, true
 	case CodeTopicFull:
-		return ErrorSpec{Code: c, Text: "topic is full", NATSText: "", Fatal: false, NATSFatal: false, Retriable: true, Description: "The topic reached a limit and its full_policy is reject; nothing is stored. Retry once consumers catch up."}, true
+		return ErrorSpec{Code: c, Text: "topic is full", NATSText: "", Fatal: false, NATSFatal: false, Retriable: true, Description: "The topic is at max_unsettled_msgs or max_unsettled_bytes and its full_policy is reject, or it stayed full for block_timeout_ms under full_policy block; nothing is stored. Retry once consumers catch up."}, true
 	case CodeUnknownTopic:
 		return ErrorSpec{Code: c, Text: "no such topic", NATSText: "", Fatal: false, NATSFatal: false, Retriable: false, Description: "POLL, TOPIC INFO/DELETE or a GROUP verb names a topic that does not exist."}, true
 	case CodeUnknownGroup:
@@ -255,6 +259,8 @@ func lookupSpec(c Code) (ErrorSpec, bool) {
 		return ErrorSpec{Code: c, Text: "ack handle is superseded by a later delivery", NATSText: "", Fatal: false, NATSFatal: false, Retriable: false, Description: "The handle's attempt is older than the message's current delivery count: its lease expired and the message was delivered again. Nothing is changed."}, true
 	case CodeInvalidAck:
 		return ErrorSpec{Code: c, Text: "ack body is not +ACK, -NAK, +WPI or +TERM", NATSText: "", Fatal: false, NATSFatal: false, Retriable: false, Description: "A PUB to an ack handle subject carries a body that is not one of the settle bodies."}, true
+	case CodeDiskFull:
+		return ErrorSpec{Code: c, Text: "no room on the server disk", NATSText: "", Fatal: false, NATSFatal: false, Retriable: true, Description: "The server's disk (or quota) has no room for this write; nothing was stored or changed. The server logs the episode once at ERROR with the path and shows it in /metrics (fibril_disk_full) and /readyz; writing resumes as soon as any room is free. Retry after a back-off."}, true
 	case CodeInternal:
 		return ErrorSpec{Code: c, Text: "internal server error", NATSText: "", Fatal: false, NATSFatal: false, Retriable: true, Description: "The server failed (storage error); nothing was changed by this command. Retrying may succeed."}, true
 	case CodeShuttingDown:
@@ -305,6 +311,7 @@ func Codes() []Code {
 		CodeUnknownHandle,
 		CodeStaleHandle,
 		CodeInvalidAck,
+		CodeDiskFull,
 		CodeInternal,
 		CodeShuttingDown,
 	}

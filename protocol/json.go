@@ -173,6 +173,9 @@ type TopicConfig struct {
 	MaxUnsettledMsgs  int64    `json:"max_unsettled_msgs,omitempty"`
 	MaxUnsettledBytes int64    `json:"max_unsettled_bytes,omitempty"`
 	FullPolicy        string   `json:"full_policy,omitempty"` // block | reject
+	// BlockTimeoutMillis bounds a publish's wait for room under full_policy
+	// block (default 5000).
+	BlockTimeoutMillis int64 `json:"block_timeout_ms,omitempty"`
 	// Compression is the codec of the topic's sealed segments on disk:
 	// none (default) | s2 | zstd.
 	Compression string `json:"compression,omitempty"`

@@ -80,6 +80,8 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeMaxPayload
 	case errors.Is(err, broker.ErrTopicFull):
 		return protocol.CodeTopicFull
+	case errors.Is(err, broker.ErrDiskFull):
+		return protocol.CodeDiskFull
 	case errors.Is(err, broker.ErrClosed):
 		return protocol.CodeShuttingDown
 	case errors.Is(err, broker.ErrTopicExists):

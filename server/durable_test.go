@@ -318,8 +318,6 @@ func TestDurableTopicFullHoldsConfirms(t *testing.T) {
 		w.expect(`^\+OK \{`)
 	}
 	// reject: the third publish is refused at once.
-	// (The limit is checked when a publish is enqueued, so publish one at
-	// a time: pipelined publishes may overshoot by what is in flight.)
 	w.send("PUB fullr 1\r\na\r\n")
 	w.expect(`^\+OK 0:1$`)
 	w.send("PUB fullr 1\r\nb\r\n")
@@ -453,4 +451,48 @@ func TestConfigOutOfRangeAnsweredInvalidConfig(t *testing.T) {
 	w.expect(`^-ERR 'invalid_config .*max_deliveries 0 out of range -1 or \[1, 2147483647\]'$`)
 	w.expect(`^-ERR 'invalid_config .*lease_ms 1e40 out of range`)
 	w.expect(`^-ERR 'invalid_config .*partitions 0 out of range \[1, 4096\]'$`)
+}
+
+// TestMaxUnsettledHoldsForPipelinedPublishes: 1,000 PUBs in one write to a
+// topic with max_unsettled_msgs 100 and reject were all accepted (the
+// limit counted only what the partition had appended).
+func TestMaxUnsettledHoldsForPipelinedPublishes(t *testing.T) {
+	s := startDurable(t, nil)
+	w := fibrilConn(t, s, "")
+	w.send(`TOPIC CREATE lim {"max_unsettled_msgs":100,"full_policy":"reject","partitions":3}` + "\r\nGROUP CREATE lim g\r\n")
+	w.expect(`^\+OK \{`)
+	w.expect(`^\+OK \{`)
+	w.send(strings.Repeat("PUB lim 1\r\nx\r\n", 1000))
+	ok, full := 0, 0
+	for range 1000 {
+		switch l := w.expect(`^(\+OK \d+:\d+|-ERR 'topic_full .*)$`); {
+		case strings.HasPrefix(l, "+OK"):
+			ok++
+		default:
+			full++
+		}
+	}
+	if ok != 100 || full != 900 {
+		t.Fatalf("%d accepted, %d topic_full; want 100 and 900", ok, full)
+	}
+}
+
+// TestBlockTimeoutAnswersTopicFull: under full_policy block a publish to a
+// full topic waited (and held the connection's later answers) for ever;
+// now it is answered topic_full after block_timeout_ms.
+func TestBlockTimeoutAnswersTopicFull(t *testing.T) {
+	s := startDurable(t, nil)
+	w := fibrilConn(t, s, "")
+	w.send(`TOPIC CREATE blk {"max_unsettled_msgs":1,"block_timeout_ms":200}` + "\r\nGROUP CREATE blk g\r\n")
+	w.expect(`^\+OK \{.*"block_timeout_ms":200`)
+	w.expect(`^\+OK \{`)
+	w.send("PUB blk 1\r\na\r\n")
+	w.expect(`^\+OK 0:1$`)
+	start := time.Now()
+	w.send("PUB blk 1\r\nb\r\nPING\r\n")
+	w.expect(`^-ERR 'topic_full .*block_timeout_ms 200'$`)
+	w.expect(`^PONG$`)
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("answered after %s, before block_timeout_ms", d)
+	}
 }

@@ -196,6 +196,7 @@ func topicConfig(w protocol.TopicConfig) broker.TopicConfig {
 		MaxAgeMs: w.MaxAgeMillis, MaxBytes: w.MaxBytes, MaxMsgs: w.MaxMsgs,
 		MaxUnsettledMsgs: w.MaxUnsettledMsgs, MaxUnsettledBytes: w.MaxUnsettledBytes,
 		FullPolicy: broker.FullPolicy(w.FullPolicy), Compression: broker.Compression(w.Compression),
+		BlockTimeoutMs: w.BlockTimeoutMillis,
 	}
 }
 
@@ -220,6 +221,7 @@ func topicInfo(t *broker.Topic) protocol.TopicInfo {
 			MaxAgeMillis: c.MaxAgeMs, MaxBytes: c.MaxBytes, MaxMsgs: c.MaxMsgs,
 			MaxUnsettledMsgs: c.MaxUnsettledMsgs, MaxUnsettledBytes: c.MaxUnsettledBytes,
 			FullPolicy: string(c.FullPolicy), Compression: string(c.Compression),
+			BlockTimeoutMillis: c.BlockTimeoutMs,
 		},
 		Msgs: uint64(max(in.Messages, 0)), Bytes: uint64(max(in.Bytes, 0)),
 		Groups: []string{},

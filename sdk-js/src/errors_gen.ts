@@ -43,6 +43,7 @@ export const ErrorCodes = {
   UnknownHandle: "unknown_handle",
   StaleHandle: "stale_handle",
   InvalidAck: "invalid_ack",
+  DiskFull: "disk_full",
   Internal: "internal",
   ShuttingDown: "shutting_down",
 } as const;
@@ -78,7 +79,7 @@ export const ERROR_TABLE: Readonly<Record<string, ErrorSpec>> = Object.freeze({
   duplicate_sid: {"code":"duplicate_sid","natsText":"","text":"subscription id is already in use","fatal":false,"retriable":false,"description":"SUB with a sid this connection already uses."},
   max_unconfirmed: {"code":"max_unconfirmed","natsText":"","text":"too many unconfirmed publishes","fatal":false,"retriable":true,"description":"The publish exceeds max_unconfirmed (INFO) outstanding publishes on this connection; nothing is stored. Wait for confirms, then retry."},
   queue_full: {"code":"queue_full","natsText":"","text":"server is busy","fatal":false,"retriable":true,"description":"The partition's intake queue is full; nothing is stored. Retry after a short back-off."},
-  topic_full: {"code":"topic_full","natsText":"","text":"topic is full","fatal":false,"retriable":true,"description":"The topic reached a limit and its full_policy is reject; nothing is stored. Retry once consumers catch up."},
+  topic_full: {"code":"topic_full","natsText":"","text":"topic is full","fatal":false,"retriable":true,"description":"The topic is at max_unsettled_msgs or max_unsettled_bytes and its full_policy is reject, or it stayed full for block_timeout_ms under full_policy block; nothing is stored. Retry once consumers catch up."},
   unknown_topic: {"code":"unknown_topic","natsText":"","text":"no such topic","fatal":false,"retriable":false,"description":"POLL, TOPIC INFO/DELETE or a GROUP verb names a topic that does not exist."},
   unknown_group: {"code":"unknown_group","natsText":"","text":"no such group","fatal":false,"retriable":false,"description":"GROUP INFO/DELETE names a group that does not exist, or POLL/SUB names a missing group and the server does not auto-create groups."},
   topic_exists: {"code":"topic_exists","natsText":"","text":"topic exists with a different configuration","fatal":false,"retriable":false,"description":"TOPIC CREATE of an existing name with a different configuration (the same configuration is answered +OK)."},
@@ -88,6 +89,7 @@ export const ERROR_TABLE: Readonly<Record<string, ErrorSpec>> = Object.freeze({
   unknown_handle: {"code":"unknown_handle","natsText":"","text":"ack handle names no known topic or group","fatal":false,"retriable":false,"description":"The topic id or group id of the handle does not exist (deleted, or never was)."},
   stale_handle: {"code":"stale_handle","natsText":"","text":"ack handle is superseded by a later delivery","fatal":false,"retriable":false,"description":"The handle's attempt is older than the message's current delivery count: its lease expired and the message was delivered again. Nothing is changed."},
   invalid_ack: {"code":"invalid_ack","natsText":"","text":"ack body is not +ACK, -NAK, +WPI or +TERM","fatal":false,"retriable":false,"description":"A PUB to an ack handle subject carries a body that is not one of the settle bodies."},
+  disk_full: {"code":"disk_full","natsText":"","text":"no room on the server disk","fatal":false,"retriable":true,"description":"The server's disk (or quota) has no room for this write; nothing was stored or changed. The server logs the episode once at ERROR with the path and shows it in /metrics (fibril_disk_full) and /readyz; writing resumes as soon as any room is free. Retry after a back-off."},
   internal: {"code":"internal","natsText":"","text":"internal server error","fatal":false,"retriable":true,"description":"The server failed (storage error); nothing was changed by this command. Retrying may succeed."},
   shutting_down: {"code":"shutting_down","natsText":"","text":"server is shutting down","fatal":true,"retriable":true,"description":"The server is stopping; reconnect (to another server) later."},
 });
@@ -382,7 +384,7 @@ export class QueueFullError extends FibrilError {
   }
 }
 
-/** TopicFullError is the `topic_full` error: The topic reached a limit and its full_policy is reject; nothing is stored. Retry once consumers catch up. */
+/** TopicFullError is the `topic_full` error: The topic is at max_unsettled_msgs or max_unsettled_bytes and its full_policy is reject, or it stayed full for block_timeout_ms under full_policy block; nothing is stored. Retry once consumers catch up. */
 export class TopicFullError extends FibrilError {
   /** code is always "topic_full". */
   static readonly code = "topic_full";
@@ -482,6 +484,16 @@ export class InvalidAckError extends FibrilError {
   }
 }
 
+/** DiskFullError is the `disk_full` error: The server's disk (or quota) has no room for this write; nothing was stored or changed. The server logs the episode once at ERROR with the path and shows it in /metrics (fibril_disk_full) and /readyz; writing resumes as soon as any room is free. Retry after a back-off. */
+export class DiskFullError extends FibrilError {
+  /** code is always "disk_full". */
+  static readonly code = "disk_full";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("disk_full", message ?? "no room on the server disk", { cause: options.cause, retriable: true, fatal: false });
+  }
+}
+
 /** InternalError is the `internal` error: The server failed (storage error); nothing was changed by this command. Retrying may succeed. */
 export class InternalError extends FibrilError {
   /** code is always "internal". */
@@ -543,6 +555,7 @@ export const ERROR_CLASSES: Readonly<Record<string, new (message?: string, optio
   unknown_handle: UnknownHandleError,
   stale_handle: StaleHandleError,
   invalid_ack: InvalidAckError,
+  disk_full: DiskFullError,
   internal: InternalError,
   shutting_down: ShuttingDownError,
 });

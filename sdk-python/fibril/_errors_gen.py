@@ -297,7 +297,7 @@ class QueueFullError(FibrilError):
 
 
 class TopicFullError(FibrilError):
-    """The topic reached a limit and its full_policy is reject; nothing is stored. Retry once consumers catch up.
+    """The topic is at max_unsettled_msgs or max_unsettled_bytes and its full_policy is reject, or it stayed full for block_timeout_ms under full_policy block; nothing is stored. Retry once consumers catch up.
 
     Wire code ``topic_full``; text: topic is full."""
 
@@ -396,6 +396,16 @@ class InvalidAckError(FibrilError):
     fatal = False
 
 
+class DiskFullError(FibrilError):
+    """The server's disk (or quota) has no room for this write; nothing was stored or changed. The server logs the episode once at ERROR with the path and shows it in /metrics (fibril_disk_full) and /readyz; writing resumes as soon as any room is free. Retry after a back-off.
+
+    Wire code ``disk_full``; text: no room on the server disk."""
+
+    code = 'disk_full'
+    retriable = True
+    fatal = False
+
+
 class InternalError(FibrilError):
     """The server failed (storage error); nothing was changed by this command. Retrying may succeed.
 
@@ -457,6 +467,7 @@ ERRORS: dict[str, type[FibrilError]] = {
     'unknown_handle': UnknownHandleError,
     'stale_handle': StaleHandleError,
     'invalid_ack': InvalidAckError,
+    'disk_full': DiskFullError,
     'internal': InternalError,
     'shutting_down': ShuttingDownError,
 }
@@ -518,6 +529,7 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ('unknown_handle', 'ack handle names no known topic or group', ''),
     ('stale_handle', 'ack handle is superseded by a later delivery', ''),
     ('invalid_ack', 'ack body is not +ACK, -NAK, +WPI or +TERM', ''),
+    ('disk_full', 'no room on the server disk', ''),
     ('internal', 'internal server error', ''),
     ('shutting_down', 'server is shutting down', ''),
 )
@@ -562,6 +574,7 @@ __all__ = [
     'UnknownHandleError',
     'StaleHandleError',
     'InvalidAckError',
+    'DiskFullError',
     'InternalError',
     'ShuttingDownError',
     "ERRORS",

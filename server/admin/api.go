@@ -24,6 +24,11 @@ func (s *Server) routes() http.Handler {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "engine not open"})
 			return
 		}
+		if df, full := b.DiskFull(); full {
+			// Publishes are refused until the disk has room again.
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "disk full", "disk_full": df})
+			return
+		}
 		if d := b.Damaged(); len(d) > 0 {
 			// Groups stopped at a damaged record wait for an operator.
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "damaged data", "damaged": d})

@@ -23,7 +23,7 @@ type collector struct {
 	groupDelivered, groupRedelivered, groupAcked, groupNacked   *prometheus.Desc
 	groupRejected, groupDeadLettered, groupExpired, groupOldest *prometheus.Desc
 	groupPaused, partBytes, partRestored                        *prometheus.Desc
-	groupDamaged                                                *prometheus.Desc
+	groupDamaged, diskFull                                      *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -67,6 +67,7 @@ func newCollector(s *Server) *collector {
 		groupPaused:       d("group_paused", "1 while the group is paused.", group...),
 		partBytes:         d("partition_disk_bytes", "Bytes of the partition's files on disk.", part...),
 		groupDamaged:      d("group_damaged_offset", "The damaged offset a group stopped at in a partition (present only while stopped): nothing at or past it is delivered until the data is restored or repaired.", "topic", "group", "partition"),
+		diskFull:          d("disk_full", "1 while a log finds its disk full (publishes answered disk_full; the path is in the server log and /readyz).", nil...),
 		partRestored:      d("partition_restored_events", "Consumer events (deliveries, acks, nacks) the engine's start restored from their side copies in the data log: confirmed events an unclean stop took from the event log.", part...),
 	}
 }
@@ -80,7 +81,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.connsTotal, c.srvInBytes, c.srvOutBytes, c.srvInMsgs, c.srvOutMsgs,
 		c.groupDelivered, c.groupRedelivered, c.groupAcked, c.groupNacked,
 		c.groupRejected, c.groupDeadLettered, c.groupExpired, c.groupOldest,
-		c.groupPaused, c.partBytes, c.partRestored, c.groupDamaged,
+		c.groupPaused, c.partBytes, c.partRestored, c.groupDamaged, c.diskFull,
 	} {
 		ch <- d
 	}
@@ -123,6 +124,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge(c.up, 1)
+	if _, full := b.DiskFull(); full {
+		gauge(c.diskFull, 1)
+	} else {
+		gauge(c.diskFull, 0)
+	}
 	for _, d := range b.Damaged() {
 		gauge(c.groupDamaged, float64(d.Seq), string(d.Topic), string(d.Group), strconv.FormatUint(uint64(d.Partition), 10))
 	}

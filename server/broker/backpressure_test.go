@@ -3,6 +3,9 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -78,9 +81,8 @@ func TestBackpressureBytes(t *testing.T) {
 	big := string(make([]byte, 400))
 	e.publish(tp, big)
 	e.publish(tp, big)
-	e.publish(tp, big)
-	waitFor(t, "bytes over limit", func() bool { _, b := tp.unsettled(); return b >= 1000 })
-	if _, err := tp.Publish(context.Background(), Message{Subject: "q", Data: []byte("y")}); !errors.Is(err, ErrTopicFull) {
+	waitFor(t, "bytes near the limit", func() bool { _, b := tp.unsettled(); return b == 800 })
+	if _, err := tp.Publish(context.Background(), Message{Subject: "q", Data: make([]byte, 201)}); !errors.Is(err, ErrTopicFull) {
 		t.Fatalf("publish over byte limit: %v", err)
 	}
 }
@@ -153,12 +155,12 @@ func TestByteLimitAfterRestart(t *testing.T) {
 	tp := e.topic("q", TopicConfig{MaxUnsettledBytes: 1000, FullPolicy: FullReject})
 	e.group(tp, "g", GroupConfig{})
 	big := string(make([]byte, 400))
-	for range 3 {
+	for range 2 {
 		e.publish(tp, big)
 	}
 	e.restart()
 	tp, _ = e.b.Topic("q")
-	if _, err := tp.Publish(context.Background(), Message{Subject: "q", Data: []byte("y")}); !errors.Is(err, ErrTopicFull) {
+	if _, err := tp.Publish(context.Background(), Message{Subject: "q", Data: make([]byte, 201)}); !errors.Is(err, ErrTopicFull) {
 		t.Fatalf("publish over byte limit after restart: %v", err)
 	}
 }
@@ -199,5 +201,88 @@ func TestUnsettledBytesAreReal(t *testing.T) {
 	waitFor(t, "full", func() bool { return tp.Info().UnsettledBytes == 1000 })
 	if _, err := tp.Publish(ctx, Message{Subject: "jobs", Data: []byte("x")}); !errors.Is(err, ErrTopicFull) {
 		t.Fatalf("publish over the byte limit: %v, want ErrTopicFull", err)
+	}
+}
+
+// TestMaxUnsettledNeverExceeded: the limits were checked against counters
+// the partitions update only after appending, so publishes in flight were
+// not counted: max_unsettled_msgs 100 with reject accepted 128 (one
+// partition), 163 (three), 1,000 in one batch; max_unsettled_bytes went
+// 2.4x over. Concurrent publishers on several partitions must never pass
+// either limit.
+func TestMaxUnsettledNeverExceeded(t *testing.T) {
+	for _, parts := range []int{1, 3} {
+		e := newEnv(t, nil)
+		tp := e.topic(TopicName(fmt.Sprintf("q%d", parts)), TopicConfig{Partitions: parts, MaxUnsettledMsgs: 100,
+			MaxUnsettledBytes: 100 * 64, FullPolicy: FullReject, Durability: DurabilityNone})
+		e.group(tp, "g", GroupConfig{})
+		var accepted atomic.Int64
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 200 {
+					err := tp.PublishAsync(Message{Subject: string(tp.Name()), Data: make([]byte, 64)}, func(_ Position, err error) {
+						if err != nil {
+							t.Errorf("publish: %v", err)
+						}
+					})
+					if err == nil {
+						accepted.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		waitFor(t, "counters", func() bool { return tp.Info().Unsettled == accepted.Load() })
+		msgs, bytes := tp.unsettled()
+		if accepted.Load() > 100 || msgs > 100 || bytes > 100*64 {
+			t.Fatalf("%d partitions: accepted %d, unsettled %d msgs %d bytes; limits 100 msgs, %d bytes",
+				parts, accepted.Load(), msgs, bytes, 100*64)
+		}
+		// Bytes alone: 2.4x over before.
+		tb := e.topic(TopicName(fmt.Sprintf("b%d", parts)), TopicConfig{Partitions: parts, MaxUnsettledBytes: 10000,
+			FullPolicy: FullReject, Durability: DurabilityNone})
+		e.group(tb, "g", GroupConfig{})
+		for range 400 {
+			_ = tb.PublishAsync(Message{Subject: string(tb.Name()), Data: make([]byte, 700)}, func(Position, error) {})
+		}
+		waitFor(t, "stats", func() bool {
+			tb.resMu.Lock()
+			defer tb.resMu.Unlock()
+			_, b := tb.unsettled()
+			return b > 0 && tb.resMsgs == 0
+		})
+		if _, b := tb.unsettled(); b > 10000 {
+			t.Fatalf("%d partitions: %d unsettled bytes, limit 10000", parts, b)
+		}
+	}
+}
+
+// TestBlockedPublishTimesOut: full_policy block used to hold a publish
+// (and its confirm) for ever; it now waits at most block_timeout_ms and
+// fails with ErrTopicFull.
+func TestBlockedPublishTimesOut(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("q", TopicConfig{MaxUnsettledMsgs: 1, BlockTimeoutMs: 100})
+	e.group(tp, "g", GroupConfig{})
+	e.publish(tp, "a")
+	start := time.Now()
+	_, err := tp.Publish(context.Background(), Message{Subject: "q", Data: []byte("b")})
+	if !errors.Is(err, ErrTopicFull) {
+		t.Fatalf("blocked publish: %v, want ErrTopicFull", err)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Fatalf("gave up after %s, before block_timeout_ms 100", d)
+	}
+	if got := tp.Config().BlockTimeoutMs; got != 100 {
+		t.Fatalf("block_timeout_ms %d", got)
+	}
+	if tp2 := e.topic("d", TopicConfig{}); tp2.Config().BlockTimeoutMs != DefaultBlockTimeoutMs {
+		t.Fatalf("default block_timeout_ms %d", tp2.Config().BlockTimeoutMs)
+	}
+	if _, err := e.b.CreateTopic("bad", TopicConfig{BlockTimeoutMs: -1}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("negative block_timeout_ms: %v", err)
 	}
 }

@@ -45,6 +45,10 @@ type Broker struct {
 	// principals maps an OwnerID to the Principal its leases are bound
 	// to (SetPrincipal); entries leave with ReleaseOwner.
 	principals sync.Map
+
+	// diskFull is the current full-disk episode (diskfull.go); nil while
+	// the disk has room.
+	diskFull atomic.Pointer[DiskFull]
 }
 
 // SetPrincipal binds the leases owner takes from now on to principal p:

@@ -212,6 +212,9 @@ func (ct *catTopic) validate(nextTopic TopicID, nextGroup GroupID) error {
 	default:
 		return fmt.Errorf("topic %s: unknown compression %q", ct.Name, tc.Compression)
 	}
+	if tc.BlockTimeoutMs == 0 {
+		tc.BlockTimeoutMs = DefaultBlockTimeoutMs // written before the field existed
+	}
 	if d, err := tc.withDefaults(ct.Name); err != nil {
 		return fmt.Errorf("topic %s: %v", ct.Name, err)
 	} else if d.Partitions != tc.Partitions || d.Durability != tc.Durability {

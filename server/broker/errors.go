@@ -17,6 +17,10 @@ var (
 	// ErrTopicFull: the topic's max_unsettled_msgs/bytes limit is reached and
 	// its full_policy is reject (or the caller cannot wait).
 	ErrTopicFull = errors.New("broker: topic full")
+	// ErrDiskFull: a log found no room on its disk (ENOSPC, wrapped too);
+	// nothing was stored. Retriable: writing resumes as soon as the disk
+	// has room for what is written (Broker.DiskFull).
+	ErrDiskFull = errors.New("broker: disk full")
 	// ErrTopicExists: a topic with that name already exists.
 	ErrTopicExists = errors.New("broker: topic exists")
 	// ErrNoTopic: no topic with that name or id.

@@ -148,8 +148,9 @@ type FullPolicy string
 
 // FullPolicy values.
 const (
-	// FullBlock: a sync publish waits for room (with its context); an async
-	// publish fails with ErrTopicFull (default).
+	// FullBlock: a sync publish waits for room, at most the topic's
+	// BlockTimeoutMs (and its context), then fails with ErrTopicFull; an
+	// async publish fails with ErrTopicFull at once (default).
 	FullBlock FullPolicy = "block"
 	// FullReject: every publish fails at once with ErrTopicFull.
 	FullReject FullPolicy = "reject"
@@ -167,12 +168,17 @@ type TopicConfig struct {
 	MaxBytes   int64      `json:"max_bytes,omitempty"`  // 0: unlimited
 	MaxMsgs    int64      `json:"max_msgs,omitempty"`   // 0: unlimited
 	// MaxUnsettledMsgs and MaxUnsettledBytes bound what is stored but not
-	// yet settled by every group (0: unlimited). The check is made when a
-	// publish is enqueued, so concurrent publishers may overshoot by up to
-	// one ring's worth.
+	// yet settled by every group (0: unlimited). They are never passed: a
+	// publish takes its place under them when it is enqueued (concurrent
+	// publishers and batches included), and a message bigger than
+	// MaxUnsettledBytes is never accepted.
 	MaxUnsettledMsgs  int64      `json:"max_unsettled_msgs,omitempty"`
 	MaxUnsettledBytes int64      `json:"max_unsettled_bytes,omitempty"`
 	FullPolicy        FullPolicy `json:"full_policy,omitempty"` // default block
+	// BlockTimeoutMs bounds how long a publish waits for room under
+	// FullBlock before it fails with ErrTopicFull; default
+	// DefaultBlockTimeoutMs, at most 4294967295.
+	BlockTimeoutMs int64 `json:"block_timeout_ms,omitempty"`
 	// Compression is the codec the topic's data logs compress sealed
 	// segments with (default none; event logs are never compressed). It is
 	// fixed when the topic is created: there is no topic update, and a
@@ -211,6 +217,10 @@ func (c Compression) seglog() seglog.Compression {
 	}
 	return seglog.CompressionNone
 }
+
+// DefaultBlockTimeoutMs is how long a publish to a full topic with
+// FullBlock waits for room by default.
+const DefaultBlockTimeoutMs = 5000
 
 func (c TopicConfig) withDefaults(name TopicName) (TopicConfig, error) {
 	if len(c.Subjects) == 0 {
@@ -259,6 +269,12 @@ func (c TopicConfig) withDefaults(name TopicName) (TopicConfig, error) {
 	}
 	if c.MaxAgeMs < 0 || c.MaxBytes < 0 || c.MaxMsgs < 0 || c.MaxUnsettledMsgs < 0 || c.MaxUnsettledBytes < 0 {
 		return c, fmt.Errorf("%w: negative limit", ErrInvalid)
+	}
+	if c.BlockTimeoutMs == 0 {
+		c.BlockTimeoutMs = DefaultBlockTimeoutMs
+	}
+	if c.BlockTimeoutMs < 1 || c.BlockTimeoutMs > maxLeaseMs {
+		return c, fmt.Errorf("%w: block_timeout_ms %d out of range [1, %d]", ErrInvalid, c.BlockTimeoutMs, maxLeaseMs)
 	}
 	return c, nil
 }
@@ -314,7 +330,8 @@ const (
 	NATSAckExplicit NATSAck = "explicit"
 )
 
-// maxLeaseMs is the longest lease (SPEC.md 10.2: lease_ms 1..4294967295).
+// maxLeaseMs is the longest lease (SPEC.md 10.2: lease_ms 1..4294967295),
+// and the longest block_timeout_ms.
 const maxLeaseMs = 1<<32 - 1
 
 func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig, error) {

@@ -29,6 +29,10 @@ type command struct {
 	buf     *bodyBuf // body's pooled buffer, given back once appended (nil: not pooled)
 	crc     uint32   // CRC-32 of body, computed once by prepare (0: the log computes it)
 	pubDone PublishDone
+	// reserved: the publish holds a place under the topic's
+	// max_unsettled_* (Topic.reserve), given back once the round's
+	// counters include it (publishStats).
+	reserved bool
 	// settle
 	h       Handle
 	op      SettleOp
@@ -80,35 +84,38 @@ type partition struct {
 	stRestored atomic.Uint64
 
 	// actor state
-	groups        map[GroupID]*groupPart
-	order         []*groupPart
-	first, last   Seq
-	stopping      bool
-	cmds          []command
-	ctls          []func(*partition)
-	entries       []seglog.Entry
-	evEntries     []seglog.Entry
-	pubs          []*command
-	meta          []byte
-	ev            evSink
-	after         []func()
-	now           int64
-	timerAt       int64
-	timerStop     func() bool
-	timerFired    atomic.Bool
-	snapEvents    int
-	lastEventSeq  Seq
-	snapSeq       Seq           // last event of the newest snapshot; History keeps those after the one before
-	snapDone      chan struct{} // a snapshot is being written off the actor (snapshotAsync)
-	lastRetention int64
-	askedCut      Seq // last TruncateFront point asked of the data log
-	dlqRetry      bool
-	totalBytes    int64 // payload bytes appended since open, for the average
-	totalMsgs     int64
-	published     uint64 // messages appended since open (counter)
-	purgeFloor    Seq    // offsets below it were purged (Topic.Purge)
-	sizes         sizeLedger
-	closeErr      error // set by the actor before done closes
+	groups      map[GroupID]*groupPart
+	order       []*groupPart
+	first, last Seq
+	stopping    bool
+	cmds        []command
+	ctls        []func(*partition)
+	entries     []seglog.Entry
+	evEntries   []seglog.Entry
+	pubs        []*command
+	// resMsgs, resBytes: reservations of this round's publishes, given
+	// back in publishStats.
+	resMsgs, resBytes int64
+	meta              []byte
+	ev                evSink
+	after             []func()
+	now               int64
+	timerAt           int64
+	timerStop         func() bool
+	timerFired        atomic.Bool
+	snapEvents        int
+	lastEventSeq      Seq
+	snapSeq           Seq           // last event of the newest snapshot; History keeps those after the one before
+	snapDone          chan struct{} // a snapshot is being written off the actor (snapshotAsync)
+	lastRetention     int64
+	askedCut          Seq // last TruncateFront point asked of the data log
+	dlqRetry          bool
+	totalBytes        int64 // payload bytes appended since open, for the average
+	totalMsgs         int64
+	published         uint64 // messages appended since open (counter)
+	purgeFloor        Seq    // offsets below it were purged (Topic.Purge)
+	sizes             sizeLedger
+	closeErr          error // set by the actor before done closes
 
 	// Group commit (durability "group"): the logs are written without
 	// fsync and a syncer goroutine fsyncs both while the actor goes on;
@@ -274,6 +281,10 @@ func (p *partition) round() {
 		switch c.kind {
 		case cmdPublish:
 			p.pubs = append(p.pubs, c)
+			if c.reserved {
+				p.resMsgs++
+				p.resBytes += int64(len(c.body))
+			}
 		case cmdSettle:
 			p.settle(c)
 		case cmdPoll:
@@ -333,7 +344,7 @@ func (p *partition) appendData() {
 		p.entries[i] = seglog.Entry{}
 	}
 	if err != nil {
-		err = fmt.Errorf("topic %s partition %d: append: %w", p.t.name, p.idx, err)
+		err = fmt.Errorf("topic %s partition %d: append: %w", p.t.name, p.idx, p.t.b.noteWriteErr(p.dir, err))
 		for _, c := range p.pubs {
 			done := c.pubDone
 			p.after = append(p.after, func() { done.PublishDone(Position{}, err) })
@@ -347,6 +358,7 @@ func (p *partition) appendData() {
 		p.sizes.add(first+Seq(i), int64(len(c.body)))
 		p.pubRes = append(p.pubRes, pubResult{done: c.pubDone, pos: Position{Partition: p.idx, Seq: first + Seq(i)}})
 	}
+	p.t.b.noteWriteOK()
 	p.last = first + Seq(len(p.pubs)) - 1
 	p.published += uint64(len(p.pubs))
 	if !p.pipelined {
@@ -501,8 +513,11 @@ func (p *partition) commitEvents() {
 	}
 	clear(p.evEntries)
 	if err != nil {
-		p.roundErr = fmt.Errorf("topic %s partition %d: event log: %w", p.t.name, p.idx, err)
-		p.t.b.logf("%v", p.roundErr)
+		full := isDiskFull(err)
+		p.roundErr = fmt.Errorf("topic %s partition %d: event log: %w", p.t.name, p.idx, p.t.b.noteWriteErr(p.dir, err))
+		if !full {
+			p.t.b.logf("%v", p.roundErr) // a full disk is reported once per episode
+		}
 		// The state changes are made; keep their events and write them
 		// ahead of the next round's, so a log that recovers (disk space
 		// returns) still records them. Past a bound, the next snapshot
@@ -667,6 +682,12 @@ func (p *partition) publishStats() {
 	old := p.stUnsettled.Swap(unsettled)
 	p.stBytes.Store(p.sizes.from(max(p.first, p.purgeFloor)))
 	p.stUnsetBytes.Store(p.sizes.from(low))
+	if p.resMsgs > 0 {
+		// Only now that the counters include this round's publishes:
+		// released earlier, the topic would look emptier than it is.
+		p.t.unreserve(p.resMsgs, p.resBytes)
+		p.resMsgs, p.resBytes = 0, 0
+	}
 	p.stPublished.Store(p.published)
 	for _, gp := range p.order {
 		p.publishGroupStats(gp)

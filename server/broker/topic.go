@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
@@ -29,6 +31,12 @@ type Topic struct {
 	parts []*partition
 	rr    atomic.Uint64
 	space signal // room under max_unsettled_*, for blocked publishers
+
+	// resMu guards the reservations of publishes admitted under
+	// max_unsettled_* that the partitions' counters do not include yet
+	// (reserve). Used only by topics with those limits.
+	resMu             sync.Mutex
+	resMsgs, resBytes int64
 
 	groups map[GroupName]*Group // guarded by b.mu
 }
@@ -68,13 +76,60 @@ func (t *Topic) unsettled() (msgs, bytes int64) {
 	return msgs, bytes
 }
 
+// limited reports whether the topic has max_unsettled_* limits.
+func (t *Topic) limited() bool { return t.cfg.MaxUnsettledMsgs > 0 || t.cfg.MaxUnsettledBytes > 0 }
+
+// full reports whether a one-byte message would not fit under the topic's
+// max_unsettled_* limits now.
 func (t *Topic) full() bool {
-	if t.cfg.MaxUnsettledMsgs == 0 && t.cfg.MaxUnsettledBytes == 0 {
+	if !t.limited() {
 		return false
 	}
+	t.resMu.Lock()
+	defer t.resMu.Unlock()
+	return !t.fitsLocked(1)
+}
+
+// fitsLocked reports whether one more message of size bytes stays within
+// max_unsettled_*, counting the reservations (t.resMu held).
+func (t *Topic) fitsLocked(size int64) bool {
 	msgs, bytes := t.unsettled()
-	return (t.cfg.MaxUnsettledMsgs > 0 && msgs >= t.cfg.MaxUnsettledMsgs) ||
-		(t.cfg.MaxUnsettledBytes > 0 && bytes >= t.cfg.MaxUnsettledBytes)
+	msgs += t.resMsgs
+	bytes += t.resBytes
+	return (t.cfg.MaxUnsettledMsgs == 0 || msgs+1 <= t.cfg.MaxUnsettledMsgs) &&
+		(t.cfg.MaxUnsettledBytes == 0 || bytes+size <= t.cfg.MaxUnsettledBytes)
+}
+
+// reserve takes a place for one message of size bytes under the topic's
+// max_unsettled_* limits, or reports false when it would pass them. The
+// partitions count a message only once their actor has appended it; the
+// reservation covers the time in between, so concurrent publishers (on
+// other partitions, or many in one batch) cannot overshoot. Topics without
+// limits reserve nothing (reserved false).
+func (t *Topic) reserve(size int64) (reserved, ok bool) {
+	if !t.limited() {
+		return false, true
+	}
+	t.resMu.Lock()
+	defer t.resMu.Unlock()
+	if !t.fitsLocked(size) {
+		return false, false
+	}
+	t.resMsgs++
+	t.resBytes += size
+	return true, true
+}
+
+// unreserve gives back reservations: their messages are now counted by
+// their partition, or were never stored.
+func (t *Topic) unreserve(msgs, bytes int64) {
+	t.resMu.Lock()
+	t.resMsgs -= msgs
+	t.resBytes -= bytes
+	t.resMu.Unlock()
+	if t.space.waiting() {
+		t.space.broadcast()
+	}
 }
 
 func (t *Topic) prepare(m *Message) (command, error) {
@@ -127,15 +182,23 @@ func (f PublishFunc) PublishDone(pos Position, err error) { f(pos, err) }
 // caller with an object per publish already (a server's answer slot) needs
 // no closure as well.
 func (t *Topic) PublishAsyncTo(m Message, done PublishDone) error {
-	if t.full() {
+	size := int64(len(m.Header) + len(m.Data))
+	reserved, ok := t.reserve(size)
+	if !ok {
 		return fmt.Errorf("publish to %s: %w", t.name, ErrTopicFull)
 	}
 	c, err := t.prepare(&m)
 	if err != nil {
+		if reserved {
+			t.unreserve(1, size)
+		}
 		return err
 	}
-	c.pubDone = done
+	c.pubDone, c.reserved = done, reserved
 	if err := t.partFor(m.Key).push(&c); err != nil {
+		if reserved {
+			t.unreserve(1, size)
+		}
 		if err == ErrQueueFull {
 			return ErrQueueFull // hot under overload: not wrapped, no allocation
 		}
@@ -145,23 +208,28 @@ func (t *Topic) PublishAsyncTo(m Message, done PublishDone) error {
 }
 
 // Publish stores m and returns its position once durable under the topic's
-// policy. When the topic is full it waits for room (full_policy block) or
-// fails with ErrTopicFull (reject); when the partition's ring is full it
+// policy. When the topic is full it waits for room (full_policy block, at
+// most block_timeout_ms, then ErrTopicFull) or fails with ErrTopicFull at
+// once (reject); when the partition's ring is full it
 // waits. Waiting ends with ctx. If ctx ends after the message was handed to
 // the partition, Publish returns ctx's error and the message may still be
 // stored.
 func (t *Topic) Publish(ctx context.Context, m Message) (Position, error) {
-	if t.full() {
+	size := int64(len(m.Header) + len(m.Data))
+	reserved, ok := t.reserve(size)
+	if !ok {
 		if t.cfg.FullPolicy == FullReject {
 			return Position{}, fmt.Errorf("publish to %s: %w", t.name, ErrTopicFull)
 		}
-		// a closed topic stops the wait: the push below then says ErrClosed
-		if err := t.space.waitUntil(ctx, func() bool { return !t.full() || t.parts[0].closed.Load() }); err != nil {
-			return Position{}, fmt.Errorf("publish to %s: waiting for room: %w", t.name, err)
+		if err := t.waitForRoom(ctx, size, &reserved); err != nil {
+			return Position{}, err
 		}
 	}
 	c, err := t.prepare(&m)
 	if err != nil {
+		if reserved {
+			t.unreserve(1, size)
+		}
 		return Position{}, err
 	}
 	type result struct {
@@ -170,8 +238,12 @@ func (t *Topic) Publish(ctx context.Context, m Message) (Position, error) {
 	}
 	ch := make(chan result, 1)
 	c.pubDone = PublishFunc(func(pos Position, err error) { ch <- result{pos, err} })
+	c.reserved = reserved
 	p := t.partFor(m.Key)
 	if err := pushWait(ctx, p, &c); err != nil {
+		if reserved {
+			t.unreserve(1, size)
+		}
 		return Position{}, fmt.Errorf("publish to %s: %w", t.name, err)
 	}
 	select {
@@ -180,6 +252,34 @@ func (t *Topic) Publish(ctx context.Context, m Message) (Position, error) {
 	case <-ctx.Done():
 		return Position{}, fmt.Errorf("publish to %s: %w", t.name, ctx.Err())
 	}
+}
+
+// waitForRoom waits (full_policy block) until a message of size bytes
+// fits under max_unsettled_* and reserves its place, at most the topic's
+// block_timeout_ms: then it fails with ErrTopicFull. A closed topic ends
+// the wait without a reservation (the push then says ErrClosed).
+func (t *Topic) waitForRoom(ctx context.Context, size int64, reserved *bool) error {
+	bound := time.Duration(t.cfg.BlockTimeoutMs) * time.Millisecond
+	if bound <= 0 {
+		bound = DefaultBlockTimeoutMs * time.Millisecond
+	}
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	err := t.space.waitUntil(wctx, func() bool {
+		if t.parts[0].closed.Load() {
+			return true
+		}
+		r, ok := t.reserve(size)
+		*reserved = r
+		return ok
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() == nil:
+		return fmt.Errorf("publish to %s: %w: still full after block_timeout_ms %d", t.name, ErrTopicFull, t.cfg.BlockTimeoutMs)
+	}
+	return fmt.Errorf("publish to %s: waiting for room: %w", t.name, err)
 }
 
 // pushWait pushes c, waiting with ctx while the ring is full.

@@ -314,7 +314,8 @@ func (l *Log) closeSealed(s *segment) {
 
 // grow preallocates and maps the active segment s up to at least need
 // bytes (need <= s.limit), doubling its allocation so a segment that fills
-// grows a handful of times. Called with appendMu held. On failure (a full
+// grows a handful of times; when the disk has no room for the doubled
+// size, it takes need alone. Called with appendMu held. On failure (a full
 // disk) the segment is as it was and ErrWriteFailed is returned.
 func (l *Log) grow(s *segment, need int64) error {
 	if need <= s.size {
@@ -326,7 +327,14 @@ func (l *Log) grow(s *segment, need int64) error {
 	}
 	size = min(size, s.limit)
 	if err := s.f.Allocate(s.size, size-s.size); err != nil {
-		return fmt.Errorf("%w: preallocate %s to %d bytes: %w", ErrWriteFailed, s.path, size, err)
+		// A full disk may still hold what this append needs: take just
+		// that (whole pages), so writing resumes as soon as any room is
+		// free instead of waiting for room for the doubled size.
+		exact := min(pageRound(need), s.limit)
+		if exact >= size || s.f.Allocate(s.size, exact-s.size) != nil {
+			return fmt.Errorf("%w: preallocate %s to %d bytes: %w", ErrWriteFailed, s.path, size, err)
+		}
+		size = exact
 	}
 	if err := s.mapWindow(s.size, size); err != nil {
 		return fmt.Errorf("%w: %w", ErrWriteFailed, err)
@@ -481,4 +489,10 @@ func (l *Log) stickyErr() error {
 	l.sy.mu.Lock()
 	defer l.sy.mu.Unlock()
 	return l.sy.err
+}
+
+// pageRound rounds n up to a whole number of memory pages.
+func pageRound(n int64) int64 {
+	pg := int64(os.Getpagesize())
+	return (n + pg - 1) &^ (pg - 1)
 }

@@ -178,7 +178,12 @@ func createSegment(fsys FS, dir string, first Seq, limit int64, writable bool) (
 	}
 	size := min(int64(initialAlloc), limit)
 	if err := f.Allocate(0, size); err != nil {
-		return failSegment(fsys, f, path, "create segment", err)
+		// A nearly full disk: start with one page (the header); appends
+		// then allocate what they need (Log.grow).
+		size = min(pageRound(segHeaderSize), limit)
+		if f.Allocate(0, size) != nil {
+			return failSegment(fsys, f, path, "create segment", err)
+		}
 	}
 	return stampSegment(fsys, f, path, "create segment", first, size, limit, writable)
 }
