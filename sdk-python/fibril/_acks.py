@@ -34,11 +34,12 @@ Sender = Callable[[bytes], "asyncio.Future[Any]"]
 class AckQueue:
     """The handles acked since the last flush, with their futures."""
 
-    __slots__ = ("_handles", "_futures", "_scheduled", "_send", "_max_line", "_loop")
+    __slots__ = ("_handles", "_futures", "_states", "_scheduled", "_send", "_max_line", "_loop")
 
     def __init__(self, send: Sender, max_line: Callable[[], int]) -> None:
         self._handles: list[str] = []
         self._futures: list[asyncio.Future[None]] = []
+        self._states: list[list[bool]] = []  # each message's [settling, settled]
         self._scheduled = False
         self._send = send
         self._max_line = max_line
@@ -47,14 +48,16 @@ class AckQueue:
     def __bool__(self) -> bool:
         return bool(self._handles)
 
-    def add(self, handle: str) -> asyncio.Future[None]:
-        """Queues ``handle`` and returns the future of its acknowledgement."""
+    def add(self, handle: str, state: list[bool]) -> asyncio.Future[None]:
+        """Queues ``handle`` and returns the future of its acknowledgement;
+        ``state[1]`` turns True when the server answered +OK."""
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         self._handles.append(handle)
         self._futures.append(fut)
+        self._states.append(state)
         if not self._scheduled:
             self._scheduled = True
             loop.call_soon(self.flush)
@@ -66,49 +69,55 @@ class AckQueue:
         self._scheduled = False
         if not self._handles:
             return
-        handles, futures = self._handles, self._futures
-        self._handles, self._futures = [], []
+        handles, futures, states = self._handles, self._futures, self._states
+        self._handles, self._futures, self._states = [], [], []
         frames = ack_frames(handles, self._max_line())
         at = 0
         for frame in frames:
             k = frame.count(b" ")  # one space before each handle
-            hs, fs = handles[at : at + k], futures[at : at + k]
+            hs, fs, ss = handles[at : at + k], futures[at : at + k], states[at : at + k]
             at += k
             try:
                 answer = self._send(frame)
             except FibrilError as e:
                 _fail(fs, e)
                 continue
-            answer.add_done_callback(functools.partial(self._answered, handles=hs, futures=fs))
+            answer.add_done_callback(functools.partial(self._answered, handles=hs, futures=fs, states=ss))
 
     def _answered(
-        self, answer: asyncio.Future[Any], *, handles: list[str], futures: list[asyncio.Future[None]]
+        self,
+        answer: asyncio.Future[Any],
+        *,
+        handles: list[str],
+        futures: list[asyncio.Future[None]],
+        states: list[list[bool]],
     ) -> None:
         err = None if answer.cancelled() else answer.exception()
         if err is None:
-            for f in futures:
+            for f, st in zip(futures, states):
+                st[1] = True
                 if not f.done():
                     f.set_result(None)
             return
         if len(handles) > 1 and isinstance(err, FibrilError) and not isinstance(err, ConnectionClosedError):
             # A refused shared line: each handle on its own says which failed.
-            for h, f in zip(handles, futures):
-                self._single(h, f)
+            for h, f, st in zip(handles, futures, states):
+                self._single(h, f, st)
             return
         _fail(futures, err)
 
-    def _single(self, handle: str, fut: asyncio.Future[None]) -> None:
+    def _single(self, handle: str, fut: asyncio.Future[None], state: list[bool]) -> None:
         try:
             answer = self._send(("ACK " + handle + "\r\n").encode())
         except FibrilError as e:
             _fail([fut], e)
             return
-        answer.add_done_callback(functools.partial(self._answered, handles=[handle], futures=[fut]))
+        answer.add_done_callback(functools.partial(self._answered, handles=[handle], futures=[fut], states=[state]))
 
     def fail_all(self, err: BaseException) -> None:
         """Fails every queued ack (the client closed or lost its connection)."""
         futures = self._futures
-        self._handles, self._futures = [], []
+        self._handles, self._futures, self._states = [], [], []
         _fail(futures, err)
 
 

@@ -26,8 +26,8 @@ class Msg(MsgFields):
     """
 
     _client: Client | None = field(default=None, repr=False, compare=False)
-    # [settle called]: mutable state of a frozen value (Subscription.run reads it)
-    _st: list[bool] = field(default_factory=lambda: [False], repr=False, compare=False)
+    # [settle called, settle answered +OK]: mutable state of a frozen value
+    _st: list[bool] = field(default_factory=lambda: [False, False], repr=False, compare=False)
 
     @property
     def delivery_count(self) -> int:
@@ -36,9 +36,14 @@ class Msg(MsgFields):
         return h.attempt if h is not None else 1
 
     @property
-    def settled(self) -> bool:
+    def settling(self) -> bool:
         """True once ack, nack or reject was called on this message (answered or not)."""
         return self._st[0]
+
+    @property
+    def settled(self) -> bool:
+        """True once the server answered an ack, nack or reject of this message with +OK."""
+        return self._st[1]
 
     def _handle(self) -> str:
         if self._client is None or not self._durable():
@@ -66,9 +71,10 @@ class Msg(MsgFields):
             NotAckableError: The message came from a plain subscription.
         """
         h = self._handle()
-        self._st[0] = True
+        st = self._st
+        st[0] = True
         assert self._client is not None
-        return self._client._acks.add(h)
+        return self._client._acks.add(h, st)
 
     async def ack(self) -> None:
         """Acknowledges the message and waits until the server has committed it
@@ -96,6 +102,7 @@ class Msg(MsgFields):
         self._st[0] = True
         assert self._client is not None
         await self._client._settle(proto.encode_nack(h, to_ms(delay, "delay")))
+        self._st[1] = True
 
     async def reject(self) -> None:
         """Rejects the message: it goes to the group's dead-letter topic, never redelivered here.
@@ -108,6 +115,7 @@ class Msg(MsgFields):
         self._st[0] = True
         assert self._client is not None
         await self._client._settle(proto.encode_reject(h))
+        self._st[1] = True
 
     async def in_progress(self, *, extend: Duration | None = None) -> None:
         """Tells the server work is still going on: extends the lease.

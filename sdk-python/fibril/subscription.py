@@ -28,9 +28,9 @@ def make_msg(frame: proto.Msg, client: Client) -> Msg:
         ProtocolError: The header block is malformed.
     """
     if frame.header is None and frame.crc_ok:  # the common case, without the MsgFields step
-        return Msg(frame.subject, frame.payload, _EMPTY, (), frame.reply, frame.crc, client, [False])
+        return Msg(frame.subject, frame.payload, _EMPTY, (), frame.reply, frame.crc, client, [False, False])
     f = msg_fields(frame)
-    return Msg(f.subject, f.data, f.headers, f.header_pairs, f.reply, f.crc, client, [False])
+    return Msg(f.subject, f.data, f.headers, f.header_pairs, f.reply, f.crc, client, [False, False])
 
 
 #: What Subscription.run calls for each message.
@@ -186,18 +186,18 @@ class Subscription:
                 try:
                     await handler(msg)
                 except asyncio.CancelledError:
-                    if not msg.settled and msg._durable():
+                    if not msg.settling and msg._durable():
                         self._client._stray_handle(msg.reply)  # type: ignore[arg-type]
                     raise
                 except Exception as e:
                     report(e)
-                    if not msg.settled and msg._durable():
+                    if not msg.settling and msg._durable():
                         try:
                             await msg.nack(delay=None if delay_ms is None else delay_ms / 1000)
                         except FibrilError as ne:
                             report(ne)
                     continue
-                if not msg.settled and msg._durable():
+                if not msg.settling and msg._durable():
                     f = msg.ack_async()
                     acks.add(f)
                     f.add_done_callback(acked)
@@ -228,7 +228,7 @@ class Subscription:
                     frame = queue[0]
                     if frame.header is None and frame.crc_ok:  # next() without its coroutine
                         queue.popleft()
-                        yield Msg(frame.subject, frame.payload, _EMPTY, (), frame.reply, frame.crc, self._client, [False])
+                        yield Msg(frame.subject, frame.payload, _EMPTY, (), frame.reply, frame.crc, self._client, [False, False])
                         continue
                 try:
                     msg = await self.next()

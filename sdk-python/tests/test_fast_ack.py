@@ -51,6 +51,7 @@ def test_ack_async_coalesces_a_burst(durable: Server) -> None:
 
             conn.write = spy  # type: ignore[method-assign]
             futs = [m.ack_async() for m in msgs]
+            assert all(m.settling and not m.settled for m in msgs)  # settled: only once answered
             await asyncio.gather(*futs)
             acks = [f for f in sent if f.startswith(b"ACK ")]
             assert 1 <= len(acks) <= 10, f"{len(acks)} ACK lines for 300 acks"
