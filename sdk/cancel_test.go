@@ -7,6 +7,8 @@ package fibril_test
 import (
 	"context"
 	"errors"
+	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,5 +118,29 @@ func TestSubscriptionStopHonoursCtx(t *testing.T) {
 	}
 	if _, err := sub.Next(testCtx(t)); !errors.Is(err, fibril.ErrClosed) {
 		t.Fatalf("Next after Stop = %v, want ErrClosed", err)
+	}
+}
+
+// TestPlainNATSServerIsNotFibril: a server whose INFO has no "fibril" (a
+// plain NATS server) is refused at once, as the Python and JS SDKs refuse it.
+func TestPlainNATSServerIsNotFibril(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte(`INFO {"server_id":"plain","version":"2.10.0","proto":1,"max_payload":1048576}` + "\r\n"))
+			defer c.Close()
+		}
+	}()
+	_, err = fibril.Connect(testCtx(t), "nats://"+ln.Addr().String())
+	if !errors.Is(err, fibril.ErrProtocol) || !strings.Contains(err.Error(), "does not speak fibril") {
+		t.Fatalf("Connect to a plain NATS server = %v", err)
 	}
 }

@@ -6,7 +6,7 @@
  * await using nc = await connect({ servers: '127.0.0.1:4222' });
  * const pos = await nc.publish('orders', 'hello', { key: 'customer-7' });
  * for await (const m of nc.consume('orders', 'billing', { maxInFlight: 16 })) {
- *   await m.ack();
+ *   m.ack(); // batched with its burst; `await m.ack()` waits until it is durable
  * }
  * ```
  *

@@ -7,7 +7,7 @@ Asyncio first::
     async with fibril.connect("nats://127.0.0.1:4222") as c:
         pos = await c.publish("orders", b"hello", key="customer-7")
         async for msg in c.consume("orders", "billing", max_in_flight=32):
-            await msg.ack()
+            msg.ack_async()  # batched with its burst; `await msg.ack()` waits until durable
 
 A blocking client (the same client run on a loop thread) is in :mod:`fibril.sync`.
 """

@@ -191,3 +191,25 @@ def test_create_exist_ok(durable: Server) -> None:
             assert g["config"]["max_deliveries"] == 2
 
     run(body())
+
+
+def test_plain_nats_server_is_not_fibril() -> None:
+    """A server whose INFO has no "fibril" (a plain NATS server) is refused
+    with a ProtocolError that retrying cannot fix, as in Go and JS."""
+
+    async def body() -> None:
+        async def serve(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            w.write(b'INFO {"server_id":"plain","version":"2.10.0","proto":1}\r\n')
+            await w.drain()
+
+        srv = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        try:
+            with pytest.raises(fibril.ProtocolError) as ei:
+                await fibril.connect(f"nats://127.0.0.1:{port}", connect_timeout=5)
+            assert not ei.value.retriable
+            assert "does not speak the Fibril protocol" in str(ei.value)
+        finally:
+            srv.close()
+
+    run(body())
