@@ -386,6 +386,12 @@ func (c *client) handleSettle(hs []protocol.Handle, op broker.SettleOp) {
 // connection may consume h's topic; done gets the outcome, always once.
 func (c *client) settle(h broker.Handle, op broker.SettleOp, done func(error)) {
 	b := c.srv.durable.b
+	if c.perms.AllSubjects() {
+		if err := b.Settle(h, op, done); err != nil {
+			done(err)
+		}
+		return
+	}
 	t, ok := b.TopicByID(h.Topic)
 	if !ok {
 		done(fmt.Errorf("%w: topic id %d", broker.ErrUnknownHandle, h.Topic))

@@ -47,7 +47,7 @@ func (c *client) handleManage(cmd *protocol.Command) {
 
 // accessTopic is what a permission decision needs of t.
 func accessTopic(t *broker.Topic) access.Topic {
-	return access.Topic{Name: string(t.Name()), Subjects: t.Config().Subjects}
+	return access.Topic{Name: string(t.Name()), Subjects: t.Subjects()}
 }
 
 // lookupTopic finds the topic name for the identity: permission_denied

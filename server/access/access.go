@@ -76,6 +76,17 @@ func NewUser(name string, role Role, principal uint16, p Permissions) *Identity 
 	return &Identity{Name: name, Role: role, Principal: principal, perms: &p}
 }
 
+// AllSubjects reports whether the identity has every subject right (the
+// token, no auth, or a user without allow or deny lists), so callers may
+// skip looking up what a decision would need.
+func (id *Identity) AllSubjects() bool {
+	if id == nil || id.perms == nil {
+		return true
+	}
+	p := id.perms
+	return len(p.Publish.Allow)+len(p.Publish.Deny)+len(p.Consume.Allow)+len(p.Consume.Deny) == 0
+}
+
 // Topic is what a topic decision needs: its name and capture filters.
 type Topic struct {
 	Name string

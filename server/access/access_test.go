@@ -99,6 +99,9 @@ func TestIdentityDecisions(t *testing.T) {
 	if orders.SeeName("billing") || !orders.SeeName("orders") {
 		t.Error("SeeName")
 	}
+	if orders.AllSubjects() || !all.AllSubjects() || !nilID.AllSubjects() || !NewUser("x", RoleNone, 9, Permissions{}).AllSubjects() {
+		t.Error("AllSubjects")
+	}
 }
 
 func TestCan(t *testing.T) {

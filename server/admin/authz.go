@@ -14,7 +14,7 @@ import (
 
 // accessTopic is what a permission decision needs of t.
 func accessTopic(t *broker.Topic) *access.Topic {
-	return &access.Topic{Name: string(t.Name()), Subjects: t.Config().Subjects}
+	return &access.Topic{Name: string(t.Name()), Subjects: t.Subjects()}
 }
 
 // topicFor finds the topic {name} for action a: 403 when the caller may

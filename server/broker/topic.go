@@ -47,6 +47,11 @@ func (t *Topic) Name() TopicName { return t.name }
 // ID returns the topic's id (used in handles).
 func (t *Topic) ID() TopicID { return t.id }
 
+// Subjects returns the topic's capture filters without a copy (a
+// permission check per settle must not allocate); they never change, and
+// the caller must not modify them.
+func (t *Topic) Subjects() []string { return t.cfg.Subjects }
+
 // Config returns the topic's configuration with defaults filled in.
 func (t *Topic) Config() TopicConfig {
 	c := t.cfg
