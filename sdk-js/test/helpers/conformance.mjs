@@ -258,11 +258,11 @@ export class Runner {
       case 'poll': {
         const nc = this.client(s);
         const t0 = Date.now();
-        let msgs = await nc.fetch(s.topic, s.group, { max: s.max ?? 1, wait: s.wait_ms });
+        let msgs = await nc.fetch(s.topic, s.group, { max: s.max ?? 1, waitMs: s.wait_ms });
         if (s.total !== undefined) {
           let last = msgs.length;
           while (msgs.length < s.total && last > 0) {
-            const more = await nc.fetch(s.topic, s.group, { max: s.max ?? 1, wait: s.wait_ms });
+            const more = await nc.fetch(s.topic, s.group, { max: s.max ?? 1, waitMs: s.wait_ms });
             last = more.length;
             msgs = msgs.concat(more);
           }
