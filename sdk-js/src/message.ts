@@ -122,7 +122,12 @@ export class Msg {
     p.catch(() => {}); // not awaiting an ack is the fast path: no unhandled rejection
     const signal = opts.signal;
     if (signal === undefined) return p;
-    return Promise.race([p, abortPromise(signal)]);
+    return new Promise<void>((res, rej) => {
+      const why = () => rej(signal.reason ?? new DOMException('aborted', 'AbortError'));
+      if (signal.aborted) return why();
+      signal.addEventListener('abort', why, { once: true });
+      p.then(res, rej).finally(() => signal.removeEventListener('abort', why));
+    });
   }
 
   /**
@@ -156,12 +161,4 @@ export class Msg {
       this.#settled = true;
     });
   }
-}
-
-function abortPromise(signal: AbortSignal): Promise<never> {
-  return new Promise<never>((_, rej) => {
-    const why = () => rej(signal.reason ?? new DOMException('aborted', 'AbortError'));
-    if (signal.aborted) why();
-    else signal.addEventListener('abort', why, { once: true });
-  });
 }

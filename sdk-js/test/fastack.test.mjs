@@ -136,6 +136,8 @@ test('units: ms with camelCase, the old snake_case names still work; existOk', a
   await m.nack({ delayMs: 20 });
   const [again] = await nc.fetch('units', 'a', { wait: 2000 }); // deprecated name
   assert.equal(again.deliveryCount, 2);
+  await assert.rejects(again.ack({ signal: AbortSignal.abort() }), { name: 'AbortError' }); // stops waiting only
+  await waitFor(() => again.settled, { what: 'the abandoned ack answered all the same' });
   await again.ack();
 });
 
