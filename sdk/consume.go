@@ -15,11 +15,11 @@ import (
 // Handler processes one message. If it returns nil and has not settled the
 // message, Consume acks it; if it returns an error, Consume nacks it (after
 // the WithNackDelay delay). ctx is the Consume context. Consume's acks are
-// pipelined and batched: the next message is handled while the server
-// commits the ack, and messages handled while more were waiting share one
-// ACK line (sent at once when none is waiting, after at most 128 messages
-// or 20ms). An ack that fails reaches the error handler with its own error,
-// and every ack is answered before Consume returns.
+// pipelined and coalesced: each is queued as soon as its handler returns
+// (AckAsync), the next message is handled while the server commits it, and
+// the acks queued in a burst share one ACK line. An ack that fails reaches
+// the error handler with its own error, and every ack is answered before
+// Consume returns.
 type Handler func(ctx context.Context, m *Msg) error
 
 // ConsumeOption configures Consume and Messages.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,5 +142,44 @@ func TestConsumeBatchedAckReportsEachFailure(t *testing.T) {
 	}
 	if gi := groupInfo(t, c, topic, "g"); gi.Inflight != 0 || gi.Pending != 3 {
 		t.Fatalf("after Consume: %d in flight, %d pending (want the 3 nacked)", gi.Inflight, gi.Pending)
+	}
+}
+
+// TestConsumeAcksBeforeTheNextSlowHandler: a message's ack goes out when
+// its handler returns, not after the next handler (it used to wait in the
+// worker's batch while the next message was handled, so a handler slower
+// than the lease let the previous message's lease run out).
+func TestConsumeAcksBeforeTheNextSlowHandler(t *testing.T) {
+	c := connect(t, "")
+	admin := connect(t, "")
+	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{Partitions: 1})
+	if _, err := c.CreateGroup(testCtx(t), topic, "g", fibril.GroupConfig{LeaseMillis: 600_000}); err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, c, topic, 2)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	var acked atomic.Bool
+	n := 0
+	err := c.Consume(ctx, topic, "g", func(ctx context.Context, m *fibril.Msg) error {
+		if n++; n == 2 { // the slow one: wait until the first is acked on the server
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) {
+				gi, err := admin.Group(ctx, topic, "g")
+				if err == nil && gi.Pending == 0 && gi.Inflight == 1 {
+					acked.Store(true)
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+		}
+		return nil
+	}, fibril.WithMaxInFlight(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !acked.Load() {
+		t.Fatal("the first message's ack did not reach the server while the second was handled")
 	}
 }
