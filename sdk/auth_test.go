@@ -171,3 +171,53 @@ func TestReconnectGivesUpOnRefusedLogin(t *testing.T) {
 		t.Fatalf("publish after a refused reconnect: %v, want ErrClosed wrapping ErrAuthViolation", err)
 	}
 }
+
+// TestAckAfterReconnectSettlesOwnLease: a lease binds to the user, not to
+// the connection (SPEC.md 6.1), so a message fetched before the link went
+// silent is acked over the reconnected link, while the server still keeps
+// the old connection (and its lease) open; another user may not settle it.
+func TestAckAfterReconnectSettlesOwnLease(t *testing.T) {
+	dir := t.TempDir()
+	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := map[string]any{"allow": []string{"jobs", "_INBOX.>"}}
+	users := []map[string]any{
+		{"name": "app", "password_bcrypt": string(hash), "permissions": map[string]any{"publish": all, "consume": all}},
+		{"name": "other", "password_bcrypt": string(hash), "permissions": map[string]any{"publish": all, "consume": all}},
+	}
+	b, err := json.Marshal(map[string]any{"users": users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "fibril.json")
+	if err := os.WriteFile(conf, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, "--config", conf)
+	ctx := testCtx(t)
+	addr, freeze := freezingProxy(t, srv.Addr)
+	c := connect(t, "fibril://"+addr, fibril.WithUserPassword("app", "pw"), fibril.WithHeartbeat(50*time.Millisecond, 2), fastReconnect)
+	mustTopic(t, c, "jobs", fibril.TopicConfig{})
+	if _, err := c.Publish(ctx, "jobs", []byte("work")); err != nil {
+		t.Fatal(err)
+	}
+	m := fetchOne(t, c, "jobs", "g", time.Second)
+	freeze()
+	// A publish completes once the client has noticed and reconnected.
+	if _, err := c.Publish(ctx, "jobs", []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	// The other user's connection sees the handle as someone else's.
+	o := connect(t, "fibril://"+srv.Addr, fibril.WithUserPassword("other", "pw"))
+	if msgs, err := o.Fetch(ctx, "jobs", "g", 2, 200*time.Millisecond); err != nil || len(msgs) != 1 || string(msgs[0].Data) != "after" {
+		t.Fatalf("other user's fetch: %v %v", msgs, err)
+	}
+	if _, err := o.Publish(ctx, m.Handle(), []byte("+ACK")); !errors.Is(err, fibril.ErrPermissionDenied) {
+		t.Fatalf("another user settling the handle by publishing to it: %v, want ErrPermissionDenied", err)
+	}
+	if err := m.Ack(ctx); err != nil {
+		t.Fatalf("ack over the reconnected link: %v", err)
+	}
+}

@@ -62,6 +62,9 @@ func fixedMatrix() matrixSpec {
 				pub: refRule{allow: []string{"orders.>", "billing", "shared.>"}}, con: refRule{deny: []string{">"}}},
 			{name: "adm", role: "admin",
 				pub: refRule{allow: []string{"shared", "shared.>"}}, con: refRule{allow: []string{"shared", "shared.>"}}},
+			// Together its allow filters take in shared.>, one by one they do
+			// not: a filter needs one allow filter that covers it.
+			{name: "split", pub: refRule{allow: []string{"shared.*", "shared.*.>"}}, con: refRule{allow: []string{"shared.*", "shared.*.>"}}},
 		},
 		topics: []refTopic{
 			{name: "orders"},
@@ -73,7 +76,7 @@ func fixedMatrix() matrixSpec {
 		subjects: []string{"orders", "orders.eu.x", "orders.secret", "orders.x", "billing",
 			"billing.y.z", "shared.q", "x", "_INBOX.a", "$DLQ.orders.mg"},
 		filters: []string{"orders", "orders.>", "orders.*", ">", "billing.*", "_INBOX.>",
-			"shared.q", "$DLQ.>", "orders.eu.*", "*.x"},
+			"shared.q", "$DLQ.>", "orders.eu.*", "*.x", "shared.>", "shared.*.>"},
 		creates: []refTopic{
 			{name: "orders.new"}, {name: "orders.dl", filters: []string{"orders.dl.>"}},
 			{name: "billing.new", filters: []string{"orders.new"}}, {name: "x", filters: []string{">"}},

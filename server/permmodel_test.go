@@ -90,8 +90,10 @@ func anyMatches(filters []string, subject []string) bool {
 	return false
 }
 
-// permits: every subject of filter is allowed (an empty allow list allows
-// all) and none is denied, over the universe of the words involved.
+// permits: some one allow filter (none given: everything) takes in every
+// subject of filter, and no deny filter takes any of them, over the
+// universe of the words involved. (One allow filter, not their union:
+// allow ["a.*", "a.*.>"] does not grant "a.>", as in NATS.)
 func (m *refModel) permits(r refRule, filter string) bool {
 	key := strings.Join(r.allow, ",") + "|" + strings.Join(r.deny, ",") + "|" + filter
 	if v, ok := m.memo[key]; ok {
@@ -99,14 +101,24 @@ func (m *refModel) permits(r refRule, filter string) bool {
 	}
 	words := append(append([]string{filter}, r.allow...), r.deny...)
 	f := strings.Split(filter, ".")
-	ok := true
+	var mine [][]string
 	for _, subj := range universe(words) {
-		if !refMatches(f, subj) {
-			continue
+		if refMatches(f, subj) {
+			mine = append(mine, subj)
 		}
-		if anyMatches(r.deny, subj) || (len(r.allow) > 0 && !anyMatches(r.allow, subj)) {
-			ok = false
-			break
+	}
+	ok := true
+	for _, subj := range mine {
+		ok = ok && !anyMatches(r.deny, subj)
+	}
+	if ok && len(r.allow) > 0 {
+		ok = false
+		for _, a := range r.allow {
+			all := true
+			for _, subj := range mine {
+				all = all && anyMatches([]string{a}, subj)
+			}
+			ok = ok || all
 		}
 	}
 	m.memo[key] = ok
