@@ -228,7 +228,7 @@ class Subscription:
                     frame = queue[0]
                     if frame.header is None and frame.crc_ok:  # next() without its coroutine
                         queue.popleft()
-                        yield Msg(frame.subject, frame.payload, _EMPTY, (), frame.reply, frame.crc, self._client, [False, False])
+                        yield make_msg(frame, self._client)
                         continue
                 try:
                     msg = await self.next()
