@@ -3,7 +3,7 @@
 GO ?= go
 FUZZTIME ?= 20s
 
-.PHONY: test test-go test-fuzz test-python test-js build vet conformance bench bench-full faults perm-matrix
+.PHONY: test test-go test-fuzz test-python test-js build vet conformance bench bench-full faults perm-matrix test-corruption
 
 test: vet test-go test-fuzz test-python test-js
 
@@ -105,3 +105,12 @@ FAULTS_KEEP ?= /tmp/fibril-faults-keep
 FAULTS_FLAGS ?=
 faults:
 	$(GO) run ./cmd/fibril-faults -duration $(DURATION) -runs $(RUNS) -seed $(SEED) -faults $(FAULT_KINDS) -keep $(FAULTS_KEEP) $(FAULTS_FLAGS)
+
+# The corruption suite's long form (server/broker/corruption_test.go): a
+# stopped broker's files damaged CORRUPTION_RUNS times at random (bit flips,
+# zeroed 4 KiB blocks, truncations, deletions, garbage after the end, catalog
+# key edits); each run refused-and-repaired exactly or started intact. Its
+# short form (48 runs) is part of test-go.
+CORRUPTION_RUNS ?= 600
+test-corruption:
+	FIBRIL_CORRUPTION_RUNS=$(CORRUPTION_RUNS) $(GO) test -count=1 -timeout 60m -run TestCorruptionSuite -v ./server/broker/ | grep -v '^=== RUN'

@@ -129,14 +129,14 @@ func Open(dir string, opts Options) (*Broker, error) {
 			// The catalog says the topic exists: opening empty logs in
 			// its place would silently drop its messages and state.
 			for _, t := range opened {
-				t.stop()
+				t.stopUnstarted() // not started: no actor to stop
 			}
 			return nil, fmt.Errorf("open broker %s: %w: the catalog lists topic %s (id %d) but its directory is gone (restore it from a backup; starting without it would drop its messages): %v", dir, ErrCorruptState, ct.Name, ct.ID, err)
 		}
 		t, err := b.openTopic(ct)
 		if err != nil {
 			for _, t := range opened {
-				t.stop()
+				t.stopUnstarted() // not started: no actor to stop
 			}
 			return nil, fmt.Errorf("open broker %s: %w", dir, err)
 		}

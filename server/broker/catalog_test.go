@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestCatalogEditRefused is the regression test for "a one-letter change to
@@ -209,5 +210,41 @@ func TestCatalogKeepsPreviousCopy(t *testing.T) {
 	r, err := readTopicRecord(tp.dir)
 	if err != nil || len(r.Topic.Groups) != 1 || r.NextGroupID != 2 {
 		t.Fatalf("topic.json: %+v, %v", r, err)
+	}
+}
+
+// TestRefusedSecondTopicDoesNotHang is the regression test for "a start
+// refused at the second topic hangs": Open stopped the topics opened
+// before the refusal as if their actors ran, and waited for them forever.
+func TestRefusedSecondTopicDoesNotHang(t *testing.T) {
+	e := newEnv(t, nil)
+	e.topic("first", TopicConfig{})
+	second := e.topic("second", TopicConfig{})
+	dir := second.dir
+	if err := e.b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.b = nil
+	if err := os.RemoveAll(filepath.Join(dir, "0", snapName)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dir, dir+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		b, err := Open(e.dir, e.opts())
+		if err == nil {
+			b.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !IsDamage(err) {
+			t.Fatalf("Open: %v, want a refusal", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open hung after refusing the second topic")
 	}
 }

@@ -248,10 +248,10 @@ func checkPartition(pdir string, ct catTopic, o Options, rep *VerifyReport) erro
 	if err != nil {
 		return err
 	}
-	evFirst := Seq(1)
+	evFirst, evLast := Seq(1), Seq(0)
 	if events != nil {
 		defer events.Close()
-		evFirst, _ = events.Bounds()
+		evFirst, evLast = events.Bounds()
 		checkEvents(events, filepath.Join(pdir, eventsLogName), rep)
 	}
 	snap := filepath.Join(pdir, snapName)
@@ -264,6 +264,8 @@ func checkPartition(pdir string, ct catTopic, o Options, rep *VerifyReport) erro
 	case errors.Is(err, os.ErrNotExist):
 		if evFirst > 1 {
 			rep.add(FindingState, snap, 0, 0, 0, "missing, and the event log starts at event %d: the start is refused; fibril repair replaces it (the groups' progress before it is forgotten: their messages are delivered again)", evFirst)
+		} else if evLast >= Seq(o.SnapshotEvery) {
+			rep.add(FindingNote, snap, 0, 0, 0, "missing, though the event log holds %d events (a snapshot is written every %d): the next start replays them all", evLast, o.SnapshotEvery)
 		}
 	default:
 		rep.add(FindingState, snap, 0, 0, 0, "unreadable: %v", err)
@@ -308,16 +310,22 @@ func checkLog(dir string, segSize int64, bad FindingKind, rep *VerifyReport) (*s
 	if rec.TruncatedBytes > 0 {
 		rep.add(FindingNote, rec.TruncatedPath, rec.TruncatedAt, 0, 0, "a torn write of %d bytes after the last confirmed record: cut at the next start (never confirmed)", rec.TruncatedBytes)
 	}
-	if rec.RebuiltIndexes > 0 {
-		rep.add(FindingNote, dir, 0, 0, 0, "%d segment indexes missing or stale: rebuilt at the next start", rec.RebuiltIndexes)
+	if n := max(rec.RebuiltIndexes, rec.BadIndexes); n > 0 {
+		rep.add(FindingNote, dir, 0, 0, 0, "%d segment indexes missing, damaged or stale: rebuilt at the next start", n)
+	}
+	if rec.BadMarker {
+		rep.add(FindingNote, filepath.Join(dir, "CLEAN"), 0, 0, 0, "the clean-shutdown marker is damaged: the next start scans the last segment")
 	}
 	segs := l.Segments()
+	if (rec.BadLock || rec.DurableHint == 0) && len(segs) > 0 && segs[len(segs)-1].Last >= segs[0].First {
+		rep.add(FindingNote, filepath.Join(dir, "LOCK"), 0, 0, 0, "the durable-point and front hints are missing or damaged: the next start checks the log's end and front less strictly, and writes them again")
+	}
 	rep.Segments += len(segs)
 	for _, s := range segs {
 		rep.Bytes += s.Bytes
-	}
-	if n := len(segs); n > 0 && !segs[n-1].Compressed {
-		checkAfterEnd(filepath.Join(dir, fmt.Sprintf("%020d.seg", segs[n-1].First)), segs[n-1], segSize, rep)
+		if !s.Compressed {
+			checkAfterEnd(filepath.Join(dir, fmt.Sprintf("%020d.seg", s.First)), s, segSize, rep)
+		}
 	}
 	return l, nil
 }

@@ -62,7 +62,7 @@ func (p *partition) settleHoles() {
 					l, filepath.Base(r.Path))
 				from = 0
 			}
-			for seq := max(r.From, gp.frontier(), p.first); seq <= r.To && seq <= p.last; seq++ {
+			for seq := max(r.From, gp.frontier()); seq <= r.To && seq <= p.last; seq++ {
 				if gp.acks.contains(seq) {
 					flush(seq - 1)
 					continue

@@ -65,11 +65,15 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	}
 	for _, gp := range p.order {
 		gp.clampTo(p.last)
-		gp.truncatedTo(p.first)
-		gp.restored()
 		gp.ev = &p.ev
 	}
+	// Before truncatedTo: a range lost from the front of the data log
+	// lies below its first record and is listed too.
 	p.settleHoles()
+	for _, gp := range p.order {
+		gp.truncatedTo(p.first)
+		gp.restored()
+	}
 	p.sampleSizes()
 	if p.last >= p.first {
 		p.sizes.addRun(p.first, p.last, p.avgSize())

@@ -299,6 +299,21 @@ func (r *repairer) log(dir string, segSize int64, what string) error {
 		}
 		rec := l.Recovery()
 		l.Close()
+		uncompressed := false
+		for _, s := range rec.Skipped {
+			// A range lost after a compressed segment is recorded in the
+			// index of its plain form.
+			if ext := filepath.Ext(s.Path); !s.Recorded && (ext == ".s2" || ext == ".zst") {
+				if err := seglog.Uncompress(dir, s.Path, r.move); err != nil {
+					return fmt.Errorf("repair: %w", err)
+				}
+				r.action("moved %s to the quarantine and wrote it back uncompressed, to record what is lost after it", s.Path)
+				uncompressed = true
+			}
+		}
+		if uncompressed {
+			continue
+		}
 		fresh := 0
 		for _, s := range rec.Skipped {
 			if s.Recorded {

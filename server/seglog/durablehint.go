@@ -2,7 +2,9 @@ package seglog
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
+	"path/filepath"
 	"sync"
 )
 
@@ -79,4 +81,100 @@ func (h *durableHint) release() {
 	h.mu.Lock()
 	h.f = nil
 	h.mu.Unlock()
+}
+
+// The front hint.
+//
+// The LOCK file also keeps, at offset 16, where the log's front is: the
+// first sequence number TruncateFront left, written and fsynced before it
+// removes a segment (and, without fsync, when a log is created or first
+// opened by a version that keeps it). Segment files missing from the front
+// of the log then show: Open finds the first segment above the front hint,
+// which TruncateFront never did, and refuses (with SkipCorrupt it records
+// the range as lost, in the hint itself, so that every later Open lists it
+// again as Recorded). A missing or damaged hint reads as "unknown" and
+// checks nothing.
+//
+//	16 [4]byte "FFH1"
+//	20 uint64  front: the first sequence number kept
+//	28 uint64  lostFrom, 36 uint64 lostTo: a range recorded lost (lostTo < lostFrom: none)
+//	44 uint32  CRC-32 (IEEE) of bytes 16..44
+const (
+	frontMagic = "FFH1"
+	frontOff   = 16
+	frontSize  = 32
+)
+
+// frontHint is the decoded front hint.
+type frontHint struct {
+	front            Seq // 0: unknown
+	lostFrom, lostTo Seq
+}
+
+func encodeFrontHint(h frontHint) []byte {
+	b := make([]byte, frontSize)
+	copy(b, frontMagic)
+	binary.LittleEndian.PutUint64(b[4:], uint64(h.front))
+	binary.LittleEndian.PutUint64(b[12:], uint64(h.lostFrom))
+	binary.LittleEndian.PutUint64(b[20:], uint64(h.lostTo))
+	binary.LittleEndian.PutUint32(b[28:], crc32.ChecksumIEEE(b[:28]))
+	return b
+}
+
+func readFrontHint(f File) frontHint {
+	b := make([]byte, frontSize)
+	if n, _ := f.ReadAt(b, frontOff); n < frontSize || string(b[:4]) != frontMagic || crc32.ChecksumIEEE(b[:28]) != binary.LittleEndian.Uint32(b[28:]) {
+		return frontHint{}
+	}
+	return frontHint{
+		front:    Seq(binary.LittleEndian.Uint64(b[4:])),
+		lostFrom: Seq(binary.LittleEndian.Uint64(b[12:])),
+		lostTo:   Seq(binary.LittleEndian.Uint64(b[20:])),
+	}
+}
+
+// writeFrontHint writes h into the LOCK file, fsyncing it with sync.
+func (l *Log) writeFrontHint(h frontHint, sync bool) error {
+	if l.lock == nil || l.opts.ReadOnly {
+		return nil
+	}
+	if _, err := l.lock.WriteAt(encodeFrontHint(h), frontOff); err != nil {
+		return err
+	}
+	l.front = h
+	if sync {
+		return l.lock.Sync()
+	}
+	return nil
+}
+
+// checkFront compares the first segment with the front hint (recover, the
+// segments loaded): records missing from the front are corruption, or
+// with SkipCorrupt a range recorded lost. A range recorded earlier is
+// listed again.
+func (l *Log) checkFront() error {
+	h := l.front
+	if h.lostFrom != 0 && h.lostTo >= h.lostFrom {
+		l.rec.Skipped = append(l.rec.Skipped, SkippedRange{Path: filepath.Join(l.dir, segName(h.lostFrom)), From: h.lostFrom, To: h.lostTo, Recorded: true})
+	}
+	if len(l.segs) == 0 {
+		return nil
+	}
+	first := l.segs[0].first
+	if h.front == 0 {
+		// Unknown (a log of an earlier version, a lost LOCK): from now on
+		// it is known. Unsynced: lost, it is unknown again.
+		return l.writeFrontHint(frontHint{front: first}, false)
+	}
+	if first <= h.front {
+		return nil
+	}
+	missing := filepath.Join(l.dir, segName(h.front))
+	if !l.opts.SkipCorrupt {
+		return &CorruptError{Path: missing, Seq: h.front,
+			Reason: fmt.Sprintf("records %d..%d are missing from the front of the log (it starts at %s, but only retention removes segments and it had kept every record from %d): the segment file(s) were deleted",
+				h.front, first-1, filepath.Base(l.segs[0].path), h.front)}
+	}
+	l.rec.Skipped = append(l.rec.Skipped, SkippedRange{Path: missing, From: h.front, To: first - 1})
+	return l.writeFrontHint(frontHint{front: first, lostFrom: h.front, lostTo: first - 1}, true)
 }

@@ -78,6 +78,7 @@ type Log struct {
 	// published under mu); sideDurable: the highest mark known on disk.
 	sideWritten, sideDurable atomic.Uint64
 	hint                     durableHint // the durable point, kept in the LOCK file (durablehint.go)
+	front                    frontHint   // the front of the log, kept in the LOCK file (durablehint.go)
 
 	rec Recovery
 
@@ -110,6 +111,15 @@ type Recovery struct {
 	TruncatedBytes int64
 	// Skipped lists damaged ranges passed over because of SkipCorrupt.
 	Skipped []SkippedRange
+	// BadIndexes counts index files that were present but damaged or
+	// stale, of any segment (RebuiltIndexes counts the sealed segments
+	// scanned for want of a usable index, missing ones included).
+	BadIndexes int
+	// BadMarker: a clean-shutdown marker was present but damaged.
+	BadMarker bool
+	// BadLock: the LOCK file's hints were missing or damaged (ReadOnly
+	// opens only: a writable Open recreates them).
+	BadLock bool
 	// DurableHint is the durable point the previous session recorded
 	// (durablehint.go; 0: none): records up to it had been fsynced, so
 	// damage to them is corruption, never a torn tail.
@@ -160,6 +170,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	l.lock = lf
 	l.rec.DurableHint = readHint(lf)
+	l.front = readFrontHint(lf)
 	l.hint.f, l.hint.last = lf, l.rec.DurableHint
 	if err := l.recover(); err != nil {
 		l.releaseAll()

@@ -2,6 +2,7 @@ package seglog
 
 import (
 	"fmt"
+	"path/filepath"
 	"sort"
 )
 
@@ -178,6 +179,11 @@ func (l *Log) TruncateFront(seq Seq) error {
 	}
 	if n == 0 {
 		return l.takeDirSyncErr()
+	}
+	// The new front is durable before any segment goes, so a segment
+	// missing from the front at Open was deleted by someone else.
+	if err := l.writeFrontHint(frontHint{front: l.segs[n].first}, true); err != nil {
+		return fmt.Errorf("seglog: truncate front: record the front in %s: %w", filepath.Join(l.dir, lockName), err)
 	}
 	var err error
 	removed := 0

@@ -19,7 +19,8 @@ func openReadOnly(l *Log) (*Log, error) {
 	lf, err := l.fs.OpenFile(filepath.Join(l.dir, lockName), os.O_RDONLY, 0)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		// never opened for writing: no hint
+		// never opened for writing (or the file was lost): no hint
+		l.rec.BadLock = true
 	case err != nil:
 		return nil, fmt.Errorf("seglog: open lock file: %w", err)
 	default:
@@ -32,6 +33,8 @@ func openReadOnly(l *Log) (*Log, error) {
 		}
 		l.lock = lf
 		l.rec.DurableHint = readHint(lf)
+		l.front = readFrontHint(lf)
+		l.rec.BadLock = badLock(lf)
 	}
 	if err := l.recover(); err != nil {
 		l.releaseAll()
@@ -78,4 +81,22 @@ func (l *Log) endReadOnly(firsts []Seq) error {
 	l.durable.Store(uint64(act.last))
 	l.rec.Segments = len(l.segs)
 	return nil
+}
+
+// badLock reports whether a LOCK file's hints are damaged: a size the log
+// never writes (0, 16 or 48 bytes), or a hint's bytes neither zero nor
+// valid.
+func badLock(f File) bool {
+	size, err := f.Size()
+	if err != nil || size != 0 && size != hintSize && size != frontOff+frontSize {
+		return true
+	}
+	b := make([]byte, size)
+	if n, _ := f.ReadAt(b, 0); int64(n) < size {
+		return true
+	}
+	if size >= hintSize && !allZero(b[:hintSize]) && decodeDurableHint(b[:hintSize]) == 0 {
+		return true
+	}
+	return size == frontOff+frontSize && !allZero(b[frontOff:]) && readFrontHint(f).front == 0
 }

@@ -65,6 +65,7 @@ func (l *Log) recover() (err error) {
 		return fmt.Errorf("seglog: read clean marker: %w", err)
 	}
 	marker, hasMarker := decodeClean(cleanBytes)
+	l.rec.BadMarker = cleanBytes != nil && !hasMarker
 
 	for i, first := range firsts {
 		isLast := i == len(firsts)-1
@@ -86,6 +87,9 @@ func (l *Log) recover() (err error) {
 		}
 	}
 	if err := l.checkContinuity(); err != nil {
+		return err
+	}
+	if err := l.checkFront(); err != nil {
 		return err
 	}
 	if l.opts.ReadOnly {
@@ -118,6 +122,13 @@ func (l *Log) recover() (err error) {
 			return fmt.Errorf("seglog: open: %w", err)
 		}
 		l.segs = append(l.segs, s)
+		if l.front.front == 0 {
+			// A new log knows its front from the start (unsynced: lost,
+			// it is unknown, as in a log of an earlier version).
+			if err := l.writeFrontHint(frontHint{front: start}, false); err != nil {
+				return fmt.Errorf("seglog: open: %w", err)
+			}
+		}
 	}
 	for _, s := range l.segs[:len(l.segs)-1] {
 		l.closeSealed(s)
@@ -249,6 +260,8 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 	x, okIdx := decodeIndex(idxBytes, s.first, s.size)
 	if okIdx {
 		s.idxLast = x.last
+	} else if idxBytes != nil || isLast && hasMarker && marker.segFirst == s.first {
+		l.rec.BadIndexes++ // damaged, or gone though the marker vouches for it
 	}
 	// An index is never trusted when an intact record follows its end:
 	// index files are written without fsync, so after a power cut an older
@@ -370,7 +383,14 @@ func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 			if confirmed && !here {
 				to = max(to, l.rec.DurableHint)
 			}
-			l.skipRange(s, SkippedRange{Path: s.path, Offset: off, Length: s.size - off, From: seq, To: to})
+			// Appends go on at off, over the damaged bytes: the range
+			// recorded spans none of them (a read-only Open, which
+			// appends nothing, reports how many there are).
+			n := int64(0)
+			if l.opts.ReadOnly {
+				n = s.size - off
+			}
+			l.skipRange(s, SkippedRange{Path: s.path, Offset: off, Length: n, From: seq, To: to})
 			seq = to + 1
 			break
 		}

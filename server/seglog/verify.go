@@ -2,6 +2,7 @@ package seglog
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -156,4 +157,31 @@ func (l *Log) verifyCompressed(s *segment) error {
 		return err
 	}
 	return checkAll(v, s)
+}
+
+// Uncompress replaces the compressed segment whose file is path (in the
+// closed log dir) by its plain form: it decompresses and checks it, hands
+// the compressed file to keep (which must move it away, say into a
+// quarantine), then writes the plain segment (fsynced, then the
+// directory). A repair uses it so that a range lost after a compressed
+// segment can be recorded in a plain segment's index.
+func Uncompress(dir, path string, keep func(path string) error) error {
+	first, codec, ok := parseCompName(filepath.Base(path))
+	if !ok || filepath.Dir(path) != dir {
+		return fmt.Errorf("seglog: uncompress %s: not a compressed segment of %s", path, dir)
+	}
+	o, _ := Options{}.withDefaults()
+	l := &Log{dir: dir, opts: o, fs: o.FS}
+	s, err := l.openCompressed(first, codec)
+	if err != nil {
+		return err
+	}
+	v, err := l.decompress(s)
+	if err != nil {
+		return err
+	}
+	if err := keep(path); err != nil {
+		return err
+	}
+	return writeFileAtomic(l.fs, dir, segName(first), v.data[:v.end], true)
 }

@@ -368,3 +368,63 @@ func TestReadOnlyChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestDeletedFrontSegmentRefused is the regression test for "deleting the
+// first segment file looks like retention": the log kept no trace of its
+// front, so Open started at the next segment and the records were gone
+// without a word. Now TruncateFront records the front (fsynced) before it
+// removes a segment, and a first segment above it is refused, naming the
+// deleted file; SkipCorrupt records the range as lost, listed again by
+// every later Open.
+func TestDeletedFrontSegmentRefused(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentSize: 8 << 10, IndexInterval: 256}
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, 1, 600, 20)
+	segs := l.Segments()
+	if err := l.TruncateFront(segs[1].First); err != nil { // retention: allowed
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(dir, opts)
+	if err != nil {
+		t.Fatalf("Open after TruncateFront: %v", err)
+	}
+	l.Close()
+	gone := filepath.Join(dir, segName(segs[1].First))
+	os.Remove(gone)
+	os.Remove(idxPath(dir, segs[1].First))
+	_, err = Open(dir, opts)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Path != gone || ce.Seq != segs[1].First {
+		t.Fatalf("Open without the front segment: %v; want a *CorruptError naming %s", err, gone)
+	}
+	if ro, err := Open(dir, Options{ReadOnly: true, SkipCorrupt: true}); err != nil {
+		t.Fatal(err)
+	} else {
+		ro.Close()
+	}
+	sk := opts
+	sk.SkipCorrupt = true
+	l, err = Open(dir, sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := l.Recovery().Skipped; len(s) != 1 || s[0].From != segs[1].First || s[0].To != segs[1].Last || s[0].Recorded {
+		t.Fatalf("Skipped = %+v", s)
+	}
+	l.Close()
+	l, err = Open(dir, opts)
+	if err != nil {
+		t.Fatalf("Open after SkipCorrupt recorded the loss: %v", err)
+	}
+	defer l.Close()
+	if s := l.Recovery().Skipped; len(s) != 1 || !s[0].Recorded || s[0].From != segs[1].First {
+		t.Fatalf("Skipped after the repair = %+v", s)
+	}
+}
