@@ -113,4 +113,4 @@ faults:
 # short form (48 runs) is part of test-go.
 CORRUPTION_RUNS ?= 600
 test-corruption:
-	FIBRIL_CORRUPTION_RUNS=$(CORRUPTION_RUNS) $(GO) test -count=1 -timeout 60m -run TestCorruptionSuite -v ./server/broker/ | grep -v '^=== RUN'
+	FIBRIL_CORRUPTION_RUNS=$(CORRUPTION_RUNS) $(GO) test -count=1 -timeout 60m -run TestCorruptionSuite -v ./server/broker/
