@@ -395,7 +395,12 @@ func (l *Log) scanSegment(s *segment, off int64, seq Seq, tail bool) error {
 			break
 		}
 		l.skipRange(s, SkippedRange{Path: s.path, Offset: off, Length: p - off, From: seq, To: ph.seq - 1})
-		s.addIndex(ph.seq, p, l.opts.IndexInterval, true) // reads must not walk through the damage
+		if !ph.side() {
+			// Reads must not walk through the damage. (A side record is
+			// numbered by a record that may never follow: an index
+			// entry past the segment's last record is refused.)
+			s.addIndex(ph.seq, p, l.opts.IndexInterval, true)
+		}
 		off, seq = p, ph.seq
 	}
 	s.end, s.last = off, seq-1

@@ -428,3 +428,49 @@ func TestDeletedFrontSegmentRefused(t *testing.T) {
 		t.Fatalf("Skipped after the repair = %+v", s)
 	}
 }
+
+// TestSkippedTailBeforeSideRecordReopens is the regression test for "a log
+// repaired with SkipCorrupt refused again": when the damaged records were
+// followed only by a side record (numbered by a record never written), the
+// index got an entry past the segment's last record, was refused as
+// damaged at the next Open, and the scan met the damage again.
+func TestSkippedTailBeforeSideRecordReopens(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentSize: 64 << 10}
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, 1, 50, 1)
+	if _, err := l.AppendSide(Entry{Data: []byte("events")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r49, r50 := spanOf(t, dir, 49), spanOf(t, dir, 50)
+	for _, r := range []recordSpan{r49, r50} {
+		flipBit(t, r.path, r.off+r.len-1, 0)
+	}
+	opts.Verify = true
+	if _, err := Open(dir, opts); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open of confirmed, damaged records: %v", err)
+	}
+	sk := opts
+	sk.SkipCorrupt = true
+	l, err = Open(dir, sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(dir, opts)
+	if err != nil {
+		t.Fatalf("Open after SkipCorrupt: %v", err)
+	}
+	defer l.Close()
+	if s := l.Recovery().Skipped; len(s) != 1 || s[0].From != 49 || s[0].To != 50 || !s[0].Recorded {
+		t.Fatalf("Skipped = %+v", s)
+	}
+}
