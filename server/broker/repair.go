@@ -366,7 +366,19 @@ func (r *repairer) snapshot(pdir string, ct catTopic) error {
 		return fmt.Errorf("repair: %w", err)
 	}
 	first, _ := ev.Bounds()
+	// The highest offset the remaining events name, per group: replaying
+	// a delivery moves the group's next past every offset below it, so
+	// those must stand in the snapshot as pending, or they would be
+	// skipped.
+	named := map[GroupID]Seq{}
+	serr := ev.Scan(first, 0, func(rec seglog.Record) bool {
+		_ = decodeEvents(rec.Data, func(e event) { named[e.group] = max(named[e.group], e.seq) })
+		return true
+	})
 	ev.Close()
+	if serr != nil {
+		return fmt.Errorf("repair: %w", serr)
+	}
 	if first <= 1 {
 		return nil // the event log holds every event: nothing to stand in for
 	}
@@ -374,11 +386,15 @@ func (r *repairer) snapshot(pdir string, ct catTopic) error {
 	if err != nil {
 		return fmt.Errorf("repair: %w", err)
 	}
-	dfirst, _ := data.Bounds()
+	dfirst, dlast := data.Bounds()
 	data.Close()
 	var gs []*groupState
 	for _, g := range ct.Groups {
-		gs = append(gs, newGroupState(g.ID, 0, 0, dfirst))
+		st := newGroupState(g.ID, 0, 0, dfirst)
+		for s := dfirst; s <= min(named[g.ID], dlast); s++ {
+			st.pending[s] = pendingOff{state: stReady}
+		}
+		gs = append(gs, st)
 	}
 	if err := writeFileAtomic(pdir, snapName, encodeSnapshot(first-1, gs)); err != nil {
 		return fmt.Errorf("repair: %w", err)

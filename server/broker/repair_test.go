@@ -114,3 +114,69 @@ func TestRepairBringsBackARefusedDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestRepairOfALostSnapshotLosesNothing: a snapshot lost while the event
+// log no longer starts at 1 refuses the start; the repair replaces it by
+// one that forgets the groups' progress, and every message the group had
+// not acked — delivered before or not — is delivered again (acked ones
+// may come again too: at least once).
+func TestRepairOfALostSnapshotLosesNothing(t *testing.T) {
+	e := newEnvWith(t, func(o *Options) { o.SnapshotEvery, o.EventSegmentSize = 20, 4096 })
+	tp := e.topic("orders", TopicConfig{})
+	g := e.group(tp, "a", GroupConfig{DeadLetter: "-", MaxDeliveries: -1})
+	for i := 1; i <= 200; i++ {
+		e.publish(tp, fmt.Sprint("m", i))
+	}
+	acked := map[Seq]bool{}
+	for round := 0; round < 6; round++ {
+		ds := e.pollNow(g, 30, 0)
+		for i, d := range ds {
+			if i%3 != 0 {
+				if err := e.settle(d, Ack()); err != nil {
+					t.Fatal(err)
+				}
+				acked[d.Handle.Seq] = true
+			}
+		}
+	}
+	snap := filepath.Join(tp.dir, "0", snapName)
+	waitFor(t, "a snapshot", func() bool { _, err := os.Stat(snap); return err == nil })
+	opts := e.opts()
+	opts.SnapshotEvery, opts.EventSegmentSize = 20, 4096
+	if err := e.b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.b = nil
+	if err := os.Remove(snap); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(e.dir, opts); !IsDamage(err) {
+		t.Fatalf("Open without the snapshot: %v", err)
+	}
+	if _, err := Repair(e.dir, RepairOptions{Engine: opts}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(e.dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	e.b = b
+	tp, _ = b.Topic("orders")
+	g, _ = tp.FindGroup("a")
+	got := map[Seq]bool{}
+	for range 20 {
+		ds := e.pollNow(g, 100, 0)
+		if len(ds) == 0 {
+			break
+		}
+		for _, d := range ds {
+			got[d.Handle.Seq] = true
+		}
+	}
+	for s := Seq(1); s <= 200; s++ {
+		if !acked[s] && !got[s] {
+			t.Fatalf("offset %d (not acked) not delivered after the repair", s)
+		}
+	}
+}
