@@ -4,8 +4,9 @@ GO ?= go
 FUZZTIME ?= 20s
 
 .PHONY: test test-go test-fuzz test-python test-js build vet conformance bench bench-full faults perm-matrix test-corruption
+.PHONY: test-stock test-stock-js test-stock-py test-natscli test-stock-long bench-nats
 
-test: vet test-go test-fuzz test-python test-js
+test: vet test-go test-fuzz test-python test-js test-stock
 
 build:
 	$(GO) build ./...
@@ -52,6 +53,26 @@ PERM_SEED ?= 1
 perm-matrix:
 	FIBRIL_PERM_SEEDS=$(PERM_SEEDS) FIBRIL_PERM_SEED=$(PERM_SEED) $(GO) test -count=1 -timeout 60m -run '^TestPermissionMatrixRandom$$' ./server/
 
+# The official NATS clients against fibril serve and, as a control,
+# nats-server (issue 24): nats.go is e2e/stocknats in test-go; nats.js
+# (npm nats, a dev dependency of e2e/stock-js), nats-py (e2e/stock-py's
+# requirements) and the nats CLI (e2e/natscli.sh) here. test-stock-long is
+# the long form of the fast-publisher case (500k x 1 KiB).
+test-stock: test-stock-js test-stock-py test-natscli
+
+test-stock-js:
+	cd e2e/stock-js && $(NPM) ci --no-audit --no-fund --silent && $(NPM) test
+
+test-stock-py:
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r e2e/stock-py/requirements.txt
+	$(PYTHON) -m pytest -q -p no:cacheprovider e2e/stock-py
+
+test-natscli:
+	bash e2e/natscli.sh
+
+test-stock-long:
+	FIBRIL_LONG=1 $(GO) test -count=1 -timeout 30m -run 'TestFastPublisherSlowedNotCut|TestStockFastPublisherNotCut' ./server/ ./e2e/stocknats/
+
 # Benchmarks, never part of `make test`: Fibril and NATS JetStream side by
 # side (bench/compare.sh; current figures in BENCHMARKS.md). `bench` is the smoke
 # run (1 rep, small counts, about 1-2 min on 2 vCPUs); `bench-full` the full
@@ -62,6 +83,11 @@ bench:
 
 bench-full:
 	bash bench/compare.sh
+
+# nats bench core pub/sub, Fibril vs nats-server alternating (bench/natsbench.sh,
+# 3 reps of 1M messages at 16 B and 1 KiB, then the multi-subject flood).
+bench-nats:
+	bash bench/natsbench.sh
 
 # One conformance table, scenario x runner (wire, go-sdk, py-sdk, js-sdk), from
 # a fresh checkout: builds the server once, installs the SDKs' dependencies the
