@@ -67,23 +67,24 @@ start_server() {
 }
 stop_server() { kill "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null; rm -rf "$DATA"; }
 
-# run_pair NAME SIZE: prints the subscriber's msgs/s, or CUT.
+# run_pair NAME SIZE: sets RESULT to the subscriber's msgs/s, or CUT (not in
+# a subshell, so the trap sees every PID it starts).
 run_pair() {
   start_server "$1"
   local sub="$OUT/sub.out" pub="$OUT/pub.out"
-  timeout 300 nats -s "$URL" bench sub bench.x --msgs "$MSGS" --size "$2" --no-progress >"$sub" 2>&1 &
+  timeout 120 nats -s "$URL" bench sub bench.x --msgs "$MSGS" --size "$2" --no-progress >"$sub" 2>&1 &
   local spid=$!
   PIDS+=("$spid")
   sleep 1 # the subscription is in place
-  timeout 300 nats -s "$URL" bench pub bench.x --msgs "$MSGS" --size "$2" --no-progress >"$pub" 2>&1
+  timeout 120 nats -s "$URL" bench pub bench.x --msgs "$MSGS" --size "$2" --no-progress >"$pub" 2>&1
   local prc=$?
   wait "$spid"; local src=$?
   stop_server
   local rate; rate=$(sed -n 's/.*subscriber stats: \([0-9,]*\) msgs\/sec.*/\1/p' "$sub" | tr -d ,)
   if [ $prc -ne 0 ] || [ $src -ne 0 ] || [ -z "$rate" ]; then
-    echo "CUT"; { echo "--- $1 $2 cut off (pub rc $prc, sub rc $src)"; tail -3 "$pub" "$sub"; } >>"$OUT/cut.log"
+    RESULT=CUT; { echo "--- $1 $2 cut off (pub rc $prc, sub rc $src)"; tail -3 "$pub" "$sub"; } >>"$OUT/cut.log"
   else
-    echo "$rate"
+    RESULT=$rate
   fi
 }
 
@@ -96,11 +97,11 @@ printf '| size | Fibril | nats-server | Fibril / nats-server | runs cut off |\n|
 for size in $SIZES; do
   f=""; n=""
   for rep in $(seq "$REPS"); do
-    if [ $((rep % 2)) -eq 1 ]; then
-      f="$f $(run_pair fibril "$size")"; n="$n $(run_pair nats-server "$size")"
-    else
-      n="$n $(run_pair nats-server "$size")"; f="$f $(run_pair fibril "$size")"
-    fi
+    if [ $((rep % 2)) -eq 1 ]; then order="fibril nats-server"; else order="nats-server fibril"; fi
+    for who in $order; do
+      run_pair "$who" "$size"
+      if [ "$who" = fibril ]; then f="$f $RESULT"; else n="$n $RESULT"; fi
+    done
   done
   c=$(echo "$f $n" | tr ' ' '\n' | grep -c CUT)
   cuts=$((cuts + c))

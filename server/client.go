@@ -64,6 +64,10 @@ type client struct {
 	// laneStall: parsing waits for the lane to drain (an unconfirmed
 	// publish found it over its bound; see serialOrStall).
 	laneStall atomic.Bool
+	// stallFor: parsing waits for this plain subscriber to drain (stall.go);
+	// stallSince is when the wait began (unix nanos).
+	stallFor   atomic.Pointer[client]
+	stallSince atomic.Int64
 	// checkRunning: this CONNECT's password check is being computed (not
 	// merely queued); the auth timeout waits for its answer.
 	checkRunning atomic.Bool

@@ -79,7 +79,7 @@ func (m *movedConns) stop() {
 // its side with whatever the socket does not take at once), so then it
 // waits for the next callback.
 func shouldMove(c gnet.Conn, cl *client) bool {
-	waits := cl.laneStall.Load() && c.InboundBuffered() > moveThreshold
+	waits := (cl.laneStall.Load() || cl.stallFor.Load() != nil) && c.InboundBuffered() > moveThreshold
 	if cl.srv.moveAll.Load() {
 		waits = true
 	}

@@ -174,27 +174,30 @@ func (tl *tlsListener) serve(nc net.Conn) {
 // first read buffer). While cl must not be parsed (its output is over
 // MaxPending, or its lane is full) nothing is read, so TCP slows the peer.
 func (s *Server) readLoop(conn net.Conn, tc *netConn, cl *client, buf []byte) {
+	// again: buf may hold whole frames not parsed yet (new input, or a
+	// parse that stopped at a stall); parsed before reading more, so a
+	// stall that ends never leaves commands waiting for more input.
+	again := len(buf) > 0
 	for {
-		// A client that does not read its answers is not parsed further
-		// until its output drains (the writer is blocked meanwhile).
-		stalled := false
-		for (cl.outputOver(0) || cl.laneStall.Load()) && !cl.isClosing() {
-			stalled = true
+		// A client that does not read its answers, whose lane is full or
+		// whose subscriber is slow (stall.go) is not parsed further until
+		// that clears; nothing is read meanwhile.
+		for (cl.outputOver(0) || cl.laneStall.Load() || cl.consumerStall()) && !cl.isClosing() {
 			select {
 			case <-tc.done:
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
-		if stalled && len(buf) > 0 && !cl.isClosing() {
-			// Parse what arrived while parsing waited before reading more.
+		if again && len(buf) > 0 && !cl.isClosing() {
 			used := cl.feed(buf)
 			rest := copy(buf, buf[used:])
 			buf = buf[:rest]
+			again = used > 0
 			continue
 		}
-		// Grown only here, before a read: a full buffer that a stall kept
-		// from being parsed is parsed first, never grown.
+		// Grown only here, before a read: a full buffer of whole frames
+		// is parsed first, never grown.
 		if len(buf) == cap(buf) {
 			if len(buf) >= s.opts.MaxInputBuffer {
 				// One frame cannot be over MaxInputBuffer (validate): the
@@ -214,11 +217,12 @@ func (s *Server) readLoop(conn net.Conn, tc *netConn, cl *client, buf []byte) {
 		case cl.isClosing():
 			buf = buf[:0] // lingering: discard
 		case n > 0:
-			used := cl.feed(buf)
-			rest := copy(buf, buf[used:])
-			buf = buf[:rest]
+			again = true
 		}
 		if err != nil {
+			if again && len(buf) > 0 && !cl.isClosing() {
+				cl.feed(buf) // what came with the end of the stream
+			}
 			return
 		}
 	}

@@ -24,7 +24,7 @@ func (c *client) feed(buf []byte) int {
 // feedFrames is feed without the traffic count.
 func (c *client) feedFrames(buf []byte) int {
 	c.sawInput(time.Now().UnixNano())
-	if !c.resumeConnect() || c.laneStall.Load() {
+	if !c.resumeConnect() || c.laneStall.Load() || c.consumerStall() {
 		return 0
 	}
 	pos := 0
@@ -139,8 +139,8 @@ func (c *client) HandleCommand(cmd *protocol.Command) error {
 	if err := c.stopIfClosing(); err != nil {
 		return err
 	}
-	if c.laneStall.Load() {
-		return errPause // the lane is full: parse the rest once it drains
+	if c.laneStall.Load() || c.stallFor.Load() != nil {
+		return errPause // the lane is full, or a subscriber is slow: parse the rest once it drains
 	}
 	return nil
 }

@@ -99,8 +99,12 @@ func (c *client) deliverPlain(s *subscription, m *pubMsg) bool {
 		}
 	}
 	c.frameBuf = appendMsg(c.frameBuf[:0], m, s.sid, to.crcOut.Load(), to.headersOut.Load() || m.hdrLen == 0)
-	if !to.queueDelivery(c.frameBuf) {
+	ok, over := to.queueDeliveryMark(c.frameBuf)
+	if !ok {
 		return false
+	}
+	if over {
+		c.stallOn(to) // the rest of this publisher's input waits (stall.go)
 	}
 	to.countOutMsgs(1)
 	return true
@@ -160,24 +164,32 @@ func appendHex8(b []byte, v uint32) []byte {
 // is a slow consumer: the frame is dropped and the connection closed.
 // Safe from any goroutine.
 func (c *client) queueDelivery(frame []byte) bool {
+	ok, _ := c.queueDeliveryMark(frame)
+	return ok
+}
+
+// queueDeliveryMark is queueDelivery that also reports whether the output
+// is now over the stall mark (stall.go).
+func (c *client) queueDeliveryMark(frame []byte) (ok, overMark bool) {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
-		return false
+		return false, false
 	}
 	if c.pendingLocked()+len(frame) > c.srv.opts.MaxPending {
 		c.dropped++
 		c.mu.Unlock()
 		c.slowConsumer(c.overReason())
-		return false
+		return false, false
 	}
 	c.appendOutLocked(frame)
+	overMark = c.pendingLocked() > c.srv.opts.MaxPending/2
 	w := c.markWakeLocked()
 	c.mu.Unlock()
 	if w {
 		c.tr.wake()
 	}
-	return true
+	return true, overMark
 }
 
 // handleSub registers SUB subject [queue] sid [max-inflight].

@@ -15,7 +15,7 @@ var pingLine = []byte("PING\r\n")
 
 // heartbeat is called by the ticker for every connection.
 func (c *client) heartbeat(now time.Time, interval time.Duration) {
-	if c.stalled.Load() || c.outBusy.Load() {
+	if c.stalled.Load() || c.outBusy.Load() || c.stallFor.Load() != nil {
 		c.tr.wake() // re-check whether its output drained (and the write deadline)
 	}
 	// The auth timeout counts from accept. A check waiting in the queue

@@ -1,0 +1,50 @@
+package server
+
+// Publisher stalls (SPEC.md 7.7): as in NATS, a publisher whose fan-out
+// pushes a plain subscriber's unwritten output past half of MaxPending
+// waits: its input is not parsed (and, once it has moved off its event
+// loop, conn_moved.go, not read, so TCP slows it) until that subscriber
+// drains below the mark, closes, or maxStall passes. A fast publisher and
+// a slower subscriber then settle at the subscriber's pace instead of the
+// subscriber being cut as a slow consumer. A subscriber that takes nothing
+// is still cut, by MaxPending or the write deadline; meanwhile each
+// publisher to it waits at most maxStall per stall.
+
+import "time"
+
+// maxStall bounds one wait of a publisher for one slow subscriber.
+const maxStall = time.Second
+
+// overStallMark reports whether this connection's unwritten output is over
+// half of MaxPending. Any goroutine.
+func (c *client) overStallMark() bool {
+	c.mu.Lock()
+	over := !c.closing && c.pendingLocked() > c.srv.opts.MaxPending/2
+	c.mu.Unlock()
+	return over
+}
+
+// stallOn makes this publisher wait for sub, whose output passed the mark.
+// Input goroutine only.
+func (c *client) stallOn(sub *client) {
+	if sub == c || c.stallFor.Load() != nil {
+		return // its own output already stops its parsing (outputOver)
+	}
+	c.stallSince.Store(time.Now().UnixNano())
+	c.stallFor.Store(sub)
+}
+
+// consumerStall reports whether parsing must still wait for the slow
+// subscriber stallOn recorded, and forgets it once not. Input goroutine
+// only.
+func (c *client) consumerStall() bool {
+	sub := c.stallFor.Load()
+	if sub == nil {
+		return false
+	}
+	if sub.overStallMark() && time.Now().UnixNano()-c.stallSince.Load() < int64(maxStall) {
+		return true
+	}
+	c.stallFor.Store(nil)
+	return false
+}
