@@ -43,6 +43,10 @@ func (c *client) consumerStall() bool {
 		return false
 	}
 	if sub.overStallMark() && time.Now().UnixNano()-c.stallSince.Load() < int64(maxStall) {
+		// Part of its output may be in its transport (gnet's buffer),
+		// whose size it records only when it runs: wake it to write and
+		// record, or the mark stays passed on a stale figure.
+		sub.tr.wake()
 		return true
 	}
 	c.stallFor.Store(nil)
