@@ -29,9 +29,11 @@ func (s *Server) routes() http.Handler {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "disk full", "disk_full": df})
 			return
 		}
-		if d := b.Damaged(); len(d) > 0 {
-			// Groups stopped at a damaged record wait for an operator.
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "damaged data", "damaged": d})
+		d, sc := b.Damaged(), b.ScrubStatus()
+		if len(d) > 0 || len(sc.Damage) > 0 {
+			// Groups stopped at a damaged record, or damage the scrub
+			// found, wait for an operator.
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "damaged data", "damaged": d, "scrub_damage": sc.Damage})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -24,6 +24,7 @@ type collector struct {
 	groupRejected, groupDeadLettered, groupExpired, groupOldest *prometheus.Desc
 	groupPaused, partBytes, partRestored                        *prometheus.Desc
 	groupDamaged, diskFull                                      *prometheus.Desc
+	scrubBytes, scrubPasses, scrubProgress, scrubDamage         *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -68,6 +69,10 @@ func newCollector(s *Server) *collector {
 		partBytes:         d("partition_disk_bytes", "Bytes of the partition's files on disk.", part...),
 		groupDamaged:      d("group_damaged_offset", "The damaged offset a group stopped at in a partition (present only while stopped): nothing at or past it is delivered until the data is restored or repaired.", "topic", "group", "partition"),
 		diskFull:          d("disk_full", "1 while a log finds its disk full (publishes answered disk_full; the path is in the server log and /readyz).", nil...),
+		scrubBytes:        d("scrub_bytes_total", "Bytes of stored records the background scrub checked again since the engine opened."),
+		scrubPasses:       d("scrub_passes_total", "Complete passes of the background scrub over every log since the engine opened."),
+		scrubProgress:     d("scrub_progress_ratio", "How far the scrub's current pass is (0 to 1)."),
+		scrubDamage:       d("scrub_damaged_segments", "Damaged segments the scrub found since the engine opened (stop, fibril verify, fibril repair)."),
 		partRestored:      d("partition_restored_events", "Consumer events (deliveries, acks, nacks) the engine's start restored from their side copies in the data log: confirmed events an unclean stop took from the event log.", part...),
 	}
 }
@@ -82,6 +87,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.groupDelivered, c.groupRedelivered, c.groupAcked, c.groupNacked,
 		c.groupRejected, c.groupDeadLettered, c.groupExpired, c.groupOldest,
 		c.groupPaused, c.partBytes, c.partRestored, c.groupDamaged, c.diskFull,
+		c.scrubBytes, c.scrubPasses, c.scrubProgress, c.scrubDamage,
 	} {
 		ch <- d
 	}
@@ -129,6 +135,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		gauge(c.diskFull, 0)
 	}
+	sc := b.ScrubStatus()
+	counter(c.scrubBytes, float64(sc.Bytes))
+	counter(c.scrubPasses, float64(sc.Passes))
+	progress := 1.0
+	if sc.PassTotal > 0 {
+		progress = min(float64(sc.PassBytes)/float64(sc.PassTotal), 1)
+	}
+	gauge(c.scrubProgress, progress)
+	gauge(c.scrubDamage, float64(len(sc.Damage)))
 	for _, d := range b.Damaged() {
 		gauge(c.groupDamaged, float64(d.Seq), string(d.Topic), string(d.Group), strconv.FormatUint(uint64(d.Partition), 10))
 	}

@@ -39,8 +39,9 @@ type Broker struct {
 	// damagedStops counts groups stopped at a damaged record (damage.go),
 	// so Damaged costs nothing while there is none.
 	damagedStops atomic.Int64
-	orphans      []string // topic directories the catalog lacks (orphans.go)
-	losses       []Loss   // offsets settled at Open as lost to damage (lost.go)
+	orphans      []string  // topic directories the catalog lacks (orphans.go)
+	losses       []Loss    // offsets settled at Open as lost to damage (lost.go)
+	scrub        *scrubber // the background scrub (scrub.go); nil when off
 
 	// principals maps an OwnerID to the Principal its leases are bound
 	// to (SetPrincipal); entries leave with ReleaseOwner.
@@ -146,6 +147,7 @@ func Open(dir string, opts Options) (*Broker, error) {
 	for _, t := range opened {
 		t.start()
 	}
+	b.startScrub()
 	return b, nil
 }
 
@@ -480,6 +482,7 @@ func (b *Broker) Close() error {
 	if !b.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	b.stopScrub() // it reads the logs the partitions are about to close
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var wg sync.WaitGroup

@@ -44,6 +44,13 @@ type Options struct {
 	// Observer, when set, receives fsync latencies and group-commit batch
 	// sizes (see Observer). Broker.Stats keeps totals either way.
 	Observer Observer
+	// ScrubRate is how many bytes a second the background scrub reads to
+	// check every stored record again, sealed segments from disk (scrub.go).
+	// Default 32 MiB/s; negative: no scrub.
+	ScrubRate int64
+	// ScrubEvery is the pause between two passes of the scrub over every
+	// log. Default 1h.
+	ScrubEvery time.Duration
 
 	// serialCommit turns off the partition's pipelined group commit (the
 	// actor writes with PolicyNone while a syncer goroutine fsyncs both
@@ -98,6 +105,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.EventSegmentSize == 0 {
 		o.EventSegmentSize = 4 << 20
 	}
+	if o.ScrubRate == 0 {
+		o.ScrubRate = 32 << 20
+	}
+	if o.ScrubEvery == 0 {
+		o.ScrubEvery = time.Hour
+	}
 	switch {
 	case o.QueueSize < 2 || o.QueueSize > 1<<24:
 		return o, fmt.Errorf("%w: QueueSize %d out of [2, 16M]", ErrInvalid, o.QueueSize)
@@ -105,6 +118,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: MaxBatch %d < 1", ErrInvalid, o.MaxBatch)
 	case o.SnapshotEvery < 1:
 		return o, fmt.Errorf("%w: SnapshotEvery %d < 1", ErrInvalid, o.SnapshotEvery)
+	case o.ScrubEvery < 0:
+		return o, fmt.Errorf("%w: negative ScrubEvery", ErrInvalid)
 	case o.RetentionInterval < 0:
 		return o, fmt.Errorf("%w: negative RetentionInterval", ErrInvalid)
 	case o.SegmentSize < seglog.MinSegmentSize || o.SegmentSize > seglog.MaxSegmentSize:
