@@ -138,5 +138,6 @@ faults:
 # key edits); each run refused-and-repaired exactly or started intact. Its
 # short form (48 runs) is part of test-go.
 CORRUPTION_RUNS ?= 600
+CORRUPTION_SEED ?= 0
 test-corruption:
-	FIBRIL_CORRUPTION_RUNS=$(CORRUPTION_RUNS) $(GO) test -count=1 -timeout 60m -run TestCorruptionSuite -v ./server/broker/
+	FIBRIL_CORRUPTION_RUNS=$(CORRUPTION_RUNS) FIBRIL_CORRUPTION_SEED=$(CORRUPTION_SEED) $(GO) test -count=1 -timeout 60m -run TestCorruptionSuite -v ./server/broker/

@@ -568,10 +568,20 @@ func TestCorruptionSuite(t *testing.T) {
 	} else if testing.Short() {
 		runs = 12
 	}
+	// FIBRIL_CORRUPTION_SEED shifts every seed (workloads and damage),
+	// for runs unlike the default ones.
+	var shift uint64
+	if v := os.Getenv("FIBRIL_CORRUPTION_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("FIBRIL_CORRUPTION_SEED=%q", v)
+		}
+		shift = n * 1_000_003
+	}
 	const bases = 4
 	res := &corruptResult{byKind: map[string]int{}}
 	for bi := range bases {
-		base := buildCorruptBase(t, uint64(bi))
+		base := buildCorruptBase(t, shift+uint64(bi))
 		var files []string
 		filepath.WalkDir(base.dir, func(path string, d os.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
@@ -582,7 +592,7 @@ func TestCorruptionSuite(t *testing.T) {
 		})
 		sort.Strings(files)
 		for i := bi; i < runs; i += bases {
-			corruptRun(t, base, files, uint64(i), res)
+			corruptRun(t, base, files, shift+uint64(i), res)
 		}
 	}
 	t.Logf("corruption suite: %d runs (%v): %d refused (all repaired: %d), %d started intact (%d with the damage found by verify, %d with no effect); %d verify found; %d failures",
