@@ -10,7 +10,7 @@
 // (%d.spare.tmp), trash files being deleted (%d.trash.tmp), the
 // clean-shutdown marker (CLEAN) and the directory lock
 // (LOCK, held with flock while the log is open; it also holds the
-// durable-point hint). It must never report a
+// durable-point hint and the front hint, durablehint.go). It must never report a
 // record durable before its bytes are on disk under the log's Policy, never
 // return damaged bytes as data, and never kill the process on an I/O
 // problem (a full disk, a file shrunk behind its back): those are errors
@@ -97,6 +97,11 @@
 // same on an open log, segment by segment, for a background scrub. A
 // read that meets a damaged record on its way from an index point steps
 // over it to the next intact one: damage costs the damaged records only.
+// TruncateFront records the log's new front in the LOCK file (fsynced)
+// before it removes a segment, so segment files missing from the front
+// are corruption too, not retention. Options.ReadOnly opens a log to look
+// without changing a byte (readonly.go): with Verify and SkipCorrupt its
+// Recovery lists every damaged range an Open would meet.
 //
 // # Side records
 //
@@ -222,6 +227,12 @@
 //   - Durable points and their hints count records, not side records: a
 //     damaged side record that no later record's hint vouches for passes
 //     for a torn write (and is cut), even if a Sync had covered it.
+//   - The front hint is kept only by this version on: a log whose LOCK
+//     file is lost (or written before the hint) cannot tell segments
+//     deleted from its front from retention, until its next Open or
+//     TruncateFront records the front again.
+//   - TruncateFront fsyncs the LOCK file once before removing segments
+//     (the front hint), on the caller's goroutine.
 //   - The log is Linux-first: fallocate, fdatasync, mmap and flock come from
 //     golang.org/x/sys/unix.
 package seglog
