@@ -352,6 +352,9 @@ func (p *partition) deliverOne(gp *groupPart, owner OwnerID, holder Principal, s
 			gp.drop(seq)
 			continue
 		}
+		if p.dropHole(gp, seq) {
+			continue // lost to damage, as a repair recorded
+		}
 		// The record is damaged. It is never settled in the group's
 		// name: the group stops here, in this partition, and waits for
 		// an operator (restore the file, or fibril repair).

@@ -50,6 +50,7 @@ func (p *partition) settleHoles() {
 		if r.From > r.To {
 			continue
 		}
+		p.holes = append(p.holes, r)
 		for _, gp := range p.order {
 			from := Seq(0)
 			flush := func(to Seq) {
@@ -75,6 +76,30 @@ func (p *partition) settleHoles() {
 			flush(min(r.To, p.last))
 		}
 	}
+}
+
+// dropHole (actor) settles seq for gp if it lies in a recorded hole (a
+// group created after the partition opened meets the holes when it gets
+// there), logging the loss once per group and hole. It reports whether it
+// did.
+func (p *partition) dropHole(gp *groupPart, seq Seq) bool {
+	for _, r := range p.holes {
+		if seq < r.From || seq > r.To {
+			continue
+		}
+		gp.dropLost(seq)
+		key := [2]uint64{uint64(gp.id), uint64(r.From)}
+		if !p.holesLogged[key] && len(p.holesLogged) < 4096 {
+			if p.holesLogged == nil {
+				p.holesLogged = map[[2]uint64]bool{}
+			}
+			p.holesLogged[key] = true
+			p.t.b.logf("WARN topic %s group %s partition %d: offsets %d..%d were lost to damage (fibril repair recorded them in %s): settled without delivery",
+				p.t.name, gp.g.name, p.idx, r.From, r.To, filepath.Base(r.Path))
+		}
+		return true
+	}
+	return false
 }
 
 // Losses lists the ranges of offsets groups lost to damage when this

@@ -109,13 +109,17 @@ type partition struct {
 	snapDone          chan struct{} // a snapshot is being written off the actor (snapshotAsync)
 	lastRetention     int64
 	askedCut          Seq // last TruncateFront point asked of the data log
-	dlqRetry          bool
-	totalBytes        int64 // payload bytes appended since open, for the average
-	totalMsgs         int64
-	published         uint64 // messages appended since open (counter)
-	purgeFloor        Seq    // offsets below it were purged (Topic.Purge)
-	sizes             sizeLedger
-	closeErr          error // set by the actor before done closes
+	// holes: ranges of the data log lost to damage, recorded by a repair
+	// (lost.go); holesLogged: the (group, hole) losses already logged.
+	holes       []seglog.SkippedRange
+	holesLogged map[[2]uint64]bool
+	dlqRetry    bool
+	totalBytes  int64 // payload bytes appended since open, for the average
+	totalMsgs   int64
+	published   uint64 // messages appended since open (counter)
+	purgeFloor  Seq    // offsets below it were purged (Topic.Purge)
+	sizes       sizeLedger
+	closeErr    error // set by the actor before done closes
 
 	// Group commit (durability "group"): the logs are written without
 	// fsync and a syncer goroutine fsyncs both while the actor goes on;
