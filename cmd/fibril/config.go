@@ -168,6 +168,7 @@ var settings = []setting{
 	boolSetting("tls-handshake-first", "TLS listener: also accept clients that start TLS before INFO (nats --tlsfirst; waits 50 ms for them)", func(o *server.Options, _ *serveConfig) *bool { return &o.TLSHandshakeFirst }),
 	boolSetting("auto-create-groups", "create a missing group on POLL or durable SUB", func(o *server.Options, _ *serveConfig) *bool { return &o.AutoCreateGroups }),
 	boolSetting("no-durable", "serve the plain NATS core only (no data directory)", func(o *server.Options, _ *serveConfig) *bool { return &o.NoBroker }),
+	boolSetting("quick-start", "at start check only the segments no earlier start checked (the scrub rechecks the rest at once) instead of every stored record", func(o *server.Options, _ *serveConfig) *bool { return &o.Engine.QuickStart }),
 	boolSetting("ready-json", "print one JSON line {\"addr\":...} on stdout once listening", func(_ *server.Options, sc *serveConfig) *bool { return &sc.readyJSON }),
 	{"log-level", "log level: debug, info, warn, error",
 		func(*server.Options) string { return "info" },

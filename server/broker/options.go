@@ -51,6 +51,13 @@ type Options struct {
 	// ScrubEvery is the pause between two passes of the scrub over every
 	// log. Default 1h.
 	ScrubEvery time.Duration
+	// QuickStart makes Open check only the segments no earlier Open
+	// checked (seglog.Options.QuickVerify) instead of every stored record,
+	// and starts the scrub's first pass at once: restarts read only what
+	// is new, and damage done while the broker was stopped to what was
+	// checked before is found by the scrub (or stops the group that meets
+	// it) instead of refusing the start.
+	QuickStart bool
 
 	// serialCommit turns off the partition's pipelined group commit (the
 	// actor writes with PolicyNone while a syncer goroutine fsyncs both

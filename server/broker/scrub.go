@@ -92,8 +92,11 @@ func (s *scrubber) run(b *Broker) {
 			return true
 		}
 	}
-	// Open checked everything: the first pass waits like the others.
-	for wait(b.opts.ScrubEvery) {
+	// Open checked everything (unless QuickStart): the first pass waits
+	// like the others.
+	first := b.opts.QuickStart
+	for first || wait(b.opts.ScrubEvery) {
+		first = false
 		var logs []verifier
 		var total uint64
 		for _, t := range b.Topics() {

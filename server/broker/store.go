@@ -27,7 +27,7 @@ func (t *Topic) openStore(dir string, events bool, policy seglog.Policy) (seglog
 	// start (naming file, offset and sequence) instead of being met by a
 	// consumer.
 	so := seglog.Options{Policy: policy, SegmentSize: t.dataSegmentSize(), Compression: t.cfg.Compression.seglog(),
-		HoldSwapped: t.compressed(), Verify: true}
+		HoldSwapped: t.compressed(), Verify: true, QuickVerify: o.QuickStart}
 	if events {
 		so.SegmentSize, so.Compression, so.HoldSwapped = o.EventSegmentSize, seglog.CompressionNone, false
 	}

@@ -178,3 +178,38 @@ func (l *Log) checkFront() error {
 	l.rec.Skipped = append(l.rec.Skipped, SkippedRange{Path: missing, From: h.front, To: first - 1})
 	return l.writeFrontHint(frontHint{front: first, lostFrom: h.front, lostTo: first - 1}, true)
 }
+
+// The verified mark.
+//
+// With Options.Verify, an Open that checked every segment below the active
+// one (or found them checked by an earlier such Open) records the active
+// segment's first sequence number in the LOCK file at offset 48, without
+// fsync: with Options.QuickVerify the next Open checks only the segments
+// from there on. Lost or damaged, it reads as 0 and everything is checked.
+//
+//	48 [4]byte "FVH1", 52 uint64 first unchecked segment, 60 uint32 CRC-32 of 48..60
+const (
+	verifiedMagic = "FVH1"
+	verifiedOff   = frontOff + frontSize
+	verifiedSize  = 16
+)
+
+func readVerifiedMark(f File) Seq {
+	b := make([]byte, verifiedSize)
+	if n, _ := f.ReadAt(b, verifiedOff); n < verifiedSize || string(b[:4]) != verifiedMagic || crc32.ChecksumIEEE(b[:12]) != binary.LittleEndian.Uint32(b[12:]) {
+		return 0
+	}
+	return Seq(binary.LittleEndian.Uint64(b[4:]))
+}
+
+// writeVerifiedMark records that every segment below first was checked.
+func (l *Log) writeVerifiedMark(first Seq) {
+	if l.lock == nil || l.opts.ReadOnly {
+		return
+	}
+	b := make([]byte, verifiedSize)
+	copy(b, verifiedMagic)
+	binary.LittleEndian.PutUint64(b[4:], uint64(first))
+	binary.LittleEndian.PutUint32(b[12:], crc32.ChecksumIEEE(b[:12]))
+	_, _ = l.lock.WriteAt(b, verifiedOff) // a hint: lost, everything is checked again
+}

@@ -79,6 +79,7 @@ type Log struct {
 	sideWritten, sideDurable atomic.Uint64
 	hint                     durableHint // the durable point, kept in the LOCK file (durablehint.go)
 	front                    frontHint   // the front of the log, kept in the LOCK file (durablehint.go)
+	verified                 Seq         // segments below it were checked by an earlier Open (QuickVerify)
 
 	rec Recovery
 
@@ -171,10 +172,14 @@ func Open(dir string, opts Options) (*Log, error) {
 	l.lock = lf
 	l.rec.DurableHint = readHint(lf)
 	l.front = readFrontHint(lf)
+	l.verified = readVerifiedMark(lf)
 	l.hint.f, l.hint.last = lf, l.rec.DurableHint
 	if err := l.recover(); err != nil {
 		l.releaseAll()
 		return nil, err
+	}
+	if l.opts.Verify {
+		l.writeVerifiedMark(l.active().first)
 	}
 	l.startCompressor()
 	return l, nil

@@ -48,6 +48,13 @@ type Options struct {
 	// found by the reader that reaches it. It costs a read of the whole
 	// log (compressed segments are decompressed once each).
 	Verify bool
+	// QuickVerify (with Verify) checks only the segments no earlier
+	// Verify-ing Open checked: a mark in the LOCK file says up to which
+	// segment they were (durablehint.go), so restarts read only what is
+	// new. Damage done since to a segment checked before is then found by
+	// VerifySegments (a scrub) or by the reader that meets it, not by
+	// Open. A lost mark checks everything again.
+	QuickVerify bool
 	// ReadOnly opens the log to look, never to change it: files are opened
 	// read-only, nothing is created, cut, zeroed, rewritten or removed
 	// (a torn tail is reported in Recovery but left in place, indexes are

@@ -88,7 +88,7 @@ func (l *Log) endReadOnly(firsts []Seq) error {
 // valid.
 func badLock(f File) bool {
 	size, err := f.Size()
-	if err != nil || size != 0 && size != hintSize && size != frontOff+frontSize {
+	if err != nil || size != 0 && size != hintSize && size != frontOff+frontSize && size != verifiedOff+verifiedSize {
 		return true
 	}
 	b := make([]byte, size)
@@ -98,5 +98,8 @@ func badLock(f File) bool {
 	if size >= hintSize && !allZero(b[:hintSize]) && decodeDurableHint(b[:hintSize]) == 0 {
 		return true
 	}
-	return size == frontOff+frontSize && !allZero(b[frontOff:]) && readFrontHint(f).front == 0
+	if size >= frontOff+frontSize && !allZero(b[frontOff:frontOff+frontSize]) && readFrontHint(f).front == 0 {
+		return true
+	}
+	return size == verifiedOff+verifiedSize && !allZero(b[verifiedOff:]) && readVerifiedMark(f) == 0
 }

@@ -72,7 +72,7 @@ func (l *Log) recover() (err error) {
 		var s *segment
 		if c, ok := comp[first]; ok && !plain[first] {
 			s, err = l.openCompressed(first, c)
-			if err == nil && l.opts.Verify {
+			if err == nil && l.verifies(s, false) {
 				err = l.verifyCompressed(s)
 			}
 		} else {
@@ -268,7 +268,7 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 	// one (from a Close while the segment was active) may be what survived.
 	stale := okIdx && followedByRecord(s.data, x.end, x.last+1)
 	trusted := okIdx && !stale && (!isLast || (hasMarker && marker.segFirst == s.first && marker.last == x.last && marker.end == x.end))
-	if trusted && l.opts.Verify {
+	if trusted && l.verifies(s, isLast) {
 		if bad := verifyIndexed(s, x); bad != "" {
 			// Scan it instead: the scan names the damage (or skips it).
 			// A clean Close had made every record up to the marker's

@@ -474,3 +474,50 @@ func TestSkippedTailBeforeSideRecordReopens(t *testing.T) {
 		t.Fatalf("Skipped = %+v", s)
 	}
 }
+
+// TestQuickVerifyChecksWhatIsNew: with QuickVerify an Open checks only the
+// segments no earlier Verify-ing Open checked (damage done since to one
+// checked before is left to VerifySegments); a full Verify still finds
+// it, and a lost mark (LOCK gone) makes a quick Open check everything.
+func TestQuickVerifyChecksWhatIsNew(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentSize: 8 << 10, IndexInterval: 256, Verify: true, QuickVerify: true}
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, 1, 300, 20)
+	l.Close()
+	l, err = Open(dir, opts) // checks everything, records the mark
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, 301, 600, 20)
+	l.Close()
+	r := spanOf(t, dir, 30)
+	flipBit(t, r.path, r.off+r.len-1, 2)
+	l, err = Open(dir, opts)
+	if err != nil {
+		t.Fatalf("quick Open with damage in a segment checked before: %v", err)
+	}
+	if _, _, err := l.VerifySegments(1, 0); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("VerifySegments: %v", err)
+	}
+	l.Close()
+	full := opts
+	full.QuickVerify = false
+	if _, err := Open(dir, full); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("full Verify: %v", err)
+	}
+	// Damage in what is new is found by the quick Open.
+	r590 := spanOf(t, dir, 590)
+	flipBit(t, r590.path, r590.off+r590.len-1, 2)
+	if _, err := Open(dir, opts); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("quick Open with damage in new segments: %v", err)
+	}
+	os.Remove(filepath.Join(dir, lockName))
+	flipBit(t, r590.path, r590.off+r590.len-1, 2) // undo
+	if _, err := Open(dir, opts); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("quick Open without its mark: %v", err)
+	}
+}
