@@ -2,6 +2,7 @@
 # every test (Go, Python, JavaScript, conformance); .ci/run calls it.
 GO ?= go
 FUZZTIME ?= 20s
+PYTHON ?= python3
 
 .PHONY: test test-go test-fuzz test-python test-js build vet conformance bench bench-full faults perm-matrix test-corruption
 .PHONY: test-stock test-stock-js test-stock-py test-natscli test-stock-long bench-nats
@@ -17,29 +18,49 @@ vet:
 test-go:
 	$(GO) test -race -count=1 ./...
 
-# Each fuzz target runs for FUZZTIME on top of its checked-in corpus. New
-# interesting inputs are minimized for at most 2s (Go's default, 60s, used
-# to eat the whole FUZZTIME of a target after its first find: 0 execs/s).
+# Fuzzing, in two budgets. Every fuzz target's checked-in corpus runs as an
+# ordinary test in test-go. test-fuzz then fuzzes each target for FUZZ_SHORT
+# executions (a count: seconds each); `make fuzz` is the long budget,
+# FUZZTIME per target. New interesting inputs are minimized for at most 2s
+# (Go's default, 60s, used to eat a target's whole budget after its first
+# find: 0 execs/s).
 #
-# The fuzzing runs on FUZZ_TOOLCHAIN, not the machine's Go: go1.26's fuzz
-# coordinator can report "context deadline exceeded" as a failure when
-# -fuzztime ends while a worker is busy, with no failing input (a race in
-# internal/fuzz, go.dev/issue/75804, fixed in go1.27). It failed CI once on
-# FuzzCompressedSegment. The go command fetches that toolchain from the Go
-# module proxy (about 76 MB, once per machine); FUZZ_TOOLCHAIN=local uses
-# the machine's Go.
+# A count needs no deadline, so the short run is safe on the machine's Go.
+# A duration is not: go1.26's fuzz coordinator can report "context deadline
+# exceeded" as a failure when -fuzztime ends while a worker is busy, with no
+# failing input (a race in internal/fuzz, go.dev/issue/75804, fixed in
+# go1.27; it failed CI once on FuzzCompressedSegment). So `make fuzz` runs on
+# FUZZ_TOOLCHAIN, which the go command fetches from the Go module proxy
+# (about 76 MB, once per machine, into the module cache);
+# FUZZ_TOOLCHAIN=local uses the machine's Go.
+FUZZ_SHORT ?= 300x
 FUZZ_TOOLCHAIN ?= go1.27.3
+.PHONY: fuzz fuzz-run
 test-fuzz:
+	@$(MAKE) --no-print-directory fuzz-run FUZZ_BUDGET=$(FUZZ_SHORT) FUZZ_GOTOOLCHAIN=local
+
+fuzz:
+	@$(MAKE) --no-print-directory fuzz-run FUZZ_BUDGET=$(FUZZTIME) FUZZ_GOTOOLCHAIN=$(FUZZ_TOOLCHAIN)
+
+fuzz-run:
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
-	    echo "fuzz $$pkg $$t ($(FUZZTIME), $(FUZZ_TOOLCHAIN))"; \
-	    GOTOOLCHAIN=$(FUZZ_TOOLCHAIN) $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s $$pkg; \
+	    echo "fuzz $$pkg $$t ($(FUZZ_BUDGET), $(FUZZ_GOTOOLCHAIN))"; \
+	    GOTOOLCHAIN=$(FUZZ_GOTOOLCHAIN) $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZ_BUDGET) -fuzzminimizetime 2s $$pkg; \
 	  done; \
 	done
 
-test-python:
-	@if [ -f sdk-python/pyproject.toml ]; then $(MAKE) -C sdk-python test; else echo "sdk-python: not yet"; fi
+# The Python SDK's tests run in a virtual environment of their own (VENV,
+# ignored by git), created on first use: `make test` installs the SDK and its
+# dev tools (pytest, mypy, from PyPI) there, never into the Python you run.
+VENV ?= .venv
+VENV_PY := $(abspath $(VENV))/bin/python
+$(VENV_PY):
+	$(PYTHON) -m venv $(VENV)
+
+test-python: $(VENV_PY)
+	$(MAKE) -C sdk-python test PYTHON=$(VENV_PY)
 
 test-js:
 	@if [ -f sdk-js/package.json ]; then $(MAKE) -C sdk-js test; else echo "sdk-js: not yet"; fi
@@ -96,20 +117,19 @@ bench-nats:
 # then the Go runners with both files merged. Exits non-zero on any failure not
 # listed in conformance/known_failures.json, or if a runner left scenarios out.
 # The runners' own logs are in $(CONFORMANCE_OUT) (default: a temporary directory).
-PYTHON ?= python3
 NPM ?= npm
 CONFORMANCE_OUT ?=
 
-conformance:
+conformance: $(VENV_PY)
 	@set -e; out="$(CONFORMANCE_OUT)"; \
 	if [ -z "$$out" ]; then out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; fi; \
 	mkdir -p "$$out"; rm -f "$$out/py.jsonl" "$$out/js.jsonl"; \
 	echo "building the server"; $(GO) build -o "$$out/fibril" ./cmd/fibril; \
-	$(MAKE) --no-print-directory -C sdk-python install PYTHON=$(PYTHON); \
+	$(MAKE) --no-print-directory -C sdk-python install PYTHON=$(VENV_PY); \
 	(cd sdk-js && if [ -f package-lock.json ]; then $(NPM) ci --no-audit --no-fund --silent; else $(NPM) install --no-audit --no-fund --silent; fi && $(NPM) run --silent build); \
 	echo "python runner (log: $$out/py.log)"; \
 	(cd sdk-python && FIBRIL_BIN="$$out/fibril" FIBRIL_CONFORMANCE_JSONL="$$out/py.jsonl" \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_conformance.py) >"$$out/py.log" 2>&1 || true; \
+	  $(VENV_PY) -m pytest -q -p no:cacheprovider tests/test_conformance.py) >"$$out/py.log" 2>&1 || true; \
 	echo "js runner (log: $$out/js.log)"; \
 	(cd sdk-js && FIBRIL_BIN="$$out/fibril" FIBRIL_CONFORMANCE_JSONL="$$out/js.jsonl" \
 	  node --test test/conformance.test.mjs) >"$$out/js.log" 2>&1 || true; \
