@@ -107,7 +107,8 @@ func codeOf(err error) protocol.Code {
 }
 
 // errAnswer encodes err for this connection; the detail is the engine's
-// message, which names topics and numbers, never secrets.
+// message, which names topics and numbers, never secrets. A table error
+// gives its own detail only: its code and text are the line's already.
 func (c *client) errAnswer(err error) []byte {
 	var pe *protocol.Error
 	if errors.As(err, &pe) && pe.Err == nil && pe == err {

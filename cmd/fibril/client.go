@@ -62,24 +62,17 @@ func (cf *clientFlags) call(ctx context.Context) (context.Context, context.Cance
 	return context.WithTimeout(ctx, cf.timeout)
 }
 
-func fail(stderr io.Writer, cmd string, err error) int {
-	fmt.Fprintf(stderr, "fibril %s: %v\n", cmd, err)
-	return 1
-}
-
 // cmdPub: fibril pub [flags] <subject> <data>
 func cmdPub(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fibril pub", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("pub", stderr)
 	cf := addClientFlags(fs)
 	key := fs.String("key", "", "partition key (sent as the Fibril-Key header)")
 	plain := fs.Bool("plain", false, "publish to plain subscribers only: no topic need capture the subject")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if ok, code := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() != 2 {
-		fmt.Fprintln(stderr, "usage: fibril pub [flags] <subject> <data>")
-		return 2
+		return badArgs(stderr, "pub")
 	}
 	ctx := context.Background()
 	c, err := cf.dial(ctx)
@@ -134,18 +127,16 @@ func printMsg(w io.Writer, m *fibril.Msg) {
 
 // cmdSub: fibril sub [flags] <subject>; durable deliveries are acked.
 func cmdSub(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fibril sub", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("sub", stderr)
 	cf := addClientFlags(fs)
 	group := fs.String("q", "", "queue group, or durable group when the subject names a topic")
 	count := fs.Int("n", 0, "exit after this many messages (0: run until interrupted)")
 	noAck := fs.Bool("no-ack", false, "do not ACK durable deliveries")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if ok, code := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: fibril sub [flags] <subject>")
-		return 2
+		return badArgs(stderr, "sub")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -188,18 +179,16 @@ func cmdSub(args []string, stdout, stderr io.Writer) int {
 
 // cmdPoll: fibril poll [flags] <topic> <group>
 func cmdPoll(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fibril poll", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("poll", stderr)
 	cf := addClientFlags(fs)
 	max := fs.Int("n", 10, "most messages to fetch")
 	wait := fs.Int64("wait", 0, "milliseconds to wait for the first message")
 	ack := fs.Bool("ack", false, "ACK what was fetched")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if ok, code := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() != 2 {
-		fmt.Fprintln(stderr, "usage: fibril poll [flags] <topic> <group>")
-		return 2
+		return badArgs(stderr, "poll")
 	}
 	ctx := context.Background()
 	c, err := cf.dial(ctx)
@@ -231,11 +220,10 @@ func cmdPoll(args []string, stdout, stderr io.Writer) int {
 
 // cmdTopics: fibril topics [list | create <name> [json] | info <name> | delete <name>]
 func cmdTopics(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fibril topics", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("topics", stderr)
 	cf := addClientFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if ok, code := parseFlags(fs, args); !ok {
+		return code
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
@@ -253,8 +241,7 @@ func cmdTopics(args []string, stdout, stderr io.Writer) int {
 		}
 	case (rest[0] == "info" || rest[0] == "delete") && len(rest) == 2:
 	default:
-		fmt.Fprintln(stderr, "usage: fibril topics [list | create <name> [json] | info <name> | delete <name>]")
-		return 2
+		return badArgs(stderr, "topics")
 	}
 	ctx := context.Background()
 	c, err := cf.dial(ctx)

@@ -26,7 +26,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -187,8 +186,7 @@ func jsonKey(flagName string) string { return strings.ReplaceAll(flagName, "-", 
 // (through lookup) and the config file.
 func serveOptions(args []string, lookup func(string) (string, bool), stderr io.Writer) (server.Options, serveConfig, error) {
 	defaults := server.DefaultOptions()
-	fs := flag.NewFlagSet("fibril serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("serve", stderr)
 	given := make(map[string]string)
 	for _, s := range settings {
 		fs.Var(&rawFlag{name: s.name, given: given, isBool: s.isBool},

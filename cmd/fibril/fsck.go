@@ -33,8 +33,7 @@ type fsckFlags struct {
 }
 
 func newFsckFlags(name string, stderr io.Writer) *fsckFlags {
-	f := &fsckFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
-	f.fs.SetOutput(stderr)
+	f := &fsckFlags{fs: newFlagSet(name, stderr)} // usage.go: -h shows the synopsis
 	def := server.DefaultOptions().DataDir
 	if v, ok := os.LookupEnv("FIBRIL_DATA"); ok {
 		def = v

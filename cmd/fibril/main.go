@@ -68,7 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "repair":
 		return cmdRepair(args[1:], stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "fibril", server.Version)
+		fmt.Fprintln(stdout, versionLine())
 		return 0
 	case "-h", "--help", "help":
 		usage(stdout)
@@ -77,24 +77,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "fibril: unknown command %q\n", args[0])
 	usage(stderr)
 	return 2
-}
-
-func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: fibril <command> [flags]
-
-commands:
-  serve    run the broker (defaults: 127.0.0.1:4222, data in ./fibril-data)
-  pub      publish a message:         fibril pub [-s url] [-confirm] <subject> <data>
-  sub      print messages:            fibril sub [-s url] [-q group] <subject>
-  poll     pull from a durable group: fibril poll [-s url] [-n max] [-wait ms] [-ack] <topic> <group>
-  topics   list or create topics:     fibril topics [-s url] [list | create <name> [json] | info <name> | delete <name>]
-  tui      watch messages move:       fibril tui [-s url] [-token t] [-user u -pass p] [-interval 1s]
-  verify   check a stopped server's data, change nothing: fibril verify [--data dir] [--json]
-  repair   quarantine damage, list what each group loses: fibril repair [--data dir] [--adopt] [--json]
-  version  print the version
-
-Run 'fibril <command> -h' for the flags of one command.
-`)
 }
 
 // serve runs the broker. Exit code per the package doc.
@@ -114,9 +96,16 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
 		return 2
 	}
+	// server.New opens (and creates) the data folder; a taken port should
+	// not leave an empty ./fibril-data behind, so the listeners are tried
+	// first.
+	if err := checkListeners(opts); err != nil {
+		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
+		return 1
+	}
 	srv, err := server.New(opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
+		fmt.Fprintf(stderr, "fibril serve: %s\n", errorText(err))
 		return 2
 	}
 
@@ -148,13 +137,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 				err, opts.DataDir, opts.DataDir)
 			return exitRefused
 		}
-		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
+		fmt.Fprintf(stderr, "fibril serve: %s\n", errorText(err))
 		return 1
 	case <-srv.Ready():
 	}
 	announce(stdout, srv, opts, sc.readyJSON)
 	if err := <-done; err != nil {
-		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
+		fmt.Fprintf(stderr, "fibril serve: %s\n", errorText(err))
 		return 1
 	}
 	return 0

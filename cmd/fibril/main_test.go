@@ -349,3 +349,85 @@ func TestREADMEConfigExampleLoads(t *testing.T) {
 		t.Fatal("a misspelt user key was accepted")
 	}
 }
+
+// TestUsageListsArgumentsAndRealFlags: `fibril -h` advertises no flag a
+// command lacks (it listed `pub [-confirm]`), and each command's -h exits
+// 0 listing its positional arguments and flags.
+func TestUsageListsArgumentsAndRealFlags(t *testing.T) {
+	top := runOK(t, "-h")
+	if strings.Contains(top, "-confirm") {
+		t.Errorf("usage advertises -confirm:\n%s", top)
+	}
+	for _, c := range commands {
+		if !strings.Contains(top, "  "+c.name+" ") {
+			t.Errorf("usage does not list %s", c.name)
+		}
+		if c.name == "version" {
+			continue
+		}
+		var out, errb bytes.Buffer
+		if code := run([]string{c.name, "-h"}, &out, &errb); code != 0 {
+			t.Errorf("fibril %s -h: exit %d", c.name, code)
+		}
+		help := errb.String()
+		if !strings.HasPrefix(help, "usage: fibril "+c.name+" ") || !strings.Contains(help, "\nflags:\n") {
+			t.Errorf("fibril %s -h:\n%s", c.name, help)
+		}
+		for _, a := range c.args {
+			if !strings.Contains(help, "  "+a[0]+" ") {
+				t.Errorf("fibril %s -h does not list the argument %s:\n%s", c.name, a[0], help)
+			}
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"pub", "-confirm", "x", "y"}, &out, &errb); code != 2 {
+		t.Errorf("pub -confirm: exit %d, want 2 (no such flag)", code)
+	}
+}
+
+// TestErrorsPrintOnce: a server's refusal prints as one line,
+// "fibril <cmd>: <code>: <text>: <detail>", with no prefix repeated (it was
+// "fibril topics: fibril: TOPIC INFO nosuch: fibril: unknown_topic: no such
+// topic: fibril: unknown_topic: no such topic: nosuch").
+func TestErrorsPrintOnce(t *testing.T) {
+	addr := testserver.Addr(t)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"topics", "-s", addr, "info", "nosuch"}, "fibril topics: unknown_topic: no such topic: \"nosuch\"\n"},
+		{[]string{"poll", "-s", addr, "nosuch", "g"}, "fibril poll: unknown_topic: no such topic: \"nosuch\"\n"},
+	}
+	for _, tc := range cases {
+		var out, errb bytes.Buffer
+		if code := run(tc.args, &out, &errb); code != 1 || errb.String() != tc.want {
+			t.Errorf("fibril %v: exit %d, stderr %q, want 1 and %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}
+
+// TestServeChecksThePortFirst: with the port taken, serve exits 1 saying
+// so and creates no data folder (it used to leave ./fibril-data behind).
+func TestServeChecksThePortFirst(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	data := filepath.Join(t.TempDir(), "fibril-data")
+	var out, errb bytes.Buffer
+	code := run([]string{"serve", "--listen", ln.Addr().String(), "--data", data}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "address already in use") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("serve created %s although the port was taken: %v", data, err)
+	}
+}
+
+func TestVersionLine(t *testing.T) {
+	out := runOK(t, "version")
+	if !strings.HasPrefix(out, "fibril "+server.Version+" (commit ") || !strings.Contains(out, ", built ") {
+		t.Fatalf("version: %q", out)
+	}
+}

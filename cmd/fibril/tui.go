@@ -23,8 +23,7 @@ func cmdTUI(args []string, stdout, stderr io.Writer) int {
 // runTUI parses the flags and runs the UI on in/out until the user quits
 // or SIGINT/SIGTERM. Exit codes as for every command.
 func runTUI(args []string, in io.Reader, out, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fibril tui", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tui", stderr)
 	cf := addClientFlags(fs)
 	interval := fs.Duration("interval", time.Second, "screen refresh interval")
 	burst := fs.Int("burst", 100, "messages one press of p publishes (and c consumes)")
@@ -48,11 +47,10 @@ func runTUI(args []string, in io.Reader, out, stderr io.Writer) int {
 	})
 	switch {
 	case errors.Is(err, tui.ErrInvalidOptions):
-		fmt.Fprintf(stderr, "fibril tui: %v\n", err)
+		fmt.Fprintf(stderr, "fibril tui: %s\n", errorText(err))
 		return 2
 	case err != nil:
-		fmt.Fprintf(stderr, "fibril tui: %v\n", err)
-		return 1
+		return fail(stderr, "tui", err)
 	}
 	return 0
 }

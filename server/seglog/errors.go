@@ -29,7 +29,7 @@ var (
 	ErrWriteFailed = errors.New("seglog: write failed")
 	// ErrLocked: another process (or another Log in this process) holds the
 	// directory's lock.
-	ErrLocked = errors.New("seglog: log directory is locked by another user")
+	ErrLocked = errors.New("seglog: log directory is locked by another process")
 	// ErrTooLarge: an entry does not fit in a segment, or its Meta is longer
 	// than MaxMetaSize.
 	ErrTooLarge = errors.New("seglog: entry too large")

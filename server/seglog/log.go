@@ -163,10 +163,12 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("seglog: open lock file: %w", err)
 	}
 	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lf.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+			err := lockedError(dir, lf)
+			lf.Close()
+			return nil, err
 		}
+		lf.Close()
 		return nil, fmt.Errorf("seglog: flock %s: %w", dir, err)
 	}
 	l.lock = lf

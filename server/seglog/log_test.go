@@ -1,8 +1,12 @@
 package seglog
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -122,6 +126,48 @@ func TestLogLocked(t *testing.T) {
 	_, dir := openTest(t, Options{})
 	if _, err := Open(dir, Options{}); !errors.Is(err, ErrLocked) {
 		t.Fatalf("second Open: %v, want ErrLocked", err)
+	}
+}
+
+// TestLogLockedNamesTheOtherProcess: a log another process holds is
+// refused with an error that says so and gives that process's pid (it
+// used to say "locked by another user").
+func TestLogLockedNamesTheOtherProcess(t *testing.T) {
+	if dir := os.Getenv("SEGLOG_TEST_HOLD"); dir != "" {
+		// The child: hold the log until stdin closes.
+		l, err := Open(dir, Options{})
+		if err != nil {
+			fmt.Println("open:", err)
+			os.Exit(1)
+		}
+		fmt.Println("ready")
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		l.Close()
+		os.Exit(0)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLogLockedNamesTheOtherProcess$")
+	cmd.Env = append(os.Environ(), "SEGLOG_TEST_HOLD="+dir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); _ = cmd.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("child: %q %v", line, err)
+	}
+	_, err = Open(dir, Options{})
+	want := fmt.Sprintf("locked by another process: %s (pid %d holds it)", dir, cmd.Process.Pid)
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Open: %v, want ErrLocked saying %q", err, want)
 	}
 }
 
