@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fibrilmq/fibril/protocol"
 	fibril "github.com/fibrilmq/fibril/sdk"
 )
 
@@ -62,6 +63,30 @@ func (c *client) groupCreate(topic, group string) error {
 	ctx, cancel := c.call()
 	defer cancel()
 	_, err := c.conn.CreateGroup(ctx, topic, group, fibril.GroupConfig{})
+	return err
+}
+
+// demoGroupCreate creates DemoGroup on topic, with no dead-letter topic
+// (so that it leaves nothing behind once deleted). An existing DemoGroup
+// is no error.
+func (c *client) demoGroupCreate(topic string) error {
+	ctx, cancel := c.call()
+	defer cancel()
+	_, err := c.conn.CreateGroup(ctx, topic, DemoGroup, fibril.GroupConfig{DeadLetter: "-"})
+	if errors.Is(err, protocol.ErrGroupExists) {
+		return nil
+	}
+	return err
+}
+
+// demoGroupDelete deletes DemoGroup from topic (gone already: no error).
+func (c *client) demoGroupDelete(topic string) error {
+	ctx, cancel := c.call()
+	defer cancel()
+	err := c.conn.DeleteGroup(ctx, topic, DemoGroup)
+	if errors.Is(err, protocol.ErrUnknownGroup) || errors.Is(err, protocol.ErrUnknownTopic) {
+		return nil
+	}
 	return err
 }
 

@@ -10,8 +10,9 @@
 // call.
 //
 // What it must never do: change a topic or group the user did not ask it to
-// (it only publishes, creates the group "tui" and consumes when a key says
-// so), hold more than one connection, or block the UI on the network (all
+// (it only publishes when a key says so, and consumes and acks only as its
+// own group DemoGroup, "fibril-tui-demo", which it creates on first use and
+// deletes when it quits), hold more than one connection, or block the UI on the network (all
 // wire calls run in bubbletea commands; the SDK keeps their answers in
 // order).
 //

@@ -17,6 +17,12 @@ import (
 // historyLen is how many samples a sparkline keeps (one per refresh).
 const historyLen = 40
 
+// DemoGroup is the consumer group the c and t keys consume and ack as. It
+// is the TUI's own: created on a topic on first use (with no dead-letter
+// topic) and deleted when the TUI quits, so a real group's messages are
+// never leased or acked by a key press.
+const DemoGroup = "fibril-tui-demo"
+
 // groupView is one group as shown: counts from the server plus derived ones.
 type groupView struct {
 	name     string
@@ -52,6 +58,8 @@ type (
 		err  error
 		// held replaces model.held when set (traffic mode).
 		held *heldLeases
+		// created names a topic the action created DemoGroup on.
+		created string
 	}
 )
 
@@ -94,6 +102,7 @@ type model struct {
 	busy     bool
 	traffic  bool       // t: publish, lease and ack every interval
 	held     heldLeases // leased by traffic mode, acked next round
+	created  []string   // topics DemoGroup was created on, deleted on quit
 }
 
 func newModel(c *client, opts Options) *model {
@@ -197,6 +206,9 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.tick()
 	case actionMsg:
 		m.busy = false
+		if msg.created != "" {
+			m.created = append(m.created, msg.created)
+		}
 		if msg.held != nil {
 			m.held = *msg.held
 		}
@@ -286,8 +298,8 @@ func (m *model) key(k string) tea.Cmd {
 		return m.action(func() actionMsg { return wrap(publish(c, subject, n)) })
 	case "c":
 		c, topic, n := m.c, m.target(), m.opts.Burst
-		group := m.groupFor(topic)
-		return m.action(func() actionMsg { return wrap(consume(c, topic, group, n)) })
+		exists := m.hasDemoGroup(topic)
+		return m.action(func() actionMsg { return consume(c, topic, exists, n) })
 	case "t":
 		m.traffic = !m.traffic
 		if !m.traffic {
@@ -295,7 +307,7 @@ func (m *model) key(k string) tea.Cmd {
 			// and they are released then.
 			return m.release()
 		}
-		m.status = "traffic on: every interval publishes, leases and acks"
+		m.status = "traffic on: every interval publishes, leases and acks as group " + DemoGroup
 	}
 	return nil
 }
@@ -316,17 +328,19 @@ func wrap(text string, err error) actionMsg { return actionMsg{text: text, err: 
 // leases four fifths of a burst, which it keeps in flight until the next
 // round. It runs off the UI goroutine, so it works on copies.
 func (m *model) trafficRound(prev heldLeases) func() actionMsg {
-	c, topic, group := m.c, m.target(), m.groupFor(m.target())
+	c, topic, group := m.c, m.target(), DemoGroup
+	exists := m.hasDemoGroup(topic)
 	burst := m.opts.Burst
 	return func() actionMsg {
 		if err := c.ack(prev.msgs); err != nil {
 			return actionMsg{err: fmt.Errorf("traffic: ack: %w", err), held: &heldLeases{}}
 		}
-		if group == "" {
-			group = "tui"
-			if err := c.groupCreate(topic, group); err != nil {
+		var created string
+		if !exists {
+			if err := c.demoGroupCreate(topic); err != nil {
 				return actionMsg{err: fmt.Errorf("traffic: create group %s: %w", group, err), held: &heldLeases{}}
 			}
+			created = topic
 		}
 		n, err := c.publish(topic, burst, func(i int) []byte { return fmt.Appendf(nil, "fibril tui traffic %d", i) })
 		if err != nil {
@@ -334,23 +348,41 @@ func (m *model) trafficRound(prev heldLeases) func() actionMsg {
 		}
 		msgs, err := c.poll(topic, group, max(burst*4/5, 1))
 		if err != nil {
-			return actionMsg{err: fmt.Errorf("traffic: poll: %w", err), held: &heldLeases{}}
+			return actionMsg{err: fmt.Errorf("traffic: poll: %w", err), held: &heldLeases{}, created: created}
 		}
 		return actionMsg{
-			text: fmt.Sprintf("traffic on %s/%s: published %d, acked %d, %d in flight", topic, group, n, len(prev.msgs), len(msgs)),
-			held: &heldLeases{msgs: msgs},
+			text:    fmt.Sprintf("traffic on %s/%s: published %d, acked %d, %d in flight", topic, group, n, len(prev.msgs), len(msgs)),
+			held:    &heldLeases{msgs: msgs},
+			created: created,
 		}
 	}
 }
 
-// groupFor is the first group of topic in the latest snapshot, or "".
-func (m *model) groupFor(topic string) string {
-	for _, t := range m.snap.topics {
-		if t.name == topic && len(t.groups) > 0 {
-			return t.groups[0].name
+// removeDemoGroups deletes DemoGroup from the topics the TUI created it on
+// (its leases end with it). Called once the program has stopped, so the
+// model is no longer shared.
+func (m *model) removeDemoGroups() error {
+	var errs []error
+	for _, topic := range m.created {
+		if err := m.c.demoGroupDelete(topic); err != nil {
+			errs = append(errs, fmt.Errorf("tui: delete group %s on %s: %w", DemoGroup, topic, err))
 		}
 	}
-	return ""
+	return errors.Join(errs...)
+}
+
+// hasDemoGroup reports whether topic has DemoGroup, as far as the TUI
+// knows (the latest snapshot, or its own creations since).
+func (m *model) hasDemoGroup(topic string) bool {
+	if slices.Contains(m.created, topic) {
+		return true
+	}
+	for _, t := range m.snap.topics {
+		if t.name == topic {
+			return slices.ContainsFunc(t.groups, func(g groupView) bool { return g.name == DemoGroup })
+		}
+	}
+	return false
 }
 
 // action runs one wire action off the UI goroutine, one at a time.
@@ -385,16 +417,19 @@ func publish(c *client, subject string, n int) (string, error) {
 	return fmt.Sprintf("published %d to %s", stored, subject), nil
 }
 
-func consume(c *client, topic, group string, n int) (string, error) {
-	if group == "" {
-		group = "tui"
-		if err := c.groupCreate(topic, group); err != nil {
-			return "", fmt.Errorf("create group %s on %s: %w", group, topic, err)
+// consume leases and acks up to n messages of topic as DemoGroup,
+// creating it first unless exists.
+func consume(c *client, topic string, exists bool, n int) actionMsg {
+	var created string
+	if !exists {
+		if err := c.demoGroupCreate(topic); err != nil {
+			return actionMsg{err: fmt.Errorf("create group %s on %s: %w", DemoGroup, topic, err)}
 		}
+		created = topic
 	}
-	got, err := c.consume(topic, group, n)
+	got, err := c.consume(topic, DemoGroup, n)
 	if err != nil {
-		return "", fmt.Errorf("consume %s/%s: %w", topic, group, err)
+		return actionMsg{err: fmt.Errorf("consume %s/%s: %w", topic, DemoGroup, err), created: created}
 	}
-	return fmt.Sprintf("consumed and acked %d from %s/%s", got, topic, group), nil
+	return actionMsg{text: fmt.Sprintf("consumed and acked %d from %s/%s (the TUI's own group)", got, topic, DemoGroup), created: created}
 }

@@ -89,9 +89,10 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.AltScreen {
 		popts = append(popts, tea.WithAltScreen())
 	}
-	_, err = tea.NewProgram(newModel(c, opts), popts...).Run()
+	m := newModel(c, opts)
+	_, err = tea.NewProgram(m, popts...).Run()
 	if err != nil && !(errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil) {
 		return fmt.Errorf("tui: %w", err)
 	}
-	return nil
+	return m.removeDemoGroups()
 }

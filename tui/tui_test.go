@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	tea "github.com/charmbracelet/bubbletea"
+
 	"github.com/fibrilmq/fibril/internal/testserver"
 	"github.com/fibrilmq/fibril/protocol"
 	fibril "github.com/fibrilmq/fibril/sdk"
@@ -226,6 +228,7 @@ func (s *tmuxSession) screen() string {
 
 var publishedRe = regexp.MustCompile(`(?m)^. orders\s+published (\d+)`)
 var groupRe = regexp.MustCompile(`(?m)└ billing\s+ready (\d+)\s+in flight (\d+)\s+acked (\d+)`)
+var demoRe = regexp.MustCompile(`(?m)└ ` + DemoGroup + `\s+ready (\d+)\s+in flight (\d+)\s+acked (\d+)`)
 
 func TestTUIInTerminal(t *testing.T) {
 	s := testserver.Start(t)
@@ -279,26 +282,33 @@ func TestTUIInTerminal(t *testing.T) {
 		scr = tm.screen()
 		return count() == 85 && strings.Contains(scr, "published 50 to orders")
 	})
-	// The c key consumes and acks a burst from the topic's group.
+	// The c key consumes and acks a burst as the TUI's own group, and says
+	// so; billing's messages stay ready.
 	if out, err := tm.cmd("send-keys", "-t", "tui", "c"); err != nil {
 		t.Fatalf("send-keys: %v: %s", err, out)
 	}
-	testserver.WaitFor(t, 10*time.Second, "c to ack messages of billing", func() bool {
+	testserver.WaitFor(t, 10*time.Second, "c to ack messages as "+DemoGroup, func() bool {
 		scr = tm.screen()
-		m := groupRe.FindStringSubmatch(scr)
-		return m != nil && m[3] != "0" && strings.Contains(scr, "from orders/billing")
+		m := demoRe.FindStringSubmatch(scr)
+		return m != nil && m[3] != "0" && strings.Contains(scr, "from orders/"+DemoGroup)
 	})
+	if m := groupRe.FindStringSubmatch(scr); m == nil || m[1] != "85" || m[3] != "0" {
+		t.Fatalf("c touched billing:\n%s", scr)
+	}
 	// t turns continuous traffic on: ready, in flight and acked all move.
-	m := groupRe.FindStringSubmatch(scr)
+	m := demoRe.FindStringSubmatch(scr)
 	acked0 := m[3]
 	if out, err := tm.cmd("send-keys", "-t", "tui", "t"); err != nil {
 		t.Fatalf("send-keys: %v: %s", err, out)
 	}
 	testserver.WaitFor(t, 15*time.Second, "traffic to hold deliveries in flight and ack more", func() bool {
 		scr = tm.screen()
-		m := groupRe.FindStringSubmatch(scr)
+		m := demoRe.FindStringSubmatch(scr)
 		return m != nil && m[2] != "0" && m[3] != acked0 && count() > 85 && strings.Contains(scr, "traffic (ON)")
 	})
+	if m := groupRe.FindStringSubmatch(scr); m == nil || m[2] != "0" || m[3] != "0" {
+		t.Fatalf("traffic touched billing:\n%s", scr)
+	}
 	t.Logf("screen:\n%s", scr)
 	shown := scr
 	if out, err := tm.cmd("send-keys", "-t", "tui", "t"); err != nil {
@@ -306,7 +316,7 @@ func TestTUIInTerminal(t *testing.T) {
 	}
 	testserver.WaitFor(t, 10*time.Second, "traffic to stop and release its leases", func() bool {
 		scr = tm.screen()
-		m := groupRe.FindStringSubmatch(scr)
+		m := demoRe.FindStringSubmatch(scr)
 		return m != nil && m[2] == "0" && strings.Contains(scr, "traffic stopped")
 	})
 	if dir := os.Getenv("FIBRIL_SCREENSHOT_DIR"); dir != "" {
@@ -326,4 +336,85 @@ func TestTUIInTerminal(t *testing.T) {
 		_, err := tm.cmd("has-session", "-t", "tui")
 		return err != nil
 	})
+	// Quitting deleted the demo group; billing is as it was.
+	testserver.WaitFor(t, 10*time.Second, "the TUI to delete "+DemoGroup, func() bool {
+		ctx, cancel := c.call()
+		defer cancel()
+		_, err := c.conn.Group(ctx, "orders", DemoGroup)
+		return errors.Is(err, protocol.ErrUnknownGroup)
+	})
+	if gi, err := c.groupInfo("orders", "billing"); err != nil || gi.Inflight != 0 {
+		t.Fatalf("billing after the TUI: %+v %v", gi, err)
+	}
+}
+
+// TestDemoKeysNeverAckARealGroup: c and t lease and ack as DemoGroup, never
+// as the topic's own group (they used to take its first group: c acked a
+// burst of a real consumer's messages), and quitting deletes DemoGroup.
+func TestDemoKeysNeverAckARealGroup(t *testing.T) {
+	s := testserver.Start(t)
+	c := testClient(t, s)
+	createTopic(t, c, "orders", fibril.TopicConfig{})
+	if err := c.groupCreate("orders", "billing"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.publish("orders", 10, func(int) []byte { return []byte("x") }); err != nil || n != 10 {
+		t.Fatalf("publish: %d, %v", n, err)
+	}
+	opts := Options{URL: s.Addr().String(), Burst: 5}
+	if err := opts.fill(); err != nil {
+		t.Fatal(err)
+	}
+	m := newModel(c, opts)
+	step := func(cmd tea.Cmd) actionMsg {
+		t.Helper()
+		if cmd == nil {
+			t.Fatal("no command")
+		}
+		msg, ok := cmd().(actionMsg)
+		if !ok {
+			t.Fatalf("command returned %T", msg)
+		}
+		if msg.err != nil {
+			t.Fatal(msg.err)
+		}
+		m.Update(msg)
+		return msg
+	}
+	refresh := func() {
+		snap, err := fetch(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.snap = snap
+	}
+	billing := func(when string) {
+		t.Helper()
+		gi, err := c.groupInfo("orders", "billing")
+		if err != nil || gi.Inflight != 0 || len(gi.Partitions) != 1 || gi.Partitions[0].Delivered != 0 {
+			t.Fatalf("%s: billing %+v %v, want nothing ever delivered", when, gi, err)
+		}
+	}
+	refresh()
+	if msg := step(m.key("c")); !strings.Contains(msg.text, "consumed and acked 5 from orders/"+DemoGroup) {
+		t.Fatalf("c said %q", msg.text)
+	}
+	billing("after c")
+	refresh()
+	m.key("t")
+	if msg := step(m.action(m.trafficRound(m.held))); !strings.Contains(msg.text, "orders/"+DemoGroup) || len(m.held.msgs) == 0 {
+		t.Fatalf("traffic said %q, holds %d", msg.text, len(m.held.msgs))
+	}
+	billing("after a traffic round")
+	if !strings.Contains(m.View(), "consume as group "+DemoGroup) {
+		t.Fatalf("the screen does not say which group c and t use:\n%s", m.View())
+	}
+	step(m.key("t")) // stop: release the held leases
+	if err := m.removeDemoGroups(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.groupInfo("orders", DemoGroup); !errors.Is(err, protocol.ErrUnknownGroup) {
+		t.Fatalf("%s after quitting: %v, want unknown_group", DemoGroup, err)
+	}
+	billing("after quitting")
 }

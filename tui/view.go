@@ -58,6 +58,7 @@ func (m *model) View() string {
 		traffic = "ON"
 	}
 	line("[p] publish %d  [c] consume+ack %d  [t] traffic (%s)  [↑/↓] select topic  [q] quit", m.opts.Burst, m.opts.Burst, traffic)
+	line("c and t consume as group %s, the TUI's own (deleted on quit): other groups' messages are never acked", DemoGroup)
 	line("")
 	if len(m.snap.topics) == 0 {
 		line("  no topics yet: press p to publish %d messages to %q", m.opts.Burst, m.opts.DemoSubject)
