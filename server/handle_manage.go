@@ -227,7 +227,7 @@ func topicInfo(t *broker.Topic) protocol.TopicInfo {
 		Groups: []string{},
 	}
 	for i, p := range in.Partitions {
-		pi := protocol.PartitionInfo{Partition: uint32(i), FirstSeq: uint64(p.FirstSeq), LastSeq: uint64(p.LastSeq)}
+		pi := protocol.PartitionInfo{Partition: uint32(i), FirstSeq: uint64(p.FirstSeq), LastSeq: uint64(p.LastSeq), Bytes: uint64(max(p.Bytes, 0))}
 		if p.LastSeq == 0 {
 			pi.FirstSeq = 0 // never written: SPEC.md shows 0/0
 		}

@@ -19,6 +19,6 @@
 // Caveats: rates are deltas between two polls about one interval apart.
 // "acked" is derived (published minus ready minus in flight, minus what went
 // to the dead-letter topic), so it also counts messages stored before a group
-// that starts at "new"; "dead" is what the group's dead-letter topic ever
-// received.
+// that starts at "new"; "dead" is the group's own count (GROUP INFO
+// dead_lettered, kept across restarts), the number the dashboard shows.
 package tui

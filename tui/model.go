@@ -29,7 +29,7 @@ type groupView struct {
 	ready    uint64
 	inflight uint64
 	acked    uint64 // derived, see the package Caveats
-	dead     uint64 // what the dead-letter topic ever received
+	dead     uint64 // dead-lettered by this group (GROUP INFO dead_lettered)
 	dlq      string
 }
 
@@ -131,7 +131,6 @@ func fetch(c *client) (snapshot, error) {
 	if err != nil {
 		return snap, fmt.Errorf("TOPIC LIST: %w", err)
 	}
-	published := map[string]uint64{}
 	for _, name := range names {
 		in, err := c.topicInfo(name)
 		if err != nil {
@@ -145,7 +144,6 @@ func fetch(c *client) (snapshot, error) {
 		for _, p := range in.Partitions {
 			tv.published += p.LastSeq
 		}
-		published[tv.name] = tv.published
 		for _, g := range in.Groups {
 			gi, err := c.groupInfo(in.Name, g)
 			if err != nil {
@@ -155,7 +153,7 @@ func fetch(c *client) (snapshot, error) {
 				}
 				return snap, fmt.Errorf("GROUP INFO %s %s: %w", in.Name, g, err)
 			}
-			tv.groups = append(tv.groups, groupView{name: gi.Name, ready: gi.Pending, inflight: gi.Inflight, dlq: gi.Config.DeadLetter})
+			tv.groups = append(tv.groups, groupView{name: gi.Name, ready: gi.Pending, inflight: gi.Inflight, dead: gi.DeadLettered, dlq: gi.Config.DeadLetter})
 		}
 		snap.topics = append(snap.topics, tv)
 	}
@@ -163,12 +161,10 @@ func fetch(c *client) (snapshot, error) {
 	slices.SortStableFunc(snap.topics, func(a, b topicView) int {
 		return cmp.Compare(isDLQ(a.name), isDLQ(b.name))
 	})
-	// Second pass: dead-letter counts need the other topics' numbers.
 	for i := range snap.topics {
 		t := &snap.topics[i]
 		for j := range t.groups {
 			g := &t.groups[j]
-			g.dead = published[g.dlq]
 			if settled := g.ready + g.inflight; settled < t.published {
 				g.acked = t.published - settled
 			}

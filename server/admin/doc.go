@@ -25,7 +25,7 @@
 // Settled is derived (the topic's published count minus the group's lag), so
 // it also counts messages stored before a group that starts at "new" and
 // messages retention dropped unsettled. The engine's group counters
-// (delivered, acked, ...) start at zero whenever the engine opens. Each
+// (delivered, acked, ...) are kept across restarts (broker.GroupCounters). Each
 // engine snapshot drops the events the one before it covered, so events and
 // histories are recent only. A history names a delivery's connection only
 // while the ConnSource remembers it (the server: open ones and the last

@@ -12,7 +12,8 @@ import (
 )
 
 // RequeueGroup is the consumer group of a dead-letter topic through which
-// requeues take its messages (broker.RequeueGroup, created on first use).
+// requeues take its messages (broker.RequeueGroup, "$requeue", created on
+// first use; internal: no listing shows it).
 // Under workqueue retention a dead-letter message is deleted once every
 // group of that topic settled it, so a requeued message leaves the
 // dead-letter topic (unless another group there still holds it).
@@ -23,8 +24,9 @@ type RequeueResult struct {
 	// Requeued were published again to the topic that captures their
 	// original subject and then settled in the dead-letter topic.
 	Requeued int `json:"requeued"`
-	// Skipped have no Fibril-Subject header or no topic captures it now;
-	// they stay in the dead-letter topic.
+	// Skipped have no Fibril-Subject header or no topic captures it now
+	// (its topic was deleted: deleting a topic leaves its dead-letter
+	// topics); they stay in the dead-letter topic, and Error says why.
 	Skipped int    `json:"skipped"`
 	Error   string `json:"error,omitempty"`
 }

@@ -57,7 +57,8 @@ type GroupStats struct {
 	OldestUnackedMs int64 `json:"oldest_unacked_ms"`
 	// Paused is true while the group is paused (POST .../pause).
 	Paused bool `json:"paused"`
-	// The engine's counters since it opened (delivered, acked, ...).
+	// The group's counters over its life, kept across restarts
+	// (delivered, acked, ...; broker.GroupCounters).
 	broker.GroupCounters
 }
 

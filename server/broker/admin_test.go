@@ -203,8 +203,14 @@ func TestRequeueDeadLetters(t *testing.T) {
 	}
 	dt, _ := e.b.Topic(dlq)
 	rg, _ := dt.FindGroup(RequeueGroup)
-	if in := rg.Info(); in.Pending != 0 || in.Acked != 1 {
+	// Counters are kept across the restart: 2 acked before, 1 after.
+	if in := rg.Info(); in.Pending != 0 || in.Acked != 3 {
 		t.Fatalf("requeue group: pending %d acked %d", in.Pending, in.Acked)
+	}
+	// The requeue group is internal: no listing shows it (it used to be a
+	// visible group "requeue").
+	if gs, in := dt.Groups(), dt.Info(); len(gs) != 0 || len(in.Groups) != 0 {
+		t.Fatalf("%s lists groups %v / %v after requeues, want none", dlq, gs, in.Groups)
 	}
 	tp, _ = e.b.Topic("jobs")
 	g, _ = tp.FindGroup("w")
@@ -233,6 +239,34 @@ func TestRequeueErrors(t *testing.T) {
 	if n, err := e.b.Requeue(ctx, dlq, 5); n != 0 || !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Requeue without subject = %d, %v", n, err)
 	}
+	rg, _ := dt.FindGroup(RequeueGroup)
+	waitFor(t, "put back", func() bool { in := rg.Info(); return in.Pending == 1 && in.Inflight == 0 })
+}
+
+// TestRequeueOfADeletedTopicIsRefused: deleting a topic leaves its
+// dead-letter topic; a requeue of it is refused with ErrNoTopic saying no
+// topic captures the subject now, and the dead letters stay.
+func TestRequeueOfADeletedTopicIsRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	tp := e.topic("t00", TopicConfig{})
+	g := e.group(tp, "w", GroupConfig{MaxDeliveries: 1})
+	e.publish(tp, "x")
+	for _, d := range e.poll(g, 1) {
+		if err := e.settle(d, Reject()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "dead-lettered", func() bool { return g.Info().DeadLettered == 1 })
+	if err := e.b.DeleteTopic("t00"); err != nil {
+		t.Fatal(err)
+	}
+	dlq := TopicName(DeadLetterTopic("t00", "w"))
+	n, err := e.b.Requeue(ctx, dlq, 5)
+	if n != 0 || !errors.Is(err, ErrNoTopic) || !strings.Contains(err.Error(), `no topic captures "t00" now`) {
+		t.Fatalf("Requeue = %d, %v", n, err)
+	}
+	dt, _ := e.b.Topic(dlq)
 	rg, _ := dt.FindGroup(RequeueGroup)
 	waitFor(t, "put back", func() bool { in := rg.Info(); return in.Pending == 1 && in.Inflight == 0 })
 }

@@ -37,8 +37,11 @@
 // settles everything stored for every group and raises the partition's
 // purge floor, kept in the snapshot as group id 0) and Broker.Requeue (dead
 // letters back to their Fibril-Subject through the dead-letter topic's
-// RequeueGroup) serve the admin API. Counters (GroupCounters, published)
-// are plain fields of the actor's state, copied to atomics once per round;
+// RequeueGroup, an internal group no listing shows) serve the admin API.
+// Counters (GroupCounters, published) are plain fields of the actor's
+// state, copied to atomics once per round; a group's counters are kept in
+// the snapshot and recounted from the events after it, so they survive a
+// restart;
 // TopicInfo, GroupInfo and Broker.Stats read those without waiting for the
 // actors. Options.Observer sees every commit's fsync time and batch size.
 // Topic.Browse, SeqAt, Events and History read a partition's messages and state

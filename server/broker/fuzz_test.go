@@ -2,7 +2,9 @@ package broker
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"testing"
 
 	"github.com/fibrilmq/fibril/server/seglog"
@@ -47,6 +49,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	f.Add(good)
 	f.Add(good[:len(good)-3])
 	f.Add([]byte("FBS1"))
+	f.Add([]byte("FBS2"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		seq, gs, err := decodeSnapshot(b)
 		if err != nil {
@@ -77,6 +80,9 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Fatalf("decode: %v %d %d", err, seq, len(gs))
 	}
 	sg := gs[0]
+	if sg.cnt != g.cnt || sg.cnt.Delivered != 6 || sg.cnt.Rejected != 1 {
+		t.Fatalf("counters %+v, want %+v", sg.cnt, g.cnt)
+	}
 	if sg.id != 4 || sg.next != 7 || sg.frontier != 1 || len(sg.spans) != 2 || sg.spans[0] != (span{2, 3}) || sg.spans[1] != (span{4, 5}) {
 		t.Fatalf("decoded %+v", sg)
 	}
@@ -168,4 +174,26 @@ func FuzzDecodeSideCopy(f *testing.F) {
 			t.Fatalf("encoded again: %v, %d of %d events", err, i, len(entries))
 		}
 	})
+}
+
+// TestSnapshotV1StillReads: a snapshot from before the counters ("FBS1")
+// decodes, with the counters at zero.
+func TestSnapshotV1StillReads(t *testing.T) {
+	b := []byte("FBS1")
+	b = binary.AppendUvarint(b, 9) // event seq
+	b = binary.AppendUvarint(b, 1) // one group
+	// id 4, next 3, frontier 2, no spans, one pending: seq 2, attempts 2;
+	// then its state (1: dead-lettering) and reason bytes.
+	for _, v := range []uint64{4, 3, 2, 0, 1, 2, 2} {
+		b = binary.AppendUvarint(b, v)
+	}
+	b = append(b, 1, 0)
+	b = binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+	seq, gs, err := decodeSnapshot(b)
+	if err != nil || seq != 9 || len(gs) != 1 || gs[0].id != 4 || len(gs[0].pending) != 1 || gs[0].cnt != (GroupCounters{}) {
+		t.Fatalf("decode v1: %v %d %+v", err, seq, gs)
+	}
+	if p := gs[0].pending[2]; p.attempts != 2 || p.state != stDeadLettering {
+		t.Fatalf("pending %+v", p)
+	}
 }

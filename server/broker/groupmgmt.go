@@ -10,7 +10,7 @@ import (
 // dead-letter topic when missing. It blocks on disk I/O and on the
 // partitions recording where the group starts.
 func (t *Topic) Group(name GroupName, cfg GroupConfig) (*Group, error) {
-	if err := validTopicName(TopicName(name), false); err != nil || strings.Contains(string(name), ".") {
+	if err := validTopicName(TopicName(name), false); name != RequeueGroup && (err != nil || strings.Contains(string(name), ".")) {
 		return nil, fmt.Errorf("%w: group name %q (one token, no wildcards)", ErrInvalid, name)
 	}
 	b := t.b
@@ -95,13 +95,16 @@ func (t *Topic) FindGroup(name GroupName) (*Group, bool) {
 	return g, ok
 }
 
-// Groups returns the topic's groups, sorted by name.
+// Groups returns the topic's groups, sorted by name, without the
+// broker's internal ones (RequeueGroup; FindGroup finds those).
 func (t *Topic) Groups() []*Group {
 	t.b.mu.Lock()
 	defer t.b.mu.Unlock()
 	names := make([]GroupName, 0, len(t.groups))
 	for n := range t.groups {
-		names = append(names, n)
+		if !n.internal() {
+			names = append(names, n)
+		}
 	}
 	sortNames(names)
 	out := make([]*Group, len(names))

@@ -76,7 +76,7 @@ type groupState struct {
 	dlq         []deadLetter
 	nInflight   int
 	peakPending int           // high-water mark of pending, for shrinking the map
-	cnt         GroupCounters // since open; not persisted
+	cnt         GroupCounters // over the group's life: in snapshots, recounted by apply
 
 	ev *evSink // event sink (nil: events are dropped, e.g. while replaying)
 }
@@ -530,8 +530,11 @@ func (g *groupState) restored() {
 	}
 }
 
-// apply replays one persisted event.
+// apply replays one persisted event. It counts the event in cnt as the
+// live transition did, so counters survive a restart: the snapshot holds
+// them up to its event, apply adds the events after it.
 func (g *groupState) apply(kind byte, seq Seq, arg uint64) {
+	g.count(kind, arg)
 	switch kind {
 	case evDeliver:
 		if g.acks.contains(seq) {
@@ -566,6 +569,33 @@ func (g *groupState) apply(kind byte, seq Seq, arg uint64) {
 		p.state = stDeadLettering
 		p.reason = uint8(arg)
 		g.pending[seq] = p
+	}
+}
+
+// count adds a replayed event to the counters, as the transition that
+// wrote it counted it.
+func (g *groupState) count(kind byte, arg uint64) {
+	switch kind {
+	case evDeliver:
+		g.cnt.Delivered++
+		if arg > 1 {
+			g.cnt.Redelivered++
+		}
+	case evSettle:
+		switch arg {
+		case settleAck:
+			g.cnt.Acked++
+		case settleDeadLettered:
+			g.cnt.DeadLettered++
+		}
+	case evNack:
+		g.cnt.Nacked++
+	case evExpire:
+		g.cnt.Expired++
+	case evDeadLetter:
+		if uint8(arg) == reasonRejected {
+			g.cnt.Rejected++
+		}
 	}
 }
 

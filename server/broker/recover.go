@@ -115,7 +115,7 @@ func (p *partition) recoverState() error {
 				continue // deleted group
 			}
 			gs := newGroupState(sg.id, gp.leaseNs, gp.maxDeliveries, sg.frontier)
-			gs.next, gs.pending = sg.next, sg.pending
+			gs.next, gs.pending, gs.cnt = sg.next, sg.pending, sg.cnt
 			gs.acks.setSpans(sg.spans)
 			gp.groupState = gs
 		}

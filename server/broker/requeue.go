@@ -9,8 +9,15 @@ import (
 )
 
 // RequeueGroup is the group of a dead-letter topic through which Requeue
-// takes dead letters (created on first use, starting at the earliest).
-const RequeueGroup GroupName = "requeue"
+// takes dead letters (created on first use, starting at the earliest). It
+// is internal: a name no client can give (the wire refuses '$' in group
+// names), left out of Topic.Groups and TopicInfo.Groups, so a requeue
+// leaves no group a user sees (it used to be a visible "requeue").
+const RequeueGroup GroupName = "$requeue"
+
+// internal reports a group the broker keeps for itself (its name starts
+// with '$', which the wire refuses in group names).
+func (n GroupName) internal() bool { return strings.HasPrefix(string(n), "$") }
 
 // requeueBatch bounds one poll of a requeue.
 const requeueBatch = 64
@@ -75,7 +82,10 @@ func (b *Broker) requeueOne(ctx context.Context, d Delivery) error {
 	}
 	dest := b.Route(subject)
 	if dest == nil {
-		return fmt.Errorf("%w: no topic captures %q", ErrNoTopic, subject)
+		// Its topic was deleted (deleting a topic leaves its dead-letter
+		// topics): refused, and the message stays, until a topic captures
+		// the subject again.
+		return fmt.Errorf("%w: no topic captures %q now (deleted? create a topic for it to requeue, or delete this dead-letter topic)", ErrNoTopic, subject)
 	}
 	m := Message{Subject: subject, Header: stripHeaders(d.Header, dlqHeaderNames), Data: d.Data}
 	if k := headerValue(d.Header, "Fibril-Key"); k != "" {

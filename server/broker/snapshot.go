@@ -9,11 +9,17 @@ import (
 	"sort"
 )
 
-// Snapshot file layout: "FBS1", the event log sequence it covers (uvarint),
+// Snapshot file layout: "FBS2", the event log sequence it covers (uvarint),
 // the number of groups, then per group: id, next, frontier, span count,
-// spans (lo, hi), pending count, pending (seq, attempts, state, reason);
-// finally the CRC-32 (IEEE) of everything before it, 4 bytes little endian.
-const snapMagic = "FBS1"
+// spans (lo, hi), pending count, pending (seq, attempts, state, reason),
+// and its counters (delivered, redelivered, acked, nacked, rejected,
+// dead-lettered, expired); finally the CRC-32 (IEEE) of everything before
+// it, 4 bytes little endian. "FBS1" snapshots (before the counters) are
+// read with the counters at zero.
+const (
+	snapMagic   = "FBS2"
+	snapMagicV1 = "FBS1"
+)
 
 const snapName = "state.snap"
 
@@ -46,6 +52,10 @@ func encodeSnapshot(eventSeq Seq, groups []*groupState) []byte {
 			b = binary.AppendUvarint(b, uint64(p.attempts))
 			b = append(b, st, p.reason)
 		}
+		c := &g.cnt
+		for _, v := range [...]uint64{c.Delivered, c.Redelivered, c.Acked, c.Nacked, c.Rejected, c.DeadLettered, c.Expired} {
+			b = binary.AppendUvarint(b, v)
+		}
 	}
 	return binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 }
@@ -57,12 +67,14 @@ type snapGroup struct {
 	frontier Seq
 	spans    []span
 	pending  map[Seq]pendingOff
+	cnt      GroupCounters
 }
 
 func decodeSnapshot(b []byte) (eventSeq Seq, groups []snapGroup, err error) {
-	if len(b) < len(snapMagic)+4 || string(b[:len(snapMagic)]) != snapMagic {
+	if len(b) < len(snapMagic)+4 || (string(b[:len(snapMagic)]) != snapMagic && string(b[:len(snapMagic)]) != snapMagicV1) {
 		return 0, nil, fmt.Errorf("%w: snapshot header", ErrCorruptState)
 	}
+	counters := string(b[:len(snapMagic)]) == snapMagic
 	body := b[:len(b)-4]
 	if crc32.ChecksumIEEE(body) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
 		return 0, nil, fmt.Errorf("%w: snapshot checksum", ErrCorruptState)
@@ -99,6 +111,12 @@ func decodeSnapshot(b []byte) (eventSeq Seq, groups []snapGroup, err error) {
 			}
 			r = r[2:]
 			g.pending[s] = p
+		}
+		if counters {
+			c := &g.cnt
+			for _, v := range [...]*uint64{&c.Delivered, &c.Redelivered, &c.Acked, &c.Nacked, &c.Rejected, &c.DeadLettered, &c.Expired} {
+				*v = u()
+			}
 		}
 		groups = append(groups, g)
 	}

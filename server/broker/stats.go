@@ -51,9 +51,10 @@ func (b *Broker) Stats() BrokerStats {
 	}
 }
 
-// GroupCounters are a group's monotonic totals since the broker was opened:
-// they start at zero on every Open (as Prometheus counters may) and never go
-// down while it runs.
+// GroupCounters are a group's monotonic totals over its life: kept in the
+// partitions' snapshots and recounted from the events that follow on Open,
+// so a restart does not reset them (with durability "none" a crash may lose
+// the last unsynced events, and their counts). They never go down.
 type GroupCounters struct {
 	Delivered    uint64 `json:"delivered"`     // deliveries, redeliveries included
 	Redelivered  uint64 `json:"redelivered"`   // deliveries with attempt > 1

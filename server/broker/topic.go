@@ -363,7 +363,9 @@ func (t *Topic) Info() TopicInfo {
 	}
 	t.b.mu.Lock()
 	for name := range t.groups {
-		in.Groups = append(in.Groups, name)
+		if !name.internal() {
+			in.Groups = append(in.Groups, name)
+		}
 	}
 	t.b.mu.Unlock()
 	sortNames(in.Groups)
