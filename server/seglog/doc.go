@@ -234,5 +234,7 @@
 //   - TruncateFront fsyncs the LOCK file once before removing segments
 //     (the front hint), on the caller's goroutine.
 //   - The log is Linux-first: fallocate, fdatasync, mmap and flock come from
-//     golang.org/x/sys/unix.
+//     golang.org/x/sys/unix. It builds on macOS for development machines
+//     (sys_darwin.go): F_FULLFSYNC stands in for fdatasync, nothing is
+//     preallocated, and a lock error cannot name the process holding it.
 package seglog

@@ -97,7 +97,7 @@ func (o osFile) Close() error                             { return o.f.Close() }
 
 func (o osFile) Sync() error {
 	for {
-		err := unix.Fdatasync(int(o.f.Fd()))
+		err := fdatasync(int(o.f.Fd()))
 		if !errors.Is(err, unix.EINTR) {
 			return wrapOS("fdatasync", o.f.Name(), err)
 		}
@@ -106,7 +106,7 @@ func (o osFile) Sync() error {
 
 func (o osFile) Allocate(off, size int64) error {
 	for {
-		err := unix.Fallocate(int(o.f.Fd()), 0, off, size)
+		err := fallocate(int(o.f.Fd()), off, size)
 		if errors.Is(err, unix.EOPNOTSUPP) {
 			// File systems without fallocate (tmpfs on old kernels): fall back
 			// to extending the file; a full disk then shows on write instead.
