@@ -6,9 +6,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -52,7 +54,17 @@ func (cf *clientFlags) dial(ctx context.Context) (*fibril.Conn, error) {
 	}
 	c, err := fibril.Connect(ctx, cf.url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+		var oe *net.OpError
+		if errors.As(err, &oe) && oe.Op == "dial" {
+			// "connection refused", without the address the layers below
+			// each repeat.
+			cause := oe.Err
+			if u := errors.Unwrap(cause); u != nil {
+				cause = u
+			}
+			return nil, fmt.Errorf("cannot connect to %s: %w (is the server running? set -s or FIBRIL_URL)", cf.url, cause)
+		}
+		return nil, fmt.Errorf("connect to %s: %w", cf.url, err)
 	}
 	return c, nil
 }

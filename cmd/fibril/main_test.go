@@ -396,6 +396,7 @@ func TestErrorsPrintOnce(t *testing.T) {
 		want string
 	}{
 		{[]string{"topics", "-s", addr, "info", "nosuch"}, "fibril topics: unknown_topic: no such topic: \"nosuch\"\n"},
+		{[]string{"topics", "-s", "127.0.0.1:1"}, "fibril topics: cannot connect to 127.0.0.1:1: connection refused (is the server running? set -s or FIBRIL_URL)\n"},
 		{[]string{"poll", "-s", addr, "nosuch", "g"}, "fibril poll: unknown_topic: no such topic: \"nosuch\"\n"},
 	}
 	for _, tc := range cases {
