@@ -143,7 +143,7 @@ func (l *Log) verifyNext(from Seq) (first Seq, bytes int64, done bool, err error
 	// Sealed and synced: its pages are clean, and dropping them from the
 	// page cache makes the check read what the disk holds.
 	if f, oerr := os.Open(s.path); oerr == nil {
-		_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED) // advice only
+		dropCache(int(f.Fd())) // advice only
 		f.Close()
 	}
 	err = checkAll(s, s)
