@@ -17,8 +17,9 @@ import (
 	"github.com/fibrilmq/fibril/server/seglog"
 )
 
-// The corruption suite: a stopped broker's data directory is damaged on
-// purpose, one file and one damage per run (bit flips, zeroed 4 KiB
+// The corruption suite: a stopped broker's data directory (closed cleanly,
+// or as a killed process leaves it) is damaged on purpose, one file and
+// one damage per run (bit flips, zeroed 4 KiB
 // blocks, truncations, deleted files, garbage after the end, catalog key
 // edits) over every kind of file (data and event segments, plain and
 // compressed, their indexes, CLEAN markers and LOCK files, snapshots, the
@@ -54,7 +55,10 @@ func corruptOpts(dir string) Options {
 
 // buildCorruptBase publishes and settles a random workload: topic t1 (two
 // partitions, groups a and b), topic t2 (s2 compressed, group c).
-func buildCorruptBase(t *testing.T, seed uint64) *corruptBase {
+// With unclean, the base is an image of the directory taken while the
+// broker runs (its actors held still), as a killed process leaves it: no
+// clean-shutdown markers, indexes of active segments possibly stale.
+func buildCorruptBase(t *testing.T, seed uint64, unclean bool) *corruptBase {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 34))
 	base := &corruptBase{dir: t.TempDir(), msgs: map[string]map[Position]string{}, acked: map[string]map[GroupName][]Position{}}
@@ -144,6 +148,27 @@ func buildCorruptBase(t *testing.T, seed uint64) *corruptBase {
 				time.Sleep(5 * time.Millisecond)
 			}
 		}
+	}
+	if unclean {
+		image := t.TempDir()
+		release := make(chan struct{})
+		held := make(chan struct{})
+		n := 0
+		for _, tp := range b.Topics() {
+			for _, p := range tp.parts {
+				n++
+				p.control(func(*partition) {
+					held <- struct{}{}
+					<-release
+				})
+			}
+		}
+		for range n {
+			<-held
+		}
+		copyTree(t, base.dir, image)
+		close(release)
+		base.dir = image
 	}
 	return base
 }
@@ -581,7 +606,7 @@ func TestCorruptionSuite(t *testing.T) {
 	const bases = 4
 	res := &corruptResult{byKind: map[string]int{}}
 	for bi := range bases {
-		base := buildCorruptBase(t, shift+uint64(bi))
+		base := buildCorruptBase(t, shift+uint64(bi), bi%2 == 1)
 		var files []string
 		filepath.WalkDir(base.dir, func(path string, d os.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
