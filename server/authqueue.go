@@ -18,6 +18,10 @@ package server
 //   - A check whose connection closed meanwhile (it left, or its auth
 //     timeout, which counts from accept and is never suspended, passed) is
 //     dropped without being computed.
+//   - Sources that logged in successfully in the last trustFor are served
+//     first, from a lane of their own (bounded like the main one): an
+//     attack from many addresses, which round-robin alone would let delay
+//     a login by one turn per address, does not delay a known client's.
 
 import (
 	"net"
@@ -49,6 +53,10 @@ type authQueue struct {
 	n       int      // jobs queued
 	limit   int
 	stopped bool
+	// trusted: sources with a successful login, and when (at most
+	// maxTrusted, the oldest forgotten first); prio: their jobs, FIFO.
+	trusted map[string]time.Time
+	prio    []*authJob
 
 	// budget is the CPU time (ns) checks may still spend; it refills at
 	// refill ns per second of wall time, up to burst.
@@ -61,15 +69,23 @@ type authQueue struct {
 	wg   sync.WaitGroup
 }
 
+// Trusted sources: how long a successful login vouches for its address,
+// and how many addresses are remembered.
+const (
+	trustFor   = time.Hour
+	maxTrusted = 4096
+)
+
 func newAuthQueue(s *Server) *authQueue {
 	procs := runtime.GOMAXPROCS(0)
 	refill := float64(procs) * float64(s.opts.AuthCPUPercent) / 100 * float64(time.Second)
 	q := &authQueue{
-		s:     s,
-		wake:  make(chan struct{}, 1),
-		bySrc: make(map[string][]*authJob),
-		limit: s.opts.MaxAuthQueue,
-		quit:  make(chan struct{}),
+		s:       s,
+		wake:    make(chan struct{}, 1),
+		bySrc:   make(map[string][]*authJob),
+		trusted: make(map[string]time.Time),
+		limit:   s.opts.MaxAuthQueue,
+		quit:    make(chan struct{}),
 		// A burst of half a second of the budget lets a few logins
 		// through at once after a quiet time.
 		refill:   refill,
@@ -120,6 +136,17 @@ func (q *authQueue) submit(j *authJob) bool {
 		q.mu.Unlock()
 		return false
 	}
+	if at, ok := q.trusted[j.src]; ok && time.Since(at) < trustFor {
+		if len(q.prio) >= q.limit {
+			q.mu.Unlock()
+			q.s.stats.authShed.Add(1)
+			return false
+		}
+		q.prio = append(q.prio, j)
+		q.mu.Unlock()
+		q.kick()
+		return true
+	}
 	if q.n >= q.limit {
 		q.purgeClosedLocked()
 	}
@@ -146,15 +173,36 @@ func (q *authQueue) submit(j *authJob) bool {
 	q.bySrc[j.src] = append(q.bySrc[j.src], j)
 	q.n++
 	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
+	q.kick()
 	if evicted != nil {
 		q.s.stats.authShed.Add(1)
 		evicted.done(authResult{}, false)
 	}
 	return true
+}
+
+// kick wakes a worker.
+func (q *authQueue) kick() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// trust records a successful login from src.
+func (q *authQueue) trust(src string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, ok := q.trusted[src]; !ok && len(q.trusted) >= maxTrusted {
+		oldest, at := "", time.Now()
+		for k, t := range q.trusted {
+			if t.Before(at) {
+				oldest, at = k, t
+			}
+		}
+		delete(q.trusted, oldest)
+	}
+	q.trusted[src] = time.Now()
 }
 
 // purgeClosedLocked drops jobs whose connections are closing (q.mu held).
@@ -197,10 +245,17 @@ func (q *authQueue) dropEmptyLocked() {
 	}
 }
 
-// pop takes the next job in round-robin order of sources, or nil.
+// pop takes the next job: a trusted source's first, then in round-robin
+// order of sources; nil when none waits.
 func (q *authQueue) pop() *authJob {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if len(q.prio) > 0 {
+		j := q.prio[0]
+		q.prio[0] = nil
+		q.prio = q.prio[1:]
+		return j
+	}
 	if q.n == 0 {
 		return nil
 	}
@@ -267,13 +322,10 @@ func (q *authQueue) worker() {
 			}
 		}
 		q.mu.Lock()
-		more := q.n > 0
+		more := q.n > 0 || len(q.prio) > 0
 		q.mu.Unlock()
 		if more {
-			select { // another worker may take the next job
-			case q.wake <- struct{}{}:
-			default:
-			}
+			q.kick() // another worker may take the next job
 		}
 		// Running, the check is no longer queued: the auth timeout waits
 		// for its answer (bounded by one hash's cost). Queued, it did not.
@@ -288,6 +340,9 @@ func (q *authQueue) worker() {
 		q.s.stats.authChecks.Add(1)
 		perms, user, ok := q.s.authenticate(&j.o)
 		q.charge(time.Since(t0))
+		if ok {
+			q.trust(j.src)
+		}
 		j.done(authResult{o: j.o, perms: perms, user: user, ok: ok}, true)
 		j.c.checkRunning.Store(false)
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -146,4 +147,29 @@ func TestAuthTimeoutNotSuspendedWhileQueued(t *testing.T) {
 	if got := s.stats.authChecks.Load(); got != checks || got != 1 {
 		t.Fatalf("%d checks computed, %d before the drops: checks ran for closed sockets", got, checks)
 	}
+}
+
+// TestAuthQueueServesKnownSourcesFirst: with the queue full of checks
+// from many addresses (one each: no busiest source to take a place from),
+// a login from an address that logged in before is neither shed nor made
+// to wait its turn behind every attacking address.
+func TestAuthQueueServesKnownSourcesFirst(t *testing.T) {
+	s := startServer(t, func(o *Options) {
+		slowAuth(t)(o)
+		o.AuthTimeout = 10 * time.Second
+	})
+	w := connectFrom(t, s, "127.0.0.5", "pw")
+	w.expect(`^\+OK$`)
+	s.auth.owe(time.Second)
+	for i := range 6 {
+		connectFrom(t, s, fmt.Sprintf("127.0.0.%d", 10+i), "wrong")
+	}
+	waitFor(t, 5*time.Second, "the queue to shed", func() bool { return s.stats.authShed.Load() >= 1 })
+	start := time.Now()
+	w = connectFrom(t, s, "127.0.0.5", "pw")
+	w.expect(`^\+OK$`)
+	if s.stats.authChecks.Load() > 2 {
+		t.Fatalf("%d checks ran before the known source's login", s.stats.authChecks.Load())
+	}
+	t.Logf("login from a known source took %s under the flood", time.Since(start))
 }
