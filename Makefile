@@ -4,7 +4,7 @@ GO ?= go
 FUZZTIME ?= 20s
 PYTHON ?= python3
 
-.PHONY: test test-go test-fuzz test-python test-js build vet conformance bench bench-full faults perm-matrix test-corruption
+.PHONY: test test-go test-fuzz test-python test-js build vet conformance bench bench-full faults perm-matrix test-corruption test-adversarial
 .PHONY: test-stock test-stock-js test-stock-py test-natscli test-stock-long bench-nats
 
 test: vet test-go test-fuzz test-python test-js test-stock
@@ -122,6 +122,17 @@ test-natscli:
 
 test-stock-long:
 	FIBRIL_LONG=1 $(GO) test -count=1 -timeout 30m -run 'TestFastPublisherSlowedNotCut|TestStockFastPublisherNotCut' ./server/ ./e2e/stocknats/
+
+# The adversarial suite's long form (e2e/adversarial_test.go, a few minutes):
+# `fibril serve` under 1,000 hostile pre-auth connections of each kind (idle,
+# huge line, huge size, slowloris, wrong passwords) and under stalled
+# consumers of each kind, measured against SPEC.md's bounds (a logged-in
+# client's throughput, peak RSS, login time; memory, cut, redelivery). Its
+# short form runs in `make test` (server/adversarial_test.go,
+# outbound_test.go, fulldisk_test.go, authqueue_test.go). Uses 127.0.0.2-11
+# as attacker addresses; mounts a tmpfs when root.
+test-adversarial:
+	FIBRIL_ADVERSARIAL=long $(GO) test -count=1 -v -timeout 20m -run 'Adversarial|FullDisk|Stalled|NATSAckAuto|AuthQueue|AuthTimeoutNot' ./e2e/ ./server/
 
 # Benchmarks, never part of `make test`: Fibril and NATS JetStream side by
 # side (bench/compare.sh; current figures in BENCHMARKS.md). `bench` is the smoke

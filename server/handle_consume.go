@@ -124,10 +124,18 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 				c.nackAll(ds)
 				return
 			}
+			size := pollAnswerSize(ds)
+			if c.wouldPassPending(size) {
+				// Not even built: a client that pipelines POLLs and does
+				// not read would have every answer allocated first.
+				c.slowConsumer(c.overReason())
+				c.nackAll(ds)
+				return
+			}
 			c.countOutMsgs(len(ds))
 			// One buffer sized for the whole answer, handed over
 			// without a copy (completeOwned).
-			buf := c.srv.outBufs.get(pollAnswerSize(ds))
+			buf := c.srv.outBufs.get(size)
 			for i := range ds {
 				buf = appendDelivery(buf, &ds[i], "0", crc, headers)
 			}

@@ -49,6 +49,14 @@ func (c *client) overPendingLocked(n int) bool {
 	return p > 0 && p+n > c.srv.opts.MaxPending
 }
 
+// wouldPassPending is overPendingLocked taking c.mu. Safe from any
+// goroutine.
+func (c *client) wouldPassPending(n int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.overPendingLocked(n)
+}
+
 // slowConsumer cuts the connection: logged with the reason, told with
 // slow_consumer, closed; release gives its leases back. Safe from any
 // goroutine; must not be called with c.mu held.

@@ -51,9 +51,9 @@ type Server struct {
 	// Prefix runs the binary through a command, e.g. ["ip", "netns",
 	// "exec", "ns1"]; it must exec the binary (same PID) for signals to
 	// reach the server.
-	Prefix []string
-	Addr    string   // host:port once started
-	TLSAddr string   // host:port of the TLS listener, if --tls-listen was given
+	Prefix  []string
+	Addr    string // host:port once started
+	TLSAddr string // host:port of the TLS listener, if --tls-listen was given
 	// RestartTook is how long the last Restart waited for the ready line.
 	RestartTook time.Duration
 
@@ -232,4 +232,14 @@ func (s *Server) Restart(ctx context.Context, kill bool) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// PID returns the process id of the running server, or 0 when none runs.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
