@@ -248,3 +248,59 @@ func TestRefusedSecondTopicDoesNotHang(t *testing.T) {
 		t.Fatal("Open hung after refusing the second topic")
 	}
 }
+
+// TestRepairAdoptsOrphan: fibril repair --adopt takes an orphaned topic
+// directory back into the catalog from its topic.json, with its groups and
+// its messages; without --adopt it is left alone.
+func TestRepairAdoptsOrphan(t *testing.T) {
+	e := newEnv(t, nil)
+	e.topic("first", TopicConfig{})
+	second := e.topic("second", TopicConfig{})
+	e.group(second, "g", GroupConfig{DeadLetter: "-"})
+	e.publish(second, "kept")
+	if err := e.b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.b = nil
+	// A catalog that lost "second" (an older copy put back, say).
+	c, _, err := decodeCatalog(mustRead(t, filepath.Join(e.dir, catalogName)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Topics = c.Topics[:1]
+	if err := c.save(e.dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Repair(e.dir, RepairOptions{Engine: e.opts()})
+	if err != nil || rep.Quarantine != "" {
+		t.Fatalf("Repair without --adopt: %+v, %v", rep.Actions, err)
+	}
+	rep, err = Repair(e.dir, RepairOptions{Engine: e.opts(), Adopt: true})
+	if err != nil || !strings.Contains(strings.Join(rep.Actions, "\n"), "adopted topic second") {
+		t.Fatalf("Repair --adopt: %v\n%s", err, strings.Join(rep.Actions, "\n"))
+	}
+	e.open()
+	tp, ok := e.b.Topic("second")
+	if !ok {
+		t.Fatal("second not adopted")
+	}
+	g, ok := tp.FindGroup("g")
+	if !ok {
+		t.Fatal("its group lost")
+	}
+	if ds := e.pollNow(g, 10, 0); len(ds) != 1 || string(ds[0].Data) != "kept" {
+		t.Fatalf("adopted topic delivers %v", datas(ds))
+	}
+	if nt, err := e.b.CreateTopic("third", TopicConfig{}); err != nil || nt.id <= second.id {
+		t.Fatalf("a new topic after the adoption: %v (id %d)", err, nt.id)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
