@@ -69,6 +69,10 @@ type Overview struct {
 	Topics []TopicStats `json:"topics"`
 	// Connections is the number of client connections, -1 when unknown.
 	Connections int `json:"connections"`
+	// Sync is the engine's commit totals (fsyncs, their time, the messages
+	// they made durable), for the dashboard's fsync latency chart; zero for
+	// identities that may not read /metrics.
+	Sync broker.BrokerStats `json:"sync"`
 }
 
 func isDeadLetter(name string) bool { return strings.HasPrefix(name, "$DLQ.") }
@@ -117,6 +121,9 @@ func overview(b *broker.Broker, name string, conns ConnSource, id *access.Identi
 	}
 	if conns != nil && id.Can(access.ViewMetrics, nil) {
 		ov.Connections = len(conns.Connections())
+	}
+	if id.Can(access.ViewMetrics, nil) {
+		ov.Sync = b.Stats()
 	}
 	return ov
 }

@@ -1,10 +1,10 @@
 // Fibril dashboard: polls /api/topics once a second and derives rates from
-// the deltas of the counters between two polls. No framework, no build step.
+// the deltas of the counters between two polls; charts.js draws them over
+// time. No framework, no build step.
 "use strict";
 (function () {
-  const POLL_MS = 1000, HISTORY = 60;
+  const POLL_MS = 1000;
   let prev = null;            // the previous answer, for rates
-  const hist = new Map();     // topic -> recent in/s values, for sparklines
 
   const fmt = (n) => Number(n).toLocaleString("en-US");
   const rate = (v) => (v >= 100 ? v.toFixed(0) : v.toFixed(1));
@@ -21,17 +21,6 @@
     if (key) td.dataset.k = key;
     tr.appendChild(td);
     return td;
-  }
-  function spark(values) {
-    const w = 120, h = 18, ns = "http://www.w3.org/2000/svg";
-    const svg = document.createElementNS(ns, "svg");
-    svg.setAttribute("class", "spark"); svg.setAttribute("width", w); svg.setAttribute("height", h);
-    const top = Math.max(1, ...values);
-    const pts = values.map((v, i) => `${(i * w) / Math.max(1, HISTORY - 1)},${h - 1 - (v / top) * (h - 2)}`);
-    const pl = document.createElementNS(ns, "polyline");
-    pl.setAttribute("points", pts.join(" "));
-    svg.appendChild(pl);
-    return svg;
   }
   function byName(list) {
     const m = new Map();
@@ -52,9 +41,6 @@
     for (const t of ov.topics) {
       const old = before.get(t.name);
       const r = perSec(t.published, old && old.published);
-      const h = hist.get(t.name) || [];
-      h.push(r); if (h.length > HISTORY) h.shift();
-      hist.set(t.name, h);
 
       const tr = document.createElement("tr");
       tr.dataset.topic = t.name;
@@ -81,7 +67,6 @@
         cell(tr, fmt(t.messages), "", "messages");
         cell(tr, fmt(t.unsettled), "", "unsettled");
         cell(tr, bytes(t.bytes), "", "bytes");
-        cell(tr, "", "spark").appendChild(spark(h));
         topics.appendChild(tr);
       }
 
@@ -112,6 +97,7 @@
     document.getElementById("conns").textContent =
       ov.connections >= 0 ? fmt(ov.connections) + " connections" : "connections n/a";
     document.getElementById("updated").textContent = new Date(ov.time).toLocaleTimeString("en-GB");
+    if (window.FibrilCharts) window.FibrilCharts.push(ov);
     prev = ov;
   }
 
