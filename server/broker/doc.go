@@ -14,7 +14,9 @@
 // Async method (they return ErrQueueFull instead); report a publish or a
 // settle before the log says it is durable under the topic's policy; deliver
 // a message that is not durable; forget a settled offset (the ack frontier
-// plus span sets keep every ack, however far ahead).
+// plus span sets keep every ack, however far ahead); settle a damaged
+// record in a group's name, or reuse or remove a topic directory the
+// catalog does not list.
 //
 // # State machine
 //
@@ -91,6 +93,12 @@
 // log, GroupInfo, Broker.Damaged (the admin listener's /readyz and
 // metrics), until the partition is opened again after a restore or a
 // repair.
+//
+// Files of the damage handling: damage.go (a group stopped at a damaged
+// record), catalog.go and orphans.go (the sealed catalog, topic.json,
+// orphaned directories), check.go (Verify: fibril verify), repair.go
+// (Repair: fibril repair), lost.go (ranges a repair recorded, settled as
+// lost), scrub.go (the background scrub).
 //
 // # Actors and the async API
 //
