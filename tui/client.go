@@ -66,6 +66,18 @@ func (c *client) groupCreate(topic, group string) error {
 	return err
 }
 
+// topicCreate creates topic name with the server's defaults; an existing
+// topic of that name is no error.
+func (c *client) topicCreate(name string) error {
+	ctx, cancel := c.call()
+	defer cancel()
+	_, err := c.conn.CreateTopic(ctx, name, fibril.TopicConfig{})
+	if errors.Is(err, protocol.ErrTopicExists) {
+		return nil
+	}
+	return err
+}
+
 // demoGroupCreate creates DemoGroup on topic, with no dead-letter topic
 // (so that it leaves nothing behind once deleted). An existing DemoGroup
 // is no error.

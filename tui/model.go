@@ -291,7 +291,17 @@ func (m *model) key(k string) tea.Cmd {
 		m.selected = min(m.selected+1, max(len(m.snap.topics)-1, 0))
 	case "p":
 		c, subject, n := m.c, m.target(), m.opts.Burst
-		return m.action(func() actionMsg { return wrap(publish(c, subject, n)) })
+		// With no topic selected, p publishes to the demo subject, whose
+		// topic it creates first (the server may not auto-create topics).
+		create := subject == m.opts.DemoSubject && !m.hasTopic(subject)
+		return m.action(func() actionMsg {
+			if create {
+				if err := c.topicCreate(subject); err != nil {
+					return actionMsg{err: fmt.Errorf("create topic %s: %w", subject, err)}
+				}
+			}
+			return wrap(publish(c, subject, n))
+		})
 	case "c":
 		c, topic, n := m.c, m.target(), m.opts.Burst
 		exists := m.hasDemoGroup(topic)
@@ -365,6 +375,11 @@ func (m *model) removeDemoGroups() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hasTopic reports whether the latest snapshot lists topic.
+func (m *model) hasTopic(topic string) bool {
+	return slices.ContainsFunc(m.snap.topics, func(t topicView) bool { return t.name == topic })
 }
 
 // hasDemoGroup reports whether topic has DemoGroup, as far as the TUI

@@ -27,7 +27,7 @@ type Options struct {
 	// default 100.
 	Burst int
 	// DemoSubject is where p publishes when no topic is selected; default
-	// "fibril.demo" (auto-created by a server that allows it).
+	// "fibril.demo" (p creates its topic when missing).
 	DemoSubject string
 	// Input and Output are the terminal; default stdin and stdout.
 	Input  io.Reader

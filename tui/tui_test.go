@@ -418,3 +418,24 @@ func TestDemoKeysNeverAckARealGroup(t *testing.T) {
 	}
 	billing("after quitting")
 }
+
+// TestPublishKeyCreatesTheDemoTopic: with no topics, p creates the demo
+// topic and publishes to it (it relied on the server auto-creating topics,
+// which is off by default).
+func TestPublishKeyCreatesTheDemoTopic(t *testing.T) {
+	s := testserver.Start(t, testserver.WithOptions(func(o *server.Options) { o.AutoCreate = nil }))
+	c := testClient(t, s)
+	opts := Options{URL: s.Addr().String(), Burst: 7}
+	if err := opts.fill(); err != nil {
+		t.Fatal(err)
+	}
+	m := newModel(c, opts)
+	msg, ok := m.key("p")().(actionMsg)
+	if !ok || msg.err != nil || msg.text != "published 7 to fibril.demo" {
+		t.Fatalf("p: %+v", msg)
+	}
+	ti, err := c.topicInfo("fibril.demo")
+	if err != nil || ti.Msgs != 7 {
+		t.Fatalf("fibril.demo: %+v %v", ti, err)
+	}
+}
