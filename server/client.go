@@ -101,6 +101,7 @@ type client struct {
 	// nanos since which the socket has taken nothing while output waited
 	// (outbound.go).
 	taken, onSocket uint64
+	pollReserved    int // room reserved under MaxPending by POLLs in progress
 	progressAt      int64
 	pendingAuth     *authResult // a finished off-loop password check
 	writeAcks       []writeAck  // deliveries to ack once on the socket

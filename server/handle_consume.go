@@ -109,13 +109,35 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 	wait := min(time.Duration(waitMS)*time.Millisecond, c.srv.opts.MaxPollWait)
 	slot := c.reserve()
 	crc, headers := c.crcOut.Load(), c.headersOut.Load() || c.strict.Load()
+	// Each POLL in progress reserves room for a whole answer under
+	// max_pending (outbound.go); one that finds none waits on the lane, so
+	// the POLLs a client pipelines without reading are never all
+	// answered (leased, read, encoded) at once.
+	budget := c.srv.opts.MaxPollBytes
+	reserved := false
 	var run laneFunc
 	run = func(onLane bool) {
+		if !reserved {
+			if !c.reservePoll(budget) {
+				if !onLane {
+					c.toLane(run)
+					return
+				}
+				if !c.waitPollRoom(budget) {
+					return // closing: nothing to answer
+				}
+			}
+			reserved = true
+		}
 		g, st := c.findGroup(topic, group, slot, onLane, run)
+		if st == groupFailed {
+			c.unreservePoll(budget)
+		}
 		if st != groupFound {
 			return
 		}
-		err := g.PollAsyncBytes(max, int64(c.srv.opts.MaxPollBytes), wait, c.owner(), func(ds []broker.Delivery, err error) {
+		err := g.PollAsyncBytes(max, int64(budget), wait, c.owner(), func(ds []broker.Delivery, err error) {
+			c.unreservePoll(budget)
 			if err != nil {
 				c.complete(slot, c.errAnswer(err))
 				return
@@ -145,6 +167,7 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 			}
 		})
 		if err != nil {
+			c.unreservePoll(budget)
 			c.complete(slot, c.errAnswer(err))
 		}
 	}

@@ -57,6 +57,47 @@ func (c *client) wouldPassPending(n int) bool {
 	return c.overPendingLocked(n)
 }
 
+// reservePoll reserves n bytes of room under MaxPending for a POLL answer:
+// granted when no POLL holds a reservation (one POLL always may run) or
+// when the output held plus the reservations leave n. Safe from any
+// goroutine.
+func (c *client) reservePoll(n int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pollReserved > 0 && c.pendingLocked()+c.pollReserved+n > c.srv.opts.MaxPending {
+		return false
+	}
+	c.pollReserved += n
+	return true
+}
+
+// unreservePoll gives a POLL's reservation back (its answer is complete,
+// and now counts as held output, or it failed).
+func (c *client) unreservePoll(n int) {
+	c.mu.Lock()
+	c.pollReserved -= n
+	c.mu.Unlock()
+}
+
+// pollRoomCheck is how often a POLL waiting for room looks again.
+const pollRoomCheck = 5 * time.Millisecond
+
+// waitPollRoom waits (on the lane) until reservePoll grants n bytes; it
+// reports false when the connection closes first. A client that never
+// reads is cut by the write deadline, which ends the wait.
+func (c *client) waitPollRoom(n int) bool {
+	t := time.NewTicker(pollRoomCheck)
+	defer t.Stop()
+	for !c.reservePoll(n) {
+		select {
+		case <-c.ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
 // slowConsumer cuts the connection: logged with the reason, told with
 // slow_consumer, closed; release gives its leases back. Safe from any
 // goroutine; must not be called with c.mu held.

@@ -259,3 +259,36 @@ func TestAckOnWriteWaitsForTheSocket(t *testing.T) {
 		t.Fatalf("all written: acks %v, want seq 2 and 3", acks)
 	}
 }
+
+// TestPipelinedPollsWaitForRoom: every POLL a client pipelined was
+// answered at once (leased, read and encoded) whether or not it read the
+// answers, so a stalled client's POLLs made the server hold every answer
+// at the same time (255 MiB of anonymous memory for 64 POLLs in the long
+// form). A POLL now reserves room for its answer under max_pending and
+// waits for it; the leases taken stay a few answers ahead of the socket.
+func TestPipelinedPollsWaitForRoom(t *testing.T) {
+	s := startDurable(t, func(o *Options) {
+		outboundOptions(o)
+		o.WriteDeadline = 3 * time.Second
+	})
+	setupStallTopic(t, s, "p")
+	fillTopic(t, s, "big", stallMsgs, stallSize)
+	tp, _ := s.durable.b.Topic("big")
+	g, _ := tp.FindGroup("p")
+	nc := dialStalled(t, s, "CONNECT {\"fibril\":1}\r\n"+strings.Repeat("POLL big p 64\r\n", 300))
+	waitFor(t, 20*time.Second, "slow consumer cut", func() bool { return s.stats.slowConsumers.Load() >= 1 })
+	readDeliveries(t, nc)
+	waitFor(t, 5*time.Second, "the leases back", func() bool { return g.Info().Inflight == 0 })
+	// The socket buffers take a few MiB (a few hundred 8 KiB messages);
+	// beyond them, max_pending (256 KiB) and one answer (64 KiB) more.
+	// Answering every POLL leased the whole topic, and more (each answer
+	// refused for the cut went back and was leased by the next POLL).
+	leased := g.Info().Delivered
+	if leased >= stallMsgs/2 {
+		t.Fatalf("%d deliveries to a client that reads nothing (%d messages)", leased, stallMsgs)
+	}
+	got := pollAll(t, s, "big", "p", stallMsgs, nil)
+	if m := missing(stallMsgs, got); len(m) > 0 {
+		t.Fatalf("%d messages not delivered again after the cut (first %d)", len(m), m[0])
+	}
+}
