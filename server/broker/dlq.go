@@ -42,7 +42,7 @@ func (p *partition) sendDeadLetters() {
 				gp.deadLettered(dl.seq) // record gone: nothing to copy
 				continue
 			}
-			hdr := dlqHeader(rec.Data[:hdrLen], reasonText(dl.reason), subject, p.idx, dl.seq, dl.attempts)
+			hdr := dlqHeader(rec.Data[:hdrLen], reasonText(dl.reason), "", subject, p.idx, dl.seq, dl.attempts)
 			if int64(len(hdr)+len(rec.Data)-hdrLen) > dt.maxBody() {
 				p.t.b.logf("topic %s partition %d: offset %d of group %s does not fit in dead-letter topic %s; dropped",
 					p.t.name, p.idx, dl.seq, gp.g.name, dest)
@@ -77,9 +77,9 @@ func (p *partition) sendDeadLetters() {
 }
 
 // dlqHeader returns a NATS/1.0 header block: the original header lines plus
-// Fibril-Reason, Fibril-Subject, Fibril-Partition, Fibril-Seq and
-// Fibril-Deliveries.
-func dlqHeader(orig []byte, reason, subject string, part Partition, seq Seq, deliveries uint32) []byte {
+// Fibril-Reason, Fibril-Error (only when detail is not empty),
+// Fibril-Subject, Fibril-Partition, Fibril-Seq and Fibril-Deliveries.
+func dlqHeader(orig []byte, reason, detail, subject string, part Partition, seq Seq, deliveries uint32) []byte {
 	var b []byte
 	if bytes.HasPrefix(orig, []byte("NATS/1.0")) {
 		b = append(b, bytes.TrimSuffix(orig, []byte("\r\n"))...) // keep lines, drop the blank one
@@ -96,6 +96,9 @@ func dlqHeader(orig []byte, reason, subject string, part Partition, seq Seq, del
 		b = append(b, "\r\n"...)
 	}
 	line("Fibril-Reason", reason)
+	if detail != "" {
+		line("Fibril-Error", detail)
+	}
 	line("Fibril-Subject", subject)
 	line("Fibril-Partition", strconv.FormatUint(uint64(part), 10))
 	line("Fibril-Seq", strconv.FormatUint(uint64(seq), 10))

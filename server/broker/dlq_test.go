@@ -167,7 +167,7 @@ func TestDLQHeaderTable(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if got := string(dlqHeader([]byte(tt.orig), "rejected", "s", 1, 2, 3)); got != tt.want {
+			if got := string(dlqHeader([]byte(tt.orig), "rejected", "", "s", 1, 2, 3)); got != tt.want {
 				t.Fatalf("got %q\nwant %q", got, tt.want)
 			}
 		})

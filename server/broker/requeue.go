@@ -127,7 +127,7 @@ func (g *Group) pollNow(ctx context.Context, max int) ([]Delivery, error) {
 }
 
 // dlqHeaderNames are the header lines a dead letter gets (dlqHeader).
-var dlqHeaderNames = []string{"Fibril-Reason", "Fibril-Subject", "Fibril-Partition", "Fibril-Seq", "Fibril-Deliveries"}
+var dlqHeaderNames = []string{"Fibril-Reason", "Fibril-Error", "Fibril-Subject", "Fibril-Partition", "Fibril-Seq", "Fibril-Deliveries"}
 
 // headerValue returns the value of the first header line named key (case
 // insensitive) of a NATS/1.0 header block, or "".
