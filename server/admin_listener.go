@@ -3,8 +3,9 @@ package server
 // The HTTP admin listener (server/admin), on when Options.HTTPListen is set:
 // metrics, the JSON API, the dashboard and the event-log browser. Its
 // authentication follows the server's: with a token, the token (Bearer or
-// as a basic-auth password); with users, their bcrypt passwords; with
-// neither, none (then keep it on loopback). The identities are the wire's
+// as a basic-auth password); with users, their bcrypt passwords, checked
+// through the same cache and bounded queue as CONNECT's (passwords.go);
+// with neither, none (then keep it on loopback). The identities are the wire's
 // (auth.go), and what each may do there is SPEC.md 6.1.
 
 import (
@@ -102,11 +103,12 @@ func (s *Server) stopAdmin() {
 }
 
 // adminAuth mirrors the server's client authentication on HTTP, with the
-// same identities.
+// same identities; passwords go through the same cache and check queue
+// (passwords.go).
 func (s *Server) adminAuth() admin.Authenticator {
-	users := make(map[string]admin.User, len(s.opts.Users))
-	for i, u := range s.opts.Users {
-		users[u.Name] = admin.User{Hash: u.PasswordHash, Identity: s.ids[i]}
+	var pc admin.PasswordChecker
+	if len(s.opts.Users) > 0 {
+		pc = adminPasswords{s}
 	}
-	return admin.AnyAuth(admin.TokenAuth(s.opts.Token), admin.BcryptAuth(users))
+	return admin.AnyAuth(admin.TokenAuth(s.opts.Token), admin.BasicAuth(pc))
 }

@@ -5,9 +5,15 @@ package server
 // milliseconds of CPU and anyone who can connect can ask for one, so checks
 // never run on an event loop and never without bounds:
 //
-//   - At most MaxAuthQueue checks wait. Sources (client IP addresses) are
-//     served round-robin, so one host flooding the server with CONNECTs
-//     delays another host's login by one turn, not by the flood.
+//   - At most MaxAuthQueue checks wait. Of the sources (client IP
+//     addresses) with checks waiting, the one served least recently goes
+//     next: sources that keep asking take turns (round-robin), and one
+//     that was not served lately, a new address included, goes before all
+//     of them. One host flooding the server with CONNECTs delays another
+//     host's login by one check, not by the flood; many hosts flooding it
+//     delay a new address's login by one check too, unless every attempt
+//     comes from an address not served before (then it waits behind those
+//     queued before it: at most MaxAuthQueue checks).
 //   - When the queue is full, a CONNECT from a source with fewer waiting
 //     checks than the busiest source takes the place of that source's
 //     newest check; otherwise it is refused. A refused (shed) CONNECT is
@@ -27,17 +33,24 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 )
 
-// authJob is one CONNECT waiting for its password check.
+// authJob is one password check waiting: a CONNECT's, or an admin HTTP
+// request's (passwords.go).
 type authJob struct {
-	c    *client
-	o    protocol.Connect
-	src  string
-	done func(authResult, bool) // bool: false when shed or dropped
+	o   protocol.Connect // the credentials (and, for a CONNECT, the rest)
+	src string
+	// gone reports that the requester left (its connection closed, its
+	// HTTP request ended): the check is dropped, never computed.
+	gone func() bool
+	// running, when set, is true while the check is computed (a
+	// CONNECT's auth timeout waits for such a check's answer).
+	running *atomic.Bool
+	done    func(authResult, bool) // bool: false when shed or dropped
 }
 
 // authQueue runs password checks for one server. Its workers start with
@@ -48,8 +61,10 @@ type authQueue struct {
 	mu      sync.Mutex
 	wake    chan struct{} // capacity 1: a job was queued
 	bySrc   map[string][]*authJob
-	order   []string // sources with jobs, in round-robin order
-	next    int      // index in order served next
+	order   []string // sources with jobs, in order of arrival
+	// served: when each source's check last started (at most maxServed,
+	// the oldest forgotten first); the least recent is served next.
+	served map[string]time.Time
 	n       int      // jobs queued
 	limit   int
 	stopped bool
@@ -74,6 +89,7 @@ type authQueue struct {
 const (
 	trustFor   = time.Hour
 	maxTrusted = 4096
+	maxServed  = 4096
 )
 
 func newAuthQueue(s *Server) *authQueue {
@@ -84,6 +100,7 @@ func newAuthQueue(s *Server) *authQueue {
 		wake:    make(chan struct{}, 1),
 		bySrc:   make(map[string][]*authJob),
 		trusted: make(map[string]time.Time),
+		served:  make(map[string]time.Time),
 		limit:   s.opts.MaxAuthQueue,
 		quit:    make(chan struct{}),
 		// A burst of half a second of the budget lets a few logins
@@ -210,7 +227,7 @@ func (q *authQueue) purgeClosedLocked() {
 	for src, js := range q.bySrc {
 		k := 0
 		for _, j := range js {
-			if j.c.isClosing() {
+			if j.gone() {
 				q.n--
 				q.s.stats.authDropped.Add(1)
 				continue
@@ -227,12 +244,9 @@ func (q *authQueue) purgeClosedLocked() {
 // dropEmptyLocked removes sources without jobs from the round-robin order.
 func (q *authQueue) dropEmptyLocked() {
 	k := 0
-	for i, src := range q.order {
+	for _, src := range q.order {
 		if len(q.bySrc[src]) == 0 {
 			delete(q.bySrc, src)
-			if i < q.next {
-				q.next--
-			}
 			continue
 		}
 		q.order[k] = src
@@ -240,13 +254,11 @@ func (q *authQueue) dropEmptyLocked() {
 	}
 	clear(q.order[k:])
 	q.order = q.order[:k]
-	if q.next >= len(q.order) {
-		q.next = 0
-	}
 }
 
-// pop takes the next job: a trusted source's first, then in round-robin
-// order of sources; nil when none waits.
+// pop takes the next job: a trusted source's first, then the first job of
+// the source served least recently (never served counts as longest ago;
+// ties go to the earliest to arrive); nil when none waits.
 func (q *authQueue) pop() *authJob {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -259,21 +271,38 @@ func (q *authQueue) pop() *authJob {
 	if q.n == 0 {
 		return nil
 	}
-	if q.next >= len(q.order) {
-		q.next = 0
+	src := q.order[0]
+	last := q.served[src]
+	for _, s := range q.order[1:] {
+		if t := q.served[s]; t.Before(last) {
+			src, last = s, t
+		}
 	}
-	src := q.order[q.next]
 	js := q.bySrc[src]
 	j := js[0]
 	js[0] = nil
 	q.bySrc[src] = js[1:]
 	q.n--
 	if len(js) == 1 {
-		q.dropEmptyLocked() // src left the order; next now points past it
-	} else {
-		q.next++
+		q.dropEmptyLocked()
 	}
+	q.markServedLocked(src)
 	return j
+}
+
+// markServedLocked records that src's check starts now (q.mu held).
+func (q *authQueue) markServedLocked(src string) {
+	now := time.Now()
+	if _, ok := q.served[src]; !ok && len(q.served) >= maxServed {
+		oldest, at := "", now
+		for k, t := range q.served {
+			if t.Before(at) {
+				oldest, at = k, t
+			}
+		}
+		delete(q.served, oldest)
+	}
+	q.served[src] = now
 }
 
 // spend waits until the CPU budget is not negative. It reports false when
@@ -329,9 +358,13 @@ func (q *authQueue) worker() {
 		}
 		// Running, the check is no longer queued: the auth timeout waits
 		// for its answer (bounded by one hash's cost). Queued, it did not.
-		j.c.checkRunning.Store(true)
-		if j.c.isClosing() {
-			j.c.checkRunning.Store(false)
+		if j.running != nil {
+			j.running.Store(true)
+		}
+		if j.gone() {
+			if j.running != nil {
+				j.running.Store(false)
+			}
 			q.s.stats.authDropped.Add(1)
 			j.done(authResult{}, false) // nothing computed for a closed socket
 			continue
@@ -340,10 +373,13 @@ func (q *authQueue) worker() {
 		q.s.stats.authChecks.Add(1)
 		perms, user, ok := q.s.authenticate(&j.o)
 		q.charge(time.Since(t0))
+		q.s.creds.remember(j.o.User, j.o.Pass, perms, ok)
 		if ok {
 			q.trust(j.src)
 		}
 		j.done(authResult{o: j.o, perms: perms, user: user, ok: ok}, true)
-		j.c.checkRunning.Store(false)
+		if j.running != nil {
+			j.running.Store(false)
+		}
 	}
 }

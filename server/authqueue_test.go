@@ -160,6 +160,7 @@ func TestAuthQueueServesKnownSourcesFirst(t *testing.T) {
 	})
 	w := connectFrom(t, s, "127.0.0.5", "pw")
 	w.expect(`^\+OK$`)
+	s.creds.forget() // the next login is checked, not answered from the cache
 	s.auth.owe(3 * time.Second)
 	for i := range 6 {
 		connectFrom(t, s, fmt.Sprintf("127.0.0.%d", 10+i), "wrong")
@@ -169,4 +170,51 @@ func TestAuthQueueServesKnownSourcesFirst(t *testing.T) {
 	w = connectFrom(t, s, "127.0.0.5", "pw")
 	w.expect(`^\+OK$`)
 	t.Logf("login from a known source took %s under the flood", time.Since(start))
+}
+
+// TestAuthQueueServesANewAddressNext: a new address used to join the end
+// of the round-robin, behind one turn of every attacking address (with
+// ten of them, a login took over a second). The source served least
+// recently goes next: attackers keep taking turns among themselves, and a
+// new address is served at the next check.
+func TestAuthQueueServesANewAddressNext(t *testing.T) {
+	s, err := New(testOptions(t, slowAuth(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &authQueue{s: s, bySrc: map[string][]*authJob{}, trusted: map[string]time.Time{},
+		served: map[string]time.Time{}, limit: 100, wake: make(chan struct{}, 1)}
+	job := func(src string) *authJob {
+		return &authJob{src: src, gone: func() bool { return false }, done: func(authResult, bool) {}}
+	}
+	for range 4 {
+		for i := range 5 {
+			if !q.submit(job(fmt.Sprintf("10.0.0.%d", i))) {
+				t.Fatal("shed")
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for range 7 { // one turn each, and two more
+		seen[q.pop().src] = true
+	}
+	if len(seen) != 5 {
+		t.Fatalf("attackers served %v: want each one turn (round-robin)", seen)
+	}
+	q.submit(job("10.0.1.1"))
+	if got := q.pop().src; got != "10.0.1.1" {
+		t.Fatalf("after the new address's CONNECT the next check is %s's", got)
+	}
+	// The attackers go on in turns, least recently served first.
+	last := map[string]int{}
+	for i := range 10 {
+		j := q.pop()
+		if j == nil {
+			break
+		}
+		if k, ok := last[j.src]; ok && i-k < 4 {
+			t.Fatalf("%s served again after %d checks", j.src, i-k)
+		}
+		last[j.src] = i
+	}
 }

@@ -50,6 +50,15 @@ func (c *client) handleConnect(js []byte) error {
 		return nil
 	}
 	if o.User != "" && len(c.srv.opts.Users) > 0 {
+		// A password verified (or refused) a moment ago is answered at
+		// once, without a check (passwords.go).
+		if perms, ok, hit := c.srv.creds.lookup(o.User, o.Pass); hit {
+			if ok {
+				c.srv.auth.trust(sourceOf(c.tr.remoteAddr()))
+			}
+			c.finishAuth(authResult{o: o, perms: perms, user: o.User, ok: ok})
+			return c.stopIfClosing()
+		}
 		return c.queueCheck(o)
 	}
 	perms, user, ok := c.srv.authenticate(&o)
@@ -65,7 +74,7 @@ func (c *client) queueCheck(o protocol.Connect) error {
 	if c.tr.isTLS() {
 		ch = make(chan struct{})
 	}
-	j := &authJob{c: c, o: o, src: sourceOf(c.tr.remoteAddr()), done: func(r authResult, checked bool) {
+	j := &authJob{o: o, src: sourceOf(c.tr.remoteAddr()), gone: c.isClosing, running: &c.checkRunning, done: func(r authResult, checked bool) {
 		if !checked {
 			r = authResult{busy: true}
 		}

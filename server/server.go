@@ -65,6 +65,9 @@ type Server struct {
 	dummyHash []byte
 	// auth runs password checks (authqueue.go); nil until Run.
 	auth *authQueue
+	// creds remembers recently verified and refused passwords
+	// (passwords.go); nil without Users.
+	creds *credCache
 	// outBufs recycles the connections' output buffers (outbuf.go).
 	outBufs outPool
 	// moved holds the connections moved off gnet (conn_moved.go);
@@ -120,6 +123,7 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 		s.dummyHash = h
+		s.creds = newCredCache()
 	}
 	s.log = o.Logger
 	if s.log == nil {

@@ -335,7 +335,7 @@ func TestAuthHelpers(t *testing.T) {
 		t.Fatal(err)
 	}
 	ann := access.NewUser("ann", access.RoleMonitor, 2, access.Permissions{})
-	users := BcryptAuth(map[string]User{"ann": {Hash: string(hash), Identity: ann}})
+	users := BasicAuth(bcryptChecker{"ann": {hash: hash, id: ann}})
 	both := AnyAuth(nil, TokenAuth("tok"), users)
 	req := func(set func(r *http.Request)) *http.Request {
 		r, _ := http.NewRequest("GET", "/", nil)
@@ -345,26 +345,27 @@ func TestAuthHelpers(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		r           *http.Request
-		users, both bool
+		users, both error
 	}{
-		{"none", req(func(*http.Request) {}), false, false},
-		{"user ok", req(func(r *http.Request) { r.SetBasicAuth("ann", "pw") }), true, true},
-		{"user bad pass", req(func(r *http.Request) { r.SetBasicAuth("ann", "px") }), false, false},
-		{"unknown user", req(func(r *http.Request) { r.SetBasicAuth("bob", "pw") }), false, false},
-		{"token as basic", req(func(r *http.Request) { r.SetBasicAuth("x", "tok") }), false, true},
-		{"bearer", req(func(r *http.Request) { r.Header.Set("Authorization", "Bearer tok") }), false, true},
+		{"none", req(func(*http.Request) {}), ErrNoCredentials, ErrNoCredentials},
+		{"user ok", req(func(r *http.Request) { r.SetBasicAuth("ann", "pw") }), nil, nil},
+		{"user bad pass", req(func(r *http.Request) { r.SetBasicAuth("ann", "px") }), ErrBadCredentials, ErrBadCredentials},
+		{"unknown user", req(func(r *http.Request) { r.SetBasicAuth("bob", "pw") }), ErrBadCredentials, ErrBadCredentials},
+		{"token as basic", req(func(r *http.Request) { r.SetBasicAuth("x", "tok") }), ErrBadCredentials, nil},
+		{"bearer", req(func(r *http.Request) { r.Header.Set("Authorization", "Bearer tok") }), ErrNoCredentials, nil},
+		{"busy", req(func(r *http.Request) { r.SetBasicAuth("busy", "x") }), ErrBusy, ErrBusy},
 	} {
-		id, got := users(tc.r)
-		if got != tc.users || (got && id != ann) {
-			t.Errorf("%s: BcryptAuth %v (%v), want %v", tc.name, got, id, tc.users)
+		id, err := users(tc.r)
+		if !errors.Is(err, tc.users) || (err == nil && id != ann) {
+			t.Errorf("%s: BasicAuth %v (%v), want %v", tc.name, err, id, tc.users)
 		}
-		if _, got := both(tc.r); got != tc.both {
-			t.Errorf("%s: AnyAuth %v, want %v", tc.name, got, tc.both)
+		if _, err := both(tc.r); !errors.Is(err, tc.both) {
+			t.Errorf("%s: AnyAuth %v, want %v", tc.name, err, tc.both)
 		}
 	}
 	// Auth off on the server (no token, no users) means off here too, and an
 	// empty token never lets an empty password in.
-	if AnyAuth(TokenAuth(""), BcryptAuth(nil)) != nil {
+	if AnyAuth(TokenAuth(""), BasicAuth(nil)) != nil {
 		t.Error("AnyAuth of nothing must be nil (no authorization)")
 	}
 	if TokenAuth("") != nil {

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -115,10 +116,16 @@ func (s *Server) authorized(h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := s.opts.Authenticate(r)
-		if !ok {
+		id, err := s.opts.Authenticate(r)
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrNoCredentials), errors.Is(err, ErrBadCredentials):
 			w.Header().Set("WWW-Authenticate", `Basic realm="fibril admin"`)
 			writeError(w, http.StatusUnauthorized, "authorization required")
+			return
+		default: // busy, or the request ended while its check waited
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "password checks busy: retry")
 			return
 		}
 		h.ServeHTTP(w, withIdentity(r, id))

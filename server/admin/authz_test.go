@@ -26,7 +26,7 @@ func TestEveryEndpointIsGuarded(t *testing.T) {
 	nobody := access.NewUser("nobody", access.RoleNone, 2, access.Permissions{
 		Publish: access.Rule{Deny: []string{">"}}, Consume: access.Rule{Deny: []string{">"}}})
 	s := startAdmin(t, Options{Broker: staticBroker(b), Authenticate: AnyAuth(TokenAuth("tok"),
-		BcryptAuth(map[string]User{"nobody": {Hash: string(hash), Identity: nobody}}))})
+		BasicAuth(bcryptChecker{"nobody": {hash: hash, id: nobody}}))})
 	path := strings.NewReplacer("{name}", "t", "{group}", "g", "{p}", "0", "{seq}", "1", "{$}", "")
 	// Open to any identity: the dashboard and the topic list (which shows
 	// only what the caller may view). A new endpoint is guarded unless

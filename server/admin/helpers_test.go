@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
 )
 
@@ -117,4 +120,23 @@ func publish(t *testing.T, tp *broker.Topic, n int) {
 			t.Fatalf("publish: %v", err)
 		}
 	}
+}
+
+// bcryptChecker is a PasswordChecker for the tests: bcrypt inline (the
+// server's own goes through its check queue), by user name; user "busy"
+// answers ErrBusy.
+type bcryptChecker map[string]struct {
+	hash []byte
+	id   *access.Identity
+}
+
+func (b bcryptChecker) CheckPassword(_ context.Context, user, pass, _ string) (*access.Identity, error) {
+	if user == "busy" {
+		return nil, ErrBusy
+	}
+	u, ok := b[user]
+	if !ok || bcrypt.CompareHashAndPassword(u.hash, []byte(pass)) != nil {
+		return nil, ErrBadCredentials
+	}
+	return u.id, nil
 }
