@@ -11,8 +11,9 @@ package e2e
 //     throughput, the server's RSS grows by <= 100 MiB, a new login takes
 //     <= 1 s;
 //   - stalled consumers: the server's anonymous memory stays <=
-//     max_pending + 64 MiB, the consumer is cut, and every message it held
-//     is delivered to another consumer.
+//     max_pending + 64 MiB (and <= max_pending + 12 MiB over the same
+//     publishes with no consumer), the consumer is cut, and every message
+//     it held is delivered to another consumer.
 //
 // It runs only with FIBRIL_ADVERSARIAL=long (minutes; the machine's other
 // load shows in the figures, which it logs).
@@ -521,14 +522,18 @@ func TestAdversarialStalledConsumersLong(t *testing.T) {
 			t.Logf("%s: %d MiB published; peak anonymous RSS %d MiB (VmHWM %d MiB; the same publishes with no consumer: %d MiB); %d on the stalled socket, %d to another consumer, %d lost",
 				k.name, msgs*size>>20, peakAnon.Load()>>10, st["VmHWM"]>>10, controlAnon>>10, len(onSocket), len(got), lost)
 			_ = cut
-			// The publishing itself takes memory (batches, buffers, the
-			// collector's slack): the stalled consumer may add max_pending.
-			if grow := peakAnon.Load() - controlAnon; grow > 64<<10 {
-				t.Errorf("%s: peak anonymous RSS %d MiB, %d MiB over the same publishes without a consumer; want <= max_pending 64 MiB",
-					k.name, peakAnon.Load()>>10, grow>>10)
+			// SPEC.md's bound: the server's memory stays under max_pending
+			// (64 MiB) + 64 MiB. And the output held for the consumer costs
+			// its bytes, not twice them (+80 to +120 MiB before the outbox
+			// was held once, in full chunks): the publishing itself takes
+			// what the control run shows, the stalled consumer may add
+			// max_pending and a little (the transport's window, chunks).
+			if peakAnon.Load() > (64+64)<<10 {
+				t.Errorf("%s: peak anonymous RSS %d MiB, want <= max_pending 64 MiB + 64 MiB", k.name, peakAnon.Load()>>10)
 			}
-			if peakAnon.Load() > (64+64)<<10+controlAnon {
-				t.Errorf("%s: peak anonymous RSS %d MiB", k.name, peakAnon.Load()>>10)
+			if grow := peakAnon.Load() - controlAnon; grow > (64+12)<<10 {
+				t.Errorf("%s: peak anonymous RSS %d MiB, %d MiB over the same publishes without a consumer; want <= max_pending 64 MiB + 12 MiB",
+					k.name, peakAnon.Load()>>10, grow>>10)
 			}
 			if lost > 0 {
 				t.Errorf("%s: %d messages neither on the stalled socket (settled when written) nor delivered again", k.name, lost)

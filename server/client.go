@@ -52,6 +52,9 @@ type client struct {
 	preAuthUsed int
 	matchBuf    []*subscription // scratch for fan-out matches
 	frameBuf    []byte          // scratch for encoding one frame
+	// flushBufs, iov: scratch of the gnet owner's flush (conn_gnet.go).
+	flushBufs [][]byte
+	iov       [][]byte
 
 	// Read from any goroutine once set at CONNECT (before any delivery can
 	// be routed to this client, since subscriptions come later).
@@ -81,7 +84,7 @@ type client struct {
 	lingerUntil atomic.Int64
 
 	mu          sync.Mutex
-	out         []byte    // the outbox: queued bytes not yet handed to tr
+	out         chunks    // the outbox: queued bytes not yet handed to tr (outbuf.go)
 	wakePending bool      // a wake is requested or the owner is flushing
 	closing     bool      // no more output accepted; close after flush
 	closed      bool      // the socket is gone (teardown ran)
@@ -133,8 +136,9 @@ type answer struct {
 	// handles. Both count in client.held until released.
 	tail     []byte
 	tailAcks []broker.Handle
-	// owned: data came from completeOwned (a pooled buffer, not copied).
-	owned bool
+	// own: the answer completeOwned handed over (pooled chunks, not
+	// copied); data is then empty.
+	own chunks
 	// small holds a short answer (a confirm, +OK, most -ERR lines)
 	// without an allocation of its own.
 	small [40]byte
@@ -181,13 +185,16 @@ func (c *client) queueOut(b []byte) bool {
 	return true
 }
 
-// appendOutLocked appends b to the outbox, taking a pooled buffer when the
-// outbox has none (c.mu held).
+// appendOutLocked copies b to the end of the outbox (c.mu held).
 func (c *client) appendOutLocked(b []byte) {
-	if c.out == nil {
-		c.out = c.srv.outBufs.get(len(b))
-	}
-	c.out = append(c.out, b...)
+	c.out.write(&c.srv.outBufs, b)
+}
+
+// outboxLen is the bytes in the outbox. Safe from any goroutine.
+func (c *client) outboxLen() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.n
 }
 
 // markWakeLocked reports whether the caller must call tr.wake after
@@ -203,7 +210,7 @@ func (c *client) markWakeLocked() bool {
 // pendingLocked is the output held for this connection and not yet on the
 // socket: the outbox, answers waiting behind earlier ones, and what the
 // transport holds.
-func (c *client) pendingLocked() int { return len(c.out) + c.outHigh + c.held }
+func (c *client) pendingLocked() int { return c.out.n + c.outHigh + c.held }
 
 // reserve takes the next slot in the answer order. Input goroutine only.
 func (c *client) reserve() *answer {
@@ -243,34 +250,29 @@ func (c *client) fill(a *answer, data []byte, confirm bool) {
 	}
 }
 
-// completeOwned is complete for data the caller hands over: data is not
-// copied (when its answer is at the head of the order and the outbox is
-// empty, data becomes the outbox) and must not be used after the call.
-// data should come from c.srv.outBufs.get. It is for deliveries (a POLL
-// answer): past MaxPending the connection is cut as a slow consumer and it
-// reports false, as it does when the connection is closing; the caller's
-// leases then go back with the connection's. Safe from any goroutine.
-func (c *client) completeOwned(a *answer, data []byte) bool {
+// completeOwned is complete for output the caller built in chunks from
+// c.srv.outBufs and hands over: its buffers are not copied but move to the
+// outbox in turn, and q is empty after the call. A slot is completed
+// once. It is for deliveries (a POLL answer): past MaxPending the
+// connection is cut as a slow consumer and it reports false, as it does
+// when the connection is closing; the caller's leases then go back with
+// the connection's. Safe from any goroutine.
+func (c *client) completeOwned(a *answer, q *chunks) bool {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
-		c.srv.outBufs.put(data)
+		q.release(&c.srv.outBufs)
 		return false
 	}
-	if c.overPendingLocked(len(data)) {
+	if c.overPendingLocked(q.n) {
 		c.mu.Unlock()
-		c.srv.outBufs.put(data)
+		q.release(&c.srv.outBufs)
 		c.slowConsumer(c.overReason())
 		return false
 	}
 	a.done = true
-	c.held += len(data)
-	if a.data == nil {
-		a.data, a.owned = data, true
-	} else {
-		a.data = append(a.data, data...)
-		c.srv.outBufs.put(data)
-	}
+	c.held += q.n
+	a.own.moveFrom(q)
 	w := c.releaseLocked()
 	c.mu.Unlock()
 	if w {
@@ -286,21 +288,11 @@ func (c *client) releaseLocked() bool {
 	n := 0
 	for n < len(c.answers) && c.answers[n].done {
 		h := c.answers[n]
-		c.held -= len(h.data) + len(h.tail)
-		switch {
-		case h.owned && len(c.out) == 0:
-			if c.out != nil {
-				c.srv.outBufs.put(c.out)
-			}
-			c.out = h.data
-		case h.owned:
-			c.out = append(c.out, h.data...)
-			c.srv.outBufs.put(h.data)
-		default:
-			c.appendOutLocked(h.data)
-		}
-		h.data, h.owned = nil, false
-		c.out = append(c.out, h.tail...)
+		c.held -= len(h.data) + h.own.n + len(h.tail)
+		c.appendOutLocked(h.data)
+		c.out.moveFrom(&h.own)
+		h.data = nil
+		c.appendOutLocked(h.tail)
 		for _, ah := range h.tailAcks {
 			c.addWriteAckLocked(ah)
 		}
@@ -329,7 +321,7 @@ func (c *client) answerNow(data []byte) {
 // the answer for the ticker, which wakes stalled connections.
 func (c *client) outputOver(transportPending int) bool {
 	c.mu.Lock()
-	over := len(c.out)+c.held+transportPending > c.srv.opts.MaxPending
+	over := c.out.n+c.held+transportPending > c.srv.opts.MaxPending
 	c.mu.Unlock()
 	c.stalled.Store(over)
 	return over
@@ -344,20 +336,26 @@ func (c *client) beginInput() {
 }
 
 // takeOut hands the outbox to the owner goroutine and clears the wake flag,
-// so a later queueOut wakes the owner again. After writing out the owner
-// calls afterWrite, which settles the ack-on-write deliveries that reached
-// the socket. It reports whether the connection must be closed after
-// writing out.
-func (c *client) takeOut() (out []byte, closeAfter bool) {
+// so a later queueOut wakes the owner again: it appends the outbox's
+// buffers to dst and returns them and their bytes. The owner writes them
+// in order and gives them back (outBufs.putAll). After writing out the
+// owner calls afterWrite, which settles the ack-on-write deliveries that
+// reached the socket. It reports whether the connection must be closed
+// after writing out.
+//
+// limit bounds the bytes taken (whole buffers, at least one; none when
+// limit <= 0); what is left stays in the outbox, and the owner must come
+// back for it (the drain poll: afterWrite). A closing connection is
+// closed once the outbox is empty.
+func (c *client) takeOut(dst [][]byte, limit int) (out [][]byte, n int, closeAfter bool) {
 	c.mu.Lock()
-	out = c.out
-	c.countOut(len(out))
-	c.taken += uint64(len(out))
-	c.out = nil // the next output takes a pooled buffer (appendOutLocked)
+	out, n = c.out.takeUpTo(dst, limit)
+	c.countOut(n)
+	c.taken += uint64(n)
 	c.wakePending = false
 	closeAfter = c.closing
 	c.mu.Unlock()
-	return out, closeAfter
+	return out, n, closeAfter
 }
 
 // closeWith queues err (already encoded, may be nil) as the last bytes of

@@ -121,15 +121,27 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 }
 
 func (h *gnetHandler) flush(c gnet.Conn, cl *client) gnet.Action {
-	out, closeAfter := cl.takeOut()
-	if len(out) > 0 {
+	// gnet holds at most transportWindow of output (outbuf.go); the rest
+	// waits in the outbox for the drain poll.
+	out, n, closeAfter := cl.takeOut(cl.flushBufs[:0], transportWindow-c.OutboundBuffered())
+	if n > 0 {
 		// gnet writes what the socket takes at once and copies the rest
-		// into its own outbound buffer, so out is free again after Write.
-		if _, err := c.Write(out); err != nil {
+		// into its own outbound buffer, so out is free again after the
+		// write (in power-of-two pieces: outbuf.go).
+		var err error
+		if cl.iov, err = writePieces(c, out, cl.iov); err != nil {
+			h.s.outBufs.putAll(out)
 			return gnet.Close // unacked deliveries go back with the leases
 		}
 	}
-	h.s.outBufs.put(out)
+	h.s.outBufs.putAll(out)
+	cl.flushBufs = out[:0]
+	if c.OutboundBuffered() == 0 && cl.outboxLen() > 0 {
+		// The socket took the window at once: the next one, before any
+		// close (a closing connection's last bytes are its -ERR).
+		cl.tr.wake()
+		closeAfter = false
+	}
 	acks, stuck := cl.afterWrite(c.OutboundBuffered(), time.Now())
 	cl.settleWritten(acks)
 	if stuck && !closeAfter {

@@ -273,19 +273,25 @@ func (p *prefixConn) Read(b []byte) (int, error) {
 
 // writeLoop drains the outbox to conn until the connection closes.
 func (s *Server) writeLoop(conn streamConn, tc *netConn, cl *client) {
+	var out [][]byte
+	var vec net.Buffers
 	for {
 		select {
 		case <-tc.done:
 			return
 		case <-tc.wakeCh:
 		}
-		out, closeAfter := cl.takeOut()
-		if len(out) > 0 {
+		var n int
+		var closeAfter bool
+		out, n, closeAfter = cl.takeOut(out[:0], int(^uint(0)>>1))
+		if n > 0 {
 			// The bytes of a write in progress still count as pending.
-			acks, _ := cl.afterWrite(len(out), time.Now())
+			acks, _ := cl.afterWrite(n, time.Now())
 			cl.settleWritten(acks)
 			_ = conn.SetWriteDeadline(time.Now().Add(s.opts.WriteDeadline))
-			if _, err := conn.Write(out); err != nil {
+			// WriteTo consumes its argument: it gets a copy of the list.
+			vec = append(vec[:0], out...)
+			if _, err := vec.WriteTo(conn); err != nil {
 				var ne net.Error
 				if errors.As(err, &ne) && ne.Timeout() {
 					cl.slowConsumer("write deadline " + s.opts.WriteDeadline.String() + " passed")
@@ -294,7 +300,8 @@ func (s *Server) writeLoop(conn streamConn, tc *netConn, cl *client) {
 				return
 			}
 		}
-		s.outBufs.put(out)
+		s.outBufs.putAll(out)
+		clear(vec[:cap(vec)])
 		acks, _ := cl.afterWrite(0, time.Now())
 		cl.settleWritten(acks)
 		if closeAfter {

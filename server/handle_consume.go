@@ -155,14 +155,14 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 				return
 			}
 			c.countOutMsgs(len(ds))
-			// One buffer sized for the whole answer, handed over
-			// without a copy (completeOwned).
-			buf := c.srv.outBufs.get(size)
+			// Encoded in pooled chunks, handed over without a copy
+			// (completeOwned).
+			var q chunks
 			for i := range ds {
-				buf = appendDelivery(buf, &ds[i], "0", crc, headers)
+				q.appendDelivery(&c.srv.outBufs, deliverySize(&ds[i]), &ds[i], "0", crc, headers)
 			}
-			buf = protocol.AppendPollDone(buf, len(ds))
-			if !c.completeOwned(slot, buf) {
+			q.commit(protocol.AppendPollDone(q.room(&c.srv.outBufs, pollDoneSize), len(ds)))
+			if !c.completeOwned(slot, &q) {
 				c.nackAll(ds) // cut or closing: back to ready at once
 			}
 		})
@@ -180,11 +180,19 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 // delivery the payload, header and subject, plus the frame's fixed words
 // (verb, sid, handle, sizes, CRC token, line ends); then "+OK <n>".
 func pollAnswerSize(ds []broker.Delivery) int {
-	n := 16
+	n := pollDoneSize
 	for i := range ds {
-		n += len(ds[i].Subject) + len(ds[i].Header) + len(ds[i].Data) + protocol.MaxHandleLen + frameOverhead
+		n += deliverySize(&ds[i])
 	}
 	return n
+}
+
+// pollDoneSize bounds "+OK <n>\r\n".
+const pollDoneSize = 16
+
+// deliverySize bounds the bytes of d's delivery frame.
+func deliverySize(d *broker.Delivery) int {
+	return len(d.Subject) + len(d.Header) + len(d.Data) + protocol.MaxHandleLen + frameOverhead
 }
 
 // frameOverhead bounds a delivery frame's bytes besides subject, handle,
@@ -325,7 +333,7 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 // the delivery was not queued (the caller gives it back). Safe from any
 // goroutine.
 func (c *client) queueDurable(d *broker.Delivery, sid string, crc, headers, ackOnWrite bool, subOK *answer) bool {
-	size := len(d.Subject) + len(d.Header) + len(d.Data) + protocol.MaxHandleLen + frameOverhead
+	size := deliverySize(d)
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -347,10 +355,7 @@ func (c *client) queueDurable(d *broker.Delivery, sid string, crc, headers, ackO
 		c.mu.Unlock()
 		return true
 	}
-	if c.out == nil {
-		c.out = c.srv.outBufs.get(size)
-	}
-	c.out = appendDelivery(c.out, d, sid, crc, headers)
+	c.out.appendDelivery(&c.srv.outBufs, size, d, sid, crc, headers)
 	if ackOnWrite {
 		c.addWriteAckLocked(d.Handle)
 	}

@@ -37,7 +37,7 @@ func (c *client) release() {
 	subs := c.subs
 	c.subs = nil
 	c.answers, c.held, c.writeAcks = nil, 0, nil
-	c.out = nil
+	c.out.release(&c.srv.outBufs)
 	c.mu.Unlock()
 	c.cancel()
 	for _, s := range subs {

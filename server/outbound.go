@@ -11,6 +11,10 @@ package server
 // that takes nothing for WriteDeadline while output waits is cut the same
 // way.
 //
+// A gnet connection's transport holds at most transportWindow (outbuf.go);
+// output past it waits in the outbox, and the drain poll below hands it
+// over as the socket takes what the transport holds.
+//
 // Ack-on-write (nats_ack auto, SPEC.md 10.2) settles a delivery only once
 // its last byte is on the socket (in the kernel's send buffer), never when
 // it is merely queued: each such delivery is remembered with the offset of
@@ -116,7 +120,7 @@ func (c *client) overReason() string {
 // addWriteAckLocked remembers h to settle once the output stream up to the
 // current end of the outbox is on the socket. c.mu held.
 func (c *client) addWriteAckLocked(h broker.Handle) {
-	c.writeAcks = append(c.writeAcks, writeAck{end: c.taken + uint64(len(c.out)), h: h})
+	c.writeAcks = append(c.writeAcks, writeAck{end: c.taken + uint64(c.out.n), h: h})
 }
 
 // afterWrite is called by the owner after handing output to the
@@ -128,6 +132,7 @@ func (c *client) afterWrite(transportPending int, now time.Time) (settle []broke
 	ns := now.UnixNano()
 	c.mu.Lock()
 	onSocket := c.taken - uint64(transportPending)
+	moved := onSocket > c.onSocket
 	switch {
 	case transportPending == 0, c.outHigh == 0, onSocket > c.onSocket:
 		// Empty, newly waiting, or moving: the deadline counts from now.
@@ -145,11 +150,14 @@ func (c *client) afterWrite(transportPending int, now time.Time) (settle []broke
 	if n > 0 {
 		c.writeAcks = append(c.writeAcks[:0], c.writeAcks[n:]...)
 	}
-	waiting := len(c.writeAcks) > 0 && !c.closing
+	// Deliveries to settle once on the socket, or output left in the
+	// outbox past the transport's window, wait for the socket to take
+	// more: nothing else would wake the owner for them.
+	waiting := (len(c.writeAcks) > 0 || c.out.n > 0 && transportPending > 0) && !c.closing
 	c.outBusy.Store(transportPending > 0)
 	c.mu.Unlock()
 	if waiting {
-		c.armDrainPoll(n > 0)
+		c.armDrainPoll(moved || n > 0)
 	}
 	return settle, stuck
 }

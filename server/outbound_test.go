@@ -238,21 +238,21 @@ func TestAckOnWriteWaitsForTheSocket(t *testing.T) {
 	var sizes []int
 	for i := 1; i <= 3; i++ {
 		d := broker.Delivery{Handle: h(i), Subject: "t", Data: []byte(strings.Repeat("x", 100*i))}
-		before := len(c.out)
+		before := c.out.n
 		if !c.queueDurable(&d, "1", false, false, true, nil) {
 			t.Fatal("queueDurable refused")
 		}
-		sizes = append(sizes, len(c.out)-before)
+		sizes = append(sizes, c.out.n-before)
 	}
-	out, _ := c.takeOut()
+	_, total, _ := c.takeOut(nil, 1<<30)
 	now := time.Now()
 	// The socket took the first frame and half of the second.
-	acks, stuck := c.afterWrite(len(out)-sizes[0]-sizes[1]/2, now)
+	acks, stuck := c.afterWrite(total-sizes[0]-sizes[1]/2, now)
 	if len(acks) != 1 || acks[0] != h(1) || stuck {
 		t.Fatalf("with 1.5 frames on the socket: acks %v stuck %v, want [seq 1]", acks, stuck)
 	}
 	// Nothing moves for longer than the write deadline: stuck.
-	if acks, stuck = c.afterWrite(len(out)-sizes[0]-sizes[1]/2, now.Add(s.opts.WriteDeadline+time.Millisecond)); len(acks) != 0 || !stuck {
+	if acks, stuck = c.afterWrite(total-sizes[0]-sizes[1]/2, now.Add(s.opts.WriteDeadline+time.Millisecond)); len(acks) != 0 || !stuck {
 		t.Fatalf("no progress past the deadline: acks %v stuck %v", acks, stuck)
 	}
 	if acks, _ = c.afterWrite(0, now); len(acks) != 2 || acks[0] != h(2) || acks[1] != h(3) {
@@ -290,5 +290,43 @@ func TestPipelinedPollsWaitForRoom(t *testing.T) {
 	got := pollAll(t, s, "big", "p", stallMsgs, nil)
 	if m := missing(stallMsgs, got); len(m) > 0 {
 		t.Fatalf("%d messages not delivered again after the cut (first %d)", len(m), m[0])
+	}
+}
+
+// TestStalledOutputIsHeldOnce: output for a stalled consumer lived twice
+// over: gnet copied all of it into its own buffer, in nodes rounded up to
+// a power of two (a 33 KiB delivery took 64 KiB), while the written chunks
+// stayed pooled until the next collections; a stalled push consumer cost
+// +80 MiB for max_pending 64 MiB, a POLL one +120 MiB (long form). gnet
+// now holds at most transportWindow; the rest waits once, in outbox
+// chunks that are full, so what max_pending counts is what it costs.
+func TestStalledOutputIsHeldOnce(t *testing.T) {
+	s := startDurable(t, func(o *Options) { o.WriteDeadline = 5 * time.Second })
+	setupStallTopic(t, s, "g")
+	dialStalled(t, s, "CONNECT {\"fibril\":1}\r\nSUB big g 1 2147483647\r\n")
+	fillTopic(t, s, "big", 768, 32<<10) // 24 MiB: more than the socket buffers
+	var transport, outbox, capacity int
+	waitFor(t, 10*time.Second, "output held for the stalled consumer", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, c := range s.clients {
+			c.mu.Lock()
+			transport, outbox, capacity = c.outHigh, c.out.n, 0
+			for _, b := range c.out.bufs {
+				capacity += cap(b)
+			}
+			c.mu.Unlock()
+			if transport+outbox > 8<<20 {
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("held: %d KiB in the transport, %d KiB in the outbox (chunks of %d KiB)", transport>>10, outbox>>10, capacity>>10)
+	if limit := min(transportWindow+chunkSize, 2<<20); transport > limit {
+		t.Errorf("the transport holds %d KiB, want <= %d KiB", transport>>10, limit>>10)
+	}
+	if capacity > outbox+2*chunkSize {
+		t.Errorf("outbox chunks of %d KiB hold %d KiB", capacity>>10, outbox>>10)
 	}
 }

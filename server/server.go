@@ -275,7 +275,7 @@ func (s *Server) quiet() bool {
 	s.mu.Unlock()
 	for _, c := range cls {
 		c.mu.Lock()
-		busy := !c.closing && (len(c.answers) > 0 || len(c.out) > 0)
+		busy := !c.closing && (len(c.answers) > 0 || c.out.n > 0)
 		c.mu.Unlock()
 		if busy {
 			return false
