@@ -29,7 +29,10 @@
 // socket), feed.go
 // (parsing), handle_*.go (one verb family each), sublist.go (plain subject
 // routing), auth.go (identities; what they may do is decided by package
-// server/access on every path), heartbeat.go, lane.go, durable.go (engine binding),
+// server/access on every path), authqueue.go and passwords.go (password
+// checks: the bounded fair queue and the cache of recent answers, shared
+// with the admin listener), outbuf.go (output memory: outbox chunks, what
+// gnet is handed), heartbeat.go, lane.go, durable.go (engine binding),
 // conns.go (connection listing and traffic counters), admin_listener.go
 // (the HTTP admin listener of server/admin, on with Options.HTTPListen,
 // with the same credentials as clients).
