@@ -58,14 +58,14 @@ type authJob struct {
 type authQueue struct {
 	s *Server
 
-	mu      sync.Mutex
-	wake    chan struct{} // capacity 1: a job was queued
-	bySrc   map[string][]*authJob
-	order   []string // sources with jobs, in order of arrival
+	mu    sync.Mutex
+	wake  chan struct{} // capacity 1: a job was queued
+	bySrc map[string][]*authJob
+	order []string // sources with jobs, in order of arrival
 	// served: when each source's check last started (at most maxServed,
 	// the oldest forgotten first); the least recent is served next.
-	served map[string]time.Time
-	n       int      // jobs queued
+	served  map[string]time.Time
+	n       int // jobs queued
 	limit   int
 	stopped bool
 	// trusted: sources with a successful login, and when (at most

@@ -67,7 +67,7 @@ func TestOutPoolReusesBuffers(t *testing.T) {
 	}
 	big := p.get(1 << 20)
 	p.put(make([]byte, 10, maxPooledOut+1)) // over the bound: dropped
-	p.put(make([]byte, 10, 3*chunkSize))   // not a class's size: dropped
+	p.put(make([]byte, 10, 3*chunkSize))    // not a class's size: dropped
 	p.put(append(big, "data"...))
 	got := p.get(1<<20 - 5)
 	if len(got) != 0 || cap(got) != 1<<20 {
