@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e/natscli.sh — the stock `nats` CLI (natscli v0.5.0) against `fibril
 # serve` and, as a control, nats-server v2.15.3: pub/sub, request/reply,
-# no responders, a JetStream call without JetStream (answered at once), and
+# no responders, JetStream (`nats stream add/info/ls/rm`, `nats consumer
+# add/next/info`; nats-server runs with -js as the control), and
 # TLS-first (`nats --tlsfirst`) on Fibril's TLS listener. Each check runs
 # against both servers and must behave the same. `make test-natscli` runs
 # it; missing tools are installed with `go install` at those versions.
@@ -31,7 +32,7 @@ start_fibril() {
 start_fibril
 FIBRIL="nats://$(sed -n 's/.*"addr":"\([^"]*\)".*/\1/p' "$TMP/ready")"
 PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-nats-server -a 127.0.0.1 -p "$PORT" >"$TMP/nats.log" 2>&1 &
+nats-server -a 127.0.0.1 -p "$PORT" -js -sd "$TMP/js" >"$TMP/nats.log" 2>&1 &
 PIDS+=($!)
 NATSD="nats://127.0.0.1:$PORT"
 for _ in $(seq 200); do nats -s "$NATSD" server check connection >/dev/null 2>&1 && break; sleep 0.05; done
@@ -60,15 +61,24 @@ reqreply() { # a reply comes back
 noresponders() { # "No responders" at once, not a timeout
   timeout 3 nats -s "$1" req cli.nobody x --timeout 30s 2>&1 | grep -q "No responders"
 }
-nojetstream() { # a JetStream call fails at once with no responders
-  ! out=$(timeout 3 nats -s "$1" stream ls 2>&1) && grep -q "no responders" <<<"$out"
+jetstream() { # a stream and a pull consumer through the CLI
+  local s="timeout 10 nats -s $1"
+  $s stream add CLI --subjects 'cli.js.>' --defaults >/dev/null &&
+    $s stream ls -n 2>&1 | grep -qx CLI &&
+    $s pub cli.js.x hi --jetstream 2>&1 | grep -q 'Stored in Stream: CLI Sequence: 1' &&
+    $s stream info CLI 2>&1 | grep -q 'Messages: 1' &&
+    $s consumer add CLI c1 --pull --defaults >/dev/null &&
+    $s consumer next CLI c1 2>&1 | grep -q 'Acknowledged message' &&
+    $s consumer info CLI c1 2>&1 | grep -q 'Name: c1' &&
+    $s stream rm CLI -f >/dev/null &&
+    ! $s stream ls -n 2>&1 | grep -qx CLI
 }
 for srv in "$FIBRIL fibril" "$NATSD nats-server"; do
   set -- $srv
   check "$2: pub/sub" pubsub "$1"
   check "$2: request/reply" reqreply "$1"
   check "$2: no responders at once" noresponders "$1"
-  check "$2: JetStream call answered at once" nojetstream "$1"
+  check "$2: JetStream streams and pull consumers" jetstream "$1"
 done
 
 # TLS first on Fibril's TLS listener (needs openssl for a test certificate).

@@ -1,6 +1,12 @@
 package protocol
 
-import "hash/crc32"
+import (
+	"bytes"
+	"hash/crc32"
+)
+
+// jsConsumerCreate is the JetStream request subject that may hold a filter.
+var jsConsumerCreate = []byte("$JS.API.CONSUMER.CREATE.")
 
 // This file implements SPEC.md "PUB", "HPUB", "MSG", "HMSG" and "Checksums":
 // the frames that carry a body. Their control line fixes where the frame
@@ -115,7 +121,11 @@ func (p *Parser) parseSized(b []byte, eol int, args []byte, op Op) (int, error) 
 // SPEC.md gives: subject, reply-to, sid, checksum token, checksum, header.
 func (p *Parser) checkSized(body, crcTok []byte, hasHdr bool) *Error {
 	c := &p.cmd
-	if code := checkSubject(c.Subject, false); code != "" {
+	// JetStream names a consumer's filter in the request subject
+	// (`$JS.API.CONSUMER.CREATE.<stream>.<consumer>.<filter>`), wildcards
+	// included (SPEC.md 16.2).
+	wild := bytes.HasPrefix(c.Subject, jsConsumerCreate)
+	if code := checkSubject(c.Subject, wild); code != "" {
 		return &Error{Code: code, Detail: "subject " + quoteDetail(c.Subject)}
 	}
 	if c.Reply != nil {

@@ -11,22 +11,26 @@ import (
 
 // Info is the JSON of INFO, the server's first frame (and later updates).
 type Info struct {
-	ServerID     string   `json:"server_id"`
-	ServerName   string   `json:"server_name"`
-	Version      string   `json:"version"`
-	Proto        int      `json:"proto"`
-	Go           string   `json:"go,omitempty"`
-	Host         string   `json:"host"`
-	Port         int      `json:"port"`
-	Headers      bool     `json:"headers"`
-	MaxPayload   int64    `json:"max_payload"`
-	ClientID     uint64   `json:"client_id,omitempty"`
-	ClientIP     string   `json:"client_ip,omitempty"`
-	AuthRequired bool     `json:"auth_required,omitempty"`
-	TLSRequired  bool     `json:"tls_required,omitempty"`
-	TLSAvailable bool     `json:"tls_available,omitempty"`
-	Nonce        string   `json:"nonce,omitempty"`
-	ConnectURLs  []string `json:"connect_urls,omitempty"`
+	ServerID   string `json:"server_id"`
+	ServerName string `json:"server_name"`
+	// Version is the NATS server version whose protocol and JetStream
+	// API subset the server speaks (stock clients gate features on it);
+	// FibrilVersion is Fibril's own.
+	Version       string   `json:"version"`
+	FibrilVersion string   `json:"fibril_version,omitempty"`
+	Proto         int      `json:"proto"`
+	Go            string   `json:"go,omitempty"`
+	Host          string   `json:"host"`
+	Port          int      `json:"port"`
+	Headers       bool     `json:"headers"`
+	MaxPayload    int64    `json:"max_payload"`
+	ClientID      uint64   `json:"client_id,omitempty"`
+	ClientIP      string   `json:"client_ip,omitempty"`
+	AuthRequired  bool     `json:"auth_required,omitempty"`
+	TLSRequired   bool     `json:"tls_required,omitempty"`
+	TLSAvailable  bool     `json:"tls_available,omitempty"`
+	Nonce         string   `json:"nonce,omitempty"`
+	ConnectURLs   []string `json:"connect_urls,omitempty"`
 
 	// Fibril is the extension level the server speaks (1).
 	Fibril int `json:"fibril"`

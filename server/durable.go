@@ -43,6 +43,11 @@ func (s *Server) openDurable() error {
 		return fmt.Errorf("server: open durable engine in %s: %w", s.opts.DataDir, err)
 	}
 	s.durable = &durableBinding{b: b}
+	if err := s.openJetStream(); err != nil {
+		s.durable = nil
+		_ = b.Close()
+		return fmt.Errorf("server: open the JetStream API: %w", err)
+	}
 	return nil
 }
 
@@ -50,6 +55,9 @@ func (s *Server) closeDurable() {
 	s.engine.Store(nil)
 	if s.durable == nil {
 		return
+	}
+	if s.js != nil {
+		s.js.Close()
 	}
 	if err := s.durable.b.Close(); err != nil {
 		s.log.Error("closing durable engine", "err", err)

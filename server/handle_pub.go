@@ -28,6 +28,9 @@ func (c *client) handlePub(m *pubMsg) {
 			c.reject(protocol.CodeReservedSubject, "to "+strconv.Quote(m.subject))
 			return
 		}
+		if c.handleJS(m) {
+			return // the JetStream API (handle_js.go)
+		}
 		// NATS mode: `$...` (other than ack handles) is a plain subject, as
 		// on a NATS server without JetStream (handle_noresp.go).
 		if err := c.perms.PublishPlain(m.subject); err != nil {

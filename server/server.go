@@ -16,12 +16,19 @@ import (
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/server/jsapi"
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/crypto/bcrypt"
 )
 
 // Version is the server version reported in INFO.
 const Version = "0.1.0"
+
+// NATSVersion is the nats-server version INFO advertises: stock NATS
+// clients enable features by it (nats.js serves its consumers API from
+// 2.9.4), and what Fibril serves of the JetStream API is the 2.10 subset
+// SPEC.md 16.2 lists.
+const NATSVersion = "2.10.0"
 
 // Errors returned by Run.
 var (
@@ -40,6 +47,7 @@ type Server struct {
 
 	subs    *sublist
 	durable durableEngine
+	js      *jsapi.API // the JetStream API (handle_js.go); nil without the engine
 	stats   serverStats
 	admin   *adminListener // nil unless Options.HTTPListen; set before Ready
 	engine  atomic.Pointer[broker.Broker]
@@ -378,7 +386,7 @@ func (s *Server) info(tls bool) protocol.Info {
 		name = s.id
 	}
 	return protocol.Info{
-		ServerID: s.id, ServerName: name, Version: Version, Proto: 1, Go: runtime.Version(),
+		ServerID: s.id, ServerName: name, Version: NATSVersion, FibrilVersion: Version, Proto: 1, Go: runtime.Version(),
 		Host: host, Port: port, Headers: true, MaxPayload: int64(s.opts.MaxPayload),
 		AuthRequired: s.opts.authRequired(), TLSRequired: tls,
 		// The plain listener cannot upgrade a connection to TLS (gnet has

@@ -1,7 +1,7 @@
 // nats.js 2.29 (the npm package nats, a dev dependency of this folder)
 // against fibril serve and nats-server: the NATS core features and the
-// cases of issue 24 (no responders, empty header sets, TLS advertising,
-// JetStream without JetStream).
+// cases of issue 24 (no responders, empty header sets, TLS advertising);
+// JetStream is jetstream.test.mjs.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
@@ -71,14 +71,6 @@ test('headers, and an empty header set (HPUB s 0 n) is delivered', (t) => both(t
   nc.publish('h.x', sc.encode('empty'), { headers: headers() });
   assert.equal(sc.decode((await sub.next()).data), 'empty');
   await nc.flush(); // the connection is still up
-}));
-
-test('JetStream calls are answered at once without JetStream', (t) => both(t, async (st, srv) => {
-  const nc = await open(st, srv);
-  await assert.rejects(nc.jetstreamManager(), (e) => /503|not enabled|no responders/i.test(`${e.code} ${e.message}`));
-  const js = nc.jetstream();
-  await assert.rejects(js.publish('js.nothing', sc.encode('x'), { timeout: WAIT }),
-    (e) => /503|no responders/i.test(`${e.code} ${e.message}`));
 }));
 
 test('a plain connection to a server with a TLS listener does not try TLS', async (t) => {

@@ -50,8 +50,8 @@ export async function startFibril(t, ...extra) {
   return { name: 'fibril', url: `nats://${ready.addr}`, ready };
 }
 
-/** startNATSServer starts nats-server (no JetStream); skips the test without one (fails under CI). */
-export async function startNATSServer(t) {
+/** startNATSServer starts nats-server (no JetStream unless extra says); skips the test without one (fails under CI). */
+export async function startNATSServer(t, ...extra) {
   const bin = natsServerBin();
   if (!bin) {
     if (process.env.CI) throw new Error('nats-server not found (.ci/run installs it)');
@@ -59,7 +59,7 @@ export async function startNATSServer(t) {
     return undefined;
   }
   const port = await freePort();
-  const p = spawn(bin, ['-a', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
+  const p = spawn(bin, ['-a', '127.0.0.1', '-p', String(port), ...extra], { stdio: 'ignore' });
   t.after(() => p.kill('SIGKILL'));
   const { connect } = await import('nats');
   for (let i = 0; i < 200; i++) {
@@ -72,4 +72,15 @@ export async function startNATSServer(t) {
 export async function both(t, fn) {
   await t.test('fibril', async (st) => fn(st, await startFibril(st)));
   await t.test('nats-server', async (st) => { const s = await startNATSServer(st); if (s) await fn(st, s); });
+}
+
+/** bothJS is both with nats-server running JetStream (store in a temporary directory). */
+export async function bothJS(t, fn) {
+  await t.test('fibril', async (st) => fn(st, await startFibril(st)));
+  await t.test('nats-server', async (st) => {
+    const sd = mkdtempSync(join(tmpdir(), 'fibril-stock-js-js-'));
+    st.after(() => rmSync(sd, { recursive: true, force: true }));
+    const s = await startNATSServer(st, '-js', '-sd', sd);
+    if (s) await fn(st, s);
+  });
 }

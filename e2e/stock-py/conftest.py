@@ -50,6 +50,16 @@ def _nats_server_bin() -> str | None:
 @pytest.fixture(params=["fibril", "nats-server"])
 def server_url(request: pytest.FixtureRequest, fibril_bin: str) -> Iterator[str]:
     """The URL of a fresh fibril serve, then of a fresh nats-server (control)."""
+    yield from _serve(request, fibril_bin, jetstream=False)
+
+
+@pytest.fixture(params=["fibril", "nats-server"])
+def js_server_url(request: pytest.FixtureRequest, fibril_bin: str) -> Iterator[str]:
+    """server_url with JetStream on the nats-server control."""
+    yield from _serve(request, fibril_bin, jetstream=True)
+
+
+def _serve(request: pytest.FixtureRequest, fibril_bin: str, jetstream: bool) -> Iterator[str]:
     data = tempfile.mkdtemp(prefix="fibril-stock-py-")
     if request.param == "fibril":
         proc = subprocess.Popen(
@@ -66,7 +76,8 @@ def server_url(request: pytest.FixtureRequest, fibril_bin: str) -> Iterator[str]
                 pytest.fail("nats-server not found (.ci/run installs it)")
             pytest.skip("nats-server not installed")
         port = _free_port()
-        proc = subprocess.Popen([binary, "-a", "127.0.0.1", "-p", str(port)], stderr=subprocess.DEVNULL)
+        extra = ["-js", "-sd", data] if jetstream else []
+        proc = subprocess.Popen([binary, "-a", "127.0.0.1", "-p", str(port), *extra], stderr=subprocess.DEVNULL)
         url = f"nats://127.0.0.1:{port}"
         deadline = time.monotonic() + 20
         while True:

@@ -1,6 +1,6 @@
 """nats-py 2.16 against fibril serve and, as a control, nats-server: the NATS
-core features and the cases of issue 24 (no responders at once, JetStream
-without JetStream, an empty header set)."""
+core features and the cases of issue 24 (no responders at once, an empty
+header set); JetStream is test_stock_jetstream.py."""
 
 from __future__ import annotations
 
@@ -80,19 +80,6 @@ def test_headers_and_empty_header_set(server_url: str) -> None:
         await nc.publish("h.x", b"with", headers={"X-Trace": "abc"})
         m = await sub.next_msg(WAIT)
         assert m.headers == {"X-Trace": "abc"} and m.data == b"with"
-        await nc.close()
-
-    run(body())
-
-
-def test_jetstream_without_jetstream(server_url: str) -> None:
-    async def body() -> None:
-        nc = await _connect(server_url)
-        js = nc.jetstream(timeout=WAIT)
-        with pytest.raises((nats.js.errors.ServiceUnavailableError, nats.errors.NoRespondersError)):
-            await js.account_info()
-        with pytest.raises((nats.js.errors.NoStreamResponseError, nats.errors.NoRespondersError)):
-            await js.publish("js.nothing", b"x")
         await nc.close()
 
     run(body())

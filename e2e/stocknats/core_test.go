@@ -1,7 +1,6 @@
 package stocknats
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 const wait = 5 * time.Second // far longer than any answer may take
@@ -114,24 +112,6 @@ func TestStockHeaders(t *testing.T) {
 		raw.expect("PONG")
 		if got, err := sub.NextMsg(wait); err != nil || string(got.Data) != "abcd" {
 			t.Fatalf("empty header block: %v %v", got, err)
-		}
-	})
-}
-
-func TestStockJetStreamWithoutJetStream(t *testing.T) {
-	both(t, func(t *testing.T, tg target) {
-		nc := connect(t, tg)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
-		if _, err := js.AccountInfo(ctx); !errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
-			t.Fatalf("AccountInfo: %v, want ErrJetStreamNotEnabled at once", err)
-		}
-		if _, err := js.Publish(ctx, "js.nothing", []byte("x")); !errors.Is(err, jetstream.ErrNoStreamResponse) {
-			t.Fatalf("Publish: %v, want ErrNoStreamResponse at once", err)
 		}
 	})
 }

@@ -103,8 +103,9 @@ func natsServerBin(t *testing.T) string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-// startNATSServer runs nats-server (no JetStream) on a free loopback port.
-func startNATSServer(t *testing.T) target {
+// startNATSServer runs nats-server (no JetStream unless extra says) on a
+// free loopback port.
+func startNATSServer(t *testing.T, extra ...string) target {
 	t.Helper()
 	bin := natsServerBin(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -113,7 +114,7 @@ func startNATSServer(t *testing.T) target {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
-	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", fmt.Sprint(port))
+	cmd := exec.Command(bin, append([]string{"-a", "127.0.0.1", "-p", fmt.Sprint(port)}, extra...)...)
 	var logs strings.Builder
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {

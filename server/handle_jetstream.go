@@ -1,0 +1,156 @@
+package server
+
+// SPEC.md 16.2 "The JetStream API": the binding of package server/jsapi.
+// From NATS-mode connections, `$JS.API.*` requests go to jsapi on the
+// connection's lane (they may touch the disk) and `$JS.ACK.*` publishes
+// settle like a PUB to a handle (SPEC.md "Settling by PUB to a handle").
+// Permissions are jsapi's (the TOPIC/GROUP rights) and the settle path's.
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server/access"
+	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/server/jsapi"
+)
+
+// openJetStream starts the JetStream API over the open engine.
+func (s *Server) openJetStream() error {
+	if s.durable == nil {
+		return nil
+	}
+	a, err := jsapi.New(s.durable.b, jsapi.Options{
+		Dir: filepath.Join(s.opts.DataDir, "jetstream"),
+		Log: s.log.With("part", "jetstream"),
+	})
+	if err != nil {
+		return err
+	}
+	s.js = a
+	return nil
+}
+
+// jsRequester is a connection as jsapi sees it.
+type jsRequester struct{ c *client }
+
+func (r jsRequester) Identity() *access.Identity { return r.c.perms }
+func (r jsRequester) Owner() broker.OwnerID      { return r.c.owner() }
+func (r jsRequester) Context() context.Context   { return r.c.ctx }
+func (r jsRequester) Send(to, subject, reply string, hdr, data []byte) bool {
+	return r.c.sendTo(to, subject, reply, hdr, data)
+}
+
+// handleJS routes a NATS-mode publish in JetStream's space; false when
+// subject is not one (or JetStream is not served).
+func (c *client) handleJS(m *pubMsg) bool {
+	js := c.srv.js
+	switch {
+	case js == nil:
+		return false
+	case jsapi.IsAPI(m.subject):
+		subject, reply := m.subject, m.reply
+		hdr := bytes.Clone(m.body[:m.hdrLen])
+		body := bytes.Clone(m.body[m.hdrLen:])
+		c.ok()
+		if !c.blocking(func() { js.Request(jsRequester{c}, subject, reply, hdr, body) }) {
+			js.Refuse(jsRequester{c}, reply, "too many commands waiting on this connection")
+		}
+		return true
+	case jsapi.IsAck(m.subject):
+		c.settleJSAck(js, m)
+		return true
+	}
+	return false
+}
+
+// settleJSAck settles by a publish to an ack subject: +ACK, -NAK [{"delay":
+// ns}], +WPI, +TERM, +NXT [request]. A reply subject (double ack) is
+// answered once the settle is durable: empty on success.
+func (c *client) settleJSAck(js *jsapi.API, m *pubMsg) {
+	c.ok()
+	reply := m.reply
+	answer := func(err error) {
+		if reply == "" {
+			return
+		}
+		var body []byte
+		if err != nil {
+			body = []byte(protocol.NewError(codeOf(err), "").Text())
+		}
+		c.queueReply(reply, body)
+	}
+	h, err := js.Handle(m.subject)
+	if err != nil {
+		answer(err)
+		return
+	}
+	body := m.body[m.hdrLen:]
+	var next []byte
+	nxt := bytes.HasPrefix(body, []byte("+NXT"))
+	if nxt {
+		next = bytes.TrimSpace(bytes.Clone(body[len("+NXT"):]))
+		body = nil // acks
+	}
+	kind, delay, err := protocol.ParseAckBody(body)
+	if err != nil {
+		answer(err)
+		return
+	}
+	var op broker.SettleOp
+	switch kind {
+	case protocol.AckAck:
+		op = broker.Ack()
+	case protocol.AckNak:
+		op = broker.Nack(time.Duration(delay))
+	case protocol.AckProgress:
+		op = broker.Extend(0)
+	case protocol.AckTerm:
+		op = broker.Reject()
+	}
+	done := func(err error) {
+		if err != nil {
+			c.log.Debug("jetstream ack failed", "subject", strconv.Quote(m.subject), "err", err)
+		}
+		if !nxt {
+			answer(err)
+		}
+	}
+	subject := m.subject
+	c.settle(h, op.As(c.principal()), done)
+	if nxt && reply != "" {
+		ack, _ := jsapi.ParseAck(subject)
+		js.Next(jsRequester{c}, ack.Stream, ack.Consumer, reply, next)
+	}
+}
+
+// sendTo delivers one message to the plain subscriptions matching to (the
+// reply inbox of a JetStream request), with its own subject and reply.
+// Safe from any goroutine; what it keeps is copied.
+func (c *client) sendTo(to, subject, reply string, hdr, data []byte) bool {
+	subs := c.srv.subs.match(to, nil)
+	if len(subs) == 0 {
+		return false
+	}
+	body := make([]byte, 0, len(hdr)+len(data))
+	body = append(append(body, hdr...), data...)
+	m := pubMsg{subject: subject, reply: reply, hdrLen: len(hdr), body: body}
+	sent := false
+	var frame []byte
+	for _, s := range subs {
+		if s.queue != "" || s.durable != nil {
+			continue
+		}
+		to := s.c
+		frame = appendMsg(frame[:0], &m, s.sid, to.crcOut.Load(), to.headersOut.Load() || len(hdr) == 0)
+		if to.queueDelivery(frame) {
+			to.countOutMsgs(1)
+			sent = true
+		}
+	}
+	return sent
+}

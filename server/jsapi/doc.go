@@ -1,0 +1,31 @@
+// Package jsapi serves the NATS JetStream API (SPEC.md 16.2) over the
+// broker: `$JS.API.*` requests (account info, streams, consumers, pull
+// requests) and `$JS.ACK.*` settle subjects, so programs written against the
+// official JetStream clients run unchanged on Fibril.
+//
+// The mapping: a stream is a one-partition topic (a JetStream stream has one
+// sequence); a pull consumer is a group of that topic (ack wait is the
+// lease, max deliver the group's max deliveries); a delivery's reply subject
+// is JetStream's ack subject, whose delivered count and stream sequence are
+// the engine's attempt and offset. Stream and consumer settings the engine
+// cannot honour are refused with JetStream's own error JSON, never ignored.
+//
+// What it owns: the JSON types (types.go), the error table (errors.go), the
+// request handlers (api.go, stream.go, consumer.go, pull.go), the ack subject
+// codec (ack.go) and the JetStream settings the engine does not keep
+// (meta.go: one small file per stream and consumer under <data>/jetstream,
+// written temp file, fsync, rename).
+//
+// It is bound to the engine through Engine and to the requesting connection
+// through Requester; it must never touch sockets, never block its caller on
+// a pull request (each waits on a goroutine of its own, bounded by
+// MaxWaitingPulls), and never decide a request without the identity's
+// permission check (package access, SPEC.md 6.1: the same rights as the
+// matching TOPIC/GROUP verbs).
+//
+// Caveats: consumer sequences are counted in memory and restart from the
+// stream sequence after a restart; filter subjects narrower than the stream,
+// push consumers, deliver policies other than all/new, backoff, ack policies
+// other than explicit, Nats-Msg-Id de-duplication and mirrors/sources are
+// answered as not supported.
+package jsapi
