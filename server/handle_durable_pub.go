@@ -12,6 +12,7 @@ package server
 // (copied) behind it to keep their order.
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"time"
@@ -19,6 +20,9 @@ import (
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
 )
+
+// natsExpected starts JetStream's Nats-Expected-* publish headers.
+var natsExpected = []byte("\r\nNats-Expected-")
 
 // publishDurable delivers m to plain subscribers, then stores it when a
 // topic captures (or may be created for) its subject, and answers it.
@@ -36,6 +40,13 @@ func (c *client) publishDurable(m *pubMsg) {
 		req.noResp = !delivered && c.wantsNoResponders()
 	}
 	msg := broker.Message{Subject: m.subject, Data: m.body[m.hdrLen:]}
+	if m.hdrLen > 0 && req.reply != "" && bytes.Contains(m.body[:m.hdrLen], natsExpected) {
+		// JetStream's optimistic-concurrency headers are not checked
+		// (SPEC.md 16.2): refuse rather than store unchecked.
+		c.finishConfirm(slot, okNone)
+		c.queueReply(req.reply, []byte(`{"error":{"code":400,"err_code":10003,"description":"not supported by Fibril: Nats-Expected-* headers"}}`))
+		return
+	}
 	if m.hdrLen > 0 {
 		msg.Header = m.body[:m.hdrLen]
 		if k, ok := protocol.HeaderValue(msg.Header, "Fibril-Key"); ok {

@@ -90,3 +90,28 @@ func TestJetStreamAPIObeysPermissions(t *testing.T) {
 	}
 	_ = st
 }
+
+// TestJetStreamExpectedHeadersRefused: a publish with Nats-Expected-*
+// headers is refused, not stored unchecked (SPEC.md 16.2).
+func TestJetStreamExpectedHeadersRefused(t *testing.T) {
+	s := startServer(t, durableFiles)
+	js, err := jetstream.New(natsConnect(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "E", Subjects: []string{"e.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "e.1", []byte("x"), jetstream.WithExpectLastSequence(5)); err == nil || !strings.Contains(err.Error(), "Nats-Expected") {
+		t.Fatalf("publish with an expectation: %v", err)
+	}
+	if _, err := js.Publish(ctx, "e.1", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := st.Info(ctx); err != nil || in.State.Msgs != 1 {
+		t.Fatalf("stored %+v %v, want only the plain publish", in, err)
+	}
+}
