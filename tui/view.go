@@ -48,11 +48,15 @@ func (m *model) View() string {
 	if name == "" {
 		name = info.ServerID
 	}
+	version := info.FibrilVersion // INFO's version is the NATS one stock clients read
+	if version == "" {
+		version = info.Version
+	}
 	updated := "never"
 	if !m.snap.at.IsZero() {
 		updated = m.snap.at.Format(time.TimeOnly)
 	}
-	line("Fibril %s · %s · server %s · updated %s", info.Version, m.opts.URL, name, updated)
+	line("Fibril %s · %s · server %s · updated %s", version, m.opts.URL, name, updated)
 	traffic := "off"
 	if m.traffic {
 		traffic = "ON"

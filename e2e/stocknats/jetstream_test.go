@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -301,25 +302,29 @@ func TestJetStreamConsumeAndMessages(t *testing.T) {
 	bothJS(t, func(t *testing.T, tg target) {
 		_, js, ctx := jsConnect(t, tg)
 		s := newWorkStream(t, ctx, js, 200)
-		c := must[jetstream.Consumer](t, "CreateOrUpdateConsumer")(s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "pool"}))
+		// Messages buffered in the client when Consume stops are never acked
+		// (on either server): a short ack wait brings them back for Messages
+		// within the test's deadline (the default, 30 s, outlasted it once in CI).
+		c := must[jetstream.Consumer](t, "CreateOrUpdateConsumer")(s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable: "pool", AckWait: 2 * time.Second}))
 		done := make(chan struct{})
-		var n int
+		var acked atomic.Int64
 		cc := must[jetstream.ConsumeContext](t, "Consume")(c.Consume(func(m jetstream.Msg) {
 			if err := m.Ack(); err != nil {
 				t.Error(err)
 			}
-			n++
-			if n == 150 {
+			if acked.Add(1) == 150 {
 				close(done)
 			}
 		}, jetstream.PullMaxMessages(40), jetstream.PullExpiry(2*time.Second)))
 		select {
 		case <-done:
 		case <-ctx.Done():
-			t.Fatalf("Consume got %d of 150", n)
+			t.Fatalf("Consume got %d of 150", acked.Load())
 		}
 		cc.Stop()
 		<-cc.Closed()
+		n := int(acked.Load())
 		it := must[jetstream.MessagesContext](t, "Messages")(c.Messages(jetstream.PullMaxMessages(10)))
 		defer it.Stop()
 		seen := 0
