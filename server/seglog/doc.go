@@ -23,10 +23,11 @@
 //
 // # Layout and life of a log
 //
-// A new segment is preallocated with fallocate to 1 MiB (or SegmentSize if
-// smaller) and its allocation doubles, again with fallocate, whenever an
-// append would pass the allocated end, up to Options.SegmentSize; so a log
-// with few records holds 1 MiB of disk, not a whole segment. Each segment
+// A new log's first segment is preallocated with fallocate to 16 KiB, a
+// segment started by a roll to 1 MiB (either at most SegmentSize), and its
+// allocation doubles, again with fallocate, whenever an append would pass
+// the allocated end, up to Options.SegmentSize; so a log with few records
+// holds 16 KiB of disk, not a whole segment. Each segment
 // reserves SegmentSize of address space once (no memory) and the file is
 // mapped read-only into it as it grows, so mapped records never move and
 // nothing is mapped past the end of the file; the growth happens before the

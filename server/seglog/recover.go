@@ -101,7 +101,7 @@ func (l *Log) recover() (err error) {
 	if n := len(l.segs); n > 0 && l.segs[n-1].codec != CompressionNone {
 		// Only sealed segments are compressed: the active one after it
 		// was lost (its creation never reached the disk). Start it again.
-		s, err := createSegment(l.fs, l.dir, l.segs[n-1].last+1, l.opts.SegmentSize, l.opts.writeViaMap)
+		s, err := createSegment(l.fs, l.dir, l.segs[n-1].last+1, firstAlloc, l.opts.SegmentSize, l.opts.writeViaMap)
 		if err != nil {
 			return fmt.Errorf("seglog: open: %w", err)
 		}
@@ -117,7 +117,7 @@ func (l *Log) recover() (err error) {
 		if len(firsts) > 0 {
 			start = firsts[len(firsts)-1]
 		}
-		s, err := createSegment(l.fs, l.dir, start, l.opts.SegmentSize, l.opts.writeViaMap)
+		s, err := createSegment(l.fs, l.dir, start, firstAlloc, l.opts.SegmentSize, l.opts.writeViaMap)
 		if err != nil {
 			return fmt.Errorf("seglog: open: %w", err)
 		}

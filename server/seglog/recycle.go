@@ -127,7 +127,7 @@ func (l *Log) newSegment(first Seq) (*segment, error) {
 		}
 		// The spare is gone (reuseSegment removed it); a new file will do.
 	}
-	return createSegment(l.fs, l.dir, first, l.opts.SegmentSize, l.opts.writeViaMap)
+	return createSegment(l.fs, l.dir, first, initialAlloc, l.opts.SegmentSize, l.opts.writeViaMap)
 }
 
 // reuseSegment turns a ready spare (limit bytes long, old records in it) into

@@ -42,11 +42,18 @@ type indexEntry struct {
 // seqRange is an inclusive range of sequence numbers.
 type seqRange struct{ from, to Seq }
 
-// initialAlloc is how much of a new segment is preallocated at first; the
-// active segment then grows by doubling (fallocate, then a wider map) as
-// appends reach the allocated end, up to its limit (Options.SegmentSize).
-// A log with few records so holds 1 MiB of disk, not a whole segment.
-const initialAlloc = 1 << 20
+// initialAlloc is how much of a segment started by a roll is preallocated at
+// first; the active segment then grows by doubling (fallocate, then a wider
+// map) as appends reach the allocated end, up to its limit
+// (Options.SegmentSize). firstAlloc is the same for the first segment of a
+// new log: a log with few records so holds 16 KiB of disk, not a whole
+// segment nor 1 MiB (10,000 one-message topics took 20 GiB at 1 MiB a log),
+// while a log that has rolled once is busy and starts its next segments
+// larger, with fewer grows.
+const (
+	initialAlloc = 1 << 20
+	firstAlloc   = 16 << 10
+)
 
 // segment is one segment file. first and path never change; f is closed
 // (under Log.relMu) when the segment is sealed; size and data grow (under
@@ -164,19 +171,19 @@ func staleSegHeader(b []byte, first Seq) bool {
 	return Seq(binary.LittleEndian.Uint64(b[8:])) < first
 }
 
-// createSegment creates, preallocates (initialAlloc, or limit if smaller),
+// createSegment creates, preallocates (alloc bytes, or limit if smaller),
 // stamps and maps a new empty segment that may grow to limit bytes. Nothing
 // is synced: the directory entry is made durable by Log.syncSegment before
 // any record of the segment is reported durable, so creating a log (or a
 // segment nobody writes to) costs no fsync. On failure it leaves no file
 // behind (best effort).
-func createSegment(fsys FS, dir string, first Seq, limit int64, writable bool) (*segment, error) {
+func createSegment(fsys FS, dir string, first Seq, alloc, limit int64, writable bool) (*segment, error) {
 	path := filepath.Join(dir, segName(first))
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
 	}
-	size := min(int64(initialAlloc), limit)
+	size := min(alloc, limit)
 	if err := f.Allocate(0, size); err != nil {
 		// A nearly full disk: start with one page (the header); appends
 		// then allocate what they need (Log.grow).
