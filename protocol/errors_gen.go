@@ -84,6 +84,8 @@ const (
 	CodeInvalidAck Code = "invalid_ack"
 	// CodeDiskFull (no room on the server disk): The server's disk (or quota) has no room for this write; nothing was stored or changed. The server logs the episode once at ERROR with the path and shows it in /metrics (fibril_disk_full) and /readyz; writing resumes as soon as any room is free. Retry after a back-off.
 	CodeDiskFull Code = "disk_full"
+	// CodeTooManyFiles (server open-files limit reached): The server reached its open-files limit while opening a topic's logs or a new segment; nothing was created or stored. The server logs it at ERROR (at most once a minute) and counts it in /metrics (fibril_file_limit_errors_total); it works again once descriptors are freed or the limit is raised. Retry after a back-off.
+	CodeTooManyFiles Code = "too_many_files"
 	// CodeInternal (internal server error): The server failed (storage error); nothing was changed by this command. Retrying may succeed.
 	CodeInternal Code = "internal"
 	// CodeShuttingDown (server is shutting down): The server is stopping; reconnect (to another server) later.
@@ -172,6 +174,8 @@ var (
 	ErrInvalidAck = &Error{Code: CodeInvalidAck}
 	// ErrDiskFull is the sentinel for CodeDiskFull.
 	ErrDiskFull = &Error{Code: CodeDiskFull}
+	// ErrTooManyFiles is the sentinel for CodeTooManyFiles.
+	ErrTooManyFiles = &Error{Code: CodeTooManyFiles}
 	// ErrInternal is the sentinel for CodeInternal.
 	ErrInternal = &Error{Code: CodeInternal}
 	// ErrShuttingDown is the sentinel for CodeShuttingDown.
@@ -261,6 +265,8 @@ func lookupSpec(c Code) (ErrorSpec, bool) {
 		return ErrorSpec{Code: c, Text: "ack body is not +ACK, -NAK, +WPI or +TERM", NATSText: "", Fatal: false, NATSFatal: false, Retriable: false, Description: "A PUB to an ack handle subject carries a body that is not one of the settle bodies."}, true
 	case CodeDiskFull:
 		return ErrorSpec{Code: c, Text: "no room on the server disk", NATSText: "", Fatal: false, NATSFatal: false, Retriable: true, Description: "The server's disk (or quota) has no room for this write; nothing was stored or changed. The server logs the episode once at ERROR with the path and shows it in /metrics (fibril_disk_full) and /readyz; writing resumes as soon as any room is free. Retry after a back-off."}, true
+	case CodeTooManyFiles:
+		return ErrorSpec{Code: c, Text: "server open-files limit reached", NATSText: "", Fatal: false, NATSFatal: false, Retriable: true, Description: "The server reached its open-files limit while opening a topic's logs or a new segment; nothing was created or stored. The server logs it at ERROR (at most once a minute) and counts it in /metrics (fibril_file_limit_errors_total); it works again once descriptors are freed or the limit is raised. Retry after a back-off."}, true
 	case CodeInternal:
 		return ErrorSpec{Code: c, Text: "internal server error", NATSText: "", Fatal: false, NATSFatal: false, Retriable: true, Description: "The server failed (storage error); nothing was changed by this command. Retrying may succeed."}, true
 	case CodeShuttingDown:
@@ -312,6 +318,7 @@ func Codes() []Code {
 		CodeStaleHandle,
 		CodeInvalidAck,
 		CodeDiskFull,
+		CodeTooManyFiles,
 		CodeInternal,
 		CodeShuttingDown,
 	}

@@ -85,6 +85,8 @@ var (
 	ErrInvalidAck = protocol.ErrInvalidAck
 	// ErrDiskFull matches -ERR with code disk_full.
 	ErrDiskFull = protocol.ErrDiskFull
+	// ErrTooManyFiles matches -ERR with code too_many_files.
+	ErrTooManyFiles = protocol.ErrTooManyFiles
 	// ErrInternal matches -ERR with code internal.
 	ErrInternal = protocol.ErrInternal
 	// ErrShuttingDown matches -ERR with code shutting_down.
@@ -94,5 +96,5 @@ var (
 // codeSentinels lists the sentinels above, for tests that check every code
 // of the table has one.
 func codeSentinels() []*Error {
-	return []*Error{ErrUnknownOp, ErrMaxControlLine, ErrMaxPayload, ErrBadFrame, ErrInvalidArgs, ErrInvalidNumber, ErrNumberOverflow, ErrInvalidSubject, ErrWildcardNotAllowed, ErrInvalidName, ErrInvalidCRCToken, ErrCRCMismatch, ErrInvalidHeader, ErrInvalidHandle, ErrInvalidConnect, ErrInvalidJSON, ErrFibrilRequired, ErrAuthViolation, ErrAuthTimeout, ErrAuthBusy, ErrPermissionDenied, ErrReservedSubject, ErrStaleConnection, ErrSlowConsumer, ErrMaxConnections, ErrMaxSubscriptions, ErrDuplicateSID, ErrMaxUnconfirmed, ErrQueueFull, ErrTopicFull, ErrUnknownTopic, ErrUnknownGroup, ErrTopicExists, ErrGroupExists, ErrTopicOverlap, ErrInvalidConfig, ErrUnknownHandle, ErrStaleHandle, ErrInvalidAck, ErrDiskFull, ErrInternal, ErrShuttingDown}
+	return []*Error{ErrUnknownOp, ErrMaxControlLine, ErrMaxPayload, ErrBadFrame, ErrInvalidArgs, ErrInvalidNumber, ErrNumberOverflow, ErrInvalidSubject, ErrWildcardNotAllowed, ErrInvalidName, ErrInvalidCRCToken, ErrCRCMismatch, ErrInvalidHeader, ErrInvalidHandle, ErrInvalidConnect, ErrInvalidJSON, ErrFibrilRequired, ErrAuthViolation, ErrAuthTimeout, ErrAuthBusy, ErrPermissionDenied, ErrReservedSubject, ErrStaleConnection, ErrSlowConsumer, ErrMaxConnections, ErrMaxSubscriptions, ErrDuplicateSID, ErrMaxUnconfirmed, ErrQueueFull, ErrTopicFull, ErrUnknownTopic, ErrUnknownGroup, ErrTopicExists, ErrGroupExists, ErrTopicOverlap, ErrInvalidConfig, ErrUnknownHandle, ErrStaleHandle, ErrInvalidAck, ErrDiskFull, ErrTooManyFiles, ErrInternal, ErrShuttingDown}
 }

@@ -90,6 +90,8 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeTopicFull
 	case errors.Is(err, broker.ErrDiskFull):
 		return protocol.CodeDiskFull
+	case errors.Is(err, broker.ErrTooManyFiles):
+		return protocol.CodeTooManyFiles
 	case errors.Is(err, broker.ErrClosed):
 		return protocol.CodeShuttingDown
 	case errors.Is(err, broker.ErrTopicExists):

@@ -44,6 +44,7 @@ export const ErrorCodes = {
   StaleHandle: "stale_handle",
   InvalidAck: "invalid_ack",
   DiskFull: "disk_full",
+  TooManyFiles: "too_many_files",
   Internal: "internal",
   ShuttingDown: "shutting_down",
 } as const;
@@ -90,6 +91,7 @@ export const ERROR_TABLE: Readonly<Record<string, ErrorSpec>> = Object.freeze({
   stale_handle: {"code":"stale_handle","natsText":"","text":"ack handle is superseded by a later delivery","fatal":false,"retriable":false,"description":"The handle's attempt is older than the message's current delivery count: its lease expired and the message was delivered again. Nothing is changed."},
   invalid_ack: {"code":"invalid_ack","natsText":"","text":"ack body is not +ACK, -NAK, +WPI or +TERM","fatal":false,"retriable":false,"description":"A PUB to an ack handle subject carries a body that is not one of the settle bodies."},
   disk_full: {"code":"disk_full","natsText":"","text":"no room on the server disk","fatal":false,"retriable":true,"description":"The server's disk (or quota) has no room for this write; nothing was stored or changed. The server logs the episode once at ERROR with the path and shows it in /metrics (fibril_disk_full) and /readyz; writing resumes as soon as any room is free. Retry after a back-off."},
+  too_many_files: {"code":"too_many_files","natsText":"","text":"server open-files limit reached","fatal":false,"retriable":true,"description":"The server reached its open-files limit while opening a topic's logs or a new segment; nothing was created or stored. The server logs it at ERROR (at most once a minute) and counts it in /metrics (fibril_file_limit_errors_total); it works again once descriptors are freed or the limit is raised. Retry after a back-off."},
   internal: {"code":"internal","natsText":"","text":"internal server error","fatal":false,"retriable":true,"description":"The server failed (storage error); nothing was changed by this command. Retrying may succeed."},
   shutting_down: {"code":"shutting_down","natsText":"","text":"server is shutting down","fatal":true,"retriable":true,"description":"The server is stopping; reconnect (to another server) later."},
 });
@@ -494,6 +496,16 @@ export class DiskFullError extends FibrilError {
   }
 }
 
+/** TooManyFilesError is the `too_many_files` error: The server reached its open-files limit while opening a topic's logs or a new segment; nothing was created or stored. The server logs it at ERROR (at most once a minute) and counts it in /metrics (fibril_file_limit_errors_total); it works again once descriptors are freed or the limit is raised. Retry after a back-off. */
+export class TooManyFilesError extends FibrilError {
+  /** code is always "too_many_files". */
+  static readonly code = "too_many_files";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("too_many_files", message ?? "server open-files limit reached", { cause: options.cause, retriable: true, fatal: false });
+  }
+}
+
 /** InternalError is the `internal` error: The server failed (storage error); nothing was changed by this command. Retrying may succeed. */
 export class InternalError extends FibrilError {
   /** code is always "internal". */
@@ -556,6 +568,7 @@ export const ERROR_CLASSES: Readonly<Record<string, new (message?: string, optio
   stale_handle: StaleHandleError,
   invalid_ack: InvalidAckError,
   disk_full: DiskFullError,
+  too_many_files: TooManyFilesError,
   internal: InternalError,
   shutting_down: ShuttingDownError,
 });

@@ -406,6 +406,16 @@ class DiskFullError(FibrilError):
     fatal = False
 
 
+class TooManyFilesError(FibrilError):
+    """The server reached its open-files limit while opening a topic's logs or a new segment; nothing was created or stored. The server logs it at ERROR (at most once a minute) and counts it in /metrics (fibril_file_limit_errors_total); it works again once descriptors are freed or the limit is raised. Retry after a back-off.
+
+    Wire code ``too_many_files``; text: server open-files limit reached."""
+
+    code = 'too_many_files'
+    retriable = True
+    fatal = False
+
+
 class InternalError(FibrilError):
     """The server failed (storage error); nothing was changed by this command. Retrying may succeed.
 
@@ -468,6 +478,7 @@ ERRORS: dict[str, type[FibrilError]] = {
     'stale_handle': StaleHandleError,
     'invalid_ack': InvalidAckError,
     'disk_full': DiskFullError,
+    'too_many_files': TooManyFilesError,
     'internal': InternalError,
     'shutting_down': ShuttingDownError,
 }
@@ -530,6 +541,7 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ('stale_handle', 'ack handle is superseded by a later delivery', ''),
     ('invalid_ack', 'ack body is not +ACK, -NAK, +WPI or +TERM', ''),
     ('disk_full', 'no room on the server disk', ''),
+    ('too_many_files', 'server open-files limit reached', ''),
     ('internal', 'internal server error', ''),
     ('shutting_down', 'server is shutting down', ''),
 )
@@ -575,6 +587,7 @@ __all__ = [
     'StaleHandleError',
     'InvalidAckError',
     'DiskFullError',
+    'TooManyFilesError',
     'InternalError',
     'ShuttingDownError',
     "ERRORS",

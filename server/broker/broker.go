@@ -50,6 +50,8 @@ type Broker struct {
 	// diskFull is the current full-disk episode (diskfull.go); nil while
 	// the disk has room.
 	diskFull atomic.Pointer[DiskFull]
+	// fileLimit counts open-files limit errors (filelimit.go).
+	fileLimit fileLimit
 }
 
 // SetPrincipal binds the leases owner takes from now on to principal p:
@@ -328,7 +330,7 @@ func (b *Broker) createTopicLocked(name TopicName, cfg TopicConfig) (*Topic, err
 	cat.Topics = append(append([]catTopic(nil), b.cat.Topics...), ct)
 	t, err := b.openTopic(ct)
 	if err != nil {
-		return nil, fmt.Errorf("create topic %s: %w", name, err)
+		return nil, fmt.Errorf("create topic %s: %w", name, b.noteFileErr(err))
 	}
 	if err := cat.save(b.dir, ct.ID); err != nil {
 		// This call made the directory and nothing in it was confirmed.

@@ -40,7 +40,7 @@ func isDiskFull(err error) bool {
 // wrapped with ErrDiskFull when that is what it is.
 func (b *Broker) noteWriteErr(dir string, err error) error {
 	if !isDiskFull(err) {
-		return err
+		return b.noteFileErr(err) // a roll may need a new segment file
 	}
 	if b.diskFull.CompareAndSwap(nil, &DiskFull{Path: dir, Since: time.Now()}) {
 		b.alertf("disk full at %s: publishes are refused with disk_full until it has room: %v", dir, err)

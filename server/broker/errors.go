@@ -21,6 +21,11 @@ var (
 	// nothing was stored. Retriable: writing resumes as soon as the disk
 	// has room for what is written (Broker.DiskFull).
 	ErrDiskFull = errors.New("broker: disk full")
+	// ErrTooManyFiles: the process reached its open-files limit (EMFILE,
+	// ENFILE, wrapped too) while opening a log or a segment; nothing was
+	// created or stored. Retriable: it works again once files are closed
+	// or the limit is raised (Broker.FileLimitErrors counts them).
+	ErrTooManyFiles = errors.New("broker: too many open files")
 	// ErrTopicExists: a topic with that name already exists.
 	ErrTopicExists = errors.New("broker: topic exists")
 	// ErrNoTopic: no topic with that name or id.
