@@ -60,7 +60,7 @@ type Server struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
-	logs *strings.Builder
+	logs *lockedWriter // the current process's stderr
 }
 
 // Ready is the --ready-json line.
@@ -114,8 +114,8 @@ func (s *Server) start(ctx context.Context, listen string) error {
 	if err != nil {
 		return err
 	}
-	logs := &strings.Builder{}
-	cmd.Stderr = &lockedWriter{b: logs}
+	logs := &lockedWriter{b: &strings.Builder{}}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("fibrilproc: starting %s: %w", s.Bin, err)
 	}
@@ -152,6 +152,14 @@ func (s *Server) start(ctx context.Context, listen string) error {
 type lockedWriter struct {
 	mu sync.Mutex
 	b  *strings.Builder
+}
+
+// String returns what was written, under the writer's lock (the process's
+// output goroutine writes while tests read).
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 // Write implements io.Writer, keeping the first MiB.
