@@ -111,15 +111,14 @@ func newStorage(db *bolt.DB, owned bool) (*Storage, error) {
 func (st *Storage) DB() *bolt.DB { return st.db }
 
 // OpenLog opens the log called name, creating its bucket the first time,
-// with the given durability policy (see the package doc). It fails with
+// with the given durability policy (see the package doc): PolicyNone
+// buffers appends, any other policy makes Append wait for its commit. The
+// name must be non-empty and not start with a NUL byte. It fails with
 // ErrInUse if the log is open already, seglog.ErrClosed after Close, and
 // with bbolt's error if the bucket cannot be created.
 func (st *Storage) OpenLog(name string, policy seglog.Policy) (seglog.Store, error) {
 	if name == "" || name[0] == 0 {
 		return nil, fmt.Errorf("boltstore: log name %q: empty or starting with NUL", name)
-	}
-	if policy > seglog.PolicyNone {
-		return nil, fmt.Errorf("boltstore: log %s: %w: policy %d", name, seglog.ErrInvalidOptions, policy)
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
