@@ -24,7 +24,9 @@
 //		err = d.Ack(ctx)                              // done for good
 //	}
 //
-// Example, ExampleQueue_Consume and the other examples run as tests.
+// Example, ExampleQueue_Consume (a worker pool), ExampleRetryAfter (a
+// delayed retry), Example_gracefulShutdown (in-flight work given back) and
+// Example_boltstore run as tests.
 //
 // # Leases, acks and retries
 //
@@ -92,7 +94,10 @@
 //     catalog; OpenMemory opens such a DB in a temporary directory.
 //   - boltstore.New or boltstore.Open (package queue/boltstore): the logs in
 //     buckets of a bbolt database, so a program that already ships one
-//     keeps its queues' messages in it.
+//     keeps its queues' messages in it. Each bbolt commit fsyncs and
+//     carries the pending writes of every queue in the file (a group
+//     commit across queues); Example_boltstore opens a DB on one, and the
+//     boltstore package doc says what each durability means there.
 //
 // Any seglog.Store can serve (OpenLog); storetest.Run (package
 // server/seglog/storetest) checks one against the contract.

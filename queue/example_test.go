@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/fibrilmq/fibril/queue"
+	"github.com/fibrilmq/fibril/queue/boltstore"
 )
 
 type Order struct {
@@ -272,4 +274,58 @@ func ExampleQueue_DeadLetters() {
 	// handed out: 1 order 7
 	// $DLQ.orders.workers decode_error {"id": "not a number"}
 	// json: cannot unmarshal string into Go struct field Order.id of type int
+}
+
+// Example_boltstore keeps the queues' messages in a bbolt file (one the
+// program may already use for its own buckets): publish, close, open again,
+// and the messages are still there.
+func Example_boltstore() {
+	dir, err := os.MkdirTemp("", "queue-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	open := func() (*boltstore.Storage, *queue.DB, *queue.Queue[string]) {
+		st, err := boltstore.Open(filepath.Join(dir, "app.db")) // or boltstore.New(yourDB)
+		if err != nil {
+			log.Fatal(err)
+		}
+		// The directory still holds the engine's small catalog.
+		db, err := queue.Open(filepath.Join(dir, "queues"), queue.Options{Storage: st})
+		if err != nil {
+			log.Fatal(err)
+		}
+		jobs, err := queue.Declare(db, "resize", queue.Config[string]{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		return st, db, jobs
+	}
+
+	st, db, jobs := open()
+	for _, img := range []string{"a.png", "b.png"} {
+		if err := jobs.Publish(ctx, img); err != nil { // committed to app.db
+			log.Fatal(err)
+		}
+	}
+	db.Close() // the DB first, then its Storage
+	st.Close()
+
+	st, db, jobs = open()
+	defer st.Close()
+	defer db.Close()
+	ds, err := jobs.Fetch(ctx, 10)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, d := range ds {
+		fmt.Println("resize", d.Value)
+		if err := d.Ack(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// resize a.png
+	// resize b.png
 }
