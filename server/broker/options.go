@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/server/seglog"
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // StoreOpener opens (creating if needed) the log kept in dir with the given
@@ -397,7 +398,7 @@ func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig
 // DeadLetterTopic returns the default dead-letter topic of a group:
 // "$DLQ.<topic>.<group>".
 func DeadLetterTopic(topic TopicName, group GroupName) string {
-	return "$DLQ." + string(topic) + "." + string(group)
+	return wire.DeadLetterTopic(string(topic), string(group))
 }
 
 // Resolve returns c with the defaults a topic named name would get, or the
