@@ -2,7 +2,8 @@
 // agree on (SPEC.md sections 6, 9 and 12): subjects (validation,
 // tokenising, wildcard matching, filter overlap and cover, the reserved "$"
 // space), the ack handle "$F.<topic>.<group>.<partition>.<seq>.<attempt>",
-// and the NATS/1.0 header block. protocol (the parser and encoders), the
+// the NATS/1.0 header block, and the one schema of a topic's configuration
+// (TopicConfig, SPEC.md 10.1). protocol (the parser and encoders), the
 // broker (the engine), the server (routing, permissions) and the SDK all
 // call these functions, so each rule is written once and holds everywhere.
 //
