@@ -3,6 +3,8 @@ package protocol
 import (
 	"bytes"
 	"hash/crc32"
+
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // jsConsumerCreate is the JetStream request subject that may hold a filter.
@@ -14,7 +16,7 @@ var jsConsumerCreate = []byte("$JS.API.CONSUMER.CREATE.")
 // are not.
 
 // headerPrefix starts every header block.
-const headerPrefix = "NATS/1.0"
+const headerPrefix = wire.HeaderPrefix
 
 // parseSized parses PUB, HPUB, MSG and HMSG. b starts at the frame, eol is
 // the index of the control line's LF, args the line after the verb.
@@ -159,16 +161,7 @@ func (p *Parser) checkSized(body, crcTok []byte, hasHdr bool) *Error {
 
 // validHeaderBlock reports whether h starts with "NATS/1.0" (then a space or
 // CRLF) and ends with an empty line.
-func validHeaderBlock(h []byte) bool {
-	const min = len(headerPrefix) + 4
-	if len(h) < min || string(h[:len(headerPrefix)]) != headerPrefix {
-		return false
-	}
-	if c := h[len(headerPrefix)]; c != ' ' && c != '\r' {
-		return false
-	}
-	return string(h[len(h)-4:]) == "\r\n\r\n"
-}
+func validHeaderBlock(h []byte) bool { return wire.ValidHeader(h) }
 
 // split tokenizes args into p.args and returns the token count (which may
 // exceed len(p.args); extra tokens are counted, not kept). One pass, no calls:

@@ -1,110 +1,42 @@
 package protocol
 
+import "github.com/fibrilmq/fibril/wire"
+
 // This file implements SPEC.md section 9: the ack handle and the settle
 // bodies published to it.
 
-// Handle is an ack handle: it names one delivery attempt of one message to one
-// durable group. On the wire (the reply-to slot of a delivery, the argument of
-// ACK/NACK/REJECT/EXTEND) it is
+// Handle is an ack handle (SPEC.md 9.1): it names one delivery attempt of
+// one message to one durable group. On the wire it is
 //
 //	$F.<topic-id>.<group-id>.<partition>.<seq>.<attempt>
 //
-// in canonical decimal (no sign, no leading zeros). It is a valid NATS
-// subject, so a stock NATS client can publish a settle body to it. Attempt is
-// the delivery count (1 on the first delivery).
-type Handle struct {
-	Topic     uint64 // server-assigned topic id, >= 1, never reused
-	Group     uint64 // server-assigned group id, >= 1, never reused
-	Partition uint32 // partition index, from 0
-	Seq       uint64 // sequence number in the partition, >= 1
-	Attempt   uint32 // delivery count, >= 1
-}
+// The format (Append, String, Valid) is wire.Handle's, shared with the
+// broker.
+type Handle = wire.Handle
 
 // HandlePrefix starts every ack handle subject.
-const HandlePrefix = "$F."
+const HandlePrefix = wire.HandlePrefix
 
 // MaxHandleLen is the longest a handle can be on the wire.
-const MaxHandleLen = len(HandlePrefix) + 20 + 1 + 20 + 1 + 10 + 1 + 20 + 1 + 10
-
-// Valid reports whether every field is in range (ids, seq and attempt >= 1).
-func (h Handle) Valid() bool {
-	return h.Topic >= 1 && h.Group >= 1 && h.Seq >= 1 && h.Attempt >= 1
-}
-
-// Append appends the wire form of h to dst and returns the extended slice.
-func (h Handle) Append(dst []byte) []byte {
-	dst = append(dst, HandlePrefix...)
-	dst = appendUint(dst, h.Topic)
-	dst = append(dst, '.')
-	dst = appendUint(dst, h.Group)
-	dst = append(dst, '.')
-	dst = appendUint(dst, uint64(h.Partition))
-	dst = append(dst, '.')
-	dst = appendUint(dst, h.Seq)
-	dst = append(dst, '.')
-	return appendUint(dst, uint64(h.Attempt))
-}
-
-// String returns the wire form of h.
-func (h Handle) String() string { return string(h.Append(make([]byte, 0, MaxHandleLen))) }
+const MaxHandleLen = wire.MaxHandleLen
 
 // IsHandleSubject reports whether subject starts with "$F.", the prefix
 // reserved for ack handles. It does not check the rest (ParseHandle does).
-func IsHandleSubject(subject []byte) bool {
-	return len(subject) >= len(HandlePrefix) && string(subject[:len(HandlePrefix)]) == HandlePrefix
-}
+func IsHandleSubject(subject []byte) bool { return wire.IsHandle(subject) }
 
 // ParseHandle parses the wire form of a handle. It does not allocate on
 // success. It returns an *Error with CodeInvalidHandle when b is not a
 // canonical handle with every field in range.
 func ParseHandle(b []byte) (Handle, error) {
-	h, ok := parseHandle(b)
+	h, ok := wire.ParseHandle(b)
 	if !ok {
 		return Handle{}, &Error{Code: CodeInvalidHandle, Detail: quoteDetail(b)}
 	}
 	return h, nil
 }
 
-func parseHandle(b []byte) (Handle, bool) {
-	if !IsHandleSubject(b) {
-		return Handle{}, false
-	}
-	b = b[len(HandlePrefix):]
-	var f [5]uint64
-	limits := [5]uint64{maxUint64, maxUint64, maxUint32, maxUint64, maxUint32}
-	for i := range f {
-		end := len(b)
-		if i < 4 {
-			end = indexDot(b)
-			if end < 0 {
-				return Handle{}, false
-			}
-		}
-		tok := b[:end]
-		if len(tok) == 0 || len(tok) > 1 && tok[0] == '0' {
-			return Handle{}, false
-		}
-		v, st := parseUint(tok, limits[i])
-		if st != numOK {
-			return Handle{}, false
-		}
-		f[i] = v
-		if i < 4 {
-			b = b[end+1:]
-		}
-	}
-	h := Handle{Topic: f[0], Group: f[1], Partition: uint32(f[2]), Seq: f[3], Attempt: uint32(f[4])}
-	return h, h.Valid()
-}
-
-func indexDot(b []byte) int {
-	for i, c := range b {
-		if c == '.' {
-			return i
-		}
-	}
-	return -1
-}
+// parseHandle is ParseHandle without the error value, for the parser.
+func parseHandle(b []byte) (Handle, bool) { return wire.ParseHandle(b) }
 
 // AckKind is what a settle body published to a handle subject asks for.
 type AckKind uint8

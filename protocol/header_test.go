@@ -35,7 +35,7 @@ func TestHeaderHelpers(t *testing.T) {
 
 func TestHandleAppendParse(t *testing.T) {
 	hs := []Handle{
-		{1, 1, 0, 1, 1},
+		{Topic: 1, Group: 1, Partition: 0, Seq: 1, Attempt: 1},
 		{Topic: ^uint64(0), Group: ^uint64(0), Partition: ^uint32(0), Seq: ^uint64(0), Attempt: ^uint32(0)},
 		{Topic: 42, Group: 7, Partition: 3, Seq: 1000000, Attempt: 9},
 	}

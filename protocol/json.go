@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // This file holds the JSON objects of INFO, CONNECT and the management verbs
@@ -164,26 +166,11 @@ func ParsePollDone(text []byte) (int, error) {
 	return int(n), nil
 }
 
-// TopicConfig is the optional JSON of TOPIC CREATE. Zero fields take the
-// defaults SPEC.md gives.
-type TopicConfig struct {
-	Subjects          []string `json:"subjects,omitempty"`
-	Partitions        int      `json:"partitions,omitempty"`
-	Durability        string   `json:"durability,omitempty"` // sync | group | none
-	Retention         string   `json:"retention,omitempty"`  // workqueue | limits
-	MaxAgeMillis      int64    `json:"max_age_ms,omitempty"`
-	MaxBytes          int64    `json:"max_bytes,omitempty"`
-	MaxMsgs           int64    `json:"max_msgs,omitempty"`
-	MaxUnsettledMsgs  int64    `json:"max_unsettled_msgs,omitempty"`
-	MaxUnsettledBytes int64    `json:"max_unsettled_bytes,omitempty"`
-	FullPolicy        string   `json:"full_policy,omitempty"` // block | reject
-	// BlockTimeoutMillis bounds a publish's wait for room under full_policy
-	// block (default 5000).
-	BlockTimeoutMillis int64 `json:"block_timeout_ms,omitempty"`
-	// Compression is the codec of the topic's sealed segments on disk:
-	// none (default) | s2 | zstd.
-	Compression string `json:"compression,omitempty"`
-}
+// TopicConfig is the optional JSON of TOPIC CREATE and the "config" of
+// TOPIC INFO. Zero fields take the defaults SPEC.md gives. It is the one
+// schema wire.TopicConfig, shared with the engine (broker.TopicConfig is
+// the same struct), so the server decodes it once and converts for free.
+type TopicConfig = wire.TopicConfig
 
 // GroupConfig is the optional JSON of GROUP CREATE.
 type GroupConfig struct {

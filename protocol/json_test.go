@@ -71,7 +71,7 @@ func TestParseConfirm(t *testing.T) {
 func TestDecodeStrict(t *testing.T) {
 	var tc TopicConfig
 	if err := DecodeStrict([]byte(`{"partitions":4,"subjects":["orders.>"],"durability":"sync","max_age_ms":1000}`), &tc); err != nil ||
-		tc.Partitions != 4 || tc.Subjects[0] != "orders.>" || tc.Durability != "sync" || tc.MaxAgeMillis != 1000 {
+		tc.Partitions != 4 || tc.Subjects[0] != "orders.>" || tc.Durability != "sync" || tc.MaxAgeMs != 1000 {
 		t.Fatalf("DecodeStrict = %+v, %v", tc, err)
 	}
 	var gc GroupConfig

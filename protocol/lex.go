@@ -1,6 +1,6 @@
 package protocol
 
-import "unicode/utf8"
+import "github.com/fibrilmq/fibril/wire"
 
 // Small hand-written helpers for the hot path: no strconv, no string(b), no
 // bytes.Split (SPEC.md, "Grammar").
@@ -131,10 +131,10 @@ func nextToken(b []byte) (tok, rest []byte) {
 	return b[i:j], b[j:]
 }
 
-// CheckSubject reports whether subject is valid (SPEC.md, "Subjects"):
-// non-empty tokens separated by '.', no byte below 0x21 or 0x7f, bytes
-// above 0x7f only as valid UTF-8, '*' and '>'
-// only as whole tokens and '>' only last. With wildcards false, a '*' or '>'
+// CheckSubject reports whether subject is valid (SPEC.md, "Subjects"; the
+// rule is wire.CheckSubject): non-empty tokens separated by '.', no byte
+// below 0x21 or 0x7f, bytes above 0x7f only as valid UTF-8, '*' and '>' only
+// as whole tokens and '>' only last. With wildcards false, a '*' or '>'
 // token gives CodeWildcardNotAllowed. It returns nil or an *Error with
 // CodeInvalidSubject or CodeWildcardNotAllowed.
 func CheckSubject(subject []byte, wildcards bool) error {
@@ -144,57 +144,15 @@ func CheckSubject(subject []byte, wildcards bool) error {
 	return nil
 }
 
+// checkSubject maps the fault wire.CheckSubject finds to its error code.
 func checkSubject(s []byte, wildcards bool) Code {
-	if len(s) == 0 {
-		return CodeInvalidSubject
-	}
-	wild := false
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i < len(s) {
-			c := s[i]
-			if c <= ' ' || c == 0x7f {
-				return CodeInvalidSubject
-			}
-			if c >= utf8.RuneSelf {
-				// Names must round-trip through JSON (catalog, INFO
-				// answers) byte for byte: invalid UTF-8 would come back
-				// as U+FFFD and merge distinct names.
-				r, size := utf8.DecodeRune(s[i:])
-				if r == utf8.RuneError && size <= 1 {
-					return CodeInvalidSubject
-				}
-				i += size - 1
-				continue
-			}
-			if c != '.' {
-				continue
-			}
-		}
-		tok := s[start:i]
-		switch {
-		case len(tok) == 0:
-			return CodeInvalidSubject
-		case len(tok) == 1 && tok[0] == '*':
-			wild = true
-		case len(tok) == 1 && tok[0] == '>':
-			if i != len(s) {
-				return CodeInvalidSubject
-			}
-			wild = true
-		default:
-			for _, c := range tok {
-				if c == '*' || c == '>' {
-					return CodeInvalidSubject
-				}
-			}
-		}
-		start = i + 1
-	}
-	if wild && !wildcards {
+	switch wire.CheckSubject(s, wildcards) {
+	case wire.NoFault:
+		return ""
+	case wire.Wildcard:
 		return CodeWildcardNotAllowed
 	}
-	return ""
+	return CodeInvalidSubject
 }
 
 // CheckGroupName reports whether name is a valid durable group name: 1 to 255

@@ -50,22 +50,3 @@ func TestReservedNames(t *testing.T) {
 		}
 	}
 }
-
-// FuzzMatchOverlap checks that a subject matching two filters implies they
-// overlap, and that matching agrees with overlap for literal filters.
-func FuzzMatchOverlap(f *testing.F) {
-	f.Add("a.*", "a.>", "a.b")
-	f.Add("*.b", "a.*", "a.b")
-	f.Add(">", "x", "x")
-	f.Fuzz(func(t *testing.T, a, b, s string) {
-		if CheckSubject([]byte(a), true) != nil || CheckSubject([]byte(b), true) != nil || CheckSubject([]byte(s), false) != nil {
-			return
-		}
-		if MatchSubject([]byte(a), []byte(s)) && MatchSubject([]byte(b), []byte(s)) && !FiltersOverlap([]byte(a), []byte(b)) {
-			t.Fatalf("%q and %q both match %q but do not overlap", a, b, s)
-		}
-		if MatchSubject([]byte(a), []byte(s)) != FiltersOverlap([]byte(a), []byte(s)) {
-			t.Fatalf("literal %q: match(%q)=%v overlap=%v", s, a, MatchSubject([]byte(a), []byte(s)), FiltersOverlap([]byte(a), []byte(s)))
-		}
-	})
-}

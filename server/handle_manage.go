@@ -89,7 +89,7 @@ func manage(b *broker.Broker, id *access.Identity, op protocol.Op, name, group s
 		if err := id.CreateTopic(access.Topic{Name: name, Subjects: wc.Subjects}); err != nil {
 			return nil, err
 		}
-		cfg := topicConfig(wc)
+		cfg := broker.TopicConfig(wc) // one schema (wire.TopicConfig): a conversion, not a copy
 		t, err := b.CreateTopic(broker.TopicName(name), cfg)
 		if errors.Is(err, broker.ErrTopicExists) {
 			// SPEC.md section 10: the same configuration again is +OK.
@@ -189,17 +189,6 @@ func checkDeadLetter(b *broker.Broker, id *access.Identity, topic, group, target
 	return id.DeadLetter(topic, group, target, existing)
 }
 
-func topicConfig(w protocol.TopicConfig) broker.TopicConfig {
-	return broker.TopicConfig{
-		Subjects: w.Subjects, Partitions: w.Partitions,
-		Durability: broker.Durability(w.Durability), Retention: broker.Retention(w.Retention),
-		MaxAgeMs: w.MaxAgeMillis, MaxBytes: w.MaxBytes, MaxMsgs: w.MaxMsgs,
-		MaxUnsettledMsgs: w.MaxUnsettledMsgs, MaxUnsettledBytes: w.MaxUnsettledBytes,
-		FullPolicy: broker.FullPolicy(w.FullPolicy), Compression: broker.Compression(w.Compression),
-		BlockTimeoutMs: w.BlockTimeoutMillis,
-	}
-}
-
 func groupConfig(w protocol.GroupConfig) broker.GroupConfig {
 	return broker.GroupConfig{
 		Start:         broker.Start(w.Start),
@@ -212,18 +201,10 @@ func groupConfig(w protocol.GroupConfig) broker.GroupConfig {
 
 func topicInfo(t *broker.Topic) protocol.TopicInfo {
 	in := t.Info()
-	c := in.Config
 	out := protocol.TopicInfo{
 		Name: string(in.Name), ID: uint64(in.ID),
-		Config: protocol.TopicConfig{
-			Subjects: c.Subjects, Partitions: c.Partitions,
-			Durability: string(c.Durability), Retention: string(c.Retention),
-			MaxAgeMillis: c.MaxAgeMs, MaxBytes: c.MaxBytes, MaxMsgs: c.MaxMsgs,
-			MaxUnsettledMsgs: c.MaxUnsettledMsgs, MaxUnsettledBytes: c.MaxUnsettledBytes,
-			FullPolicy: string(c.FullPolicy), Compression: string(c.Compression),
-			BlockTimeoutMillis: c.BlockTimeoutMs,
-		},
-		Msgs: uint64(max(in.Messages, 0)), Bytes: uint64(max(in.Bytes, 0)),
+		Config: protocol.TopicConfig(in.Config),
+		Msgs:   uint64(max(in.Messages, 0)), Bytes: uint64(max(in.Bytes, 0)),
 		Groups: []string{},
 	}
 	for i, p := range in.Partitions {

@@ -110,53 +110,25 @@ func (c *client) deliverPlain(s *subscription, m *pubMsg) bool {
 	return true
 }
 
-// appendMsg encodes a MSG or HMSG frame. withHeaders false strips the
-// header block for clients that did not enable headers (NATS does the same).
+// appendMsg encodes a MSG or HMSG frame with protocol's encoder. withHeaders
+// false strips the header block for clients that did not enable headers
+// (NATS does the same); the checksum is then the payload's alone.
 func appendMsg(b []byte, m *pubMsg, sid string, crc, withHeaders bool) []byte {
-	body := m.body
-	hdr := m.hdrLen
-	if !withHeaders && hdr > 0 {
-		body, hdr = body[hdr:], 0
-	}
-	if hdr > 0 {
-		b = append(b, "HMSG "...)
-	} else {
-		b = append(b, "MSG "...)
-	}
-	b = append(b, m.subject...)
-	b = append(b, ' ')
-	b = append(b, sid...)
-	b = append(b, ' ')
-	if m.reply != "" {
-		b = append(b, m.reply...)
-		b = append(b, ' ')
-	}
-	if hdr > 0 {
-		b = strconv.AppendInt(b, int64(hdr), 10)
-		b = append(b, ' ')
-	}
-	b = strconv.AppendInt(b, int64(len(body)), 10)
-	if crc {
-		var sum uint32
-		if len(body) == len(m.body) {
-			sum = m.sum()
-		} else {
-			sum = crc32.ChecksumIEEE(body)
+	hdr, payload := m.body[:m.hdrLen], m.body[m.hdrLen:]
+	tok := protocol.NoCRC
+	if len(hdr) > 0 && !withHeaders {
+		if crc {
+			tok = protocol.ComputeCRC
 		}
-		b = append(b, ' ')
-		b = appendHex8(b, sum)
+		return protocol.AppendMsg(b, m.subject, sid, m.reply, payload, tok)
 	}
-	b = append(b, '\r', '\n')
-	b = append(b, body...)
-	return append(b, '\r', '\n')
-}
-
-func appendHex8(b []byte, v uint32) []byte {
-	const digits = "0123456789abcdef"
-	for shift := 28; shift >= 0; shift -= 4 {
-		b = append(b, digits[(v>>uint(shift))&0xf])
+	if crc {
+		tok = protocol.KnownCRC(m.sum()) // header block + payload, computed once per publish
 	}
-	return b
+	if len(hdr) > 0 {
+		return protocol.AppendHMsg(b, m.subject, sid, m.reply, hdr, payload, tok)
+	}
+	return protocol.AppendMsg(b, m.subject, sid, m.reply, payload, tok)
 }
 
 // queueDelivery appends an unsolicited delivery frame (copied) to the

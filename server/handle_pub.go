@@ -20,7 +20,7 @@ func (c *client) handlePub(m *pubMsg) {
 	c.inMsgs.Add(1)
 	c.srv.stats.inMsgs.Add(1)
 	if strings.HasPrefix(m.subject, "$") {
-		if strings.HasPrefix(m.subject, "$F.") {
+		if strings.HasPrefix(m.subject, protocol.HandlePrefix) {
 			c.settleByPub(m)
 			return
 		}

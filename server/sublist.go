@@ -6,9 +6,10 @@ package server
 // by the broker, not here.
 
 import (
-	"strings"
 	"sync"
-	"unicode/utf8"
+
+	// Aliased: this package's tests have a raw-connection type named wirefmt.
+	wirefmt "github.com/fibrilmq/fibril/wire"
 )
 
 // sublist holds every plain subscription of the server. Safe for concurrent
@@ -67,7 +68,9 @@ func (sl *sublist) insert(s *subscription) {
 	defer sl.mu.Unlock()
 	l := sl.root
 	var n *slNode
-	for tok := range strings.SplitSeq(s.subject, ".") {
+	for rest, more := s.subject, true; more; {
+		var tok string
+		tok, rest, more = wirefmt.Cut(rest)
 		n = l.child(tok, true)
 		if n.next == nil {
 			n.next = newLevel()
@@ -83,31 +86,33 @@ func (sl *sublist) insert(s *subscription) {
 func (sl *sublist) remove(s *subscription) bool {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	return sl.removeAt(sl.root, s, strings.Split(s.subject, "."))
+	return sl.removeAt(sl.root, s, s.subject)
 }
 
-func (sl *sublist) removeAt(l *slLevel, s *subscription, toks []string) bool {
-	n := l.child(toks[0], false)
+// removeAt removes s under the tokens of subject (its rest below l).
+func (sl *sublist) removeAt(l *slLevel, s *subscription, subject string) bool {
+	tok, rest, more := wirefmt.Cut(subject)
+	n := l.child(tok, false)
 	if n == nil {
 		return false
 	}
 	var found bool
-	if len(toks) == 1 {
+	if !more {
 		if _, found = n.subs[s]; found {
 			delete(n.subs, s)
 			sl.count--
 		}
 	} else if n.next != nil {
-		found = sl.removeAt(n.next, s, toks[1:])
+		found = sl.removeAt(n.next, s, rest)
 	}
 	if found && len(n.subs) == 0 && (n.next == nil || n.next.empty()) {
-		switch toks[0] {
+		switch tok {
 		case "*":
 			l.pwc = nil
 		case ">":
 			l.fwc = nil
 		default:
-			delete(l.nodes, toks[0])
+			delete(l.nodes, tok)
 		}
 	}
 	return found
@@ -122,7 +127,7 @@ func (sl *sublist) match(subject string, out []*subscription) []*subscription {
 }
 
 func matchLevel(l *slLevel, rest string, out []*subscription) []*subscription {
-	tok, tail, more := strings.Cut(rest, ".")
+	tok, tail, more := wirefmt.Cut(rest)
 	if l.fwc != nil {
 		for s := range l.fwc.subs {
 			out = append(out, s)
@@ -151,39 +156,10 @@ func matchNode(n *slNode, tail string, more bool, out []*subscription) []*subscr
 }
 
 // validSubject reports whether s is a literal subject a message can be
-// published to: non-empty dot-separated tokens of valid UTF-8, no
-// wildcards, no spaces.
-func validSubject(s string) bool { return checkSubject(s, false) }
+// published to (wirefmt.CheckSubject without wildcards).
+func validSubject(s string) bool { return wirefmt.ValidSubject(s) }
 
 // validFilter reports whether s is a subscription filter: like a subject, but
-// a token may be `*`, and the last token may be `>`.
-func validFilter(s string) bool { return checkSubject(s, true) }
-
-func checkSubject(s string, wild bool) bool {
-	if s == "" || !utf8.ValidString(s) {
-		return false // names must round-trip through JSON byte for byte
-	}
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i < len(s) {
-			switch s[i] {
-			case ' ', '\t', '\r', '\n', 0:
-				return false
-			case '.':
-			default:
-				continue
-			}
-		}
-		tok := s[start:i]
-		switch {
-		case tok == "":
-			return false
-		case tok == "*" || tok == ">":
-			if !wild || (tok == ">" && i != len(s)) {
-				return false
-			}
-		}
-		start = i + 1
-	}
-	return true
-}
+// a token may be `*`, and the last token may be `>` (wirefmt.CheckSubject). A
+// wildcard inside a token (`a*`) is refused, as the parser refuses it.
+func validFilter(s string) bool { return wirefmt.ValidFilter(s) }

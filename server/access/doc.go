@@ -6,7 +6,8 @@
 //
 // What it owns: the user configuration's permission types (allow/deny
 // lists of subject filters for publish and consume, a role), the subject
-// filter algebra they need (match, cover, overlap), and the rules that turn
+// filter algebra they need (match, cover, overlap; the rules themselves
+// are package wire's), and the rules that turn
 // them into decisions about subjects, topics (a name and its capture
 // filters), dead-letter targets and admin actions.
 //

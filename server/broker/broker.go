@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // Broker is an open broker: a directory of topics. Its methods are safe for
@@ -272,9 +274,9 @@ func (b *Broker) Route(subject string) *Topic {
 	if t := tt.exact[subject]; t != nil {
 		return t
 	}
-	reserved := strings.HasPrefix(subject, "$")
+	reserved := wire.IsReserved(subject)
 	for _, w := range tt.wild {
-		if strings.HasPrefix(string(w.t.name), "$") == reserved && subjectMatches(w.filter, subject) {
+		if wire.IsReserved(w.t.name) == reserved && subjectMatches(w.filter, subject) {
 			return w.t
 		}
 	}
@@ -304,9 +306,9 @@ func (b *Broker) createTopicLocked(name TopicName, cfg TopicConfig) (*Topic, err
 	if b.cat.topic(name) != nil {
 		return nil, fmt.Errorf("create topic %s: %w", name, ErrTopicExists)
 	}
-	reserved := strings.HasPrefix(string(name), "$")
+	reserved := wire.IsReserved(name)
 	for _, ct := range b.cat.Topics {
-		if strings.HasPrefix(string(ct.Name), "$") != reserved {
+		if wire.IsReserved(ct.Name) != reserved {
 			continue
 		}
 		for _, f := range ct.Config.Subjects {

@@ -3,6 +3,8 @@ package broker
 import (
 	"bytes"
 	"strconv"
+
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // sendDeadLetters copies due dead letters to their groups' dead-letter
@@ -81,27 +83,21 @@ func (p *partition) sendDeadLetters() {
 // Fibril-Subject, Fibril-Partition, Fibril-Seq and Fibril-Deliveries.
 func dlqHeader(orig []byte, reason, detail, subject string, part Partition, seq Seq, deliveries uint32) []byte {
 	var b []byte
-	if bytes.HasPrefix(orig, []byte("NATS/1.0")) {
+	if bytes.HasPrefix(orig, []byte(wire.HeaderPrefix)) {
 		b = append(b, bytes.TrimSuffix(orig, []byte("\r\n"))...) // keep lines, drop the blank one
 		if !bytes.HasSuffix(b, []byte("\r\n")) {
 			b = append(b, "\r\n"...)
 		}
 	} else {
-		b = append(b, "NATS/1.0\r\n"...)
+		b = append(b, wire.HeaderPrefix+"\r\n"...)
 	}
-	line := func(k, v string) {
-		b = append(b, k...)
-		b = append(b, ": "...)
-		b = append(b, v...)
-		b = append(b, "\r\n"...)
-	}
-	line("Fibril-Reason", reason)
+	b = wire.AppendHeaderField(b, wire.HeaderReason, reason)
 	if detail != "" {
-		line("Fibril-Error", detail)
+		b = wire.AppendHeaderField(b, wire.HeaderError, detail)
 	}
-	line("Fibril-Subject", subject)
-	line("Fibril-Partition", strconv.FormatUint(uint64(part), 10))
-	line("Fibril-Seq", strconv.FormatUint(uint64(seq), 10))
-	line("Fibril-Deliveries", strconv.FormatUint(uint64(deliveries), 10))
+	b = wire.AppendHeaderField(b, wire.HeaderSubject, subject)
+	b = wire.AppendHeaderField(b, wire.HeaderPartition, strconv.FormatUint(uint64(part), 10))
+	b = wire.AppendHeaderField(b, wire.HeaderSeq, strconv.FormatUint(uint64(seq), 10))
+	b = wire.AppendHeaderField(b, wire.HeaderDeliveries, strconv.FormatUint(uint64(deliveries), 10))
 	return append(b, "\r\n"...)
 }

@@ -3,6 +3,8 @@ package broker
 import (
 	"fmt"
 	"strings"
+
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // Group returns the group named name, creating it with cfg when missing
@@ -25,7 +27,7 @@ func (t *Topic) Group(name GroupName, cfg GroupConfig) (*Group, error) {
 	if cur, ok := b.Topic(t.name); !ok || cur != t {
 		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, ErrNoTopic)
 	}
-	if strings.HasPrefix(string(t.name), "$DLQ.") {
+	if strings.HasPrefix(string(t.name), wire.DLQPrefix) {
 		// Dead letters of dead letters would pile up forever: by default a
 		// group on a dead-letter topic redelivers without limit.
 		if cfg.MaxDeliveries == 0 {

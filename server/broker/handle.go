@@ -2,37 +2,29 @@ package broker
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
+	"math"
+
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // ParseHandle parses an ack handle subject "$F.<topic>.<group>.<partition>.
-// <seq>.<attempt>" (decimal numbers, as Handle.String writes it). It returns
-// an error wrapping ErrInvalid for anything else; s is not retained.
+// <seq>.<attempt>" in the canonical form Handle.String writes (the format
+// is wire.Handle's, SPEC.md 9.1: no leading zeros, ids, seq and attempt at
+// least 1). It returns an error wrapping ErrInvalid for anything else,
+// including topic and group ids this engine cannot have assigned (above
+// 2^32-1); s is not retained.
 func ParseHandle(s string) (Handle, error) {
-	rest, ok := strings.CutPrefix(s, "$F.")
+	h, ok := wire.ParseHandle(s)
 	if !ok {
-		return Handle{}, fmt.Errorf("%w: handle %q does not start with $F.", ErrInvalid, s)
+		return Handle{}, fmt.Errorf("%w: handle %q is not $F.<topic>.<group>.<partition>.<seq>.<attempt> in canonical decimal", ErrInvalid, s)
 	}
-	var v [5]uint64
-	bits := [5]int{32, 32, 32, 64, 32}
-	for i := range v {
-		tok := rest
-		if i < len(v)-1 {
-			var found bool
-			tok, rest, found = strings.Cut(rest, ".")
-			if !found {
-				return Handle{}, fmt.Errorf("%w: handle %q has too few tokens", ErrInvalid, s)
-			}
-		}
-		if tok == "" || tok[0] == '+' || tok[0] == '-' {
-			return Handle{}, fmt.Errorf("%w: handle %q token %d", ErrInvalid, s, i+2)
-		}
-		n, err := strconv.ParseUint(tok, 10, bits[i])
-		if err != nil {
-			return Handle{}, fmt.Errorf("%w: handle %q token %d: %v", ErrInvalid, s, i+2, err)
-		}
-		v[i] = n
+	if h.Topic > math.MaxUint32 || h.Group > math.MaxUint32 {
+		return Handle{}, fmt.Errorf("%w: handle %q: topic or group id above %d", ErrInvalid, s, uint32(math.MaxUint32))
 	}
-	return Handle{Topic: TopicID(v[0]), Group: GroupID(v[1]), Partition: Partition(v[2]), Seq: Seq(v[3]), Attempt: uint32(v[4])}, nil
+	return Handle{Topic: TopicID(h.Topic), Group: GroupID(h.Group), Partition: Partition(h.Partition), Seq: Seq(h.Seq), Attempt: h.Attempt}, nil
+}
+
+// toWire returns h in the wire package's form.
+func (h Handle) toWire() wire.Handle {
+	return wire.Handle{Topic: uint64(h.Topic), Group: uint64(h.Group), Partition: uint32(h.Partition), Seq: uint64(h.Seq), Attempt: h.Attempt}
 }

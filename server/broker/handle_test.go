@@ -36,6 +36,18 @@ func TestParseHandle(t *testing.T) {
 	}
 }
 
+// TestBrokerParseHandleRefusesNonCanonical: the broker parsed handles with
+// strconv, so "$F.01.2.3.4.5" (a leading zero) and zero ids, seq or attempt
+// were accepted where the wire refuses them (SPEC.md 9.1: canonical
+// decimal; ids, seq and attempt >= 1). Both now use wire.ParseHandle.
+func TestBrokerParseHandleRefusesNonCanonical(t *testing.T) {
+	for _, s := range []string{"$F.01.2.3.4.5", "$F.1.2.03.4.5", "$F.0.1.0.1.1", "$F.1.0.0.1.1", "$F.1.1.0.0.1", "$F.1.1.0.1.0", "$F.0.0.0.0.0"} {
+		if h, err := ParseHandle(s); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseHandle(%q) = %+v, %v; want ErrInvalid", s, h, err)
+		}
+	}
+}
+
 func FuzzParseHandle(f *testing.F) {
 	f.Add("$F.1.2.3.4.5")
 	f.Add("$F.0.0.0.0.0")

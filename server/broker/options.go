@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/server/seglog"
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // StoreOpener opens (creating if needed) the log kept in dir with the given
@@ -139,98 +140,61 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// Durability says when a publish is confirmed.
-type Durability string
+// Durability says when a publish is confirmed (wire.Durability).
+type Durability = wire.Durability
 
 // Durability values.
 const (
-	// DurabilityGroup: confirmed once on disk; concurrent publishes share an
-	// fsync (default).
-	DurabilityGroup Durability = "group"
-	// DurabilitySync: every batch is fsynced before it is confirmed.
-	DurabilitySync Durability = "sync"
-	// DurabilityNone: confirmed once written; the OS flushes later.
-	DurabilityNone Durability = "none"
+	DurabilityGroup = wire.DurabilityGroup // confirmed once on disk; a shared fsync (default)
+	DurabilitySync  = wire.DurabilitySync  // every batch fsynced before it is confirmed
+	DurabilityNone  = wire.DurabilityNone  // confirmed once written; the OS flushes later
 )
 
-// Retention says when messages are deleted.
-type Retention string
+// Retention says when messages are deleted (wire.Retention).
+type Retention = wire.Retention
 
 // Retention values.
 const (
-	// RetentionWorkqueue: a message is deleted once every group has settled
-	// it; kept until the first group exists (default).
-	RetentionWorkqueue Retention = "workqueue"
-	// RetentionLimits: messages are deleted by age, size and count only.
-	RetentionLimits Retention = "limits"
+	RetentionWorkqueue = wire.RetentionWorkqueue // deleted once every group settled it (default)
+	RetentionLimits    = wire.RetentionLimits    // deleted by age, size and count only
 )
 
-// FullPolicy says what a publish does when the topic is full.
-type FullPolicy string
+// FullPolicy says what a publish does when the topic is full
+// (wire.FullPolicy).
+type FullPolicy = wire.FullPolicy
 
 // FullPolicy values.
 const (
 	// FullBlock: a sync publish waits for room, at most the topic's
 	// BlockTimeoutMs (and its context), then fails with ErrTopicFull; an
 	// async publish fails with ErrTopicFull at once (default).
-	FullBlock FullPolicy = "block"
+	FullBlock = wire.FullBlock
 	// FullReject: every publish fails at once with ErrTopicFull.
-	FullReject FullPolicy = "reject"
+	FullReject = wire.FullReject
 )
 
-// TopicConfig configures a topic. JSON names match the TOPIC CREATE verb.
-type TopicConfig struct {
-	// Subjects are the filters (wildcards allowed) whose publishes the topic
-	// captures; default: the topic name alone.
-	Subjects   []string   `json:"subjects,omitempty"`
-	Partitions int        `json:"partitions,omitempty"` // default 1
-	Durability Durability `json:"durability,omitempty"` // default group
-	Retention  Retention  `json:"retention,omitempty"`  // default workqueue
-	MaxAgeMs   int64      `json:"max_age_ms,omitempty"` // 0: unlimited
-	MaxBytes   int64      `json:"max_bytes,omitempty"`  // 0: unlimited
-	MaxMsgs    int64      `json:"max_msgs,omitempty"`   // 0: unlimited
-	// MaxUnsettledMsgs and MaxUnsettledBytes bound what is stored but not
-	// yet settled by every group (0: unlimited). They are never passed: a
-	// publish takes its place under them when it is enqueued (concurrent
-	// publishers and batches included), and a message bigger than
-	// MaxUnsettledBytes is never accepted.
-	MaxUnsettledMsgs  int64      `json:"max_unsettled_msgs,omitempty"`
-	MaxUnsettledBytes int64      `json:"max_unsettled_bytes,omitempty"`
-	FullPolicy        FullPolicy `json:"full_policy,omitempty"` // default block
-	// BlockTimeoutMs bounds how long a publish waits for room under
-	// FullBlock before it fails with ErrTopicFull; default
-	// DefaultBlockTimeoutMs, at most 4294967295.
-	BlockTimeoutMs int64 `json:"block_timeout_ms,omitempty"`
-	// Compression is the codec the topic's data logs compress sealed
-	// segments with (default none; event logs are never compressed). It is
-	// fixed when the topic is created: there is no topic update, and a
-	// TOPIC CREATE with another value is a different configuration. The
-	// logs read segments written under any setting, so a later update
-	// could take effect at the next open. Ignored when Options.OpenStore
-	// is set (the opener decides how its stores keep data).
-	Compression Compression `json:"compression,omitempty"`
-}
+// TopicConfig configures a topic: the one schema wire.TopicConfig (the
+// JSON of TOPIC CREATE, the SDK's TopicConfig), with the engine's defaults
+// and checks as methods; convert with TopicConfig(w) and
+// wire.TopicConfig(c), no field is copied by hand. Compression is ignored
+// when Options.OpenStore is set (the opener decides how its stores keep
+// data).
+type TopicConfig wire.TopicConfig
 
-// Compression says how a topic's sealed data segments are stored.
-type Compression string
+// Compression says how a topic's sealed data segments are stored
+// (wire.Compression; server/seglog Options.Compression).
+type Compression = wire.Compression
 
-// Compression values (server/seglog Options.Compression; costs in
-// BENCHMARKS.md, "Compression of sealed segments").
+// Compression values.
 const (
-	// CompressionNone keeps segments plain: zero-copy reads (default).
-	CompressionNone Compression = "none"
-	// CompressionS2 compresses sealed segments with s2: fast, about 3x on
-	// JSON-like payloads; the first read from a segment decompresses all
-	// of it.
-	CompressionS2 Compression = "s2"
-	// CompressionZstd compresses sealed segments with zstd: about 6x on
-	// JSON-like payloads, slower to decode.
-	CompressionZstd Compression = "zstd"
+	CompressionNone = wire.CompressionNone // plain segments: zero-copy reads (default)
+	CompressionS2   = wire.CompressionS2   // s2: fast, about 3x on JSON-like data
+	CompressionZstd = wire.CompressionZstd // zstd: about 6x, slower to decode
 )
 
-// seglog maps c to the log's codec. Callers validated c; an empty value
-// (a catalog written before the field) is none.
-func (c Compression) seglog() seglog.Compression {
+// seglogCompression maps c to the log's codec. Callers validated c; an
+// empty value (a catalog written before the field) is none.
+func seglogCompression(c Compression) seglog.Compression {
 	switch c {
 	case CompressionS2:
 		return seglog.CompressionS2
@@ -397,7 +361,7 @@ func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig
 // DeadLetterTopic returns the default dead-letter topic of a group:
 // "$DLQ.<topic>.<group>".
 func DeadLetterTopic(topic TopicName, group GroupName) string {
-	return "$DLQ." + string(topic) + "." + string(group)
+	return wire.DeadLetterTopic(string(topic), string(group))
 }
 
 // Resolve returns c with the defaults a topic named name would get, or the

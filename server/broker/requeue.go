@@ -1,11 +1,11 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // RequeueGroup is the group of a dead-letter topic through which Requeue
@@ -17,7 +17,7 @@ const RequeueGroup GroupName = "$requeue"
 
 // internal reports a group the broker keeps for itself (its name starts
 // with '$', which the wire refuses in group names).
-func (n GroupName) internal() bool { return strings.HasPrefix(string(n), "$") }
+func (n GroupName) internal() bool { return wire.IsReserved(n) }
 
 // requeueBatch bounds one poll of a requeue.
 const requeueBatch = 64
@@ -76,7 +76,7 @@ func (b *Broker) RequeueFrom(ctx context.Context, dlq TopicName, group GroupName
 }
 
 func (b *Broker) requeueOne(ctx context.Context, d Delivery) error {
-	subject := headerValue(d.Header, "Fibril-Subject")
+	subject := headerValue(d.Header, wire.HeaderSubject)
 	if subject == "" {
 		return fmt.Errorf("%w: no Fibril-Subject header", ErrInvalid)
 	}
@@ -88,7 +88,7 @@ func (b *Broker) requeueOne(ctx context.Context, d Delivery) error {
 		return fmt.Errorf("%w: no topic captures %q now (deleted? create a topic for it to requeue, or delete this dead-letter topic)", ErrNoTopic, subject)
 	}
 	m := Message{Subject: subject, Header: stripHeaders(d.Header, dlqHeaderNames), Data: d.Data}
-	if k := headerValue(d.Header, "Fibril-Key"); k != "" {
+	if k := headerValue(d.Header, wire.HeaderKey); k != "" {
 		m.Key = []byte(k)
 	}
 	if _, err := dest.Publish(ctx, m); err != nil {
@@ -127,72 +127,34 @@ func (g *Group) pollNow(ctx context.Context, max int) ([]Delivery, error) {
 }
 
 // dlqHeaderNames are the header lines a dead letter gets (dlqHeader).
-var dlqHeaderNames = []string{"Fibril-Reason", "Fibril-Error", "Fibril-Subject", "Fibril-Partition", "Fibril-Seq", "Fibril-Deliveries"}
+var dlqHeaderNames = []string{wire.HeaderReason, wire.HeaderError, wire.HeaderSubject, wire.HeaderPartition, wire.HeaderSeq, wire.HeaderDeliveries}
 
 // headerValue returns the value of the first header line named key (case
 // insensitive) of a NATS/1.0 header block, or "".
 func headerValue(hdr []byte, key string) string {
-	for _, line := range headerLines(hdr) {
-		k, v, ok := strings.Cut(line, ":")
-		if ok && strings.EqualFold(strings.TrimSpace(k), key) {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
+	v, _ := wire.HeaderValue(hdr, key)
+	return string(v)
 }
 
-// stripHeaders returns hdr without the lines named in drop; nil when no
-// line is left.
+// stripHeaders returns hdr without the lines named in drop (and without its
+// status); nil when hdr is not a NATS/1.0 block or no line is left.
 func stripHeaders(hdr []byte, drop []string) []byte {
-	lines := headerLines(hdr)
-	if lines == nil {
-		return nil
-	}
 	var out []byte
-	kept := 0
-	for _, line := range lines {
-		k, _, _ := strings.Cut(line, ":")
-		skip := false
+	wire.RangeHeaderLines(hdr, func(line []byte) bool {
+		k, _, _ := wire.CutHeaderLine(line)
 		for _, d := range drop {
-			if strings.EqualFold(strings.TrimSpace(k), d) {
-				skip = true
-				break
+			if wire.EqualFold(k, d) {
+				return true
 			}
 		}
-		if skip {
-			continue
+		if out == nil {
+			out = append(out, wire.HeaderPrefix+"\r\n"...)
 		}
-		if kept == 0 {
-			out = append(out, "NATS/1.0\r\n"...)
-		}
-		kept++
 		out = append(append(out, line...), "\r\n"...)
-	}
-	if kept == 0 {
+		return true
+	})
+	if out == nil {
 		return nil
 	}
 	return append(out, "\r\n"...)
-}
-
-// headerLines returns the header lines of a NATS/1.0 block (status line
-// and blank line excluded), or nil when hdr is not one.
-func headerLines(hdr []byte) []string {
-	if !bytes.HasPrefix(hdr, []byte("NATS/1.0")) {
-		return nil
-	}
-	s := string(hdr)
-	_, s, _ = strings.Cut(s, "\r\n") // status line
-	var out []string
-	for s != "" {
-		var line string
-		line, s, _ = strings.Cut(s, "\r\n")
-		if line == "" {
-			break
-		}
-		out = append(out, line)
-	}
-	if out == nil {
-		out = []string{}
-	}
-	return out
 }

@@ -26,7 +26,7 @@ func (t *Topic) openStore(dir string, events bool, policy seglog.Policy) (seglog
 	// serves, so damage done while the broker was stopped refuses the
 	// start (naming file, offset and sequence) instead of being met by a
 	// consumer.
-	so := seglog.Options{Policy: policy, SegmentSize: t.dataSegmentSize(), Compression: t.cfg.Compression.seglog(),
+	so := seglog.Options{Policy: policy, SegmentSize: t.dataSegmentSize(), Compression: seglogCompression(t.cfg.Compression),
 		HoldSwapped: t.compressed(), Verify: true, QuickVerify: o.QuickStart}
 	if events {
 		so.SegmentSize, so.Compression, so.HoldSwapped = o.EventSegmentSize, seglog.CompressionNone, false
@@ -56,4 +56,6 @@ func (t *Topic) maxBody() int64 { return t.dataSegmentSize() - recordSlack }
 
 // compressed reports whether the topic's sealed data segments are
 // compressed (and its data logs hold replaced maps: swaprelease.go).
-func (t *Topic) compressed() bool { return t.cfg.Compression.seglog() != seglog.CompressionNone }
+func (t *Topic) compressed() bool {
+	return seglogCompression(t.cfg.Compression) != seglog.CompressionNone
+}

@@ -59,9 +59,7 @@ type Handle struct {
 
 // String formats the handle as the reply subject the server puts on a delivery:
 // "$F.<topic>.<group>.<partition>.<seq>.<attempt>".
-func (h Handle) String() string {
-	return fmt.Sprintf("$F.%d.%d.%d.%d.%d", h.Topic, h.Group, h.Partition, h.Seq, h.Attempt)
-}
+func (h Handle) String() string { return h.toWire().String() }
 
 // Message is one message to publish.
 type Message struct {

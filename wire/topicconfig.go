@@ -1,0 +1,94 @@
+package wire
+
+// This file holds the one schema of a topic's configuration (SPEC.md
+// 10.1): the JSON of TOPIC CREATE and of the "config" of TOPIC INFO, the
+// SDK's TopicConfig, and the engine's (broker.TopicConfig is this struct
+// with the engine's defaults and checks as methods). It is here, not in
+// the broker, because the SDK and protocol must not import the engine.
+
+// Durability says when a publish is confirmed.
+type Durability string
+
+// Durability values.
+const (
+	// DurabilityGroup: confirmed once on disk; concurrent publishes share an
+	// fsync (default).
+	DurabilityGroup Durability = "group"
+	// DurabilitySync: every batch is fsynced before it is confirmed.
+	DurabilitySync Durability = "sync"
+	// DurabilityNone: confirmed once written; the OS flushes later.
+	DurabilityNone Durability = "none"
+)
+
+// Retention says when messages are deleted.
+type Retention string
+
+// Retention values.
+const (
+	// RetentionWorkqueue: a message is deleted once every group has settled
+	// it; kept until the first group exists (default).
+	RetentionWorkqueue Retention = "workqueue"
+	// RetentionLimits: messages are deleted by age, size and count only.
+	RetentionLimits Retention = "limits"
+)
+
+// FullPolicy says what a publish does when the topic is full.
+type FullPolicy string
+
+// FullPolicy values.
+const (
+	// FullBlock: a sync publish waits for room, at most the topic's
+	// BlockTimeoutMs (and its context), then fails with topic_full; an
+	// async publish fails with topic_full at once (default).
+	FullBlock FullPolicy = "block"
+	// FullReject: every publish fails at once with topic_full.
+	FullReject FullPolicy = "reject"
+)
+
+// Compression says how a topic's sealed data segments are stored.
+type Compression string
+
+// Compression values (costs in BENCHMARKS.md, "Compression of sealed
+// segments").
+const (
+	// CompressionNone keeps segments plain: zero-copy reads (default).
+	CompressionNone Compression = "none"
+	// CompressionS2 compresses sealed segments with s2: fast, about 3x on
+	// JSON-like payloads; the first read from a segment decompresses all
+	// of it.
+	CompressionS2 Compression = "s2"
+	// CompressionZstd compresses sealed segments with zstd: about 6x on
+	// JSON-like payloads, slower to decode.
+	CompressionZstd Compression = "zstd"
+)
+
+// TopicConfig configures a topic (SPEC.md 10.1). JSON names are those of
+// TOPIC CREATE; a zero field takes its default.
+type TopicConfig struct {
+	// Subjects are the filters (wildcards allowed) whose publishes the topic
+	// captures; default: the topic name alone.
+	Subjects   []string   `json:"subjects,omitempty"`
+	Partitions int        `json:"partitions,omitempty"` // default 1
+	Durability Durability `json:"durability,omitempty"` // default group
+	Retention  Retention  `json:"retention,omitempty"`  // default workqueue
+	MaxAgeMs   int64      `json:"max_age_ms,omitempty"` // 0: unlimited
+	MaxBytes   int64      `json:"max_bytes,omitempty"`  // 0: unlimited
+	MaxMsgs    int64      `json:"max_msgs,omitempty"`   // 0: unlimited
+	// MaxUnsettledMsgs and MaxUnsettledBytes bound what is stored but not
+	// yet settled by every group (0: unlimited). They are never passed: a
+	// publish takes its place under them when it is enqueued (concurrent
+	// publishers and batches included), and a message bigger than
+	// MaxUnsettledBytes is never accepted.
+	MaxUnsettledMsgs  int64      `json:"max_unsettled_msgs,omitempty"`
+	MaxUnsettledBytes int64      `json:"max_unsettled_bytes,omitempty"`
+	FullPolicy        FullPolicy `json:"full_policy,omitempty"` // default block
+	// BlockTimeoutMs bounds how long a publish waits for room under
+	// FullBlock before it fails with topic_full; default 5000, at most
+	// 4294967295.
+	BlockTimeoutMs int64 `json:"block_timeout_ms,omitempty"`
+	// Compression is the codec the topic's data logs compress sealed
+	// segments with (default none; event logs are never compressed). It is
+	// fixed when the topic is created: there is no topic update, and a
+	// TOPIC CREATE with another value is a different configuration.
+	Compression Compression `json:"compression,omitempty"`
+}
