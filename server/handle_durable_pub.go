@@ -1,7 +1,8 @@
 package server
 
 // SPEC.md "PUB/HPUB" (durable capture, confirms, the publish window,
-// auto-create) and "Settling by PUB to a handle".
+// auto-create). A PUB to an ack handle subject is settled in
+// handle_settle.go ("Settling by PUB to a handle").
 //
 // A PUB whose subject a topic captures is handed to the topic's partition
 // ring without blocking; its confirm (`+OK <partition>:<seq>`) fills its
@@ -15,7 +16,6 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
-	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
@@ -253,70 +253,6 @@ func clonePub(m broker.Message) broker.Message {
 		out.Key = buf[len(m.Header)+len(m.Data):]
 	}
 	return out
-}
-
-// settleByPub handles a PUB to an ack handle subject: the body says what
-// to do (+ACK, -NAK [{"delay":ns}], +WPI, +TERM), as in JetStream.
-func (c *client) settleByPub(m *pubMsg) {
-	d := c.srv.durable
-	if d == nil {
-		c.reject(protocol.CodeUnknownHandle, "no durable engine")
-		return
-	}
-	wh, err := protocol.ParseHandle([]byte(m.subject))
-	if err != nil {
-		c.reject(protocol.CodeInvalidHandle, err.Error())
-		return
-	}
-	h, ok := toBrokerHandle(wh)
-	if !ok {
-		c.reject(protocol.CodeUnknownHandle, m.subject)
-		return
-	}
-	kind, delay, err := protocol.ParseAckBody(m.body[m.hdrLen:])
-	if err != nil {
-		c.reject(protocol.CodeInvalidAck, "")
-		return
-	}
-	var op broker.SettleOp
-	switch kind {
-	case protocol.AckAck:
-		op = broker.Ack()
-	case protocol.AckNak:
-		op = broker.Nack(time.Duration(delay))
-	case protocol.AckProgress:
-		op = broker.Extend(0)
-	case protocol.AckTerm:
-		op = broker.Reject()
-	}
-	var slot *answer
-	if c.confirming() {
-		slot = c.reserve()
-	} else {
-		c.ok()
-	}
-	reply := m.reply
-	done := func(err error) {
-		if err != nil {
-			c.log.Debug("settle by publish failed", "handle", wh.String(), "err", err)
-		}
-		if slot != nil {
-			if err != nil {
-				c.complete(slot, c.errAnswer(err))
-			} else {
-				c.complete(slot, okNone)
-			}
-		}
-		if reply != "" {
-			// JetStream's double ack: empty on success, "<code> <text>" on failure.
-			var body []byte
-			if err != nil {
-				body = []byte(protocol.NewError(codeOf(err), "").Text())
-			}
-			c.queueReply(reply, body)
-		}
-	}
-	c.settle(h, op.As(c.principal()), done)
 }
 
 // queueReply publishes body to subject for plain subscribers. Safe from
