@@ -331,6 +331,13 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 // goroutine.
 func (c *client) queueDurable(d *broker.Delivery, sid string, crc, headers, ackOnWrite bool, subOK *answer) bool {
 	size := deliverySize(d)
+	if subOK != nil && !subOK.written.Load() {
+		// The SUB's +OK may still wait in the answer queue: look again
+		// under its lock, and queue behind it if so.
+		if queued, held := c.holdBehind(subOK, d, size, sid, crc, headers, ackOnWrite); held {
+			return queued
+		}
+	}
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -342,16 +349,6 @@ func (c *client) queueDurable(d *broker.Delivery, sid string, crc, headers, ackO
 		c.slowConsumer(c.overReason())
 		return false
 	}
-	if subOK != nil && !subOK.written {
-		n := len(subOK.tail)
-		subOK.tail = appendDelivery(subOK.tail, d, sid, crc, headers)
-		c.held += len(subOK.tail) - n
-		if ackOnWrite {
-			subOK.tailAcks = append(subOK.tailAcks, d.Handle)
-		}
-		c.mu.Unlock()
-		return true
-	}
 	c.out.appendDelivery(&c.srv.outBufs, size, d, sid, crc, headers)
 	if ackOnWrite {
 		c.addWriteAckLocked(d.Handle)
@@ -362,4 +359,40 @@ func (c *client) queueDurable(d *broker.Delivery, sid string, crc, headers, ackO
 		c.tr.wake()
 	}
 	return true
+}
+
+// holdBehind queues a durable push delivery behind subOK, its SUB's +OK,
+// when that is not yet written (held true; queued as queueDurable
+// reports). Once subOK is written it does nothing (held false): the
+// delivery goes to the outbox.
+func (c *client) holdBehind(subOK *answer, d *broker.Delivery, size int, sid string, crc, headers, ackOnWrite bool) (queued, held bool) {
+	q := &c.answers
+	q.mu.Lock()
+	switch {
+	case subOK.written.Load():
+		q.mu.Unlock()
+		return false, false
+	case q.closed:
+		q.mu.Unlock()
+		return false, true
+	}
+	c.mu.Lock()
+	over := c.overPendingLocked(size)
+	if over {
+		c.dropped++
+	}
+	c.mu.Unlock()
+	if over {
+		q.mu.Unlock()
+		c.slowConsumer(c.overReason()) // takes both locks to close
+		return false, true
+	}
+	n := len(subOK.tail)
+	subOK.tail = appendDelivery(subOK.tail, d, sid, crc, headers)
+	q.holdTailLocked(len(subOK.tail) - n)
+	if ackOnWrite {
+		subOK.tailAcks = append(subOK.tailAcks, d.Handle)
+	}
+	q.mu.Unlock()
+	return true, true
 }

@@ -110,8 +110,9 @@ func (c *client) storeRouted(msg broker.Message, slot *answer, req reqReply) {
 // reserveConfirm takes an answer slot for a confirming connection, inside
 // the publish window. It returns (nil, true) when no confirm is wanted and
 // (nil, false) when the window is full (the command is then answered).
-// laneBusy is read under the same lock (one lock per PUB on the input
-// goroutine's path).
+// laneBusy is read after, under the outbox lock: the lane goroutine only
+// ever clears it, so a stale true sends the publish through serial, which
+// looks again.
 func (c *client) reserveConfirm() (slot *answer, ok, laneBusy bool) {
 	if !c.confirming() {
 		if c.opts.Verbose {
@@ -122,15 +123,14 @@ func (c *client) reserveConfirm() (slot *answer, ok, laneBusy bool) {
 		c.mu.Unlock()
 		return nil, true, laneBusy
 	}
-	c.mu.Lock()
-	if c.unconfirmed >= c.srv.opts.MaxUnconfirmed {
-		c.mu.Unlock()
+	c.answers.mu.Lock()
+	a, ok := c.answers.reserveConfirmLocked(c, c.srv.opts.MaxUnconfirmed)
+	c.answers.mu.Unlock()
+	if !ok {
 		c.reject(protocol.CodeMaxUnconfirmed, "window "+strconv.Itoa(c.srv.opts.MaxUnconfirmed))
 		return nil, false, false
 	}
-	c.unconfirmed++
-	a := &answer{confirmOf: c}
-	c.answers = append(c.answers, a)
+	c.mu.Lock()
 	laneBusy = c.laneBusy
 	c.mu.Unlock()
 	return a, true, laneBusy
