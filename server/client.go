@@ -6,7 +6,6 @@ import (
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/access"
-	"github.com/fibrilmq/fibril/server/broker"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +31,8 @@ type transport interface {
 // Fields in the first block belong to the input goroutine (the gnet event
 // loop owning the connection, or the TLS reader) and are touched only there.
 // Fields under mu may be touched from anywhere; mu is a leaf lock: nothing
-// else is locked while it is held except the answer slots it guards.
+// else is locked while it is held. The answer queue (answers) has its own
+// lock, always taken before mu (answers.go).
 type client struct {
 	srv *Server
 	id  uint64
@@ -84,21 +84,16 @@ type client struct {
 	lingerUntil atomic.Int64
 
 	mu          sync.Mutex
-	out         chunks    // the outbox: queued bytes not yet handed to tr (outbuf.go)
-	wakePending bool      // a wake is requested or the owner is flushing
-	closing     bool      // no more output accepted; close after flush
-	closed      bool      // the socket is gone (teardown ran)
-	released    bool      // subscriptions and leases are given back (release ran)
-	answers     []*answer // answers not yet written, in command order
+	out         chunks // the outbox: queued bytes not yet handed to tr (outbuf.go)
+	wakePending bool   // a wake is requested or the owner is flushing
+	closing     bool   // no more output accepted; close after flush
+	closed      bool   // the socket is gone (teardown ran)
+	released    bool   // subscriptions and leases are given back (release ran)
 	subs        map[string]*subscription
-	unconfirmed int        // publishes awaiting their confirm
 	laneBusy    bool       // the lane goroutine runs (see lane.go)
 	laneQ       []laneFunc // durable commands queued on the lane, in order
 	outHigh     int        // bytes the transport still holds (owner reports)
-	// held: bytes of answers completed (or push deliveries queued behind a
-	// SUB's +OK) that wait behind earlier answers (outbound.go).
-	held    int
-	dropped uint64
+	dropped     uint64
 	// taken: bytes of the output stream handed to the transport so far;
 	// onSocket: of those, known to be on the socket; progressAt: unix
 	// nanos since which the socket has taken nothing while output waited
@@ -118,33 +113,12 @@ type client struct {
 	drainArmed   atomic.Bool
 	drainBackoff atomic.Int64
 
+	// answers: the answer slots in command order and the publish window,
+	// under their own lock, taken before mu (answers.go).
+	answers answerQueue
+
 	// Traffic counters (conns.go), from any goroutine.
 	inMsgs, inBytes, outMsgs, outBytes atomic.Uint64
-}
-
-// answer is one slot in the per-connection reorder queue: commands are
-// answered in the order they were sent, even though their answers complete
-// out of order (different partitions, POLL waits).
-type answer struct {
-	done bool
-	data []byte
-	// written: data went to the outbox (under client.mu).
-	written bool
-	// tail holds push deliveries of the SUB this slot answers that arrived
-	// before the SUB's +OK was written; they follow it out (SPEC.md: a
-	// SUB's +OK precedes its deliveries). tailAcks are their ack-on-write
-	// handles. Both count in client.held until released.
-	tail     []byte
-	tailAcks []broker.Handle
-	// own: the answer completeOwned handed over (pooled chunks, not
-	// copied); data is then empty.
-	own chunks
-	// small holds a short answer (a confirm, +OK, most -ERR lines)
-	// without an allocation of its own.
-	small [40]byte
-	// confirmOf: the connection of a publish confirm slot (reserveConfirm),
-	// which the broker reports to through PublishDone.
-	confirmOf *client
 }
 
 func newClient(s *Server, id uint64, tr transport) *client {
@@ -210,41 +184,34 @@ func (c *client) markWakeLocked() bool {
 // pendingLocked is the output held for this connection and not yet on the
 // socket: the outbox, answers waiting behind earlier ones, and what the
 // transport holds.
-func (c *client) pendingLocked() int { return c.out.n + c.outHigh + c.held }
+func (c *client) pendingLocked() int {
+	return c.out.n + c.outHigh + int(c.answers.held.Load())
+}
 
 // reserve takes the next slot in the answer order. Input goroutine only.
-func (c *client) reserve() *answer {
-	a := &answer{}
-	c.mu.Lock()
-	c.answers = append(c.answers, a)
-	c.mu.Unlock()
-	return a
-}
+func (c *client) reserve() *answer { return c.answers.reserve() }
 
 // complete fills slot a with data and releases every answer that is now at
 // the head of the order. Safe from any goroutine; data is copied.
 func (c *client) complete(a *answer, data []byte) { c.fill(a, data, false) }
 
 // fill is complete; confirm also reopens one place in the publish window,
-// under the same lock (one lock per confirm on the partition actor's path).
+// under the same lock. The outbox lock is taken only when answers can be
+// written (a is at the head, or its filling made the head done).
 func (c *client) fill(a *answer, data []byte, confirm bool) {
-	c.mu.Lock()
-	if confirm {
-		c.unconfirmed--
-	}
-	if c.closing {
-		c.mu.Unlock()
+	q := &c.answers
+	q.mu.Lock()
+	if !q.fillLocked(a, data, confirm) {
+		q.mu.Unlock()
 		return
 	}
-	a.done = true
-	if a.data == nil && len(data) <= len(a.small) {
-		a.data = a.small[:copy(a.small[:], data)] // most answers are short lines
-	} else {
-		a.data = append(a.data, data...)
+	w := false
+	if len(q.slots) > 0 && q.slots[0].done {
+		c.mu.Lock()
+		w = c.releaseLocked()
+		c.mu.Unlock()
 	}
-	c.held += len(data)
-	w := c.releaseLocked()
-	c.mu.Unlock()
+	q.mu.Unlock()
 	if w {
 		c.tr.wake()
 	}
@@ -252,29 +219,32 @@ func (c *client) fill(a *answer, data []byte, confirm bool) {
 
 // completeOwned is complete for output the caller built in chunks from
 // c.srv.outBufs and hands over: its buffers are not copied but move to the
-// outbox in turn, and q is empty after the call. A slot is completed
+// outbox in turn, and own is empty after the call. A slot is completed
 // once. It is for deliveries (a POLL answer): past MaxPending the
 // connection is cut as a slow consumer and it reports false, as it does
 // when the connection is closing; the caller's leases then go back with
 // the connection's. Safe from any goroutine.
-func (c *client) completeOwned(a *answer, q *chunks) bool {
+func (c *client) completeOwned(a *answer, own *chunks) bool {
+	q := &c.answers
+	q.mu.Lock()
 	c.mu.Lock()
-	if c.closing {
+	if q.closed {
 		c.mu.Unlock()
-		q.release(&c.srv.outBufs)
+		q.mu.Unlock()
+		own.release(&c.srv.outBufs)
 		return false
 	}
-	if c.overPendingLocked(q.n) {
+	if c.overPendingLocked(own.n) {
 		c.mu.Unlock()
-		q.release(&c.srv.outBufs)
+		q.mu.Unlock()
+		own.release(&c.srv.outBufs)
 		c.slowConsumer(c.overReason())
 		return false
 	}
-	a.done = true
-	c.held += q.n
-	a.own.moveFrom(q)
+	q.fillOwnedLocked(a, own)
 	w := c.releaseLocked()
 	c.mu.Unlock()
+	q.mu.Unlock()
 	if w {
 		c.tr.wake()
 	}
@@ -282,13 +252,17 @@ func (c *client) completeOwned(a *answer, q *chunks) bool {
 }
 
 // releaseLocked moves every answer now at the head of the order to the
-// outbox (c.mu held). It reports whether the caller must call tr.wake
-// after unlocking.
+// outbox (c.answers.mu and c.mu held). It reports whether the caller must
+// call tr.wake after unlocking.
 func (c *client) releaseLocked() bool {
-	n := 0
-	for n < len(c.answers) && c.answers[n].done {
-		h := c.answers[n]
-		c.held -= len(h.data) + h.own.n + len(h.tail)
+	q := &c.answers
+	head := q.headLocked()
+	if len(head) == 0 {
+		return false
+	}
+	bytes := 0
+	for _, h := range head {
+		bytes += len(h.data) + h.own.n + len(h.tail)
 		c.appendOutLocked(h.data)
 		c.out.moveFrom(&h.own)
 		h.data = nil
@@ -296,18 +270,11 @@ func (c *client) releaseLocked() bool {
 		for _, ah := range h.tailAcks {
 			c.addWriteAckLocked(ah)
 		}
-		h.written, h.tail, h.tailAcks = true, nil, nil
-		c.answers[n] = nil
-		n++
+		h.tail, h.tailAcks = nil, nil
+		h.written.Store(true)
 	}
-	if n > 0 {
-		c.answers = c.answers[n:]
-		if len(c.answers) == 0 {
-			c.answers = nil
-		}
-		return c.markWakeLocked()
-	}
-	return false
+	q.dropLocked(len(head), bytes)
+	return c.markWakeLocked()
 }
 
 // answerNow answers a command whose reply is known at once, keeping the
@@ -321,7 +288,7 @@ func (c *client) answerNow(data []byte) {
 // the answer for the ticker, which wakes stalled connections.
 func (c *client) outputOver(transportPending int) bool {
 	c.mu.Lock()
-	over := c.out.n+c.held+transportPending > c.srv.opts.MaxPending
+	over := c.out.n+int(c.answers.held.Load())+transportPending > c.srv.opts.MaxPending
 	c.mu.Unlock()
 	c.stalled.Store(over)
 	return over
@@ -361,18 +328,22 @@ func (c *client) takeOut(dst [][]byte, limit int) (out [][]byte, n int, closeAft
 // closeWith queues err (already encoded, may be nil) as the last bytes of
 // the connection and asks the transport to close it. Safe from any goroutine.
 func (c *client) closeWith(reason string, errLine []byte) {
+	c.answers.mu.Lock()
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
+		c.answers.mu.Unlock()
 		return
 	}
 	// Answers still outstanding are abandoned: the connection is going away.
 	// Deliveries not on the socket are never settled: their leases go back.
-	c.answers, c.held, c.writeAcks = nil, 0, nil
+	c.answers.closeLocked()
+	c.writeAcks = nil
 	c.appendOutLocked(errLine)
 	c.closing = true
 	w := c.markWakeLocked()
 	c.mu.Unlock()
+	c.answers.mu.Unlock()
 	c.log.Debug("closing connection", "reason", reason)
 	if w {
 		c.tr.wake()

@@ -24,7 +24,8 @@
 // slot until its +OK is written, so they never precede it.
 //
 // Files: server.go (lifecycle), options.go, conn_gnet.go and conn_tls.go
-// (transports), client.go (connection state, outbox, answer queue), outbound.go
+// (transports), client.go (connection state, outbox), answers.go (the
+// answer queue and its lock, taken before client.mu), outbound.go
 // (max_pending, the write deadline, slow consumers, settling on the
 // socket), feed.go
 // (parsing), handle_*.go (one verb family each), sublist.go (plain subject

@@ -13,11 +13,8 @@ package server
 // filter; a handle settles only for the identity it was delivered to.
 
 import (
-	"errors"
-	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
@@ -334,6 +331,13 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 // goroutine.
 func (c *client) queueDurable(d *broker.Delivery, sid string, crc, headers, ackOnWrite bool, subOK *answer) bool {
 	size := deliverySize(d)
+	if subOK != nil && !subOK.written.Load() {
+		// The SUB's +OK may still wait in the answer queue: look again
+		// under its lock, and queue behind it if so.
+		if queued, held := c.holdBehind(subOK, d, size, sid, crc, headers, ackOnWrite); held {
+			return queued
+		}
+	}
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -344,16 +348,6 @@ func (c *client) queueDurable(d *broker.Delivery, sid string, crc, headers, ackO
 		c.mu.Unlock()
 		c.slowConsumer(c.overReason())
 		return false
-	}
-	if subOK != nil && !subOK.written {
-		n := len(subOK.tail)
-		subOK.tail = appendDelivery(subOK.tail, d, sid, crc, headers)
-		c.held += len(subOK.tail) - n
-		if ackOnWrite {
-			subOK.tailAcks = append(subOK.tailAcks, d.Handle)
-		}
-		c.mu.Unlock()
-		return true
 	}
 	c.out.appendDelivery(&c.srv.outBufs, size, d, sid, crc, headers)
 	if ackOnWrite {
@@ -367,109 +361,38 @@ func (c *client) queueDurable(d *broker.Delivery, sid string, crc, headers, ackO
 	return true
 }
 
-// settleWritten acks deliveries whose bytes are on the socket. The engine
-// never refuses a settle for a full ring (it takes its control path then),
-// so an ack is lost only when the engine stops (the message is then
-// redelivered after restart) or the lease ran out first (redelivered, as
-// at-most-once cannot promise more); both are logged, never silent.
-func (c *client) settleWritten(hs []broker.Handle) {
-	if len(hs) == 0 || c.srv.durable == nil {
-		return
-	}
-	for _, h := range hs {
-		if err := c.srv.durable.b.Settle(h, broker.Ack(), c.ackOnWriteDone); err != nil {
-			c.ackOnWriteDone(err)
-		}
-	}
-}
-
-// ackOnWriteDone reports an ack-on-write the engine did not apply.
-func (c *client) ackOnWriteDone(err error) {
+// holdBehind queues a durable push delivery behind subOK, its SUB's +OK,
+// when that is not yet written (held true; queued as queueDurable
+// reports). Once subOK is written it does nothing (held false): the
+// delivery goes to the outbox.
+func (c *client) holdBehind(subOK *answer, d *broker.Delivery, size int, sid string, crc, headers, ackOnWrite bool) (queued, held bool) {
+	q := &c.answers
+	q.mu.Lock()
 	switch {
-	case err == nil:
-	case errors.Is(err, broker.ErrClosed):
-		c.log.Debug("ack-on-write after engine stop", "err", err)
-	default:
-		c.log.Warn("ack-on-write not applied: the message will be redelivered", "err", err)
+	case subOK.written.Load():
+		q.mu.Unlock()
+		return false, false
+	case q.closed:
+		q.mu.Unlock()
+		return false, true
 	}
-}
-
-// handleSettle answers ACK (one or more handles), NACK, REJECT, EXTEND
-// with one +OK once every handle is settled, or the first error.
-func (c *client) handleSettle(hs []protocol.Handle, op broker.SettleOp) {
-	slot := c.reserve()
-	own := append([]protocol.Handle(nil), hs...)
-	op = op.As(c.principal())
-	run := func(bool) {
-		st := &settleState{c: c, slot: slot}
-		st.left.Store(int64(len(own)))
-		done := st.done // one method value per command, not per handle
-		for _, wh := range own {
-			h, ok := toBrokerHandle(wh)
-			if !ok {
-				done(broker.ErrUnknownHandle)
-				continue
-			}
-			c.settle(h, op, done)
-		}
+	c.mu.Lock()
+	over := c.overPendingLocked(size)
+	if over {
+		c.dropped++
 	}
-	if !c.serial(run) {
-		c.laneFull(slot)
+	c.mu.Unlock()
+	if over {
+		q.mu.Unlock()
+		c.slowConsumer(c.overReason()) // takes both locks to close
+		return false, true
 	}
-}
-
-// settle applies op (made As this connection's principal) to h once this
-// connection may consume h's topic; done gets the outcome, always once.
-func (c *client) settle(h broker.Handle, op broker.SettleOp, done func(error)) {
-	b := c.srv.durable.b
-	if c.perms.AllSubjects() {
-		if err := b.Settle(h, op, done); err != nil {
-			done(err)
-		}
-		return
+	n := len(subOK.tail)
+	subOK.tail = appendDelivery(subOK.tail, d, sid, crc, headers)
+	q.holdTailLocked(len(subOK.tail) - n)
+	if ackOnWrite {
+		subOK.tailAcks = append(subOK.tailAcks, d.Handle)
 	}
-	t, ok := b.TopicByID(h.Topic)
-	if !ok {
-		done(fmt.Errorf("%w: topic id %d", broker.ErrUnknownHandle, h.Topic))
-		return
-	}
-	if err := c.perms.ConsumeTopic(accessTopic(t)); err != nil {
-		done(err)
-		return
-	}
-	if err := b.Settle(h, op, done); err != nil {
-		done(err)
-	}
-}
-
-// settleState gathers the results of one settle command's handles, which
-// partition actors report concurrently: a count, and a lock only for a
-// failure (an ACK of many handles costs the actors no lock per handle).
-type settleState struct {
-	c     *client
-	slot  *answer
-	left  atomic.Int64
-	mu    sync.Mutex
-	first error
-}
-
-func (st *settleState) done(err error) {
-	if err != nil {
-		st.mu.Lock()
-		if st.first == nil {
-			st.first = err
-		}
-		st.mu.Unlock()
-	}
-	if st.left.Add(-1) != 0 {
-		return
-	}
-	st.mu.Lock()
-	first := st.first
-	st.mu.Unlock()
-	if first != nil {
-		st.c.complete(st.slot, st.c.errAnswer(first))
-		return
-	}
-	st.c.complete(st.slot, okLine)
+	q.mu.Unlock()
+	return true, true
 }

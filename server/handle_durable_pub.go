@@ -1,7 +1,8 @@
 package server
 
 // SPEC.md "PUB/HPUB" (durable capture, confirms, the publish window,
-// auto-create) and "Settling by PUB to a handle".
+// auto-create). A PUB to an ack handle subject is settled in
+// handle_settle.go ("Settling by PUB to a handle").
 //
 // A PUB whose subject a topic captures is handed to the topic's partition
 // ring without blocking; its confirm (`+OK <partition>:<seq>`) fills its
@@ -15,7 +16,6 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
-	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
@@ -110,8 +110,9 @@ func (c *client) storeRouted(msg broker.Message, slot *answer, req reqReply) {
 // reserveConfirm takes an answer slot for a confirming connection, inside
 // the publish window. It returns (nil, true) when no confirm is wanted and
 // (nil, false) when the window is full (the command is then answered).
-// laneBusy is read under the same lock (one lock per PUB on the input
-// goroutine's path).
+// laneBusy is read after, under the outbox lock: the lane goroutine only
+// ever clears it, so a stale true sends the publish through serial, which
+// looks again.
 func (c *client) reserveConfirm() (slot *answer, ok, laneBusy bool) {
 	if !c.confirming() {
 		if c.opts.Verbose {
@@ -122,15 +123,14 @@ func (c *client) reserveConfirm() (slot *answer, ok, laneBusy bool) {
 		c.mu.Unlock()
 		return nil, true, laneBusy
 	}
-	c.mu.Lock()
-	if c.unconfirmed >= c.srv.opts.MaxUnconfirmed {
-		c.mu.Unlock()
+	c.answers.mu.Lock()
+	a, ok := c.answers.reserveConfirmLocked(c, c.srv.opts.MaxUnconfirmed)
+	c.answers.mu.Unlock()
+	if !ok {
 		c.reject(protocol.CodeMaxUnconfirmed, "window "+strconv.Itoa(c.srv.opts.MaxUnconfirmed))
 		return nil, false, false
 	}
-	c.unconfirmed++
-	a := &answer{confirmOf: c}
-	c.answers = append(c.answers, a)
+	c.mu.Lock()
 	laneBusy = c.laneBusy
 	c.mu.Unlock()
 	return a, true, laneBusy
@@ -253,70 +253,6 @@ func clonePub(m broker.Message) broker.Message {
 		out.Key = buf[len(m.Header)+len(m.Data):]
 	}
 	return out
-}
-
-// settleByPub handles a PUB to an ack handle subject: the body says what
-// to do (+ACK, -NAK [{"delay":ns}], +WPI, +TERM), as in JetStream.
-func (c *client) settleByPub(m *pubMsg) {
-	d := c.srv.durable
-	if d == nil {
-		c.reject(protocol.CodeUnknownHandle, "no durable engine")
-		return
-	}
-	wh, err := protocol.ParseHandle([]byte(m.subject))
-	if err != nil {
-		c.reject(protocol.CodeInvalidHandle, err.Error())
-		return
-	}
-	h, ok := toBrokerHandle(wh)
-	if !ok {
-		c.reject(protocol.CodeUnknownHandle, m.subject)
-		return
-	}
-	kind, delay, err := protocol.ParseAckBody(m.body[m.hdrLen:])
-	if err != nil {
-		c.reject(protocol.CodeInvalidAck, "")
-		return
-	}
-	var op broker.SettleOp
-	switch kind {
-	case protocol.AckAck:
-		op = broker.Ack()
-	case protocol.AckNak:
-		op = broker.Nack(time.Duration(delay))
-	case protocol.AckProgress:
-		op = broker.Extend(0)
-	case protocol.AckTerm:
-		op = broker.Reject()
-	}
-	var slot *answer
-	if c.confirming() {
-		slot = c.reserve()
-	} else {
-		c.ok()
-	}
-	reply := m.reply
-	done := func(err error) {
-		if err != nil {
-			c.log.Debug("settle by publish failed", "handle", wh.String(), "err", err)
-		}
-		if slot != nil {
-			if err != nil {
-				c.complete(slot, c.errAnswer(err))
-			} else {
-				c.complete(slot, okNone)
-			}
-		}
-		if reply != "" {
-			// JetStream's double ack: empty on success, "<code> <text>" on failure.
-			var body []byte
-			if err != nil {
-				body = []byte(protocol.NewError(codeOf(err), "").Text())
-			}
-			c.queueReply(reply, body)
-		}
-	}
-	c.settle(h, op.As(c.principal()), done)
 }
 
 // queueReply publishes body to subject for plain subscribers. Safe from

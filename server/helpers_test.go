@@ -2,15 +2,15 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fibrilmq/fibril/internal/testrun"
 )
 
 // testOptions are small, fast limits for tests; mutate adjusts them.
@@ -22,53 +22,22 @@ func testOptions(t testing.TB, mutate func(*Options)) Options {
 	o.NoBroker = true
 	o.EventLoops = 2
 	o.ShutdownTimeout = 2 * time.Second
-	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
+	o.Logger = testrun.Logger(t)
 	if mutate != nil {
 		mutate(&o)
 	}
 	return o
 }
 
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
-// startServer runs a server on 127.0.0.1:0 until the test ends.
+// startServer runs a server on 127.0.0.1:0 until the test ends
+// (testrun.Serve, the helper internal/testserver uses too).
 func startServer(t testing.TB, mutate func(*Options)) *Server {
 	t.Helper()
 	s, err := New(testOptions(t, mutate))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
-		cancel()
-		t.Fatal("server not ready in 10s")
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run returned %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("server did not stop in 15s")
-		}
-	})
+	testrun.Serve(t, s)
 	return s
 }
 
@@ -155,14 +124,9 @@ func (w *wire) expectClosed() {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds or the deadline passes
+// (testrun.WaitFor).
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testrun.WaitFor(t, d, what, cond)
 }

@@ -27,18 +27,22 @@ const lingerTime = 2 * time.Second
 // durable leases; the connection stays registered until teardown.
 // Idempotent; any goroutine.
 func (c *client) release() {
+	c.answers.mu.Lock()
 	c.mu.Lock()
 	if c.released {
 		c.mu.Unlock()
+		c.answers.mu.Unlock()
 		return
 	}
 	c.released = true
 	c.closing = true
 	subs := c.subs
 	c.subs = nil
-	c.answers, c.held, c.writeAcks = nil, 0, nil
+	c.answers.closeLocked()
+	c.writeAcks = nil
 	c.out.release(&c.srv.outBufs)
 	c.mu.Unlock()
+	c.answers.mu.Unlock()
 	c.cancel()
 	for _, s := range subs {
 		c.srv.dropSub(s)

@@ -282,9 +282,11 @@ func (s *Server) quiet() bool {
 	}
 	s.mu.Unlock()
 	for _, c := range cls {
+		c.answers.mu.Lock()
 		c.mu.Lock()
-		busy := !c.closing && (len(c.answers) > 0 || c.out.n > 0)
+		busy := !c.closing && (c.answers.pendingLocked() > 0 || c.out.n > 0)
 		c.mu.Unlock()
+		c.answers.mu.Unlock()
 		if busy {
 			return false
 		}

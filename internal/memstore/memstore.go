@@ -1,7 +1,10 @@
-// Package memstore is an in-memory, fault-injecting implementation of
-// seglog.Store for tests: logs kept by directory in a Stores value, so that
-// an engine can be closed and opened again on them (or a copy of them taken
-// as of a crash), with appends made to fail on demand.
+// Package memstore is a fault-injecting set of in-memory logs for tests:
+// seglog.MemStore logs (the one in-memory seglog.Store, a production
+// feature behind queue.OpenMemory) kept by directory in a Stores value, so
+// that an engine can be closed and opened again on them (or a copy of them
+// taken as of a crash), with appends made to fail on demand. This package
+// adds only what a test needs around them: the directory map, reopening,
+// crash copies, lost tails and injected failures.
 //
 // It is test support only and must never be imported by non-test code: it
 // keeps every record in memory forever, never syncs anything to disk, and
@@ -13,7 +16,6 @@ package memstore
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,8 +30,10 @@ var ErrInjected = errors.New("memstore: injected append failure")
 // ErrClosed is returned by Append on a log that was closed.
 var ErrClosed = errors.New("memstore: log closed")
 
-// ErrNotFound is wrapped by Read for a sequence outside the log's bounds.
-var ErrNotFound = errors.New("memstore: not found")
+// ErrNotFound is wrapped by Read for a sequence outside the log's bounds
+// (it is seglog.ErrNotFound, which seglog.MemStore returns) and by LoseTail
+// for a directory without a log.
+var ErrNotFound = seglog.ErrNotFound
 
 // ErrAlreadyOpen is wrapped by Open for a directory whose log is open.
 var ErrAlreadyOpen = errors.New("memstore: already open")
@@ -54,7 +58,7 @@ func (s *Stores) Open(dir string, _ seglog.Policy) (seglog.Store, error) {
 	defer s.mu.Unlock()
 	l := s.logs[dir]
 	if l == nil {
-		l = &Log{set: s, dir: dir, first: 1}
+		l = &Log{set: s, dir: dir, mem: seglog.NewMemStore()}
 		s.logs[dir] = l
 	}
 	l.mu.Lock()
@@ -90,7 +94,8 @@ func (s *Stores) CrashCopy(rename func(dir string) string) *Stores {
 			dir = rename(dir)
 		}
 		l.mu.Lock()
-		c.logs[dir] = &Log{set: c, dir: dir, first: l.first, recs: append([]seglog.Record(nil), l.recs...)}
+		_, last := l.mem.Bounds()
+		c.logs[dir] = &Log{set: c, dir: dir, mem: copyUpTo(l.mem, last)}
 		l.mu.Unlock()
 	}
 	return c
@@ -110,10 +115,50 @@ func (s *Stores) LoseTail(dir string, last seglog.Seq) error {
 	if l.open {
 		return fmt.Errorf("memstore: %s: %w", dir, ErrAlreadyOpen)
 	}
-	if keep := int(last - l.first + 1); keep >= 0 && keep < len(l.recs) {
-		l.recs = l.recs[:keep]
+	if _, end := l.mem.Bounds(); last < end {
+		l.mem = copyUpTo(l.mem, last)
 	}
 	return nil
+}
+
+// copyUpTo returns a new MemStore with src's bounds and records up to
+// last. A MemStore always starts at sequence 1, so the copy skips to src's
+// first sequence by appending empty records and truncating them away.
+func copyUpTo(src *seglog.MemStore, last seglog.Seq) *seglog.MemStore {
+	dst := seglog.NewMemStore()
+	first, _ := src.Bounds()
+	if first > 1 {
+		mustOK(dst.Append(make([]seglog.Entry, first-1)))
+		if err := dst.TruncateFront(first); err != nil {
+			panic(err)
+		}
+	}
+	if last < first {
+		return dst
+	}
+	var batch []seglog.Entry
+	err := src.Scan(first, 0, func(r seglog.Record) bool {
+		if r.Seq > last {
+			return false
+		}
+		batch = append(batch, seglog.Entry{Time: r.Time, Meta: r.Meta, Data: r.Data, CRC: r.CRC})
+		return true
+	})
+	if err != nil {
+		panic(err) // only after Close, which a Log never does to its MemStore
+	}
+	if len(batch) > 0 {
+		mustOK(dst.Append(batch))
+	}
+	return dst
+}
+
+// mustOK panics on an Append error: appends to a fresh MemStore of
+// entries it stored before cannot fail.
+func mustOK(_ seglog.Seq, err error) {
+	if err != nil {
+		panic(err)
+	}
 }
 
 // RenameUnder is a CrashCopy rename that moves every directory under from
@@ -127,19 +172,29 @@ func RenameUnder(from, to string) func(string) string {
 	}
 }
 
-// Log is one in-memory log. Everything appended is durable at once.
+// Log is one in-memory log of a Stores: a seglog.MemStore that outlives
+// Close (so it can be opened again) and whose appends can be made to fail.
+// Everything appended is durable at once.
 type Log struct {
-	set   *Stores
-	dir   string
-	mu    sync.Mutex
-	open  bool
-	first seglog.Seq
-	recs  []seglog.Record // recs[i].Seq == first+i
+	set  *Stores
+	dir  string
+	mu   sync.Mutex // guards open and mem (replaced by LoseTail)
+	open bool
+	mem  *seglog.MemStore // never closed: the records stay for a reopen
 }
 
 var _ seglog.Store = (*Log)(nil)
 
-// Append stores copies of es and returns the first one's sequence.
+// store returns the log's MemStore.
+func (l *Log) store() *seglog.MemStore {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mem
+}
+
+// Append stores copies of es and returns the first one's sequence. It
+// fails with ErrInjected while a FailAppends fault matches the directory
+// and with ErrClosed after Close.
 func (l *Log) Append(es []seglog.Entry) (seglog.Seq, error) {
 	if f := l.set.fail.Load(); f != nil && (*f)(l.dir) {
 		return 0, fmt.Errorf("append to %s: %w", l.dir, ErrInjected)
@@ -149,75 +204,39 @@ func (l *Log) Append(es []seglog.Entry) (seglog.Seq, error) {
 	if !l.open {
 		return 0, fmt.Errorf("append to %s: %w", l.dir, ErrClosed)
 	}
-	first := l.first + seglog.Seq(len(l.recs))
-	for i, e := range es {
-		l.recs = append(l.recs, seglog.Record{
-			Seq: first + seglog.Seq(i), Time: e.Time,
-			Meta: append([]byte(nil), e.Meta...), Data: append([]byte(nil), e.Data...),
-			CRC: entryCRC(e),
-		})
+	first, err := l.mem.Append(es)
+	if err != nil {
+		return 0, fmt.Errorf("append to %s: %w", l.dir, err)
 	}
 	return first, nil
 }
 
 // Sync returns the last sequence: everything is durable once appended.
-func (l *Log) Sync() (seglog.Seq, error) { return l.Durable(), nil }
+func (l *Log) Sync() (seglog.Seq, error) { return l.store().Sync() }
 
 // Durable returns the last sequence.
-func (l *Log) Durable() seglog.Seq {
-	_, last := l.Bounds()
-	return last
-}
+func (l *Log) Durable() seglog.Seq { return l.store().Durable() }
 
 // Bounds returns the first and last sequence (last = first-1 when empty).
-func (l *Log) Bounds() (first, last seglog.Seq) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.first, l.first + seglog.Seq(len(l.recs)) - 1
-}
+func (l *Log) Bounds() (first, last seglog.Seq) { return l.store().Bounds() }
 
 // Read returns the record at seq, or an error wrapping ErrNotFound.
 func (l *Log) Read(seq seglog.Seq) (seglog.Record, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if seq < l.first || seq >= l.first+seglog.Seq(len(l.recs)) {
-		return seglog.Record{}, fmt.Errorf("read %d in %s: %w", seq, l.dir, ErrNotFound)
+	r, err := l.store().Read(seq)
+	if err != nil {
+		return r, fmt.Errorf("read in %s: %w", l.dir, err)
 	}
-	return l.recs[seq-l.first], nil
+	return r, nil
 }
 
-// Scan calls fn for the records from from on, until fn returns false or
-// about maxBytes of data were passed (at least one record).
+// Scan is seglog.MemStore.Scan: records from from on, until fn returns
+// false or about maxBytes of data were passed (at least one record).
 func (l *Log) Scan(from seglog.Seq, maxBytes int, fn func(seglog.Record) bool) error {
-	l.mu.Lock()
-	recs, first := l.recs, l.first
-	l.mu.Unlock()
-	from = max(from, first)
-	n := 0
-	for i := int(from - first); i < len(recs); i++ {
-		if n > 0 && n >= maxBytes {
-			return nil
-		}
-		n += len(recs[i].Data)
-		if !fn(recs[i]) {
-			return nil
-		}
-	}
-	return nil
+	return l.store().Scan(from, maxBytes, fn)
 }
 
 // TruncateFront drops the records before seq.
-func (l *Log) TruncateFront(seq seglog.Seq) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	seq = min(seq, l.first+seglog.Seq(len(l.recs)))
-	if seq <= l.first {
-		return nil
-	}
-	l.recs = append([]seglog.Record(nil), l.recs[seq-l.first:]...)
-	l.first = seq
-	return nil
-}
+func (l *Log) TruncateFront(seq seglog.Seq) error { return l.store().TruncateFront(seq) }
 
 // Close marks the log closed; its records stay in its Stores.
 func (l *Log) Close() error {
@@ -225,13 +244,4 @@ func (l *Log) Close() error {
 	defer l.mu.Unlock()
 	l.open = false
 	return nil
-}
-
-// entryCRC is e's data CRC: the caller's when given (seglog.Entry.CRC),
-// else computed.
-func entryCRC(e seglog.Entry) uint32 {
-	if e.CRC != 0 {
-		return e.CRC
-	}
-	return crc32.ChecksumIEEE(e.Data)
 }

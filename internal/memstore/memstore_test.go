@@ -117,3 +117,44 @@ func TestOpenCloseAndFaults(t *testing.T) {
 		t.Fatalf("the copy kept the old directory too (ends at %d)", last)
 	}
 }
+
+func TestCrashCopyAndLoseTailKeepTheFront(t *testing.T) {
+	s := New()
+	st, _ := s.Open("/d/a", seglog.PolicyNone)
+	if _, err := st.Append(entries("a", "b", "c", "d", "e")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.TruncateFront(3); err != nil {
+		t.Fatal(err)
+	}
+	c := s.CrashCopy(nil)
+	if err := s.LoseTail("/d/a", 4); !errors.Is(err, ErrAlreadyOpen) {
+		t.Fatalf("LoseTail on an open log: %v, want ErrAlreadyOpen", err)
+	}
+	st.Close()
+	if err := s.LoseTail("/d/a", 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		s         *Stores
+		last      seglog.Seq
+		wantFirst string
+	}{{c, 5, "c"}, {s, 3, "c"}} {
+		l, err := tc.s.Open("/d/a", seglog.PolicyNone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first, last := l.Bounds(); first != 3 || last != tc.last {
+			t.Errorf("bounds %d..%d, want 3..%d", first, last, tc.last)
+		}
+		if r, err := l.Read(3); err != nil || string(r.Data) != tc.wantFirst || string(r.Meta) != "mc" {
+			t.Errorf("Read(3) = %+v, %v", r, err)
+		}
+		if _, err := l.Read(2); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Read(2) = %v, want ErrNotFound", err)
+		}
+	}
+	if err := s.LoseTail("/nowhere", 1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("LoseTail of no log: %v", err)
+	}
+}

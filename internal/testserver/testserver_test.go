@@ -68,39 +68,3 @@ func TestStartWithoutBroker(t *testing.T) {
 		t.Fatalf("TOPIC LIST without the engine: %q, want -ERR", ans)
 	}
 }
-
-// fatalTB records Fatalf instead of stopping the goroutine.
-type fatalTB struct {
-	testing.TB
-	msg string
-}
-
-func (f *fatalTB) Helper() {}
-
-func (f *fatalTB) Fatalf(format string, args ...any) { f.msg = fmt.Sprintf(format, args...) }
-
-func TestWaitFor(t *testing.T) {
-	n := 0
-	WaitFor(t, 5*time.Second, "three polls", func() bool { n++; return n == 3 })
-	if n != 3 {
-		t.Fatalf("cond called %d times, want 3", n)
-	}
-	f := &fatalTB{TB: t}
-	start := time.Now()
-	WaitFor(f, 30*time.Millisecond, "never", func() bool { return false })
-	if !strings.Contains(f.msg, "waiting for never") || time.Since(start) < 30*time.Millisecond {
-		t.Fatalf("WaitFor on a false condition: %q after %s", f.msg, time.Since(start))
-	}
-}
-
-func TestLeakedGoroutines(t *testing.T) {
-	stop := make(chan struct{})
-	go func() { <-stop }()
-	if got := LeakedGoroutines(10*time.Millisecond, "testserver.TestLeakedGoroutines"); !strings.Contains(got, "TestLeakedGoroutines.func1") {
-		t.Fatalf("a blocked goroutine was not reported: %q", got)
-	}
-	close(stop)
-	if got := LeakedGoroutines(5*time.Second, "testserver.TestLeakedGoroutines"); got != "" {
-		t.Fatalf("an ended goroutine was reported: %q", got)
-	}
-}

@@ -5,16 +5,16 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/fibrilmq/fibril/internal/crashfs"
+	"github.com/fibrilmq/fibril/server/seglog"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/fibrilmq/fibril/server/seglog"
 )
 
-// TestRandomPowerCutsKeepEveryAnswer drives a broker on FaultFS logs with
+// TestRandomPowerCutsKeepEveryAnswer drives a broker on crashfs logs with
 // random publishes, polls, acks, rejects, nacks, clock steps and power cuts
 // (every write never fsynced lost), with side copies on or off, some of
 // them refused, the group commit pipelined or not, the background event
@@ -37,8 +37,8 @@ func TestRandomPowerCutsKeepEveryAnswer(t *testing.T) {
 		name := fmt.Sprintf("%d,refuse%d,noside%v,serial%v,evsync%v,%s", seed, refuse, noSide, serial, evEvery, cmp.Or(string(cfg.Retention), "default"))
 		t.Run(name, func(t *testing.T) {
 			clk := newFakeClock()
-			c := &powerCutEnv{testEnv: &testEnv{t: t, dir: t.TempDir(), clock: clk, serial: serial}, dataFS: seglog.NewFaultFS(),
-				evFS: seglog.NewFaultFS(), noSide: noSide, refuseEvery: refuse, evSyncEvery: evEvery}
+			c := &powerCutEnv{testEnv: &testEnv{t: t, dir: t.TempDir(), clock: clk, serial: serial}, dataFS: crashfs.New(seglog.OSFS()),
+				evFS: crashfs.New(seglog.OSFS()), noSide: noSide, refuseEvery: refuse, evSyncEvery: evEvery}
 			c.start()
 			t.Cleanup(func() {
 				if c.b != nil {

@@ -5,21 +5,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fibrilmq/fibril/internal/crashfs"
+	"github.com/fibrilmq/fibril/server/seglog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/fibrilmq/fibril/server/seglog"
 )
 
-// powerCutEnv is a broker on file logs whose writes go through FaultFS
+// powerCutEnv is a broker on file logs whose writes go through crashfs
 // (one for the data logs, one for the event logs), so a test can cut the
 // power: every write never fsynced is lost, the page cache with it.
 type powerCutEnv struct {
 	*testEnv
-	dataFS, evFS *seglog.FaultFS
+	dataFS, evFS *crashfs.FS
 	noSide       bool
 	evSyncEvery  time.Duration // the background event fsync's interval (0: an hour, i.e. none)
 	refuseEvery  int64         // refuse every refuseEvery-th side copy (0: none)
@@ -31,7 +31,7 @@ type powerCutEnv struct {
 
 func newPowerCutEnv(t *testing.T, noSide bool) *powerCutEnv {
 	t.Helper()
-	c := &powerCutEnv{testEnv: &testEnv{t: t, dir: t.TempDir()}, dataFS: seglog.NewFaultFS(), evFS: seglog.NewFaultFS(), noSide: noSide}
+	c := &powerCutEnv{testEnv: &testEnv{t: t, dir: t.TempDir()}, dataFS: crashfs.New(seglog.OSFS()), evFS: crashfs.New(seglog.OSFS()), noSide: noSide}
 	c.start()
 	t.Cleanup(func() {
 		if c.b != nil {
@@ -88,8 +88,8 @@ func (c *powerCutEnv) powerCut() {
 	c.mu.Unlock()
 	c.b.Close() // the logs are gone: no snapshot, no clean marker
 	c.b = nil
-	for _, fs := range []*seglog.FaultFS{c.dataFS, c.evFS} {
-		if _, err := fs.Crash(nil, seglog.CrashDropAll); err != nil {
+	for _, fs := range []*crashfs.FS{c.dataFS, c.evFS} {
+		if _, err := fs.Crash(nil, crashfs.CrashDropAll); err != nil {
 			c.t.Fatal(err)
 		}
 	}
@@ -279,7 +279,7 @@ var _ = context.Background
 func TestPowerCutAfterGapsInSideCopies(t *testing.T) {
 	const n = 3000
 	body := strings.Repeat("x", 100)
-	c := &powerCutEnv{testEnv: &testEnv{t: t, dir: t.TempDir()}, dataFS: seglog.NewFaultFS(), evFS: seglog.NewFaultFS(), refuseEvery: 4}
+	c := &powerCutEnv{testEnv: &testEnv{t: t, dir: t.TempDir()}, dataFS: crashfs.New(seglog.OSFS()), evFS: crashfs.New(seglog.OSFS()), refuseEvery: 4}
 	c.start()
 	t.Cleanup(func() { c.b.Close() })
 	tp := c.topic("q", TopicConfig{})

@@ -3,11 +3,11 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"github.com/fibrilmq/fibril/internal/crashfs"
+	"github.com/fibrilmq/fibril/server/seglog"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/fibrilmq/fibril/server/seglog"
 )
 
 // TestRecoveryForgetsDeliveriesOfLostRecords: records are leased as soon as
@@ -67,7 +67,7 @@ func TestRecoveryForgetsDeliveriesOfLostRecords(t *testing.T) {
 // that fsync fails, the poll gets the error and never the record (which
 // may not be on disk), and the publish is not confirmed.
 func TestFailedDataSyncDeliversNothing(t *testing.T) {
-	ff := seglog.NewFaultFS()
+	ff := crashfs.New(seglog.OSFS())
 	e := newEnvWith(t, func(o *Options) {
 		o.OpenStore = func(dir string, policy seglog.Policy) (seglog.Store, error) {
 			so := seglog.Options{Policy: policy, SegmentSize: 64 << 10}

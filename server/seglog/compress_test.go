@@ -15,6 +15,8 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/fibrilmq/fibril/internal/crashfs"
 )
 
 // waitFor polls cond until it holds or a deadline passes.
@@ -211,7 +213,7 @@ func TestCompressCrashAtEveryStep(t *testing.T) {
 	for _, step := range []string{"written", "synced", "renamed", "dirsynced", "removed"} {
 		t.Run(step, func(t *testing.T) {
 			dir := t.TempDir()
-			fs := NewFaultFS()
+			fs := newCrashFS()
 			var died atomic.Bool
 			opts := Options{SegmentSize: 8 << 10, IndexInterval: 256, Compression: CompressionS2, FS: fs,
 				// Every compression dies at step: the state it leaves is
@@ -232,7 +234,7 @@ func TestCompressCrashAtEveryStep(t *testing.T) {
 				t.Fatalf("compress error %v", l.compressErr())
 			}
 			l.Abandon()
-			if _, err := fs.Crash(nil, CrashDropAll); err != nil {
+			if _, err := fs.Crash(nil, crashfs.CrashDropAll); err != nil {
 				t.Fatal(err)
 			}
 			both := countFiles(t, dir, segExt+CompressionS2.ext()) == 1 && countFiles(t, dir, segExt) > 1

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fibrilmq/fibril/internal/crashfs"
 )
 
 // model remembers what was appended: for each sequence number the content
@@ -107,7 +109,7 @@ func randomBatch(rng *rand.Rand, tag string, max int) []Entry {
 // With truncate, a goroutine also drops the front of the log
 // (TruncateFront at random points, so dropped segments become spares,
 // get zeroed and are reused by the writers' rolls) while they write.
-func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, round int, truncate bool, side *sideModel) Seq {
+func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *crashfs.FS, m *model, round int, truncate bool, side *sideModel) Seq {
 	writers := 1 + rng.IntN(3)
 	ops := 1 + rng.IntN(25)
 	fault := rng.IntN(6) // 0: failing writes, 1: failing syncs, 2: full disk, else none
@@ -205,7 +207,7 @@ func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *FaultFS, m *model, rou
 		side.crashed(round, l.DurableSide())
 	}
 	l.Abandon()
-	mode := CrashMode(rng.IntN(3))
+	mode := crashfs.CrashMode(rng.IntN(3))
 	t.Logf("round %d: %d writers x %d ops, fault %d, crash mode %d, durable %d", round, writers, ops, fault, mode, reported)
 	if _, err := fs.Crash(rng, mode); err != nil {
 		t.Fatal(err)
@@ -234,7 +236,7 @@ func testCrashRecovery(t *testing.T, truncate, withSide bool) {
 	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
 		runSeeds(t, p.String()+"/", seeds, func(t *testing.T, seed int) {
 			rng := rand.New(rand.NewPCG(uint64(seed), uint64(p)))
-			fs := NewFaultFS()
+			fs := newCrashFS()
 			opts := Options{Policy: p, SegmentSize: 4 << 10 << rng.IntN(3), IndexInterval: 64 << rng.IntN(4), FS: fs,
 				Compression: Compression(seed % 3),   // from the seed: other draws stay as they were
 				NoRecycle:   truncate && seed%4 == 3} // unlink instead of recycle now and then

@@ -5,12 +5,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fibrilmq/fibril/internal/crashfs"
 )
 
-// gatedFS is a FaultFS whose directory syncs, once armed, wait until the
+// gatedFS is a crashfs.FS whose directory syncs, once armed, wait until the
 // gate opens (a file system whose journal commit stalls) or fail.
 type gatedFS struct {
-	*FaultFS
+	*crashfs.FS
 	mu      sync.Mutex
 	gate    chan struct{} // non-nil: SyncDir waits for it to close
 	fail    error         // non-nil: SyncDir fails with it
@@ -31,7 +33,7 @@ func (g *gatedFS) SyncDir(dir string) error {
 		}
 		<-gate
 	}
-	return g.FaultFS.SyncDir(dir)
+	return g.FS.SyncDir(dir)
 }
 
 // TestTruncateFrontDoesNotWaitForDirectorySync (the bug: TruncateFront
@@ -41,7 +43,7 @@ func (g *gatedFS) SyncDir(dir string) error {
 // the log stays usable while the directory sync is stuck, the sync still
 // happens, and Close waits for it.
 func TestTruncateFrontDoesNotWaitForDirectorySync(t *testing.T) {
-	fs := &gatedFS{FaultFS: NewFaultFS(), entered: make(chan struct{}, 1)}
+	fs := &gatedFS{FS: newCrashFS(), entered: make(chan struct{}, 1)}
 	l, _ := openTest(t, Options{SegmentSize: 4 << 10, FS: fs})
 	fill(t, l, 1, 400, 4)
 	_, dirsBefore := fs.SyncCounts()
@@ -87,7 +89,7 @@ func TestTruncateFrontDoesNotWaitForDirectorySync(t *testing.T) {
 // TestTruncateFrontReportsFailedDirectorySync: a directory sync that fails
 // in the background is returned by a TruncateFront, once.
 func TestTruncateFrontReportsFailedDirectorySync(t *testing.T) {
-	fs := &gatedFS{FaultFS: NewFaultFS()}
+	fs := &gatedFS{FS: newCrashFS()}
 	l, _ := openTest(t, Options{SegmentSize: 4 << 10, FS: fs})
 	fill(t, l, 1, 400, 4)
 	boom := errors.New("journal aborted")

@@ -17,9 +17,11 @@
 // returned to the caller.
 //
 // The Store interface fixes the contract. *Log (Open) is the file-backed
-// implementation, *MemStore (NewMemStore) the in-memory one, and *FaultFS
-// (NewFaultFS, passed as Options.FS) a file system that injects crashes and
-// I/O errors for tests.
+// implementation and *MemStore (NewMemStore) the in-memory one, a feature
+// (queue.Memory and queue.OpenMemory keep queues in it), not a test fake.
+// The file system a Log works on is Options.FS (the vfs.FS contract;
+// OSFS by default); the crash tests pass internal/crashfs, which simulates
+// power cuts and injects I/O errors.
 //
 // # Layout and life of a log
 //
@@ -198,7 +200,7 @@
 //     the last (active) segment this holds once its index is written, at
 //     a roll or a clean Close.
 //   - Directory operations (create, rename, remove) count as durable at
-//     once in FaultFS; crash tests cover lost file data, not lost renames.
+//     once in internal/crashfs; crash tests cover lost file data, not lost renames.
 //   - The log syncs its own directory and that directory's entry in its
 //     parent; directories above the parent are the caller's to sync.
 //   - Compression is off by default because it costs the zero-copy read

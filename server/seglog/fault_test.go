@@ -5,10 +5,12 @@ import (
 	"math/rand/v2"
 	"syscall"
 	"testing"
+
+	"github.com/fibrilmq/fibril/internal/crashfs"
 )
 
 func TestFullDiskThenRecovers(t *testing.T) {
-	fs := NewFaultFS()
+	fs := newCrashFS()
 	opts := Options{SegmentSize: 4 << 10, FS: fs}
 	l, dir := openTest(t, opts)
 	fill(t, l, 1, 20, 4)
@@ -44,7 +46,7 @@ func TestFullDiskThenRecovers(t *testing.T) {
 }
 
 func TestFailedWriteLeavesNoTrace(t *testing.T) {
-	fs := NewFaultFS()
+	fs := newCrashFS()
 	opts := Options{SegmentSize: 64 << 10, Policy: PolicySync, FS: fs}
 	l, dir := openTest(t, opts)
 	fill(t, l, 1, 10, 2)
@@ -80,7 +82,7 @@ func TestFailedWriteLeavesNoTrace(t *testing.T) {
 func TestFailedSyncIsSticky(t *testing.T) {
 	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
 		t.Run(p.String(), func(t *testing.T) {
-			fs := NewFaultFS()
+			fs := newCrashFS()
 			opts := Options{SegmentSize: 8 << 10, Policy: p, FS: fs}
 			l, dir := openTest(t, opts)
 			fill(t, l, 1, 10, 3)
@@ -108,7 +110,7 @@ func TestFailedSyncIsSticky(t *testing.T) {
 			if err := l.Close(); !errors.Is(err, ErrSyncFailed) {
 				t.Fatalf("Close after a failed fsync: %v", err)
 			}
-			if _, err := fs.Crash(rand.New(rand.NewPCG(1, 2)), CrashCut); err != nil {
+			if _, err := fs.Crash(rand.New(rand.NewPCG(1, 2)), crashfs.CrashCut); err != nil {
 				t.Fatal(err)
 			}
 			l2, err := Open(dir, opts)

@@ -3,48 +3,25 @@ package seglog
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fibrilmq/fibril/server/seglog/vfs"
 )
 
-// FS is the file system a Log works on. The default is the operating
-// system's; tests use a *FaultFS to simulate crashes and I/O errors. Paths
-// are passed through unchanged.
-type FS interface {
-	// OpenFile opens a file like os.OpenFile.
-	OpenFile(name string, flag int, perm os.FileMode) (File, error)
-	// Remove deletes a file.
-	Remove(name string) error
-	// Rename renames a file atomically.
-	Rename(oldpath, newpath string) error
-	// ReadDir lists the names of the entries of dir, sorted.
-	ReadDir(dir string) ([]string, error)
-	// MkdirAll creates dir and its parents.
-	MkdirAll(dir string, perm os.FileMode) error
-	// SyncDir makes creations, removals and renames inside dir durable.
-	SyncDir(dir string) error
-}
+// FS is the file system a Log works on (see vfs.FS). The default is the
+// operating system's (OSFS); tests pass a crash-simulating one
+// (internal/crashfs) as Options.FS.
+type FS = vfs.FS
 
-// File is an open file of an FS.
-type File interface {
-	io.ReaderAt
-	io.WriterAt
-	// Sync makes the file's data durable (fdatasync).
-	Sync() error
-	// Truncate changes the file's size.
-	Truncate(size int64) error
-	// Allocate reserves disk blocks for [off, off+size) and extends the file
-	// to cover it (fallocate); it fails with ENOSPC on a full disk.
-	Allocate(off, size int64) error
-	// Size returns the file's current size.
-	Size() (int64, error)
-	// Fd returns the descriptor, used for mmap and flock.
-	Fd() uintptr
-	// Close closes the file.
-	Close() error
-}
+// File is an open file of an FS (see vfs.File).
+type File = vfs.File
+
+// OSFS returns the operating system's file system, the default of
+// Options.FS: Sync is fdatasync and Allocate is fallocate, both retried on
+// EINTR. It is for FS implementations that wrap the real one.
+func OSFS() FS { return osFS{} }
 
 // osFS is the operating system's file system.
 type osFS struct{}

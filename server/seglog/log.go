@@ -287,7 +287,7 @@ func (l *Log) close() error {
 // Abandon is for crash tests: it drops every file, map and the lock
 // without syncing or writing the clean-shutdown marker, as if the process
 // had died here, so the next Open recovers. Written bytes stay in the page
-// cache (pair it with FaultFS.Crash to lose the un-synced ones). Any later
+// cache (pair it with internal/crashfs's Crash to lose the un-synced ones). Any later
 // call fails with ErrClosed.
 func (l *Log) Abandon() {
 	l.abandon()

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fibrilmq/fibril/internal/crashfs"
 )
 
 // openTest opens a log in a fresh temporary directory.
@@ -248,25 +250,25 @@ func TestFileShrunkUnderTheMapIsAnError(t *testing.T) {
 }
 
 func TestAppendNoWaitThenWaitDurable(t *testing.T) {
-	fs := NewFaultFS()
+	fs := newCrashFS()
 	opts := Options{Policy: PolicySync, FS: fs}
 	l, dir := openTest(t, opts)
 	first, last, err := l.AppendNoWait([]Entry{entry(1), entry(2)})
 	if err != nil || first != 1 || last != 2 {
 		t.Fatalf("AppendNoWait = %d,%d,%v", first, last, err)
 	}
-	if l.Durable() != 0 || fs.Unsynced() == 0 {
-		t.Fatalf("AppendNoWait synced: durable %d, unsynced %d bytes", l.Durable(), fs.Unsynced())
+	if l.Durable() != 0 || fs.Unsynced(lockName) == 0 {
+		t.Fatalf("AppendNoWait synced: durable %d, unsynced %d bytes", l.Durable(), fs.Unsynced(lockName))
 	}
 	if _, err := l.WaitDurable(3); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("WaitDurable past the end: %v", err)
 	}
 	d, err := l.WaitDurable(2)
-	if err != nil || d != 2 || fs.Unsynced() != 0 {
-		t.Fatalf("WaitDurable(2) = %d, %v; %d bytes unsynced", d, err, fs.Unsynced())
+	if err != nil || d != 2 || fs.Unsynced(lockName) != 0 {
+		t.Fatalf("WaitDurable(2) = %d, %v; %d bytes unsynced", d, err, fs.Unsynced(lockName))
 	}
 	l.Abandon()
-	if _, err := fs.Crash(nil, CrashDropAll); err != nil {
+	if _, err := fs.Crash(nil, crashfs.CrashDropAll); err != nil {
 		t.Fatal(err)
 	}
 	l2, err := Open(dir, opts)

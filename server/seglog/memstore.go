@@ -8,7 +8,10 @@ import (
 )
 
 // MemStore is a Store that keeps records in memory only: nothing survives
-// the process. It is meant for tests and for users who want no disk. Every
+// the process. It is a feature for users who want no disk (queue.Memory
+// and queue.OpenMemory keep their queues in it), and the one in-memory
+// store of the repository: the tests' per-directory, fault-injecting logs
+// (internal/memstore) wrap it rather than copy it. Every
 // record is "durable" as soon as Append returns (Durable equals the last
 // sequence number), whatever the policy.
 type MemStore struct {

@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/fibrilmq/fibril/internal/crashfs"
 )
 
 // syncDelta returns the file and directory syncs fs made while fn ran.
-func syncDelta(t *testing.T, fs *FaultFS, fn func()) (files, dirs int) {
+func syncDelta(t *testing.T, fs *crashfs.FS, fn func()) (files, dirs int) {
 	t.Helper()
 	f0, d0 := fs.SyncCounts()
 	fn()
@@ -24,7 +26,7 @@ func syncDelta(t *testing.T, fs *FaultFS, fn func()) (files, dirs int) {
 // fsync unless there is something to make durable, and durability is
 // unchanged: a crash after a durable append keeps it.
 func TestOpenOfSmallLogsIsSlow(t *testing.T) {
-	fs := NewFaultFS()
+	fs := newCrashFS()
 	dir := filepath.Join(t.TempDir(), "new", "log")
 	opts := Options{FS: fs, SegmentSize: 64 << 10}
 	open := func() *Log {
@@ -86,7 +88,7 @@ func TestOpenOfSmallLogsIsSlow(t *testing.T) {
 	fill(t, l, 21, 60, 7)
 	durable := l.Durable()
 	l.Abandon()
-	if _, err := fs.Crash(nil, CrashDropAll); err != nil {
+	if _, err := fs.Crash(nil, crashfs.CrashDropAll); err != nil {
 		t.Fatal(err)
 	}
 	f, d = syncDelta(t, fs, func() { l = open() })

@@ -65,7 +65,7 @@ type Options struct {
 	// `fibril verify` reports.
 	ReadOnly bool
 	// FS is the file system the log uses; nil means the operating system's.
-	// Tests pass a *FaultFS to inject crashes and I/O errors.
+	// Tests pass internal/crashfs to inject crashes and I/O errors.
 	FS FS
 	// Compression, when set, makes a background goroutine compress each
 	// sealed segment (never the active one) with that codec, keeping it

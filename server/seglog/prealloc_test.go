@@ -102,7 +102,7 @@ func verifyGrown(t *testing.T, l *Log, last Seq, data []byte) {
 // and works again once space returns.
 func TestGrowOnFullDiskIsAnError(t *testing.T) {
 	for _, viaMap := range []bool{false, true} {
-		fs := NewFaultFS()
+		fs := newCrashFS()
 		opts := Options{SegmentSize: 4 << 20, FS: fs, writeViaMap: viaMap}
 		l, dir := openTest(t, opts)
 		data := bytes.Repeat([]byte{7}, 3<<10)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/fibrilmq/fibril/internal/crashfs"
 )
 
 // recycleLog opens a log of 64 KiB segments in dir and appends n records of
@@ -173,18 +175,18 @@ func TestNoRecycleRemovesSegments(t *testing.T) {
 // TestRecycledSegmentCrash: a crash with records written (not synced) into
 // segments that are reused spares, their old records still in them, loses
 // only those records: no record of a file's earlier life comes back (its
-// numbers are below the segment's), and a torn write there (CrashSectors:
+// numbers are below the segment's), and a torn write there (crashfs.CrashSectors:
 // some sectors of a record back to the old bytes, later ones on disk) is
 // cut as torn, not taken for corruption, because no later record's hint
 // claims it durable. (Reusing spares without zeroing them made Open refuse
 // to start after such a crash before records carried the hint.) A crash
 // with spares on disk leaves them to Open, which deletes them.
 func TestRecycledSegmentCrash(t *testing.T) {
-	for _, mode := range []CrashMode{CrashDropAll, CrashSectors, CrashCut} {
+	for _, mode := range []crashfs.CrashMode{crashfs.CrashDropAll, crashfs.CrashSectors, crashfs.CrashCut} {
 		for seed := range 6 {
 			t.Run(fmt.Sprint(mode, "/", seed), func(t *testing.T) {
 				dir := t.TempDir()
-				fs := NewFaultFS()
+				fs := newCrashFS()
 				opts := Options{FS: fs, Policy: PolicyNone}
 				l := recycleLog(t, dir, opts, 400)
 				if _, err := l.Sync(); err != nil {
@@ -246,7 +248,7 @@ func TestTornSegmentAfterFullTruncationKeepsSequence(t *testing.T) {
 	for _, recycle := range []bool{false, true} {
 		t.Run(fmt.Sprint("recycle=", recycle), func(t *testing.T) {
 			dir := t.TempDir()
-			fs := NewFaultFS()
+			fs := newCrashFS()
 			opts := Options{FS: fs, Policy: PolicyNone, SegmentSize: 64 << 10, NoRecycle: !recycle}
 			l, err := Open(dir, opts)
 			if err != nil {
@@ -259,7 +261,7 @@ func TestTornSegmentAfterFullTruncationKeepsSequence(t *testing.T) {
 			active := segs[len(segs)-1].First
 			truncateAndRelease(t, l, active) // all sealed segments gone
 			l.Abandon()
-			if _, err := fs.Crash(nil, CrashDropAll); err != nil { // the active one's header too
+			if _, err := fs.Crash(nil, crashfs.CrashDropAll); err != nil { // the active one's header too
 				t.Fatal(err)
 			}
 			l2, err := Open(dir, opts)

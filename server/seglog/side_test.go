@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+
+	"github.com/fibrilmq/fibril/internal/crashfs"
 )
 
 // sideData is the side record written after record n (the k-th there).
@@ -188,7 +190,7 @@ func countSides(t *testing.T, l *Log) int {
 func TestSyncCoversSideRecords(t *testing.T) {
 	for _, p := range []Policy{PolicyNone, PolicyGroup} {
 		t.Run(p.String(), func(t *testing.T) {
-			fs := NewFaultFS()
+			fs := newCrashFS()
 			opts := Options{Policy: p, SegmentSize: 64 << 10, FS: fs}
 			l, dir := openTest(t, opts)
 			fill(t, l, 1, 5, 5)
@@ -212,7 +214,7 @@ func TestSyncCoversSideRecords(t *testing.T) {
 				t.Fatal(err)
 			}
 			l.Abandon()
-			if _, err := fs.Crash(nil, CrashDropAll); err != nil {
+			if _, err := fs.Crash(nil, crashfs.CrashDropAll); err != nil {
 				t.Fatal(err)
 			}
 			l, err = Open(dir, opts)

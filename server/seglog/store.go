@@ -1,8 +1,9 @@
 package seglog
 
 // This file fixes the contract between the log and its users (the broker engine
-// above all). Implementations: the file-backed *Log (the default), the in-memory
-// store, and the fault-injecting store used by crash tests.
+// above all). Implementations: the file-backed *Log (the default) and the
+// in-memory *MemStore; the tests' fault-injecting stores (internal/memstore)
+// are built on MemStore.
 
 // Seq is a record's sequence number within one log. The first record ever
 // appended to a log gets 1; sequence numbers are never reused, even after the

@@ -3,13 +3,15 @@ package seglog
 import (
 	"bytes"
 	"testing"
+
+	"github.com/fibrilmq/fibril/internal/crashfs"
 )
 
-// noneLog opens a PolicyNone log on a FaultFS (closed at cleanup) and
+// noneLog opens a PolicyNone log on a crashfs.FS (closed at cleanup) and
 // returns a 64 KiB record to append.
-func noneLog(t *testing.T) (*Log, *FaultFS, []byte) {
+func noneLog(t *testing.T) (*Log, *crashfs.FS, []byte) {
 	t.Helper()
-	fs := NewFaultFS()
+	fs := newCrashFS()
 	l, err := Open(t.TempDir(), Options{FS: fs, Policy: PolicyNone})
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +32,7 @@ func TestWriteBehindBoundsUnsyncedBytes(t *testing.T) {
 		}
 	}
 	l.wbWG.Wait()
-	if got := fs.Unsynced(); got > writeBehindBytes+64<<10 {
+	if got := fs.Unsynced(lockName); got > writeBehindBytes+64<<10 {
 		t.Fatalf("%d bytes unsynced after 20 MiB, want at most about %d", got, writeBehindBytes)
 	}
 	if d := l.Durable(); d < 100 {
@@ -109,6 +111,6 @@ func TestWriteBehindNotSkippedWhileItsFsyncRuns(t *testing.T) {
 	}
 	l.wbWG.Wait()
 	if after, _ := fs.SyncCounts(); after == before {
-		t.Fatalf("no background fsync after %d unsynced bytes", fs.Unsynced())
+		t.Fatalf("no background fsync after %d unsynced bytes", fs.Unsynced(lockName))
 	}
 }

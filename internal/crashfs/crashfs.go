@@ -1,4 +1,21 @@
-package seglog
+// Package crashfs is a test tool: an in-process vfs.FS (the file-system
+// contract of seglog) that passes everything to an inner file system but
+// remembers every write not yet made durable by Sync, so that Crash can
+// simulate a power cut at any byte, and that injects failing writes, syncs
+// and preallocations. seglog's and the broker's crash tests pass it as
+// seglog.Options.FS.
+//
+// It is not internal/faultfs: that one is a FUSE file system mounted for
+// whole-process durability runs (cmd/fibril-faultfs); this one wraps the
+// file calls of one Log inside a test binary and needs no root.
+//
+// # Caveats
+//
+//   - Directory operations (create, remove, rename) count as durable at
+//     once: a Crash never brings back a removed file or undoes a rename.
+//   - Crash rewrites the files through the operating system, so the inner
+//     file system's paths must be real ones.
+package crashfs
 
 import (
 	"errors"
@@ -7,14 +24,17 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/fibrilmq/fibril/server/seglog/vfs"
 )
 
-// FaultFS is a file system for tests: it passes everything to the
-// operating system but remembers every write not yet made durable by Sync,
+// FS is a file system for tests: it passes everything to an inner one
+// (normally seglog.OSFS) but remembers every write not yet made durable by Sync,
 // so that Crash can simulate a power cut at any byte, and it injects
 // failing writes, syncs and preallocations. Directory operations (create,
 // remove, rename) count as durable at once. Safe for concurrent use.
-type FaultFS struct {
+type FS struct {
+	inner   vfs.FS
 	mu      sync.Mutex
 	pending []*pendingWrite // un-synced writes, oldest first, all files
 	// Injected faults; nil means none.
@@ -37,15 +57,15 @@ type pendingWrite struct {
 	lost bool
 }
 
-var _ FS = (*FaultFS)(nil)
+var _ vfs.FS = (*FS)(nil)
 
-// NewFaultFS returns a FaultFS with no faults armed.
-func NewFaultFS() *FaultFS { return &FaultFS{} }
+// New returns an FS over inner with no faults armed.
+func New(inner vfs.FS) *FS { return &FS{inner: inner} }
 
 // FailWrites makes writes fail with err once budget more bytes have been
 // written; the write that crosses the budget writes only its first part
 // (a short write). A nil err disarms.
-func (f *FaultFS) FailWrites(err error, budget int64) {
+func (f *FS) FailWrites(err error, budget int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.writeErr, f.writeBudget = err, budget
@@ -54,7 +74,7 @@ func (f *FaultFS) FailWrites(err error, budget int64) {
 // FailSyncs makes every Sync fail with err until disarmed with nil. As on
 // Linux after a failed fsync, the writes it should have saved stay
 // un-synced: a later Crash may drop them even if a later Sync succeeds.
-func (f *FaultFS) FailSyncs(err error) {
+func (f *FS) FailSyncs(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.syncErr = err
@@ -62,7 +82,7 @@ func (f *FaultFS) FailSyncs(err error) {
 
 // FailAllocate makes preallocation fail with err (a full disk: use
 // syscall.ENOSPC) until disarmed with nil.
-func (f *FaultFS) FailAllocate(err error) {
+func (f *FS) FailAllocate(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.allocErr = err
@@ -70,20 +90,21 @@ func (f *FaultFS) FailAllocate(err error) {
 
 // SyncCounts returns how many file syncs (Sync) and directory syncs
 // (SyncDir) have succeeded so far.
-func (f *FaultFS) SyncCounts() (files, dirs int) {
+func (f *FS) SyncCounts() (files, dirs int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.fileSyncs, f.dirSyncs
 }
 
 // Unsynced returns how many bytes are written but not yet synced, leaving
-// out the LOCK file (its durable-point hint is never synced, by design).
-func (f *FaultFS) Unsynced() int64 {
+// out files whose base name is except (seglog's LOCK file: its
+// durable-point hint is never synced, by design).
+func (f *FS) Unsynced(except string) int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var n int64
 	for _, w := range f.pending {
-		if filepath.Base(w.path) != lockName {
+		if filepath.Base(w.path) != except {
 			n += int64(len(w.new))
 		}
 	}
@@ -107,9 +128,9 @@ const (
 
 // Crash simulates a power cut: it undoes un-synced writes as mode says and
 // returns how many un-synced bytes were lost. rng picks the cut (it may be
-// nil for CrashDropAll). Drop the log with Log.Abandon first and reopen it
+// nil for CrashDropAll). Drop the log with seglog.Log.Abandon first and reopen it
 // afterwards.
-func (f *FaultFS) Crash(rng *rand.Rand, mode CrashMode) (lost int64, err error) {
+func (f *FS) Crash(rng *rand.Rand, mode CrashMode) (lost int64, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var total int64
@@ -173,8 +194,8 @@ func (f *FaultFS) Crash(rng *rand.Rand, mode CrashMode) (lost int64, err error) 
 }
 
 // OpenFile opens a file whose writes are tracked.
-func (f *FaultFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
-	inner, err := osFS{}.OpenFile(name, flag, perm)
+func (f *FS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	inner, err := f.inner.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +203,7 @@ func (f *FaultFS) OpenFile(name string, flag int, perm os.FileMode) (File, error
 }
 
 // Remove removes a file (and forgets its un-synced writes).
-func (f *FaultFS) Remove(name string) error {
+func (f *FS) Remove(name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	kept := f.pending[:0]
@@ -193,11 +214,11 @@ func (f *FaultFS) Remove(name string) error {
 	}
 	clear(f.pending[len(kept):])
 	f.pending = kept
-	return os.Remove(name)
+	return f.inner.Remove(name)
 }
 
 // Rename renames a file.
-func (f *FaultFS) Rename(oldpath, newpath string) error {
+func (f *FS) Rename(oldpath, newpath string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, w := range f.pending {
@@ -205,24 +226,24 @@ func (f *FaultFS) Rename(oldpath, newpath string) error {
 			w.path = newpath
 		}
 	}
-	return os.Rename(oldpath, newpath)
+	return f.inner.Rename(oldpath, newpath)
 }
 
 // ReadDir lists dir.
-func (f *FaultFS) ReadDir(dir string) ([]string, error) { return osFS{}.ReadDir(dir) }
+func (f *FS) ReadDir(dir string) ([]string, error) { return f.inner.ReadDir(dir) }
 
 // MkdirAll creates dir.
-func (f *FaultFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+func (f *FS) MkdirAll(dir string, perm os.FileMode) error { return f.inner.MkdirAll(dir, perm) }
 
 // SyncDir syncs dir (or fails like Sync when syncs are failing).
-func (f *FaultFS) SyncDir(dir string) error {
+func (f *FS) SyncDir(dir string) error {
 	f.mu.Lock()
 	serr := f.syncErr
 	f.mu.Unlock()
 	if serr != nil {
 		return fmt.Errorf("sync %s: %w", dir, serr)
 	}
-	if err := (osFS{}).SyncDir(dir); err != nil {
+	if err := f.inner.SyncDir(dir); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -231,11 +252,11 @@ func (f *FaultFS) SyncDir(dir string) error {
 	return nil
 }
 
-// faultFile is an open file of a FaultFS.
+// faultFile is an open file of an FS.
 type faultFile struct {
-	fs    *FaultFS
+	fs    *FS
 	path  string
-	inner File
+	inner vfs.File
 }
 
 func (ff *faultFile) ReadAt(p []byte, off int64) (int, error) { return ff.inner.ReadAt(p, off) }
