@@ -8,7 +8,7 @@ package server
 import (
 	"sync"
 
-	// Aliased: this package's tests have a raw-connection type named wirefmt.
+	// Aliased: this package's tests have a raw-connection type named wire.
 	wirefmt "github.com/fibrilmq/fibril/wire"
 )
 
