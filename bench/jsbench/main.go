@@ -12,6 +12,8 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"os"
+	"runtime/pprof"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -21,13 +23,28 @@ import (
 )
 
 func main() {
+	exit := 0
+	defer func() { os.Exit(exit) }()
 	url := flag.String("url", nats.DefaultURL, "server URL")
 	n := flag.Int("n", 100000, "messages")
 	size := flag.Int("size", 1024, "payload bytes")
 	pid := flag.Int("pid", 0, "server process ID: also report its CPU per message (from /proc)")
+	cpuprofile := flag.String("cpuprofile", "", "write this client's CPU profile here")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*url, *n, *size, *pid); err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		exit = 1
 	}
 }
 
