@@ -9,6 +9,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"hash/crc32"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -44,6 +45,7 @@ func (r jsRequester) Context() context.Context   { return r.c.ctx }
 func (r jsRequester) Send(to, subject, reply string, hdr, data []byte) bool {
 	return r.c.sendTo(to, subject, reply, hdr, data)
 }
+func (r jsRequester) SendBatch(to string, msgs []jsapi.Msg) bool { return r.c.sendBatchTo(to, msgs) }
 
 // handleJS routes a NATS-mode publish in JetStream's space; false when
 // subject is not one (or JetStream is not served).
@@ -153,4 +155,78 @@ func (c *client) sendTo(to, subject, reply string, hdr, data []byte) bool {
 		}
 	}
 	return sent
+}
+
+// sendBatchTo is sendTo of every message of msgs, in order (the
+// deliveries of one poll of a pull request): the subscriptions are matched
+// once and the frames encoded into pooled buffers of chunkSize, each
+// queued with one copy and one lock.
+func (c *client) sendBatchTo(to string, msgs []jsapi.Msg) bool {
+	subs := c.srv.subs.match(to, nil)
+	sent := false
+	pool := &c.srv.outBufs
+	for _, s := range subs {
+		if s.queue != "" || s.durable != nil {
+			continue
+		}
+		dst := s.c
+		crc, headers := dst.crcOut.Load(), dst.headersOut.Load()
+		buf := pool.get(chunkSize)
+		ok := true
+		for i := range msgs {
+			m := &msgs[i]
+			if n := jsMsgSize(s.sid, m); len(buf) > 0 && len(buf)+n > cap(buf) {
+				ok = ok && dst.queueDelivery(buf)
+				buf = buf[:0]
+			}
+			buf = appendJSMsg(buf, s.sid, m, crc, headers || len(m.Header) == 0)
+		}
+		ok = ok && dst.queueDelivery(buf)
+		pool.put(buf)
+		if ok {
+			dst.countOutMsgs(len(msgs))
+			sent = true
+		}
+	}
+	return sent
+}
+
+// jsMsgSize bounds the frame appendJSMsg encodes for m.
+func jsMsgSize(sid string, m *jsapi.Msg) int {
+	return len("HMSG   \r\n\r\n") + len(m.Subject) + len(sid) + len(m.Reply) + 3*20 + 8 + len(m.Header) + len(m.Data)
+}
+
+// appendJSMsg encodes m as a MSG (or HMSG when it has a header and
+// withHeaders) to subscription sid, as appendMsg does a pubMsg.
+func appendJSMsg(b []byte, sid string, m *jsapi.Msg, crc, withHeaders bool) []byte {
+	hdr := m.Header
+	if !withHeaders {
+		hdr = nil
+	}
+	if len(hdr) > 0 {
+		b = append(b, "HMSG "...)
+	} else {
+		b = append(b, "MSG "...)
+	}
+	b = append(b, m.Subject...)
+	b = append(b, ' ')
+	b = append(b, sid...)
+	b = append(b, ' ')
+	if len(m.Reply) > 0 {
+		b = append(b, m.Reply...)
+		b = append(b, ' ')
+	}
+	if len(hdr) > 0 {
+		b = strconv.AppendInt(b, int64(len(hdr)), 10)
+		b = append(b, ' ')
+	}
+	b = strconv.AppendInt(b, int64(len(hdr)+len(m.Data)), 10)
+	if crc {
+		b = append(b, ' ')
+		b = appendHex8(b, crc32.Update(crc32.ChecksumIEEE(hdr), crc32.IEEETable, m.Data))
+	}
+	b = append(b, '\r', '\n')
+	b = append(b, hdr...)
+	b = append(b, m.Data...)
+	return append(b, '\r', '\n')
 }

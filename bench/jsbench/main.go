@@ -1,7 +1,10 @@
 // Command jsbench is the JetStream side-by-side benchmark of issue 28: one
 // nats.go jetstream program (async publish with PubAcks, then Consume with
 // explicit acks, 1 KiB) against any server speaking the JetStream API
-// (fibril serve, nats-server -js). It prints one line of rates.
+// (fibril serve, nats-server -js). It prints one line of rates and, per
+// phase, the CPU time per message of this client process and (with -pid,
+// read from /proc) of the server process: what bounds a rate on a machine
+// with few cores is whichever process runs out of CPU first.
 package main
 
 import (
@@ -9,7 +12,10 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"os"
+	"runtime/pprof"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,16 +23,77 @@ import (
 )
 
 func main() {
+	exit := 0
+	defer func() { os.Exit(exit) }()
 	url := flag.String("url", nats.DefaultURL, "server URL")
 	n := flag.Int("n", 100000, "messages")
 	size := flag.Int("size", 1024, "payload bytes")
+	pid := flag.Int("pid", 0, "server process ID: also report its CPU per message (from /proc)")
+	cpuprofile := flag.String("cpuprofile", "", "write this client's CPU profile here")
 	flag.Parse()
-	if err := run(*url, *n, *size); err != nil {
-		log.Fatal(err)
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
+	if err := run(*url, *n, *size, *pid); err != nil {
+		log.Print(err)
+		exit = 1
 	}
 }
 
-func run(url string, n, size int) error {
+// phase is one timed phase with the CPU the two processes spent in it.
+type phase struct {
+	pid            int
+	startW         time.Time
+	startC, startS time.Duration
+	startSOK       bool
+
+	wall, client, server time.Duration
+	serverKnown          bool
+}
+
+func begin(pid int) *phase {
+	p := &phase{pid: pid, startW: time.Now(), startC: selfCPU()}
+	p.startS, p.startSOK = procCPU(pid)
+	return p
+}
+
+func (p *phase) end() {
+	p.wall = time.Since(p.startW)
+	p.client = selfCPU() - p.startC
+	if s, ok := procCPU(p.pid); ok && p.startSOK {
+		p.server, p.serverKnown = s-p.startS, true
+	}
+}
+
+// line formats a phase of n messages.
+func (p *phase) line(name string, n int) string {
+	s := fmt.Sprintf("%s %.0f msg/s (client %.2f µs/msg", name, float64(n)/p.wall.Seconds(), perMsg(p.client, n))
+	if p.serverKnown {
+		s += fmt.Sprintf(", server %.2f µs/msg", perMsg(p.server, n))
+	}
+	return s + ")"
+}
+
+func perMsg(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n) }
+
+// selfCPU is this process's user+system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func run(url string, n, size, pid int) error {
 	nc, err := nats.Connect(url)
 	if err != nil {
 		return err
@@ -44,7 +111,7 @@ func run(url string, n, size int) error {
 		return fmt.Errorf("create stream: %w", err)
 	}
 	payload := make([]byte, size)
-	start := time.Now()
+	pub := begin(pid)
 	for range n {
 		if _, err := js.PublishAsync("bench.x", payload, jetstream.WithStallWait(time.Minute)); err != nil {
 			return fmt.Errorf("publish: %w", err)
@@ -55,14 +122,14 @@ func run(url string, n, size int) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	pub := time.Since(start)
+	pub.end()
 	c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "bench"})
 	if err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}
 	var got atomic.Int64
 	done := make(chan struct{})
-	start = time.Now()
+	con := begin(pid)
 	cc, err := c.Consume(func(m jetstream.Msg) {
 		_ = m.Ack()
 		if got.Add(1) == int64(n) {
@@ -77,8 +144,8 @@ func run(url string, n, size int) error {
 	case <-ctx.Done():
 		return fmt.Errorf("consumed %d of %d: %w", got.Load(), n, ctx.Err())
 	}
-	con := time.Since(start)
+	con.end()
 	cc.Stop()
-	fmt.Printf("publish %.0f msg/s  consume %.0f msg/s  (%d x %d B)\n", float64(n)/pub.Seconds(), float64(n)/con.Seconds(), n, size)
+	fmt.Printf("%s  %s  (%d x %d B)\n", pub.line("publish", n), con.line("consume", n), n, size)
 	return nil
 }

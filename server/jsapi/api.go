@@ -38,8 +38,21 @@ type Requester interface {
 	// the connection is closing or over its output bound). Safe from any
 	// goroutine.
 	Send(to, subject, reply string, hdr, data []byte) bool
+	// SendBatch is Send of every message of msgs, in order, encoded
+	// together (one subscription match, few copies): the deliveries of one
+	// poll of a pull request. It reports false when nobody took them.
+	SendBatch(to string, msgs []Msg) bool
 	// Context ends when the connection closes.
 	Context() context.Context
+}
+
+// Msg is one message of a Requester.SendBatch: a delivery of a pull
+// request, with its ack subject as the reply. Everything is borrowed until
+// SendBatch returns.
+type Msg struct {
+	Subject      string
+	Reply        []byte
+	Header, Data []byte // Header nil: none
 }
 
 // Options configures the API.

@@ -107,7 +107,7 @@ func (a *API) pull(r Requester, g *broker.Group, k consumerKey, st *consumerStat
 	left, bytesLeft := req.Batch, req.MaxBytes
 	lastSent := start
 	ch := make(chan pollResult, 1)
-	var ackBuf []byte
+	var out batch // one poll at a time: reused
 	for left > 0 {
 		if ctx.Err() != nil {
 			return
@@ -147,17 +147,19 @@ func (a *API) pull(r Requester, g *broker.Group, k consumerKey, st *consumerStat
 		}
 		ready := uint64(max(in.Ready, 0))
 		err := g.PollAsyncBytes(n, int64(bytesLeft), wait, r.Owner(), func(ds []broker.Delivery, err error) {
-			res := pollResult{err: err}
-			for i := range ds {
-				d := &ds[i]
-				cseq := st.cseq.Add(1)
-				ready = max(ready, 1) - 1
-				ackBuf = AppendAckSubject(ackBuf[:0], Ack{Stream: k.stream, Consumer: k.consumer,
-					Delivered: d.Attempt, StreamSeq: uint64(d.Handle.Seq), ConsumerSeq: cseq,
-					Timestamp: d.Time.UnixNano(), Pending: ready})
-				r.Send(reply, d.Subject, string(ackBuf), d.Header, d.Data)
-				res.n++
-				res.bytes += len(d.Subject) + len(d.Header) + len(d.Data)
+			res := pollResult{err: err, n: len(ds)}
+			if len(ds) > 0 {
+				cseq := st.cseq.Add(uint64(len(ds))) - uint64(len(ds))
+				for i := range ds {
+					d := &ds[i]
+					cseq++
+					ready = max(ready, 1) - 1
+					out.add(d, Ack{Stream: k.stream, Consumer: k.consumer, Delivered: d.Attempt,
+						StreamSeq: uint64(d.Handle.Seq), ConsumerSeq: cseq, Timestamp: d.Time.UnixNano(), Pending: ready})
+					res.bytes += len(d.Subject) + len(d.Header) + len(d.Data)
+				}
+				r.SendBatch(reply, out.msgs())
+				out.reset()
 			}
 			ch <- res
 		})
@@ -236,4 +238,38 @@ func (a *API) pending(r Requester, reply string, code int, text string, msgs, by
 
 func (a *API) heartbeat(r Requester, reply string, st *consumerState) {
 	a.status(r, reply, 100, "Idle Heartbeat", "Nats-Last-Consumer: "+strconv.FormatUint(st.cseq.Load(), 10)+"\r\n")
+}
+
+// batch is the deliveries of one poll as Requester.SendBatch takes them,
+// their ack subjects in one buffer: reused from poll to poll, it costs no
+// allocation once grown.
+type batch struct {
+	subjects []byte
+	ends     []int
+	out      []Msg
+}
+
+// reset empties b once its messages are sent.
+func (b *batch) reset() {
+	b.subjects, b.ends = b.subjects[:0], b.ends[:0]
+	clear(b.out) // the deliveries' bytes were borrowed
+	b.out = b.out[:0]
+}
+
+// add appends delivery d with the ack subject of ack.
+func (b *batch) add(d *broker.Delivery, ack Ack) {
+	b.subjects = AppendAckSubject(b.subjects, ack)
+	b.ends = append(b.ends, len(b.subjects))
+	b.out = append(b.out, Msg{Subject: d.Subject, Header: d.Header, Data: d.Data})
+}
+
+// msgs returns the messages added since reset (their replies are set now
+// that the subject buffer no longer moves).
+func (b *batch) msgs() []Msg {
+	start := 0
+	for i, end := range b.ends {
+		b.out[i].Reply = b.subjects[start:end:end]
+		start = end
+	}
+	return b.out
 }
