@@ -9,7 +9,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"hash/crc32"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -197,36 +196,15 @@ func jsMsgSize(sid string, m *jsapi.Msg) int {
 }
 
 // appendJSMsg encodes m as a MSG (or HMSG when it has a header and
-// withHeaders) to subscription sid, as appendMsg does a pubMsg.
+// withHeaders) to subscription sid, with protocol's encoder as appendMsg
+// does a pubMsg.
 func appendJSMsg(b []byte, sid string, m *jsapi.Msg, crc, withHeaders bool) []byte {
-	hdr := m.Header
-	if !withHeaders {
-		hdr = nil
-	}
-	if len(hdr) > 0 {
-		b = append(b, "HMSG "...)
-	} else {
-		b = append(b, "MSG "...)
-	}
-	b = append(b, m.Subject...)
-	b = append(b, ' ')
-	b = append(b, sid...)
-	b = append(b, ' ')
-	if len(m.Reply) > 0 {
-		b = append(b, m.Reply...)
-		b = append(b, ' ')
-	}
-	if len(hdr) > 0 {
-		b = strconv.AppendInt(b, int64(len(hdr)), 10)
-		b = append(b, ' ')
-	}
-	b = strconv.AppendInt(b, int64(len(hdr)+len(m.Data)), 10)
+	tok := protocol.NoCRC
 	if crc {
-		b = append(b, ' ')
-		b = appendHex8(b, crc32.Update(crc32.ChecksumIEEE(hdr), crc32.IEEETable, m.Data))
+		tok = protocol.ComputeCRC
 	}
-	b = append(b, '\r', '\n')
-	b = append(b, hdr...)
-	b = append(b, m.Data...)
-	return append(b, '\r', '\n')
+	if len(m.Header) > 0 && withHeaders {
+		return protocol.AppendHMsg(b, m.Subject, sid, m.Reply, m.Header, m.Data, tok)
+	}
+	return protocol.AppendMsg(b, m.Subject, sid, m.Reply, m.Data, tok)
 }
