@@ -305,7 +305,10 @@ func (s *Storage) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot, sy
 			return err
 		}
 	}
-	if err := s.appendLocked(batch, sync); err != nil {
+	hasSnap := snap != nil && !raft.IsEmptySnap(snap)
+	// A snapshot's mark is synced before older snapshot files go, so a
+	// crash never leaves a mark whose file was removed.
+	if err := s.appendLocked(batch, sync || hasSnap); err != nil {
 		return err
 	}
 	if snap != nil && !raft.IsEmptySnap(snap) {

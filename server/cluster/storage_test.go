@@ -272,3 +272,27 @@ func storageChild(dir string) {
 	}
 	os.Exit(0)
 }
+
+// TestStorageUnsyncedSnapshotKeepsOldFile is the regression test for a
+// received snapshot saved without sync: its mark could be lost in a crash
+// after the older snapshot's file was removed, and Open then failed.
+func TestStorageUnsyncedSnapshotKeepsOldFile(t *testing.T) {
+	ffs := seglog.NewFaultFS()
+	dir := t.TempDir()
+	s := openT(t, dir, ffs)
+	s.Bootstrap([]uint64{1, 2, 3})
+	i, tm := uint64(50), uint64(3)
+	recv := &pb.Snapshot{Data: []byte("x"), Metadata: &pb.SnapshotMetadata{Index: &i, Term: &tm, ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}}}
+	if err := s.Save(nil, nil, recv, false); err != nil {
+		t.Fatal(err)
+	}
+	s.Abandon()
+	if _, err := ffs.Crash(nil, seglog.CrashDropAll); err != nil {
+		t.Fatal(err)
+	}
+	s = openT(t, dir, ffs)
+	defer s.Close()
+	if fi, _ := s.FirstIndex(); fi != 51 {
+		t.Fatalf("first index %d after crash, want 51", fi)
+	}
+}
