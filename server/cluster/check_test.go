@@ -10,23 +10,27 @@ import (
 // entry applied out of order or twice.
 type testSM struct {
 	byIndex map[uint64]string
-	last    uint64 // the last index applied with data
-	applied uint64 // the replica's applied index, set by the test before check
+	seen    map[string]uint64 // data -> index, to find a double apply
+	fresh   []uint64          // indexes applied since the last check
+	last    uint64            // the last index applied with data
+	applied uint64            // the replica's applied index, set by the test before check
 	bad     error
 }
 
-func newTestSM() *testSM { return &testSM{byIndex: map[uint64]string{}} }
+func newTestSM() *testSM {
+	return &testSM{byIndex: map[uint64]string{}, seen: map[string]uint64{}}
+}
 
 func (m *testSM) Apply(index uint64, data []byte) error {
 	if index <= m.last && m.bad == nil {
 		m.bad = fmt.Errorf("entry %d applied after %d", index, m.last)
 	}
-	for i, p := range m.byIndex {
-		if p == string(data) && m.bad == nil {
-			m.bad = fmt.Errorf("%q applied twice, at %d and %d", data, i, index)
-		}
+	if i, ok := m.seen[string(data)]; ok && m.bad == nil {
+		m.bad = fmt.Errorf("%q applied twice, at %d and %d", data, i, index)
 	}
 	m.byIndex[index] = string(data)
+	m.seen[string(data)] = index
+	m.fresh = append(m.fresh, index)
 	m.last = index
 	return nil
 }
@@ -37,11 +41,19 @@ func (m *testSM) Snapshot() ([]byte, error) {
 
 func (m *testSM) Restore(index uint64, data []byte) error {
 	m.byIndex = map[uint64]string{}
+	m.seen = map[string]uint64{}
+	m.fresh = m.fresh[:0]
 	m.last = index
-	if len(data) == 0 {
-		return nil
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &m.byIndex); err != nil {
+			return err
+		}
 	}
-	return json.Unmarshal(data, &m.byIndex)
+	for i, p := range m.byIndex {
+		m.seen[p] = i
+		m.fresh = append(m.fresh, i)
+	}
+	return nil
 }
 
 // history is what a run has seen: the proposals that succeeded and every
@@ -70,12 +82,14 @@ func (h *history) check(sms map[uint64]*testSM) error {
 		if sm.bad != nil {
 			return fmt.Errorf("node %d: %w", id, sm.bad)
 		}
-		for i, p := range sm.byIndex {
+		for _, i := range sm.fresh {
+			p := sm.byIndex[i]
 			if q, ok := h.global[i]; ok && q != p {
 				return fmt.Errorf("node %d applied %q at %d where %q was applied", id, p, i, q)
 			}
 			h.global[i] = p
 		}
+		sm.fresh = sm.fresh[:0]
 	}
 	for p, i := range h.acked {
 		if q, ok := h.global[i]; ok && q != p {

@@ -278,13 +278,13 @@ func simSeeds(def int) int {
 // acknowledged proposal reached every node. FIBRIL_RAFT_SEEDS=N runs N
 // seeds per size.
 func TestSimFaults(t *testing.T) {
-	seeds := simSeeds(4)
+	seeds := simSeeds(3)
 	for _, n := range []int{3, 5} {
 		for seed := 0; seed < seeds; seed++ {
 			t.Run(fmt.Sprintf("n%d/seed%d", n, seed), func(t *testing.T) {
 				s := newSim(t, n, uint64(seed), false)
 				defer s.closeAll()
-				for i := 0; i < 6000; i++ {
+				for i := 0; i < 4000; i++ {
 					s.step(true)
 					s.check(i)
 				}
