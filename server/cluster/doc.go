@@ -66,6 +66,10 @@
 //     append, and raft sends it again).
 //   - Reads: no ReadIndex path yet; a caller that must not read stale
 //     data from a deposed leader should go through Propose.
+//   - raft draws its randomized election timeouts from crypto/rand, so a
+//     run with timeouts cannot replay. The deterministic tests turn them
+//     off (the manualElections hook, with CheckQuorum and PreVote) and
+//     call Campaign when their seed says; Group always runs with them on.
 //   - The raft log's records are seglog records, so seglog's caveats about
 //     torn tails and corruption hold for it.
 package cluster

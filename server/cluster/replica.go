@@ -72,6 +72,11 @@ type Config struct {
 	// succeed once appended and fsynced here, before a quorum holds them.
 	// The checker's own test uses it to show it catches such a build.
 	ackOnLocalAppend bool
+	// manualElections is a test hook for replayable runs: raft draws its
+	// election timeouts from crypto/rand, so the deterministic tests turn
+	// timeouts (and CheckQuorum and PreVote, which rely on them) off and
+	// call Campaign themselves when their seed says.
+	manualElections bool
 }
 
 // Proposal is the pending result of a proposal. Done is closed once Err
@@ -139,12 +144,16 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 		st.Close()
 		return nil, fmt.Errorf("cluster: restore snapshot %d: %w", idx, err)
 	}
-	rn, err := raft.NewRawNode(&raft.Config{
+	rc := &raft.Config{
 		ID: cfg.ID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks,
 		Storage: st, Applied: idx, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
 		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true,
 		Logger: quietLogger{},
-	})
+	}
+	if cfg.manualElections {
+		rc.ElectionTick, rc.CheckQuorum, rc.PreVote = 1<<30, false, false
+	}
+	rn, err := raft.NewRawNode(rc)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("cluster: start raft node %d: %w", cfg.ID, err)
