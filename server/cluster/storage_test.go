@@ -15,6 +15,7 @@ import (
 	"github.com/fibrilmq/fibril/server/seglog"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 func ent(index, term uint64) *pb.Entry {
@@ -294,5 +295,37 @@ func TestStorageUnsyncedSnapshotKeepsOldFile(t *testing.T) {
 	defer s.Close()
 	if fi, _ := s.FirstIndex(); fi != 51 {
 		t.Fatalf("first index %d after crash, want 51", fi)
+	}
+}
+
+func TestStorageBounds(t *testing.T) {
+	s := openT(t, t.TempDir(), nil)
+	defer s.Close()
+	s.Bootstrap([]uint64{1})
+	if err := s.Save(hardState(2, 1, 3), ents(2, 6, 2), nil, true); err != nil {
+		t.Fatal(err)
+	}
+	one := uint64(proto.Size(ent(2, 2)))
+	for _, c := range []struct {
+		lo, hi, max uint64
+		n           int
+		err         error
+	}{
+		{2, 7, 1 << 20, 5, nil},
+		{2, 7, 0, 1, nil},         // at least one entry
+		{2, 7, 2*one + 1, 2, nil}, // no more than maxSize past the first
+		{1, 3, 1 << 20, 0, raft.ErrCompacted},
+		{3, 8, 1 << 20, 0, raft.ErrUnavailable},
+	} {
+		got, err := s.Entries(c.lo, c.hi, c.max)
+		if !errors.Is(err, c.err) || len(got) != c.n {
+			t.Errorf("Entries(%d, %d, %d) = %d entries, %v; want %d, %v", c.lo, c.hi, c.max, len(got), err, c.n, c.err)
+		}
+	}
+	if _, err := s.Term(0); !errors.Is(err, raft.ErrCompacted) {
+		t.Errorf("Term(0): %v", err)
+	}
+	if _, err := s.Term(7); !errors.Is(err, raft.ErrUnavailable) {
+		t.Errorf("Term(7): %v", err)
 	}
 }
