@@ -1,0 +1,75 @@
+// Package cluster replicates a log over a raft group: durable raft storage,
+// the Ready loop that drives etcd-io/raft's RawNode, and the seams (a
+// Transport for raft messages, a StateMachine for committed entries) that
+// the broker plugs a partition into. It knows nothing of topics, sockets
+// or the wire protocol.
+//
+// # What it owns
+//
+//   - Storage (storage.go): a raft.Storage in one directory. Raft's
+//     entries, hard states and snapshot marks are records of a seglog log
+//     (log/), appended in the order a Ready gives them and replayed in
+//     that order at Open: an entry at index i replaces every entry from i
+//     on (a new leader's conflicting append), a received snapshot's mark
+//     drops every entry, a compaction mark drops those it covers. One
+//     Ready is one log batch with one fsync when raft says it must sync, so
+//     a crash keeps a prefix of it and never a hard state whose entries
+//     were lost. Snapshot files (snap/%020d.snap, CRC-checked) are written
+//     temp -> fsync -> rename -> directory fsync before their mark, and
+//     older ones are removed only once a newer mark is synced. Compaction
+//     (CreateSnapshot) writes the hard state again after its mark, then
+//     drops whole seglog segments below the first live entry.
+//   - replica (replica.go): one replica as a single-threaded step machine:
+//     propose, step, tick, and process, which runs each Ready in raft's
+//     synchronous order: persist (fsync if MustSync), send, restore a
+//     received snapshot, apply committed entries, advance, snapshot every
+//     Config.SnapshotEvery entries. Each proposal carries a 16-byte
+//     envelope (a nonce fresh at each open and a number) so that only the
+//     entry this replica proposed completes it, never an entry of an
+//     earlier life or of another replica.
+//   - Group (group.go): one goroutine that owns a replica and drives it
+//     from a ticker, an inbox of received messages and a proposal channel.
+//     Propose returns once the entry is committed (on a quorum, fsynced
+//     there, since every replica persists before it acknowledges) and
+//     applied on this replica; Leader and Config.OnLeader report the
+//     leader as raft knows it.
+//
+// # What it must never do
+//
+//   - Report a proposal successful before it is committed and applied
+//     (the test hook ackOnLocalAppend does exactly that, so that the
+//     checker's test can show it catches such a build).
+//   - Send a message before the state it depends on is on disk, or claim
+//     after a crash an entry or hard state that was never fsynced.
+//   - Remove the only snapshot file its records name.
+//   - Block the goroutine of a caller that hands it messages (Step drops
+//     when the inbox is full; raft retries).
+//
+// # Caveats
+//
+//   - Membership is fixed at bootstrap (Config.Peers, stored as a
+//     snapshot at index 1, term 1); conf change entries are applied to
+//     raft but nothing proposes them yet, and InitialState returns the
+//     snapshot's conf state only.
+//   - The state machine is rebuilt at open: Restore from the latest
+//     snapshot, then every committed entry after it is applied again. A
+//     durable state machine (a partition's segment log) will report its
+//     own applied index instead; that is the broker integration.
+//   - Writes are synchronous in the Ready loop (one fsync per Ready that
+//     needs one). raft's AsyncStorageWrites, which lets the next Ready be
+//     built while an fsync runs, is the planned pipelining.
+//   - ErrLeaderChanged, ErrClosed and a context timeout mean the outcome
+//     is unknown: the entry may still be applied. A retry with the same
+//     data can then apply it twice; deduplication belongs to the caller.
+//   - Snapshots are held in memory whole and sent as one MsgSnap, reported
+//     delivered at once (a lost one makes the follower reject the next
+//     append, and raft sends it again).
+//   - Reads: no ReadIndex path yet; a caller that must not read stale
+//     data from a deposed leader should go through Propose.
+//   - raft draws its randomized election timeouts from crypto/rand, so a
+//     run with timeouts cannot replay. The deterministic tests turn them
+//     off (the manualElections hook, with CheckQuorum and PreVote) and
+//     call Campaign when their seed says; Group always runs with them on.
+//   - The raft log's records are seglog records, so seglog's caveats about
+//     torn tails and corruption hold for it.
+package cluster

@@ -1,0 +1,144 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// Group is one replica of a raft group, driven by one goroutine that owns
+// the raft.RawNode, its Storage and the StateMachine: it ticks, steps
+// received messages, takes proposals, and runs the Ready loop (persist,
+// then send, then apply, then advance). Methods are safe for concurrent
+// use.
+type Group struct {
+	r      *replica
+	propc  chan propReq
+	recvc  chan *pb.Message
+	stopc  chan struct{}
+	donec  chan struct{}
+	lead   atomic.Uint64
+	tick   time.Duration
+	once   sync.Once
+	mu     sync.Mutex // guards err
+	err    error
+	onLead func(lead, term uint64)
+}
+
+type propReq struct {
+	data  []byte
+	reply chan propReply
+}
+
+type propReply struct {
+	p   *Proposal
+	err error
+}
+
+// OpenGroup opens the replica cfg describes (bootstrapping an empty
+// directory with cfg.Peers), restores sm from the latest snapshot and
+// starts its goroutine, ticking every tick (raft's timeouts are counted in
+// ticks). It fails if the storage cannot be opened.
+func OpenGroup(cfg Config, sm StateMachine, tr Transport, tick time.Duration) (*Group, error) {
+	g := &Group{propc: make(chan propReq), recvc: make(chan *pb.Message, 1024),
+		stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader}
+	cfg.OnLeader = func(lead, term uint64) {
+		g.lead.Store(lead)
+		if g.onLead != nil {
+			g.onLead(lead, term)
+		}
+	}
+	r, err := newReplica(cfg, sm, tr)
+	if err != nil {
+		return nil, err
+	}
+	g.r = r
+	go g.run()
+	return g, nil
+}
+
+// Leader returns the leader's id as this replica last knew it (0: none).
+func (g *Group) Leader() uint64 { return g.lead.Load() }
+
+// Step hands a message received from the transport to the group. It
+// never blocks: when the inbox is full the message is dropped (raft
+// retries).
+func (g *Group) Step(m *pb.Message) {
+	select {
+	case g.recvc <- m:
+	default:
+	}
+}
+
+// Propose proposes data and blocks until it is committed on a quorum
+// (fsynced there) and applied here, returning its index; or until ctx
+// ends. It returns ErrNotLeader at once on a follower, ErrLeaderChanged
+// or ErrClosed (outcome unknown) when the leader changed or the group
+// stopped first, and ctx's error (outcome unknown) on a timeout.
+func (g *Group) Propose(ctx context.Context, data []byte) (uint64, error) {
+	req := propReq{data: data, reply: make(chan propReply, 1)}
+	select {
+	case g.propc <- req:
+	case <-g.donec:
+		return 0, ErrClosed
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	rep := <-req.reply
+	if rep.err != nil {
+		return 0, rep.err
+	}
+	select {
+	case <-rep.p.Done:
+		return rep.p.Index, rep.p.Err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// Err returns the error that stopped the group, if any.
+func (g *Group) Err() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.err
+}
+
+// Close stops the goroutine and closes the storage (synced). Pending
+// proposals end with ErrClosed.
+func (g *Group) Close() error {
+	g.once.Do(func() { close(g.stopc) })
+	<-g.donec
+	if err := g.r.close(true); err != nil {
+		return err
+	}
+	return g.Err()
+}
+
+func (g *Group) run() {
+	defer close(g.donec)
+	t := time.NewTicker(g.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			g.r.rn.Tick()
+		case m := <-g.recvc:
+			_ = g.r.rn.Step(m) // a stale or foreign message is raft's to ignore
+		case req := <-g.propc:
+			p, err := g.r.propose(req.data)
+			req.reply <- propReply{p, err}
+		case <-g.stopc:
+			return
+		}
+		if err := g.r.process(); err != nil {
+			g.mu.Lock()
+			g.err = err
+			g.mu.Unlock()
+			g.r.failPending(ErrClosed)
+			return
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// lockedSM guards a testSM: Group applies on its goroutine, the test reads.
+type lockedSM struct {
+	mu sync.Mutex
+	sm *testSM
+}
+
+func (l *lockedSM) Apply(i uint64, d []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sm.Apply(i, d)
+}
+func (l *lockedSM) Snapshot() ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sm.Snapshot()
+}
+func (l *lockedSM) Restore(i uint64, d []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sm.Restore(i, d)
+}
+
+// chanNet delivers messages straight to the target group's Step.
+type chanNet struct {
+	mu     sync.Mutex
+	groups map[uint64]*Group
+}
+
+func (n *chanNet) Send(msgs []*pb.Message) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, m := range msgs {
+		if g := n.groups[m.GetTo()]; g != nil {
+			g.Step(m)
+		}
+	}
+}
+
+func (n *chanNet) set(id uint64, g *Group) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.groups[id] = g
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestGroupLeaderKill runs three Groups on their own goroutines: proposals
+// on the leader return once applied; the leader is closed, a new one is
+// elected and takes proposals; the old one reopens from its directory and
+// catches up with every acknowledged entry.
+func TestGroupLeaderKill(t *testing.T) {
+	base := t.TempDir()
+	net := &chanNet{groups: map[uint64]*Group{}}
+	peers := []uint64{1, 2, 3}
+	sms := map[uint64]*lockedSM{}
+	leads := make(chan uint64, 100)
+	open := func(id uint64) *Group {
+		sms[id] = &lockedSM{sm: newTestSM()}
+		g, err := OpenGroup(Config{ID: id, Peers: peers, Dir: filepath.Join(base, strconv.Itoa(int(id))), SnapshotEvery: 15,
+			OnLeader: func(lead, _ uint64) {
+				select {
+				case leads <- lead:
+				default:
+				}
+			}}, sms[id], net, 2*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net.set(id, g)
+		return g
+	}
+	groups := map[uint64]*Group{}
+	for _, id := range peers {
+		groups[id] = open(id)
+	}
+	defer func() {
+		for _, g := range groups {
+			g.Close()
+		}
+	}()
+	hist := newHistory()
+	proposeAll := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			data := fmt.Sprintf("g%d", i)
+			for attempt := 0; ; attempt++ {
+				var lead uint64
+				waitFor(t, "a leader", func() bool {
+					for _, g := range groups {
+						if l := g.Leader(); l != 0 && groups[l] != nil {
+							lead = l
+							return true
+						}
+					}
+					return false
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				idx, err := groups[lead].Propose(ctx, []byte(data))
+				cancel()
+				if err == nil {
+					hist.acked[data] = idx
+					break
+				}
+				if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrLeaderChanged) && !errors.Is(err, context.DeadlineExceeded) || attempt > 20 {
+					t.Fatalf("propose %s: %v", data, err)
+				}
+				data = fmt.Sprintf("g%d-retry%d", i, attempt) // outcome unknown: a new value
+			}
+		}
+	}
+	proposeAll(0, 20)
+	var old uint64
+	for _, g := range groups {
+		if l := g.Leader(); l != 0 {
+			old = l
+		}
+	}
+	if err := groups[old].Close(); err != nil {
+		t.Fatal(err)
+	}
+	net.set(old, nil)
+	delete(groups, old)
+	proposeAll(20, 20)
+	groups[old] = open(old)
+	var top uint64
+	for _, i := range hist.acked {
+		top = max(top, i)
+	}
+	waitFor(t, "every replica to apply every acknowledged entry", func() bool {
+		for _, id := range peers {
+			l := sms[id]
+			l.mu.Lock()
+			caught := l.sm.last >= top
+			l.mu.Unlock()
+			if !caught {
+				return false
+			}
+		}
+		return true
+	})
+	check := map[uint64]*testSM{}
+	for _, id := range peers {
+		sms[id].mu.Lock()
+		defer sms[id].mu.Unlock()
+		sms[id].sm.applied = sms[id].sm.last
+		check[id] = sms[id].sm
+	}
+	if err := hist.check(check); err != nil {
+		t.Fatal(err)
+	}
+	if len(leads) == 0 {
+		t.Fatal("OnLeader never called")
+	}
+}

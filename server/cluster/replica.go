@@ -1,0 +1,338 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/fibrilmq/fibril/server/seglog"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Errors a proposal can end with.
+var (
+	// ErrNotLeader: this replica is not the group's leader; propose on
+	// the leader (Group.Leader names it, 0 when unknown). Nothing was
+	// appended.
+	ErrNotLeader = errors.New("cluster: not the leader")
+	// ErrLeaderChanged: the leader or term changed while the proposal was
+	// in flight. Its outcome is unknown: it may still be applied.
+	ErrLeaderChanged = errors.New("cluster: leader changed, outcome unknown")
+	// ErrClosed: the group was closed (or failed) before the proposal was
+	// applied. Its outcome is unknown.
+	ErrClosed = errors.New("cluster: group closed")
+)
+
+// StateMachine is what a replica group applies committed entries to. It
+// is called on the group's goroutine only, in index order.
+type StateMachine interface {
+	// Apply applies the data of the committed entry at index. After a
+	// restart the group restores the latest snapshot and applies every
+	// committed entry after it again.
+	Apply(index uint64, data []byte) error
+	// Snapshot returns the state as of the last applied index.
+	Snapshot() ([]byte, error)
+	// Restore replaces the state with a snapshot taken at index.
+	Restore(index uint64, data []byte) error
+}
+
+// Transport carries raft messages between the replicas of a group. Send
+// must not block the group: it queues or drops (raft retries lost
+// messages). It must not keep msgs' slice, only the messages.
+type Transport interface {
+	Send(msgs []*pb.Message)
+}
+
+// Config describes one replica of a group. Every replica of a group is
+// created with the same Peers.
+type Config struct {
+	// ID is this replica's raft id, non-zero and unique in the group.
+	ID uint64
+	// Peers lists every replica's id, ID included (used once, to
+	// bootstrap an empty directory).
+	Peers []uint64
+	// Dir is the replica's directory (its Storage).
+	Dir string
+	// FS is passed to the raft log (nil: the operating system's).
+	FS seglog.FS
+	// ElectionTicks and HeartbeatTicks are raft's timeouts in ticks
+	// (defaults 10 and 1).
+	ElectionTicks, HeartbeatTicks int
+	// SnapshotEvery, when non-zero, snapshots the state machine and
+	// compacts the log every that many applied entries.
+	SnapshotEvery uint64
+	// OnLeader, if set, is called on the group's goroutine when the known
+	// leader or the term changes (lead 0: unknown). It must not block.
+	OnLeader func(lead, term uint64)
+
+	// ackOnLocalAppend is a test hook that breaks the contract: proposals
+	// succeed once appended and fsynced here, before a quorum holds them.
+	// The checker's own test uses it to show it catches such a build.
+	ackOnLocalAppend bool
+	// manualElections is a test hook for replayable runs: raft draws its
+	// election timeouts from crypto/rand, so the deterministic tests turn
+	// timeouts (and CheckQuorum and PreVote, which rely on them) off and
+	// call Campaign themselves when their seed says.
+	manualElections bool
+}
+
+// Proposal is the pending result of a proposal. Done is closed once Err
+// and Index are set: Err nil means the entry was committed on a quorum
+// (fsynced there) and applied here at Index.
+type Proposal struct {
+	Done  chan struct{}
+	Index uint64
+	Err   error
+}
+
+func (p *Proposal) finish(index uint64, err error) {
+	p.Index, p.Err = index, err
+	close(p.Done)
+}
+
+// envelope is the header each proposal carries: the proposing replica's
+// nonce (fresh at each open, so an entry of an earlier life never
+// completes a new proposal) and the proposal's number.
+const envelope = 16
+
+// replica is one raft replica as a single-threaded step machine: the
+// caller (Group's goroutine, or a deterministic test) calls tick, step,
+// propose and then process, never concurrently.
+type replica struct {
+	cfg       Config
+	st        *Storage
+	rn        *raft.RawNode
+	sm        StateMachine
+	tr        Transport
+	cs        *pb.ConfState
+	nonce     uint64
+	next      uint64
+	pending   map[uint64]*Proposal
+	lead      uint64
+	term      uint64
+	applied   uint64
+	snapIndex uint64
+}
+
+func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
+	if cfg.ID == 0 || len(cfg.Peers) == 0 {
+		return nil, fmt.Errorf("cluster: replica needs an ID and peers")
+	}
+	if cfg.ElectionTicks == 0 {
+		cfg.ElectionTicks = 10
+	}
+	if cfg.HeartbeatTicks == 0 {
+		cfg.HeartbeatTicks = 1
+	}
+	st, err := OpenStorage(cfg.Dir, cfg.FS)
+	if err != nil {
+		return nil, err
+	}
+	if last, _ := st.LastIndex(); last == 0 {
+		if err := st.Bootstrap(cfg.Peers); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	snap, _ := st.Snapshot()
+	_, cs, _ := st.InitialState()
+	idx := snap.GetMetadata().GetIndex()
+	if err := sm.Restore(idx, snap.Data); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("cluster: restore snapshot %d: %w", idx, err)
+	}
+	rc := &raft.Config{
+		ID: cfg.ID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks,
+		Storage: st, Applied: idx, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
+		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true,
+		Logger: quietLogger{},
+	}
+	if cfg.manualElections {
+		rc.ElectionTick, rc.CheckQuorum, rc.PreVote = 1<<30, false, false
+	}
+	rn, err := raft.NewRawNode(rc)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("cluster: start raft node %d: %w", cfg.ID, err)
+	}
+	return &replica{cfg: cfg, st: st, rn: rn, sm: sm, tr: tr, cs: cs, nonce: rand.Uint64(),
+		pending: map[uint64]*Proposal{}, applied: idx, snapIndex: idx}, nil
+}
+
+// propose hands data to raft; the proposal completes in a later process.
+func (r *replica) propose(data []byte) (*Proposal, error) {
+	env := make([]byte, envelope, envelope+len(data))
+	binary.LittleEndian.PutUint64(env, r.nonce)
+	binary.LittleEndian.PutUint64(env[8:], r.next)
+	env = append(env, data...)
+	if err := r.rn.Propose(env); err != nil {
+		if errors.Is(err, raft.ErrProposalDropped) {
+			return nil, ErrNotLeader
+		}
+		return nil, fmt.Errorf("cluster: propose: %w", err)
+	}
+	p := &Proposal{Done: make(chan struct{})}
+	r.pending[r.next] = p
+	r.next++
+	return p, nil
+}
+
+// ours returns the pending proposal an entry completes, if any.
+func (r *replica) ours(e *pb.Entry) (uint64, *Proposal) {
+	if e.GetType() != pb.EntryType_EntryNormal || len(e.Data) < envelope ||
+		binary.LittleEndian.Uint64(e.Data) != r.nonce {
+		return 0, nil
+	}
+	id := binary.LittleEndian.Uint64(e.Data[8:])
+	return id, r.pending[id]
+}
+
+// failPending ends every pending proposal with err.
+func (r *replica) failPending(err error) {
+	for id, p := range r.pending {
+		p.finish(0, err)
+		delete(r.pending, id)
+	}
+}
+
+// process handles every Ready raft has: persist (fsync when raft says it
+// must) before sending, then apply, then advance. An error leaves the
+// replica unusable: close it and open it again from its directory.
+func (r *replica) process() error {
+	for r.rn.HasReady() {
+		rd := r.rn.Ready()
+		if err := r.st.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
+			return err
+		}
+		r.noteLeader(rd)
+		if r.cfg.ackOnLocalAppend {
+			for _, e := range rd.Entries {
+				if id, p := r.ours(e); p != nil {
+					delete(r.pending, id)
+					p.finish(e.GetIndex(), nil)
+				}
+			}
+		}
+		if len(rd.Messages) > 0 {
+			r.tr.Send(rd.Messages)
+			for _, m := range rd.Messages {
+				if m.GetType() == pb.MessageType_MsgSnap {
+					// Optimistic: a lost snapshot makes the follower
+					// reject the next append, and raft sends it again.
+					r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
+				}
+			}
+		}
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			m := rd.Snapshot.GetMetadata()
+			if err := r.sm.Restore(m.GetIndex(), rd.Snapshot.Data); err != nil {
+				return fmt.Errorf("cluster: restore snapshot %d: %w", m.GetIndex(), err)
+			}
+			r.applied, r.snapIndex, r.cs = m.GetIndex(), m.GetIndex(), m.GetConfState()
+		}
+		for _, e := range rd.CommittedEntries {
+			if err := r.apply(e); err != nil {
+				return err
+			}
+		}
+		r.rn.Advance(rd)
+		if err := r.maybeSnapshot(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// noteLeader fails pending proposals and tells OnLeader when the leader
+// or the term changed.
+func (r *replica) noteLeader(rd raft.Ready) {
+	lead, term := r.lead, r.term
+	if rd.SoftState != nil {
+		lead = rd.SoftState.Lead
+	}
+	if rd.HardState != nil && rd.HardState.GetTerm() != 0 {
+		term = rd.HardState.GetTerm()
+	}
+	if lead == r.lead && term == r.term {
+		return
+	}
+	r.lead, r.term = lead, term
+	r.failPending(ErrLeaderChanged)
+	if r.cfg.OnLeader != nil {
+		r.cfg.OnLeader(lead, term)
+	}
+}
+
+func (r *replica) apply(e *pb.Entry) error {
+	idx := e.GetIndex()
+	switch e.GetType() {
+	case pb.EntryType_EntryNormal:
+		if len(e.Data) >= envelope {
+			if err := r.sm.Apply(idx, e.Data[envelope:]); err != nil {
+				return fmt.Errorf("cluster: apply entry %d: %w", idx, err)
+			}
+		}
+		if id, p := r.ours(e); p != nil {
+			delete(r.pending, id)
+			p.finish(idx, nil)
+		}
+	case pb.EntryType_EntryConfChange:
+		var cc pb.ConfChange
+		if err := proto.Unmarshal(e.Data, &cc); err != nil {
+			return fmt.Errorf("cluster: conf change %d: %w", idx, err)
+		}
+		r.cs = r.rn.ApplyConfChange(&cc)
+	case pb.EntryType_EntryConfChangeV2:
+		var cc pb.ConfChangeV2
+		if err := proto.Unmarshal(e.Data, &cc); err != nil {
+			return fmt.Errorf("cluster: conf change %d: %w", idx, err)
+		}
+		r.cs = r.rn.ApplyConfChange(&cc)
+	}
+	r.applied = idx
+	return nil
+}
+
+func (r *replica) maybeSnapshot() error {
+	if r.cfg.SnapshotEvery == 0 || r.applied-r.snapIndex < r.cfg.SnapshotEvery {
+		return nil
+	}
+	data, err := r.sm.Snapshot()
+	if err != nil {
+		return fmt.Errorf("cluster: snapshot at %d: %w", r.applied, err)
+	}
+	if err := r.st.CreateSnapshot(r.applied, r.cs, data); err != nil {
+		return err
+	}
+	r.snapIndex = r.applied
+	return nil
+}
+
+// close stops the replica: sync=false drops it as a crash would.
+func (r *replica) close(sync bool) error {
+	r.failPending(ErrClosed)
+	if !sync {
+		r.st.Abandon()
+		return nil
+	}
+	return r.st.Close()
+}
+
+// quietLogger drops raft's log lines; errors come back as values.
+type quietLogger struct{}
+
+func (quietLogger) Debug(...any)              {}
+func (quietLogger) Debugf(string, ...any)     {}
+func (quietLogger) Info(...any)               {}
+func (quietLogger) Infof(string, ...any)      {}
+func (quietLogger) Warning(...any)            {}
+func (quietLogger) Warningf(string, ...any)   {}
+func (quietLogger) Error(...any)              {}
+func (quietLogger) Errorf(string, ...any)     {}
+func (quietLogger) Fatal(v ...any)            { panic(fmt.Sprint(v...)) }
+func (quietLogger) Fatalf(f string, v ...any) { panic(fmt.Sprintf(f, v...)) }
+func (quietLogger) Panic(v ...any)            { panic(fmt.Sprint(v...)) }
+func (quietLogger) Panicf(f string, v ...any) { panic(fmt.Sprintf(f, v...)) }
