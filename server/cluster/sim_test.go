@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/fibrilmq/fibril/internal/crashfs"
 	"github.com/fibrilmq/fibril/server/seglog"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -63,7 +64,7 @@ func (n *simNet) pop() *pb.Message {
 type simNode struct {
 	id  uint64
 	dir string
-	fs  *seglog.FaultFS
+	fs  *crashfs.FS
 	r   *replica // nil while down
 	sm  *testSM
 }
@@ -90,7 +91,7 @@ func newSim(t *testing.T, n int, seed uint64, early bool) *sim {
 		s.peers = append(s.peers, uint64(i))
 	}
 	for _, id := range s.peers {
-		nd := &simNode{id: id, dir: filepath.Join(base, strconv.Itoa(int(id))), fs: seglog.NewFaultFS()}
+		nd := &simNode{id: id, dir: filepath.Join(base, strconv.Itoa(int(id))), fs: crashfs.New(seglog.OSFS())}
 		s.nodes = append(s.nodes, nd)
 		s.start(nd)
 	}
@@ -111,7 +112,7 @@ func (s *sim) start(nd *simNode) {
 func (s *sim) kill(nd *simNode) {
 	nd.r.close(false)
 	nd.r = nil
-	if _, err := nd.fs.Crash(s.rng, seglog.CrashCut); err != nil {
+	if _, err := nd.fs.Crash(s.rng, crashfs.CrashCut); err != nil {
 		s.t.Fatal(err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/internal/crashfs"
 	"github.com/fibrilmq/fibril/server/seglog"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -171,13 +172,13 @@ func TestStorageCompactAndSnapshot(t *testing.T) {
 	}
 }
 
-// TestStorageCrashKeepsSynced cuts power (seglog's FaultFS) after synced
+// TestStorageCrashKeepsSynced cuts power (internal/crashfs) after synced
 // and unsynced saves: everything synced must come back, and what comes
 // back past it must be a prefix of what was written, never invented.
 func TestStorageCrashKeepsSynced(t *testing.T) {
 	for seed := uint64(0); seed < 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 1))
-		ffs := seglog.NewFaultFS()
+		ffs := crashfs.New(seglog.OSFS())
 		dir := t.TempDir()
 		s := openT(t, dir, ffs)
 		s.Bootstrap([]uint64{1})
@@ -195,7 +196,7 @@ func TestStorageCrashKeepsSynced(t *testing.T) {
 			}
 		}
 		s.Abandon()
-		mode := []seglog.CrashMode{seglog.CrashDropAll, seglog.CrashCut, seglog.CrashSectors}[seed%3]
+		mode := []crashfs.CrashMode{crashfs.CrashDropAll, crashfs.CrashCut, crashfs.CrashSectors}[seed%3]
 		if _, err := ffs.Crash(rng, mode); err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +205,7 @@ func TestStorageCrashKeepsSynced(t *testing.T) {
 		if li < synced || li > last {
 			t.Fatalf("seed %d: last index %d after crash, synced %d, written %d", seed, li, synced, last)
 		}
-		if mode == seglog.CrashDropAll && li != synced {
+		if mode == crashfs.CrashDropAll && li != synced {
 			t.Fatalf("seed %d: unsynced entries up to %d claimed after dropping every unsynced write (synced %d)", seed, li, synced)
 		}
 		checkLog(t, s, 2, li, func(uint64) uint64 { return 2 })
@@ -278,7 +279,7 @@ func storageChild(dir string) {
 // received snapshot saved without sync: its mark could be lost in a crash
 // after the older snapshot's file was removed, and Open then failed.
 func TestStorageUnsyncedSnapshotKeepsOldFile(t *testing.T) {
-	ffs := seglog.NewFaultFS()
+	ffs := crashfs.New(seglog.OSFS())
 	dir := t.TempDir()
 	s := openT(t, dir, ffs)
 	s.Bootstrap([]uint64{1, 2, 3})
@@ -288,7 +289,7 @@ func TestStorageUnsyncedSnapshotKeepsOldFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Abandon()
-	if _, err := ffs.Crash(nil, seglog.CrashDropAll); err != nil {
+	if _, err := ffs.Crash(nil, crashfs.CrashDropAll); err != nil {
 		t.Fatal(err)
 	}
 	s = openT(t, dir, ffs)
