@@ -192,11 +192,6 @@ func (b *Broker) openTopic(ct catTopic) (*Topic, error) {
 
 func (t *Topic) start() {
 	for _, p := range t.parts {
-		if p.pipelined {
-			go p.syncer()
-		} else {
-			close(p.syncDone)
-		}
 		go p.run()
 	}
 }

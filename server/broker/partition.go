@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -156,10 +157,11 @@ type partition struct {
 	// take what arrives until the actor learns that fsync ended (see collect).
 	collecting []*pollWaiter
 	// dataLane, evLane fsync the data log and the event log, each on its
-	// own goroutine (syncer.go); nil unless pipelined.
+	// own goroutine (syncer.go), started at its first request; nil unless
+	// pipelined. syncWG counts the lanes' running goroutines.
 	dataLane, evLane *syncLane
 	syncStop         chan struct{}
-	syncDone         chan struct{}
+	syncWG           sync.WaitGroup
 	syncStopped      bool
 	// Side copies of the events in the data log (sidecopy.go); side is
 	// nil when off. sideMark: the last one written; durSide: the last
@@ -731,7 +733,7 @@ func (p *partition) shutdown() {
 	}
 	if p.pipelined {
 		close(p.syncStop)
-		<-p.syncDone
+		p.syncWG.Wait()
 		p.syncStopped = true
 		if len(p.pending) > 0 {
 			for _, l := range p.lanes() {

@@ -40,10 +40,13 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 		q: newRing(o.QueueSize), wk: newWaker(),
 		quit: make(chan struct{}), done: make(chan struct{}),
 		groups: map[GroupID]*groupPart{}, pipelined: pipelined,
-		syncStop: make(chan struct{}), syncDone: make(chan struct{}),
+		syncStop: make(chan struct{}),
 	}
 	if pipelined {
 		p.dataLane, p.evLane = newSyncLane(data, true), newSyncLane(events, false)
+		for _, l := range p.lanes() {
+			l.start = func() { p.startLane(l) }
+		}
 	}
 	p.ev.chunk = evChunkFor(o.EventSegmentSize)
 	p.first, p.last = data.Bounds()

@@ -118,3 +118,35 @@ func TestRingConcurrentProducers(t *testing.T) {
 		t.Fatal("ring not empty at the end")
 	}
 }
+
+// TestIdlePartitionStartsNoSyncGoroutine is the regression test for "each
+// partition runs four goroutines, idle or not" (issue 24: 10,000 topics
+// held 40,000 goroutines): a syncer goroutine waited for the two fsync
+// lanes, each of which ran from the start. Now a lane starts at its first
+// fsync request: a topic never written has only its actor, and a publish
+// starts the data lane alone.
+func TestIdlePartitionStartsNoSyncGoroutine(t *testing.T) {
+	e := newEnvWith(t, func(o *Options) {})
+	tp := e.topic("idle", TopicConfig{Partitions: 2})
+	lanes := func(p *partition) (data, ev bool) {
+		got := make(chan [2]bool, 1)
+		if err := p.controlChecked(func(p *partition) { got <- [2]bool{p.dataLane.started, p.evLane.started} }); err != nil {
+			t.Fatal(err)
+		}
+		b := <-got
+		return b[0], b[1]
+	}
+	for i, p := range tp.parts {
+		if !p.pipelined {
+			t.Fatalf("partition %d: not pipelined under the default durability", i)
+		}
+		if d, ev := lanes(p); d || ev {
+			t.Fatalf("partition %d of a new topic: data lane %v, event lane %v started", i, d, ev)
+		}
+	}
+	pos := e.publish(tp, "one")
+	if d, ev := lanes(tp.parts[pos.Partition]); !d || ev {
+		t.Fatalf("after a publish: data lane %v, event lane %v; want the data lane only", d, ev)
+	}
+	e.restart() // the lanes started and those never started both stop cleanly
+}

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +25,11 @@ type syncLane struct {
 	// fsyncing while the log is behind it).
 	want, wantSide atomic.Uint64
 	req            chan struct{} // capacity 1; one request outstanding at a time (busy)
+	// start runs the lane's goroutine (partition.startLane); the actor
+	// calls it at the lane's first request, so a partition whose log is
+	// never written costs no goroutine for it (started, actor).
+	start   func()
+	started bool
 	// busy (actor): the lane was asked and has not yet reported with
 	// more=false.
 	busy bool
@@ -58,6 +62,10 @@ func (l *syncLane) request(behind bool) {
 		return
 	}
 	l.busy = true
+	if !l.started {
+		l.started = true
+		l.start()
+	}
 	l.req <- struct{}{}
 }
 
@@ -67,18 +75,14 @@ func (l *syncLane) behind() bool {
 	return l.log.Durable() < Seq(l.want.Load()) || l.durableSide() < l.wantSide.Load()
 }
 
-// syncer runs both lanes until the partition shuts down.
-func (p *partition) syncer() {
-	defer close(p.syncDone)
-	var wg sync.WaitGroup
-	for _, l := range p.lanes() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.syncLoop(l)
-		}()
-	}
-	wg.Wait()
+// startLane (actor) runs l's goroutine until the partition shuts down
+// (syncStop; shutdown waits for syncWG).
+func (p *partition) startLane(l *syncLane) {
+	p.syncWG.Add(1)
+	go func() {
+		defer p.syncWG.Done()
+		p.syncLoop(l)
+	}()
 }
 
 func (p *partition) lanes() [2]*syncLane { return [2]*syncLane{p.dataLane, p.evLane} }
