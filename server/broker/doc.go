@@ -108,8 +108,9 @@
 // batch, appends the publishes with one write, applies settles and polls,
 // expires leases, sends dead letters, hands ready messages to parked polls
 // and push subscriptions, appends the round's events with one write, and runs
-// the completions once the round is durable. With durability "group" a
-// syncer goroutine fsyncs both logs while the actor takes the next batch.
+// the completions once the round is durable. With durability "group" two
+// fsync lanes, a goroutine each started at its log's first fsync request,
+// fsync the logs while the actor takes the next batch.
 //
 // Callbacks of the async API (Topic.PublishAsync, Group.PollAsync,
 // Group.Subscribe, Broker.Settle) run on the partition's actor goroutine, or
