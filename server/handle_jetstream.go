@@ -11,7 +11,6 @@ import (
 	"context"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/access"
@@ -102,17 +101,7 @@ func (c *client) settleJSAck(js *jsapi.API, m *pubMsg) {
 		answer(err)
 		return
 	}
-	var op broker.SettleOp
-	switch kind {
-	case protocol.AckAck:
-		op = broker.Ack()
-	case protocol.AckNak:
-		op = broker.Nack(time.Duration(delay))
-	case protocol.AckProgress:
-		op = broker.Extend(0)
-	case protocol.AckTerm:
-		op = broker.Reject()
-	}
+	op := ackBodyOp(kind, delay)
 	done := func(err error) {
 		if err != nil {
 			c.log.Debug("jetstream ack failed", "subject", strconv.Quote(m.subject), "err", err)

@@ -121,17 +121,7 @@ func (c *client) settleByPub(m *pubMsg) {
 		c.reject(protocol.CodeInvalidAck, "")
 		return
 	}
-	var op broker.SettleOp
-	switch kind {
-	case protocol.AckAck:
-		op = broker.Ack()
-	case protocol.AckNak:
-		op = broker.Nack(time.Duration(delay))
-	case protocol.AckProgress:
-		op = broker.Extend(0)
-	case protocol.AckTerm:
-		op = broker.Reject()
-	}
+	op := ackBodyOp(kind, delay)
 	var slot *answer
 	if c.confirming() {
 		slot = c.reserve()
@@ -186,5 +176,21 @@ func (c *client) ackOnWriteDone(err error) {
 		c.log.Debug("ack-on-write after engine stop", "err", err)
 	default:
 		c.log.Warn("ack-on-write not applied: the message will be redelivered", "err", err)
+	}
+}
+
+// ackBodyOp is the settle a body published to an ack subject asks for
+// (protocol.ParseAckBody): settle by publishing (+ACK to a Fibril handle)
+// and JetStream's $JS.ACK subjects share it.
+func ackBodyOp(kind protocol.AckKind, delayNanos int64) broker.SettleOp {
+	switch kind {
+	case protocol.AckNak:
+		return broker.Nack(time.Duration(delayNanos))
+	case protocol.AckProgress:
+		return broker.Extend(0)
+	case protocol.AckTerm:
+		return broker.Reject()
+	default: // protocol.AckAck
+		return broker.Ack()
 	}
 }
