@@ -333,7 +333,7 @@ func (b *Broker) createTopicLocked(name TopicName, cfg TopicConfig) (*Topic, err
 		// This call made the directory and nothing in it was confirmed.
 		t.stopUnstarted()
 		os.RemoveAll(t.dir)
-		return nil, fmt.Errorf("create topic %s: %w", name, err)
+		return nil, fmt.Errorf("create topic %s: %w", name, b.noteFileErr(err))
 	}
 	b.cat = cat
 	t.start()
