@@ -86,7 +86,7 @@ const (
 	CodeDiskFull Code = "disk_full"
 	// CodeTooManyFiles (server open-files limit reached): The server reached its open-files limit while opening a topic's logs or a new segment; nothing was created or stored. The server logs it at ERROR (at most once a minute) and counts it in /metrics (fibril_file_limit_errors_total); it works again once descriptors are freed or the limit is raised. Retry after a back-off.
 	CodeTooManyFiles Code = "too_many_files"
-	// CodeInternal (internal server error): The server failed (storage error); nothing was changed by this command. Retrying may succeed.
+	// CodeInternal (internal server error): The server failed (a storage error, such as a failed fsync): the command's effect is unknown, since what was written before the failure can still reach the disk, and the partition confirms nothing more until the server restarts. Retrying may succeed.
 	CodeInternal Code = "internal"
 	// CodeShuttingDown (server is shutting down): The server is stopping; reconnect (to another server) later.
 	CodeShuttingDown Code = "shutting_down"
@@ -268,7 +268,7 @@ func lookupSpec(c Code) (ErrorSpec, bool) {
 	case CodeTooManyFiles:
 		return ErrorSpec{Code: c, Text: "server open-files limit reached", NATSText: "", Fatal: false, NATSFatal: false, Retriable: true, Description: "The server reached its open-files limit while opening a topic's logs or a new segment; nothing was created or stored. The server logs it at ERROR (at most once a minute) and counts it in /metrics (fibril_file_limit_errors_total); it works again once descriptors are freed or the limit is raised. Retry after a back-off."}, true
 	case CodeInternal:
-		return ErrorSpec{Code: c, Text: "internal server error", NATSText: "", Fatal: false, NATSFatal: false, Retriable: true, Description: "The server failed (storage error); nothing was changed by this command. Retrying may succeed."}, true
+		return ErrorSpec{Code: c, Text: "internal server error", NATSText: "", Fatal: false, NATSFatal: false, Retriable: true, Description: "The server failed (a storage error, such as a failed fsync): the command's effect is unknown, since what was written before the failure can still reach the disk, and the partition confirms nothing more until the server restarts. Retrying may succeed."}, true
 	case CodeShuttingDown:
 		return ErrorSpec{Code: c, Text: "server is shutting down", NATSText: "", Fatal: true, NATSFatal: true, Retriable: true, Description: "The server is stopping; reconnect (to another server) later."}, true
 	}

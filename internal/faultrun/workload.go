@@ -11,6 +11,7 @@ import (
 	fibril "github.com/fibrilmq/fibril/sdk"
 
 	"github.com/fibrilmq/fibril/internal/history"
+	"github.com/fibrilmq/fibril/protocol"
 )
 
 // client is one SDK connection that reconnects (as a new Conn) after it is
@@ -63,9 +64,16 @@ func (cl *client) outcome(err error) (history.Outcome, string) {
 	}
 	var serr *fibril.Error
 	if errors.As(err, &serr) {
-		// Every -ERR, internal included, promises that nothing changed
-		// (SPEC.md error table): the checker holds the broker to it.
 		cl.lastOK = now()
+		if serr.Code == protocol.CodeInternal {
+			// A storage failure: what the command wrote before its fsync
+			// failed can still reach the disk (the event log's next
+			// fsync, the page cache after a restart), so its effect is
+			// unknown (SPEC.md error table); the connection is fine.
+			return history.Info, err.Error()
+		}
+		// Every other -ERR promises that nothing changed: the checker
+		// holds the broker to it.
 		return history.Fail, err.Error()
 	}
 	cl.lost()

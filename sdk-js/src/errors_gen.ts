@@ -92,7 +92,7 @@ export const ERROR_TABLE: Readonly<Record<string, ErrorSpec>> = Object.freeze({
   invalid_ack: {"code":"invalid_ack","natsText":"","text":"ack body is not +ACK, -NAK, +WPI or +TERM","fatal":false,"retriable":false,"description":"A PUB to an ack handle subject carries a body that is not one of the settle bodies."},
   disk_full: {"code":"disk_full","natsText":"","text":"no room on the server disk","fatal":false,"retriable":true,"description":"The server's disk (or quota) has no room for this write; nothing was stored or changed. The server logs the episode once at ERROR with the path and shows it in /metrics (fibril_disk_full) and /readyz; writing resumes as soon as any room is free. Retry after a back-off."},
   too_many_files: {"code":"too_many_files","natsText":"","text":"server open-files limit reached","fatal":false,"retriable":true,"description":"The server reached its open-files limit while opening a topic's logs or a new segment; nothing was created or stored. The server logs it at ERROR (at most once a minute) and counts it in /metrics (fibril_file_limit_errors_total); it works again once descriptors are freed or the limit is raised. Retry after a back-off."},
-  internal: {"code":"internal","natsText":"","text":"internal server error","fatal":false,"retriable":true,"description":"The server failed (storage error); nothing was changed by this command. Retrying may succeed."},
+  internal: {"code":"internal","natsText":"","text":"internal server error","fatal":false,"retriable":true,"description":"The server failed (a storage error, such as a failed fsync): the command's effect is unknown, since what was written before the failure can still reach the disk, and the partition confirms nothing more until the server restarts. Retrying may succeed."},
   shutting_down: {"code":"shutting_down","natsText":"","text":"server is shutting down","fatal":true,"retriable":true,"description":"The server is stopping; reconnect (to another server) later."},
 });
 
@@ -506,7 +506,7 @@ export class TooManyFilesError extends FibrilError {
   }
 }
 
-/** InternalError is the `internal` error: The server failed (storage error); nothing was changed by this command. Retrying may succeed. */
+/** InternalError is the `internal` error: The server failed (a storage error, such as a failed fsync): the command's effect is unknown, since what was written before the failure can still reach the disk, and the partition confirms nothing more until the server restarts. Retrying may succeed. */
 export class InternalError extends FibrilError {
   /** code is always "internal". */
   static readonly code = "internal";

@@ -417,7 +417,7 @@ class TooManyFilesError(FibrilError):
 
 
 class InternalError(FibrilError):
-    """The server failed (storage error); nothing was changed by this command. Retrying may succeed.
+    """The server failed (a storage error, such as a failed fsync): the command's effect is unknown, since what was written before the failure can still reach the disk, and the partition confirms nothing more until the server restarts. Retrying may succeed.
 
     Wire code ``internal``; text: internal server error."""
 
