@@ -76,27 +76,23 @@ func BenchmarkQueue(b *testing.B) {
 }
 
 // BenchmarkPublishConsume: in-process publish + push consume + ack of 1 KiB
-// messages on the real file log with group durability. Publishers use the
+// messages on the real file log with durability group and sync. Publishers use the
 // async API with a window, the consumer a subscription that acks each
 // delivery through Settle. One op is one message published, delivered and
 // acked.
 func BenchmarkPublishConsume(b *testing.B) {
 	for _, c := range []struct {
-		parts     int
-		pipelined bool
-	}{{1, true}, {4, true}, {1, false}, {4, false}} {
-		commit := "serial"
-		if c.pipelined {
-			commit = "pipelined"
-		}
+		parts int
+		dur   Durability
+	}{{1, DurabilityGroup}, {4, DurabilityGroup}, {1, DurabilitySync}, {4, DurabilitySync}} {
 		parts := c.parts
-		b.Run(fmt.Sprintf("partitions=%d/commit=%s", parts, commit), func(b *testing.B) {
-			br, err := Open(b.TempDir(), Options{Logf: func(string, ...any) {}, serialCommit: !c.pipelined})
+		b.Run(fmt.Sprintf("partitions=%d/durability=%s", parts, c.dur), func(b *testing.B) {
+			br, err := Open(b.TempDir(), Options{Logf: func(string, ...any) {}})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer br.Close()
-			tp, err := br.CreateTopic("bench", TopicConfig{Partitions: parts, Durability: DurabilityGroup})
+			tp, err := br.CreateTopic("bench", TopicConfig{Partitions: parts, Durability: c.dur})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -10,16 +10,16 @@ import (
 )
 
 func TestPublishPollAck(t *testing.T) {
-	for _, serial := range []bool{false, true} {
-		t.Run(fmt.Sprint("serial=", serial), func(t *testing.T) { testPublishPollAck(t, serial) })
+	for _, durSync := range []bool{false, true} {
+		t.Run(fmt.Sprint("sync=", durSync), func(t *testing.T) { testPublishPollAck(t, durSync) })
 	}
 }
 
-func testPublishPollAck(t *testing.T, serial bool) {
+func testPublishPollAck(t *testing.T, durSync bool) {
 	e := newEnv(t, nil)
-	if serial {
+	if durSync {
 		e.b.Close()
-		e.serial = true
+		e.durSync = true
 		e.open()
 	}
 	tp := e.topic("orders", TopicConfig{})

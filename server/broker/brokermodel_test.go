@@ -21,7 +21,7 @@ func TestBrokerAgainstModel(t *testing.T) {
 			e := newEnv(t, clk)
 			if seed%2 == 1 {
 				e.b.Close()
-				e.serial = true
+				e.durSync = true
 				e.open()
 			}
 			const leaseMs = 100

@@ -19,11 +19,11 @@ func eventLogs(dir string) bool { return filepath.Base(dir) == eventsLogName }
 // error (never a false confirm) and the broker works again once the log
 // does.
 func TestAppendFailure(t *testing.T) {
-	for _, serial := range []bool{false, true} {
+	for _, durSync := range []bool{false, true} {
 		e := newMemEnv(t, nil)
-		if serial {
+		if durSync {
 			e.b.Close()
-			e.serial = true
+			e.durSync = true
 			e.open()
 		}
 		tp := e.topic("q", TopicConfig{})
@@ -32,18 +32,18 @@ func TestAppendFailure(t *testing.T) {
 		d := e.poll(g, 1)[0]
 		e.stores.FailAppends(allLogs)
 		if _, err := tp.Publish(context.Background(), Message{Subject: "q", Data: []byte("b")}); err == nil {
-			t.Fatalf("serial=%v: publish confirmed while the log fails", serial)
+			t.Fatalf("sync=%v: publish confirmed while the log fails", durSync)
 		}
 		if err := e.settle(d, Ack()); err == nil {
-			t.Fatalf("serial=%v: ack confirmed while the event log fails", serial)
+			t.Fatalf("sync=%v: ack confirmed while the event log fails", durSync)
 		}
 		e.stores.FailAppends(nil)
 		e.publish(tp, "c")
 		if err := e.settle(d, Ack()); err != nil {
-			t.Fatalf("serial=%v: ack after recovery: %v", serial, err)
+			t.Fatalf("sync=%v: ack after recovery: %v", durSync, err)
 		}
 		if got := datas(e.poll(g, 5)); len(got) != 1 || got[0] != "c" {
-			t.Fatalf("serial=%v: after recovery got %v", serial, got)
+			t.Fatalf("sync=%v: after recovery got %v", durSync, got)
 		}
 	}
 }
@@ -202,11 +202,11 @@ func TestMissingTopicDirRefused(t *testing.T) {
 // TestEventLogFailure: when only the event log fails, publishes (whose data
 // is durable) still succeed and settles report the failure.
 func TestEventLogFailure(t *testing.T) {
-	for _, serial := range []bool{false, true} {
+	for _, durSync := range []bool{false, true} {
 		e := newMemEnv(t, nil)
-		if serial {
+		if durSync {
 			e.b.Close()
-			e.serial = true
+			e.durSync = true
 			e.open()
 		}
 		tp := e.topic("q", TopicConfig{})
@@ -223,10 +223,10 @@ func TestEventLogFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := <-pubc; err != nil {
-			t.Fatalf("serial=%v: publish failed although its data is durable: %v", serial, err)
+			t.Fatalf("sync=%v: publish failed although its data is durable: %v", durSync, err)
 		}
 		if err := <-ackc; err == nil {
-			t.Fatalf("serial=%v: ack confirmed while the event log fails", serial)
+			t.Fatalf("sync=%v: ack confirmed while the event log fails", durSync)
 		}
 		e.stores.FailAppends(nil)
 		// The refused ack's event is written with the next round's: after
@@ -238,7 +238,7 @@ func TestEventLogFailure(t *testing.T) {
 		g2, _ := tp2.FindGroup("g")
 		for _, d2 := range e2.poll(g2, 10) {
 			if d2.Handle.Seq == d.Handle.Seq {
-				t.Fatalf("serial=%v: acked offset %d delivered again after the log recovered", serial, d.Handle.Seq)
+				t.Fatalf("sync=%v: acked offset %d delivered again after the log recovered", durSync, d.Handle.Seq)
 			}
 		}
 	}

@@ -14,8 +14,10 @@ type testEnv struct {
 	stores *memstore.Stores
 	clock  Clock
 	b      *Broker
-	// serial turns the pipelined group commit off.
-	serial bool
+	// durSync: topics that topic creates without a durability get
+	// durability sync (the actor fsyncs each round, syncRound) instead of
+	// the default group (the fsync lanes).
+	durSync bool
 }
 
 // newEnv opens a broker in a temp dir on the real file log (small
@@ -67,7 +69,6 @@ func (e *testEnv) opts() Options {
 	if e.stores != nil {
 		o.OpenStore = e.stores.Open
 	}
-	o.serialCommit = e.serial
 	return o
 }
 
@@ -93,6 +94,9 @@ func (e *testEnv) topic(name TopicName, cfg TopicConfig) *Topic {
 	e.t.Helper()
 	if t, ok := e.b.Topic(name); ok {
 		return t
+	}
+	if e.durSync && cfg.Durability == "" {
+		cfg.Durability = DurabilitySync
 	}
 	t, err := e.b.CreateTopic(name, cfg)
 	if err != nil {

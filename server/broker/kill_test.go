@@ -25,7 +25,7 @@ func TestKillChild(t *testing.T) {
 	}
 	seed, _ := strconv.ParseUint(os.Getenv(killDirEnv+"_SEED"), 10, 64)
 	r := rand.New(rand.NewPCG(seed, 3))
-	e := &testEnv{t: t, dir: dir, serial: seed%2 == 0}
+	e := &testEnv{t: t, dir: dir, durSync: seed%2 == 0}
 	o := e.opts()
 	o.SnapshotEvery = 1 + r.IntN(10)
 	o.Logf = func(string, ...any) {}
@@ -111,7 +111,7 @@ func TestKillAndRecover(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd.Wait()
-			e := &testEnv{t: t, dir: dir, serial: seed%2 == 0}
+			e := &testEnv{t: t, dir: dir, durSync: seed%2 == 0}
 			e.open()
 			defer e.b.Close()
 			deadline := time.Now().Add(5 * time.Second)

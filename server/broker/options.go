@@ -60,12 +60,6 @@ type Options struct {
 	// it) instead of refusing the start.
 	QuickStart bool
 
-	// serialCommit turns off the partition's pipelined group commit (the
-	// actor writes with PolicyNone while a syncer goroutine fsyncs both
-	// logs) and uses the log's PolicyGroup fsync inside each Append
-	// instead. Serial lost the benchmark (BENCHMARKS-broker.md); it is
-	// kept to re-measure.
-	serialCommit bool
 	// noSideCopies turns off the side copies of events in the data log
 	// (sidecopy.go): every commit then waits for the event log's fsync
 	// too. For tests and measurements.
@@ -265,14 +259,12 @@ func (c TopicConfig) withDefaults(name TopicName) (TopicConfig, error) {
 	return c, nil
 }
 
+// policy is the seglog policy a topic's logs are opened with. Under
+// durability group and sync the partition owns fsync (syncer.go): the logs
+// never fsync on their own. Under none nobody waits for an fsync: the log
+// flushes in the background.
 func (c TopicConfig) policy() seglog.Policy {
-	switch c.Durability {
-	case DurabilitySync:
-		return seglog.PolicySync
-	case DurabilityNone:
-		return seglog.PolicyNone
-	}
-	return seglog.PolicyGroup
+	return seglog.PolicyNone
 }
 
 // Start says where a new group begins.

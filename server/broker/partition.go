@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/fibrilmq/fibril/server/seglog"
 )
@@ -122,10 +121,11 @@ type partition struct {
 	sizes       sizeLedger
 	closeErr    error // set by the actor before done closes
 
-	// Group commit (durability "group"): the logs are written without
-	// fsync and a syncer goroutine fsyncs both while the actor goes on;
-	// each round's completions wait in pending until their records are
-	// durable. With "sync" and "none" rounds complete at once.
+	// pipelined: the partition owns fsync (durability group and sync,
+	// syncer.go): the logs are written without fsync and each round's
+	// completions wait in pending until their records are durable; under
+	// group the lanes fsync while the actor goes on, under sync the actor
+	// fsyncs at the end of the round. With "none" rounds complete at once.
 	pipelined bool
 	pubRes    []pubResult
 	setRes    []setResult
@@ -337,15 +337,7 @@ func (p *partition) appendData() {
 		m = encodeMeta(m, c.hdrLen, c.subject)
 		p.entries = append(p.entries, seglog.Entry{Meta: m[start:len(m):len(m)], Data: c.body, Time: p.now, CRC: c.crc})
 	}
-	var t0 time.Time
-	observe := !p.pipelined && p.t.cfg.Durability != DurabilityNone
-	if observe {
-		t0 = time.Now()
-	}
 	first, err := p.data.Append(p.entries)
-	if observe && err == nil {
-		p.t.b.observeSync(time.Since(t0), len(p.entries))
-	}
 	for i := range p.entries {
 		p.entries[i] = seglog.Entry{}
 	}

@@ -17,7 +17,7 @@ import (
 // TestRandomPowerCutsKeepEveryAnswer drives a broker on crashfs logs with
 // random publishes, polls, acks, rejects, nacks, clock steps and power cuts
 // (every write never fsynced lost), with side copies on or off, some of
-// them refused, the group commit pipelined or not, the background event
+// them refused, durability group or sync, the background event
 // fsync on or off and workqueue retention on or off. Whatever the interleaving, every answer holds: a
 // confirmed message is never lost, an answered ack or reject is never
 // undone (the message never comes back), and no delivery is of a message
@@ -28,16 +28,16 @@ func TestRandomPowerCutsKeepEveryAnswer(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 13))
 		refuse := []int64{0, 0, 3, 5}[seed%4]
 		noSide := seed%6 == 5
-		serial := seed%5 == 2 // the group commit not pipelined
+		durSync := seed%5 == 2 // durability sync: the actor fsyncs each round
 		evEvery := []time.Duration{time.Hour, 50 * time.Millisecond}[seed/4%2]
 		cfg := TopicConfig{}
 		if seed%3 == 1 {
 			cfg.Retention = RetentionWorkqueue
 		}
-		name := fmt.Sprintf("%d,refuse%d,noside%v,serial%v,evsync%v,%s", seed, refuse, noSide, serial, evEvery, cmp.Or(string(cfg.Retention), "default"))
+		name := fmt.Sprintf("%d,refuse%d,noside%v,sync%v,evsync%v,%s", seed, refuse, noSide, durSync, evEvery, cmp.Or(string(cfg.Retention), "default"))
 		t.Run(name, func(t *testing.T) {
 			clk := newFakeClock()
-			c := &powerCutEnv{testEnv: &testEnv{t: t, dir: t.TempDir(), clock: clk, serial: serial}, dataFS: crashfs.New(seglog.OSFS()),
+			c := &powerCutEnv{testEnv: &testEnv{t: t, dir: t.TempDir(), clock: clk, durSync: durSync}, dataFS: crashfs.New(seglog.OSFS()),
 				evFS: crashfs.New(seglog.OSFS()), noSide: noSide, refuseEvery: refuse, evSyncEvery: evEvery}
 			c.start()
 			t.Cleanup(func() {

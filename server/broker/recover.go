@@ -19,13 +19,9 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("partition %d: %w", idx, err)
 	}
-	// With group durability the partition runs its own group commit (the
-	// actor writes, a syncer fsyncs while the actor goes on), so the logs
-	// themselves do not sync.
-	policy, pipelined := t.cfg.policy(), false
-	if policy == seglog.PolicyGroup && !o.serialCommit {
-		policy, pipelined = seglog.PolicyNone, true
-	}
+	// Under durability group and sync the partition owns fsync (syncer.go:
+	// the actor writes, the commit fsyncs), so the logs themselves do not.
+	policy, pipelined := t.cfg.policy(), t.cfg.Durability != DurabilityNone
 	data, err := t.openStore(filepath.Join(dir, dataLogName), false, policy)
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: data log: %w", idx, err)

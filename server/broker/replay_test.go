@@ -90,7 +90,7 @@ func dumpState(t *testing.T, b *Broker, asRestarted bool) string {
 // it. The caller makes sure the broker is between rounds (barrier).
 func (e *testEnv) crashCopy() *testEnv {
 	e.t.Helper()
-	e2 := &testEnv{t: e.t, dir: e.t.TempDir(), clock: e.clock, serial: e.serial}
+	e2 := &testEnv{t: e.t, dir: e.t.TempDir(), clock: e.clock, durSync: e.durSync}
 	err := filepath.Walk(e.dir, func(path string, fi os.FileInfo, err error) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			// Renamed or removed while we walk (the snapshot writer's temp
@@ -141,9 +141,9 @@ func TestCrashAndRestartReplay(t *testing.T) {
 			clk := newFakeClock()
 			e := newMemEnv(t, clk)
 			if seed%2 == 1 {
-				// reopen with the serial group commit
+				// reopen with durability sync
 				e.b.Close()
-				e.serial = true
+				e.durSync = true
 				e.open()
 			}
 			e.b.opts.SnapshotEvery = 1 + r.IntN(20)

@@ -292,12 +292,13 @@ func (p *partition) restoreSideEvents() (named bool, err error) {
 	return true, nil // the restored records name positions too
 }
 
-// openSideCopies (Open, after recovery) starts side copies for a pipelined
-// partition on a log that carries side records; named is what
-// restoreSideEvents found.
+// openSideCopies (Open, after recovery) starts side copies for a partition
+// of durability group on a log that carries side records; named is what
+// restoreSideEvents found. Durability sync fsyncs both logs each round
+// instead (syncRound).
 func (p *partition) openSideCopies(named bool) {
 	ss, ok := p.data.(seglog.SideStore)
-	if !ok || !p.pipelined || p.t.b.opts.noSideCopies {
+	if !ok || p.t.cfg.Durability != DurabilityGroup || p.t.b.opts.noSideCopies {
 		return
 	}
 	p.side, p.sideReady = ss, named

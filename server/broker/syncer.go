@@ -100,21 +100,28 @@ func (p *partition) syncLoop(l *syncLane) {
 			return
 		}
 		for more := true; more; {
-			before := l.log.Durable()
-			t0 := time.Now()
-			upto, err := l.log.Sync()
-			side := l.durableSide()
-			if err == nil {
-				recs := 0
-				if l.data {
-					recs = int(max(upto, before) - before)
-				}
-				p.t.b.observeSync(time.Since(t0), recs)
-			}
+			upto, side, err := p.syncLog(l)
 			more = err == nil && !p.stopRequested() && l.behind()
 			p.control(func(p *partition) { p.synced(l, upto, side, err, more) })
 		}
 	}
+}
+
+// syncLog fsyncs l's log and returns its durable point and side mark,
+// counting the fsync in the broker's statistics. Safe off the actor.
+func (p *partition) syncLog(l *syncLane) (Seq, uint64, error) {
+	before := l.log.Durable()
+	t0 := time.Now()
+	upto, err := l.log.Sync()
+	side := l.durableSide()
+	if err == nil {
+		recs := 0
+		if l.data {
+			recs = int(max(upto, before) - before)
+		}
+		p.t.b.observeSync(time.Since(t0), recs)
+	}
+	return upto, side, err
 }
 
 func (p *partition) stopRequested() bool {
@@ -127,13 +134,38 @@ func (p *partition) stopRequested() bool {
 }
 
 // requestSync asks each lane whose log holds records not known durable
-// for an fsync (the lanes' want: stored by finishRound).
+// for an fsync (the lanes' want: stored by finishRound). Under durability
+// sync the actor fsyncs at once instead (syncRound).
 func (p *partition) requestSync() {
 	if p.syncStopped {
 		return
 	}
+	if p.t.cfg.Durability == DurabilitySync {
+		p.syncRound()
+		return
+	}
 	p.dataLane.request(p.durData < p.last || p.durSide < p.sideMark)
 	p.requestEventSync()
+}
+
+// syncRound (actor; durability sync) fsyncs, on the actor, each log the
+// round wrote and runs the completions that are then durable, before the
+// next round starts: a round costs one fsync per log it wrote (two when it
+// both publishes and settles), no fsync is shared between rounds, and no
+// lane goroutine runs. Side copies are off under sync (openSideCopies), so
+// the round's events are durable only in the event log.
+func (p *partition) syncRound() {
+	need := [2]bool{p.durData < p.last || p.durSide < p.sideMark, p.durEvents < p.lastEventSeq}
+	for i, l := range p.lanes() {
+		if need[i] {
+			upto, side, err := p.syncLog(l)
+			p.tookSync(l, upto, side, err, false)
+		}
+	}
+	// Sync covers everything written before it, so nothing is left
+	// pending (a store that broke that promise would leave the batch
+	// to the next round's fsync).
+	p.completeDurable()
 }
 
 // synced (actor) takes a lane's result and completes every batch that is
@@ -143,6 +175,17 @@ func (p *partition) requestSync() {
 // whose data did reach the disk. more: the lane has already started its
 // next fsync and will report again. side: the data log's durable side mark.
 func (p *partition) synced(l *syncLane, upto Seq, side uint64, err error, more bool) {
+	p.tookSync(l, upto, side, err, more)
+	p.completeDurable()
+	if len(p.pending) > 0 {
+		p.requestSync()
+	}
+	p.releaseSwapped()
+}
+
+// tookSync (actor) takes a lane's result: its durable point, or its
+// failure.
+func (p *partition) tookSync(l *syncLane, upto Seq, side uint64, err error, more bool) {
 	l.busy = more
 	if l == p.dataLane {
 		// the fsync in flight when they were served has ended
@@ -159,6 +202,11 @@ func (p *partition) synced(l *syncLane, upto Seq, side uint64, err error, more b
 	default:
 		p.eventsDurable(upto)
 	}
+}
+
+// completeDurable (actor) completes the pending batches that are durable
+// now, oldest first, or every one of them after a failed fsync.
+func (p *partition) completeDurable() {
 	fail := p.syncFailure()
 	n := 0
 	for n < len(p.pending) {
@@ -173,10 +221,6 @@ func (p *partition) synced(l *syncLane, upto Seq, side uint64, err error, more b
 		n++
 	}
 	p.pending = p.pending[:copy(p.pending, p.pending[n:])]
-	if len(p.pending) > 0 {
-		p.requestSync()
-	}
-	p.releaseSwapped()
 }
 
 // syncFailure is the first failed fsync of the partition's logs, with

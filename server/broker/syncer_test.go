@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -88,6 +89,47 @@ func TestFailedEventFsyncConfirmsNothingMore(t *testing.T) {
 		_, err := tp.Publish(context.Background(), Message{Subject: "q", Data: []byte(s)})
 		if !errors.Is(err, boom) {
 			t.Fatalf("publish %s after a failed event fsync: %v, want %v", s, err, boom)
+		}
+	}
+}
+
+// TestSyncDurabilityFsyncsOnTheActor: under durability sync the actor
+// fsyncs each log its round wrote before the round's completions run
+// (syncRound), so a publish or an ack is durable when it is answered and no
+// lane goroutine ever starts; after a failed fsync nothing more is
+// confirmed.
+func TestSyncDurabilityFsyncsOnTheActor(t *testing.T) {
+	e, gateOf := gatedLogsEnv(t)
+	tp := e.topic("q", TopicConfig{Durability: DurabilitySync})
+	g := e.group(tp, "w", GroupConfig{DeadLetter: "-"})
+	data, events := gateOf(tp, dataLogName), gateOf(tp, eventsLogName)
+	for i := range 3 {
+		pos := e.publish(tp, fmt.Sprint(i))
+		if d := data.Durable(); d < pos.Seq {
+			t.Fatalf("publish %d confirmed at %v with the data log durable to %d", i, pos, d)
+		}
+	}
+	d := e.poll(g, 1)[0]
+	if err := e.settle(d, Ack()); err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+	if _, last := events.Bounds(); last == 0 || events.Durable() < last {
+		t.Fatalf("ack answered with the event log durable to %d of %d", events.Durable(), last)
+	}
+	started := make(chan [2]bool, 1)
+	if err := tp.parts[0].controlChecked(func(p *partition) { started <- [2]bool{p.dataLane.started, p.evLane.started} }); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-started; s[0] || s[1] {
+		t.Fatalf("lanes started under durability sync: data %v, events %v", s[0], s[1])
+	}
+
+	boom := errors.New("disk gone")
+	data.arm()
+	data.release(boom)
+	for _, s := range []string{"x", "y"} {
+		if _, err := tp.Publish(context.Background(), Message{Subject: "q", Data: []byte(s)}); !errors.Is(err, boom) {
+			t.Fatalf("publish %s after a failed data fsync: %v, want %v", s, err, boom)
 		}
 	}
 }
