@@ -18,7 +18,7 @@ func entries(data ...string) []seglog.Entry {
 
 func TestLog(t *testing.T) {
 	s := New()
-	st, err := s.Open("/d/a", seglog.PolicyGroup)
+	st, err := s.Open("/d/a", seglog.PolicyCaller)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,9 +70,9 @@ func TestLog(t *testing.T) {
 
 func TestOpenCloseAndFaults(t *testing.T) {
 	s := New()
-	a, _ := s.Open("/d/a", seglog.PolicyGroup)
-	b, _ := s.Open("/d/events", seglog.PolicyGroup)
-	if _, err := s.Open("/d/a", seglog.PolicyGroup); !errors.Is(err, ErrAlreadyOpen) {
+	a, _ := s.Open("/d/a", seglog.PolicyCaller)
+	b, _ := s.Open("/d/events", seglog.PolicyCaller)
+	if _, err := s.Open("/d/a", seglog.PolicyCaller); !errors.Is(err, ErrAlreadyOpen) {
 		t.Fatalf("second open: %v, want ErrAlreadyOpen", err)
 	}
 	s.FailAppends(func(dir string) bool { return strings.HasSuffix(dir, "/events") })
@@ -97,21 +97,21 @@ func TestOpenCloseAndFaults(t *testing.T) {
 	if _, err := a.Append(entries("z")); !errors.Is(err, ErrClosed) {
 		t.Fatalf("append after close: %v, want ErrClosed", err)
 	}
-	a2, err := s.Open("/d/a", seglog.PolicyGroup)
+	a2, err := s.Open("/d/a", seglog.PolicyCaller)
 	if err != nil {
 		t.Fatalf("reopen after close: %v", err)
 	}
 	if _, last := a2.Bounds(); last != 2 {
 		t.Fatalf("reopened log ends at %d, want 2", last)
 	}
-	ca, err := c.Open("/e/a", seglog.PolicyGroup)
+	ca, err := c.Open("/e/a", seglog.PolicyCaller)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, last := ca.Bounds(); last != 1 {
 		t.Fatalf("crash copy ends at %d, want 1 (taken before the last append)", last)
 	}
-	if l, err := c.Open("/d/a", seglog.PolicyGroup); err != nil {
+	if l, err := c.Open("/d/a", seglog.PolicyCaller); err != nil {
 		t.Fatal(err)
 	} else if _, last := l.Bounds(); last != 0 {
 		t.Fatalf("the copy kept the old directory too (ends at %d)", last)

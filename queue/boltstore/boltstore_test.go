@@ -48,10 +48,10 @@ func (c closeBoth) Close() error {
 // TestConformance runs the shared store suite on a boltstore log under
 // each policy, the SIGKILL case included.
 func TestConformance(t *testing.T) {
-	for _, p := range []seglog.Policy{seglog.PolicySync, seglog.PolicyGroup, seglog.PolicyNone} {
+	for _, p := range []seglog.Policy{seglog.PolicySync, seglog.PolicyCaller, seglog.PolicyNone} {
 		t.Run(p.String(), func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T, dir string) seglog.Store { return openLog(t, dir, p) },
-				storetest.Options{Persistent: true, DurableOnAppend: p != seglog.PolicyNone})
+				storetest.Options{Persistent: true, DurableOnAppend: p == seglog.PolicySync})
 		})
 	}
 }
@@ -107,7 +107,7 @@ func TestManyLogsOneFile(t *testing.T) {
 	}
 	st := newStorage(t, db)
 	names := []string{"topics/1/0/data", "topics/1/0/events", "topics/2/0/data"}
-	policies := []seglog.Policy{seglog.PolicySync, seglog.PolicyNone, seglog.PolicyGroup}
+	policies := []seglog.Policy{seglog.PolicySync, seglog.PolicyNone, seglog.PolicyCaller}
 	logs := make([]seglog.Store, len(names))
 	for i, n := range names {
 		l, err := st.OpenLog(n, policies[i])

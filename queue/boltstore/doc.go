@@ -33,16 +33,18 @@
 // log's pending appends and truncations: a commit is a group commit across
 // all the logs of the file.
 //
-//   - seglog.PolicySync and the group policy: Append returns once a commit
-//     holding its batch returned. Appends and Syncs arriving during a
-//     commit share the next one; one Append alone costs one commit.
-//   - seglog.PolicyNone: Append copies the batch into memory and returns.
+//   - seglog.PolicySync: Append returns once a commit holding its batch
+//     returned. Appends and Syncs arriving during a commit share the next
+//     one; one Append alone costs one commit.
+//   - seglog.PolicyCaller and seglog.PolicyNone: Append copies the batch
+//     into memory and returns.
 //     The batch is committed by the log's next Sync or Close, by any commit
 //     another log of the file asks for, by the background flush every 100
 //     ms, or at once when 8 MiB are pending. Until then a crash of the
 //     process loses it (the segment log loses unsynced records only to a
 //     power cut: they sit in the page cache, these in the heap). The queue
-//     runs its group durability this way, calling Sync for each round.
+//     runs its group and sync durability this way, calling Sync for each
+//     commit (the broker passes PolicyCaller).
 //
 // Durable is the last record committed; Sync commits and returns it. A
 // failed commit (a full disk, an I/O error) is rolled back by bbolt, and

@@ -15,7 +15,7 @@ type Log struct {
 	st       *Storage
 	name     string
 	bucket   []byte
-	buffered bool // PolicyNone: Append does not wait for the commit
+	buffered bool // PolicyCaller, PolicyNone: Append does not wait for the commit
 
 	mu sync.Mutex
 	// first, last: the bounds readers see. Records above durable are in
@@ -48,9 +48,9 @@ const (
 )
 
 // Append encodes entries into one buffer and adds them to the log. Under
-// PolicySync and the group policy it returns once a bbolt commit holding
-// them returned; under PolicyNone once they are in memory (committed
-// within 100 ms, or by Sync). It fails with seglog.ErrEmptyBatch,
+// PolicySync it returns once a bbolt commit holding them returned; under
+// PolicyCaller and PolicyNone once they are in memory (committed within
+// 100 ms, or by Sync). It fails with seglog.ErrEmptyBatch,
 // seglog.ErrTooLarge (nothing stored), seglog.ErrClosed, or the error of
 // a failed commit (wrapping seglog.ErrSyncFailed: the records stay
 // readable, never durable).

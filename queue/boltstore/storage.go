@@ -111,8 +111,8 @@ func newStorage(db *bolt.DB, owned bool) (*Storage, error) {
 func (st *Storage) DB() *bolt.DB { return st.db }
 
 // OpenLog opens the log called name, creating its bucket the first time,
-// with the given durability policy (see the package doc): PolicyNone
-// buffers appends, any other policy makes Append wait for its commit. The
+// with the given durability policy (see the package doc): PolicySync makes
+// Append wait for its commit, PolicyCaller and PolicyNone buffer appends. The
 // name must be non-empty and not start with a NUL byte. It fails with
 // ErrInUse if the log is open already, seglog.ErrClosed after Close, and
 // with bbolt's error if the bucket cannot be created.
@@ -128,7 +128,7 @@ func (st *Storage) OpenLog(name string, policy seglog.Policy) (seglog.Store, err
 	if st.logs[name] != nil {
 		return nil, fmt.Errorf("%w: %s", ErrInUse, name)
 	}
-	l := &Log{st: st, name: name, bucket: []byte(name), buffered: policy == seglog.PolicyNone}
+	l := &Log{st: st, name: name, bucket: []byte(name), buffered: policy != seglog.PolicySync}
 	err := st.db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.Bucket(rootBucket).CreateBucketIfNotExists(l.bucket)
 		if err != nil {

@@ -260,11 +260,15 @@ func (c TopicConfig) withDefaults(name TopicName) (TopicConfig, error) {
 }
 
 // policy is the seglog policy a topic's logs are opened with. Under
-// durability group and sync the partition owns fsync (syncer.go): the logs
-// never fsync on their own. Under none nobody waits for an fsync: the log
-// flushes in the background.
+// durability group and sync the partition owns fsync (syncer.go), so the
+// logs are PolicyCaller: they fsync on their own only to seal a segment.
+// Under none nobody waits for an fsync: PolicyNone flushes in the
+// background.
 func (c TopicConfig) policy() seglog.Policy {
-	return seglog.PolicyNone
+	if c.Durability == DurabilityNone {
+		return seglog.PolicyNone
+	}
+	return seglog.PolicyCaller
 }
 
 // Start says where a new group begins.

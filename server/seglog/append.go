@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 )
 
 // Append writes entries as one batch (one write per segment touched) and
-// returns the first sequence number given. It blocks until the batch is as
-// durable as the Policy says: PolicySync fsyncs before returning,
-// PolicyGroup waits for a shared fsync (the first waiter becomes the leader
-// and syncs for everyone), PolicyNone returns after the write.
+// returns the first sequence number given. Under PolicySync it fsyncs
+// before returning; under PolicyCaller and PolicyNone it returns after the
+// write, and the records become durable with Sync (or, under PolicyNone,
+// the background fsync).
 //
 // Errors: ErrEmptyBatch, ErrTooLarge (checked before anything is written),
 // ErrClosed, ErrWriteFailed (a write or preallocation failed, e.g. a full
@@ -23,37 +22,7 @@ import (
 // pieces; if a later piece fails the earlier ones stay in the log (they
 // are not reported durable but may be read back after a reopen).
 func (l *Log) Append(entries []Entry) (Seq, error) {
-	first, last, err := l.write(entries, l.opts.Policy == PolicySync, l.opts.Policy == PolicyNone)
-	if err != nil {
-		return 0, err
-	}
-	if l.opts.Policy == PolicyGroup {
-		if err := l.waitDurable(last); err != nil {
-			return 0, err
-		}
-	}
-	return first, nil
-}
-
-// AppendNoWait writes entries like Append but returns as soon as they are
-// written, whatever the Policy, so a caller can pipeline: write the next
-// batch while an earlier one is being synced. It returns the first and
-// last sequence numbers given. Make them durable with WaitDurable (or
-// Sync); until then a crash may lose them. Errors are those of Append.
-func (l *Log) AppendNoWait(entries []Entry) (first, last Seq, err error) {
-	return l.write(entries, false, false)
-}
-
-// WaitDurable blocks until every record up to seq is durable, sharing the
-// fsync with concurrent appenders and waiters (group commit), whatever the
-// Policy. It returns the durable point, or ErrNotFound if seq was never
-// written, ErrSyncFailed, ErrClosed.
-func (l *Log) WaitDurable(seq Seq) (Seq, error) {
-	if seq > Seq(l.last.Load()) {
-		return l.Durable(), fmt.Errorf("%w: seq %d not written yet (last %d)", ErrNotFound, seq, l.last.Load())
-	}
-	err := l.waitDurable(seq)
-	return l.Durable(), err
+	return l.write(entries, l.opts.Policy == PolicySync, l.opts.Policy == PolicyNone)
 }
 
 // writeBehindBytes: a PolicyNone log that Append wrote this much to since
@@ -61,41 +30,39 @@ func (l *Log) WaitDurable(seq Seq) (Seq, error) {
 const writeBehindBytes = 8 << 20
 
 // write validates and writes one batch, fsyncing it before it returns when
-// syncNow is set. It returns the first and last sequence numbers given.
+// syncNow is set. It returns the first sequence number given.
 // behind (PolicyNone appends): once writeBehindBytes were written since
 // the last one, an fsync starts on a goroutine of its own, so the dirty
 // pages never pile up: a segment roll, which fsyncs the whole segment on
 // the writer's path, used to flush up to 64 MiB at once (p99 214-241 ms at
 // 14.5k msgs/s of 1 KiB), and a crash loses at most about that much.
-func (l *Log) write(entries []Entry, syncNow, behind bool) (first, last Seq, err error) {
+func (l *Log) write(entries []Entry, syncNow, behind bool) (first Seq, err error) {
 	if len(entries) == 0 {
-		return 0, 0, ErrEmptyBatch
+		return 0, ErrEmptyBatch
 	}
 	var total int64
 	for i := range entries {
 		sz, err := l.checkEntry(&entries[i], i)
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		total += sz
 	}
 	now := time.Now().UnixNano()
 
-	l.writing.Add(1)
-	defer l.writing.Add(-1)
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.beginWrite(); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	first = Seq(l.last.Load()) + 1
-	last, err = l.writeBatch(entries, first, now)
+	last, err := l.writeBatch(entries, first, now)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	if syncNow {
 		if serr := l.syncSegment(l.act); serr != nil {
-			return 0, 0, l.failSync(serr)
+			return 0, l.failSync(serr)
 		}
 		l.setDurable(last)
 		l.setSideDurable(l.sideWritten.Load())
@@ -110,8 +77,8 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first, last Seq, err
 			// set before wbDurable): that skipped the next background
 			// fsync (TestWriteBehindNotSkippedWhileItsFsyncRuns).
 		case uint64(l.Durable()) != l.wbDurable.Load():
-			// Someone else fsyncs this log (a caller's own Sync, a roll,
-			// the broker's group commit): nothing piles up.
+			// Someone else fsyncs this log (a caller's own Sync, a
+			// roll): nothing piles up.
 			l.wbDurable.Store(uint64(l.Durable()))
 			l.unsynced = 0
 		case l.wbRunning.CompareAndSwap(false, true):
@@ -125,7 +92,7 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first, last Seq, err
 			}()
 		}
 	}
-	return first, last, nil
+	return first, nil
 }
 
 // checkEntry returns the on-disk size of the record of e, the i-th entry
@@ -281,9 +248,6 @@ func (l *Log) roll() error {
 	}
 	l.setDurable(old.last)
 	l.setSideDurable(l.sideWritten.Load()) // side records are never written past a roll
-	l.sy.mu.Lock()
-	l.sy.cond.Broadcast()
-	l.sy.mu.Unlock()
 	// Best effort: a missing index only costs a scan at the next Open.
 	_ = writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, old.first)), encodeIndex(old), false)
 	ns, err := l.newSegment(old.last + 1)
@@ -301,8 +265,7 @@ func (l *Log) roll() error {
 
 // closeSealed closes the descriptor of a sealed segment: reads go through
 // its map, which outlives the descriptor, so a large log does not hold one
-// descriptor per segment. relMu waits out a group-commit leader still
-// syncing it.
+// descriptor per segment. relMu waits out a Sync still fsyncing it.
 func (l *Log) closeSealed(s *segment) {
 	l.relMu.Lock()
 	defer l.relMu.Unlock()
@@ -346,9 +309,13 @@ func (l *Log) grow(s *segment, need int64) error {
 }
 
 // Sync makes every record written before the call durable, side records
-// too, and returns the durable point. Concurrent callers (and group-policy
-// appenders) share one fsync. After a failed fsync it returns
-// ErrSyncFailed, always.
+// too, and returns the durable point: one fsync of the active segment (the
+// sealed ones were synced at their roll), none when everything written is
+// durable already. It runs beside Append: the fsync holds no lock an
+// appender takes, so the next batch is written while this one syncs.
+// Concurrent Syncs each fsync; the log shares nothing between them (the
+// caller that wants fewer fsyncs calls it less often). After a failed
+// fsync it returns ErrSyncFailed, always.
 func (l *Log) Sync() (Seq, error) {
 	if l.closed.Load() {
 		return 0, ErrClosed
@@ -356,65 +323,30 @@ func (l *Log) Sync() (Seq, error) {
 	if l.opts.ReadOnly {
 		return l.Durable(), nil // nothing was written
 	}
-	side := l.sideWritten.Load() // before last: a side record is published before the records after it
-	if err := l.waitDurableSide(Seq(l.last.Load()), side); err != nil {
+	if err := l.stickyErr(); err != nil {
 		return l.Durable(), err
 	}
-	return l.Durable(), nil
-}
-
-// waitDurable blocks until target is durable, becoming the fsync leader
-// when no fsync is running.
-func (l *Log) waitDurable(target Seq) error { return l.waitDurableSide(target, 0) }
-
-// waitDurableSide is waitDurable that also waits for the side records up
-// to mark side (side.go).
-func (l *Log) waitDurableSide(target Seq, side uint64) error {
-	l.sy.mu.Lock()
-	defer l.sy.mu.Unlock()
-	for {
-		if l.sy.err != nil {
-			return l.sy.err
-		}
-		if Seq(l.durable.Load()) >= target && l.sideDurable.Load() >= side {
-			return nil
-		}
-		if l.closed.Load() {
-			return ErrClosed
-		}
-		if l.sy.running {
-			l.sy.cond.Wait()
-			continue
-		}
-		l.sy.running = true
-		l.sy.mu.Unlock()
-		// Let appends already on their way finish their writes so this
-		// fsync covers them too (bounded: a steady stream must not starve
-		// the waiters).
-		for i := 0; i < 8 && l.writing.Load() > 0; i++ {
-			runtime.Gosched()
-		}
-		upto, sideUpto, serr := l.syncActive()
-		l.sy.mu.Lock()
-		l.sy.running = false
-		if serr != nil {
-			if l.sy.err == nil && !l.closed.Load() {
-				l.sy.err = fmt.Errorf("%w: %w", ErrSyncFailed, serr)
-			}
-		} else {
-			l.setDurable(upto)
-			l.setSideDurable(sideUpto)
-		}
-		l.sy.cond.Broadcast()
+	side := l.sideWritten.Load() // before last: a side record is published before the records after it
+	if l.Durable() >= Seq(l.last.Load()) && l.sideDurable.Load() >= side {
+		return l.Durable(), nil
 	}
+	upto, sideUpto, err := l.syncActive()
+	switch {
+	case l.closed.Load():
+		return l.Durable(), ErrClosed // Close synced (or failed) on its own
+	case err != nil:
+		return l.Durable(), l.failSync(err)
+	}
+	l.setDurable(upto)
+	l.setSideDurable(sideUpto)
+	return l.Durable(), nil
 }
 
 // syncActive fsyncs the active segment and returns the last sequence number
 // and side mark it covers. Records in older segments were synced when they
 // were sealed.
 // It holds relMu (not mu) during the fsync: that keeps the file from being
-// closed meanwhile without stopping appenders from publishing records,
-// which is what lets the next group gather while this fsync runs.
+// closed meanwhile without stopping appenders from publishing records.
 func (l *Log) syncActive() (Seq, uint64, error) {
 	l.mu.RLock()
 	if l.closed.Load() {
@@ -473,22 +405,20 @@ func (l *Log) dropMarker() error {
 	return nil
 }
 
-// failSync records a failed fsync (sticky) and returns the error.
+// failSync records a failed fsync (sticky: the first one stays) and returns
+// the error every later write and Sync reports.
 func (l *Log) failSync(err error) error {
-	l.sy.mu.Lock()
-	defer l.sy.mu.Unlock()
-	if l.sy.err == nil {
-		l.sy.err = fmt.Errorf("%w: %w", ErrSyncFailed, err)
-	}
-	l.sy.cond.Broadcast()
-	return l.sy.err
+	e := fmt.Errorf("%w: %w", ErrSyncFailed, err)
+	l.syncErr.CompareAndSwap(nil, &e)
+	return *l.syncErr.Load()
 }
 
 // stickyErr returns the error of a past failed fsync, or nil.
 func (l *Log) stickyErr() error {
-	l.sy.mu.Lock()
-	defer l.sy.mu.Unlock()
-	return l.sy.err
+	if e := l.syncErr.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // pageRound rounds n up to a whole number of memory pages.

@@ -321,7 +321,7 @@ func TestTornTailIsCutAndReported(t *testing.T) {
 // had fsynced (its durable-point hint says so) cannot be a torn write:
 // Open refuses with a *CorruptError for it instead of cutting it.
 func TestTornDurableRecordIsCorruption(t *testing.T) {
-	opts := Options{SegmentSize: 64 << 10, Policy: PolicyGroup}
+	opts := Options{SegmentSize: 64 << 10, Policy: PolicySync}
 	dir, lastRec := tornAfterFifty(t, opts)
 	// Refused; with SkipCorrupt it opens, reports the range and keeps the rest.
 	l2 := refusedThenSkipped(t, dir, opts, func(ce *CorruptError) bool { return ce.Seq == 50 && ce.Offset == lastRec.off },

@@ -177,13 +177,13 @@ func crashRound(t *testing.T, rng *rand.Rand, l *Log, fs *crashfs.FS, m *model, 
 					side.append(t, wrng, l, round)
 				}
 				end := first + Seq(len(batch)) - 1
-				if l.opts.Policy == PolicyNone && wrng.IntN(4) == 0 {
+				if l.opts.Policy != PolicySync && wrng.IntN(4) == 0 {
 					d, err := l.Sync()
 					if err != nil {
 						continue
 					}
 					end = d
-				} else if l.opts.Policy == PolicyNone {
+				} else if l.opts.Policy != PolicySync {
 					continue
 				}
 				mu.Lock()
@@ -233,7 +233,7 @@ func TestCrashRecoveryWithSideRecords(t *testing.T) {
 
 func testCrashRecovery(t *testing.T, truncate, withSide bool) {
 	seeds := seedCount(t, 16)
-	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
+	for _, p := range []Policy{PolicySync, PolicyCaller, PolicyNone} {
 		runSeeds(t, p.String()+"/", seeds, func(t *testing.T, seed int) {
 			rng := rand.New(rand.NewPCG(uint64(seed), uint64(p)))
 			fs := newCrashFS()

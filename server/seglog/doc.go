@@ -1,6 +1,6 @@
 // Package seglog is Fibril's durable storage: an append-only log of records
-// split into segment files, memory-mapped for reading, with group commit and
-// crash recovery. It is reusable on its own and knows nothing of topics,
+// split into segment files, memory-mapped for reading, with crash
+// recovery. It is reusable on its own and knows nothing of topics,
 // queues or the wire protocol.
 //
 // The package owns the bytes of one log directory: segment files named
@@ -44,14 +44,17 @@
 // per Options.IndexInterval bytes) is written beside it, and a new segment
 // starts.
 //
-// Durability: PolicySync fsyncs (fdatasync) inside Append; PolicyGroup
-// appenders write, then wait for a shared fsync that the first of them
-// performs for everyone; PolicyNone fsyncs at Sync, a segment roll, Close,
-// and in the background once Append wrote 8 MiB since the last such
-// fsync (so a roll never has a whole segment to flush). Durable reports the highest sequence number known
-// to be on disk. AppendNoWait and WaitDurable (the PipelinedStore
-// interface) split an append in two so one writer can keep writing while
-// an earlier batch syncs. Segments lists the segment files for retention.
+// Durability: one owner decides when to fsync, per the Policy. PolicySync
+// (the default) fsyncs (fdatasync) inside Append. PolicyCaller leaves it to
+// the caller: Append only writes, Sync fsyncs the active segment (it runs
+// beside Append, so one writer can keep writing while an earlier batch
+// syncs, which is how the broker pipelines its commits), and the log
+// fsyncs on its own only to seal a segment at a roll and at Close.
+// PolicyNone is PolicyCaller plus a background fsync once Append wrote
+// 8 MiB since the last one (so a roll never has a whole segment to flush).
+// Durable reports the highest sequence number known to be on disk; the
+// log has no group commit of its own. Segments lists the segment files
+// for retention.
 //
 // TruncateFront drops whole segments, oldest first. Up to two full-size
 // plain segments it drops are kept as spare files (%d.spare.tmp) instead
@@ -169,10 +172,10 @@
 //     sector: that is what a page the disk never wrote looks like, and
 //     data with such zero runs cannot be told from it. Reads always verify
 //     checksums, so damage is never returned as data.
-//   - Group commit shares an fsync among concurrent callers only. A single
-//     writer that calls Append in a loop pays one fsync per call; to keep
-//     the disk busy it should batch, or pipeline with AppendNoWait and
-//     WaitDurable (another goroutine waits while the next batch is written).
+//   - The log shares no fsync between callers: under PolicySync each
+//     Append pays one, and concurrent Syncs each fsync. A writer that
+//     wants fewer batches its entries, or uses PolicyCaller and syncs
+//     when it chooses (on another goroutine, beside its next Appends).
 //   - The sparse index lives in memory: 16 bytes per IndexInterval of data
 //     (0.4 % at the default 4 KiB); raise IndexInterval for huge logs.
 //   - Reads go through the memory map, so what a reader touches counts in

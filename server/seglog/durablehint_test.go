@@ -58,7 +58,7 @@ func TestDurableHintInRecordFlags(t *testing.T) {
 // TestDurableHintFile: the LOCK file carries the durable point across a
 // crash; a damaged hint reads as none.
 func TestDurableHintFile(t *testing.T) {
-	opts := Options{Policy: PolicyGroup}
+	opts := Options{Policy: PolicySync}
 	l, dir := openTest(t, opts)
 	fill(t, l, 1, 40, 4)
 	l.Abandon()
@@ -139,7 +139,7 @@ func TestStaleHeaderOfDurableSegmentIsCorruption(t *testing.T) {
 // only the hint shows that records are missing: Open refuses, and with
 // SkipCorrupt keeps them as a hole and numbers on after it.
 func TestMissingDurableTailIsCorruption(t *testing.T) {
-	opts := Options{SegmentSize: 4 << 10, Policy: PolicyGroup}
+	opts := Options{SegmentSize: 4 << 10, Policy: PolicySync}
 	l, dir := openTest(t, opts)
 	fill(t, l, 1, 200, 5)
 	segs := l.Segments()

@@ -2,6 +2,7 @@ package seglog
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"syscall"
 	"testing"
@@ -80,7 +81,7 @@ func TestFailedWriteLeavesNoTrace(t *testing.T) {
 }
 
 func TestFailedSyncIsSticky(t *testing.T) {
-	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
+	for _, p := range []Policy{PolicySync, PolicyCaller, PolicyNone} {
 		t.Run(p.String(), func(t *testing.T) {
 			fs := newCrashFS()
 			opts := Options{SegmentSize: 8 << 10, Policy: p, FS: fs}
@@ -91,7 +92,7 @@ func TestFailedSyncIsSticky(t *testing.T) {
 			}
 			fs.FailSyncs(syscall.EIO)
 			_, err := l.Append([]Entry{entry(11)})
-			if p == PolicyNone {
+			if p != PolicySync {
 				if err != nil {
 					t.Fatalf("append without sync: %v", err)
 				}
@@ -123,31 +124,44 @@ func TestFailedSyncIsSticky(t *testing.T) {
 	}
 }
 
-func TestGroupCommitSharesFsyncs(t *testing.T) {
-	l, _ := openTest(t, Options{})
-	const writers, per = 8, 40
-	errs := make(chan error, writers)
-	for w := 0; w < writers; w++ {
-		go func() {
-			for i := 0; i < per; i++ {
-				first, err := l.Append([]Entry{{Data: []byte("x")}})
-				if err == nil && l.Durable() < first {
-					err = errors.New("append returned before its record was durable")
-				}
-				if err != nil {
-					errs <- err
-					return
+// TestConcurrentAppendersDurableWhenTold: writers append at once; under
+// PolicySync each Append returns durable, under PolicyCaller each writer's
+// Sync (running beside the others' Appends) covers its record.
+func TestConcurrentAppendersDurableWhenTold(t *testing.T) {
+	for _, p := range []Policy{PolicySync, PolicyCaller} {
+		t.Run(p.String(), func(t *testing.T) {
+			l, _ := openTest(t, Options{Policy: p})
+			const writers, per = 8, 40
+			errs := make(chan error, writers)
+			for w := 0; w < writers; w++ {
+				go func() {
+					for i := 0; i < per; i++ {
+						first, err := l.Append([]Entry{{Data: []byte("x")}})
+						if err == nil && p == PolicyCaller {
+							var d Seq
+							if d, err = l.Sync(); err == nil && d < first {
+								err = fmt.Errorf("Sync returned %d, below the record %d appended before it", d, first)
+							}
+						}
+						if err == nil && l.Durable() < first {
+							err = fmt.Errorf("record %d not durable (durable %d)", first, l.Durable())
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+					errs <- nil
+				}()
+			}
+			for w := 0; w < writers; w++ {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
 				}
 			}
-			errs <- nil
-		}()
-	}
-	for w := 0; w < writers; w++ {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if d := l.Durable(); d != writers*per {
-		t.Fatalf("durable %d, want %d", d, writers*per)
+			if d := l.Durable(); d != writers*per {
+				t.Fatalf("durable %d, want %d", d, writers*per)
+			}
+		})
 	}
 }

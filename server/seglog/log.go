@@ -18,9 +18,11 @@ import (
 // Locks, always taken in this order: appendMu (one writer at a time; guards
 // the active segment's write position and the encode buffer), mu (the
 // segment list and each segment's end/last/index, read-locked by readers),
-// relMu (read-held by the group-commit leader during its fsync, write-held
-// to release segment files, so a file is never closed under an fsync),
-// sy.mu (the durable point and the group-commit leader election).
+// relMu (read-held by Sync during its fsync, write-held to release segment
+// files, so a file is never closed under an fsync). The durable points and
+// the sticky fsync error are atomics, under no lock. Leaf locks, each
+// taken alone or last: fwdMu (the read cursors), dirSync.mu, hint.mu, and
+// the compressor's, cache's and spares' own.
 type Log struct {
 	dir  string
 	opts Options
@@ -28,8 +30,7 @@ type Log struct {
 	lock File
 
 	appendMu sync.Mutex
-	writing  atomic.Int32 // appends between entering Append and finishing their write
-	act      *segment     // the active segment, for the writer (also segs[len-1])
+	act      *segment // the active segment, for the writer (also segs[len-1])
 	buf      []byte
 	dirty    int64 // bytes past the active end a failed write may have touched
 	// unsynced: bytes PolicyNone appends wrote since the last write-behind
@@ -67,12 +68,7 @@ type Log struct {
 	closed atomic.Bool
 	last   atomic.Uint64 // last written sequence number
 
-	sy struct {
-		mu      sync.Mutex
-		cond    *sync.Cond
-		running bool  // a leader is fsyncing
-		err     error // sticky: set once an fsync failed
-	}
+	syncErr atomic.Pointer[error] // sticky: the first failed fsync (failSync)
 	durable atomic.Uint64
 	// sideWritten: side records written so far (their marks are 1, 2, ...;
 	// published under mu); sideDurable: the highest mark known on disk.
@@ -151,7 +147,6 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{dir: dir, opts: o, fs: o.FS, delStep: deleteStep, delPause: deletePause}
-	l.sy.cond = sync.NewCond(&l.sy.mu)
 	if o.ReadOnly {
 		return openReadOnly(l)
 	}
@@ -235,9 +230,7 @@ func (l *Log) close() error {
 		return l.releaseAll()
 	}
 	var err error
-	l.sy.mu.Lock()
-	failed := l.sy.err != nil
-	l.sy.mu.Unlock()
+	failed := l.stickyErr() != nil
 	if failed {
 		err = l.stickyErr()
 	} else if l.dirty > 0 {
@@ -262,9 +255,6 @@ func (l *Log) close() error {
 			}
 		}
 	}
-	l.sy.mu.Lock()
-	l.sy.cond.Broadcast()
-	l.sy.mu.Unlock()
 	var trash []string // truncated since the last release pass
 	for _, s := range l.graveyard {
 		if s.trash != "" {
@@ -301,9 +291,6 @@ func (l *Log) abandon() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed.Store(true)
-	l.sy.mu.Lock()
-	l.sy.cond.Broadcast()
-	l.sy.mu.Unlock()
 	l.releaseAll()
 }
 

@@ -27,12 +27,12 @@ func openTest(t *testing.T, opts Options) (*Log, string) {
 }
 
 func TestLogContract(t *testing.T) {
-	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
+	for _, p := range []Policy{PolicySync, PolicyCaller, PolicyNone} {
 		t.Run(p.String(), func(t *testing.T) {
 			runStoreContract(t, func(t *testing.T) Store {
 				l, _ := openTest(t, Options{Policy: p, SegmentSize: 8 << 10, IndexInterval: 256})
 				return l
-			}, p != PolicyNone)
+			}, p == PolicySync)
 		})
 	}
 }
@@ -249,24 +249,22 @@ func TestFileShrunkUnderTheMapIsAnError(t *testing.T) {
 	}
 }
 
-func TestAppendNoWaitThenWaitDurable(t *testing.T) {
+// TestCallerPolicyDurableOnlyAfterSync: under PolicyCaller Append only
+// writes (nothing durable, nothing fsynced) and Sync makes the records
+// durable: they survive a crash that drops everything never synced.
+func TestCallerPolicyDurableOnlyAfterSync(t *testing.T) {
 	fs := newCrashFS()
-	opts := Options{Policy: PolicySync, FS: fs}
+	opts := Options{Policy: PolicyCaller, FS: fs}
 	l, dir := openTest(t, opts)
-	first, last, err := l.AppendNoWait([]Entry{entry(1), entry(2)})
-	if err != nil || first != 1 || last != 2 {
-		t.Fatalf("AppendNoWait = %d,%d,%v", first, last, err)
+	fill(t, l, 1, 2, 2)
+	if files, _ := fs.SyncCounts(); l.Durable() != 0 || files != 0 || fs.Unsynced(lockName) == 0 {
+		t.Fatalf("Append under PolicyCaller synced: durable %d, %d file syncs, %d bytes unsynced", l.Durable(), files, fs.Unsynced(lockName))
 	}
-	if l.Durable() != 0 || fs.Unsynced(lockName) == 0 {
-		t.Fatalf("AppendNoWait synced: durable %d, unsynced %d bytes", l.Durable(), fs.Unsynced(lockName))
+	d, err := l.Sync()
+	if err != nil || d != 2 || l.Durable() != 2 || fs.Unsynced(lockName) != 0 {
+		t.Fatalf("Sync = %d, %v; durable %d, %d bytes unsynced", d, err, l.Durable(), fs.Unsynced(lockName))
 	}
-	if _, err := l.WaitDurable(3); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("WaitDurable past the end: %v", err)
-	}
-	d, err := l.WaitDurable(2)
-	if err != nil || d != 2 || fs.Unsynced(lockName) != 0 {
-		t.Fatalf("WaitDurable(2) = %d, %v; %d bytes unsynced", d, err, fs.Unsynced(lockName))
-	}
+	fill(t, l, 3, 3, 1) // never synced: lost
 	l.Abandon()
 	if _, err := fs.Crash(nil, crashfs.CrashDropAll); err != nil {
 		t.Fatal(err)

@@ -176,26 +176,6 @@ func (m *MemStore) Close() error {
 	return nil
 }
 
-// AppendNoWait is Append (memory needs no sync); it returns the first and
-// last sequence numbers given, like (*Log).AppendNoWait.
-func (m *MemStore) AppendNoWait(entries []Entry) (first, last Seq, err error) {
-	first, err = m.Append(entries)
-	if err != nil {
-		return 0, 0, err
-	}
-	return first, first + Seq(len(entries)) - 1, nil
-}
-
-// WaitDurable returns at once: everything appended is as durable as a
-// MemStore gets. It fails with ErrNotFound for a seq not yet appended.
-func (m *MemStore) WaitDurable(seq Seq) (Seq, error) {
-	d := m.Durable()
-	if seq > d {
-		return d, fmt.Errorf("%w: seq %d not written yet (last %d)", ErrNotFound, seq, d)
-	}
-	return d, nil
-}
-
 // entryCRC is e's data CRC: the caller's when given, else computed.
 func entryCRC(e Entry) uint32 {
 	if e.CRC != 0 {

@@ -62,7 +62,7 @@ func TestOptionsValidation(t *testing.T) {
 }
 
 func TestParsePolicy(t *testing.T) {
-	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
+	for _, p := range []Policy{PolicySync, PolicyCaller, PolicyNone} {
 		got, err := ParsePolicy(p.String())
 		if err != nil || got != p {
 			t.Errorf("ParsePolicy(%q) = %v, %v", p.String(), got, err)
@@ -70,19 +70,5 @@ func TestParsePolicy(t *testing.T) {
 	}
 	if _, err := ParsePolicy("fast"); !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("ParsePolicy(fast): %v", err)
-	}
-}
-
-func TestMemStoreNoWait(t *testing.T) {
-	s := NewMemStore()
-	first, last, err := s.AppendNoWait([]Entry{entry(1), entry(2), entry(3)})
-	if err != nil || first != 1 || last != 3 {
-		t.Fatalf("AppendNoWait = %d,%d,%v", first, last, err)
-	}
-	if d, err := s.WaitDurable(3); err != nil || d != 3 {
-		t.Fatalf("WaitDurable(3) = %d, %v", d, err)
-	}
-	if _, err := s.WaitDurable(4); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("WaitDurable(4): %v", err)
 	}
 }

@@ -20,7 +20,7 @@ const (
 )
 
 // Options configures a file-backed Log. The zero value is valid and means:
-// 64 MiB segments, PolicyGroup, the operating system's file system, refuse
+// 64 MiB segments, PolicySync, the operating system's file system, refuse
 // to open a corrupt log. Open never modifies the caller's Options.
 type Options struct {
 	// SegmentSize is the size in bytes a segment file grows to before the
@@ -29,7 +29,8 @@ type Options struct {
 	// first, doubling as appends fill it. A record plus its header must fit
 	// in one segment; larger entries are refused with ErrTooLarge.
 	SegmentSize int64
-	// Policy says when an Append is durable (default PolicyGroup).
+	// Policy says who makes an Append durable, and when (default
+	// PolicySync: Append itself).
 	Policy Policy
 	// IndexInterval is the spacing of the sparse per-segment index in bytes
 	// (default DefaultIndexInterval).
@@ -124,26 +125,26 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// String returns the policy's name as used in topic configuration.
+// String returns the policy's name: "sync", "caller" or "none".
 func (p Policy) String() string {
 	switch p {
-	case PolicyGroup:
-		return "group"
 	case PolicySync:
 		return "sync"
+	case PolicyCaller:
+		return "caller"
 	case PolicyNone:
 		return "none"
 	}
 	return fmt.Sprintf("Policy(%d)", uint8(p))
 }
 
-// ParsePolicy maps "group", "sync" or "none" to a Policy.
+// ParsePolicy maps "sync" (or ""), "caller" or "none" to a Policy.
 func ParsePolicy(s string) (Policy, error) {
 	switch s {
-	case "group", "":
-		return PolicyGroup, nil
-	case "sync":
+	case "sync", "":
 		return PolicySync, nil
+	case "caller":
+		return PolicyCaller, nil
 	case "none":
 		return PolicyNone, nil
 	}

@@ -288,8 +288,8 @@ func (l *Log) releaseLater(dead []*segment) {
 	go func() {
 		defer l.bgRelease.Done()
 		for _, s := range dead {
-			// The descriptor is closed under relMu (a group-commit leader
-			// may still hold it); the unmap needs no lock.
+			// The descriptor is closed under relMu (a Sync may still be
+			// fsyncing it); the unmap needs no lock.
 			l.relMu.Lock()
 			f := s.f
 			s.f = nil

@@ -25,10 +25,9 @@ import (
 // not claim the record after it durable passes for a torn write, even if
 // a Sync had covered it.
 
-// SideStore is a PipelinedStore that also carries side records. *Log
-// implements it.
+// SideStore is a Store that also carries side records. *Log implements it.
 type SideStore interface {
-	PipelinedStore
+	Store
 	// AppendSide writes e as a side record after everything written so
 	// far and returns its mark (1 for the first of this Open, then 2, ...).
 	// It never waits for durability: Sync covers it, and DurableSide says
@@ -51,8 +50,6 @@ func (l *Log) AppendSide(e Entry) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	l.writing.Add(1)
-	defer l.writing.Add(-1)
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.beginWrite(); err != nil {

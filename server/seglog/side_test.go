@@ -188,7 +188,7 @@ func countSides(t *testing.T, l *Log) int {
 // written after the last Sync is lost in a crash that drops what was
 // never synced.
 func TestSyncCoversSideRecords(t *testing.T) {
-	for _, p := range []Policy{PolicyNone, PolicyGroup} {
+	for _, p := range []Policy{PolicyNone, PolicyCaller} {
 		t.Run(p.String(), func(t *testing.T) {
 			fs := newCrashFS()
 			opts := Options{Policy: p, SegmentSize: 64 << 10, FS: fs}

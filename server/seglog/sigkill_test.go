@@ -86,7 +86,7 @@ func TestSigkillChild(t *testing.T) {
 					report("ERR %v", err)
 					return
 				}
-				if p != PolicyNone {
+				if p == PolicySync {
 					report("D %d", first+Seq(len(batch))-1)
 				} else if i%2 == 0 {
 					d, err := l.Sync()
@@ -108,7 +108,7 @@ func TestSigkill(t *testing.T) {
 		t.Skip("child")
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	for _, p := range []Policy{PolicyGroup, PolicySync, PolicyNone} {
+	for _, p := range []Policy{PolicySync, PolicyCaller, PolicyNone} {
 		for round := 0; round < 2; round++ {
 			lines := rng.IntN(60) + 1
 			t.Run(fmt.Sprintf("%s/%d", p, round), func(t *testing.T) {

@@ -41,18 +41,24 @@ type Record struct {
 	CRC uint32
 }
 
-// Policy says when an append is durable.
+// Policy says who makes appended records durable, and when.
 type Policy uint8
 
 const (
-	// PolicyGroup (the default): Append returns once the batch is on disk;
-	// concurrent Appends share one fsync (a leader flushes, the rest wait).
-	PolicyGroup Policy = iota
-	// PolicySync: every Append fsyncs before it returns.
-	PolicySync
-	// PolicyNone: Append returns after the write. Sync makes the bytes
-	// durable on demand; the file-backed Log also fsyncs in the background
-	// every 8 MiB appended and at each segment roll.
+	// PolicySync (the default): every Append fsyncs before it returns.
+	// Appends are serialized, so each pays its own fsync: batch entries
+	// into one Append to share it.
+	PolicySync Policy = iota
+	// PolicyCaller: the caller syncs. Append returns after the write; the
+	// caller makes the records durable with Sync, which may run beside the
+	// next Append, and Durable says how far that went. The log fsyncs on
+	// its own only to seal a segment at a roll and at Close. The broker's
+	// commit pipeline opens its logs so: it alone decides when to fsync.
+	PolicyCaller
+	// PolicyNone: nobody waits for durability. Append returns after the
+	// write; the file-backed Log fsyncs in the background every 8 MiB
+	// appended (so a roll never has a whole segment to flush), at each
+	// roll and at Close. Sync works as under PolicyCaller.
 	PolicyNone
 )
 
@@ -76,9 +82,10 @@ type Store interface {
 	Append(entries []Entry) (first Seq, err error)
 
 	// Sync makes every record appended before the call durable and returns the
-	// highest durable sequence number. Concurrent callers share one fsync.
-	// After a failed fsync the store never reports the un-synced records as
-	// durable: it returns an error from then on (see ErrSyncFailed).
+	// highest durable sequence number. It may run beside Append (a caller
+	// writes the next batch while the last one syncs). After a failed fsync
+	// the store never reports the un-synced records as durable: it returns
+	// an error from then on (see ErrSyncFailed).
 	Sync() (Seq, error)
 
 	// Durable returns the highest sequence number known to be on disk.
@@ -107,22 +114,3 @@ type Store interface {
 	// Close flushes, syncs and releases the store. A second Close returns nil.
 	Close() error
 }
-
-// PipelinedStore is a Store that also lets a writer pipeline: write a batch
-// without waiting (AppendNoWait), then wait for durability separately
-// (WaitDurable), so the next batch can be written while an earlier one is
-// being synced. *Log and *MemStore implement it.
-type PipelinedStore interface {
-	Store
-	// AppendNoWait writes entries and returns the first and last sequence
-	// numbers given, without waiting for durability whatever the policy.
-	AppendNoWait(entries []Entry) (first, last Seq, err error)
-	// WaitDurable blocks until every record up to seq is durable and
-	// returns the durable point.
-	WaitDurable(seq Seq) (Seq, error)
-}
-
-var (
-	_ PipelinedStore = (*Log)(nil)
-	_ PipelinedStore = (*MemStore)(nil)
-)

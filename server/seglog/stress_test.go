@@ -13,7 +13,7 @@ import (
 // front truncator at once (meant for -race). Readers stay well above the
 // truncation point, as the borrowing rule requires.
 func TestConcurrentUse(t *testing.T) {
-	for _, p := range []Policy{PolicyGroup, PolicyNone} {
+	for _, p := range []Policy{PolicySync, PolicyCaller, PolicyNone} {
 		t.Run(p.String(), func(t *testing.T) {
 			l, _ := openTest(t, Options{Policy: p, SegmentSize: 4 << 10, IndexInterval: 256})
 			const writers, per = 3, 80

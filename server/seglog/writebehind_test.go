@@ -44,9 +44,8 @@ func TestWriteBehindBoundsUnsyncedBytes(t *testing.T) {
 	}
 }
 
-// TestWriteBehindQuietWhenSynced: a log its owner syncs often enough (the
-// broker's group commit runs its logs with PolicyNone and its own
-// fsyncs) gets no extra background fsync.
+// TestWriteBehindQuietWhenSynced: a PolicyNone log its owner syncs often
+// enough gets no extra background fsync.
 func TestWriteBehindQuietWhenSynced(t *testing.T) {
 	l, fs, rec := noneLog(t)
 	syncs := 0
@@ -67,18 +66,25 @@ func TestWriteBehindQuietWhenSynced(t *testing.T) {
 	}
 }
 
-// TestWriteBehindOnlyForAppend: AppendNoWait (the caller pipelines its own
-// fsyncs) starts no background fsync.
-func TestWriteBehindOnlyForAppend(t *testing.T) {
-	l, fs, rec := noneLog(t)
-	for range 200 {
-		if _, _, err := l.AppendNoWait([]Entry{{Data: rec}}); err != nil {
+// TestNoWriteBehindUnderPolicyCaller: a PolicyCaller log (its owner
+// fsyncs: the broker's commit) starts no background fsync, however much is
+// appended.
+func TestNoWriteBehindUnderPolicyCaller(t *testing.T) {
+	fs := newCrashFS()
+	l, err := Open(t.TempDir(), Options{FS: fs, Policy: PolicyCaller})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	rec := bytes.Repeat([]byte{7}, 64<<10)
+	for range 200 { // 12.5 MiB, past writeBehindBytes
+		if _, err := l.Append([]Entry{{Data: rec}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	l.wbWG.Wait()
 	if files, _ := fs.SyncCounts(); files != 0 || l.Durable() != 0 {
-		t.Fatalf("AppendNoWait: %d syncs, durable %d; want none", files, l.Durable())
+		t.Fatalf("PolicyCaller: %d syncs, durable %d; want none", files, l.Durable())
 	}
 }
 

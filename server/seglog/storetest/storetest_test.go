@@ -11,7 +11,7 @@ import (
 // each policy, with segments small enough (but above the largest record) that
 // truncation drops whole files.
 func TestSegmentLog(t *testing.T) {
-	for _, p := range []seglog.Policy{seglog.PolicySync, seglog.PolicyGroup, seglog.PolicyNone} {
+	for _, p := range []seglog.Policy{seglog.PolicySync, seglog.PolicyCaller, seglog.PolicyNone} {
 		t.Run(p.String(), func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T, dir string) seglog.Store {
 				l, err := seglog.Open(dir, seglog.Options{Policy: p, SegmentSize: 128 << 10})
@@ -19,7 +19,7 @@ func TestSegmentLog(t *testing.T) {
 					t.Fatal(err)
 				}
 				return l
-			}, storetest.Options{Persistent: true, DurableOnAppend: p != seglog.PolicyNone})
+			}, storetest.Options{Persistent: true, DurableOnAppend: p == seglog.PolicySync})
 		})
 	}
 }
