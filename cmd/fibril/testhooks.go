@@ -55,3 +55,7 @@ type noSyncStore struct{ seglog.Store }
 
 func (s noSyncStore) Sync() (seglog.Seq, error) { _, last := s.Bounds(); return last, nil }
 func (s noSyncStore) Durable() seglog.Seq       { _, last := s.Bounds(); return last }
+
+// SideRecords is false: the log's side records become durable only with a
+// real fsync, which this store never claims, so side copies stay off.
+func (s noSyncStore) SideRecords() bool { return false }

@@ -238,6 +238,27 @@ func (l *Log) Scan(from seglog.Seq, maxBytes int, fn func(seglog.Record) bool) e
 // TruncateFront drops the records before seq.
 func (l *Log) TruncateFront(seq seglog.Seq) error { return l.store().TruncateFront(seq) }
 
+// SideRecords is false, and the side-record and held-map methods below
+// are seglog.MemStore's: none kept.
+func (l *Log) SideRecords() bool { return l.store().SideRecords() }
+
+// AppendSide fails with an error wrapping errors.ErrUnsupported.
+func (l *Log) AppendSide(e seglog.Entry) (uint64, error) { return l.store().AppendSide(e) }
+
+// DurableSide returns 0.
+func (l *Log) DurableSide() uint64 { return l.store().DurableSide() }
+
+// ScanSide passes nothing.
+func (l *Log) ScanSide(from seglog.Seq, fn func(seglog.Record) bool) error {
+	return l.store().ScanSide(from, fn)
+}
+
+// SwapCount returns 0.
+func (l *Log) SwapCount() uint64 { return l.store().SwapCount() }
+
+// ReleaseSwapped does nothing.
+func (l *Log) ReleaseSwapped(upto uint64) { l.store().ReleaseSwapped(upto) }
+
 // Close marks the log closed; its records stay in its Stores.
 func (l *Log) Close() error {
 	l.mu.Lock()

@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -299,6 +300,27 @@ func (l *Log) TruncateFront(seq seglog.Seq) error {
 	l.gen++
 	return nil
 }
+
+// SideRecords reports false: a boltstore log keeps no side records (the
+// engine then makes each commit wait for its event log too).
+func (l *Log) SideRecords() bool { return false }
+
+// AppendSide fails with an error wrapping errors.ErrUnsupported.
+func (l *Log) AppendSide(seglog.Entry) (uint64, error) {
+	return 0, fmt.Errorf("%w: boltstore log %s keeps no side records", errors.ErrUnsupported, l.name)
+}
+
+// DurableSide returns 0: there are no side records.
+func (l *Log) DurableSide() uint64 { return 0 }
+
+// ScanSide passes nothing: there are no side records.
+func (l *Log) ScanSide(seglog.Seq, func(seglog.Record) bool) error { return nil }
+
+// SwapCount returns 0: bbolt replaces no segments.
+func (l *Log) SwapCount() uint64 { return 0 }
+
+// ReleaseSwapped does nothing: no replaced maps are held.
+func (l *Log) ReleaseSwapped(uint64) {}
 
 // Close commits what the log has pending and releases it; the Storage may
 // then open it again. A second Close returns nil.

@@ -11,6 +11,17 @@ import (
 // StoreOpener opens (creating if needed) the log kept in dir with the given
 // durability policy. The broker opens two per partition: "data" for messages
 // and "events" for consumer-state events.
+//
+// The store must keep seglog.Store's contract, and the policy decides who
+// fsyncs: under seglog.PolicyCaller (durability group and sync) the broker
+// alone does, through Sync, and confirms nothing a Sync has not covered;
+// under PolicyNone (durability none) nobody waits. What the broker uses
+// beyond records is part of that contract too, checked once at open: a
+// data log whose SideRecords is true carries the side copies of events
+// (sidecopy.go; otherwise each commit also waits for the event log's
+// fsync), and a compressed topic's data log is told through
+// ReleaseSwapped when the old maps it holds (SwapCount) are no longer
+// borrowed. A store that embeds the file log keeps both.
 type StoreOpener func(dir string, policy seglog.Policy) (seglog.Store, error)
 
 // Options configures a Broker. The zero value of a field means its default.

@@ -168,7 +168,7 @@ type partition struct {
 	// durable; chain: the events the latest unbroken run of side copies
 	// holds; evPos: rounds whose events the event log has not made durable
 	// yet.
-	side              seglog.SideStore
+	side              seglog.Store
 	sideReady         bool
 	sideFailed        bool // the last side copy's write failed (logged)
 	firstEv           Seq  // first event record written since Open

@@ -47,8 +47,8 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	p.ev.chunk = evChunkFor(o.EventSegmentSize)
 	p.first, p.last = data.Bounds()
 	p.durData = p.last
-	if sr, ok := data.(swapReleaser); ok && t.compressed() {
-		p.swaps = sr
+	if t.compressed() {
+		p.swaps = data // seglog.Store: SwapCount is 0 for a store that holds no replaced maps
 	}
 	for _, g := range groups {
 		p.attach(g, newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, p.first))

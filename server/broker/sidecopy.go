@@ -222,8 +222,7 @@ func (p *partition) sideKeep(cut Seq) Seq {
 // hold, then makes the event log durable. named: the event log's last
 // record names where side copies start (see sideReady).
 func (p *partition) restoreSideEvents() (named bool, err error) {
-	ss, ok := p.data.(seglog.SideStore)
-	if !ok {
+	if !p.data.SideRecords() {
 		return false, nil
 	}
 	_, last := p.events.Bounds()
@@ -248,7 +247,7 @@ func (p *partition) restoreSideEvents() (named bool, err error) {
 	var entries []seglog.Entry
 	var decErr error
 	gap := Seq(0)
-	err = ss.ScanSide(pos, func(r seglog.Record) bool {
+	err = p.data.ScanSide(pos, func(r seglog.Record) bool {
 		meta := encodeEventMeta(nil, r.Seq)
 		decErr = decodeSideCopy(r.Data, func(seq Seq, data []byte) {
 			switch {
@@ -293,14 +292,15 @@ func (p *partition) restoreSideEvents() (named bool, err error) {
 }
 
 // openSideCopies (Open, after recovery) starts side copies for a partition
-// of durability group on a log that carries side records; named is what
-// restoreSideEvents found. Durability sync fsyncs both logs each round
-// instead (syncRound).
+// of durability group on a log that carries side records (checked once,
+// here: seglog.Store.SideRecords); named is what restoreSideEvents found.
+// Durability sync fsyncs both logs each round instead (syncRound); a store
+// without side records (seglog.MemStore, boltstore) makes each commit wait
+// for the event log's fsync too.
 func (p *partition) openSideCopies(named bool) {
-	ss, ok := p.data.(seglog.SideStore)
-	if !ok || p.t.cfg.Durability != DurabilityGroup || p.t.b.opts.noSideCopies {
+	if !p.data.SideRecords() || p.t.cfg.Durability != DurabilityGroup || p.t.b.opts.noSideCopies {
 		return
 	}
-	p.side, p.sideReady = ss, named
+	p.side, p.sideReady = p.data, named
 	p.chain = sideChain{from: p.durEvents + 1, top: p.durEvents} // the event log is durable after recovery
 }

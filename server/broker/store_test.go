@@ -73,3 +73,46 @@ func TestTornTailCutIsLogged(t *testing.T) {
 		t.Fatalf("after recovery: %v", got)
 	}
 }
+
+// wrappedStore is a custom store that embeds the file log to change one
+// thing (here nothing), as an OpenStore of a user's would.
+type wrappedStore struct{ seglog.Store }
+
+// TestWrappedStoreKeepsCapabilities: a StoreOpener that wraps the file log
+// keeps its side records and its held-map release, because both are
+// methods of seglog.Store; they used to be found by type assertion on the
+// concrete log, so the wrapper silently turned side copies off (each
+// commit then waited for the event log's fsync too) and never released a
+// compressed topic's old maps. A store without side records (the test
+// stores) says so and gets none.
+func TestWrappedStoreKeepsCapabilities(t *testing.T) {
+	e := newEnvWith(t, func(o *Options) {
+		o.OpenStore = func(dir string, policy seglog.Policy) (seglog.Store, error) {
+			l, err := seglog.Open(dir, seglog.Options{Policy: policy, SegmentSize: 64 << 10, HoldSwapped: true, Compression: seglog.CompressionS2})
+			if err != nil {
+				return nil, err
+			}
+			return wrappedStore{l}, nil
+		}
+	})
+	tp := e.topic("q", TopicConfig{Compression: CompressionS2})
+	e.publish(tp, "a")
+	type caps struct{ side, swaps bool }
+	got := make(chan caps, 1)
+	if err := tp.parts[0].controlChecked(func(p *partition) { got <- caps{p.side != nil, p.swaps != nil} }); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-got; !c.side || !c.swaps {
+		t.Fatalf("wrapped file log: side copies %v, swap release %v; want both", c.side, c.swaps)
+	}
+
+	m := newMemEnv(t, nil)
+	mp := m.topic("q", TopicConfig{})
+	m.publish(mp, "a")
+	if err := mp.parts[0].controlChecked(func(p *partition) { got <- caps{p.side != nil, p.swaps != nil} }); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-got; c.side {
+		t.Fatal("side copies on a store without side records")
+	}
+}

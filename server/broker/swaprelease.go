@@ -12,9 +12,9 @@ package broker
 // for segments its log replaced meanwhile.
 const swapWatchRounds = 10
 
-// swapReleaser is a data log that keeps the maps of segments its
-// compressor replaced until told that no record read from them is still
-// borrowed (seglog.Log with HoldSwapped).
+// swapReleaser is the part of seglog.Store that releases the maps of
+// segments a data log's compressor replaced (seglog.Options.HoldSwapped);
+// every Store has it (one that holds none counts no replacements).
 type swapReleaser interface {
 	SwapCount() uint64
 	ReleaseSwapped(upto uint64)

@@ -18,8 +18,6 @@ import (
 type syncLane struct {
 	log  seglog.Store
 	data bool // the data log: its fsyncs count the messages they make durable
-	// side: the data log's side records (nil: none, or the event log).
-	side seglog.SideStore
 	// want, wantSide: what the actor has written to the log (records,
 	// side records), up to the end of its last round (the lane goes on
 	// fsyncing while the log is behind it).
@@ -40,19 +38,16 @@ type syncLane struct {
 }
 
 func newSyncLane(log seglog.Store, data bool) *syncLane {
-	l := &syncLane{log: log, data: data, req: make(chan struct{}, 1)}
-	if ss, ok := log.(seglog.SideStore); ok && data {
-		l.side = ss
-	}
-	return l
+	return &syncLane{log: log, data: data, req: make(chan struct{}, 1)}
 }
 
-// durableSide is the lane's durable side mark (0 without side records).
+// durableSide is the lane's durable side mark (0 for the event log, and
+// for a data log without side records).
 func (l *syncLane) durableSide() uint64 {
-	if l.side == nil {
+	if !l.data {
 		return 0
 	}
-	return l.side.DurableSide()
+	return l.log.DurableSide()
 }
 
 // request asks the lane for an fsync unless it is already at one or the

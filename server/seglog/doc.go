@@ -16,9 +16,14 @@
 // problem (a full disk, a file shrunk behind its back): those are errors
 // returned to the caller.
 //
-// The Store interface fixes the contract. *Log (Open) is the file-backed
-// implementation and *MemStore (NewMemStore) the in-memory one, a feature
-// (queue.Memory and queue.OpenMemory keep queues in it), not a test fake.
+// The Store interface fixes the contract, capabilities included: side
+// records (SideRecords says whether a store keeps them) and the release of
+// held maps (SwapCount, ReleaseSwapped) are methods every store has, so a
+// wrapper keeps them and an owner checks them once instead of looking for
+// optional interfaces. *Log (Open) is the file-backed implementation, with
+// both, and *MemStore (NewMemStore) the in-memory one, with neither, a
+// feature (queue.Memory and queue.OpenMemory keep queues in it), not a
+// test fake.
 // The file system a Log works on is Options.FS (the vfs.FS contract;
 // OSFS by default); the crash tests pass internal/crashfs, which simulates
 // power cuts and injects I/O errors.
@@ -111,9 +116,8 @@
 //
 // # Side records
 //
-// AppendSide (the SideStore interface, side.go) writes a side record: bytes
-// of the caller's that take no sequence number, become durable with the
-// log's next fsync (Sync covers them; DurableSide says how far), are never
+// AppendSide (side.go) writes a side record: bytes of the caller's that
+// take no sequence number, become durable with the log's next fsync (Sync covers them; DurableSide says how far), are never
 // returned by Read or Scan, and are read back with ScanSide, each tagged
 // with the number of the record after it. The broker uses them to make a
 // round's consumer events durable with the data fsync that confirms its

@@ -1,6 +1,7 @@
 package seglog
 
 import (
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"sync"
@@ -175,6 +176,27 @@ func (m *MemStore) Close() error {
 	m.recs = nil
 	return nil
 }
+
+// SideRecords reports false: a MemStore keeps no side records.
+func (m *MemStore) SideRecords() bool { return false }
+
+// AppendSide fails with an error wrapping errors.ErrUnsupported (see
+// SideRecords).
+func (m *MemStore) AppendSide(Entry) (uint64, error) {
+	return 0, fmt.Errorf("%w: seglog.MemStore keeps no side records", errors.ErrUnsupported)
+}
+
+// DurableSide returns 0: there are no side records.
+func (m *MemStore) DurableSide() uint64 { return 0 }
+
+// ScanSide passes nothing: there are no side records.
+func (m *MemStore) ScanSide(Seq, func(Record) bool) error { return nil }
+
+// SwapCount returns 0: a MemStore replaces no segments.
+func (m *MemStore) SwapCount() uint64 { return 0 }
+
+// ReleaseSwapped does nothing: a MemStore holds no replaced maps.
+func (m *MemStore) ReleaseSwapped(uint64) {}
 
 // entryCRC is e's data CRC: the caller's when given, else computed.
 func entryCRC(e Entry) uint32 {

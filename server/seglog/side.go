@@ -25,26 +25,10 @@ import (
 // not claim the record after it durable passes for a torn write, even if
 // a Sync had covered it.
 
-// SideStore is a Store that also carries side records. *Log implements it.
-type SideStore interface {
-	Store
-	// AppendSide writes e as a side record after everything written so
-	// far and returns its mark (1 for the first of this Open, then 2, ...).
-	// It never waits for durability: Sync covers it, and DurableSide says
-	// how far that went. Errors: ErrSideNoRoom (nothing written), and
-	// those of Append.
-	AppendSide(e Entry) (mark uint64, err error)
-	// DurableSide returns the highest side mark known to be on disk.
-	DurableSide() uint64
-	// ScanSide calls fn for each side record whose Seq (the number of the
-	// record after it) is at least from, in the order written, until fn
-	// returns false or the log ends.
-	ScanSide(from Seq, fn func(Record) bool) error
-}
+// SideRecords implements Store: a Log keeps side records.
+func (l *Log) SideRecords() bool { return true }
 
-var _ SideStore = (*Log)(nil)
-
-// AppendSide implements SideStore.
+// AppendSide implements Store.
 func (l *Log) AppendSide(e Entry) (uint64, error) {
 	sz, err := l.checkEntry(&e, -1)
 	if err != nil {
@@ -88,7 +72,7 @@ func (l *Log) AppendSide(e Entry) (uint64, error) {
 	return mark, nil
 }
 
-// DurableSide implements SideStore.
+// DurableSide implements Store.
 func (l *Log) DurableSide() uint64 { return l.sideDurable.Load() }
 
 // setSideDurable raises the durable side mark to mark.
@@ -101,7 +85,7 @@ func (l *Log) setSideDurable(mark uint64) {
 	}
 }
 
-// ScanSide implements SideStore. It reads segment by segment and runs fn
+// ScanSide implements Store. It reads segment by segment and runs fn
 // without locks held, with records borrowed as from Scan.
 func (l *Log) ScanSide(from Seq, fn func(Record) bool) error {
 	var recs []Record

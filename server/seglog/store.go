@@ -72,7 +72,14 @@ const (
 //
 // Borrowing: Record.Meta and Record.Data returned by Read and Scan may point
 // into the store's memory (a memory map). They stay valid until the next
-// TruncateFront or Close on the same store; copy them to keep them longer.
+// TruncateFront or Close on the same store; copy them to keep them longer
+// (a store opened with Options.HoldSwapped keeps replaced maps until
+// ReleaseSwapped instead).
+//
+// Capabilities are methods, not optional interfaces: a wrapper that embeds
+// a Store keeps them, and a store without side records or held maps says
+// so (SideRecords, SwapCount) instead of lacking a method an owner would
+// look for at run time.
 type Store interface {
 	// Append writes entries as one batch and returns the sequence number given
 	// to the first one (the rest follow consecutively). It returns once the
@@ -113,4 +120,31 @@ type Store interface {
 
 	// Close flushes, syncs and releases the store. A second Close returns nil.
 	Close() error
+
+	// SideRecords reports whether the store keeps side records (side.go),
+	// fixed for its life: an owner checks it once, at open. When false,
+	// AppendSide fails with an error wrapping errors.ErrUnsupported,
+	// DurableSide returns 0 and ScanSide passes nothing.
+	SideRecords() bool
+	// AppendSide writes e as a side record after everything written so
+	// far and returns its mark (1 for the first of this open, then 2, ...).
+	// It never waits for durability: Sync covers it, and DurableSide says
+	// how far that went. Errors: ErrSideNoRoom (nothing written), and
+	// those of Append.
+	AppendSide(e Entry) (mark uint64, err error)
+	// DurableSide returns the highest side mark known to be on disk.
+	DurableSide() uint64
+	// ScanSide calls fn for each side record whose Seq (the number of the
+	// record after it) is at least from, in the order written, until fn
+	// returns false or the log ends. Records are borrowed as from Scan.
+	ScanSide(from Seq, fn func(Record) bool) error
+
+	// SwapCount returns how many segments the store replaced (compressed)
+	// while it keeps their old maps for borrowers (Options.HoldSwapped);
+	// a store that never holds one returns 0.
+	SwapCount() uint64
+	// ReleaseSwapped says no record read from the first upto replaced
+	// segments is borrowed any more, so their old maps may go; a store
+	// that holds none ignores it.
+	ReleaseSwapped(upto uint64)
 }

@@ -106,6 +106,8 @@ func Run(t *testing.T, open Opener, opts Options) {
 		{"Reopen", testReopen},
 		{"ReopenTruncated", testReopenTruncated},
 		{"Crash", testCrash},
+		{"SideRecords", testSideRecords},
+		{"HeldMaps", testHeldMaps},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, mk, open, opts) })
