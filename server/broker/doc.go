@@ -63,7 +63,17 @@
 // answer goes out when the last commit of the tour is durable: the commits
 // of the partitions run in parallel.
 //
-// With group durability a record is leased to a waiting poll or push
+// Fsync is the partition's (syncer.go), for durability group and sync
+// alike: the logs are opened with seglog.PolicyCaller, so they never fsync
+// on their own except to seal a segment, and a completion runs only once a
+// Sync has covered its records. Under group two lanes fsync behind the
+// actor and share each fsync among the rounds written meanwhile; under sync
+// the actor fsyncs each log its round wrote before the round's completions
+// run (syncRound: one fsync per log per round, none shared, no side
+// copies). Durability none opens the logs with seglog.PolicyNone, whose
+// background fsync nobody waits for, and completes rounds at once.
+//
+// With durability group or sync a record is leased to a waiting poll or push
 // subscription in the round that writes it, and the delivery is handed out
 // with the publish's confirm, once the record and the delivery's event are
 // both durable (one fsync round from publish to consumer instead of two).
@@ -72,9 +82,9 @@
 // messages and events durable at once, and the event log is fsynced in the
 // background; recovery restores from those copies the events a power cut
 // took from the event log. Each log is fsynced by a lane of its own
-// (syncer.go); where a side copy cannot stand in (a custom store, a copy
-// that found no room), a commit waits for both lanes, which run in
-// parallel. If either log's fsync fails, nothing more is confirmed or
+// (syncer.go); where a side copy cannot stand in (a store whose
+// SideRecords is false, checked once at open; a copy that found no room), a
+// commit waits for both lanes, which run in parallel. If either log's fsync fails, nothing more is confirmed or
 // handed out: every pending and later batch fails (the poll gets the error).
 // A poll served while an fsync is in flight can only be answered after the
 // next one, so until that one starts it keeps taking what is published
@@ -110,7 +120,8 @@
 // and push subscriptions, appends the round's events with one write, and runs
 // the completions once the round is durable. With durability "group" two
 // fsync lanes, a goroutine each started at its log's first fsync request,
-// fsync the logs while the actor takes the next batch.
+// fsync the logs while the actor takes the next batch; with "sync" the
+// actor fsyncs at the end of the round and no lane starts.
 //
 // Callbacks of the async API (Topic.PublishAsync, Group.PollAsync,
 // Group.Subscribe, Broker.Settle) run on the partition's actor goroutine, or

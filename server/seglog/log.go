@@ -15,14 +15,15 @@ import (
 // Log is the file-backed Store: a directory of preallocated, memory-mapped
 // segment files. Create it with Open.
 //
-// Locks, always taken in this order: appendMu (one writer at a time; guards
-// the active segment's write position and the encode buffer), mu (the
-// segment list and each segment's end/last/index, read-locked by readers),
-// relMu (read-held by Sync during its fsync, write-held to release segment
-// files, so a file is never closed under an fsync). The durable points and
-// the sticky fsync error are atomics, under no lock. Leaf locks, each
-// taken alone or last: fwdMu (the read cursors), dirSync.mu, hint.mu, and
-// the compressor's, cache's and spares' own.
+// Locks, in this order: appendMu (one writer at a time; guards the active
+// segment's write position and the encode buffer) or comp.mu (one segment
+// compressed at a time; TruncateFront waits for it), never both; then mu
+// (the segment list and each segment's end/last/index, read-locked by
+// readers); then relMu (read-held by Sync during its fsync, write-held to
+// release segment files, so a file is never closed under an fsync). The
+// durable points and the sticky fsync error are atomics, under no lock.
+// Leaf locks, taken last and holding nothing else: fwdMu (the read
+// cursors), cache.mu, spares.mu, dirSync.mu, hint.mu, comp.errMu.
 type Log struct {
 	dir  string
 	opts Options
