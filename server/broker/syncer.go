@@ -8,6 +8,14 @@ import (
 	"github.com/fibrilmq/fibril/server/seglog"
 )
 
+// The partition's commit: the one owner of fsync for durability group and
+// sync (the logs are seglog.PolicyCaller and never fsync on their own
+// except to seal a segment). Under group the lanes below fsync behind the
+// actor; under sync the actor fsyncs through them itself at the end of
+// each round (syncRound), and no lane goroutine starts. Either way a
+// batch's completions run only once a Sync has covered its records, and
+// after a failed fsync of either log nothing more is confirmed.
+
 // syncLane fsyncs one of the partition's two logs (the data log or the
 // event log) when the actor asks, and hands the durable point back through
 // the control stack. The two lanes run independently: a data fsync never

@@ -332,8 +332,10 @@ func (l *Log) Sync() (Seq, error) {
 	}
 	upto, sideUpto, err := l.syncActive()
 	switch {
-	case l.closed.Load():
-		return l.Durable(), ErrClosed // Close synced (or failed) on its own
+	case errors.Is(err, ErrClosed):
+		return l.Durable(), err
+	case err != nil && l.closed.Load():
+		return l.Durable(), ErrClosed // Close reports its own sync's outcome
 	case err != nil:
 		return l.Durable(), l.failSync(err)
 	}
@@ -343,15 +345,15 @@ func (l *Log) Sync() (Seq, error) {
 }
 
 // syncActive fsyncs the active segment and returns the last sequence number
-// and side mark it covers. Records in older segments were synced when they
-// were sealed.
+// and side mark it covers (ErrClosed once the log is closed). Records in
+// older segments were synced when they were sealed.
 // It holds relMu (not mu) during the fsync: that keeps the file from being
 // closed meanwhile without stopping appenders from publishing records.
 func (l *Log) syncActive() (Seq, uint64, error) {
 	l.mu.RLock()
 	if l.closed.Load() {
 		l.mu.RUnlock()
-		return 0, 0, nil
+		return 0, 0, ErrClosed
 	}
 	act := l.active()
 	upto, side := act.last, l.sideWritten.Load()
