@@ -160,6 +160,7 @@ func BenchmarkPublishConsume(b *testing.B) {
 				b.Fatalf("only %d of %d acked", acked.Load(), total)
 			}
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+			b.ReportMetric(float64(br.Stats().Syncs)/float64(b.N), "fsyncs/msg")
 			if err, _ := ackErr.Load().(error); err != nil {
 				b.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 )
 
@@ -50,6 +51,8 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first Seq, err error
 	}
 	now := time.Now().UnixNano()
 
+	l.writing.Add(1)
+	defer l.writing.Add(-1)
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.beginWrite(); err != nil {
@@ -329,6 +332,13 @@ func (l *Log) Sync() (Seq, error) {
 	side := l.sideWritten.Load() // before last: a side record is published before the records after it
 	if l.Durable() >= Seq(l.last.Load()) && l.sideDurable.Load() >= side {
 		return l.Durable(), nil
+	}
+	// Let an append already on its way finish its write so this fsync
+	// covers it too (bounded: a steady stream must not hold the fsync
+	// back). It spares the caller an fsync: a writer that syncs behind
+	// itself (the broker's commit) is often mid-write when it asks.
+	for i := 0; i < 8 && l.writing.Load() > 0; i++ {
+		runtime.Gosched()
 	}
 	upto, sideUpto, err := l.syncActive()
 	switch {

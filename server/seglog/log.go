@@ -31,7 +31,8 @@ type Log struct {
 	lock File
 
 	appendMu sync.Mutex
-	act      *segment // the active segment, for the writer (also segs[len-1])
+	writing  atomic.Int32 // appends between entering Append and finishing their write (Sync waits briefly for them)
+	act      *segment     // the active segment, for the writer (also segs[len-1])
 	buf      []byte
 	dirty    int64 // bytes past the active end a failed write may have touched
 	// unsynced: bytes PolicyNone appends wrote since the last write-behind

@@ -34,6 +34,8 @@ func (l *Log) AppendSide(e Entry) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	l.writing.Add(1)
+	defer l.writing.Add(-1)
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.beginWrite(); err != nil {
