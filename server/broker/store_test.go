@@ -116,3 +116,33 @@ func TestWrappedStoreKeepsCapabilities(t *testing.T) {
 		t.Fatal("side copies on a store without side records")
 	}
 }
+
+// TestLogsOpenedCallerSyncedUnderGroupAndSync: the partition owns fsync
+// under durability group and sync, so it opens both logs with
+// seglog.PolicyCaller (no fsync inside Append, no background fsync beside
+// its own); under none with seglog.PolicyNone (the background fsync nobody
+// waits for). Before, group got PolicyNone, whose background fsync could
+// run beside the lanes, and sync got PolicySync.
+func TestLogsOpenedCallerSyncedUnderGroupAndSync(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]seglog.Policy{}
+	e := newEnvWith(t, func(o *Options) {
+		o.OpenStore = func(dir string, policy seglog.Policy) (seglog.Store, error) {
+			mu.Lock()
+			got[dir] = policy
+			mu.Unlock()
+			return seglog.NewMemStore(), nil
+		}
+	})
+	for d, want := range map[Durability]seglog.Policy{DurabilityGroup: seglog.PolicyCaller, DurabilitySync: seglog.PolicyCaller, DurabilityNone: seglog.PolicyNone} {
+		tp := e.topic(TopicName("t-"+string(d)), TopicConfig{Durability: d})
+		for _, log := range []string{dataLogName, eventsLogName} {
+			mu.Lock()
+			p, ok := got[filepath.Join(tp.dir, "0", log)]
+			mu.Unlock()
+			if !ok || p != want {
+				t.Errorf("durability %s: %s log opened with %v (found %v), want %v", d, log, p, ok, want)
+			}
+		}
+	}
+}

@@ -133,3 +133,25 @@ func TestSyncDurabilityFsyncsOnTheActor(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncDurabilityFailedEventFsyncConfirmsNothingMore: under durability
+// sync too, after the event log's fsync fails nothing more is confirmed,
+// not even a publish whose data fsync succeeds (with the log's own
+// PolicySync it used to confirm later publishes).
+func TestSyncDurabilityFailedEventFsyncConfirmsNothingMore(t *testing.T) {
+	e, gateOf := gatedLogsEnv(t)
+	tp := e.topic("q", TopicConfig{Durability: DurabilitySync})
+	g := e.group(tp, "w", GroupConfig{DeadLetter: "-"})
+	events := gateOf(tp, eventsLogName)
+	e.publish(tp, "a")
+	d := e.poll(g, 1)[0]
+	boom := errors.New("disk gone")
+	events.arm()
+	events.release(boom)
+	if err := e.settle(d, Ack()); !errors.Is(err, boom) {
+		t.Fatalf("ack with a failing event fsync: %v, want %v", err, boom)
+	}
+	if _, err := tp.Publish(context.Background(), Message{Subject: "q", Data: []byte("b")}); !errors.Is(err, boom) {
+		t.Fatalf("publish after a failed event fsync: %v, want %v", err, boom)
+	}
+}
