@@ -166,7 +166,9 @@ func (c *client) queueDeliveryMark(frame []byte) (ok, overMark bool) {
 
 // handleSub registers SUB subject [queue] sid [max-inflight].
 func (c *client) handleSub(subject, queue, sid string, maxInflight int) {
-	if !validFilter(subject) || (queue != "" && !validQueue(queue)) {
+	// A queue group is any token the parser accepted (SPEC.md 6, as in
+	// NATS): it is compared as bytes, never matched as a subject.
+	if !validFilter(subject) {
 		c.reject(protocol.CodeInvalidSubject, "subject "+strconv.Quote(subject))
 		return
 	}
@@ -207,9 +209,6 @@ func (c *client) handleSub(subject, queue, sid string, maxInflight int) {
 	c.srv.subs.insert(s)
 	c.ok()
 }
-
-// validQueue reports whether a queue group name is usable.
-func validQueue(q string) bool { return validSubject(q) }
 
 // handleUnsub removes sid now, or after max more deliveries.
 func (c *client) handleUnsub(sid string, max uint64) {
