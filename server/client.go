@@ -43,8 +43,11 @@ type client struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// state: where the connection is in its life (conn_state.go).
+	state lifecycle
+
 	// Input goroutine only.
-	connected   bool
+	connected   bool // a CONNECT set the modes (a second one must not change them)
 	opts        protocol.Connect
 	parser      *protocol.Parser
 	echo        bool
@@ -62,8 +65,6 @@ type client struct {
 	headersOut atomic.Bool
 	strict     atomic.Bool
 
-	authed atomic.Bool
-	paused atomic.Bool // parsing waits for pendingAuth
 	// laneStall: parsing waits for the lane to drain (an unconfirmed
 	// publish found it over its bound; see serialOrStall).
 	laneStall atomic.Bool
@@ -71,14 +72,11 @@ type client struct {
 	// stallSince is when the wait began (unix nanos).
 	stallFor   atomic.Pointer[client]
 	stallSince atomic.Int64
-	// checkRunning: this CONNECT's password check is being computed (not
-	// merely queued); the auth timeout waits for its answer.
-	checkRunning atomic.Bool
-	stalled      atomic.Bool // parsing waits for output to drain
-	created      time.Time
-	lastIn       atomic.Int64 // unix nanos of the last input
-	lastPing     atomic.Int64 // unix nanos of the last server PING
-	pingsOut     atomic.Int32
+	stalled    atomic.Bool // parsing waits for output to drain
+	created    time.Time
+	lastIn     atomic.Int64 // unix nanos of the last input
+	lastPing   atomic.Int64 // unix nanos of the last server PING
+	pingsOut   atomic.Int32
 	// lingerUntil: unix nanos when a lingering close ends (linger.go); 0
 	// while the connection is not half-closed.
 	lingerUntil atomic.Int64
@@ -86,9 +84,6 @@ type client struct {
 	mu          sync.Mutex
 	out         chunks // the outbox: queued bytes not yet handed to tr (outbuf.go)
 	wakePending bool   // a wake is requested or the owner is flushing
-	closing     bool   // no more output accepted; close after flush
-	closed      bool   // the socket is gone (teardown ran)
-	released    bool   // subscriptions and leases are given back (release ran)
 	subs        map[string]*subscription
 	laneBusy    bool       // the lane goroutine runs (see lane.go)
 	laneQ       []laneFunc // durable commands queued on the lane, in order
@@ -121,7 +116,9 @@ type client struct {
 	inMsgs, inBytes, outMsgs, outBytes atomic.Uint64
 }
 
-func newClient(s *Server, id uint64, tr transport) *client {
+// newClient makes the state of a new connection: ready at once when
+// authRequired is false, else waiting for CONNECT.
+func newClient(s *Server, id uint64, tr transport, authRequired bool) *client {
 	c := &client{
 		srv:  s,
 		id:   id,
@@ -137,6 +134,9 @@ func newClient(s *Server, id uint64, tr transport) *client {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.created = time.Now()
 	c.lastIn.Store(c.created.UnixNano())
+	if !authRequired {
+		c.state.v.Store(uint32(stateReady))
+	}
 	return c
 }
 
@@ -144,7 +144,7 @@ func newClient(s *Server, id uint64, tr transport) *client {
 // when the connection is closing. Safe from any goroutine; b is copied.
 func (c *client) queueOut(b []byte) bool {
 	c.mu.Lock()
-	if c.closing {
+	if c.isClosing() {
 		c.mu.Unlock()
 		return false
 	}
@@ -320,7 +320,7 @@ func (c *client) takeOut(dst [][]byte, limit int) (out [][]byte, n int, closeAft
 	c.countOut(n)
 	c.taken += uint64(n)
 	c.wakePending = false
-	closeAfter = c.closing
+	closeAfter = c.isClosing()
 	c.mu.Unlock()
 	return out, n, closeAfter
 }
@@ -330,17 +330,16 @@ func (c *client) takeOut(dst [][]byte, limit int) (out [][]byte, n int, closeAft
 func (c *client) closeWith(reason string, errLine []byte) {
 	c.answers.mu.Lock()
 	c.mu.Lock()
-	if c.closing {
+	if _, ok := c.state.to(stateClosing); !ok {
 		c.mu.Unlock()
 		c.answers.mu.Unlock()
-		return
+		return // closing already
 	}
 	// Answers still outstanding are abandoned: the connection is going away.
 	// Deliveries not on the socket are never settled: their leases go back.
 	c.answers.closeLocked()
 	c.writeAcks = nil
 	c.appendOutLocked(errLine)
-	c.closing = true
 	w := c.markWakeLocked()
 	c.mu.Unlock()
 	c.answers.mu.Unlock()
@@ -350,24 +349,19 @@ func (c *client) closeWith(reason string, errLine []byte) {
 	}
 }
 
-// isClosing reports whether the connection stopped accepting output.
-func (c *client) isClosing() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closing
-}
+// isClosing reports whether the connection stopped accepting output
+// (closing or later). Any goroutine; under c.mu the answer cannot change.
+func (c *client) isClosing() bool { return c.state.load() >= stateClosing }
 
-// teardown is called once by the transport when the socket is gone: it
-// drops the connection's subscriptions and durable leases (release, if a
-// lingering close did not already) and forgets the connection.
+// isReady reports whether commands are served (authenticated, or no
+// authentication, and not closing).
+func (c *client) isReady() bool { return c.state.load() == stateReady }
+
+// teardown is called by the transport when the socket is gone: it drops
+// the connection's subscriptions and durable leases (release, if a
+// lingering close did not already) and forgets the connection. Idempotent.
 func (c *client) teardown() {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
+	if c.releaseTo(stateClosed) {
+		c.srv.clientGone(c)
 	}
-	c.closed = true
-	c.mu.Unlock()
-	c.release()
-	c.srv.clientGone(c)
 }

@@ -24,7 +24,8 @@
 // slot until its +OK is written, so they never precede it.
 //
 // Files: server.go (lifecycle), options.go, conn_gnet.go and conn_tls.go
-// (transports), client.go (connection state, outbox), answers.go (the
+// (transports), conn_state.go (a connection's life: one state and its
+// legal moves), client.go (connection state, outbox), answers.go (the
 // answer queue and its lock, taken before client.mu), outbound.go
 // (max_pending, the write deadline, slow consumers, settling on the
 // socket), feed.go

@@ -30,7 +30,7 @@ func (c *client) feedFrames(buf []byte) int {
 	pos := 0
 	for pos < len(buf) && !c.isClosing() {
 		view := buf[pos:]
-		preAuth := !c.authed.Load()
+		preAuth := !c.isReady()
 		if preAuth {
 			// Until authenticated, the parser only ever sees the budget.
 			left := c.srv.opts.PreAuthBytes - c.preAuthUsed
@@ -50,7 +50,7 @@ func (c *client) feedFrames(buf []byte) int {
 			if !errors.As(err, &pe) {
 				return pos // errStop (closing) or errPause (auth check running)
 			}
-			if !c.authed.Load() && !isConnectLine(view) {
+			if !c.isReady() && !isConnectLine(view) {
 				// Nothing before this frame was accepted, so it starts view.
 				// SPEC.md 3: any command before CONNECT is an
 				// authorization violation, whatever the parser found
@@ -66,7 +66,7 @@ func (c *client) feedFrames(buf []byte) int {
 			c.answerNow(protocol.AppendError(nil, pe, c.strict.Load()))
 			continue
 		}
-		if preAuth && !c.authed.Load() {
+		if preAuth && !c.isReady() {
 			if c.preAuthUsed+len(buf)-pos > c.srv.opts.PreAuthBytes {
 				c.fail(protocol.CodeAuthViolation, "too much input before authentication")
 			}
@@ -102,8 +102,9 @@ func isConnectLine(b []byte) bool {
 // and its slices are borrowed until it returns.
 func (c *client) HandleCommand(cmd *protocol.Command) error {
 	// SPEC.md 3: with auth on, every command before an accepted CONNECT
-	// is an authorization violation (as in NATS).
-	if !c.authed.Load() && cmd.Op != protocol.OpConnect {
+	// is an authorization violation (as in NATS). A closing connection
+	// serves nothing more (fail is then a no-op).
+	if !c.isReady() && cmd.Op != protocol.OpConnect {
 		c.fail(protocol.CodeAuthViolation, "authenticate first")
 		return errStop
 	}

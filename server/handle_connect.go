@@ -45,7 +45,7 @@ func (c *client) handleConnect(js []byte) error {
 		}
 		return errStop
 	}
-	if c.authed.Load() {
+	if c.isReady() {
 		c.applyConnect(o)
 		return nil
 	}
@@ -69,18 +69,21 @@ func (c *client) handleConnect(js []byte) error {
 // queueCheck hands a user/password CONNECT to the check queue. A CONNECT
 // the queue sheds is answered auth_busy. Input goroutine only.
 func (c *client) queueCheck(o protocol.Connect) error {
-	c.paused.Store(true)
+	if _, ok := c.state.to(stateAuthQueued); !ok {
+		return errStop // closing meanwhile
+	}
 	var ch chan struct{}
 	if c.tr.isTLS() {
 		ch = make(chan struct{})
 	}
-	j := &authJob{o: o, src: sourceOf(c.tr.remoteAddr()), gone: c.isClosing, running: &c.checkRunning, done: func(r authResult, checked bool) {
+	j := &authJob{o: o, src: sourceOf(c.tr.remoteAddr()), gone: c.isClosing, started: c.checkStarted, done: func(r authResult, checked bool) {
 		if !checked {
 			r = authResult{busy: true}
 		}
 		c.mu.Lock()
 		c.pendingAuth = &r
 		c.mu.Unlock()
+		c.state.to(stateAuthChecked) // fails only when closing: then r is never applied
 		if ch != nil {
 			close(ch)
 		} else {
@@ -88,7 +91,6 @@ func (c *client) queueCheck(o protocol.Connect) error {
 		}
 	}}
 	if !c.srv.auth.submit(j) {
-		c.paused.Store(false)
 		c.fail(protocol.CodeAuthBusy, "max_auth_queue "+strconv.Itoa(c.srv.opts.MaxAuthQueue))
 		return errStop
 	}
@@ -109,21 +111,23 @@ func (c *client) queueCheck(o protocol.Connect) error {
 // resumeConnect applies a finished off-loop authentication; it reports
 // whether parsing may go on. Input goroutine only.
 func (c *client) resumeConnect() bool {
-	if !c.paused.Load() {
+	switch c.state.load() {
+	case stateAuthQueued, stateAuthChecking:
+		return false // still checking
+	case stateAuthChecked:
+	default:
 		return true
 	}
 	c.mu.Lock()
 	r := c.pendingAuth
 	c.mu.Unlock()
 	if r == nil {
-		return false // still checking
+		return false // set before the state moved; never seen
 	}
-	c.paused.Store(false)
+	// The state stays auth_checked until finishAuth moves it to ready or
+	// closing, so the auth timeout holds off until then (a heartbeat in
+	// between once answered a bad password with auth_timeout).
 	c.finishAuth(*r)
-	// Cleared only now: while pendingAuth is set the auth timeout holds
-	// off (heartbeat), and until finishAuth has run the connection is
-	// neither authenticated nor closing. Cleared first, a heartbeat in
-	// between answered a bad password with auth_timeout.
 	c.mu.Lock()
 	c.pendingAuth = nil
 	c.mu.Unlock()
@@ -143,13 +147,20 @@ func (c *client) finishAuth(r authResult) {
 	}
 	c.perms = r.perms
 	c.bindLeases()
-	c.authed.Store(true)
+	if _, ok := c.state.to(stateReady); !ok {
+		return // closing meanwhile
+	}
 	c.setUser(r.user)
 	if r.user != "" {
 		c.log = c.log.With("user", r.user)
 	}
 	c.applyConnect(r.o)
 }
+
+// checkStarted is called by the check queue when this connection's
+// password check starts being computed: from then the auth timeout waits
+// for its answer.
+func (c *client) checkStarted() { c.state.to(stateAuthChecking) }
 
 // applyConnect sets the connection's modes from an accepted CONNECT.
 func (c *client) applyConnect(o protocol.Connect) {

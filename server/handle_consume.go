@@ -339,7 +339,7 @@ func (c *client) queueDurable(d *broker.Delivery, sid string, crc, headers, ackO
 		}
 	}
 	c.mu.Lock()
-	if c.closing {
+	if c.isClosing() {
 		c.mu.Unlock()
 		return false
 	}

@@ -144,7 +144,7 @@ func (c *client) queueDelivery(frame []byte) bool {
 // is now over the stall mark (stall.go).
 func (c *client) queueDeliveryMark(frame []byte) (ok, overMark bool) {
 	c.mu.Lock()
-	if c.closing {
+	if c.isClosing() {
 		c.mu.Unlock()
 		return false, false
 	}

@@ -22,7 +22,7 @@ func (c *client) heartbeat(now time.Time, interval time.Duration) {
 	// does not hold it off (a flood of CONNECTs would otherwise keep
 	// connections and their checks alive without end); one being computed
 	// or computed does, for the time of one hash.
-	if !c.authed.Load() && !c.checkRunning.Load() && c.pendingAuthNil() && now.Sub(c.created) > c.srv.opts.AuthTimeout {
+	if st := c.state.load(); (st == stateAwaitConnect || st == stateAuthQueued) && now.Sub(c.created) > c.srv.opts.AuthTimeout {
 		c.fail(protocol.CodeAuthTimeout, "")
 		return
 	}
@@ -45,13 +45,4 @@ func (c *client) sawInput(now int64) {
 	if c.pingsOut.Load() != 0 {
 		c.pingsOut.Store(0)
 	}
-}
-
-// pendingAuthNil reports that no finished password check waits to be applied
-// (between the check and resumeConnect the connection is neither checking
-// nor authenticated, and must not time out either).
-func (c *client) pendingAuthNil() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.pendingAuth == nil
 }

@@ -153,7 +153,7 @@ func (c *client) afterWrite(transportPending int, now time.Time) (settle []broke
 	// Deliveries to settle once on the socket, or output left in the
 	// outbox past the transport's window, wait for the socket to take
 	// more: nothing else would wake the owner for them.
-	waiting := (len(c.writeAcks) > 0 || c.out.n > 0 && transportPending > 0) && !c.closing
+	waiting := (len(c.writeAcks) > 0 || c.out.n > 0 && transportPending > 0) && !c.isClosing()
 	c.outBusy.Store(transportPending > 0)
 	c.mu.Unlock()
 	if waiting {

@@ -231,7 +231,7 @@ func TestAckOnWriteWaitsForTheSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(s, 1, &nullTransport{})
+	c := newClient(s, 1, &nullTransport{}, false)
 	h := func(seq int) broker.Handle {
 		return broker.Handle{Topic: 1, Group: 1, Seq: broker.Seq(seq), Attempt: 1}
 	}

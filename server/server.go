@@ -284,7 +284,7 @@ func (s *Server) quiet() bool {
 	for _, c := range cls {
 		c.answers.mu.Lock()
 		c.mu.Lock()
-		busy := !c.closing && (c.answers.pendingLocked() > 0 || c.out.n > 0)
+		busy := !c.isClosing() && (c.answers.pendingLocked() > 0 || c.out.n > 0)
 		c.mu.Unlock()
 		c.answers.mu.Unlock()
 		if busy {
@@ -319,8 +319,7 @@ func (s *Server) admit(tr transport) (*client, []byte) {
 		s.log.Warn("refusing connection: max connections", "remote", tr.remoteAddr(), "max", s.opts.MaxConnections)
 		return nil, protocol.AppendError(nil, protocol.NewError(protocol.CodeMaxConnections, ""), false)
 	}
-	c := newClient(s, s.nextCID.Add(1), tr)
-	c.authed.Store(!s.opts.authRequired())
+	c := newClient(s, s.nextCID.Add(1), tr, s.opts.authRequired())
 	s.clients[c.id] = c
 	s.stats.conns.Add(1)
 	return c, nil

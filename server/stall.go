@@ -19,7 +19,7 @@ const maxStall = time.Second
 // half of MaxPending. Any goroutine.
 func (c *client) overStallMark() bool {
 	c.mu.Lock()
-	over := !c.closing && c.pendingLocked() > c.srv.opts.MaxPending/2
+	over := !c.isClosing() && c.pendingLocked() > c.srv.opts.MaxPending/2
 	c.mu.Unlock()
 	return over
 }
