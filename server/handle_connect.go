@@ -6,10 +6,28 @@ package server
 import (
 	"errors"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/access"
 )
+
+// connModes is what CONNECT set. The input goroutine writes it; the
+// atomics are read from any goroutine once set (before any delivery can be
+// routed to this client, since subscriptions come later).
+type connModes struct {
+	opts                       protocol.Connect // input goroutine; credentials cleared
+	fixed                      bool             // input goroutine: a CONNECT set the modes (a second one must not change them)
+	echo                       bool             // input goroutine
+	crcOut, headersOut, strict atomic.Bool
+}
+
+// connLogin is who authenticated and a password check's answer.
+type connLogin struct {
+	perms       *access.Identity // input goroutine: who authenticated (never nil once ready)
+	preAuthUsed int              // input goroutine: bytes parsed before authentication
+	pending     *authResult      // under client.mu: a finished off-loop check (state auth_checked)
+}
 
 var (
 	okLine   = []byte("+OK\r\n")
@@ -81,7 +99,7 @@ func (c *client) queueCheck(o protocol.Connect) error {
 			r = authResult{busy: true}
 		}
 		c.mu.Lock()
-		c.pendingAuth = &r
+		c.login.pending = &r
 		c.mu.Unlock()
 		c.state.to(stateAuthChecked) // fails only when closing: then r is never applied
 		if ch != nil {
@@ -119,7 +137,7 @@ func (c *client) resumeConnect() bool {
 		return true
 	}
 	c.mu.Lock()
-	r := c.pendingAuth
+	r := c.login.pending
 	c.mu.Unlock()
 	if r == nil {
 		return false // set before the state moved; never seen
@@ -129,7 +147,7 @@ func (c *client) resumeConnect() bool {
 	// between once answered a bad password with auth_timeout).
 	c.finishAuth(*r)
 	c.mu.Lock()
-	c.pendingAuth = nil
+	c.login.pending = nil
 	c.mu.Unlock()
 	return !c.isClosing()
 }
@@ -145,7 +163,7 @@ func (c *client) finishAuth(r authResult) {
 		c.fail(protocol.CodeAuthViolation, "bad credentials")
 		return
 	}
-	c.perms = r.perms
+	c.login.perms = r.perms
 	c.bindLeases()
 	if _, ok := c.state.to(stateReady); !ok {
 		return // closing meanwhile
@@ -165,17 +183,17 @@ func (c *client) checkStarted() { c.state.to(stateAuthChecking) }
 // applyConnect sets the connection's modes from an accepted CONNECT.
 func (c *client) applyConnect(o protocol.Connect) {
 	o.AuthToken, o.Pass = "", ""
-	if c.connected {
+	if c.modes.fixed {
 		// SPEC.md 3: a second CONNECT must not change the modes.
-		o.Fibril, o.CRC, o.Confirm = c.opts.Fibril, c.opts.CRC, c.opts.Confirm
+		o.Fibril, o.CRC, o.Confirm = c.modes.opts.Fibril, c.modes.opts.CRC, c.modes.opts.Confirm
 	}
-	c.opts = o
-	c.connected = true
+	c.modes.opts = o
+	c.modes.fixed = true
 	c.setMeta(o)
-	c.echo = o.EchoOn()
-	c.strict.Store(o.Fibril >= 1)
-	c.crcOut.Store(o.CRC)
-	c.headersOut.Store(o.Headers)
+	c.modes.echo = o.EchoOn()
+	c.modes.strict.Store(o.Fibril >= 1)
+	c.modes.crcOut.Store(o.CRC)
+	c.modes.headersOut.Store(o.Headers)
 	c.setParserCRC(o.CRC)
 	if o.Name != "" {
 		c.log = c.log.With("name", o.Name)
@@ -184,12 +202,12 @@ func (c *client) applyConnect(o protocol.Connect) {
 }
 
 // confirming reports whether PUB/HPUB get a confirm answer.
-func (c *client) confirming() bool { return c.opts.Confirms() }
+func (c *client) confirming() bool { return c.modes.opts.Confirms() }
 
 // ok answers a successful command: +OK in strict or verbose mode, nothing
 // otherwise.
 func (c *client) ok() {
-	if c.opts.Fibril >= 1 || c.opts.Verbose {
+	if c.modes.opts.Fibril >= 1 || c.modes.opts.Verbose {
 		c.answerNow(okLine)
 	}
 }

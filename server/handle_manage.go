@@ -26,7 +26,7 @@ func (c *client) handleManage(cmd *protocol.Command) {
 	js := append([]byte(nil), cmd.JSON...)
 	slot := c.reserve()
 	b := c.srv.durable.b
-	id := c.perms
+	id := c.login.perms
 	run := func() {
 		v, err := manage(b, id, op, name, group, js)
 		if err != nil {

@@ -86,7 +86,7 @@ func (c *client) fanOut(m *pubMsg) int {
 // deliverPlain writes m to s's connection. It reports whether it did.
 func (c *client) deliverPlain(s *subscription, m *pubMsg) bool {
 	to := s.c
-	if to == c && !c.echo {
+	if to == c && !c.modes.echo {
 		return false
 	}
 	if limit := s.max.Load(); limit > 0 {
@@ -98,7 +98,7 @@ func (c *client) deliverPlain(s *subscription, m *pubMsg) bool {
 			defer to.removeSub(s)
 		}
 	}
-	c.frameBuf = appendMsg(c.frameBuf[:0], m, s.sid, to.crcOut.Load(), to.headersOut.Load() || m.hdrLen == 0)
+	c.frameBuf = appendMsg(c.frameBuf[:0], m, s.sid, to.modes.crcOut.Load(), to.modes.headersOut.Load() || m.hdrLen == 0)
 	ok, over := to.queueDeliveryMark(c.frameBuf)
 	if !ok {
 		return false
@@ -149,7 +149,7 @@ func (c *client) queueDeliveryMark(frame []byte) (ok, overMark bool) {
 		return false, false
 	}
 	if c.pendingLocked()+len(frame) > c.srv.opts.MaxPending {
-		c.dropped++
+		c.wr.dropped++
 		c.mu.Unlock()
 		c.slowConsumer(c.overReason())
 		return false, false

@@ -44,8 +44,8 @@ func (c *client) releaseTo(next connState) bool {
 	subs := c.subs
 	c.subs = nil
 	c.answers.closeLocked()
-	c.writeAcks = nil
-	c.out.release(&c.srv.outBufs)
+	c.wr.writeAcks = nil
+	c.wr.out.release(&c.srv.outBufs)
 	c.mu.Unlock()
 	c.answers.mu.Unlock()
 	c.cancel()

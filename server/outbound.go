@@ -24,11 +24,39 @@ package server
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
 )
+
+// writeSide is a connection's output not yet on its socket and what bounds
+// it. Fields are under client.mu unless marked.
+type writeSide struct {
+	out         chunks // the outbox: queued bytes not yet handed to tr (outbuf.go)
+	wakePending bool   // a wake is requested or the owner is flushing
+	outHigh     int    // bytes the transport still holds (owner reports)
+	dropped     uint64 // plain deliveries dropped past MaxPending
+	// taken: bytes of the output stream handed to the transport so far;
+	// onSocket: of those, known to be on the socket; progressAt: unix
+	// nanos since which the socket has taken nothing while output waited.
+	taken, onSocket uint64
+	progressAt      int64
+	pollReserved    int        // room reserved under MaxPending by POLLs in progress
+	writeAcks       []writeAck // deliveries to ack once on the socket
+
+	// Any goroutine. stalled: parsing waits for output to drain; outBusy:
+	// the transport held output at the last write (the ticker wakes such
+	// connections to check the write deadline); drainArmed, drainBackoff:
+	// the drain poll.
+	stalled, outBusy, drainArmed atomic.Bool
+	drainBackoff                 atomic.Int64
+
+	// Owner goroutine only: scratch of the gnet owner's flush
+	// (conn_gnet.go).
+	flushBufs, iov [][]byte
+}
 
 // writeAck is a delivery to settle once the output stream's first end bytes
 // are on the socket.
@@ -68,10 +96,10 @@ func (c *client) wouldPassPending(n int) bool {
 func (c *client) reservePoll(n int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.pollReserved > 0 && c.pendingLocked()+c.pollReserved+n > c.srv.opts.MaxPending {
+	if c.wr.pollReserved > 0 && c.pendingLocked()+c.wr.pollReserved+n > c.srv.opts.MaxPending {
 		return false
 	}
-	c.pollReserved += n
+	c.wr.pollReserved += n
 	return true
 }
 
@@ -79,7 +107,7 @@ func (c *client) reservePoll(n int) bool {
 // and now counts as held output, or it failed).
 func (c *client) unreservePoll(n int) {
 	c.mu.Lock()
-	c.pollReserved -= n
+	c.wr.pollReserved -= n
 	c.mu.Unlock()
 }
 
@@ -120,7 +148,7 @@ func (c *client) overReason() string {
 // addWriteAckLocked remembers h to settle once the output stream up to the
 // current end of the outbox is on the socket. c.mu held.
 func (c *client) addWriteAckLocked(h broker.Handle) {
-	c.writeAcks = append(c.writeAcks, writeAck{end: c.taken + uint64(c.out.n), h: h})
+	c.wr.writeAcks = append(c.wr.writeAcks, writeAck{end: c.wr.taken + uint64(c.wr.out.n), h: h})
 }
 
 // afterWrite is called by the owner after handing output to the
@@ -131,30 +159,30 @@ func (c *client) addWriteAckLocked(h broker.Handle) {
 func (c *client) afterWrite(transportPending int, now time.Time) (settle []broker.Handle, stuck bool) {
 	ns := now.UnixNano()
 	c.mu.Lock()
-	onSocket := c.taken - uint64(transportPending)
-	moved := onSocket > c.onSocket
+	onSocket := c.wr.taken - uint64(transportPending)
+	moved := onSocket > c.wr.onSocket
 	switch {
-	case transportPending == 0, c.outHigh == 0, onSocket > c.onSocket:
+	case transportPending == 0, c.wr.outHigh == 0, onSocket > c.wr.onSocket:
 		// Empty, newly waiting, or moving: the deadline counts from now.
-		c.progressAt = ns
-	case ns-c.progressAt > int64(c.srv.opts.WriteDeadline):
+		c.wr.progressAt = ns
+	case ns-c.wr.progressAt > int64(c.srv.opts.WriteDeadline):
 		stuck = true
 	}
-	c.onSocket = onSocket
-	c.outHigh = transportPending
+	c.wr.onSocket = onSocket
+	c.wr.outHigh = transportPending
 	n := 0
-	for n < len(c.writeAcks) && c.writeAcks[n].end <= onSocket {
-		settle = append(settle, c.writeAcks[n].h)
+	for n < len(c.wr.writeAcks) && c.wr.writeAcks[n].end <= onSocket {
+		settle = append(settle, c.wr.writeAcks[n].h)
 		n++
 	}
 	if n > 0 {
-		c.writeAcks = append(c.writeAcks[:0], c.writeAcks[n:]...)
+		c.wr.writeAcks = append(c.wr.writeAcks[:0], c.wr.writeAcks[n:]...)
 	}
 	// Deliveries to settle once on the socket, or output left in the
 	// outbox past the transport's window, wait for the socket to take
 	// more: nothing else would wake the owner for them.
-	waiting := (len(c.writeAcks) > 0 || c.out.n > 0 && transportPending > 0) && !c.isClosing()
-	c.outBusy.Store(transportPending > 0)
+	waiting := (len(c.wr.writeAcks) > 0 || c.wr.out.n > 0 && transportPending > 0) && !c.isClosing()
+	c.wr.outBusy.Store(transportPending > 0)
 	c.mu.Unlock()
 	if waiting {
 		c.armDrainPoll(moved || n > 0)
@@ -166,18 +194,18 @@ func (c *client) afterWrite(transportPending int, now time.Time) (settle []broke
 // deliveries that wait on the socket; progress resets its back-off.
 func (c *client) armDrainPoll(progress bool) {
 	if progress {
-		c.drainBackoff.Store(int64(drainPollMin))
+		c.wr.drainBackoff.Store(int64(drainPollMin))
 	}
-	if !c.drainArmed.CompareAndSwap(false, true) {
+	if !c.wr.drainArmed.CompareAndSwap(false, true) {
 		return
 	}
-	d := time.Duration(c.drainBackoff.Load())
+	d := time.Duration(c.wr.drainBackoff.Load())
 	if d < drainPollMin {
 		d = drainPollMin
 	}
-	c.drainBackoff.Store(int64(min(2*d, drainPollMax)))
+	c.wr.drainBackoff.Store(int64(min(2*d, drainPollMax)))
 	time.AfterFunc(d, func() {
-		c.drainArmed.Store(false)
+		c.wr.drainArmed.Store(false)
 		c.tr.wake()
 	})
 }

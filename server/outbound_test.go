@@ -238,11 +238,11 @@ func TestAckOnWriteWaitsForTheSocket(t *testing.T) {
 	var sizes []int
 	for i := 1; i <= 3; i++ {
 		d := broker.Delivery{Handle: h(i), Subject: "t", Data: []byte(strings.Repeat("x", 100*i))}
-		before := c.out.n
+		before := c.wr.out.n
 		if !c.queueDurable(&d, "1", false, false, true, nil) {
 			t.Fatal("queueDurable refused")
 		}
-		sizes = append(sizes, c.out.n-before)
+		sizes = append(sizes, c.wr.out.n-before)
 	}
 	_, total, _ := c.takeOut(nil, 1<<30)
 	now := time.Now()
@@ -311,8 +311,8 @@ func TestStalledOutputIsHeldOnce(t *testing.T) {
 		defer s.mu.Unlock()
 		for _, c := range s.clients {
 			c.mu.Lock()
-			transport, outbox, capacity = c.outHigh, c.out.n, 0
-			for _, b := range c.out.bufs {
+			transport, outbox, capacity = c.wr.outHigh, c.wr.out.n, 0
+			for _, b := range c.wr.out.bufs {
 				capacity += cap(b)
 			}
 			c.mu.Unlock()
