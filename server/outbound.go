@@ -147,8 +147,44 @@ func (c *client) overReason() string {
 
 // addWriteAckLocked remembers h to settle once the output stream up to the
 // current end of the outbox is on the socket. c.mu held.
-func (c *client) addWriteAckLocked(h broker.Handle) {
-	c.wr.writeAcks = append(c.wr.writeAcks, writeAck{end: c.wr.taken + uint64(c.wr.out.n), h: h})
+func (c *client) addWriteAckLocked(h broker.Handle) { c.wr.addWriteAck(h) }
+
+// addWriteAck remembers h to settle once the output stream up to the
+// current end of the outbox is on the socket.
+func (w *writeSide) addWriteAck(h broker.Handle) {
+	w.writeAcks = append(w.writeAcks, writeAck{end: w.taken + uint64(w.out.n), h: h})
+}
+
+// wrote records that the transport still holds transportPending of the
+// bytes taken so far, at ns (unix nanos). It returns the ack-on-write
+// deliveries now on the socket (in order, removed from writeAcks), whether
+// the socket has taken nothing for longer than deadline while output
+// waited (stuck), whether it took anything since the last call or settled
+// acks (progress: the drain poll's back-off restarts), and whether acks
+// or output are left waiting for the socket to take more (waiting: nothing
+// else would wake the owner for them; never when closing).
+func (w *writeSide) wrote(transportPending int, ns, deadline int64, closing bool) (settle []broker.Handle, stuck, progress, waiting bool) {
+	onSocket := w.taken - uint64(transportPending)
+	moved := onSocket > w.onSocket
+	switch {
+	case transportPending == 0, w.outHigh == 0, moved:
+		// Empty, newly waiting, or moving: the deadline counts from now.
+		w.progressAt = ns
+	case ns-w.progressAt > deadline:
+		stuck = true
+	}
+	w.onSocket = onSocket
+	w.outHigh = transportPending
+	n := 0
+	for n < len(w.writeAcks) && w.writeAcks[n].end <= onSocket {
+		settle = append(settle, w.writeAcks[n].h)
+		n++
+	}
+	if n > 0 {
+		w.writeAcks = append(w.writeAcks[:0], w.writeAcks[n:]...)
+	}
+	waiting = (len(w.writeAcks) > 0 || w.out.n > 0 && transportPending > 0) && !closing
+	return settle, stuck, moved || n > 0, waiting
 }
 
 // afterWrite is called by the owner after handing output to the
@@ -157,35 +193,12 @@ func (c *client) addWriteAckLocked(h broker.Handle) {
 // order) and whether the socket has taken nothing for WriteDeadline while
 // output waited (the caller cuts the connection).
 func (c *client) afterWrite(transportPending int, now time.Time) (settle []broker.Handle, stuck bool) {
-	ns := now.UnixNano()
 	c.mu.Lock()
-	onSocket := c.wr.taken - uint64(transportPending)
-	moved := onSocket > c.wr.onSocket
-	switch {
-	case transportPending == 0, c.wr.outHigh == 0, onSocket > c.wr.onSocket:
-		// Empty, newly waiting, or moving: the deadline counts from now.
-		c.wr.progressAt = ns
-	case ns-c.wr.progressAt > int64(c.srv.opts.WriteDeadline):
-		stuck = true
-	}
-	c.wr.onSocket = onSocket
-	c.wr.outHigh = transportPending
-	n := 0
-	for n < len(c.wr.writeAcks) && c.wr.writeAcks[n].end <= onSocket {
-		settle = append(settle, c.wr.writeAcks[n].h)
-		n++
-	}
-	if n > 0 {
-		c.wr.writeAcks = append(c.wr.writeAcks[:0], c.wr.writeAcks[n:]...)
-	}
-	// Deliveries to settle once on the socket, or output left in the
-	// outbox past the transport's window, wait for the socket to take
-	// more: nothing else would wake the owner for them.
-	waiting := (len(c.wr.writeAcks) > 0 || c.wr.out.n > 0 && transportPending > 0) && !c.isClosing()
+	settle, stuck, progress, waiting := c.wr.wrote(transportPending, now.UnixNano(), int64(c.srv.opts.WriteDeadline), c.isClosing())
 	c.wr.outBusy.Store(transportPending > 0)
 	c.mu.Unlock()
 	if waiting {
-		c.armDrainPoll(moved || n > 0)
+		c.armDrainPoll(progress)
 	}
 	return settle, stuck
 }
