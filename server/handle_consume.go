@@ -114,6 +114,15 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 	reserved := false
 	var run laneFunc
 	run = func(onLane bool) {
+		if c.isClosing() {
+			// Cut: a poll now would lease messages only to nack them,
+			// spending one of their deliveries each time (pipelined POLLs
+			// dead-lettered messages no consumer saw).
+			if reserved {
+				c.unreservePoll(budget)
+			}
+			return
+		}
 		if !reserved {
 			if !c.reservePoll(budget) {
 				if !onLane {

@@ -115,19 +115,25 @@ func (c *client) unreservePoll(n int) {
 const pollRoomCheck = 5 * time.Millisecond
 
 // waitPollRoom waits (on the lane) until reservePoll grants n bytes; it
-// reports false when the connection closes first. A client that never
-// reads is cut by the write deadline, which ends the wait.
+// reports false when the connection is closing first (closing drops the
+// held answers, so room may appear then). A client that never reads is
+// cut by the write deadline, which ends the wait.
 func (c *client) waitPollRoom(n int) bool {
 	t := time.NewTicker(pollRoomCheck)
 	defer t.Stop()
-	for !c.reservePoll(n) {
+	for {
+		if c.isClosing() {
+			return false
+		}
+		if c.reservePoll(n) {
+			return true
+		}
 		select {
 		case <-c.ctx.Done():
 			return false
 		case <-t.C:
 		}
 	}
-	return true
 }
 
 // slowConsumer cuts the connection: logged with the reason, told with
