@@ -1,8 +1,8 @@
 package server
 
-// A connection's life (SPEC.md "CONNECT", "Security", section 7 on fatal
-// errors) is one state, changed only by client.to, along the arrows of
-// legalNext:
+// A connection's life (SPEC.md 3: authentication before anything, the auth
+// timeout and auth_busy; 7.8 and 13: a fatal -ERR, then the close) is one
+// state, changed only by lifecycle.to, along the arrows of legalNext:
 //
 //	await_connect → ready                       (no check, or a remembered answer)
 //	await_connect → auth_queued → auth_checking → auth_checked → ready
@@ -10,7 +10,7 @@ package server
 //	any earlier state → closing → released → closed (each may be skipped)
 //
 // A connection without authentication starts ready (commands before
-// CONNECT are served, as in NATS); with it, it starts awaitConnect and a
+// CONNECT are served, as in NATS); with it, it starts await_connect and a
 // CONNECT whose password must be checked off the event loop passes through
 // the three auth states (authqueue.go). closing, released and closed may be
 // reached from any earlier state, skipping those between: closeWith enters
