@@ -80,3 +80,46 @@ func TestConnStateRaces(t *testing.T) {
 		}
 	}
 }
+
+// TestTeardownReleasesOnce drives the closing side on a connection with a
+// plain subscription: teardown alone (the socket went away) gives the
+// subscription back and forgets the connection; release first (a
+// lingering close) gives it back at once, and the teardown that follows
+// only forgets; a second teardown does nothing.
+func TestTeardownReleasesOnce(t *testing.T) {
+	for _, linger := range []bool{false, true} {
+		s, err := New(testOptions(t, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, refuse := s.admit(&nullTransport{})
+		if c == nil {
+			t.Fatalf("admit: %q", refuse)
+		}
+		c.feed([]byte("CONNECT {}\r\nSUB a.b 1\r\n"))
+		if n := len(s.subs.match("a.b", nil)); n != 1 {
+			t.Fatalf("linger %v: %d subscriptions match, want 1", linger, n)
+		}
+		if linger {
+			c.closeWith("test", nil)
+			c.release()
+			if n := len(s.subs.match("a.b", nil)); n != 0 || c.state.load() != stateReleased {
+				t.Fatalf("after release: %d subscriptions, state %v", n, c.state.load())
+			}
+			if _, ok := s.clients[c.id]; !ok {
+				t.Fatal("released connection forgotten before its teardown")
+			}
+		}
+		c.teardown()
+		c.teardown()
+		if n := len(s.subs.match("a.b", nil)); n != 0 || c.state.load() != stateClosed {
+			t.Fatalf("linger %v: after teardown %d subscriptions, state %v", linger, n, c.state.load())
+		}
+		if _, ok := s.clients[c.id]; ok {
+			t.Fatalf("linger %v: torn-down connection still listed", linger)
+		}
+		if _, ok := s.closed.get(c.id); !ok {
+			t.Fatalf("linger %v: no record of the closed connection", linger)
+		}
+	}
+}
