@@ -172,17 +172,11 @@ func ParsePollDone(text []byte) (int, error) {
 // the same struct), so the server decodes it once and converts for free.
 type TopicConfig = wire.TopicConfig
 
-// GroupConfig is the optional JSON of GROUP CREATE.
-type GroupConfig struct {
-	Start         string `json:"start,omitempty"` // earliest | new
-	LeaseMillis   int64  `json:"lease_ms,omitempty"`
-	MaxDeliveries int    `json:"max_deliveries,omitempty"`
-	DeadLetter    string `json:"dead_letter,omitempty"`
-	// NATSAck says how deliveries to NATS-mode connections are settled:
-	// "auto" (when written, at most once) or "explicit" (leased; settled by
-	// publishing to the handle).
-	NATSAck string `json:"nats_ack,omitempty"`
-}
+// GroupConfig is the optional JSON of GROUP CREATE and the "config" of
+// GROUP INFO: the one schema wire.GroupConfig, shared with the engine
+// (broker.GroupConfig is the same struct), so the server decodes it once
+// and converts for free.
+type GroupConfig = wire.GroupConfig
 
 // DecodeStrict decodes one management JSON argument into v (a *TopicConfig
 // or *GroupConfig), refusing unknown fields and trailing data. Empty js

@@ -76,7 +76,7 @@ func TestDecodeStrict(t *testing.T) {
 	}
 	var gc GroupConfig
 	if err := DecodeStrict([]byte(`{"lease_ms":5000,"max_deliveries":2,"start":"new","dead_letter":"x","nats_ack":"explicit"}`), &gc); err != nil ||
-		gc.LeaseMillis != 5000 || gc.MaxDeliveries != 2 || gc.Start != "new" || gc.DeadLetter != "x" || gc.NATSAck != "explicit" {
+		gc.LeaseMs != 5000 || gc.MaxDeliveries != 2 || gc.Start != "new" || gc.DeadLetter != "x" || gc.NATSAck != "explicit" {
 		t.Fatalf("DecodeStrict group = %+v, %v", gc, err)
 	}
 	for _, bad := range []string{`{"partitions":"4"}`, `{"nope":1}`, `{} {}`, `[`} {

@@ -22,7 +22,7 @@ import (
 func backlogTopic(t *testing.T, c *fibril.Conn, n int) string {
 	t.Helper()
 	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{Partitions: 1})
-	if _, err := c.CreateGroup(testCtx(t), topic, "g", fibril.GroupConfig{LeaseMillis: 600_000}); err != nil {
+	if _, err := c.CreateGroup(testCtx(t), topic, "g", fibril.GroupConfig{LeaseMs: 600_000}); err != nil {
 		t.Fatal(err)
 	}
 	publishN(t, c, topic, n)

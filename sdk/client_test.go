@@ -187,7 +187,7 @@ func TestNackRedeliveryAndStaleHandle(t *testing.T) {
 	ctx := testCtx(t)
 	c := connect(t, "")
 	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{})
-	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMillis: 200}); err != nil {
+	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMs: 200}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Publish(ctx, topic, []byte("x")); err != nil {
@@ -295,7 +295,7 @@ func TestMessagesIteratorBreakHandsBack(t *testing.T) {
 	ctx := testCtx(t)
 	c := connect(t, "")
 	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{})
-	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMillis: 60000}); err != nil {
+	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMs: 60000}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
@@ -335,7 +335,7 @@ func TestFetchCancelHandsBack(t *testing.T) {
 	ctx := testCtx(t)
 	c := connect(t, "")
 	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{})
-	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMillis: 60000}); err != nil {
+	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMs: 60000}); err != nil {
 		t.Fatal(err)
 	}
 	// a long poll on c that gives up before the message arrives
@@ -476,7 +476,7 @@ func TestConsumeAutoExtend(t *testing.T) {
 	ctx := testCtx(t)
 	c := connect(t, "")
 	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{})
-	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMillis: 300}); err != nil {
+	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMs: 300}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Publish(ctx, topic, []byte("long job")); err != nil {

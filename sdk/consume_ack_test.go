@@ -21,7 +21,7 @@ func TestConsumeAckFailureReachesErrorHandler(t *testing.T) {
 	ctx := testCtx(t)
 	c := connect(t, "")
 	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{})
-	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMillis: 1000}); err != nil {
+	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMs: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Publish(ctx, topic, []byte("x")); err != nil {
@@ -88,7 +88,7 @@ func TestConsumeBatchedAckReportsEachFailure(t *testing.T) {
 	c := connect(t, "")
 	admin := connect(t, "")
 	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{})
-	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMillis: 1000}); err != nil {
+	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMs: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	publishN(t, c, topic, 3)
@@ -153,7 +153,7 @@ func TestConsumeAcksBeforeTheNextSlowHandler(t *testing.T) {
 	c := connect(t, "")
 	admin := connect(t, "")
 	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{Partitions: 1})
-	if _, err := c.CreateGroup(testCtx(t), topic, "g", fibril.GroupConfig{LeaseMillis: 600_000}); err != nil {
+	if _, err := c.CreateGroup(testCtx(t), topic, "g", fibril.GroupConfig{LeaseMs: 600_000}); err != nil {
 		t.Fatal(err)
 	}
 	publishN(t, c, topic, 2)

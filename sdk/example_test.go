@@ -30,7 +30,7 @@ func Example() {
 	if _, err := c.CreateTopic(ctx, orders, fibril.TopicConfig{Partitions: 1, Durability: "sync"}); err != nil {
 		log.Fatal(err)
 	}
-	if _, err := c.CreateGroup(ctx, orders, "billing", fibril.GroupConfig{LeaseMillis: 30000, MaxDeliveries: 5}); err != nil {
+	if _, err := c.CreateGroup(ctx, orders, "billing", fibril.GroupConfig{LeaseMs: 30000, MaxDeliveries: 5}); err != nil {
 		log.Fatal(err)
 	}
 

@@ -265,7 +265,7 @@ func TestFetcherAcrossReconnect(t *testing.T) {
 	ctx := testCtx(t)
 	c := connect(t, "fibril://"+srv.Addr)
 	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{Durability: "sync"})
-	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMillis: 1000}); err != nil {
+	if _, err := c.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMs: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	publishN(t, c, topic, 3)

@@ -279,7 +279,7 @@ func TestCorruptDeliveryIsNeverData(t *testing.T) {
 	ctx := testCtx(t)
 	direct := connect(t, "fibril://"+srv.Addr)
 	topic := mustTopic(t, direct, topicName(t), fibril.TopicConfig{})
-	if _, err := direct.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMillis: 60000, MaxDeliveries: 10}); err != nil {
+	if _, err := direct.CreateGroup(ctx, topic, "g", fibril.GroupConfig{LeaseMs: 60000, MaxDeliveries: 10}); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"fine-1", "CORRUPT-ME", "fine-2"} {

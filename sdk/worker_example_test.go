@@ -140,7 +140,7 @@ func TestWorkerExampleSIGTERMWithBacklogExitsAtOnce(t *testing.T) {
 	const total = 200
 	c := connect(t, "")
 	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{Partitions: 1})
-	if _, err := c.CreateGroup(testCtx(t), topic, "workers", fibril.GroupConfig{LeaseMillis: 600_000}); err != nil {
+	if _, err := c.CreateGroup(testCtx(t), topic, "workers", fibril.GroupConfig{LeaseMs: 600_000}); err != nil {
 		t.Fatal(err)
 	}
 	out := make([]fibril.OutMsg, total)

@@ -13,7 +13,8 @@ package server
 // so two completions racing each other still reach the outbox in command
 // order; nothing takes answerQueue.mu while holding client.mu. Closing the
 // connection (closeWith, release) takes both and closes the queue with the
-// outbox, so the queue's closed flag and client.closing always agree.
+// outbox, so the queue's closed flag and the client's closing state
+// (conn_state.go) always agree.
 
 import (
 	"sync"

@@ -58,10 +58,10 @@ func (s *Server) authenticate(o *protocol.Connect) (*access.Identity, string, bo
 
 // principal is this connection's identity in lease records.
 func (c *client) principal() broker.Principal {
-	if c.perms == nil {
+	if c.login.perms == nil {
 		return broker.Principal(access.PrincipalUnrestricted)
 	}
-	return broker.Principal(c.perms.Principal)
+	return broker.Principal(c.login.perms.Principal)
 }
 
 // bindLeases binds the leases this connection takes to its identity, so
@@ -84,10 +84,10 @@ func (c *client) bindLeases() {
 
 // canPublish reports whether this connection may publish to subject.
 func (c *client) canPublish(subject string) bool {
-	return c.perms.Publish(subject) == nil
+	return c.login.perms.Publish(subject) == nil
 }
 
 // canConsume reports whether this connection may subscribe with filter.
 func (c *client) canConsume(filter string) bool {
-	return c.perms.Subscribe(filter) == nil
+	return c.login.perms.Subscribe(filter) == nil
 }

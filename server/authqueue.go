@@ -33,7 +33,6 @@ import (
 	"net"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
@@ -47,9 +46,9 @@ type authJob struct {
 	// gone reports that the requester left (its connection closed, its
 	// HTTP request ended): the check is dropped, never computed.
 	gone func() bool
-	// running, when set, is true while the check is computed (a
-	// CONNECT's auth timeout waits for such a check's answer).
-	running *atomic.Bool
+	// started, when set, is called when the check starts being computed
+	// (a CONNECT's auth timeout waits for such a check's answer).
+	started func()
 	done    func(authResult, bool) // bool: false when shed or dropped
 }
 
@@ -358,13 +357,10 @@ func (q *authQueue) worker() {
 		}
 		// Running, the check is no longer queued: the auth timeout waits
 		// for its answer (bounded by one hash's cost). Queued, it did not.
-		if j.running != nil {
-			j.running.Store(true)
+		if j.started != nil {
+			j.started()
 		}
 		if j.gone() {
-			if j.running != nil {
-				j.running.Store(false)
-			}
 			q.s.stats.authDropped.Add(1)
 			j.done(authResult{}, false) // nothing computed for a closed socket
 			continue
@@ -378,8 +374,5 @@ func (q *authQueue) worker() {
 			q.trust(j.src)
 		}
 		j.done(authResult{o: j.o, perms: perms, user: user, ok: ok}, true)
-		if j.running != nil {
-			j.running.Store(false)
-		}
 	}
 }

@@ -42,7 +42,7 @@ func (q *authQueue) owe(d time.Duration) {
 
 // connectFrom dials s from the loopback address src (127.0.0.x) and sends
 // a CONNECT with the given password.
-func connectFrom(t *testing.T, s *Server, src, pass string) *wire {
+func connectFrom(t *testing.T, s *Server, src, pass string) *wireConn {
 	t.Helper()
 	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
 	nc, err := d.Dial("tcp", s.Addr().String())
@@ -50,7 +50,7 @@ func connectFrom(t *testing.T, s *Server, src, pass string) *wire {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	w := &wire{t: t, nc: nc, r: bufio.NewReaderSize(nc, 1<<16)}
+	w := &wireConn{t: t, nc: nc, r: bufio.NewReaderSize(nc, 1<<16)}
 	w.send(`CONNECT {"fibril":1,"user":"app","pass":"` + pass + `"}` + "\r\n")
 	w.expect(`^INFO `)
 	return w
@@ -105,7 +105,7 @@ func TestAuthQueueFairToOtherSources(t *testing.T) {
 		o.AuthTimeout = 10 * time.Second
 	})
 	s.auth.owe(time.Second)
-	flood := make([]*wire, 0, 4)
+	flood := make([]*wireConn, 0, 4)
 	for range 4 {
 		flood = append(flood, connectFrom(t, s, "127.0.0.2", "wrong"))
 	}
@@ -132,7 +132,7 @@ func TestAuthTimeoutNotSuspendedWhileQueued(t *testing.T) {
 	first.expect(`^-ERR 'Authorization Violation'$`)
 	s.auth.owe(3 * time.Second)
 	start := time.Now()
-	var ws []*wire
+	var ws []*wireConn
 	for _, src := range []string{"127.0.0.3", "127.0.0.4", "127.0.0.5"} {
 		ws = append(ws, connectFrom(t, s, src, "pw"))
 	}

@@ -3,12 +3,11 @@ package server
 import (
 	"context"
 	"log/slog"
-
-	"github.com/fibrilmq/fibril/protocol"
-	"github.com/fibrilmq/fibril/server/access"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fibrilmq/fibril/protocol"
 )
 
 // transport is what a client needs from the connection under it: the gnet
@@ -26,13 +25,18 @@ type transport interface {
 	isTLS() bool
 }
 
-// client is the state of one connection, whichever transport carries it.
+// client is the state of one connection, whichever transport carries it,
+// built from owned parts, each declared next to the code that owns it:
+// the lifecycle (conn_state.go), the modes CONNECT set and the login
+// (handle_connect.go), liveness (heartbeat.go), the lane (lane.go), a
+// publisher's stall (stall.go), the write side (outbound.go), the answer
+// queue (answers.go) and the traffic counters (conns.go).
 //
-// Fields in the first block belong to the input goroutine (the gnet event
-// loop owning the connection, or the TLS reader) and are touched only there.
-// Fields under mu may be touched from anywhere; mu is a leaf lock: nothing
-// else is locked while it is held. The answer queue (answers) has its own
-// lock, always taken before mu (answers.go).
+// Each part says which goroutine may touch each of its fields: the input
+// goroutine (the gnet event loop owning the connection, or the TLS
+// reader), any goroutine (atomics), or any goroutine under mu. mu is a
+// leaf lock: nothing else is locked while it is held. The answer queue has
+// its own lock, always taken before mu (answers.go).
 type client struct {
 	srv *Server
 	id  uint64
@@ -43,91 +47,45 @@ type client struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	state lifecycle // where the connection is in its life
+	modes connModes // what CONNECT set
+	login connLogin // who authenticated, and the password check's answer
+	live  liveness  // input and PING times for the heartbeat
+
 	// Input goroutine only.
-	connected   bool
-	opts        protocol.Connect
-	parser      *protocol.Parser
-	echo        bool
-	perms       *access.Identity // who authenticated (never nil once authed)
-	preAuthUsed int
-	matchBuf    []*subscription // scratch for fan-out matches
-	frameBuf    []byte          // scratch for encoding one frame
-	// flushBufs, iov: scratch of the gnet owner's flush (conn_gnet.go).
-	flushBufs [][]byte
-	iov       [][]byte
+	parser   *protocol.Parser
+	matchBuf []*subscription // scratch for fan-out matches
+	frameBuf []byte          // scratch for encoding one frame
 
-	// Read from any goroutine once set at CONNECT (before any delivery can
-	// be routed to this client, since subscriptions come later).
-	crcOut     atomic.Bool
-	headersOut atomic.Bool
-	strict     atomic.Bool
+	lane  laneState      // durable commands queued off the input goroutine
+	stall publisherStall // a slow plain subscriber this publisher waits for
 
-	authed atomic.Bool
-	paused atomic.Bool // parsing waits for pendingAuth
-	// laneStall: parsing waits for the lane to drain (an unconfirmed
-	// publish found it over its bound; see serialOrStall).
-	laneStall atomic.Bool
-	// stallFor: parsing waits for this plain subscriber to drain (stall.go);
-	// stallSince is when the wait began (unix nanos).
-	stallFor   atomic.Pointer[client]
-	stallSince atomic.Int64
-	// checkRunning: this CONNECT's password check is being computed (not
-	// merely queued); the auth timeout waits for its answer.
-	checkRunning atomic.Bool
-	stalled      atomic.Bool // parsing waits for output to drain
-	created      time.Time
-	lastIn       atomic.Int64 // unix nanos of the last input
-	lastPing     atomic.Int64 // unix nanos of the last server PING
-	pingsOut     atomic.Int32
 	// lingerUntil: unix nanos when a lingering close ends (linger.go); 0
 	// while the connection is not half-closed.
 	lingerUntil atomic.Int64
+	leasesGone  atomic.Bool // releaseLeasesNow ran
 
-	mu          sync.Mutex
-	out         chunks // the outbox: queued bytes not yet handed to tr (outbuf.go)
-	wakePending bool   // a wake is requested or the owner is flushing
-	closing     bool   // no more output accepted; close after flush
-	closed      bool   // the socket is gone (teardown ran)
-	released    bool   // subscriptions and leases are given back (release ran)
-	subs        map[string]*subscription
-	laneBusy    bool       // the lane goroutine runs (see lane.go)
-	laneQ       []laneFunc // durable commands queued on the lane, in order
-	outHigh     int        // bytes the transport still holds (owner reports)
-	dropped     uint64
-	// taken: bytes of the output stream handed to the transport so far;
-	// onSocket: of those, known to be on the socket; progressAt: unix
-	// nanos since which the socket has taken nothing while output waited
-	// (outbound.go).
-	taken, onSocket uint64
-	pollReserved    int // room reserved under MaxPending by POLLs in progress
-	progressAt      int64
-	pendingAuth     *authResult // a finished off-loop password check
-	writeAcks       []writeAck  // deliveries to ack once on the socket
-	meta            connMeta    // set at CONNECT, for the admin listing
-
-	// outBusy: the transport held output at the last write (the ticker
-	// wakes such connections to check the write deadline); drainArmed,
-	// drainBackoff: the drain poll (outbound.go).
-	outBusy      atomic.Bool
-	leasesGone   atomic.Bool // releaseLeasesNow ran
-	drainArmed   atomic.Bool
-	drainBackoff atomic.Int64
+	mu   sync.Mutex
+	wr   writeSide                // output not yet on the socket, and its bounds
+	subs map[string]*subscription // under mu
+	meta connMeta                 // under mu: set at CONNECT, for the admin listing
 
 	// answers: the answer slots in command order and the publish window,
 	// under their own lock, taken before mu (answers.go).
 	answers answerQueue
 
-	// Traffic counters (conns.go), from any goroutine.
-	inMsgs, inBytes, outMsgs, outBytes atomic.Uint64
+	traffic traffic // messages and bytes in and out
 }
 
-func newClient(s *Server, id uint64, tr transport) *client {
+// newClient makes the state of a new connection: ready at once when
+// authRequired is false, else waiting for CONNECT.
+func newClient(s *Server, id uint64, tr transport, authRequired bool) *client {
 	c := &client{
-		srv:  s,
-		id:   id,
-		tr:   tr,
-		echo: true,
-		subs: make(map[string]*subscription),
+		srv:   s,
+		id:    id,
+		tr:    tr,
+		modes: connModes{echo: true},
+		subs:  make(map[string]*subscription),
 	}
 	c.parser = protocol.NewParser(protocol.ClientToServer, protocol.Limits{
 		MaxControlLine: s.opts.MaxControlLine,
@@ -135,8 +93,11 @@ func newClient(s *Server, id uint64, tr transport) *client {
 	})
 	c.log = s.log.With("cid", id, "remote", tr.remoteAddr())
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.created = time.Now()
-	c.lastIn.Store(c.created.UnixNano())
+	c.live.created = time.Now()
+	c.live.lastIn.Store(c.live.created.UnixNano())
+	if !authRequired {
+		c.state.v.Store(uint32(stateReady))
+	}
 	return c
 }
 
@@ -144,7 +105,7 @@ func newClient(s *Server, id uint64, tr transport) *client {
 // when the connection is closing. Safe from any goroutine; b is copied.
 func (c *client) queueOut(b []byte) bool {
 	c.mu.Lock()
-	if c.closing {
+	if c.isClosing() {
 		c.mu.Unlock()
 		return false
 	}
@@ -161,23 +122,23 @@ func (c *client) queueOut(b []byte) bool {
 
 // appendOutLocked copies b to the end of the outbox (c.mu held).
 func (c *client) appendOutLocked(b []byte) {
-	c.out.write(&c.srv.outBufs, b)
+	c.wr.out.write(&c.srv.outBufs, b)
 }
 
 // outboxLen is the bytes in the outbox. Safe from any goroutine.
 func (c *client) outboxLen() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.out.n
+	return c.wr.out.n
 }
 
 // markWakeLocked reports whether the caller must call tr.wake after
 // unlocking (a wake is not already pending).
 func (c *client) markWakeLocked() bool {
-	if c.wakePending {
+	if c.wr.wakePending {
 		return false
 	}
-	c.wakePending = true
+	c.wr.wakePending = true
 	return true
 }
 
@@ -185,7 +146,7 @@ func (c *client) markWakeLocked() bool {
 // socket: the outbox, answers waiting behind earlier ones, and what the
 // transport holds.
 func (c *client) pendingLocked() int {
-	return c.out.n + c.outHigh + int(c.answers.held.Load())
+	return c.wr.out.n + c.wr.outHigh + int(c.answers.held.Load())
 }
 
 // reserve takes the next slot in the answer order. Input goroutine only.
@@ -264,7 +225,7 @@ func (c *client) releaseLocked() bool {
 	for _, h := range head {
 		bytes += len(h.data) + h.own.n + len(h.tail)
 		c.appendOutLocked(h.data)
-		c.out.moveFrom(&h.own)
+		c.wr.out.moveFrom(&h.own)
 		h.data = nil
 		c.appendOutLocked(h.tail)
 		for _, ah := range h.tailAcks {
@@ -288,9 +249,9 @@ func (c *client) answerNow(data []byte) {
 // the answer for the ticker, which wakes stalled connections.
 func (c *client) outputOver(transportPending int) bool {
 	c.mu.Lock()
-	over := c.out.n+int(c.answers.held.Load())+transportPending > c.srv.opts.MaxPending
+	over := c.wr.out.n+int(c.answers.held.Load())+transportPending > c.srv.opts.MaxPending
 	c.mu.Unlock()
-	c.stalled.Store(over)
+	c.wr.stalled.Store(over)
 	return over
 }
 
@@ -298,7 +259,7 @@ func (c *client) outputOver(transportPending int) bool {
 // owner flushes right after, so answers queued meanwhile need no wake.
 func (c *client) beginInput() {
 	c.mu.Lock()
-	c.wakePending = true
+	c.wr.wakePending = true
 	c.mu.Unlock()
 }
 
@@ -316,11 +277,11 @@ func (c *client) beginInput() {
 // closed once the outbox is empty.
 func (c *client) takeOut(dst [][]byte, limit int) (out [][]byte, n int, closeAfter bool) {
 	c.mu.Lock()
-	out, n = c.out.takeUpTo(dst, limit)
+	out, n = c.wr.out.takeUpTo(dst, limit)
 	c.countOut(n)
-	c.taken += uint64(n)
-	c.wakePending = false
-	closeAfter = c.closing
+	c.wr.taken += uint64(n)
+	c.wr.wakePending = false
+	closeAfter = c.isClosing()
 	c.mu.Unlock()
 	return out, n, closeAfter
 }
@@ -330,17 +291,16 @@ func (c *client) takeOut(dst [][]byte, limit int) (out [][]byte, n int, closeAft
 func (c *client) closeWith(reason string, errLine []byte) {
 	c.answers.mu.Lock()
 	c.mu.Lock()
-	if c.closing {
+	if _, ok := c.state.to(stateClosing); !ok {
 		c.mu.Unlock()
 		c.answers.mu.Unlock()
-		return
+		return // closing already
 	}
 	// Answers still outstanding are abandoned: the connection is going away.
 	// Deliveries not on the socket are never settled: their leases go back.
 	c.answers.closeLocked()
-	c.writeAcks = nil
+	c.wr.writeAcks = nil
 	c.appendOutLocked(errLine)
-	c.closing = true
 	w := c.markWakeLocked()
 	c.mu.Unlock()
 	c.answers.mu.Unlock()
@@ -350,24 +310,19 @@ func (c *client) closeWith(reason string, errLine []byte) {
 	}
 }
 
-// isClosing reports whether the connection stopped accepting output.
-func (c *client) isClosing() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closing
-}
+// isClosing reports whether the connection stopped accepting output
+// (closing or later). Any goroutine; under c.mu the answer cannot change.
+func (c *client) isClosing() bool { return c.state.load() >= stateClosing }
 
-// teardown is called once by the transport when the socket is gone: it
-// drops the connection's subscriptions and durable leases (release, if a
-// lingering close did not already) and forgets the connection.
+// isReady reports whether commands are served (authenticated, or no
+// authentication, and not closing).
+func (c *client) isReady() bool { return c.state.load() == stateReady }
+
+// teardown is called by the transport when the socket is gone: it drops
+// the connection's subscriptions and durable leases (release, if a
+// lingering close did not already) and forgets the connection. Idempotent.
 func (c *client) teardown() {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
+	if c.releaseTo(stateClosed) {
+		c.srv.clientGone(c)
 	}
-	c.closed = true
-	c.mu.Unlock()
-	c.release()
-	c.srv.clientGone(c)
 }

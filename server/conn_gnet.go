@@ -123,19 +123,19 @@ func (h *gnetHandler) OnTraffic(c gnet.Conn) gnet.Action {
 func (h *gnetHandler) flush(c gnet.Conn, cl *client) gnet.Action {
 	// gnet holds at most transportWindow of output (outbuf.go); the rest
 	// waits in the outbox for the drain poll.
-	out, n, closeAfter := cl.takeOut(cl.flushBufs[:0], transportWindow-c.OutboundBuffered())
+	out, n, closeAfter := cl.takeOut(cl.wr.flushBufs[:0], transportWindow-c.OutboundBuffered())
 	if n > 0 {
 		// gnet writes what the socket takes at once and copies the rest
 		// into its own outbound buffer, so out is free again after the
 		// write (in power-of-two pieces: outbuf.go).
 		var err error
-		if cl.iov, err = writePieces(c, out, cl.iov); err != nil {
+		if cl.wr.iov, err = writePieces(c, out, cl.wr.iov); err != nil {
 			h.s.outBufs.putAll(out)
 			return gnet.Close // unacked deliveries go back with the leases
 		}
 	}
 	h.s.outBufs.putAll(out)
-	cl.flushBufs = out[:0]
+	cl.wr.flushBufs = out[:0]
 	if c.OutboundBuffered() == 0 && cl.outboxLen() > 0 {
 		// The socket took the window at once: the next one, before any
 		// close (a closing connection's last bytes are its -ERR).

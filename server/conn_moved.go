@@ -27,6 +27,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
@@ -46,6 +47,9 @@ type movedConns struct {
 	mu   sync.Mutex
 	open map[*netConn]struct{}
 	wg   sync.WaitGroup
+	// all moves every connection after its first input (set by the
+	// benchmark comparing the two transports, never otherwise).
+	all atomic.Bool
 }
 
 func (m *movedConns) add(tc *netConn) {
@@ -79,8 +83,8 @@ func (m *movedConns) stop() {
 // its side with whatever the socket does not take at once), so then it
 // waits for the next callback.
 func shouldMove(c gnet.Conn, cl *client) bool {
-	waits := (cl.laneStall.Load() || cl.stallFor.Load() != nil) && c.InboundBuffered() > moveThreshold
-	if cl.srv.moveAll.Load() {
+	waits := (cl.lane.stall.Load() || cl.stall.sub.Load() != nil) && c.InboundBuffered() > moveThreshold
+	if cl.srv.moved.all.Load() {
 		waits = true
 	}
 	return waits && c.OutboundBuffered() == 0 && !cl.isClosing()

@@ -112,7 +112,7 @@ func BenchmarkPublisherTransport(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				s := startServer(b, nil)
-				s.moveAll.Store(moved)
+				s.moved.all.Store(moved)
 				benchPlainFanOutOn(b, s, size)
 				if moved && s.stats.moved.Load() < 2 {
 					b.Fatalf("%d connections moved, want 2", s.stats.moved.Load())

@@ -182,7 +182,7 @@ func (s *Server) readLoop(conn net.Conn, tc *netConn, cl *client, buf []byte) {
 		// A client that does not read its answers, whose lane is full or
 		// whose subscriber is slow (stall.go) is not parsed further until
 		// that clears; nothing is read meanwhile.
-		for (cl.outputOver(0) || cl.laneStall.Load() || cl.consumerStall()) && !cl.isClosing() {
+		for (cl.outputOver(0) || cl.lane.stall.Load() || cl.consumerStall()) && !cl.isClosing() {
 			select {
 			case <-tc.done:
 				return

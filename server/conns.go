@@ -26,6 +26,12 @@ type serverStats struct {
 	authChecks, authShed, authDropped atomic.Uint64
 }
 
+// traffic counts one connection's messages and bytes; bumped where the
+// bytes pass, from any goroutine.
+type traffic struct {
+	inMsgs, inBytes, outMsgs, outBytes atomic.Uint64
+}
+
 // connMeta is what CONNECT said, for the listing (under client.mu).
 type connMeta struct {
 	name, lang, version, user string
@@ -47,21 +53,21 @@ func (c *client) setUser(user string) {
 
 func (c *client) countIn(n int) {
 	if n > 0 {
-		c.inBytes.Add(uint64(n))
+		c.traffic.inBytes.Add(uint64(n))
 		c.srv.stats.inBytes.Add(uint64(n))
 	}
 }
 
 func (c *client) countOut(n int) {
 	if n > 0 {
-		c.outBytes.Add(uint64(n))
+		c.traffic.outBytes.Add(uint64(n))
 		c.srv.stats.outBytes.Add(uint64(n))
 	}
 }
 
 func (c *client) countOutMsgs(n int) {
 	if n > 0 {
-		c.outMsgs.Add(uint64(n))
+		c.traffic.outMsgs.Add(uint64(n))
 		c.srv.stats.outMsgs.Add(uint64(n))
 	}
 }
@@ -92,10 +98,10 @@ func (c *client) connInfo() admin.ConnInfo {
 	return admin.ConnInfo{
 		ID: c.id, Remote: c.tr.remoteAddr(),
 		Name: m.name, Lang: m.lang, Version: m.version, User: m.user,
-		TLS: c.tr.isTLS(), Fibril: m.fibril, Connected: c.created.UTC().Truncate(time.Millisecond),
+		TLS: c.tr.isTLS(), Fibril: m.fibril, Connected: c.live.created.UTC().Truncate(time.Millisecond),
 		Subs:   subs,
-		InMsgs: c.inMsgs.Load(), OutMsgs: c.outMsgs.Load(),
-		InBytes: c.inBytes.Load(), OutBytes: c.outBytes.Load(),
+		InMsgs: c.traffic.inMsgs.Load(), OutMsgs: c.traffic.outMsgs.Load(),
+		InBytes: c.traffic.inBytes.Load(), OutBytes: c.traffic.outBytes.Load(),
 		Pending: pending,
 	}
 }

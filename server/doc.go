@@ -24,11 +24,11 @@
 // slot until its +OK is written, so they never precede it.
 //
 // Files: server.go (lifecycle), options.go, conn_gnet.go and conn_tls.go
-// (transports), client.go (connection state, outbox), answers.go (the
-// answer queue and its lock, taken before client.mu), outbound.go
+// (transports), conn_state.go (a connection's life: one state and its
+// legal moves), client.go (a connection's parts, its outbox), answers.go
+// (the answer queue and its lock, taken before client.mu), outbound.go
 // (max_pending, the write deadline, slow consumers, settling on the
-// socket), feed.go
-// (parsing), handle_*.go (one verb family each), sublist.go (plain subject
+// socket), feed.go (parsing), handle_*.go (one verb family each), sublist.go (plain subject
 // routing), auth.go (identities; what they may do is decided by package
 // server/access on every path), authqueue.go and passwords.go (password
 // checks: the bounded fair queue and the cache of recent answers, shared

@@ -27,7 +27,7 @@ func startDurable(t *testing.T, mutate func(*Options)) *Server {
 }
 
 // fibril dials s and says CONNECT {"fibril":1}.
-func fibrilConn(t *testing.T, s *Server, extra string) *wire {
+func fibrilConn(t *testing.T, s *Server, extra string) *wireConn {
 	t.Helper()
 	w := dialInfo(t, s)
 	w.send(`CONNECT {"fibril":1` + extra + "}\r\n")
@@ -39,7 +39,7 @@ var handleRe = regexp.MustCompile(`\$F\.\d+\.\d+\.\d+\.\d+\.\d+`)
 
 // expectDelivery reads one MSG/HMSG line matching re and its body, and
 // returns the ack handle.
-func (w *wire) expectDelivery(re, body string) string {
+func (w *wireConn) expectDelivery(re, body string) string {
 	w.t.Helper()
 	l := w.expect(re)
 	w.expectBody(body)
@@ -378,7 +378,7 @@ func TestManagementErrors(t *testing.T) {
 // expectMixed reads until it has seen the answers (in this order) and n
 // push deliveries (MSG with a sid other than 0), which may come between
 // answers (SPEC.md 4). It returns the deliveries' handles and bodies.
-func (w *wire) expectMixed(answers []string, n int) (handles, bodies []string) {
+func (w *wireConn) expectMixed(answers []string, n int) (handles, bodies []string) {
 	w.t.Helper()
 	for len(answers) > 0 || len(bodies) < n {
 		l, err := w.line()

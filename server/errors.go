@@ -18,13 +18,13 @@ var errStop = errors.New("server: stop parsing")
 // errLine encodes code+detail for this connection. detail is human text; it
 // must never contain a secret.
 func (c *client) errLine(code protocol.Code, detail string) []byte {
-	return protocol.AppendError(nil, protocol.NewError(code, detail), c.strict.Load())
+	return protocol.AppendError(nil, protocol.NewError(code, detail), c.modes.strict.Load())
 }
 
 // fatal reports whether code closes this connection.
 func (c *client) fatal(code protocol.Code) bool {
 	spec := code.Spec()
-	if c.strict.Load() {
+	if c.modes.strict.Load() {
 		return spec.Fatal
 	}
 	return spec.NATSFatal

@@ -24,16 +24,16 @@ func (c *client) feed(buf []byte) int {
 // feedFrames is feed without the traffic count.
 func (c *client) feedFrames(buf []byte) int {
 	c.sawInput(time.Now().UnixNano())
-	if !c.resumeConnect() || c.laneStall.Load() || c.consumerStall() {
+	if !c.resumeConnect() || c.lane.stall.Load() || c.consumerStall() {
 		return 0
 	}
 	pos := 0
 	for pos < len(buf) && !c.isClosing() {
 		view := buf[pos:]
-		preAuth := !c.authed.Load()
+		preAuth := !c.isReady()
 		if preAuth {
 			// Until authenticated, the parser only ever sees the budget.
-			left := c.srv.opts.PreAuthBytes - c.preAuthUsed
+			left := c.srv.opts.PreAuthBytes - c.login.preAuthUsed
 			if left <= 0 {
 				c.fail(protocol.CodeAuthViolation, "too much input before authentication")
 				return pos
@@ -43,14 +43,14 @@ func (c *client) feedFrames(buf []byte) int {
 		n, err := c.parser.Parse(view, c)
 		pos += n
 		if preAuth {
-			c.preAuthUsed += n
+			c.login.preAuthUsed += n
 		}
 		if err != nil {
 			var pe *protocol.Error
 			if !errors.As(err, &pe) {
 				return pos // errStop (closing) or errPause (auth check running)
 			}
-			if !c.authed.Load() && !isConnectLine(view) {
+			if !c.isReady() && !isConnectLine(view) {
 				// Nothing before this frame was accepted, so it starts view.
 				// SPEC.md 3: any command before CONNECT is an
 				// authorization violation, whatever the parser found
@@ -63,11 +63,11 @@ func (c *client) feedFrames(buf []byte) int {
 				c.fail(pe.Code, pe.Detail)
 				return pos
 			}
-			c.answerNow(protocol.AppendError(nil, pe, c.strict.Load()))
+			c.answerNow(protocol.AppendError(nil, pe, c.modes.strict.Load()))
 			continue
 		}
-		if preAuth && !c.authed.Load() {
-			if c.preAuthUsed+len(buf)-pos > c.srv.opts.PreAuthBytes {
+		if preAuth && !c.isReady() {
+			if c.login.preAuthUsed+len(buf)-pos > c.srv.opts.PreAuthBytes {
 				c.fail(protocol.CodeAuthViolation, "too much input before authentication")
 			}
 			return pos
@@ -102,12 +102,13 @@ func isConnectLine(b []byte) bool {
 // and its slices are borrowed until it returns.
 func (c *client) HandleCommand(cmd *protocol.Command) error {
 	// SPEC.md 3: with auth on, every command before an accepted CONNECT
-	// is an authorization violation (as in NATS).
-	if !c.authed.Load() && cmd.Op != protocol.OpConnect {
+	// is an authorization violation (as in NATS). A closing connection
+	// serves nothing more (fail is then a no-op).
+	if !c.isReady() && cmd.Op != protocol.OpConnect {
 		c.fail(protocol.CodeAuthViolation, "authenticate first")
 		return errStop
 	}
-	if cmd.Op.Fibril() && !c.strict.Load() {
+	if cmd.Op.Fibril() && !c.modes.strict.Load() {
 		c.reject(protocol.CodeFibrilRequired, cmd.Op.String())
 		return c.stopIfClosing()
 	}
@@ -139,7 +140,7 @@ func (c *client) HandleCommand(cmd *protocol.Command) error {
 	if err := c.stopIfClosing(); err != nil {
 		return err
 	}
-	if c.laneStall.Load() || c.stallFor.Load() != nil {
+	if c.lane.stall.Load() || c.stall.sub.Load() != nil {
 		return errPause // the lane is full, or a subscriber is slow: parse the rest once it drains
 	}
 	return nil

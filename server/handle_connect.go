@@ -6,10 +6,28 @@ package server
 import (
 	"errors"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/access"
 )
+
+// connModes is what CONNECT set. The input goroutine writes it; the
+// atomics are read from any goroutine once set (before any delivery can be
+// routed to this client, since subscriptions come later).
+type connModes struct {
+	opts                       protocol.Connect // input goroutine; credentials cleared
+	fixed                      bool             // input goroutine: a CONNECT set the modes (a second one must not change them)
+	echo                       bool             // input goroutine
+	crcOut, headersOut, strict atomic.Bool
+}
+
+// connLogin is who authenticated and a password check's answer.
+type connLogin struct {
+	perms       *access.Identity // input goroutine: who authenticated (never nil once ready)
+	preAuthUsed int              // input goroutine: bytes parsed before authentication
+	pending     *authResult      // under client.mu: a finished off-loop check (state auth_checked)
+}
 
 var (
 	okLine   = []byte("+OK\r\n")
@@ -45,7 +63,7 @@ func (c *client) handleConnect(js []byte) error {
 		}
 		return errStop
 	}
-	if c.authed.Load() {
+	if c.isReady() {
 		c.applyConnect(o)
 		return nil
 	}
@@ -69,18 +87,21 @@ func (c *client) handleConnect(js []byte) error {
 // queueCheck hands a user/password CONNECT to the check queue. A CONNECT
 // the queue sheds is answered auth_busy. Input goroutine only.
 func (c *client) queueCheck(o protocol.Connect) error {
-	c.paused.Store(true)
+	if _, ok := c.state.to(stateAuthQueued); !ok {
+		return errStop // closing meanwhile
+	}
 	var ch chan struct{}
 	if c.tr.isTLS() {
 		ch = make(chan struct{})
 	}
-	j := &authJob{o: o, src: sourceOf(c.tr.remoteAddr()), gone: c.isClosing, running: &c.checkRunning, done: func(r authResult, checked bool) {
+	j := &authJob{o: o, src: sourceOf(c.tr.remoteAddr()), gone: c.isClosing, started: c.checkStarted, done: func(r authResult, checked bool) {
 		if !checked {
 			r = authResult{busy: true}
 		}
 		c.mu.Lock()
-		c.pendingAuth = &r
+		c.login.pending = &r
 		c.mu.Unlock()
+		c.state.to(stateAuthChecked) // fails only when closing: then r is never applied
 		if ch != nil {
 			close(ch)
 		} else {
@@ -88,7 +109,6 @@ func (c *client) queueCheck(o protocol.Connect) error {
 		}
 	}}
 	if !c.srv.auth.submit(j) {
-		c.paused.Store(false)
 		c.fail(protocol.CodeAuthBusy, "max_auth_queue "+strconv.Itoa(c.srv.opts.MaxAuthQueue))
 		return errStop
 	}
@@ -109,23 +129,25 @@ func (c *client) queueCheck(o protocol.Connect) error {
 // resumeConnect applies a finished off-loop authentication; it reports
 // whether parsing may go on. Input goroutine only.
 func (c *client) resumeConnect() bool {
-	if !c.paused.Load() {
+	switch c.state.load() {
+	case stateAuthQueued, stateAuthChecking:
+		return false // still checking
+	case stateAuthChecked:
+	default:
 		return true
 	}
 	c.mu.Lock()
-	r := c.pendingAuth
+	r := c.login.pending
 	c.mu.Unlock()
 	if r == nil {
-		return false // still checking
+		return false // set before the state moved; never seen
 	}
-	c.paused.Store(false)
+	// The state stays auth_checked until finishAuth moves it to ready or
+	// closing, so the auth timeout holds off until then (a heartbeat in
+	// between once answered a bad password with auth_timeout).
 	c.finishAuth(*r)
-	// Cleared only now: while pendingAuth is set the auth timeout holds
-	// off (heartbeat), and until finishAuth has run the connection is
-	// neither authenticated nor closing. Cleared first, a heartbeat in
-	// between answered a bad password with auth_timeout.
 	c.mu.Lock()
-	c.pendingAuth = nil
+	c.login.pending = nil
 	c.mu.Unlock()
 	return !c.isClosing()
 }
@@ -141,9 +163,11 @@ func (c *client) finishAuth(r authResult) {
 		c.fail(protocol.CodeAuthViolation, "bad credentials")
 		return
 	}
-	c.perms = r.perms
+	c.login.perms = r.perms
 	c.bindLeases()
-	c.authed.Store(true)
+	if _, ok := c.state.to(stateReady); !ok {
+		return // closing meanwhile
+	}
 	c.setUser(r.user)
 	if r.user != "" {
 		c.log = c.log.With("user", r.user)
@@ -151,20 +175,25 @@ func (c *client) finishAuth(r authResult) {
 	c.applyConnect(r.o)
 }
 
+// checkStarted is called by the check queue when this connection's
+// password check starts being computed: from then the auth timeout waits
+// for its answer.
+func (c *client) checkStarted() { c.state.to(stateAuthChecking) }
+
 // applyConnect sets the connection's modes from an accepted CONNECT.
 func (c *client) applyConnect(o protocol.Connect) {
 	o.AuthToken, o.Pass = "", ""
-	if c.connected {
+	if c.modes.fixed {
 		// SPEC.md 3: a second CONNECT must not change the modes.
-		o.Fibril, o.CRC, o.Confirm = c.opts.Fibril, c.opts.CRC, c.opts.Confirm
+		o.Fibril, o.CRC, o.Confirm = c.modes.opts.Fibril, c.modes.opts.CRC, c.modes.opts.Confirm
 	}
-	c.opts = o
-	c.connected = true
+	c.modes.opts = o
+	c.modes.fixed = true
 	c.setMeta(o)
-	c.echo = o.EchoOn()
-	c.strict.Store(o.Fibril >= 1)
-	c.crcOut.Store(o.CRC)
-	c.headersOut.Store(o.Headers)
+	c.modes.echo = o.EchoOn()
+	c.modes.strict.Store(o.Fibril >= 1)
+	c.modes.crcOut.Store(o.CRC)
+	c.modes.headersOut.Store(o.Headers)
 	c.setParserCRC(o.CRC)
 	if o.Name != "" {
 		c.log = c.log.With("name", o.Name)
@@ -173,12 +202,12 @@ func (c *client) applyConnect(o protocol.Connect) {
 }
 
 // confirming reports whether PUB/HPUB get a confirm answer.
-func (c *client) confirming() bool { return c.opts.Confirms() }
+func (c *client) confirming() bool { return c.modes.opts.Confirms() }
 
 // ok answers a successful command: +OK in strict or verbose mode, nothing
 // otherwise.
 func (c *client) ok() {
-	if c.opts.Fibril >= 1 || c.opts.Verbose {
+	if c.modes.opts.Fibril >= 1 || c.modes.opts.Verbose {
 		c.answerNow(okLine)
 	}
 }

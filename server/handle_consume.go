@@ -60,7 +60,7 @@ func (c *client) findGroup(topic, group string, slot *answer, onLane bool, again
 		c.complete(slot, c.errLine(protocol.CodeUnknownTopic, strconv.Quote(topic)))
 		return nil, groupFailed
 	}
-	if err := c.perms.ConsumeTopic(accessTopic(t)); err != nil {
+	if err := c.login.perms.ConsumeTopic(accessTopic(t)); err != nil {
 		c.complete(slot, c.errAnswer(err))
 		return nil, groupFailed
 	}
@@ -105,7 +105,7 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 	max = min(max, maxPollBatch)
 	wait := min(time.Duration(waitMS)*time.Millisecond, c.srv.opts.MaxPollWait)
 	slot := c.reserve()
-	crc, headers := c.crcOut.Load(), c.headersOut.Load() || c.strict.Load()
+	crc, headers := c.modes.crcOut.Load(), c.modes.headersOut.Load() || c.modes.strict.Load()
 	// Each POLL in progress reserves room for a whole answer under
 	// max_pending (outbound.go); one that finds none waits on the lane, so
 	// the POLLs a client pipelines without reading are never all
@@ -114,6 +114,15 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 	reserved := false
 	var run laneFunc
 	run = func(onLane bool) {
+		if c.isClosing() {
+			// Cut: a poll now would lease messages only to nack them,
+			// spending one of their deliveries each time (pipelined POLLs
+			// dead-lettered messages no consumer saw).
+			if reserved {
+				c.unreservePoll(budget)
+			}
+			return
+		}
 		if !reserved {
 			if !c.reservePoll(budget) {
 				if !onLane {
@@ -253,7 +262,7 @@ func (p *pushSub) attach(s *broker.Subscription) bool {
 // it is queued for writing.
 func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLane bool, again laneFunc) {
 	okAnswer := []byte(nil)
-	if c.strict.Load() || c.opts.Verbose {
+	if c.modes.strict.Load() || c.modes.opts.Verbose {
 		okAnswer = okLine
 	}
 	b := c.srv.durable.b
@@ -277,8 +286,8 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 	if maxInflight <= 0 {
 		maxInflight = c.srv.opts.MaxInflight
 	}
-	strict := c.strict.Load()
-	crc, headers := c.crcOut.Load(), c.headersOut.Load() || strict
+	strict := c.modes.strict.Load()
+	crc, headers := c.modes.crcOut.Load(), c.modes.headersOut.Load() || strict
 	// SPEC.md 10.2: a group with nats_ack "explicit" leases deliveries to
 	// NATS-mode clients too; they settle by publishing to the handle.
 	explicit := g.Config().NATSAck == broker.NATSAckExplicit
@@ -339,17 +348,17 @@ func (c *client) queueDurable(d *broker.Delivery, sid string, crc, headers, ackO
 		}
 	}
 	c.mu.Lock()
-	if c.closing {
+	if c.isClosing() {
 		c.mu.Unlock()
 		return false
 	}
 	if c.overPendingLocked(size) {
-		c.dropped++
+		c.wr.dropped++
 		c.mu.Unlock()
 		c.slowConsumer(c.overReason())
 		return false
 	}
-	c.out.appendDelivery(&c.srv.outBufs, size, d, sid, crc, headers)
+	c.wr.out.appendDelivery(&c.srv.outBufs, size, d, sid, crc, headers)
 	if ackOnWrite {
 		c.addWriteAckLocked(d.Handle)
 	}
@@ -379,7 +388,7 @@ func (c *client) holdBehind(subOK *answer, d *broker.Delivery, size int, sid str
 	c.mu.Lock()
 	over := c.overPendingLocked(size)
 	if over {
-		c.dropped++
+		c.wr.dropped++
 	}
 	c.mu.Unlock()
 	if over {

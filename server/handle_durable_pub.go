@@ -35,7 +35,7 @@ func (c *client) publishDurable(m *pubMsg) {
 	// A NATS-mode request is answered like a JetStream publish when a
 	// topic stores it, with 503 when nobody receives it (handle_noresp.go).
 	req := reqReply{subject: m.subject}
-	if m.reply != "" && !c.strict.Load() {
+	if m.reply != "" && !c.modes.strict.Load() {
 		req.reply = m.reply
 		req.noResp = !delivered && c.wantsNoResponders()
 	}
@@ -115,11 +115,11 @@ func (c *client) storeRouted(msg broker.Message, slot *answer, req reqReply) {
 // looks again.
 func (c *client) reserveConfirm() (slot *answer, ok, laneBusy bool) {
 	if !c.confirming() {
-		if c.opts.Verbose {
+		if c.modes.opts.Verbose {
 			c.answerNow(okLine)
 		}
 		c.mu.Lock()
-		laneBusy = c.laneBusy
+		laneBusy = c.lane.busy
 		c.mu.Unlock()
 		return nil, true, laneBusy
 	}
@@ -131,7 +131,7 @@ func (c *client) reserveConfirm() (slot *answer, ok, laneBusy bool) {
 		return nil, false, false
 	}
 	c.mu.Lock()
-	laneBusy = c.laneBusy
+	laneBusy = c.lane.busy
 	c.mu.Unlock()
 	return a, true, laneBusy
 }
@@ -264,6 +264,6 @@ func (c *client) queueReply(subject string, body []byte) {
 		if s.queue != "" || s.durable != nil {
 			continue
 		}
-		s.c.queueDelivery(appendMsg(nil, &m, s.sid, s.c.crcOut.Load(), true))
+		s.c.queueDelivery(appendMsg(nil, &m, s.sid, s.c.modes.crcOut.Load(), true))
 	}
 }

@@ -37,7 +37,7 @@ func (s *Server) openJetStream() error {
 // jsRequester is a connection as jsapi sees it.
 type jsRequester struct{ c *client }
 
-func (r jsRequester) Identity() *access.Identity { return r.c.perms }
+func (r jsRequester) Identity() *access.Identity { return r.c.login.perms }
 func (r jsRequester) Owner() broker.OwnerID      { return r.c.owner() }
 func (r jsRequester) Context() context.Context   { return r.c.ctx }
 func (r jsRequester) Send(to, subject, reply string, hdr, data []byte) bool {
@@ -136,7 +136,7 @@ func (c *client) sendTo(to, subject, reply string, hdr, data []byte) bool {
 			continue
 		}
 		to := s.c
-		frame = appendMsg(frame[:0], &m, s.sid, to.crcOut.Load(), to.headersOut.Load() || len(hdr) == 0)
+		frame = appendMsg(frame[:0], &m, s.sid, to.modes.crcOut.Load(), to.modes.headersOut.Load() || len(hdr) == 0)
 		if to.queueDelivery(frame) {
 			to.countOutMsgs(1)
 			sent = true
@@ -158,7 +158,7 @@ func (c *client) sendBatchTo(to string, msgs []jsapi.Msg) bool {
 			continue
 		}
 		dst := s.c
-		crc, headers := dst.crcOut.Load(), dst.headersOut.Load()
+		crc, headers := dst.modes.crcOut.Load(), dst.modes.headersOut.Load()
 		buf := pool.get(chunkSize)
 		ok := true
 		for i := range msgs {

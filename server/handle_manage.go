@@ -26,7 +26,7 @@ func (c *client) handleManage(cmd *protocol.Command) {
 	js := append([]byte(nil), cmd.JSON...)
 	slot := c.reserve()
 	b := c.srv.durable.b
-	id := c.perms
+	id := c.login.perms
 	run := func() {
 		v, err := manage(b, id, op, name, group, js)
 		if err != nil {
@@ -143,7 +143,7 @@ func manage(b *broker.Broker, id *access.Identity, op protocol.Op, name, group s
 		if err := checkDeadLetter(b, id, name, group, wc.DeadLetter); err != nil {
 			return nil, err
 		}
-		cfg := groupConfig(wc)
+		cfg := broker.GroupConfig(wc)
 		if old, exists := t.FindGroup(broker.GroupName(group)); exists {
 			// SPEC.md section 10: the same configuration again is +OK.
 			if want, err := cfg.Resolve(t.Name(), broker.GroupName(group)); err != nil || want != old.Config() {
@@ -187,16 +187,6 @@ func checkDeadLetter(b *broker.Broker, id *access.Identity, topic, group, target
 		existing = &at
 	}
 	return id.DeadLetter(topic, group, target, existing)
-}
-
-func groupConfig(w protocol.GroupConfig) broker.GroupConfig {
-	return broker.GroupConfig{
-		Start:         broker.Start(w.Start),
-		LeaseMs:       w.LeaseMillis,
-		MaxDeliveries: w.MaxDeliveries,
-		DeadLetter:    w.DeadLetter,
-		NATSAck:       broker.NATSAck(w.NATSAck),
-	}
 }
 
 func topicInfo(t *broker.Topic) protocol.TopicInfo {
@@ -246,10 +236,7 @@ func groupInfo(in broker.GroupInfo) protocol.GroupInfo {
 	}
 	out := protocol.GroupInfo{
 		Topic: string(in.Topic), Name: string(in.Name), ID: uint64(in.ID),
-		Config: protocol.GroupConfig{
-			Start: string(c.Start), LeaseMillis: c.LeaseMs,
-			MaxDeliveries: c.MaxDeliveries, DeadLetter: c.DeadLetter, NATSAck: string(c.NATSAck),
-		},
+		Config:       protocol.GroupConfig(c),
 		Pending:      uint64(max(in.Ready, 0)),
 		Inflight:     uint64(max(in.Inflight, 0)),
 		Redelivered:  in.Redelivered,

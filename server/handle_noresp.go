@@ -24,7 +24,7 @@ const noRespondersHeader = "NATS/1.0 503\r\nNats-Subject: "
 // wantsNoResponders reports whether this connection is told about
 // requests nobody received. Input goroutine only.
 func (c *client) wantsNoResponders() bool {
-	return c.opts.NoResponders && c.opts.Headers && !c.strict.Load()
+	return c.modes.opts.NoResponders && c.modes.opts.Headers && !c.modes.strict.Load()
 }
 
 // publishPlain delivers m to plain subscribers only (nothing is stored)
@@ -57,7 +57,7 @@ func (c *client) noResponders(subject, reply string) {
 	}
 	hdr := noRespondersHeader + subject + "\r\n\r\n"
 	m := pubMsg{subject: reply, hdrLen: len(hdr), body: []byte(hdr)}
-	if c.queueDelivery(appendMsg(nil, &m, own.sid, c.crcOut.Load(), true)) {
+	if c.queueDelivery(appendMsg(nil, &m, own.sid, c.modes.crcOut.Load(), true)) {
 		c.countOutMsgs(1)
 	}
 }

@@ -86,7 +86,7 @@ func (c *client) fanOut(m *pubMsg) int {
 // deliverPlain writes m to s's connection. It reports whether it did.
 func (c *client) deliverPlain(s *subscription, m *pubMsg) bool {
 	to := s.c
-	if to == c && !c.echo {
+	if to == c && !c.modes.echo {
 		return false
 	}
 	if limit := s.max.Load(); limit > 0 {
@@ -98,7 +98,7 @@ func (c *client) deliverPlain(s *subscription, m *pubMsg) bool {
 			defer to.removeSub(s)
 		}
 	}
-	c.frameBuf = appendMsg(c.frameBuf[:0], m, s.sid, to.crcOut.Load(), to.headersOut.Load() || m.hdrLen == 0)
+	c.frameBuf = appendMsg(c.frameBuf[:0], m, s.sid, to.modes.crcOut.Load(), to.modes.headersOut.Load() || m.hdrLen == 0)
 	ok, over := to.queueDeliveryMark(c.frameBuf)
 	if !ok {
 		return false
@@ -144,12 +144,12 @@ func (c *client) queueDelivery(frame []byte) bool {
 // is now over the stall mark (stall.go).
 func (c *client) queueDeliveryMark(frame []byte) (ok, overMark bool) {
 	c.mu.Lock()
-	if c.closing {
+	if c.isClosing() {
 		c.mu.Unlock()
 		return false, false
 	}
 	if c.pendingLocked()+len(frame) > c.srv.opts.MaxPending {
-		c.dropped++
+		c.wr.dropped++
 		c.mu.Unlock()
 		c.slowConsumer(c.overReason())
 		return false, false
@@ -166,7 +166,9 @@ func (c *client) queueDeliveryMark(frame []byte) (ok, overMark bool) {
 
 // handleSub registers SUB subject [queue] sid [max-inflight].
 func (c *client) handleSub(subject, queue, sid string, maxInflight int) {
-	if !validFilter(subject) || (queue != "" && !validQueue(queue)) {
+	// A queue group is any token the parser accepted (SPEC.md 6, as in
+	// NATS): it is compared as bytes, never matched as a subject.
+	if !validFilter(subject) {
 		c.reject(protocol.CodeInvalidSubject, "subject "+strconv.Quote(subject))
 		return
 	}
@@ -207,9 +209,6 @@ func (c *client) handleSub(subject, queue, sid string, maxInflight int) {
 	c.srv.subs.insert(s)
 	c.ok()
 }
-
-// validQueue reports whether a queue group name is usable.
-func validQueue(q string) bool { return validSubject(q) }
 
 // handleUnsub removes sid now, or after max more deliveries.
 func (c *client) handleUnsub(sid string, max uint64) {

@@ -35,3 +35,44 @@ func TestAppendMsgFrames(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueGroupIsAnyToken: SPEC.md 6 says a plain queue group may be any
+// token, as nats-server takes it (a queue name is compared as bytes, never
+// matched as a subject). validQueue refused `q*`, `*`, `>` and `a..b` as
+// invalid_subject (naming the subject, not the queue); each is now one
+// queue group whose members share the messages, with the engine off and
+// on (the engine's SUB path decides plain or durable on the lane).
+func TestQueueGroupIsAnyToken(t *testing.T) {
+	for _, engine := range []bool{false, true} {
+		t.Run(fmt.Sprintf("engine=%v", engine), func(t *testing.T) {
+			var s *Server
+			if engine {
+				s = startDurable(t, nil)
+			} else {
+				s = startServer(t, nil)
+			}
+			for _, q := range []string{"q*", "*", ">", "a..b", ".x", "q.>"} {
+				sub := dialInfo(t, s)
+				sub.send(`CONNECT {"verbose":true}` + "\r\n")
+				sub.expect(`^\+OK$`)
+				sub.send("SUB jobs " + q + " 1\r\nSUB jobs " + q + " 2\r\nPING\r\n")
+				sub.expect(`^\+OK$`)
+				sub.expect(`^\+OK$`)
+				sub.expect(`^PONG$`)
+				pub := dialInfo(t, s)
+				pub.send("CONNECT {}\r\nPUB jobs 1\r\na\r\nPUB jobs 1\r\nb\r\nPUB jobs 1\r\nc\r\nPING\r\n")
+				pub.expect(`^PONG$`)
+				// Three messages, each to one member only: three MSG lines,
+				// then the PONG (nothing was delivered twice).
+				sub.send("PING\r\n")
+				for i := 0; i < 3; i++ {
+					sub.expect(`^MSG jobs [12] 1$`)
+					if _, err := sub.line(); err != nil {
+						t.Fatalf("queue %q: body: %v", q, err)
+					}
+				}
+				sub.expect(`^PONG$`)
+			}
+		})
+	}
+}

@@ -17,14 +17,14 @@ var okNone = []byte("+OK -\r\n")
 // reply-to, checksum, header block). m's slices are borrowed until it
 // returns.
 func (c *client) handlePub(m *pubMsg) {
-	c.inMsgs.Add(1)
+	c.traffic.inMsgs.Add(1)
 	c.srv.stats.inMsgs.Add(1)
 	if strings.HasPrefix(m.subject, "$") {
 		if strings.HasPrefix(m.subject, protocol.HandlePrefix) {
 			c.settleByPub(m)
 			return
 		}
-		if c.strict.Load() {
+		if c.modes.strict.Load() {
 			c.reject(protocol.CodeReservedSubject, "to "+strconv.Quote(m.subject))
 			return
 		}
@@ -33,7 +33,7 @@ func (c *client) handlePub(m *pubMsg) {
 		}
 		// NATS mode: `$...` (other than ack handles) is a plain subject, as
 		// on a NATS server without JetStream (handle_noresp.go).
-		if err := c.perms.PublishPlain(m.subject); err != nil {
+		if err := c.login.perms.PublishPlain(m.subject); err != nil {
 			c.reject(protocol.CodePermissionDenied, "for Publish to "+strconv.Quote(m.subject))
 			return
 		}

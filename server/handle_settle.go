@@ -46,7 +46,7 @@ func (c *client) handleSettle(hs []protocol.Handle, op broker.SettleOp) {
 // connection may consume h's topic; done gets the outcome, always once.
 func (c *client) settle(h broker.Handle, op broker.SettleOp, done func(error)) {
 	b := c.srv.durable.b
-	if c.perms.AllSubjects() {
+	if c.login.perms.AllSubjects() {
 		if err := b.Settle(h, op, done); err != nil {
 			done(err)
 		}
@@ -57,7 +57,7 @@ func (c *client) settle(h broker.Handle, op broker.SettleOp, done func(error)) {
 		done(fmt.Errorf("%w: topic id %d", broker.ErrUnknownHandle, h.Topic))
 		return
 	}
-	if err := c.perms.ConsumeTopic(accessTopic(t)); err != nil {
+	if err := c.login.perms.ConsumeTopic(accessTopic(t)); err != nil {
 		done(err)
 		return
 	}

@@ -6,52 +6,79 @@ package server
 // AuthTimeout is closed. Runs on gnet's ticker goroutine.
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 )
 
+// liveness is what the heartbeat reads. Any goroutine (created is set
+// before the connection is shared).
+type liveness struct {
+	created  time.Time
+	lastIn   atomic.Int64 // unix nanos of the last input
+	lastPing atomic.Int64 // unix nanos of the last server PING
+	pingsOut atomic.Int32
+}
+
 var pingLine = []byte("PING\r\n")
 
 // heartbeat is called by the ticker for every connection.
 func (c *client) heartbeat(now time.Time, interval time.Duration) {
-	if c.stalled.Load() || c.outBusy.Load() || c.stallFor.Load() != nil {
+	if c.wr.stalled.Load() || c.wr.outBusy.Load() || c.stall.sub.Load() != nil {
 		c.tr.wake() // re-check whether its output drained (and the write deadline)
 	}
-	// The auth timeout counts from accept. A check waiting in the queue
-	// does not hold it off (a flood of CONNECTs would otherwise keep
-	// connections and their checks alive without end); one being computed
-	// or computed does, for the time of one hash.
-	if !c.authed.Load() && !c.checkRunning.Load() && c.pendingAuthNil() && now.Sub(c.created) > c.srv.opts.AuthTimeout {
+	if c.state.load().authClockRuns() && now.Sub(c.live.created) > c.srv.opts.AuthTimeout {
 		c.fail(protocol.CodeAuthTimeout, "")
 		return
 	}
-	last := max(c.lastIn.Load(), c.lastPing.Load())
-	if now.UnixNano()-last < int64(interval) {
-		return
-	}
-	if int(c.pingsOut.Load()) >= c.srv.opts.MaxPingsOut {
+	switch c.live.due(now.UnixNano(), interval, c.srv.opts.MaxPingsOut) {
+	case pingStale:
 		c.fail(protocol.CodeStaleConnection, "")
-		return
+	case pingSend:
+		c.queueOut(pingLine)
 	}
-	c.pingsOut.Add(1)
-	c.lastPing.Store(now.UnixNano())
-	c.queueOut(pingLine)
+}
+
+// authClockRuns reports whether the auth timeout can end a connection in
+// state s. It counts from accept. A check waiting in the queue does not
+// hold it off (a flood of CONNECTs would otherwise keep connections and
+// their checks alive without end); one being computed or computed does,
+// for the time of one hash.
+func (s connState) authClockRuns() bool { return s == stateAwaitConnect || s == stateAuthQueued }
+
+// pingAction is what the heartbeat does for a connection.
+type pingAction int
+
+const (
+	pingNone  pingAction = iota // heard from within the interval
+	pingSend                    // silent for the interval: PING it
+	pingStale                   // MaxPingsOut PINGs unanswered: close it
+)
+
+// due decides the heartbeat at now (unix nanos) for a connection PINGed
+// after interval of silence and stale after maxOut unanswered PINGs; a
+// PING it asks for is counted as sent.
+func (l *liveness) due(now int64, interval time.Duration, maxOut int) pingAction {
+	last := max(l.lastIn.Load(), l.lastPing.Load())
+	if now-last < int64(interval) {
+		return pingNone
+	}
+	if int(l.pingsOut.Load()) >= maxOut {
+		return pingStale
+	}
+	l.pingsOut.Add(1)
+	l.lastPing.Store(now)
+	return pingSend
 }
 
 // sawInput records liveness: any input counts as an answer to our PINGs.
-func (c *client) sawInput(now int64) {
-	c.lastIn.Store(now)
-	if c.pingsOut.Load() != 0 {
-		c.pingsOut.Store(0)
-	}
-}
+func (c *client) sawInput(now int64) { c.live.sawInput(now) }
 
-// pendingAuthNil reports that no finished password check waits to be applied
-// (between the check and resumeConnect the connection is neither checking
-// nor authenticated, and must not time out either).
-func (c *client) pendingAuthNil() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.pendingAuth == nil
+// sawInput records input at now (unix nanos).
+func (l *liveness) sawInput(now int64) {
+	l.lastIn.Store(now)
+	if l.pingsOut.Load() != 0 {
+		l.pingsOut.Store(0)
+	}
 }

@@ -41,32 +41,32 @@ func startServer(t testing.TB, mutate func(*Options)) *Server {
 	return s
 }
 
-// wire is a raw protocol connection with send/expect helpers.
-type wire struct {
+// wireConn is a raw protocol connection with send/expect helpers.
+type wireConn struct {
 	t  *testing.T
 	nc net.Conn
 	r  *bufio.Reader
 }
 
-func dial(t *testing.T, addr string) *wire {
+func dial(t *testing.T, addr string) *wireConn {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	return &wire{t: t, nc: nc, r: bufio.NewReaderSize(nc, 1<<16)}
+	return &wireConn{t: t, nc: nc, r: bufio.NewReaderSize(nc, 1<<16)}
 }
 
 // dialInfo dials s and consumes the INFO line.
-func dialInfo(t *testing.T, s *Server) *wire {
+func dialInfo(t *testing.T, s *Server) *wireConn {
 	t.Helper()
 	w := dial(t, s.Addr().String())
 	w.expect(`^INFO \{.*\}$`)
 	return w
 }
 
-func (w *wire) send(s string) {
+func (w *wireConn) send(s string) {
 	w.t.Helper()
 	_ = w.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.WriteString(w.nc, s); err != nil {
@@ -75,14 +75,14 @@ func (w *wire) send(s string) {
 }
 
 // line reads one line (without CRLF) within 5 seconds.
-func (w *wire) line() (string, error) {
+func (w *wireConn) line() (string, error) {
 	_ = w.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	l, err := w.r.ReadString('\n')
 	return strings.TrimRight(l, "\r\n"), err
 }
 
 // expect reads one line and fails unless it matches the regexp re.
-func (w *wire) expect(re string) string {
+func (w *wireConn) expect(re string) string {
 	w.t.Helper()
 	l, err := w.line()
 	if err != nil {
@@ -95,7 +95,7 @@ func (w *wire) expect(re string) string {
 }
 
 // expectBody reads n bytes and the CRLF after them.
-func (w *wire) expectBody(want string) {
+func (w *wireConn) expectBody(want string) {
 	w.t.Helper()
 	buf := make([]byte, len(want)+2)
 	_ = w.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -109,7 +109,7 @@ func (w *wire) expectBody(want string) {
 
 // expectClosed reads until EOF (skipping lines matching skip) and fails if
 // the connection stays open for 5 seconds.
-func (w *wire) expectClosed() {
+func (w *wireConn) expectClosed() {
 	w.t.Helper()
 	for {
 		_, err := w.line()

@@ -12,7 +12,7 @@ import (
 )
 
 // pollOne POLLs one message of jobs/w on w and returns its ack handle.
-func pollOne(w *wire, body string) string {
+func pollOne(w *wireConn, body string) string {
 	w.t.Helper()
 	l := w.expectAfter("POLL jobs w 1\r\n", `^MSG jobs \S+ (\$F\.\S+) \d+`)
 	w.expectBody(body)
@@ -20,7 +20,7 @@ func pollOne(w *wire, body string) string {
 	return regexp.MustCompile(`\$F\.\S+`).FindString(l)
 }
 
-func (w *wire) expectAfter(send, re string) string {
+func (w *wireConn) expectAfter(send, re string) string {
 	w.t.Helper()
 	w.send(send)
 	return w.expect(re)
@@ -47,7 +47,7 @@ func TestHistoryNamesConnections(t *testing.T) {
 	ctl.expect(`^\+OK 0:1$`)
 	ctl.expect(`^\+OK 0:2$`)
 
-	workers := map[string]*wire{}
+	workers := map[string]*wireConn{}
 	handles := map[string]string{}
 	for i, name := range []string{"worker-a", "worker-b"} {
 		w := dialInfo(t, s)

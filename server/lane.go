@@ -8,7 +8,19 @@ package server
 // Answer slots are reserved on the input goroutine before queuing, so the
 // answers keep their order whatever runs where.
 
-import "github.com/fibrilmq/fibril/protocol"
+import (
+	"github.com/fibrilmq/fibril/protocol"
+	"sync/atomic"
+)
+
+// laneState is a connection's lane.
+type laneState struct {
+	busy bool       // under client.mu: the lane goroutine runs
+	q    []laneFunc // under client.mu: durable commands queued, in order
+	// stall: parsing waits for the lane to drain (an unconfirmed publish
+	// found it over its bound; see serialOrStall). Any goroutine.
+	stall atomic.Bool
+}
 
 // laneFunc is one queued command. onLane says it runs on the lane
 // goroutine, where it may block on the engine.
@@ -19,16 +31,16 @@ type laneFunc func(onLane bool)
 // queue_full). Input goroutine only.
 func (c *client) serial(fn laneFunc) bool {
 	c.mu.Lock()
-	if !c.laneBusy {
+	if !c.lane.busy {
 		c.mu.Unlock()
 		fn(false)
 		return true
 	}
-	if len(c.laneQ) >= c.laneLimit() {
+	if len(c.lane.q) >= c.laneLimit() {
 		c.mu.Unlock()
 		return false
 	}
-	c.laneQ = append(c.laneQ, fn)
+	c.lane.q = append(c.lane.q, fn)
 	c.mu.Unlock()
 	return true
 }
@@ -38,9 +50,9 @@ func (c *client) serial(fn laneFunc) bool {
 // when the lane is idle, so fn goes first).
 func (c *client) toLane(fn laneFunc) {
 	c.mu.Lock()
-	c.laneQ = append(c.laneQ, fn)
-	start := !c.laneBusy
-	c.laneBusy = true
+	c.lane.q = append(c.lane.q, fn)
+	start := !c.lane.busy
+	c.lane.busy = true
 	c.mu.Unlock()
 	if start {
 		go c.laneLoop()
@@ -50,17 +62,17 @@ func (c *client) toLane(fn laneFunc) {
 func (c *client) laneLoop() {
 	for {
 		c.mu.Lock()
-		if len(c.laneQ) == 0 {
-			c.laneBusy = false
-			c.laneQ = nil
+		if len(c.lane.q) == 0 {
+			c.lane.busy = false
+			c.lane.q = nil
 			c.mu.Unlock()
 			c.unstallLane()
 			return
 		}
-		fn := c.laneQ[0]
-		c.laneQ[0] = nil
-		c.laneQ = c.laneQ[1:]
-		drained := len(c.laneQ) <= c.laneLimit()/2
+		fn := c.lane.q[0]
+		c.lane.q[0] = nil
+		c.lane.q = c.lane.q[1:]
+		drained := len(c.lane.q) <= c.laneLimit()/2
 		c.mu.Unlock()
 		if drained {
 			c.unstallLane()
@@ -77,21 +89,21 @@ func (c *client) laneLoop() {
 // and is then told so and closed. Input goroutine only.
 func (c *client) serialOrStall(fn laneFunc) {
 	c.mu.Lock()
-	if !c.laneBusy {
+	if !c.lane.busy {
 		c.mu.Unlock()
 		fn(false)
 		return
 	}
-	c.laneQ = append(c.laneQ, fn)
-	if len(c.laneQ) >= c.laneLimit() {
-		c.laneStall.Store(true)
+	c.lane.q = append(c.lane.q, fn)
+	if len(c.lane.q) >= c.laneLimit() {
+		c.lane.stall.Store(true)
 	}
 	c.mu.Unlock()
 }
 
 // unstallLane resumes parsing stopped by serialOrStall (lane goroutine).
 func (c *client) unstallLane() {
-	if c.laneStall.CompareAndSwap(true, false) {
+	if c.lane.stall.CompareAndSwap(true, false) {
 		c.tr.wake()
 	}
 }

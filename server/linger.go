@@ -26,21 +26,26 @@ const lingerTime = 2 * time.Second
 // release gives back the connection's subscriptions, pending polls and
 // durable leases; the connection stays registered until teardown.
 // Idempotent; any goroutine.
-func (c *client) release() {
+func (c *client) release() { c.releaseTo(stateReleased) }
+
+// releaseTo moves the connection to next (released or closed) and, the
+// first time either is entered, gives back what release gives back. It
+// reports whether it moved the state (false: next or a later state was
+// reached before).
+func (c *client) releaseTo(next connState) bool {
 	c.answers.mu.Lock()
 	c.mu.Lock()
-	if c.released {
+	prev, ok := c.state.to(next)
+	if !ok || prev >= stateReleased {
 		c.mu.Unlock()
 		c.answers.mu.Unlock()
-		return
+		return ok
 	}
-	c.released = true
-	c.closing = true
 	subs := c.subs
 	c.subs = nil
 	c.answers.closeLocked()
-	c.writeAcks = nil
-	c.out.release(&c.srv.outBufs)
+	c.wr.writeAcks = nil
+	c.wr.out.release(&c.srv.outBufs)
 	c.mu.Unlock()
 	c.answers.mu.Unlock()
 	c.cancel()
@@ -48,6 +53,7 @@ func (c *client) release() {
 		c.srv.dropSub(s)
 	}
 	c.srv.releaseDurable(c)
+	return true
 }
 
 // startLinger marks the connection half-closed at now and releases it.

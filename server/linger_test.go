@@ -27,7 +27,7 @@ func writeOversize(nc net.Conn, size int) <-chan error {
 
 // readToEnd reads lines until the connection ends and returns them with the
 // error that ended it.
-func readToEnd(w *wire) ([]string, error) {
+func readToEnd(w *wireConn) ([]string, error) {
 	var lines []string
 	for {
 		l, err := w.line()
@@ -137,13 +137,13 @@ func TestOversizePublishErrorNotLostToResetTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	plain := &wire{t: t, nc: raw, r: bufio.NewReader(raw)}
+	plain := &wireConn{t: t, nc: raw, r: bufio.NewReader(raw)}
 	plain.expect(`^INFO \{.*"tls_required":true.*\}$`)
 	if plain.r.Buffered() != 0 {
 		t.Fatal("bytes after INFO before the handshake")
 	}
 	tc := tls.Client(raw, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
-	w := &wire{t: t, nc: tc, r: bufio.NewReader(tc)}
+	w := &wireConn{t: t, nc: tc, r: bufio.NewReader(tc)}
 	w.send(`CONNECT {"fibril":1}` + "\r\n")
 	w.expect(`^\+OK$`)
 	wrote := writeOversize(tc, 4*s.opts.MaxPayload)

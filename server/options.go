@@ -21,6 +21,11 @@ var ErrInvalidOptions = errors.New("server: invalid options")
 // Options configures a Server. Build one with DefaultOptions and change what
 // you need; New copies it and never mutates the caller's value. The zero value
 // of a field does not mean "default": DefaultOptions fills every field.
+//
+// Options has more fields than the house's ~25 on purpose: it is the flat,
+// documented list of settings that cmd/fibril maps flags onto one by one
+// (and tests set by name); it holds no state and has no methods beyond
+// validation, so splitting it would only add a level to every flag.
 type Options struct {
 	// Listen is the host:port of the plain TCP listener (gnet). Port 0 picks
 	// a free port; Server.Addr reports the bound address.

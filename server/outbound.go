@@ -24,11 +24,39 @@ package server
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
 )
+
+// writeSide is a connection's output not yet on its socket and what bounds
+// it. Fields are under client.mu unless marked.
+type writeSide struct {
+	out         chunks // the outbox: queued bytes not yet handed to tr (outbuf.go)
+	wakePending bool   // a wake is requested or the owner is flushing
+	outHigh     int    // bytes the transport still holds (owner reports)
+	dropped     uint64 // plain deliveries dropped past MaxPending
+	// taken: bytes of the output stream handed to the transport so far;
+	// onSocket: of those, known to be on the socket; progressAt: unix
+	// nanos since which the socket has taken nothing while output waited.
+	taken, onSocket uint64
+	progressAt      int64
+	pollReserved    int        // room reserved under MaxPending by POLLs in progress
+	writeAcks       []writeAck // deliveries to ack once on the socket
+
+	// Any goroutine. stalled: parsing waits for output to drain; outBusy:
+	// the transport held output at the last write (the ticker wakes such
+	// connections to check the write deadline); drainArmed, drainBackoff:
+	// the drain poll.
+	stalled, outBusy, drainArmed atomic.Bool
+	drainBackoff                 atomic.Int64
+
+	// Owner goroutine only: scratch of the gnet owner's flush
+	// (conn_gnet.go).
+	flushBufs, iov [][]byte
+}
 
 // writeAck is a delivery to settle once the output stream's first end bytes
 // are on the socket.
@@ -68,10 +96,10 @@ func (c *client) wouldPassPending(n int) bool {
 func (c *client) reservePoll(n int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.pollReserved > 0 && c.pendingLocked()+c.pollReserved+n > c.srv.opts.MaxPending {
+	if c.wr.pollReserved > 0 && c.pendingLocked()+c.wr.pollReserved+n > c.srv.opts.MaxPending {
 		return false
 	}
-	c.pollReserved += n
+	c.wr.pollReserved += n
 	return true
 }
 
@@ -79,7 +107,7 @@ func (c *client) reservePoll(n int) bool {
 // and now counts as held output, or it failed).
 func (c *client) unreservePoll(n int) {
 	c.mu.Lock()
-	c.pollReserved -= n
+	c.wr.pollReserved -= n
 	c.mu.Unlock()
 }
 
@@ -87,19 +115,25 @@ func (c *client) unreservePoll(n int) {
 const pollRoomCheck = 5 * time.Millisecond
 
 // waitPollRoom waits (on the lane) until reservePoll grants n bytes; it
-// reports false when the connection closes first. A client that never
-// reads is cut by the write deadline, which ends the wait.
+// reports false when the connection is closing first (closing drops the
+// held answers, so room may appear then). A client that never reads is
+// cut by the write deadline, which ends the wait.
 func (c *client) waitPollRoom(n int) bool {
 	t := time.NewTicker(pollRoomCheck)
 	defer t.Stop()
-	for !c.reservePoll(n) {
+	for {
+		if c.isClosing() {
+			return false
+		}
+		if c.reservePoll(n) {
+			return true
+		}
 		select {
 		case <-c.ctx.Done():
 			return false
 		case <-t.C:
 		}
 	}
-	return true
 }
 
 // slowConsumer cuts the connection: logged with the reason, told with
@@ -119,8 +153,44 @@ func (c *client) overReason() string {
 
 // addWriteAckLocked remembers h to settle once the output stream up to the
 // current end of the outbox is on the socket. c.mu held.
-func (c *client) addWriteAckLocked(h broker.Handle) {
-	c.writeAcks = append(c.writeAcks, writeAck{end: c.taken + uint64(c.out.n), h: h})
+func (c *client) addWriteAckLocked(h broker.Handle) { c.wr.addWriteAck(h) }
+
+// addWriteAck remembers h to settle once the output stream up to the
+// current end of the outbox is on the socket.
+func (w *writeSide) addWriteAck(h broker.Handle) {
+	w.writeAcks = append(w.writeAcks, writeAck{end: w.taken + uint64(w.out.n), h: h})
+}
+
+// wrote records that the transport still holds transportPending of the
+// bytes taken so far, at ns (unix nanos). It returns the ack-on-write
+// deliveries now on the socket (in order, removed from writeAcks), whether
+// the socket has taken nothing for longer than deadline while output
+// waited (stuck), whether it took anything since the last call or settled
+// acks (progress: the drain poll's back-off restarts), and whether acks
+// or output are left waiting for the socket to take more (waiting: nothing
+// else would wake the owner for them; never when closing).
+func (w *writeSide) wrote(transportPending int, ns, deadline int64, closing bool) (settle []broker.Handle, stuck, progress, waiting bool) {
+	onSocket := w.taken - uint64(transportPending)
+	moved := onSocket > w.onSocket
+	switch {
+	case transportPending == 0, w.outHigh == 0, moved:
+		// Empty, newly waiting, or moving: the deadline counts from now.
+		w.progressAt = ns
+	case ns-w.progressAt > deadline:
+		stuck = true
+	}
+	w.onSocket = onSocket
+	w.outHigh = transportPending
+	n := 0
+	for n < len(w.writeAcks) && w.writeAcks[n].end <= onSocket {
+		settle = append(settle, w.writeAcks[n].h)
+		n++
+	}
+	if n > 0 {
+		w.writeAcks = append(w.writeAcks[:0], w.writeAcks[n:]...)
+	}
+	waiting = (len(w.writeAcks) > 0 || w.out.n > 0 && transportPending > 0) && !closing
+	return settle, stuck, moved || n > 0, waiting
 }
 
 // afterWrite is called by the owner after handing output to the
@@ -129,35 +199,12 @@ func (c *client) addWriteAckLocked(h broker.Handle) {
 // order) and whether the socket has taken nothing for WriteDeadline while
 // output waited (the caller cuts the connection).
 func (c *client) afterWrite(transportPending int, now time.Time) (settle []broker.Handle, stuck bool) {
-	ns := now.UnixNano()
 	c.mu.Lock()
-	onSocket := c.taken - uint64(transportPending)
-	moved := onSocket > c.onSocket
-	switch {
-	case transportPending == 0, c.outHigh == 0, onSocket > c.onSocket:
-		// Empty, newly waiting, or moving: the deadline counts from now.
-		c.progressAt = ns
-	case ns-c.progressAt > int64(c.srv.opts.WriteDeadline):
-		stuck = true
-	}
-	c.onSocket = onSocket
-	c.outHigh = transportPending
-	n := 0
-	for n < len(c.writeAcks) && c.writeAcks[n].end <= onSocket {
-		settle = append(settle, c.writeAcks[n].h)
-		n++
-	}
-	if n > 0 {
-		c.writeAcks = append(c.writeAcks[:0], c.writeAcks[n:]...)
-	}
-	// Deliveries to settle once on the socket, or output left in the
-	// outbox past the transport's window, wait for the socket to take
-	// more: nothing else would wake the owner for them.
-	waiting := (len(c.writeAcks) > 0 || c.out.n > 0 && transportPending > 0) && !c.closing
-	c.outBusy.Store(transportPending > 0)
+	settle, stuck, progress, waiting := c.wr.wrote(transportPending, now.UnixNano(), int64(c.srv.opts.WriteDeadline), c.isClosing())
+	c.wr.outBusy.Store(transportPending > 0)
 	c.mu.Unlock()
 	if waiting {
-		c.armDrainPoll(moved || n > 0)
+		c.armDrainPoll(progress)
 	}
 	return settle, stuck
 }
@@ -166,18 +213,18 @@ func (c *client) afterWrite(transportPending int, now time.Time) (settle []broke
 // deliveries that wait on the socket; progress resets its back-off.
 func (c *client) armDrainPoll(progress bool) {
 	if progress {
-		c.drainBackoff.Store(int64(drainPollMin))
+		c.wr.drainBackoff.Store(int64(drainPollMin))
 	}
-	if !c.drainArmed.CompareAndSwap(false, true) {
+	if !c.wr.drainArmed.CompareAndSwap(false, true) {
 		return
 	}
-	d := time.Duration(c.drainBackoff.Load())
+	d := time.Duration(c.wr.drainBackoff.Load())
 	if d < drainPollMin {
 		d = drainPollMin
 	}
-	c.drainBackoff.Store(int64(min(2*d, drainPollMax)))
+	c.wr.drainBackoff.Store(int64(min(2*d, drainPollMax)))
 	time.AfterFunc(d, func() {
-		c.drainArmed.Store(false)
+		c.wr.drainArmed.Store(false)
 		c.tr.wake()
 	})
 }

@@ -231,18 +231,18 @@ func TestAckOnWriteWaitsForTheSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(s, 1, &nullTransport{})
+	c := newClient(s, 1, &nullTransport{}, false)
 	h := func(seq int) broker.Handle {
 		return broker.Handle{Topic: 1, Group: 1, Seq: broker.Seq(seq), Attempt: 1}
 	}
 	var sizes []int
 	for i := 1; i <= 3; i++ {
 		d := broker.Delivery{Handle: h(i), Subject: "t", Data: []byte(strings.Repeat("x", 100*i))}
-		before := c.out.n
+		before := c.wr.out.n
 		if !c.queueDurable(&d, "1", false, false, true, nil) {
 			t.Fatal("queueDurable refused")
 		}
-		sizes = append(sizes, c.out.n-before)
+		sizes = append(sizes, c.wr.out.n-before)
 	}
 	_, total, _ := c.takeOut(nil, 1<<30)
 	now := time.Now()
@@ -311,8 +311,8 @@ func TestStalledOutputIsHeldOnce(t *testing.T) {
 		defer s.mu.Unlock()
 		for _, c := range s.clients {
 			c.mu.Lock()
-			transport, outbox, capacity = c.outHigh, c.out.n, 0
-			for _, b := range c.out.bufs {
+			transport, outbox, capacity = c.wr.outHigh, c.wr.out.n, 0
+			for _, b := range c.wr.out.bufs {
 				capacity += cap(b)
 			}
 			c.mu.Unlock()
@@ -329,4 +329,45 @@ func TestStalledOutputIsHeldOnce(t *testing.T) {
 	if capacity > outbox+2*chunkSize {
 		t.Errorf("outbox chunks of %d KiB hold %d KiB", capacity>>10, outbox>>10)
 	}
+}
+
+// TestClosingConnectionPollsBurnNoDeliveries: POLLs a connection had
+// pipelined kept running after it was cut, between the cut (closing) and
+// the release of its leases: each leased the lowest ready messages, found
+// the connection closing and nacked them, and the next leased the same
+// ones again, so a few cycles dead-lettered messages no consumer ever saw
+// (TestStalledPollPipelineIsCut under load: "8 messages not delivered
+// again after the cut (first 0)"). A closing connection now starts no
+// poll.
+func TestClosingConnectionPollsBurnNoDeliveries(t *testing.T) {
+	s := startDurable(t, nil)
+	w := fibrilConn(t, s, "")
+	w.send(`TOPIC CREATE burn` + "\r\n")
+	w.expect(`^\+OK \{`)
+	w.send(`GROUP CREATE burn g {"max_deliveries":2}` + "\r\n")
+	w.expect(`^\+OK \{`)
+	fillTopic(t, s, "burn", 4, 16)
+
+	c, refuse := s.admit(&nullTransport{})
+	if c == nil {
+		t.Fatalf("admit: %q", refuse)
+	}
+	defer c.teardown()
+	c.feed([]byte(`CONNECT {"fibril":1}` + "\r\n"))
+	c.closeWith("test", nil) // cut; the leases are not given back yet
+	// POLLs parsed before the cut run after it (from the lane, in the
+	// field); each would lease and nack the same messages.
+	for range 5 {
+		c.handlePoll("burn", "g", 4, 0)
+	}
+	// A live consumer gets every message, each on its first attempt.
+	w.send("POLL burn g 4 1000\r\n")
+	for i := range 4 {
+		l := w.expect(`^MSG burn 0 \$F\.\d+\.\d+\.\d+\.\d+\.\d+ \d+$`)
+		if f := strings.Split(strings.Fields(l)[3], "."); f[len(f)-1] != "1" {
+			t.Errorf("message %d delivered on attempt %s, want 1 (%s)", i, f[len(f)-1], l)
+		}
+		w.line()
+	}
+	w.expect(`^\+OK 4$`)
 }

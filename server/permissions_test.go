@@ -36,7 +36,7 @@ func permUsers(t *testing.T) []User {
 }
 
 // loginAs dials s and logs user in, in Fibril mode.
-func loginAs(t *testing.T, s *Server, user string) *wire {
+func loginAs(t *testing.T, s *Server, user string) *wireConn {
 	t.Helper()
 	w := dialInfo(t, s)
 	w.send(`CONNECT {"fibril":1,"user":"` + user + `","pass":"pw"}` + "\r\n")

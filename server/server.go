@@ -78,11 +78,8 @@ type Server struct {
 	creds *credCache
 	// outBufs recycles the connections' output buffers (outbuf.go).
 	outBufs outPool
-	// moved holds the connections moved off gnet (conn_moved.go);
-	// moveAll moves every connection after its first input (set by
-	// the benchmark comparing the two transports, never otherwise).
-	moved   movedConns
-	moveAll atomic.Bool
+	// moved holds the connections moved off gnet (conn_moved.go).
+	moved movedConns
 }
 
 // New validates a copy of opts and returns a server ready to Run. It binds
@@ -284,7 +281,7 @@ func (s *Server) quiet() bool {
 	for _, c := range cls {
 		c.answers.mu.Lock()
 		c.mu.Lock()
-		busy := !c.closing && (c.answers.pendingLocked() > 0 || c.out.n > 0)
+		busy := !c.isClosing() && (c.answers.pendingLocked() > 0 || c.wr.out.n > 0)
 		c.mu.Unlock()
 		c.answers.mu.Unlock()
 		if busy {
@@ -319,8 +316,7 @@ func (s *Server) admit(tr transport) (*client, []byte) {
 		s.log.Warn("refusing connection: max connections", "remote", tr.remoteAddr(), "max", s.opts.MaxConnections)
 		return nil, protocol.AppendError(nil, protocol.NewError(protocol.CodeMaxConnections, ""), false)
 	}
-	c := newClient(s, s.nextCID.Add(1), tr)
-	c.authed.Store(!s.opts.authRequired())
+	c := newClient(s, s.nextCID.Add(1), tr, s.opts.authRequired())
 	s.clients[c.id] = c
 	s.stats.conns.Add(1)
 	return c, nil

@@ -10,7 +10,17 @@ package server
 // is still cut, by MaxPending or the write deadline; meanwhile each
 // publisher to it waits at most maxStall per stall.
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
+
+// publisherStall is the slow plain subscriber a publisher waits for. Any
+// goroutine; set and cleared by the publisher's input goroutine.
+type publisherStall struct {
+	sub   atomic.Pointer[client] // nil: not waiting
+	since atomic.Int64           // unix nanos when the wait began
+}
 
 // maxStall bounds one wait of a publisher for one slow subscriber.
 const maxStall = time.Second
@@ -19,7 +29,7 @@ const maxStall = time.Second
 // half of MaxPending. Any goroutine.
 func (c *client) overStallMark() bool {
 	c.mu.Lock()
-	over := !c.closing && c.pendingLocked() > c.srv.opts.MaxPending/2
+	over := !c.isClosing() && c.pendingLocked() > c.srv.opts.MaxPending/2
 	c.mu.Unlock()
 	return over
 }
@@ -27,28 +37,28 @@ func (c *client) overStallMark() bool {
 // stallOn makes this publisher wait for sub, whose output passed the mark.
 // Input goroutine only.
 func (c *client) stallOn(sub *client) {
-	if sub == c || c.stallFor.Load() != nil {
+	if sub == c || c.stall.sub.Load() != nil {
 		return // its own output already stops its parsing (outputOver)
 	}
-	c.stallSince.Store(time.Now().UnixNano())
-	c.stallFor.Store(sub)
+	c.stall.since.Store(time.Now().UnixNano())
+	c.stall.sub.Store(sub)
 }
 
 // consumerStall reports whether parsing must still wait for the slow
 // subscriber stallOn recorded, and forgets it once not. Input goroutine
 // only.
 func (c *client) consumerStall() bool {
-	sub := c.stallFor.Load()
+	sub := c.stall.sub.Load()
 	if sub == nil {
 		return false
 	}
-	if sub.overStallMark() && time.Now().UnixNano()-c.stallSince.Load() < int64(maxStall) {
+	if sub.overStallMark() && time.Now().UnixNano()-c.stall.since.Load() < int64(maxStall) {
 		// Part of its output may be in its transport (gnet's buffer),
 		// whose size it records only when it runs: wake it to write and
 		// record, or the mark stays passed on a stale figure.
 		sub.tr.wake()
 		return true
 	}
-	c.stallFor.Store(nil)
+	c.stall.sub.Store(nil)
 	return false
 }

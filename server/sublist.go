@@ -8,8 +8,7 @@ package server
 import (
 	"sync"
 
-	// Aliased: this package's tests have a raw-connection type named wire.
-	wirefmt "github.com/fibrilmq/fibril/wire"
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // sublist holds every plain subscription of the server. Safe for concurrent
@@ -70,7 +69,7 @@ func (sl *sublist) insert(s *subscription) {
 	var n *slNode
 	for rest, more := s.subject, true; more; {
 		var tok string
-		tok, rest, more = wirefmt.Cut(rest)
+		tok, rest, more = wire.Cut(rest)
 		n = l.child(tok, true)
 		if n.next == nil {
 			n.next = newLevel()
@@ -91,7 +90,7 @@ func (sl *sublist) remove(s *subscription) bool {
 
 // removeAt removes s under the tokens of subject (its rest below l).
 func (sl *sublist) removeAt(l *slLevel, s *subscription, subject string) bool {
-	tok, rest, more := wirefmt.Cut(subject)
+	tok, rest, more := wire.Cut(subject)
 	n := l.child(tok, false)
 	if n == nil {
 		return false
@@ -127,7 +126,7 @@ func (sl *sublist) match(subject string, out []*subscription) []*subscription {
 }
 
 func matchLevel(l *slLevel, rest string, out []*subscription) []*subscription {
-	tok, tail, more := wirefmt.Cut(rest)
+	tok, tail, more := wire.Cut(rest)
 	if l.fwc != nil {
 		for s := range l.fwc.subs {
 			out = append(out, s)
@@ -156,10 +155,10 @@ func matchNode(n *slNode, tail string, more bool, out []*subscription) []*subscr
 }
 
 // validSubject reports whether s is a literal subject a message can be
-// published to (wirefmt.CheckSubject without wildcards).
-func validSubject(s string) bool { return wirefmt.ValidSubject(s) }
+// published to (wire.CheckSubject without wildcards).
+func validSubject(s string) bool { return wire.ValidSubject(s) }
 
 // validFilter reports whether s is a subscription filter: like a subject, but
-// a token may be `*`, and the last token may be `>` (wirefmt.CheckSubject). A
+// a token may be `*`, and the last token may be `>` (wire.CheckSubject). A
 // wildcard inside a token (`a*`) is refused, as the parser refuses it.
-func validFilter(s string) bool { return wirefmt.ValidFilter(s) }
+func validFilter(s string) bool { return wire.ValidFilter(s) }

@@ -73,7 +73,7 @@ func TestHeadersStrippedForPlainClients(t *testing.T) {
 
 func TestQueueGroupOneMember(t *testing.T) {
 	s := startServer(t, nil)
-	subs := []*wire{dialInfo(t, s), dialInfo(t, s), dialInfo(t, s)}
+	subs := []*wireConn{dialInfo(t, s), dialInfo(t, s), dialInfo(t, s)}
 	for _, w := range subs {
 		w.send("SUB work q 1\r\nPING\r\n")
 		w.expect("^PONG$")

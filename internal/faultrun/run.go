@@ -263,10 +263,10 @@ func setup(ctx context.Context, url string, cfg Config, dlq string, within func(
 	if _, err := c.CreateTopic(sctx, Topic, fibril.TopicConfig{Partitions: cfg.Partitions}); err != nil {
 		return fmt.Errorf("faultrun: setup: %w", err)
 	}
-	if _, err := c.CreateGroup(sctx, Topic, Group, fibril.GroupConfig{LeaseMillis: cfg.Lease.Milliseconds(), MaxDeliveries: 5}); err != nil {
+	if _, err := c.CreateGroup(sctx, Topic, Group, fibril.GroupConfig{LeaseMs: cfg.Lease.Milliseconds(), MaxDeliveries: 5}); err != nil {
 		return fmt.Errorf("faultrun: setup: %w", err)
 	}
-	if _, err := c.CreateGroup(sctx, dlq, DLQGroup, fibril.GroupConfig{Start: "earliest", LeaseMillis: cfg.Lease.Milliseconds()}); err != nil {
+	if _, err := c.CreateGroup(sctx, dlq, DLQGroup, fibril.GroupConfig{Start: "earliest", LeaseMs: cfg.Lease.Milliseconds()}); err != nil {
 		return fmt.Errorf("faultrun: setup: %w", err)
 	}
 	return nil

@@ -8,7 +8,9 @@ import (
 )
 
 // collector reads the engine's Info views at scrape time. It keeps no state:
-// every value is read fresh, so a deleted topic simply disappears.
+// every value is read fresh, so a deleted topic simply disappears. Its many
+// fields are one immutable descriptor per exported metric (the list on
+// /metrics), built once; grouping them would only rename them.
 type collector struct {
 	s *Server
 

@@ -282,45 +282,29 @@ func (c TopicConfig) policy() seglog.Policy {
 	return seglog.PolicyCaller
 }
 
-// Start says where a new group begins.
-type Start string
+// Start says where a new group begins (wire.Start).
+type Start = wire.Start
 
 // Start values.
 const (
-	// StartEarliest: the group sees every retained message (default).
-	StartEarliest Start = "earliest"
-	// StartNew: the group sees messages published after it was created.
-	StartNew Start = "new"
+	StartEarliest = wire.StartEarliest // the group sees every retained message (default)
+	StartNew      = wire.StartNew      // the group sees messages published after it was created
 )
 
-// GroupConfig configures a consumer group. JSON names match GROUP CREATE.
-type GroupConfig struct {
-	Start   Start `json:"start,omitempty"`    // default earliest
-	LeaseMs int64 `json:"lease_ms,omitempty"` // default 30000
-	// MaxDeliveries is how many times a message is delivered before it is
-	// dead-lettered; default 5, -1 means unlimited.
-	MaxDeliveries int `json:"max_deliveries,omitempty"`
-	// DeadLetter is the dead-letter topic; default "$DLQ.<topic>.<group>",
-	// "-" means none (a message that reaches MaxDeliveries is then dropped).
-	DeadLetter string `json:"dead_letter,omitempty"`
-	// NATSAck says how deliveries to clients that cannot settle (stock
-	// NATS clients, SPEC.md 10.2) are treated by a server: NATSAckAuto
-	// (default) settles them when written, NATSAckExplicit leases them like
-	// any other until the client publishes +ACK to the handle. The engine
-	// only stores it. An empty value (catalogs written before the field)
-	// means auto.
-	NATSAck NATSAck `json:"nats_ack,omitempty"`
-}
+// GroupConfig configures a consumer group: the one schema wire.GroupConfig
+// (the JSON of GROUP CREATE, the SDK's GroupConfig), with the engine's
+// defaults and checks as methods; convert with GroupConfig(w) and
+// wire.GroupConfig(c), no field is copied by hand. The engine only stores
+// NATSAck: a server applies it to deliveries to clients that cannot settle.
+type GroupConfig wire.GroupConfig
 
-// NATSAck is GroupConfig.NATSAck.
-type NATSAck string
+// NATSAck is GroupConfig.NATSAck (wire.NATSAck).
+type NATSAck = wire.NATSAck
 
 // NATSAck values.
 const (
-	// NATSAckAuto: settled when written (at most once).
-	NATSAckAuto NATSAck = "auto"
-	// NATSAckExplicit: leased until the client settles (at least once).
-	NATSAckExplicit NATSAck = "explicit"
+	NATSAckAuto     = wire.NATSAckAuto     // settled when written (at most once)
+	NATSAckExplicit = wire.NATSAckExplicit // leased until the client settles (at least once)
 )
 
 // maxLeaseMs is the longest lease (SPEC.md 10.2: lease_ms 1..4294967295),

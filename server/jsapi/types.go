@@ -23,6 +23,8 @@ type response struct {
 }
 
 // StreamConfig is the part of JetStream's stream configuration served.
+// Its fields mirror the JetStream API's JSON one for one (stock clients
+// send and read them), so it has as many as that schema needs.
 type StreamConfig struct {
 	Name              string            `json:"name"`
 	Description       string            `json:"description,omitempty"`
@@ -79,6 +81,8 @@ type StreamInfo struct {
 }
 
 // ConsumerConfig is the part of JetStream's consumer configuration served.
+// Its fields mirror the JetStream API's JSON one for one (stock clients
+// send and read them), so it has as many as that schema needs.
 type ConsumerConfig struct {
 	Durable           string            `json:"durable_name,omitempty"`
 	Name              string            `json:"name,omitempty"`

@@ -1,0 +1,49 @@
+package wire
+
+// This file holds the one schema of a consumer group's configuration
+// (SPEC.md 10.2): the JSON of GROUP CREATE and of the "config" of GROUP
+// INFO, the SDK's GroupConfig, and the engine's (broker.GroupConfig is
+// this struct with the engine's defaults and checks as methods). It is
+// here, not in the broker, because the SDK and protocol must not import
+// the engine.
+
+// Start says where a new group begins.
+type Start string
+
+// Start values.
+const (
+	// StartEarliest: the group sees every retained message (default).
+	StartEarliest Start = "earliest"
+	// StartNew: the group sees messages published after it was created.
+	StartNew Start = "new"
+)
+
+// NATSAck says how a server settles deliveries to connections that cannot
+// settle (stock NATS clients, SPEC.md 10.2).
+type NATSAck string
+
+// NATSAck values.
+const (
+	// NATSAckAuto: settled when written (at most once; default).
+	NATSAckAuto NATSAck = "auto"
+	// NATSAckExplicit: leased until the client settles by publishing +ACK
+	// to the handle (at least once).
+	NATSAckExplicit NATSAck = "explicit"
+)
+
+// GroupConfig configures a consumer group (SPEC.md 10.2). JSON names are
+// those of GROUP CREATE; a zero field takes its default.
+type GroupConfig struct {
+	Start   Start `json:"start,omitempty"`    // default earliest
+	LeaseMs int64 `json:"lease_ms,omitempty"` // default 30000, at most 4294967295
+	// MaxDeliveries is how many times a message is delivered before it is
+	// dead-lettered; default 5, -1 means unlimited.
+	MaxDeliveries int `json:"max_deliveries,omitempty"`
+	// DeadLetter is the dead-letter topic; default "$DLQ.<topic>.<group>",
+	// "-" means none (a message that reaches MaxDeliveries is then dropped).
+	DeadLetter string `json:"dead_letter,omitempty"`
+	// NATSAck says how deliveries to NATS-mode connections are settled
+	// (default auto). The engine only stores it. An empty value (catalogs
+	// written before the field) means auto.
+	NATSAck NATSAck `json:"nats_ack,omitempty"`
+}
