@@ -51,10 +51,13 @@
 //     snapshot at index 1, term 1); conf change entries are applied to
 //     raft but nothing proposes them yet, and InitialState returns the
 //     snapshot's conf state only.
-//   - The state machine is rebuilt at open: Restore from the latest
-//     snapshot, then every committed entry after it is applied again. A
-//     durable state machine (a partition's segment log) will report its
-//     own applied index instead; that is the broker integration.
+//   - At open the replica resumes after the state machine's durable
+//     applied index (StateMachine.Applied) when it is at or past the
+//     latest snapshot, else restores that snapshot: an in-memory state
+//     machine reports 0 and is rebuilt, a durable one (a partition's
+//     segment log) is never handed an entry it holds. Applied past the
+//     raft log's end is refused as ErrCorrupt (directories that do not
+//     belong together).
 //   - Writes are synchronous in the Ready loop (one fsync per Ready that
 //     needs one). raft's AsyncStorageWrites, which lets the next Ready be
 //     built while an fsync runs, is the planned pipelining.

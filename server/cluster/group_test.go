@@ -24,6 +24,11 @@ func (l *lockedSM) Apply(i uint64, d []byte) error {
 	defer l.mu.Unlock()
 	return l.sm.Apply(i, d)
 }
+func (l *lockedSM) Applied() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sm.Applied()
+}
 func (l *lockedSM) Snapshot() ([]byte, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -27,15 +27,26 @@ var (
 )
 
 // StateMachine is what a replica group applies committed entries to. It
-// is called on the group's goroutine only, in index order.
+// is called on the group's goroutine only: Applied once at open, then
+// Apply for every committed index in order, with no gap and no repeat.
 type StateMachine interface {
-	// Apply applies the data of the committed entry at index. After a
-	// restart the group restores the latest snapshot and applies every
-	// committed entry after it again.
+	// Applied returns the index of the last entry whose effect the state
+	// machine holds durably (0: it holds nothing, as an in-memory one
+	// after a restart). At open the replica restores the latest raft
+	// snapshot only when Applied is below it, then applies every entry
+	// after max(Applied, snapshot index), never one at or below it. The
+	// state machine must never report an index it has not applied.
+	Applied() uint64
+	// Apply applies the committed entry at index: data is the proposal's,
+	// or empty for an entry without one (a new leader's empty entry, a
+	// conf change), which only moves the applied index. A durable state
+	// machine need not make each Apply durable at once; what it loses in
+	// a crash it gets again after the index Applied then reports.
 	Apply(index uint64, data []byte) error
 	// Snapshot returns the state as of the last applied index.
 	Snapshot() ([]byte, error)
-	// Restore replaces the state with a snapshot taken at index.
+	// Restore replaces the state with a snapshot taken at index, which is
+	// past the last applied index (the state never goes back).
 	Restore(index uint64, data []byte) error
 }
 
@@ -139,14 +150,15 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 	}
 	snap, _ := st.Snapshot()
 	_, cs, _ := st.InitialState()
-	idx := snap.GetMetadata().GetIndex()
-	if err := sm.Restore(idx, snap.Data); err != nil {
+	snapIdx := snap.GetMetadata().GetIndex()
+	applied, err := resume(st, sm, snap)
+	if err != nil {
 		st.Close()
-		return nil, fmt.Errorf("cluster: restore snapshot %d: %w", idx, err)
+		return nil, err
 	}
 	rc := &raft.Config{
 		ID: cfg.ID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks,
-		Storage: st, Applied: idx, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
+		Storage: st, Applied: applied, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
 		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true,
 		Logger: quietLogger{},
 	}
@@ -159,7 +171,31 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 		return nil, fmt.Errorf("cluster: start raft node %d: %w", cfg.ID, err)
 	}
 	return &replica{cfg: cfg, st: st, rn: rn, sm: sm, tr: tr, cs: cs, nonce: rand.Uint64(),
-		pending: map[uint64]*Proposal{}, applied: idx, snapIndex: idx}, nil
+		pending: map[uint64]*Proposal{}, applied: applied, snapIndex: snapIdx}, nil
+}
+
+// resume returns the index the replica resumes applying after: the state
+// machine's durable applied index when it is at or past the snapshot,
+// else the snapshot's, restored into it. Every entry up to the state
+// machine's index was committed before it was applied, but the hard state
+// recording that commit may not have been fsynced (raft does not ask for
+// a sync when only the commit index moves), so the storage's commit index
+// is raised to it; entries past the log's last index mean the two
+// directories do not belong together.
+func resume(st *Storage, sm StateMachine, snap *pb.Snapshot) (uint64, error) {
+	idx := snap.GetMetadata().GetIndex()
+	applied := sm.Applied()
+	if applied < idx {
+		if err := sm.Restore(idx, snap.Data); err != nil {
+			return 0, fmt.Errorf("cluster: restore snapshot %d: %w", idx, err)
+		}
+		return idx, nil
+	}
+	if last, _ := st.LastIndex(); applied > last {
+		return 0, fmt.Errorf("%w: %s: state machine applied %d, past the raft log's last index %d", ErrCorrupt, st.dir, applied, last)
+	}
+	st.commitAtLeast(applied)
+	return applied, nil
 }
 
 // propose hands data to raft; the proposal completes in a later process.
@@ -270,10 +306,12 @@ func (r *replica) apply(e *pb.Entry) error {
 	idx := e.GetIndex()
 	switch e.GetType() {
 	case pb.EntryType_EntryNormal:
+		var data []byte
 		if len(e.Data) >= envelope {
-			if err := r.sm.Apply(idx, e.Data[envelope:]); err != nil {
-				return fmt.Errorf("cluster: apply entry %d: %w", idx, err)
-			}
+			data = e.Data[envelope:]
+		}
+		if err := r.sm.Apply(idx, data); err != nil {
+			return fmt.Errorf("cluster: apply entry %d: %w", idx, err)
 		}
 		if id, p := r.ours(e); p != nil {
 			delete(r.pending, id)
@@ -285,12 +323,18 @@ func (r *replica) apply(e *pb.Entry) error {
 			return fmt.Errorf("cluster: conf change %d: %w", idx, err)
 		}
 		r.cs = r.rn.ApplyConfChange(&cc)
+		if err := r.sm.Apply(idx, nil); err != nil {
+			return fmt.Errorf("cluster: apply entry %d: %w", idx, err)
+		}
 	case pb.EntryType_EntryConfChangeV2:
 		var cc pb.ConfChangeV2
 		if err := proto.Unmarshal(e.Data, &cc); err != nil {
 			return fmt.Errorf("cluster: conf change %d: %w", idx, err)
 		}
 		r.cs = r.rn.ApplyConfChange(&cc)
+		if err := r.sm.Apply(idx, nil); err != nil {
+			return fmt.Errorf("cluster: apply entry %d: %w", idx, err)
+		}
 	}
 	r.applied = idx
 	return nil

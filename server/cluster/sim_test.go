@@ -67,6 +67,7 @@ type simNode struct {
 	fs  *crashfs.FS
 	r   *replica // nil while down
 	sm  *testSM
+	dsm *durableSM // with simOpts.durable: sm's durable form
 }
 
 // sim runs a group of replicas on one goroutine, each step chosen by rng.
@@ -79,13 +80,24 @@ type sim struct {
 	hist    *history
 	pending map[string]*Proposal
 	nextP   int
-	early   bool
+	opts    simOpts
+	resumed int // restarts where the state machine resumed past the snapshot
+}
+
+// simOpts are a sim's variations.
+type simOpts struct {
+	early   bool // Config.ackOnLocalAppend: a broken build for the checker's test
+	durable bool // durableSM state machines, which survive a restart
 }
 
 func newSim(t *testing.T, n int, seed uint64, early bool) *sim {
+	return newSimWith(t, n, seed, simOpts{early: early})
+}
+
+func newSimWith(t *testing.T, n int, seed uint64, opts simOpts) *sim {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	s := &sim{t: t, rng: rng, net: &simNet{rng: rng, side: map[uint64]int{}, drop: 50, dup: 50},
-		hist: newHistory(), pending: map[string]*Proposal{}, early: early}
+		hist: newHistory(), pending: map[string]*Proposal{}, opts: opts}
 	base := t.TempDir()
 	for i := 1; i <= n; i++ {
 		s.peers = append(s.peers, uint64(i))
@@ -99,11 +111,23 @@ func newSim(t *testing.T, n int, seed uint64, early bool) *sim {
 }
 
 func (s *sim) start(nd *simNode) {
+	var sm StateMachine
 	nd.sm = newTestSM()
+	sm = nd.sm
+	if s.opts.durable {
+		d, err := openDurableSM(filepath.Join(nd.dir, "sm"), nd.fs, 1+s.rng.IntN(8))
+		if err != nil {
+			s.t.Fatalf("start node %d: %v", nd.id, err)
+		}
+		nd.dsm, nd.sm, sm = d, d.testSM, d
+	}
 	r, err := newReplica(Config{ID: nd.id, Peers: s.peers, Dir: nd.dir, FS: nd.fs, SnapshotEvery: 20,
-		ackOnLocalAppend: s.early, manualElections: true}, nd.sm, simLink{s.net})
+		ackOnLocalAppend: s.opts.early, manualElections: true}, sm, simLink{s.net})
 	if err != nil {
 		s.t.Fatalf("start node %d: %v", nd.id, err)
+	}
+	if nd.dsm != nil && nd.dsm.resumedAt > r.snapIndex {
+		s.resumed++
 	}
 	nd.r = r
 }
@@ -112,6 +136,10 @@ func (s *sim) start(nd *simNode) {
 func (s *sim) kill(nd *simNode) {
 	nd.r.close(false)
 	nd.r = nil
+	if nd.dsm != nil {
+		nd.dsm.log.Abandon()
+		nd.dsm = nil
+	}
 	if _, err := nd.fs.Crash(s.rng, crashfs.CrashCut); err != nil {
 		s.t.Fatal(err)
 	}
@@ -276,6 +304,10 @@ func (s *sim) closeAll() {
 	for _, nd := range s.up() {
 		nd.r.close(true)
 		nd.r = nil
+		if nd.dsm != nil {
+			nd.dsm.log.Close()
+			nd.dsm = nil
+		}
 	}
 }
 
@@ -312,12 +344,39 @@ func TestSimFaults(t *testing.T) {
 	}
 }
 
+// TestSimDurableRestart runs TestSimFaults' faults with state machines
+// that keep their state on disk (durableSM, fsynced every few applies),
+// so a node killed and restarted resumes from its state machine's applied
+// index rather than from the snapshot: the checker fails an entry applied
+// twice, skipped, or a restore that takes the state back. The run must
+// have resumed past a snapshot at least once, or it proved nothing.
+func TestSimDurableRestart(t *testing.T) {
+	seeds := simSeeds(3)
+	for _, n := range []int{3, 5} {
+		for seed := 0; seed < seeds; seed++ {
+			t.Run(fmt.Sprintf("n%d/seed%d", n, seed), func(t *testing.T) {
+				s := newSimWith(t, n, uint64(100+seed), simOpts{durable: true})
+				defer s.closeAll()
+				for i := 0; i < 3000; i++ {
+					s.step(true)
+					s.check(i)
+				}
+				s.settle(20000)
+				if s.resumed == 0 {
+					t.Fatalf("no restart resumed from a durable applied index")
+				}
+				t.Logf("%d acked of %d proposed, %d resumed", len(s.hist.acked), s.nextP, s.resumed)
+			})
+		}
+	}
+}
+
 // TestCheckerCatchesEarlyAck shows the checker failing a build that
 // acknowledges a proposal once the leader fsynced it, before a quorum
 // holds it: the leader is cut off, acknowledges a proposal, the others
 // elect a new leader and commit other entries at that index.
 func TestCheckerCatchesEarlyAck(t *testing.T) {
-	s := newSim(t, 3, 1, true)
+	s := newSimWith(t, 3, 1, simOpts{early: true})
 	defer s.closeAll()
 	var old *simNode
 	for i := 0; i < 5000 && old == nil; i++ {

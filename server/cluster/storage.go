@@ -391,6 +391,17 @@ func (s *Storage) CreateSnapshot(index uint64, cs *pb.ConfState, data []byte) er
 	return nil
 }
 
+// commitAtLeast raises the hard state's commit index to index in memory
+// (see resume); the next hard state raft saves carries it.
+func (s *Storage) commitAtLeast(index uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hs.GetCommit() < index {
+		s.hs = proto.CloneOf(s.hs)
+		s.hs.Commit = &index
+	}
+}
+
 // InitialState returns the saved hard state and the snapshot's conf state.
 func (s *Storage) InitialState() (*pb.HardState, *pb.ConfState, error) {
 	s.mu.Lock()
