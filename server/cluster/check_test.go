@@ -10,12 +10,13 @@ import (
 // index applied out of order, twice or skipped, any proposal applied
 // twice, and any restore that would take its state back.
 type testSM struct {
-	byIndex map[uint64]string
-	seen    map[string]uint64 // data -> index, to find a double apply
-	fresh   []uint64          // indexes applied since the last check
-	last    uint64            // the last index applied
-	applied uint64            // the replica's applied index, set by the test before check
-	bad     error
+	byIndex  map[uint64]string
+	seen     map[string]uint64 // data -> index, to find a double apply
+	fresh    []uint64          // indexes applied since the last check
+	last     uint64            // the last index applied
+	applied  uint64            // the replica's applied index, set by the test before check
+	restores int               // Restore calls
+	bad      error
 }
 
 func newTestSM() *testSM {
@@ -50,6 +51,7 @@ func (m *testSM) Restore(index uint64, data []byte) error {
 	if index < m.last && m.bad == nil {
 		m.bad = fmt.Errorf("restore to %d takes back applied entries up to %d", index, m.last)
 	}
+	m.restores++
 	m.byIndex = map[uint64]string{}
 	m.seen = map[string]uint64{}
 	m.fresh = m.fresh[:0]

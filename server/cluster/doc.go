@@ -1,8 +1,10 @@
-// Package cluster replicates a log over a raft group: durable raft storage,
-// the Ready loop that drives etcd-io/raft's RawNode, and the seams (a
-// Transport for raft messages, a StateMachine for committed entries) that
-// the broker plugs a partition into. It knows nothing of topics, sockets
-// or the wire protocol.
+// Package cluster replicates logs over raft groups: durable raft storage,
+// the Ready loop that drives etcd-io/raft's RawNode, a Node that runs many
+// groups over one transport, and the seams (a Transport for raft
+// messages, a StateMachine for committed entries) that the broker plugs a
+// partition into. It knows nothing of topics or the wire protocol;
+// sockets and TLS are package transport's, certificates package
+// certgen's.
 //
 // # What it owns
 //
@@ -33,6 +35,11 @@
 //     there, since every replica persists before it acknowledges) and
 //     applied on this replica; Leader and Config.OnLeader report the
 //     leader as raft knows it.
+//   - Node (node.go): one member of a cluster: a transport.Transport to
+//     the seed peers and a Group per raft group it runs (MetaGroup, ID 0,
+//     plus NodeConfig.Groups), each in Dir/groups/<id>, with the node's
+//     raft ID (NodeID of its name) in every group. Messages for a group it
+//     does not run are dropped and counted.
 //
 // # What it must never do
 //
@@ -47,6 +54,8 @@
 //
 // # Caveats
 //
+//   - A Node is started once and stopped once; a restart is a new Node
+//     on the same config and directory.
 //   - Membership is fixed at bootstrap (Config.Peers, stored as a
 //     snapshot at index 1, term 1); conf change entries are applied to
 //     raft but nothing proposes them yet, and InitialState returns the
