@@ -56,10 +56,15 @@
 //
 //   - A Node is started once and stopped once; a restart is a new Node
 //     on the same config and directory.
-//   - Membership is fixed at bootstrap (Config.Peers, stored as a
-//     snapshot at index 1, term 1); conf change entries are applied to
-//     raft but nothing proposes them yet, and InitialState returns the
-//     snapshot's conf state only.
+//   - A new group's members are Config.Peers, stored as a snapshot at
+//     index 1, term 1. Group.ProposeConfChange changes them one change at
+//     a time (raft refuses a second while one is unapplied:
+//     ErrConfChangeRefused); a replica added starts with Config.Join on
+//     an empty directory and catches up from a snapshot. InitialState
+//     returns the snapshot's conf state, and raft replays every committed
+//     entry after the snapshot at open, even those the state machine
+//     already holds, so that the conf changes among them are applied
+//     again. A Node's transport peers still come from its config only.
 //   - At open the replica resumes after the state machine's durable
 //     applied index (StateMachine.Applied) when it is at or past the
 //     latest snapshot, else restores that snapshot: an in-memory state

@@ -30,6 +30,7 @@ type Group struct {
 
 type propReq struct {
 	data  []byte
+	cc    *pb.ConfChangeV2 // a membership change instead of data
 	reply chan propReply
 }
 
@@ -79,7 +80,19 @@ func (g *Group) Step(m *pb.Message) {
 // or ErrClosed (outcome unknown) when the leader changed or the group
 // stopped first, and ctx's error (outcome unknown) on a timeout.
 func (g *Group) Propose(ctx context.Context, data []byte) (uint64, error) {
-	req := propReq{data: data, reply: make(chan propReply, 1)}
+	return g.propose(ctx, propReq{data: data, reply: make(chan propReply, 1)})
+}
+
+// ProposeConfChange proposes a membership change (a replica joining with
+// Config.Join must be added first, then started) and blocks until it is
+// committed and applied here, returning its index. It fails as Propose
+// does, and with ErrConfChangeRefused (nothing appended, retry later)
+// while another change is not applied yet.
+func (g *Group) ProposeConfChange(ctx context.Context, cc *pb.ConfChangeV2) (uint64, error) {
+	return g.propose(ctx, propReq{cc: cc, reply: make(chan propReply, 1)})
+}
+
+func (g *Group) propose(ctx context.Context, req propReq) (uint64, error) {
 	select {
 	case g.propc <- req:
 	case <-g.donec:
@@ -128,7 +141,13 @@ func (g *Group) run() {
 		case m := <-g.recvc:
 			_ = g.r.rn.Step(m) // a stale or foreign message is raft's to ignore
 		case req := <-g.propc:
-			p, err := g.r.propose(req.data)
+			var p *Proposal
+			var err error
+			if req.cc != nil {
+				p, err = g.r.proposeConfChange(req.cc)
+			} else {
+				p, err = g.r.propose(req.data)
+			}
 			req.reply <- propReply{p, err}
 		case <-g.stopc:
 			return

@@ -24,6 +24,11 @@ var (
 	// ErrClosed: the group was closed (or failed) before the proposal was
 	// applied. Its outcome is unknown.
 	ErrClosed = errors.New("cluster: group closed")
+	// ErrConfChangeRefused: raft refused a membership change because
+	// another one is not applied yet (a new leader counts its whole log as
+	// possibly holding one until it applied it). Nothing was appended;
+	// retry later.
+	ErrConfChangeRefused = errors.New("cluster: conf change refused: another is pending")
 )
 
 // StateMachine is what a replica group applies committed entries to. It
@@ -83,6 +88,12 @@ type Config struct {
 	// succeed once appended and fsynced here, before a quorum holds them.
 	// The checker's own test uses it to show it catches such a build.
 	ackOnLocalAppend bool
+	// Join says the replica joins a group that already exists: an empty
+	// directory is not bootstrapped with Peers, and the replica waits for
+	// the leader to send it the group's state (it must have been added by
+	// a conf change first).
+	Join bool
+
 	// manualElections is a test hook for replayable runs: raft draws its
 	// election timeouts from crypto/rand, so the deterministic tests turn
 	// timeouts (and CheckQuorum and PreVote, which rely on them) off and
@@ -126,6 +137,14 @@ type replica struct {
 	term      uint64
 	applied   uint64
 	snapIndex uint64
+	// skipTo is the state machine's applied index at open: entries up to
+	// it are not applied to it again, but their conf changes are applied
+	// to raft, whose configuration is rebuilt from the snapshot's.
+	skipTo uint64
+	// confCheck lists the conf changes proposed since the last Ready, to
+	// be looked for in the next: raft replaces one it refuses by an empty
+	// entry.
+	confCheck []uint64
 }
 
 func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
@@ -142,7 +161,7 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	if last, _ := st.LastIndex(); last == 0 {
+	if last, _ := st.LastIndex(); last == 0 && !cfg.Join {
 		if err := st.Bootstrap(cfg.Peers); err != nil {
 			st.Close()
 			return nil, err
@@ -158,8 +177,8 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 	}
 	rc := &raft.Config{
 		ID: cfg.ID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks,
-		Storage: st, Applied: applied, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
-		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true,
+		Storage: st, Applied: snapIdx, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
+		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true, StepDownOnRemoval: true,
 		Logger: quietLogger{},
 	}
 	if cfg.manualElections {
@@ -171,12 +190,14 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 		return nil, fmt.Errorf("cluster: start raft node %d: %w", cfg.ID, err)
 	}
 	return &replica{cfg: cfg, st: st, rn: rn, sm: sm, tr: tr, cs: cs, nonce: rand.Uint64(),
-		pending: map[uint64]*Proposal{}, applied: applied, snapIndex: snapIdx}, nil
+		pending: map[uint64]*Proposal{}, applied: snapIdx, snapIndex: snapIdx, skipTo: applied}, nil
 }
 
-// resume returns the index the replica resumes applying after: the state
-// machine's durable applied index when it is at or past the snapshot,
-// else the snapshot's, restored into it. Every entry up to the state
+// resume returns the index the state machine resumes applying after: its
+// durable applied index when it is at or past the snapshot, else the
+// snapshot's, restored into it. Raft still replays every committed entry
+// after the snapshot, so that the conf changes among them rebuild its
+// configuration; apply skips the rest up to this index. Every entry up to the state
 // machine's index was committed before it was applied, but the hard state
 // recording that commit may not have been fsynced (raft does not ask for
 // a sync when only the commit index moves), so the storage's commit index
@@ -198,32 +219,88 @@ func resume(st *Storage, sm StateMachine, snap *pb.Snapshot) (uint64, error) {
 	return applied, nil
 }
 
-// propose hands data to raft; the proposal completes in a later process.
-func (r *replica) propose(data []byte) (*Proposal, error) {
+func (r *replica) envelope(data []byte) []byte {
 	env := make([]byte, envelope, envelope+len(data))
 	binary.LittleEndian.PutUint64(env, r.nonce)
 	binary.LittleEndian.PutUint64(env[8:], r.next)
-	env = append(env, data...)
-	if err := r.rn.Propose(env); err != nil {
+	return append(env, data...)
+}
+
+// track registers the proposal just handed to raft.
+func (r *replica) track() *Proposal {
+	p := &Proposal{Done: make(chan struct{})}
+	r.pending[r.next] = p
+	r.next++
+	return p
+}
+
+// propose hands data to raft; the proposal completes in a later process.
+func (r *replica) propose(data []byte) (*Proposal, error) {
+	if err := r.rn.Propose(r.envelope(data)); err != nil {
 		if errors.Is(err, raft.ErrProposalDropped) {
 			return nil, ErrNotLeader
 		}
 		return nil, fmt.Errorf("cluster: propose: %w", err)
 	}
-	p := &Proposal{Done: make(chan struct{})}
-	r.pending[r.next] = p
-	r.next++
-	return p, nil
+	return r.track(), nil
 }
 
-// ours returns the pending proposal an entry completes, if any.
-func (r *replica) ours(e *pb.Entry) (uint64, *Proposal) {
-	if e.GetType() != pb.EntryType_EntryNormal || len(e.Data) < envelope ||
-		binary.LittleEndian.Uint64(e.Data) != r.nonce {
+// proposeConfChange hands a membership change to raft; it completes once
+// applied here, or in the next process with ErrConfChangeRefused.
+func (r *replica) proposeConfChange(cc *pb.ConfChangeV2) (*Proposal, error) {
+	cc = proto.CloneOf(cc)
+	cc.Context = r.envelope(nil)
+	if err := r.rn.ProposeConfChange(cc); err != nil {
+		if errors.Is(err, raft.ErrProposalDropped) {
+			return nil, ErrNotLeader
+		}
+		return nil, fmt.Errorf("cluster: propose conf change: %w", err)
+	}
+	r.confCheck = append(r.confCheck, r.next)
+	return r.track(), nil
+}
+
+// ours returns the pending proposal an envelope completes, if any.
+func (r *replica) oursEnv(env []byte) (uint64, *Proposal) {
+	if len(env) < envelope || binary.LittleEndian.Uint64(env) != r.nonce {
 		return 0, nil
 	}
-	id := binary.LittleEndian.Uint64(e.Data[8:])
+	id := binary.LittleEndian.Uint64(env[8:])
 	return id, r.pending[id]
+}
+
+// ours returns the pending proposal a normal entry completes, if any.
+func (r *replica) ours(e *pb.Entry) (uint64, *Proposal) {
+	if e.GetType() != pb.EntryType_EntryNormal {
+		return 0, nil
+	}
+	return r.oursEnv(e.Data)
+}
+
+// checkConf fails the conf change just proposed if raft did not append it
+// (it appends an empty entry in its place).
+func (r *replica) checkConf(rd raft.Ready) {
+	if len(r.confCheck) == 0 {
+		return
+	}
+	appended := map[uint64]bool{}
+	for _, e := range rd.Entries {
+		if e.GetType() == pb.EntryType_EntryConfChangeV2 {
+			var cc pb.ConfChangeV2
+			if proto.Unmarshal(e.Data, &cc) == nil {
+				if id, p := r.oursEnv(cc.Context); p != nil {
+					appended[id] = true
+				}
+			}
+		}
+	}
+	for _, id := range r.confCheck {
+		if p := r.pending[id]; p != nil && !appended[id] {
+			delete(r.pending, id)
+			p.finish(0, ErrConfChangeRefused)
+		}
+	}
+	r.confCheck = r.confCheck[:0]
 }
 
 // failPending ends every pending proposal with err.
@@ -244,6 +321,7 @@ func (r *replica) process() error {
 			return err
 		}
 		r.noteLeader(rd)
+		r.checkConf(rd)
 		if r.cfg.ackOnLocalAppend {
 			for _, e := range rd.Entries {
 				if id, p := r.ours(e); p != nil {
@@ -310,8 +388,8 @@ func (r *replica) apply(e *pb.Entry) error {
 		if len(e.Data) >= envelope {
 			data = e.Data[envelope:]
 		}
-		if err := r.sm.Apply(idx, data); err != nil {
-			return fmt.Errorf("cluster: apply entry %d: %w", idx, err)
+		if err := r.applySM(idx, data); err != nil {
+			return err
 		}
 		if id, p := r.ours(e); p != nil {
 			delete(r.pending, id)
@@ -323,8 +401,8 @@ func (r *replica) apply(e *pb.Entry) error {
 			return fmt.Errorf("cluster: conf change %d: %w", idx, err)
 		}
 		r.cs = r.rn.ApplyConfChange(&cc)
-		if err := r.sm.Apply(idx, nil); err != nil {
-			return fmt.Errorf("cluster: apply entry %d: %w", idx, err)
+		if err := r.applySM(idx, nil); err != nil {
+			return err
 		}
 	case pb.EntryType_EntryConfChangeV2:
 		var cc pb.ConfChangeV2
@@ -332,16 +410,33 @@ func (r *replica) apply(e *pb.Entry) error {
 			return fmt.Errorf("cluster: conf change %d: %w", idx, err)
 		}
 		r.cs = r.rn.ApplyConfChange(&cc)
-		if err := r.sm.Apply(idx, nil); err != nil {
-			return fmt.Errorf("cluster: apply entry %d: %w", idx, err)
+		if err := r.applySM(idx, nil); err != nil {
+			return err
+		}
+		if id, p := r.oursEnv(cc.Context); p != nil {
+			delete(r.pending, id)
+			p.finish(idx, nil)
 		}
 	}
 	r.applied = idx
 	return nil
 }
 
+// applySM applies an entry to the state machine unless it holds it.
+func (r *replica) applySM(idx uint64, data []byte) error {
+	if idx <= r.skipTo {
+		return nil
+	}
+	if err := r.sm.Apply(idx, data); err != nil {
+		return fmt.Errorf("cluster: apply entry %d: %w", idx, err)
+	}
+	return nil
+}
+
 func (r *replica) maybeSnapshot() error {
-	if r.cfg.SnapshotEvery == 0 || r.applied-r.snapIndex < r.cfg.SnapshotEvery {
+	// Below skipTo the state machine is ahead of r.applied: a snapshot
+	// of it would not be the state at r.applied.
+	if r.cfg.SnapshotEvery == 0 || r.applied < r.skipTo || r.applied-r.snapIndex < r.cfg.SnapshotEvery {
 		return nil
 	}
 	data, err := r.sm.Snapshot()

@@ -62,12 +62,14 @@ func (n *simNet) pop() *pb.Message {
 }
 
 type simNode struct {
-	id  uint64
-	dir string
-	fs  *crashfs.FS
-	r   *replica // nil while down
-	sm  *testSM
-	dsm *durableSM // with simOpts.durable: sm's durable form
+	id      uint64
+	dir     string
+	fs      *crashfs.FS
+	r       *replica // nil while down
+	sm      *testSM
+	dsm     *durableSM // with simOpts.durable: sm's durable form
+	join    bool       // added by a conf change: never bootstrapped
+	removed bool       // removed by a conf change: down for good
 }
 
 // sim runs a group of replicas on one goroutine, each step chosen by rng.
@@ -88,6 +90,10 @@ type sim struct {
 type simOpts struct {
 	early   bool // Config.ackOnLocalAppend: a broken build for the checker's test
 	durable bool // durableSM state machines, which survive a restart
+	// snapshotEvery is Config.SnapshotEvery (0: 20), syncEvery the
+	// durableSM's (0: drawn from the seed, 1 to 8).
+	snapshotEvery uint64
+	syncEvery     int
 }
 
 func newSim(t *testing.T, n int, seed uint64, early bool) *sim {
@@ -115,13 +121,21 @@ func (s *sim) start(nd *simNode) {
 	nd.sm = newTestSM()
 	sm = nd.sm
 	if s.opts.durable {
-		d, err := openDurableSM(filepath.Join(nd.dir, "sm"), nd.fs, 1+s.rng.IntN(8))
+		every := s.opts.syncEvery
+		if every == 0 {
+			every = 1 + s.rng.IntN(8)
+		}
+		d, err := openDurableSM(filepath.Join(nd.dir, "sm"), nd.fs, every)
 		if err != nil {
 			s.t.Fatalf("start node %d: %v", nd.id, err)
 		}
 		nd.dsm, nd.sm, sm = d, d.testSM, d
 	}
-	r, err := newReplica(Config{ID: nd.id, Peers: s.peers, Dir: nd.dir, FS: nd.fs, SnapshotEvery: 20,
+	snapEvery := s.opts.snapshotEvery
+	if snapEvery == 0 {
+		snapEvery = 20
+	}
+	r, err := newReplica(Config{ID: nd.id, Peers: s.peers, Dir: nd.dir, FS: nd.fs, SnapshotEvery: snapEvery, Join: nd.join,
 		ackOnLocalAppend: s.opts.early, manualElections: true}, sm, simLink{s.net})
 	if err != nil {
 		s.t.Fatalf("start node %d: %v", nd.id, err)
@@ -145,17 +159,33 @@ func (s *sim) kill(nd *simNode) {
 	}
 }
 
-func (s *sim) up() []*simNode {
+// members returns the nodes not removed.
+func (s *sim) members() []*simNode {
 	var out []*simNode
 	for _, nd := range s.nodes {
-		if nd.r != nil {
+		if !nd.removed {
 			out = append(out, nd)
 		}
 	}
 	return out
 }
 
-func (s *sim) node(id uint64) *simNode { return s.nodes[id-1] }
+func (s *sim) up() []*simNode {
+	var out []*simNode
+	for _, nd := range s.nodes {
+		if nd.r != nil && !nd.removed {
+			out = append(out, nd)
+		}
+	}
+	return out
+}
+
+func (s *sim) node(id uint64) *simNode {
+	if id == 0 || id > uint64(len(s.nodes)) {
+		return nil
+	}
+	return s.nodes[id-1]
+}
 
 func (s *sim) process(nd *simNode) {
 	if err := nd.r.process(); err != nil {
@@ -224,8 +254,7 @@ func (s *sim) step(faults bool) {
 	switch a := s.rng.IntN(100); {
 	case a < 55:
 		m := s.net.pop()
-		if m != nil && s.node(m.GetTo()).r != nil {
-			nd := s.node(m.GetTo())
+		if nd := s.node(m.GetTo()); m != nil && nd != nil && nd.r != nil {
 			_ = nd.r.rn.Step(m)
 			s.process(nd)
 		}
@@ -245,7 +274,7 @@ func (s *sim) step(faults bool) {
 		}
 	case !faults:
 	case a < 94:
-		if down := len(s.nodes) - len(up); down < (len(s.nodes)-1)/2 {
+		if down := len(s.members()) - len(up); down < (len(s.members())-1)/2 {
 			victim := up[s.rng.IntN(len(up))]
 			if l := s.leader(); l != nil && s.rng.IntN(2) == 0 {
 				victim = l // leader kills half the time
@@ -253,7 +282,7 @@ func (s *sim) step(faults bool) {
 			s.kill(victim)
 		}
 	case a < 97:
-		for _, nd := range s.nodes {
+		for _, nd := range s.members() {
 			if nd.r == nil {
 				s.start(nd)
 				break
@@ -273,7 +302,7 @@ func (s *sim) step(faults bool) {
 func (s *sim) settle(maxSteps int) {
 	clear(s.net.side)
 	s.net.lossless = true
-	for _, nd := range s.nodes {
+	for _, nd := range s.members() {
 		if nd.r == nil {
 			s.start(nd)
 		}
@@ -290,7 +319,7 @@ func (s *sim) settle(maxSteps int) {
 			top = max(top, i)
 		}
 		done := true
-		for _, nd := range s.nodes {
+		for _, nd := range s.members() {
 			done = done && nd.r.applied >= top
 		}
 		if done && i > 0 {
@@ -301,7 +330,10 @@ func (s *sim) settle(maxSteps int) {
 }
 
 func (s *sim) closeAll() {
-	for _, nd := range s.up() {
+	for _, nd := range s.nodes {
+		if nd.r == nil {
+			continue
+		}
 		nd.r.close(true)
 		nd.r = nil
 		if nd.dsm != nil {
