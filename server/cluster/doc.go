@@ -64,7 +64,8 @@
 //     returns the snapshot's conf state, and raft replays every committed
 //     entry after the snapshot at open, even those the state machine
 //     already holds, so that the conf changes among them are applied
-//     again. A Node's transport peers still come from its config only.
+//     again. A Node links to its seeds and to what Node.AddPeer names;
+//     nothing yet derives its peers from the metadata group.
 //   - At open the replica resumes after the state machine's durable
 //     applied index (StateMachine.Applied) when it is at or past the
 //     latest snapshot, else restores that snapshot: an in-memory state

@@ -39,6 +39,11 @@ type NodeConfig struct {
 	// node as voters. A node that restarts finds its groups' members on
 	// disk and uses Seeds only to reach them.
 	Seeds []PeerConfig
+	// Join says the node joins a running cluster: its groups start empty
+	// and wait for the state of a leader that a conf change told of this
+	// node (Group.ProposeConfChange, after the members' Node.AddPeer).
+	// Seeds are then only the nodes to link to.
+	Join bool
 	// Dir is the node's data directory: one subdirectory per group.
 	Dir string
 	// TLS names the node's certificate, key and the cluster CA.
@@ -197,7 +202,7 @@ func (n *Node) open() (*transport.Transport, map[uint64]*Group, error) {
 		if err != nil {
 			return tr, groups, fmt.Errorf("state machine of group %d: %w", g, err)
 		}
-		grp, err := OpenGroup(Config{ID: n.id, Peers: n.ids, Dir: filepath.Join(n.cfg.Dir, "groups", strconv.FormatUint(g, 10)),
+		grp, err := OpenGroup(Config{ID: n.id, Peers: n.ids, Join: n.cfg.Join, Dir: filepath.Join(n.cfg.Dir, "groups", strconv.FormatUint(g, 10)),
 			ElectionTicks: n.cfg.ElectionTicks, HeartbeatTicks: n.cfg.HeartbeatTicks, SnapshotEvery: n.cfg.SnapshotEvery},
 			sm, tr.Group(g), n.cfg.Tick)
 		if err != nil {
@@ -242,6 +247,36 @@ func (n *Node) Group(id uint64) *Group {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	return n.groups[id]
+}
+
+// AddPeer links the node to another one, so that a conf change can make
+// it a member of the node's groups (it is refused for a name whose ID is
+// this node's or a peer's). It fails before Start and after Stop.
+func (n *Node) AddPeer(p PeerConfig) error {
+	if p.Name == "" || p.Addr == "" {
+		return fmt.Errorf("cluster: peer %+v needs a name and an address", p)
+	}
+	n.mu.RLock()
+	tr, state := n.tr, n.state
+	n.mu.RUnlock()
+	if tr == nil || state != 1 {
+		return fmt.Errorf("cluster: node %s is not running", n.cfg.Name)
+	}
+	if err := tr.AddPeer(transport.Peer{ID: NodeID(p.Name), Name: p.Name, Addr: p.Addr}); err != nil {
+		return fmt.Errorf("cluster: node %s: %w", n.cfg.Name, err)
+	}
+	return nil
+}
+
+// RemovePeer cuts the links to and from the node named name (once a conf
+// change removed it from the node's groups).
+func (n *Node) RemovePeer(name string) {
+	n.mu.RLock()
+	tr := n.tr
+	n.mu.RUnlock()
+	if tr != nil {
+		tr.RemovePeer(NodeID(name))
+	}
 }
 
 // NodeStats are a node's counters: its transport's, and the messages

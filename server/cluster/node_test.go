@@ -13,6 +13,7 @@ import (
 
 	"github.com/fibrilmq/fibril/server/cluster/certgen"
 	"github.com/fibrilmq/fibril/server/cluster/transport"
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 // testCluster is a cluster of Nodes in this process over real TCP and
@@ -26,13 +27,20 @@ type testCluster struct {
 }
 
 func newTestCluster(t *testing.T, names ...string) *testCluster {
+	return newTestClusterJoin(t, names, nil)
+}
+
+// newTestClusterJoin starts a cluster of names and has configs ready (not
+// started) for joiners, nodes that join it later.
+func newTestClusterJoin(t *testing.T, names, joiners []string) *testCluster {
 	base := t.TempDir()
-	paths, err := certgen.WriteCluster(t.TempDir(), time.Hour, names...)
+	all := append(append([]string(nil), names...), joiners...)
+	paths, err := certgen.WriteCluster(t.TempDir(), time.Hour, all...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	addrs := map[string]string{}
-	for _, n := range names {
+	for _, n := range all {
 		// A port the kernel picked, freed for the node to listen on.
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -42,7 +50,7 @@ func newTestCluster(t *testing.T, names ...string) *testCluster {
 		ln.Close()
 	}
 	c := &testCluster{t: t, cfgs: map[string]NodeConfig{}, live: map[string]*Node{}, sms: map[string]map[uint64]*lockedSM{}}
-	for _, n := range names {
+	for i, n := range all {
 		var seeds []PeerConfig
 		for _, o := range names {
 			if o != n {
@@ -50,7 +58,7 @@ func newTestCluster(t *testing.T, names ...string) *testCluster {
 			}
 		}
 		name := n
-		c.cfgs[n] = NodeConfig{Name: n, Listen: addrs[n], Seeds: seeds, Dir: filepath.Join(base, n),
+		c.cfgs[n] = NodeConfig{Name: n, Listen: addrs[n], Seeds: seeds, Dir: filepath.Join(base, n), Join: i >= len(names),
 			TLS: transport.TLSFiles(paths[n]), Groups: []uint64{1, 2}, Tick: 20 * time.Millisecond,
 			SnapshotEvery: 100, Transport: transport.Options{MaxBackoff: 100 * time.Millisecond},
 			NewStateMachine: func(g uint64) (StateMachine, error) {
@@ -143,7 +151,7 @@ func waitLong(t *testing.T, what string, cond func() bool) {
 // bounded number of times (with a new value: the outcome of a failed try
 // is unknown) and returning the value that was acknowledged and its index.
 func (c *testCluster) propose(g uint64, data string) (string, uint64) {
-	for attempt := 0; attempt < 100; attempt++ {
+	for attempt := 0; attempt < 30; attempt++ {
 		var lead string
 		waitLong(c.t, fmt.Sprintf("a leader of group %d", g), func() bool { lead = c.leader(g); return lead != "" })
 		nd := c.node(lead)
@@ -161,8 +169,9 @@ func (c *testCluster) propose(g uint64, data string) (string, uint64) {
 			return "", 0
 		}
 		data = fmt.Sprintf("%s-retry%d", data, attempt)
+		time.Sleep(10 * time.Millisecond) // an election takes ticks, not retries
 	}
-	c.t.Errorf("propose %s in group %d: no success in 100 tries", data, g)
+	c.t.Errorf("propose %s in group %d: no success in 30 tries", data, g)
 	return "", 0
 }
 
@@ -305,4 +314,67 @@ func TestNodeConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// confChangeAll applies cc in every group, retrying on whichever node
+// leads it until one try is applied (a retry of a try whose outcome is
+// unknown changes nothing: adding a voter twice, or removing one twice).
+func (c *testCluster) confChangeAll(cc *pb.ConfChangeV2) {
+	for _, g := range []uint64{0, 1, 2} {
+		for attempt := 0; ; attempt++ {
+			if attempt == 200 {
+				c.t.Fatalf("conf change %v in group %d: no success in 200 tries", cc, g)
+			}
+			var lead string
+			waitLong(c.t, fmt.Sprintf("a leader of group %d", g), func() bool { lead = c.leader(g); return lead != "" })
+			nd := c.node(lead)
+			if nd == nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_, err := nd.Group(g).ProposeConfChange(ctx, cc)
+			cancel()
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, ErrConfChangeRefused) && !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrLeaderChanged) &&
+				!errors.Is(err, ErrClosed) && !errors.Is(err, context.DeadlineExceeded) {
+				c.t.Fatalf("conf change %v in group %d: %v", cc, g, err)
+			}
+			time.Sleep(20 * time.Millisecond) // a refused change waits for the last one to apply
+		}
+	}
+}
+
+// TestNodesAddRemove grows a 3-node cluster over TCP and mutual TLS to
+// four (the new node joins from an empty directory, linked by AddPeer,
+// added by a conf change in every group, and catches up with every
+// acknowledged entry), then removes the first node by a conf change and
+// stops it. With n1 gone from the configuration, a second node stopped
+// leaves two of three voters: group 1 still commits, which it could not
+// if n1 were still a voter (two of four).
+func TestNodesAddRemove(t *testing.T) {
+	c := newTestClusterJoin(t, []string{"n1", "n2", "n3"}, []string{"n4"})
+	hist := newHistory()
+	c.proposeMany(1, hist, "a", 100, 4)
+	c.start("n4")
+	for _, n := range []string{"n1", "n2", "n3"} {
+		if err := c.node(n).AddPeer(PeerConfig{Name: "n4", Addr: c.cfgs["n4"].Listen}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.confChangeAll(confChange(pb.ConfChangeType_ConfChangeAddNode, NodeID("n4")))
+	c.proposeMany(1, hist, "b", 100, 4)
+	c.check(1, hist, "n1", "n2", "n3", "n4")
+
+	c.confChangeAll(confChange(pb.ConfChangeType_ConfChangeRemoveNode, NodeID("n1")))
+	c.stop("n1")
+	for _, n := range []string{"n2", "n3", "n4"} {
+		c.node(n).RemovePeer("n1")
+	}
+	c.proposeMany(1, hist, "c", 50, 4)
+	c.check(1, hist, "n2", "n3", "n4")
+	c.stop("n2")
+	c.proposeMany(1, hist, "d", 20, 2)
+	c.check(1, hist, "n3", "n4")
 }
