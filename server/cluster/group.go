@@ -130,6 +130,11 @@ func (g *Group) Close() error {
 	return g.Err()
 }
 
+// batchMax bounds the proposals and messages the loop takes in before it
+// processes a Ready, so that one fsync covers many while a Ready stays
+// small.
+const batchMax = 256
+
 func (g *Group) run() {
 	defer close(g.donec)
 	t := time.NewTicker(g.tick)
@@ -141,16 +146,22 @@ func (g *Group) run() {
 		case m := <-g.recvc:
 			_ = g.r.rn.Step(m) // a stale or foreign message is raft's to ignore
 		case req := <-g.propc:
-			var p *Proposal
-			var err error
-			if req.cc != nil {
-				p, err = g.r.proposeConfChange(req.cc)
-			} else {
-				p, err = g.r.propose(req.data)
-			}
-			req.reply <- propReply{p, err}
+			g.handle(req)
 		case <-g.stopc:
 			return
+		}
+		// Take in what else is waiting, up to batchMax, so that one Ready
+		// (one fsync) covers it all.
+	drain:
+		for i := 0; i < batchMax; i++ {
+			select {
+			case m := <-g.recvc:
+				_ = g.r.rn.Step(m)
+			case req := <-g.propc:
+				g.handle(req)
+			default:
+				break drain
+			}
 		}
 		if err := g.r.process(); err != nil {
 			g.mu.Lock()
@@ -160,4 +171,15 @@ func (g *Group) run() {
 			return
 		}
 	}
+}
+
+func (g *Group) handle(req propReq) {
+	var p *Proposal
+	var err error
+	if req.cc != nil {
+		p, err = g.r.proposeConfChange(req.cc)
+	} else {
+		p, err = g.r.propose(req.data)
+	}
+	req.reply <- propReply{p, err}
 }
