@@ -34,7 +34,10 @@
 //     Propose returns once the entry is committed (on a quorum, fsynced
 //     there, since every replica persists before it acknowledges) and
 //     applied on this replica; Leader and Config.OnLeader report the
-//     leader as raft knows it.
+//     leader as raft knows it, Status the role, term, commit and applied
+//     indexes, campaigns, dropped messages and (on the leader) every
+//     replica's match index, for metrics. Proposals and messages waiting
+//     together share one Ready, hence one fsync.
 //   - Node (node.go): one member of a cluster: a transport.Transport to
 //     the seed peers and a Group per raft group it runs (MetaGroup, ID 0,
 //     plus NodeConfig.Groups), each in Dir/groups/<id>, with the node's

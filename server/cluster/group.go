@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
@@ -18,9 +19,11 @@ type Group struct {
 	r      *replica
 	propc  chan propReq
 	recvc  chan *pb.Message
+	statc  chan chan Status
 	stopc  chan struct{}
 	donec  chan struct{}
 	lead   atomic.Uint64
+	drops  atomic.Uint64 // messages Step dropped for a full inbox
 	tick   time.Duration
 	once   sync.Once
 	mu     sync.Mutex // guards err
@@ -44,7 +47,7 @@ type propReply struct {
 // starts its goroutine, ticking every tick (raft's timeouts are counted in
 // ticks). It fails if the storage cannot be opened.
 func OpenGroup(cfg Config, sm StateMachine, tr Transport, tick time.Duration) (*Group, error) {
-	g := &Group{propc: make(chan propReq), recvc: make(chan *pb.Message, 1024),
+	g := &Group{propc: make(chan propReq), recvc: make(chan *pb.Message, 1024), statc: make(chan chan Status),
 		stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader}
 	cfg.OnLeader = func(lead, term uint64) {
 		g.lead.Store(lead)
@@ -71,6 +74,7 @@ func (g *Group) Step(m *pb.Message) {
 	select {
 	case g.recvc <- m:
 	default:
+		g.drops.Add(1)
 	}
 }
 
@@ -112,6 +116,55 @@ func (g *Group) propose(ctx context.Context, req propReq) (uint64, error) {
 	}
 }
 
+// Status is a replica's view of its group, for metrics and dashboards.
+type Status struct {
+	// ID is this replica's; Leader the leader's (0: unknown); Role is
+	// "leader", "follower", "candidate" or "pre-candidate".
+	ID, Leader uint64
+	Role       string
+	// Term, Commit and Applied are raft's term, commit index and the
+	// index applied here.
+	Term, Commit, Applied uint64
+	// Campaigns counts the elections this replica started since it
+	// opened; Dropped the received messages dropped for a full inbox.
+	Campaigns, Dropped uint64
+	// Match maps each replica to the index its log is known to match
+	// the leader's (the leader's own included); only the leader has it.
+	// Lag is the leader's last index minus a follower's match.
+	Match map[uint64]uint64
+}
+
+var roleNames = map[raft.StateType]string{raft.StateFollower: "follower", raft.StateCandidate: "candidate",
+	raft.StateLeader: "leader", raft.StatePreCandidate: "pre-candidate"}
+
+// Status returns the replica's status, asked of its goroutine (so it
+// waits for the goroutine's current step); ErrClosed once the group
+// stopped, or ctx's error.
+func (g *Group) Status(ctx context.Context) (Status, error) {
+	reply := make(chan Status, 1)
+	select {
+	case g.statc <- reply:
+		return <-reply, nil
+	case <-g.donec:
+		return Status{}, ErrClosed
+	case <-ctx.Done():
+		return Status{}, ctx.Err()
+	}
+}
+
+func (g *Group) status() Status {
+	st := g.r.rn.Status()
+	s := Status{ID: st.ID, Leader: st.Lead, Role: roleNames[st.RaftState], Term: st.HardState.GetTerm(), Commit: st.HardState.GetCommit(),
+		Applied: g.r.applied, Campaigns: g.r.campaigns, Dropped: g.drops.Load()}
+	if len(st.Progress) > 0 {
+		s.Match = make(map[uint64]uint64, len(st.Progress))
+		for id, pr := range st.Progress {
+			s.Match[id] = pr.Match
+		}
+	}
+	return s
+}
+
 // Err returns the error that stopped the group, if any.
 func (g *Group) Err() error {
 	g.mu.Lock()
@@ -147,6 +200,8 @@ func (g *Group) run() {
 			_ = g.r.rn.Step(m) // a stale or foreign message is raft's to ignore
 		case req := <-g.propc:
 			g.handle(req)
+		case reply := <-g.statc:
+			reply <- g.status()
 		case <-g.stopc:
 			return
 		}

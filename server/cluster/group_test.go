@@ -180,3 +180,81 @@ func TestGroupLeaderKill(t *testing.T) {
 		t.Fatal("OnLeader never called")
 	}
 }
+
+// TestGroupStatus: the leader's status names itself, counts its
+// campaign, and has every replica's match index, at or past an entry
+// committed on all; a follower names the leader and has no match map; a
+// closed group answers ErrClosed.
+func TestGroupStatus(t *testing.T) {
+	base := t.TempDir()
+	net := &chanNet{groups: map[uint64]*Group{}}
+	peers := []uint64{1, 2, 3}
+	groups := map[uint64]*Group{}
+	sms := map[uint64]*lockedSM{}
+	for _, id := range peers {
+		sms[id] = &lockedSM{sm: newTestSM()}
+		g, err := OpenGroup(Config{ID: id, Peers: peers, Dir: filepath.Join(base, strconv.Itoa(int(id)))}, sms[id], net, 2*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net.set(id, g)
+		groups[id] = g
+	}
+	defer func() {
+		for _, g := range groups {
+			g.Close()
+		}
+	}()
+	var lead uint64
+	var idx uint64
+	waitFor(t, "a proposal committed", func() bool {
+		if lead = groups[1].Leader(); lead == 0 {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		i, err := groups[lead].Propose(ctx, []byte("x"))
+		idx = i
+		return err == nil
+	})
+	waitFor(t, "every replica to apply it", func() bool {
+		for _, sm := range sms {
+			if sm.Applied() < idx {
+				return false
+			}
+		}
+		return true
+	})
+	ctx := context.Background()
+	waitFor(t, "the leader to know every match", func() bool {
+		st, err := groups[lead].Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Role != "leader" || st.Leader != lead || st.ID != lead || st.Campaigns == 0 || st.Commit < idx || st.Applied < idx || len(st.Match) != 3 {
+			t.Fatalf("leader status %+v", st)
+		}
+		for _, m := range st.Match {
+			if m < idx {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range peers {
+		if id == lead {
+			continue
+		}
+		st, err := groups[id].Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Role != "follower" || st.Leader != lead || st.Match != nil {
+			t.Fatalf("follower %d status %+v", id, st)
+		}
+	}
+	groups[lead].Close()
+	if _, err := groups[lead].Status(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("status of a closed group: %v", err)
+	}
+}

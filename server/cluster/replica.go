@@ -145,6 +145,8 @@ type replica struct {
 	// be looked for in the next: raft replaces one it refuses by an empty
 	// entry.
 	confCheck []uint64
+	role      raft.StateType
+	campaigns uint64 // elections started: into pre-candidate, or candidate from follower
 }
 
 func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
@@ -366,6 +368,12 @@ func (r *replica) noteLeader(rd raft.Ready) {
 	lead, term := r.lead, r.term
 	if rd.SoftState != nil {
 		lead = rd.SoftState.Lead
+		if s := rd.SoftState.RaftState; s != r.role {
+			if s == raft.StatePreCandidate || s == raft.StateCandidate && r.role != raft.StatePreCandidate {
+				r.campaigns++
+			}
+			r.role = s
+		}
 	}
 	if rd.HardState != nil && rd.HardState.GetTerm() != 0 {
 		term = rd.HardState.GetTerm()
