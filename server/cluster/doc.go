@@ -84,7 +84,9 @@
 //     data can then apply it twice; deduplication belongs to the caller.
 //   - Snapshots are held in memory whole and sent as one MsgSnap, reported
 //     delivered at once (a lost one makes the follower reject the next
-//     append, and raft sends it again).
+//     append, and raft sends it again); over a Node's transport one is at
+//     most transport.Options.MaxFrame (16 MiB by default), and a larger
+//     one is dropped each time it is sent (counted as Oversize).
 //   - Reads: no ReadIndex path yet; a caller that must not read stale
 //     data from a deposed leader should go through Propose.
 //   - raft draws its randomized election timeouts from crypto/rand, so a

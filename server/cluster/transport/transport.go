@@ -15,6 +15,10 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// MaxPeers bounds the peers of one transport (each is a goroutine and a
+// queue).
+const MaxPeers = 1024
+
 // ErrClosed is returned by methods called after Close.
 var ErrClosed = errors.New("transport: closed")
 
@@ -40,7 +44,8 @@ type Options struct {
 	// (default 16 MiB).
 	MaxFrame int
 	// MaxInbound bounds the accepted connections held at once,
-	// handshaking or live (default 64).
+	// handshaking or live (default 64); it must exceed the number of
+	// peers, each of which holds one.
 	MaxInbound int
 	// DialTimeout bounds a dial and its TLS handshake, and an accepted
 	// connection's handshake (default 2 s).
@@ -175,6 +180,9 @@ func (t *Transport) AddPeer(p Peer) error {
 	}
 	if _, ok := t.peers[p.ID]; ok {
 		return fmt.Errorf("transport: peer %d (%s) already added", p.ID, p.Name)
+	}
+	if len(t.peers) >= MaxPeers {
+		return fmt.Errorf("transport: peer %s: already %d peers", p.Name, MaxPeers)
 	}
 	pr := newPeer(t.ctx, p, t.opts.QueueLen)
 	t.peers[p.ID] = pr
