@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ type Group struct {
 	propc  chan propReq
 	recvc  chan *pb.Message
 	statc  chan chan Status
+	unrc   chan uint64 // peers reported unreachable
 	stopc  chan struct{}
 	donec  chan struct{}
 	lead   atomic.Uint64
@@ -47,7 +49,7 @@ type propReply struct {
 // starts its goroutine, ticking every tick (raft's timeouts are counted in
 // ticks). It fails if the storage cannot be opened.
 func OpenGroup(cfg Config, sm StateMachine, tr Transport, tick time.Duration) (*Group, error) {
-	g := &Group{propc: make(chan propReq), recvc: make(chan *pb.Message, 1024), statc: make(chan chan Status),
+	g := &Group{propc: make(chan propReq), recvc: make(chan *pb.Message, 1024), statc: make(chan chan Status), unrc: make(chan uint64, 64),
 		stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader}
 	cfg.OnLeader = func(lead, term uint64) {
 		g.lead.Store(lead)
@@ -75,6 +77,17 @@ func (g *Group) Step(m *pb.Message) {
 	case g.recvc <- m:
 	default:
 		g.drops.Add(1)
+	}
+}
+
+// ReportUnreachable tells raft that the replica id could not be reached,
+// so that the leader stops streaming appends to it and probes instead.
+// It never blocks: a report that finds the queue full is dropped (the
+// next failure reports again).
+func (g *Group) ReportUnreachable(id uint64) {
+	select {
+	case g.unrc <- id:
+	default:
 	}
 }
 
@@ -128,6 +141,9 @@ type Status struct {
 	// Campaigns counts the elections this replica started since it
 	// opened; Dropped the received messages dropped for a full inbox.
 	Campaigns, Dropped uint64
+	// Progress maps each replica to the leader's way of sending to it:
+	// "probe", "replicate" or "snapshot"; only the leader has it.
+	Progress map[uint64]string
 	// Match maps each replica to the index its log is known to match
 	// the leader's (the leader's own included); only the leader has it.
 	// Lag is the leader's last index minus a follower's match.
@@ -158,8 +174,10 @@ func (g *Group) status() Status {
 		Applied: g.r.applied, Campaigns: g.r.campaigns, Dropped: g.drops.Load()}
 	if len(st.Progress) > 0 {
 		s.Match = make(map[uint64]uint64, len(st.Progress))
+		s.Progress = make(map[uint64]string, len(st.Progress))
 		for id, pr := range st.Progress {
 			s.Match[id] = pr.Match
+			s.Progress[id] = strings.ToLower(strings.TrimPrefix(pr.State.String(), "State"))
 		}
 	}
 	return s
@@ -202,6 +220,8 @@ func (g *Group) run() {
 			g.handle(req)
 		case reply := <-g.statc:
 			reply <- g.status()
+		case id := <-g.unrc:
+			g.r.rn.ReportUnreachable(id)
 		case <-g.stopc:
 			return
 		}

@@ -258,3 +258,54 @@ func TestGroupStatus(t *testing.T) {
 		t.Fatalf("status of a closed group: %v", err)
 	}
 }
+
+// TestGroupReportUnreachable: a follower cut off and reported
+// unreachable is probed, not streamed to, by the leader.
+func TestGroupReportUnreachable(t *testing.T) {
+	base := t.TempDir()
+	net := &chanNet{groups: map[uint64]*Group{}}
+	peers := []uint64{1, 2, 3}
+	groups := map[uint64]*Group{}
+	for _, id := range peers {
+		g, err := OpenGroup(Config{ID: id, Peers: peers, Dir: filepath.Join(base, strconv.Itoa(int(id)))},
+			&lockedSM{sm: newTestSM()}, net, 2*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net.set(id, g)
+		groups[id] = g
+	}
+	defer func() {
+		for _, g := range groups {
+			g.Close()
+		}
+	}()
+	ctx := context.Background()
+	var lead, follower uint64
+	progress := func() map[uint64]string {
+		st, err := groups[lead].Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Progress
+	}
+	waitFor(t, "a leader replicating to both followers", func() bool {
+		if lead = groups[1].Leader(); lead == 0 {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		groups[lead].Propose(ctx, []byte(fmt.Sprint("x", time.Now().UnixNano())))
+		p := progress()
+		n := 0
+		for id, s := range p {
+			if id != lead && s == "replicate" {
+				n, follower = n+1, id
+			}
+		}
+		return n == 2
+	})
+	net.set(follower, nil) // nothing reaches it any more
+	groups[lead].ReportUnreachable(follower)
+	waitFor(t, "the follower probed", func() bool { return progress()[follower] == "probe" })
+}

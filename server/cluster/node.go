@@ -57,8 +57,8 @@ type NodeConfig struct {
 	Tick                          time.Duration
 	ElectionTicks, HeartbeatTicks int
 	SnapshotEvery                 uint64
-	// Transport tunes the cluster links (its ID, Name, Listen, Creds and
-	// Handler are the node's own and are ignored).
+	// Transport tunes the cluster links (its ID, Name, Listen, Creds,
+	// Handler and OnUnreachable are the node's own and are ignored).
 	Transport transport.Options
 }
 
@@ -186,7 +186,7 @@ func (n *Node) open() (*transport.Transport, map[uint64]*Group, error) {
 		return nil, nil, err
 	}
 	o := n.cfg.Transport
-	o.ID, o.Name, o.Listen, o.Creds, o.Handler = n.id, n.cfg.Name, n.cfg.Listen, creds, n.deliver
+	o.ID, o.Name, o.Listen, o.Creds, o.Handler, o.OnUnreachable = n.id, n.cfg.Name, n.cfg.Listen, creds, n.deliver, n.unreachable
 	tr, err := transport.New(o)
 	if err != nil {
 		return nil, nil, err
@@ -240,6 +240,15 @@ func (n *Node) deliver(group uint64, m *pb.Message) {
 		return
 	}
 	g.Step(m)
+}
+
+// unreachable tells every group that the peer id could not be reached.
+func (n *Node) unreachable(id uint64) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	for _, g := range n.groups {
+		g.ReportUnreachable(id)
+	}
 }
 
 // Group returns the node's replica of group id, or nil if it runs none.

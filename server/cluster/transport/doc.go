@@ -36,9 +36,8 @@
 //
 //   - Delivery is at most once and in order per connection; raft
 //     tolerates loss, so nothing is acknowledged or resent here.
-//   - Reconnects back off from MinBackoff, doubling to MaxBackoff. Raft is
-//     not told a peer is unreachable (RawNode.ReportUnreachable); the
-//     leader's probes find out.
+//   - Reconnects back off from MinBackoff, doubling to MaxBackoff; each
+//     failed dial or link is reported to Options.OnUnreachable.
 //   - A snapshot travels as one MsgSnap frame, so MaxFrame bounds the
 //     snapshot size a group can send.
 package transport

@@ -49,6 +49,7 @@ func (t *Transport) runPeer(p *peer) {
 				return
 			}
 			t.st.dialFailures.Add(1)
+			t.unreachable(p)
 			t.dropQueued(p)
 			tm := time.NewTimer(backoff)
 			select {
@@ -64,6 +65,7 @@ func (t *Transport) runPeer(p *peer) {
 		backoff = t.opts.MinBackoff
 		if err := t.write(p, conn); err != nil && p.ctx.Err() == nil {
 			t.st.linkErrors.Add(1)
+			t.unreachable(p)
 		}
 		conn.Close()
 	}
@@ -74,6 +76,12 @@ func (t *Transport) dial(p *peer) (net.Conn, error) {
 	defer cancel()
 	d := tls.Dialer{NetDialer: &net.Dialer{}, Config: t.opts.Creds.client(p.Name)}
 	return d.DialContext(ctx, "tcp", p.Addr)
+}
+
+func (t *Transport) unreachable(p *peer) {
+	if t.opts.OnUnreachable != nil {
+		t.opts.OnUnreachable(p.ID)
+	}
 }
 
 // dropQueued empties p's queue, counting each message as unreachable:

@@ -37,6 +37,11 @@ type Options struct {
 	// goroutine of the connection it came on. It must not block, and may
 	// keep the message.
 	Handler func(group uint64, m *pb.Message)
+	// OnUnreachable, if set, is called with a peer's ID when a dial to it
+	// or its link fails, on that peer's sender goroutine (so that raft can
+	// stop streaming appends to it: RawNode.ReportUnreachable). It must
+	// not block.
+	OnUnreachable func(id uint64)
 	// QueueLen and QueueBytes bound each peer's send queue (defaults 4096
 	// messages, 64 MiB of encoded messages).
 	QueueLen, QueueBytes int

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -305,8 +306,17 @@ func TestQueueFullDrops(t *testing.T) {
 // counted.
 func TestReconnect(t *testing.T) {
 	creds := testCerts(t, "n1", "n2")
+	var reported atomic.Uint64
 	fast := func(o *Options) { o.MaxBackoff = 50 * time.Millisecond }
-	n1, n2 := start(t, 1, "n1", creds["n1"], fast), start(t, 2, "n2", creds["n2"], fast)
+	n1 := start(t, 1, "n1", creds["n1"], func(o *Options) {
+		fast(o)
+		o.OnUnreachable = func(id uint64) {
+			if id == 2 {
+				reported.Add(1)
+			}
+		}
+	})
+	n2 := start(t, 2, "n2", creds["n2"], fast)
 	link(t, n1, n2)
 	link(t, n2, n1)
 	n1.Send(0, []*pb.Message{msg(1, 2, "before")})
@@ -316,7 +326,7 @@ func TestReconnect(t *testing.T) {
 	waitFor(t, "a failed link or dial", func() bool {
 		n1.Send(0, []*pb.Message{msg(1, 2, "while away")})
 		s := n1.Stats()
-		return s.DialFailures > 0 && s.Unreachable > 0
+		return s.DialFailures > 0 && s.Unreachable > 0 && reported.Load() > 0
 	})
 	again := start(t, 2, "n2", creds["n2"], func(o *Options) { o.Listen = addr })
 	link(t, again, n1)
