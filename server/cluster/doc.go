@@ -42,7 +42,8 @@
 //     the seed peers and a Group per raft group it runs (MetaGroup, ID 0,
 //     plus NodeConfig.Groups), each in Dir/groups/<id>, with the node's
 //     raft ID (NodeID of its name) in every group. Messages for a group it
-//     does not run are dropped and counted.
+//     does not run are dropped and counted. TransferLeadership hands the
+//     groups it leads to followers, for a restart without an election.
 //
 // # What it must never do
 //

@@ -22,14 +22,16 @@ type Group struct {
 	recvc  chan *pb.Message
 	statc  chan chan Status
 	unrc   chan uint64 // peers reported unreachable
+	xferc  chan uint64 // leadership transfers asked for
 	stopc  chan struct{}
 	donec  chan struct{}
 	lead   atomic.Uint64
 	drops  atomic.Uint64 // messages Step dropped for a full inbox
 	tick   time.Duration
 	once   sync.Once
-	mu     sync.Mutex // guards err
+	mu     sync.Mutex // guards err and leadCh
 	err    error
+	leadCh chan struct{} // closed (and replaced) when the known leader changes
 	onLead func(lead, term uint64)
 }
 
@@ -45,14 +47,19 @@ type propReply struct {
 }
 
 // OpenGroup opens the replica cfg describes (bootstrapping an empty
-// directory with cfg.Peers), restores sm from the latest snapshot and
-// starts its goroutine, ticking every tick (raft's timeouts are counted in
+// directory with cfg.Peers unless cfg.Join), resumes sm after its
+// applied index or restores the latest snapshot into it, and starts its
+// goroutine, ticking every tick (raft's timeouts are counted in
 // ticks). It fails if the storage cannot be opened.
 func OpenGroup(cfg Config, sm StateMachine, tr Transport, tick time.Duration) (*Group, error) {
 	g := &Group{propc: make(chan propReq), recvc: make(chan *pb.Message, 1024), statc: make(chan chan Status), unrc: make(chan uint64, 64),
-		stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader}
+		xferc: make(chan uint64), leadCh: make(chan struct{}), stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader}
 	cfg.OnLeader = func(lead, term uint64) {
 		g.lead.Store(lead)
+		g.mu.Lock()
+		close(g.leadCh)
+		g.leadCh = make(chan struct{})
+		g.mu.Unlock()
 		if g.onLead != nil {
 			g.onLead(lead, term)
 		}
@@ -77,6 +84,42 @@ func (g *Group) Step(m *pb.Message) {
 	case g.recvc <- m:
 	default:
 		g.drops.Add(1)
+	}
+}
+
+// TransferLeadership asks the leader to hand its leadership to the
+// replica to (raft brings it up to date, then has it campaign at once)
+// and blocks until this replica knows to as the leader. It returns
+// ErrClosed if the group stops first, or ctx's error: raft gives up a
+// transfer that takes longer than an election timeout, and the leader
+// then stays.
+func (g *Group) TransferLeadership(ctx context.Context, to uint64) error {
+	asked := false
+	for {
+		g.mu.Lock()
+		changed := g.leadCh
+		g.mu.Unlock()
+		if g.Leader() == to {
+			return nil
+		}
+		if !asked {
+			select {
+			case g.xferc <- to:
+				asked = true
+			case <-g.donec:
+				return ErrClosed
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		select {
+		case <-changed:
+		case <-g.donec:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -222,6 +265,8 @@ func (g *Group) run() {
 			reply <- g.status()
 		case id := <-g.unrc:
 			g.r.rn.ReportUnreachable(id)
+		case to := <-g.xferc:
+			g.r.rn.TransferLeader(to)
 		case <-g.stopc:
 			return
 		}

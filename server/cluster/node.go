@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -240,6 +241,42 @@ func (n *Node) deliver(group uint64, m *pb.Message) {
 		return
 	}
 	g.Step(m)
+}
+
+// TransferLeadership hands the leadership of every group this node leads
+// to that group's most caught-up follower, one group after another, and
+// returns once each has moved (run it before Stop for a restart that
+// waits for no election). It returns the first failure, naming the group;
+// ctx bounds the whole.
+func (n *Node) TransferLeadership(ctx context.Context) error {
+	n.mu.RLock()
+	groups := make(map[uint64]*Group, len(n.groups))
+	for id, g := range n.groups {
+		groups[id] = g
+	}
+	n.mu.RUnlock()
+	for id, g := range groups {
+		if g.Leader() != n.id {
+			continue
+		}
+		st, err := g.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("cluster: node %s: group %d: %w", n.cfg.Name, id, err)
+		}
+		var to, best uint64
+		for peer, m := range st.Match {
+			if peer != n.id && (to == 0 || m > best) {
+				to, best = peer, m
+			}
+		}
+		if to == 0 {
+			continue // a group of one
+		}
+		if err := g.TransferLeadership(ctx, to); err != nil {
+			return fmt.Errorf("cluster: node %s: move group %d's leadership to %d: %w", n.cfg.Name, id, to, err)
+		}
+	}
+	return nil
 }
 
 // unreachable tells every group that the peer id could not be reached.

@@ -378,3 +378,40 @@ func TestNodesAddRemove(t *testing.T) {
 	c.proposeMany(1, hist, "d", 20, 2)
 	c.check(1, hist, "n3", "n4")
 }
+
+// TestNodeTransferLeadership: a node that leads groups hands each to a
+// follower before it stops, so the survivors have a leader the moment it
+// is gone, and every acknowledged entry is on them.
+func TestNodeTransferLeadership(t *testing.T) {
+	c := newTestCluster(t, "n1", "n2", "n3")
+	hist := newHistory()
+	c.proposeMany(1, hist, "a", 50, 4)
+	for _, g := range []uint64{0, 2} {
+		c.proposeMany(g, newHistory(), "x", 1, 1) // every group has a leader
+	}
+	old := c.leader(1)
+	nd := c.node(old)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := nd.TransferLeadership(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []uint64{0, 1, 2} {
+		if l := nd.Group(g).Leader(); l == nd.ID() || l == 0 {
+			t.Fatalf("group %d: %s still sees leader %d after the transfer", g, old, l)
+		}
+	}
+	c.stop(old)
+	var survivors []string
+	for _, n := range []string{"n1", "n2", "n3"} {
+		if n != old {
+			survivors = append(survivors, n)
+		}
+	}
+	// The new leader knew it before old stopped: no election was needed.
+	if l := c.leader(1); l == "" || l == old {
+		t.Fatalf("group 1 has no leader among %v right after %s stopped", survivors, old)
+	}
+	c.proposeMany(1, hist, "b", 20, 2)
+	c.check(1, hist, survivors...)
+}
