@@ -55,6 +55,9 @@
 //   - Remove the only snapshot file its records name.
 //   - Block the goroutine of a caller that hands it messages (Step drops
 //     when the inbox is full; raft retries).
+//   - Take an entry it could not store or send (over MaxEntryBytes:
+//     ErrTooLarge), or hold unbounded uncommitted entries on a leader
+//     without a quorum (past MaxUncommittedBytes: ErrBusy).
 //
 // # Caveats
 //

@@ -136,9 +136,11 @@ func (g *Group) ReportUnreachable(id uint64) {
 
 // Propose proposes data and blocks until it is committed on a quorum
 // (fsynced there) and applied here, returning its index; or until ctx
-// ends. It returns ErrNotLeader at once on a follower, ErrLeaderChanged
-// or ErrClosed (outcome unknown) when the leader changed or the group
-// stopped first, and ctx's error (outcome unknown) on a timeout.
+// ends. It returns at once, nothing appended, ErrNotLeader on a
+// follower, ErrTooLarge for data over Config.MaxEntryBytes and ErrBusy
+// past Config.MaxUncommittedBytes; ErrLeaderChanged or ErrClosed
+// (outcome unknown) when the leader changed or the group stopped first,
+// and ctx's error (outcome unknown) on a timeout. data is copied.
 func (g *Group) Propose(ctx context.Context, data []byte) (uint64, error) {
 	return g.propose(ctx, propReq{data: data, reply: make(chan propReply, 1)})
 }

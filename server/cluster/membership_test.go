@@ -221,3 +221,31 @@ func TestRestartReplaysConfChangesBelowApplied(t *testing.T) {
 		t.Fatalf("after the restart node %d has learners %v (in raft's config: %v), want 7", nd.id, nd.r.cs.GetLearners(), inRaft)
 	}
 }
+
+// TestProposeBusyOverMaxUncommitted: a leader cut off from its quorum
+// takes proposals only up to MaxUncommittedBytes of uncommitted entries,
+// then refuses them with ErrBusy (nothing appended), not ErrNotLeader.
+func TestProposeBusyOverMaxUncommitted(t *testing.T) {
+	s := newSimWith(t, 3, 3, simOpts{maxUncommitted: 1000})
+	defer s.closeAll()
+	var l *simNode
+	for i := 0; i < 20000 && l == nil; i++ {
+		s.step(false)
+		l = s.leader()
+	}
+	if l == nil {
+		t.Fatal("no leader")
+	}
+	for _, nd := range s.nodes {
+		s.net.side[nd.id] = 1
+	}
+	s.net.side[l.id] = 0
+	data := make([]byte, 600)
+	if _, err := l.r.propose(data); err != nil {
+		t.Fatalf("first proposal: %v", err)
+	}
+	s.process(l)
+	if _, err := l.r.propose(data); !errors.Is(err, ErrBusy) {
+		t.Fatalf("second proposal over the limit: %v, want ErrBusy", err)
+	}
+}

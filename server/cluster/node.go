@@ -53,11 +53,14 @@ type NodeConfig struct {
 	Groups []uint64
 	// NewStateMachine returns the state machine of a group (required).
 	NewStateMachine func(group uint64) (StateMachine, error)
-	// Tick is raft's tick (default 100 ms); ElectionTicks, HeartbeatTicks
-	// and SnapshotEvery are as in Config.
+	// Tick is raft's tick (default 100 ms); ElectionTicks, HeartbeatTicks,
+	// SnapshotEvery, MaxEntryBytes and MaxUncommittedBytes are as in
+	// Config.
 	Tick                          time.Duration
 	ElectionTicks, HeartbeatTicks int
 	SnapshotEvery                 uint64
+	MaxEntryBytes                 int
+	MaxUncommittedBytes           uint64
 	// Transport tunes the cluster links (its ID, Name, Listen, Creds,
 	// Handler and OnUnreachable are the node's own and are ignored).
 	Transport transport.Options
@@ -94,6 +97,18 @@ func (c NodeConfig) validate() (ids []uint64, err error) {
 		}
 		names[id] = p.Name
 		ids = append(ids, id)
+	}
+	// One append of a maximal entry, with raft's other entries up to its
+	// 1 MiB message size and headers, must fit a frame.
+	entry, frame := c.MaxEntryBytes, c.Transport.MaxFrame
+	if entry == 0 {
+		entry = DefaultMaxEntryBytes
+	}
+	if frame == 0 {
+		frame = 16 << 20
+	}
+	if frame < entry+(2<<20) {
+		return nil, fmt.Errorf("cluster: Transport.MaxFrame %d must exceed MaxEntryBytes %d by 2 MiB", frame, entry)
 	}
 	seen := map[uint64]bool{MetaGroup: true}
 	for _, g := range c.Groups {
@@ -204,7 +219,8 @@ func (n *Node) open() (*transport.Transport, map[uint64]*Group, error) {
 			return tr, groups, fmt.Errorf("state machine of group %d: %w", g, err)
 		}
 		grp, err := OpenGroup(Config{ID: n.id, Peers: n.ids, Join: n.cfg.Join, Dir: filepath.Join(n.cfg.Dir, "groups", strconv.FormatUint(g, 10)),
-			ElectionTicks: n.cfg.ElectionTicks, HeartbeatTicks: n.cfg.HeartbeatTicks, SnapshotEvery: n.cfg.SnapshotEvery},
+			ElectionTicks: n.cfg.ElectionTicks, HeartbeatTicks: n.cfg.HeartbeatTicks, SnapshotEvery: n.cfg.SnapshotEvery,
+			MaxEntryBytes: n.cfg.MaxEntryBytes, MaxUncommittedBytes: n.cfg.MaxUncommittedBytes},
 			sm, tr.Group(g), n.cfg.Tick)
 		if err != nil {
 			return tr, groups, fmt.Errorf("group %d: %w", g, err)

@@ -304,6 +304,7 @@ func TestNodeConfig(t *testing.T) {
 		{"a seed without address", func(c *NodeConfig) { c.Seeds = []PeerConfig{{Name: "n2"}} }},
 		{"the metadata group as a partition", func(c *NodeConfig) { c.Groups = []uint64{0} }},
 		{"a group twice", func(c *NodeConfig) { c.Groups = []uint64{3, 3} }},
+		{"a frame too small for an entry", func(c *NodeConfig) { c.Transport.MaxFrame = DefaultMaxEntryBytes }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := good
@@ -414,4 +415,30 @@ func TestNodeTransferLeadership(t *testing.T) {
 	}
 	c.proposeMany(1, hist, "b", 20, 2)
 	c.check(1, hist, survivors...)
+}
+
+// TestProposeRefusesEntryOverMaxEntry: an entry larger than a frame can
+// carry would be committed nowhere and jam the group's replication (the
+// leader would resend the same oversized append for ever), so Propose
+// refuses it with ErrTooLarge, and the group goes on committing.
+func TestProposeRefusesEntryOverMaxEntry(t *testing.T) {
+	c := newTestCluster(t, "n1", "n2", "n3")
+	hist := newHistory()
+	c.proposeMany(1, hist, "a", 5, 1)
+	lead := c.node(c.leader(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	big := make([]byte, DefaultMaxEntryBytes+1)
+	if _, err := lead.Group(1).Propose(ctx, big); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("proposing %d bytes: %v, want ErrTooLarge", len(big), err)
+	}
+	// The largest entry allowed goes through the raft log and a frame.
+	big[0] = 'B'
+	idx, err := lead.Group(1).Propose(ctx, big[:DefaultMaxEntryBytes])
+	if err != nil {
+		t.Fatalf("proposing %d bytes: %v", DefaultMaxEntryBytes, err)
+	}
+	hist.acked[string(big[:DefaultMaxEntryBytes])] = idx
+	c.proposeMany(1, hist, "b", 5, 1)
+	c.check(1, hist, "n1", "n2", "n3")
 }

@@ -29,6 +29,23 @@ var (
 	// possibly holding one until it applied it). Nothing was appended;
 	// retry later.
 	ErrConfChangeRefused = errors.New("cluster: conf change refused: another is pending")
+	// ErrTooLarge: the proposal is over Config.MaxEntryBytes. Nothing was
+	// appended.
+	ErrTooLarge = errors.New("cluster: proposal too large")
+	// ErrBusy: the leader holds Config.MaxUncommittedBytes of entries not
+	// yet committed (a quorum is slow or gone), or is handing its
+	// leadership over. Nothing was appended; retry later.
+	ErrBusy = errors.New("cluster: too much uncommitted, retry later")
+)
+
+// Size limits: DefaultMaxEntryBytes is Config.MaxEntryBytes' default,
+// maxEntryBytes its ceiling (an entry must fit a segment of the raft log
+// with room to spare, and one append message must fit a transport frame).
+const (
+	DefaultMaxEntryBytes       = 2 << 20
+	maxEntryBytes              = 3 << 20
+	DefaultMaxUncommittedBytes = 64 << 20
+	raftSegmentSize            = 4 << 20
 )
 
 // StateMachine is what a replica group applies committed entries to. It
@@ -77,6 +94,14 @@ type Config struct {
 	// ElectionTicks and HeartbeatTicks are raft's timeouts in ticks
 	// (defaults 10 and 1).
 	ElectionTicks, HeartbeatTicks int
+	// MaxEntryBytes bounds a proposal's data (default
+	// DefaultMaxEntryBytes, at most 3 MiB); a larger one fails with
+	// ErrTooLarge rather than jam the group's replication.
+	MaxEntryBytes int
+	// MaxUncommittedBytes bounds the entries a leader holds not yet
+	// committed (default DefaultMaxUncommittedBytes); past it proposals
+	// fail with ErrBusy.
+	MaxUncommittedBytes uint64
 	// SnapshotEvery, when non-zero, snapshots the state machine and
 	// compacts the log every that many applied entries.
 	SnapshotEvery uint64
@@ -159,6 +184,15 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 	if cfg.HeartbeatTicks == 0 {
 		cfg.HeartbeatTicks = 1
 	}
+	if cfg.MaxEntryBytes == 0 {
+		cfg.MaxEntryBytes = DefaultMaxEntryBytes
+	}
+	if cfg.MaxEntryBytes < 0 || cfg.MaxEntryBytes > maxEntryBytes {
+		return nil, fmt.Errorf("cluster: MaxEntryBytes %d outside 1..%d", cfg.MaxEntryBytes, maxEntryBytes)
+	}
+	if cfg.MaxUncommittedBytes == 0 {
+		cfg.MaxUncommittedBytes = DefaultMaxUncommittedBytes
+	}
 	st, err := OpenStorage(cfg.Dir, cfg.FS)
 	if err != nil {
 		return nil, err
@@ -179,7 +213,7 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 	}
 	rc := &raft.Config{
 		ID: cfg.ID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks,
-		Storage: st, Applied: snapIdx, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
+		Storage: st, Applied: snapIdx, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: cfg.MaxUncommittedBytes,
 		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true, StepDownOnRemoval: true,
 		Logger: quietLogger{},
 	}
@@ -238,13 +272,24 @@ func (r *replica) track() *Proposal {
 
 // propose hands data to raft; the proposal completes in a later process.
 func (r *replica) propose(data []byte) (*Proposal, error) {
+	if len(data) > r.cfg.MaxEntryBytes {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(data), r.cfg.MaxEntryBytes)
+	}
 	if err := r.rn.Propose(r.envelope(data)); err != nil {
-		if errors.Is(err, raft.ErrProposalDropped) {
-			return nil, ErrNotLeader
-		}
-		return nil, fmt.Errorf("cluster: propose: %w", err)
+		return nil, r.dropped(err)
 	}
 	return r.track(), nil
+}
+
+// dropped maps raft's refusal of a proposal to the caller's error.
+func (r *replica) dropped(err error) error {
+	if !errors.Is(err, raft.ErrProposalDropped) {
+		return fmt.Errorf("cluster: propose: %w", err)
+	}
+	if r.rn.BasicStatus().RaftState == raft.StateLeader {
+		return ErrBusy
+	}
+	return ErrNotLeader
 }
 
 // proposeConfChange hands a membership change to raft; it completes once
@@ -253,10 +298,7 @@ func (r *replica) proposeConfChange(cc *pb.ConfChangeV2) (*Proposal, error) {
 	cc = proto.CloneOf(cc)
 	cc.Context = r.envelope(nil)
 	if err := r.rn.ProposeConfChange(cc); err != nil {
-		if errors.Is(err, raft.ErrProposalDropped) {
-			return nil, ErrNotLeader
-		}
-		return nil, fmt.Errorf("cluster: propose conf change: %w", err)
+		return nil, r.dropped(err)
 	}
 	r.confCheck = append(r.confCheck, r.next)
 	return r.track(), nil

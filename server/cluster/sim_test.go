@@ -94,6 +94,8 @@ type simOpts struct {
 	// durableSM's (0: drawn from the seed, 1 to 8).
 	snapshotEvery uint64
 	syncEvery     int
+	// maxUncommitted is Config.MaxUncommittedBytes (0: its default).
+	maxUncommitted uint64
 }
 
 func newSim(t *testing.T, n int, seed uint64, early bool) *sim {
@@ -135,7 +137,7 @@ func (s *sim) start(nd *simNode) {
 	if snapEvery == 0 {
 		snapEvery = 20
 	}
-	r, err := newReplica(Config{ID: nd.id, Peers: s.peers, Dir: nd.dir, FS: nd.fs, SnapshotEvery: snapEvery, Join: nd.join,
+	r, err := newReplica(Config{ID: nd.id, Peers: s.peers, Dir: nd.dir, FS: nd.fs, SnapshotEvery: snapEvery, Join: nd.join, MaxUncommittedBytes: s.opts.maxUncommitted,
 		ackOnLocalAppend: s.opts.early, manualElections: true}, sm, simLink{s.net})
 	if err != nil {
 		s.t.Fatalf("start node %d: %v", nd.id, err)

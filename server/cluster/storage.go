@@ -60,7 +60,7 @@ func OpenStorage(dir string, fsys seglog.FS) (*Storage, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "snap"), 0o755); err != nil {
 		return nil, fmt.Errorf("cluster: open storage %s: %w", dir, err)
 	}
-	l, err := seglog.Open(filepath.Join(dir, "log"), seglog.Options{Policy: seglog.PolicyNone, FS: fsys, SegmentSize: 4 << 20})
+	l, err := seglog.Open(filepath.Join(dir, "log"), seglog.Options{Policy: seglog.PolicyNone, FS: fsys, SegmentSize: raftSegmentSize})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open raft log in %s: %w", dir, err)
 	}
