@@ -91,8 +91,10 @@
 //     append, and raft sends it again); over a Node's transport one is at
 //     most transport.Options.MaxFrame (16 MiB by default), and a larger
 //     one is dropped each time it is sent (counted as Oversize).
-//   - Reads: no ReadIndex path yet; a caller that must not read stale
-//     data from a deposed leader should go through Propose.
+//   - Reads: Group.ReadIndex (read.go) waits until the replica applied
+//     everything committed before the call, confirmed by a quorum, so a
+//     state machine read after it is linearizable; a read raft drops
+//     (no leader known) ends only by the caller's ctx.
 //   - raft draws its randomized election timeouts from crypto/rand, so a
 //     run with timeouts cannot replay. The deterministic tests turn them
 //     off (the manualElections hook, with CheckQuorum and PreVote) and

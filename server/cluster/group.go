@@ -38,6 +38,7 @@ type Group struct {
 type propReq struct {
 	data  []byte
 	cc    *pb.ConfChangeV2 // a membership change instead of data
+	read  bool             // a read index request instead of data
 	reply chan propReply
 }
 
@@ -121,6 +122,17 @@ func (g *Group) TransferLeadership(ctx context.Context, to uint64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// ReadIndex blocks until this replica has applied every entry committed
+// before the call (raft's ReadIndex: the leader confirms with a quorum
+// that it still leads), and returns the index it waited for: a read of
+// the state machine after it is linearizable. It works on a follower too
+// (raft asks the leader). It fails with ErrLeaderChanged or ErrClosed,
+// or ctx's error, which is all a replica cut off from the leader or the
+// quorum gets.
+func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
+	return g.propose(ctx, propReq{read: true, reply: make(chan propReply, 1)})
 }
 
 // ReportUnreachable tells raft that the replica id could not be reached,
@@ -298,9 +310,12 @@ func (g *Group) run() {
 func (g *Group) handle(req propReq) {
 	var p *Proposal
 	var err error
-	if req.cc != nil {
+	switch {
+	case req.read:
+		p = g.r.readIndex()
+	case req.cc != nil:
 		p, err = g.r.proposeConfChange(req.cc)
-	} else {
+	default:
 		p, err = g.r.propose(req.data)
 	}
 	req.reply <- propReply{p, err}

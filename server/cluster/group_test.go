@@ -309,3 +309,65 @@ func TestGroupReportUnreachable(t *testing.T) {
 	groups[lead].ReportUnreachable(follower)
 	waitFor(t, "the follower probed", func() bool { return progress()[follower] == "probe" })
 }
+
+// TestGroupReadIndex: a read index on the leader or a follower returns
+// only once that replica applied an entry committed before the read; a
+// leader cut off from its followers never completes one.
+func TestGroupReadIndex(t *testing.T) {
+	base := t.TempDir()
+	net := &chanNet{groups: map[uint64]*Group{}}
+	peers := []uint64{1, 2, 3}
+	groups := map[uint64]*Group{}
+	sms := map[uint64]*lockedSM{}
+	for _, id := range peers {
+		sms[id] = &lockedSM{sm: newTestSM()}
+		g, err := OpenGroup(Config{ID: id, Peers: peers, Dir: filepath.Join(base, strconv.Itoa(int(id)))}, sms[id], net, 2*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net.set(id, g)
+		groups[id] = g
+	}
+	defer func() {
+		for _, g := range groups {
+			g.Close()
+		}
+	}()
+	var lead, idx uint64
+	waitFor(t, "a proposal committed", func() bool {
+		if lead = groups[1].Leader(); lead == 0 {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		i, err := groups[lead].Propose(ctx, []byte("before the read"))
+		idx = i
+		return err == nil
+	})
+	for _, id := range peers {
+		var got uint64
+		waitFor(t, fmt.Sprintf("a read index on %d", id), func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			i, err := groups[id].ReadIndex(ctx)
+			got = i
+			return err == nil
+		})
+		sms[id].mu.Lock()
+		data := sms[id].sm.byIndex[idx]
+		sms[id].mu.Unlock()
+		if got < idx || data != "before the read" {
+			t.Fatalf("replica %d: read index %d, entry %d holds %q", id, got, idx, data)
+		}
+	}
+	for _, id := range peers {
+		if id != lead {
+			net.set(id, nil)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if i, err := groups[lead].ReadIndex(ctx); err == nil {
+		t.Fatalf("a leader cut off from its quorum served a read at %d", i)
+	}
+}

@@ -170,6 +170,8 @@ type replica struct {
 	// be looked for in the next: raft replaces one it refuses by an empty
 	// entry.
 	confCheck []uint64
+	reads     map[uint64]*Proposal // read index requests raft has not answered
+	readWait  []readWait           // answered reads waiting for their index to apply
 	role      raft.StateType
 	campaigns uint64 // elections started: into pre-candidate, or candidate from follower
 }
@@ -226,7 +228,7 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 		return nil, fmt.Errorf("cluster: start raft node %d: %w", cfg.ID, err)
 	}
 	return &replica{cfg: cfg, st: st, rn: rn, sm: sm, tr: tr, cs: cs, nonce: rand.Uint64(),
-		pending: map[uint64]*Proposal{}, applied: snapIdx, snapIndex: snapIdx, skipTo: applied}, nil
+		pending: map[uint64]*Proposal{}, reads: map[uint64]*Proposal{}, applied: snapIdx, snapIndex: snapIdx, skipTo: applied}, nil
 }
 
 // resume returns the index the state machine resumes applying after: its
@@ -353,6 +355,7 @@ func (r *replica) failPending(err error) {
 		p.finish(0, err)
 		delete(r.pending, id)
 	}
+	r.failReads(err)
 }
 
 // process handles every Ready raft has: persist (fsync when raft says it
@@ -366,6 +369,7 @@ func (r *replica) process() error {
 		}
 		r.noteLeader(rd)
 		r.checkConf(rd)
+		r.noteReads(rd)
 		if r.cfg.ackOnLocalAppend {
 			for _, e := range rd.Entries {
 				if id, p := r.ours(e); p != nil {
@@ -396,6 +400,7 @@ func (r *replica) process() error {
 				return err
 			}
 		}
+		r.finishReads()
 		r.rn.Advance(rd)
 		if err := r.maybeSnapshot(); err != nil {
 			return err
