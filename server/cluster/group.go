@@ -193,8 +193,8 @@ type Status struct {
 	ID, Leader uint64
 	Role       string
 	// Term, Commit and Applied are raft's term, commit index and the
-	// index applied here.
-	Term, Commit, Applied uint64
+	// index applied here; Last is the last index in this replica's log.
+	Term, Commit, Applied, Last uint64
 	// Campaigns counts the elections this replica started since it
 	// opened; Dropped the received messages dropped for a full inbox.
 	Campaigns, Dropped uint64
@@ -203,7 +203,7 @@ type Status struct {
 	Progress map[uint64]string
 	// Match maps each replica to the index its log is known to match
 	// the leader's (the leader's own included); only the leader has it.
-	// Lag is the leader's last index minus a follower's match.
+	// A follower's lag is the leader's Last minus its match.
 	Match map[uint64]uint64
 }
 
@@ -227,8 +227,9 @@ func (g *Group) Status(ctx context.Context) (Status, error) {
 
 func (g *Group) status() Status {
 	st := g.r.rn.Status()
+	last, _ := g.r.st.LastIndex()
 	s := Status{ID: st.ID, Leader: st.Lead, Role: roleNames[st.RaftState], Term: st.HardState.GetTerm(), Commit: st.HardState.GetCommit(),
-		Applied: g.r.applied, Campaigns: g.r.campaigns, Dropped: g.drops.Load()}
+		Applied: g.r.applied, Last: last, Campaigns: g.r.campaigns, Dropped: g.drops.Load()}
 	if len(st.Progress) > 0 {
 		s.Match = make(map[uint64]uint64, len(st.Progress))
 		s.Progress = make(map[uint64]string, len(st.Progress))

@@ -231,7 +231,7 @@ func TestGroupStatus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Role != "leader" || st.Leader != lead || st.ID != lead || st.Campaigns == 0 || st.Commit < idx || st.Applied < idx || len(st.Match) != 3 {
+		if st.Role != "leader" || st.Leader != lead || st.ID != lead || st.Campaigns == 0 || st.Commit < idx || st.Applied < idx || st.Last < st.Commit || len(st.Match) != 3 {
 			t.Fatalf("leader status %+v", st)
 		}
 		for _, m := range st.Match {

@@ -235,12 +235,12 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 // durable applied index when it is at or past the snapshot, else the
 // snapshot's, restored into it. Raft still replays every committed entry
 // after the snapshot, so that the conf changes among them rebuild its
-// configuration; apply skips the rest up to this index. Every entry up to the state
-// machine's index was committed before it was applied, but the hard state
-// recording that commit may not have been fsynced (raft does not ask for
-// a sync when only the commit index moves), so the storage's commit index
-// is raised to it; entries past the log's last index mean the two
-// directories do not belong together.
+// configuration; applySM skips the rest up to this index. Every entry up
+// to the state machine's index was committed before it was applied, but
+// the hard state recording that commit may not have been fsynced (raft
+// does not ask for a sync when only the commit index moves), so the
+// storage's commit index is raised to it; an index past the log's last
+// means the two directories do not belong together.
 func resume(st *Storage, sm StateMachine, snap *pb.Snapshot) (uint64, error) {
 	idx := snap.GetMetadata().GetIndex()
 	applied := sm.Applied()
@@ -306,7 +306,7 @@ func (r *replica) proposeConfChange(cc *pb.ConfChangeV2) (*Proposal, error) {
 	return r.track(), nil
 }
 
-// ours returns the pending proposal an envelope completes, if any.
+// oursEnv returns the pending proposal an envelope completes, if any.
 func (r *replica) oursEnv(env []byte) (uint64, *Proposal) {
 	if len(env) < envelope || binary.LittleEndian.Uint64(env) != r.nonce {
 		return 0, nil
@@ -323,8 +323,8 @@ func (r *replica) ours(e *pb.Entry) (uint64, *Proposal) {
 	return r.oursEnv(e.Data)
 }
 
-// checkConf fails the conf change just proposed if raft did not append it
-// (it appends an empty entry in its place).
+// checkConf fails each conf change proposed since the last Ready that
+// raft did not append (it appends an empty entry in its place).
 func (r *replica) checkConf(rd raft.Ready) {
 	if len(r.confCheck) == 0 {
 		return
