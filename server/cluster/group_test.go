@@ -259,8 +259,8 @@ func TestGroupStatus(t *testing.T) {
 	}
 }
 
-// TestGroupReportUnreachable: a follower cut off and reported
-// unreachable is probed, not streamed to, by the leader.
+// TestGroupReportUnreachable: a follower gone and reported unreachable
+// is probed, not streamed to, by the leader.
 func TestGroupReportUnreachable(t *testing.T) {
 	base := t.TempDir()
 	net := &chanNet{groups: map[uint64]*Group{}}
@@ -305,9 +305,15 @@ func TestGroupReportUnreachable(t *testing.T) {
 		}
 		return n == 2
 	})
-	net.set(follower, nil) // nothing reaches it any more
-	groups[lead].ReportUnreachable(follower)
-	waitFor(t, "the follower probed", func() bool { return progress()[follower] == "probe" })
+	// Gone both ways: an answer it sent before would put it back to
+	// replicate, so the report is repeated until none is left in flight.
+	net.set(follower, nil)
+	groups[follower].Close()
+	delete(groups, follower)
+	waitFor(t, "the follower probed", func() bool {
+		groups[lead].ReportUnreachable(follower)
+		return progress()[follower] == "probe"
+	})
 }
 
 // TestGroupReadIndex: a read index on the leader or a follower returns
