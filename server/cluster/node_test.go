@@ -432,13 +432,27 @@ func TestProposeRefusesEntryOverMaxEntry(t *testing.T) {
 	if _, err := lead.Group(1).Propose(ctx, big); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("proposing %d bytes: %v, want ErrTooLarge", len(big), err)
 	}
-	// The largest entry allowed goes through the raft log and a frame.
-	big[0] = 'B'
-	idx, err := lead.Group(1).Propose(ctx, big[:DefaultMaxEntryBytes])
-	if err != nil {
-		t.Fatalf("proposing %d bytes: %v", DefaultMaxEntryBytes, err)
+	// The largest entry allowed goes through the raft log and a frame
+	// (retried, a new value each time, while the outcome is unknown: a
+	// slow fsync of it can cost the leadership).
+	for attempt := 0; ; attempt++ {
+		if attempt == 30 {
+			t.Fatalf("proposing %d bytes: no success in 30 tries", DefaultMaxEntryBytes)
+		}
+		big[0] = byte(attempt)
+		var nd *Node
+		waitLong(t, "a leader of group 1", func() bool { nd = c.node(c.leader(1)); return nd != nil })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		idx, err := nd.Group(1).Propose(ctx, big[:DefaultMaxEntryBytes])
+		cancel()
+		if err == nil {
+			hist.acked[string(big[:DefaultMaxEntryBytes])] = idx
+			break
+		}
+		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrLeaderChanged) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("proposing %d bytes: %v", DefaultMaxEntryBytes, err)
+		}
 	}
-	hist.acked[string(big[:DefaultMaxEntryBytes])] = idx
 	c.proposeMany(1, hist, "b", 5, 1)
 	c.check(1, hist, "n1", "n2", "n3")
 }
