@@ -30,8 +30,8 @@ type PeerConfig struct {
 // NodeConfig describes one node of a cluster. Every node of a new
 // cluster is started with the same set of names (itself plus Seeds).
 type NodeConfig struct {
-	// Name is the node's name, unique in the cluster; its certificate
-	// must carry it. Its raft ID in every group is NodeID(Name).
+	// Name is the node's name, unique in the cluster, a DNS label (see
+	// ParsePeers); its certificate must carry it. Its raft ID in every group is NodeID(Name).
 	Name string
 	// Listen is the cluster listen address.
 	Listen string
@@ -82,6 +82,9 @@ func (c NodeConfig) validate() (ids []uint64, err error) {
 	if c.Name == "" || c.Listen == "" || c.Dir == "" || c.NewStateMachine == nil {
 		return nil, errors.New("cluster: a node needs a name, a listen address, a directory and NewStateMachine")
 	}
+	if err := checkName(c.Name); err != nil {
+		return nil, fmt.Errorf("cluster: node %w", err)
+	}
 	if len(c.Groups) >= maxGroups {
 		return nil, fmt.Errorf("cluster: %d groups, at most %d", len(c.Groups), maxGroups-1)
 	}
@@ -89,8 +92,11 @@ func (c NodeConfig) validate() (ids []uint64, err error) {
 	ids = []uint64{NodeID(c.Name)}
 	for _, p := range c.Seeds {
 		id := NodeID(p.Name)
-		if p.Name == "" || p.Addr == "" {
-			return nil, fmt.Errorf("cluster: seed %+v needs a name and an address", p)
+		if p.Addr == "" {
+			return nil, fmt.Errorf("cluster: seed %+v needs an address", p)
+		}
+		if err := checkName(p.Name); err != nil {
+			return nil, fmt.Errorf("cluster: seed %w", err)
 		}
 		if other, ok := names[id]; ok {
 			return nil, fmt.Errorf("cluster: node names %q and %q have the same ID (or are the same)", other, p.Name)

@@ -298,6 +298,8 @@ func TestNodeConfig(t *testing.T) {
 		edit func(*NodeConfig)
 	}{
 		{"no name", func(c *NodeConfig) { c.Name = "" }},
+		{"a name that is no DNS label", func(c *NodeConfig) { c.Name = "n 1" }},
+		{"a seed name that is no DNS label", func(c *NodeConfig) { c.Seeds = []PeerConfig{{Name: "n2.x", Addr: "a:1"}} }},
 		{"no state machine", func(c *NodeConfig) { c.NewStateMachine = nil }},
 		{"itself as a seed", func(c *NodeConfig) { c.Seeds = append(c.Seeds, PeerConfig{Name: "n1", Addr: "x:1"}) }},
 		{"a seed twice", func(c *NodeConfig) { c.Seeds = append(c.Seeds, c.Seeds[0]) }},
