@@ -44,6 +44,7 @@
 //     raft ID (NodeID of its name) in every group. Messages for a group it
 //     does not run are dropped and counted. TransferLeadership hands the
 //     groups it leads to followers, for a restart without an election.
+//     ParsePeers (peers.go) reads a seed list (name@host:port, ...).
 //
 // # What it must never do
 //
