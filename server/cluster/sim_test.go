@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -81,6 +82,8 @@ type sim struct {
 	peers   []uint64
 	hist    *history
 	pending map[string]*Proposal
+	reads   []simRead
+	served  int // reads that completed and were checked
 	nextP   int
 	opts    simOpts
 	resumed int // restarts where the state machine resumed past the snapshot
@@ -235,6 +238,45 @@ func (s *sim) collect() {
 		default:
 		}
 	}
+	keep := s.reads[:0]
+	for _, rd := range s.reads {
+		select {
+		case <-rd.p.Done:
+			if rd.p.Err == nil {
+				s.checkRead(rd)
+			}
+		default:
+			keep = append(keep, rd)
+		}
+	}
+	s.reads = keep
+}
+
+// simRead is a read index in flight: what was acknowledged when it
+// started, which the replica must hold when it completes.
+type simRead struct {
+	p    *Proposal
+	nd   *simNode
+	r    *replica
+	need map[string]uint64
+}
+
+// read starts a read index on nd.
+func (s *sim) read(nd *simNode) {
+	p := nd.r.readIndex()
+	s.reads = append(s.reads, simRead{p: p, nd: nd, r: nd.r, need: maps.Clone(s.hist.acked)})
+	s.process(nd)
+}
+
+// checkRead fails a read that completed without every entry acknowledged
+// before it began: a stale read, as a deposed leader would serve.
+func (s *sim) checkRead(rd simRead) {
+	s.served++
+	for data, i := range rd.need {
+		if rd.r.applied < i || rd.nd.sm.byIndex[i] != data {
+			s.t.Fatalf("node %d served a read at %d (applied %d) without %q acknowledged at %d before it", rd.nd.id, rd.p.Index, rd.r.applied, data, i)
+		}
+	}
 }
 
 func (s *sim) check(step int) {
@@ -270,10 +312,12 @@ func (s *sim) step(faults bool) {
 		if s.leader() == nil || s.rng.IntN(20) == 0 {
 			s.campaign(up[s.rng.IntN(len(up))])
 		}
-	case a < 92:
+	case a < 90:
 		if nd := s.leader(); nd != nil {
 			s.propose(nd)
 		}
+	case a < 92:
+		s.read(up[s.rng.IntN(len(up))])
 	case !faults:
 	case a < 94:
 		if down := len(s.members()) - len(up); down < (len(s.members())-1)/2 {
@@ -369,10 +413,10 @@ func TestSimFaults(t *testing.T) {
 					s.check(i)
 				}
 				s.settle(20000)
-				if len(s.hist.acked) < 3 {
-					t.Fatalf("only %d proposals acknowledged", len(s.hist.acked))
+				if len(s.hist.acked) < 3 || s.served == 0 {
+					t.Fatalf("only %d proposals acknowledged, %d reads served", len(s.hist.acked), s.served)
 				}
-				t.Logf("%d acked of %d proposed, %d messages", len(s.hist.acked), s.nextP, s.net.sent)
+				t.Logf("%d acked of %d proposed, %d reads served, %d messages", len(s.hist.acked), s.nextP, s.served, s.net.sent)
 			})
 		}
 	}
