@@ -398,11 +398,12 @@ func simSeeds(def int) int {
 
 // TestSimFaults runs 3- and 5-node groups under random drops, duplicates,
 // reordering, partitions and crash-restarts (leaders half the time),
-// checking the invariants after every step and, at the end, that every
-// acknowledged proposal reached every node. FIBRIL_RAFT_SEEDS=N runs N
+// checking the invariants and every completed read after every step and,
+// at the end, that every acknowledged proposal reached every node. FIBRIL_RAFT_SEEDS=N runs N
 // seeds per size.
 func TestSimFaults(t *testing.T) {
 	seeds := simSeeds(3)
+	served := 0
 	for _, n := range []int{3, 5} {
 		for seed := 0; seed < seeds; seed++ {
 			t.Run(fmt.Sprintf("n%d/seed%d", n, seed), func(t *testing.T) {
@@ -413,12 +414,16 @@ func TestSimFaults(t *testing.T) {
 					s.check(i)
 				}
 				s.settle(20000)
-				if len(s.hist.acked) < 3 || s.served == 0 {
-					t.Fatalf("only %d proposals acknowledged, %d reads served", len(s.hist.acked), s.served)
+				if len(s.hist.acked) < 3 {
+					t.Fatalf("only %d proposals acknowledged", len(s.hist.acked))
 				}
+				served += s.served
 				t.Logf("%d acked of %d proposed, %d reads served, %d messages", len(s.hist.acked), s.nextP, s.served, s.net.sent)
 			})
 		}
+	}
+	if served == 0 {
+		t.Fatal("no read served in any run: the read check proved nothing")
 	}
 }
 
