@@ -434,7 +434,7 @@ func TestSimFaults(t *testing.T) {
 // twice, skipped, or a restore that takes the state back. The run must
 // have resumed past a snapshot at least once, or it proved nothing.
 func TestSimDurableRestart(t *testing.T) {
-	seeds := simSeeds(3)
+	seeds := simSeeds(2)
 	for _, n := range []int{3, 5} {
 		for seed := 0; seed < seeds; seed++ {
 			t.Run(fmt.Sprintf("n%d/seed%d", n, seed), func(t *testing.T) {
