@@ -7,23 +7,32 @@ import (
 )
 
 // testSM is a state machine that records what it applied, and notes any
-// entry applied out of order or twice.
+// index applied out of order, twice or skipped, any proposal applied
+// twice, and any restore that would take its state back.
 type testSM struct {
-	byIndex map[uint64]string
-	seen    map[string]uint64 // data -> index, to find a double apply
-	fresh   []uint64          // indexes applied since the last check
-	last    uint64            // the last index applied with data
-	applied uint64            // the replica's applied index, set by the test before check
-	bad     error
+	byIndex  map[uint64]string
+	seen     map[string]uint64 // data -> index, to find a double apply
+	fresh    []uint64          // indexes applied since the last check
+	last     uint64            // the last index applied
+	applied  uint64            // the replica's applied index, set by the test before check
+	restores int               // Restore calls
+	bad      error
 }
 
 func newTestSM() *testSM {
 	return &testSM{byIndex: map[uint64]string{}, seen: map[string]uint64{}}
 }
 
+// Applied is the index the state machine holds: 0 for a new one.
+func (m *testSM) Applied() uint64 { return m.last }
+
 func (m *testSM) Apply(index uint64, data []byte) error {
-	if index <= m.last && m.bad == nil {
+	if index != m.last+1 && m.bad == nil {
 		m.bad = fmt.Errorf("entry %d applied after %d", index, m.last)
+	}
+	m.last = index
+	if len(data) == 0 {
+		return nil
 	}
 	if i, ok := m.seen[string(data)]; ok && m.bad == nil {
 		m.bad = fmt.Errorf("%q applied twice, at %d and %d", data, i, index)
@@ -31,7 +40,6 @@ func (m *testSM) Apply(index uint64, data []byte) error {
 	m.byIndex[index] = string(data)
 	m.seen[string(data)] = index
 	m.fresh = append(m.fresh, index)
-	m.last = index
 	return nil
 }
 
@@ -40,6 +48,10 @@ func (m *testSM) Snapshot() ([]byte, error) {
 }
 
 func (m *testSM) Restore(index uint64, data []byte) error {
+	if index < m.last && m.bad == nil {
+		m.bad = fmt.Errorf("restore to %d takes back applied entries up to %d", index, m.last)
+	}
+	m.restores++
 	m.byIndex = map[uint64]string{}
 	m.seen = map[string]uint64{}
 	m.fresh = m.fresh[:0]

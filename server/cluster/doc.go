@@ -1,8 +1,10 @@
-// Package cluster replicates a log over a raft group: durable raft storage,
-// the Ready loop that drives etcd-io/raft's RawNode, and the seams (a
-// Transport for raft messages, a StateMachine for committed entries) that
-// the broker plugs a partition into. It knows nothing of topics, sockets
-// or the wire protocol.
+// Package cluster replicates logs over raft groups: durable raft storage,
+// the Ready loop that drives etcd-io/raft's RawNode, a Node that runs many
+// groups over one transport, and the seams (a Transport for raft
+// messages, a StateMachine for committed entries) that the broker plugs a
+// partition into. It knows nothing of topics or the wire protocol;
+// sockets and TLS are package transport's, certificates package
+// certgen's.
 //
 // # What it owns
 //
@@ -32,7 +34,17 @@
 //     Propose returns once the entry is committed (on a quorum, fsynced
 //     there, since every replica persists before it acknowledges) and
 //     applied on this replica; Leader and Config.OnLeader report the
-//     leader as raft knows it.
+//     leader as raft knows it, Status the role, term, commit and applied
+//     indexes, campaigns, dropped messages and (on the leader) every
+//     replica's match index, for metrics. Proposals and messages waiting
+//     together share one Ready, hence one fsync.
+//   - Node (node.go): one member of a cluster: a transport.Transport to
+//     the seed peers and a Group per raft group it runs (MetaGroup, ID 0,
+//     plus NodeConfig.Groups), each in Dir/groups/<id>, with the node's
+//     raft ID (NodeID of its name) in every group. Messages for a group it
+//     does not run are dropped and counted. TransferLeadership hands the
+//     groups it leads to followers, for a restart without an election.
+//     ParsePeers (peers.go) reads a seed list (name@host:port, ...).
 //
 // # What it must never do
 //
@@ -44,17 +56,31 @@
 //   - Remove the only snapshot file its records name.
 //   - Block the goroutine of a caller that hands it messages (Step drops
 //     when the inbox is full; raft retries).
+//   - Take an entry it could not store or send (over MaxEntryBytes:
+//     ErrTooLarge), or hold unbounded uncommitted entries on a leader
+//     without a quorum (past MaxUncommittedBytes: ErrBusy).
 //
 // # Caveats
 //
-//   - Membership is fixed at bootstrap (Config.Peers, stored as a
-//     snapshot at index 1, term 1); conf change entries are applied to
-//     raft but nothing proposes them yet, and InitialState returns the
-//     snapshot's conf state only.
-//   - The state machine is rebuilt at open: Restore from the latest
-//     snapshot, then every committed entry after it is applied again. A
-//     durable state machine (a partition's segment log) will report its
-//     own applied index instead; that is the broker integration.
+//   - A Node is started once and stopped once; a restart is a new Node
+//     on the same config and directory.
+//   - A new group's members are Config.Peers, stored as a snapshot at
+//     index 1, term 1. Group.ProposeConfChange changes them one change at
+//     a time (raft refuses a second while one is unapplied:
+//     ErrConfChangeRefused); a replica added starts with Config.Join on
+//     an empty directory and catches up from a snapshot. InitialState
+//     returns the snapshot's conf state, and raft replays every committed
+//     entry after the snapshot at open, even those the state machine
+//     already holds, so that the conf changes among them are applied
+//     again. A Node links to its seeds and to what Node.AddPeer names;
+//     nothing yet derives its peers from the metadata group.
+//   - At open the replica resumes after the state machine's durable
+//     applied index (StateMachine.Applied) when it is at or past the
+//     latest snapshot, else restores that snapshot: an in-memory state
+//     machine reports 0 and is rebuilt, a durable one (a partition's
+//     segment log) is never handed an entry it holds. Applied past the
+//     raft log's end is refused as ErrCorrupt (directories that do not
+//     belong together).
 //   - Writes are synchronous in the Ready loop (one fsync per Ready that
 //     needs one). raft's AsyncStorageWrites, which lets the next Ready be
 //     built while an fsync runs, is the planned pipelining.
@@ -63,9 +89,13 @@
 //     data can then apply it twice; deduplication belongs to the caller.
 //   - Snapshots are held in memory whole and sent as one MsgSnap, reported
 //     delivered at once (a lost one makes the follower reject the next
-//     append, and raft sends it again).
-//   - Reads: no ReadIndex path yet; a caller that must not read stale
-//     data from a deposed leader should go through Propose.
+//     append, and raft sends it again); over a Node's transport one is at
+//     most transport.Options.MaxFrame (16 MiB by default), and a larger
+//     one is dropped each time it is sent (counted as Oversize).
+//   - Reads: Group.ReadIndex (read.go) waits until the replica applied
+//     everything committed before the call, confirmed by a quorum, so a
+//     state machine read after it is linearizable; a read raft drops
+//     (no leader known) ends only by the caller's ctx.
 //   - raft draws its randomized election timeouts from crypto/rand, so a
 //     run with timeouts cannot replay. The deterministic tests turn them
 //     off (the manualElections hook, with CheckQuorum and PreVote) and

@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
@@ -18,18 +20,25 @@ type Group struct {
 	r      *replica
 	propc  chan propReq
 	recvc  chan *pb.Message
+	statc  chan chan Status
+	unrc   chan uint64 // peers reported unreachable
+	xferc  chan uint64 // leadership transfers asked for
 	stopc  chan struct{}
 	donec  chan struct{}
 	lead   atomic.Uint64
+	drops  atomic.Uint64 // messages Step dropped for a full inbox
 	tick   time.Duration
 	once   sync.Once
-	mu     sync.Mutex // guards err
+	mu     sync.Mutex // guards err and leadCh
 	err    error
+	leadCh chan struct{} // closed (and replaced) when the known leader changes
 	onLead func(lead, term uint64)
 }
 
 type propReq struct {
 	data  []byte
+	cc    *pb.ConfChangeV2 // a membership change instead of data
+	read  bool             // a read index request instead of data
 	reply chan propReply
 }
 
@@ -39,14 +48,19 @@ type propReply struct {
 }
 
 // OpenGroup opens the replica cfg describes (bootstrapping an empty
-// directory with cfg.Peers), restores sm from the latest snapshot and
-// starts its goroutine, ticking every tick (raft's timeouts are counted in
+// directory with cfg.Peers unless cfg.Join), resumes sm after its
+// applied index or restores the latest snapshot into it, and starts its
+// goroutine, ticking every tick (raft's timeouts are counted in
 // ticks). It fails if the storage cannot be opened.
 func OpenGroup(cfg Config, sm StateMachine, tr Transport, tick time.Duration) (*Group, error) {
-	g := &Group{propc: make(chan propReq), recvc: make(chan *pb.Message, 1024),
-		stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader}
+	g := &Group{propc: make(chan propReq), recvc: make(chan *pb.Message, 1024), statc: make(chan chan Status), unrc: make(chan uint64, 64),
+		xferc: make(chan uint64), leadCh: make(chan struct{}), stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader}
 	cfg.OnLeader = func(lead, term uint64) {
 		g.lead.Store(lead)
+		g.mu.Lock()
+		close(g.leadCh)
+		g.leadCh = make(chan struct{})
+		g.mu.Unlock()
 		if g.onLead != nil {
 			g.onLead(lead, term)
 		}
@@ -70,16 +84,89 @@ func (g *Group) Step(m *pb.Message) {
 	select {
 	case g.recvc <- m:
 	default:
+		g.drops.Add(1)
+	}
+}
+
+// TransferLeadership asks the leader to hand its leadership to the
+// replica to (raft brings it up to date, then has it campaign at once)
+// and blocks until this replica knows to as the leader. It returns
+// ErrClosed if the group stops first, or ctx's error: raft gives up a
+// transfer that takes longer than an election timeout, and the leader
+// then stays.
+func (g *Group) TransferLeadership(ctx context.Context, to uint64) error {
+	asked := false
+	for {
+		g.mu.Lock()
+		changed := g.leadCh
+		g.mu.Unlock()
+		if g.Leader() == to {
+			return nil
+		}
+		if !asked {
+			select {
+			case g.xferc <- to:
+				asked = true
+			case <-g.donec:
+				return ErrClosed
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		select {
+		case <-changed:
+		case <-g.donec:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// ReadIndex blocks until this replica has applied every entry committed
+// before the call (raft's ReadIndex: the leader confirms with a quorum
+// that it still leads), and returns the index it waited for: a read of
+// the state machine after it is linearizable. It works on a follower too
+// (raft asks the leader). It fails with ErrLeaderChanged or ErrClosed,
+// or ctx's error, which is all a replica cut off from the leader or the
+// quorum gets.
+func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
+	return g.propose(ctx, propReq{read: true, reply: make(chan propReply, 1)})
+}
+
+// ReportUnreachable tells raft that the replica id could not be reached,
+// so that the leader stops streaming appends to it and probes instead.
+// It never blocks: a report that finds the queue full is dropped (the
+// next failure reports again).
+func (g *Group) ReportUnreachable(id uint64) {
+	select {
+	case g.unrc <- id:
+	default:
 	}
 }
 
 // Propose proposes data and blocks until it is committed on a quorum
 // (fsynced there) and applied here, returning its index; or until ctx
-// ends. It returns ErrNotLeader at once on a follower, ErrLeaderChanged
-// or ErrClosed (outcome unknown) when the leader changed or the group
-// stopped first, and ctx's error (outcome unknown) on a timeout.
+// ends. It returns at once, nothing appended, ErrNotLeader on a
+// follower, ErrTooLarge for data over Config.MaxEntryBytes and ErrBusy
+// past Config.MaxUncommittedBytes; ErrLeaderChanged or ErrClosed
+// (outcome unknown) when the leader changed or the group stopped first,
+// and ctx's error (outcome unknown) on a timeout. data is copied.
 func (g *Group) Propose(ctx context.Context, data []byte) (uint64, error) {
-	req := propReq{data: data, reply: make(chan propReply, 1)}
+	return g.propose(ctx, propReq{data: data, reply: make(chan propReply, 1)})
+}
+
+// ProposeConfChange proposes a membership change (a replica joining with
+// Config.Join must be added first, then started) and blocks until it is
+// committed and applied here, returning its index. It fails as Propose
+// does, and with ErrConfChangeRefused (nothing appended, retry later)
+// while another change is not applied yet.
+func (g *Group) ProposeConfChange(ctx context.Context, cc *pb.ConfChangeV2) (uint64, error) {
+	return g.propose(ctx, propReq{cc: cc, reply: make(chan propReply, 1)})
+}
+
+func (g *Group) propose(ctx context.Context, req propReq) (uint64, error) {
 	select {
 	case g.propc <- req:
 	case <-g.donec:
@@ -97,6 +184,61 @@ func (g *Group) Propose(ctx context.Context, data []byte) (uint64, error) {
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
+}
+
+// Status is a replica's view of its group, for metrics and dashboards.
+type Status struct {
+	// ID is this replica's; Leader the leader's (0: unknown); Role is
+	// "leader", "follower", "candidate" or "pre-candidate".
+	ID, Leader uint64
+	Role       string
+	// Term, Commit and Applied are raft's term, commit index and the
+	// index applied here; Last is the last index in this replica's log.
+	Term, Commit, Applied, Last uint64
+	// Campaigns counts the elections this replica started since it
+	// opened; Dropped the received messages dropped for a full inbox.
+	Campaigns, Dropped uint64
+	// Progress maps each replica to the leader's way of sending to it:
+	// "probe", "replicate" or "snapshot"; only the leader has it.
+	Progress map[uint64]string
+	// Match maps each replica to the index its log is known to match
+	// the leader's (the leader's own included); only the leader has it.
+	// A follower's lag is the leader's Last minus its match.
+	Match map[uint64]uint64
+}
+
+var roleNames = map[raft.StateType]string{raft.StateFollower: "follower", raft.StateCandidate: "candidate",
+	raft.StateLeader: "leader", raft.StatePreCandidate: "pre-candidate"}
+
+// Status returns the replica's status, asked of its goroutine (so it
+// waits for the goroutine's current step); ErrClosed once the group
+// stopped, or ctx's error.
+func (g *Group) Status(ctx context.Context) (Status, error) {
+	reply := make(chan Status, 1)
+	select {
+	case g.statc <- reply:
+		return <-reply, nil
+	case <-g.donec:
+		return Status{}, ErrClosed
+	case <-ctx.Done():
+		return Status{}, ctx.Err()
+	}
+}
+
+func (g *Group) status() Status {
+	st := g.r.rn.Status()
+	last, _ := g.r.st.LastIndex()
+	s := Status{ID: st.ID, Leader: st.Lead, Role: roleNames[st.RaftState], Term: st.HardState.GetTerm(), Commit: st.HardState.GetCommit(),
+		Applied: g.r.applied, Last: last, Campaigns: g.r.campaigns, Dropped: g.drops.Load()}
+	if len(st.Progress) > 0 {
+		s.Match = make(map[uint64]uint64, len(st.Progress))
+		s.Progress = make(map[uint64]string, len(st.Progress))
+		for id, pr := range st.Progress {
+			s.Match[id] = pr.Match
+			s.Progress[id] = strings.ToLower(strings.TrimPrefix(pr.State.String(), "State"))
+		}
+	}
+	return s
 }
 
 // Err returns the error that stopped the group, if any.
@@ -117,6 +259,11 @@ func (g *Group) Close() error {
 	return g.Err()
 }
 
+// batchMax bounds the proposals and messages the loop takes in before it
+// processes a Ready, so that one fsync covers many while a Ready stays
+// small.
+const batchMax = 256
+
 func (g *Group) run() {
 	defer close(g.donec)
 	t := time.NewTicker(g.tick)
@@ -128,10 +275,28 @@ func (g *Group) run() {
 		case m := <-g.recvc:
 			_ = g.r.rn.Step(m) // a stale or foreign message is raft's to ignore
 		case req := <-g.propc:
-			p, err := g.r.propose(req.data)
-			req.reply <- propReply{p, err}
+			g.handle(req)
+		case reply := <-g.statc:
+			reply <- g.status()
+		case id := <-g.unrc:
+			g.r.rn.ReportUnreachable(id)
+		case to := <-g.xferc:
+			g.r.rn.TransferLeader(to)
 		case <-g.stopc:
 			return
+		}
+		// Take in what else is waiting, up to batchMax, so that one Ready
+		// (one fsync) covers it all.
+	drain:
+		for i := 0; i < batchMax; i++ {
+			select {
+			case m := <-g.recvc:
+				_ = g.r.rn.Step(m)
+			case req := <-g.propc:
+				g.handle(req)
+			default:
+				break drain
+			}
 		}
 		if err := g.r.process(); err != nil {
 			g.mu.Lock()
@@ -141,4 +306,18 @@ func (g *Group) run() {
 			return
 		}
 	}
+}
+
+func (g *Group) handle(req propReq) {
+	var p *Proposal
+	var err error
+	switch {
+	case req.read:
+		p = g.r.readIndex()
+	case req.cc != nil:
+		p, err = g.r.proposeConfChange(req.cc)
+	default:
+		p, err = g.r.propose(req.data)
+	}
+	req.reply <- propReply{p, err}
 }

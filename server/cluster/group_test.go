@@ -24,6 +24,11 @@ func (l *lockedSM) Apply(i uint64, d []byte) error {
 	defer l.mu.Unlock()
 	return l.sm.Apply(i, d)
 }
+func (l *lockedSM) Applied() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sm.Applied()
+}
 func (l *lockedSM) Snapshot() ([]byte, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -173,5 +178,202 @@ func TestGroupLeaderKill(t *testing.T) {
 	}
 	if len(leads) == 0 {
 		t.Fatal("OnLeader never called")
+	}
+}
+
+// TestGroupStatus: the leader's status names itself, counts its
+// campaign, and has every replica's match index, at or past an entry
+// committed on all; a follower names the leader and has no match map; a
+// closed group answers ErrClosed.
+func TestGroupStatus(t *testing.T) {
+	base := t.TempDir()
+	net := &chanNet{groups: map[uint64]*Group{}}
+	peers := []uint64{1, 2, 3}
+	groups := map[uint64]*Group{}
+	sms := map[uint64]*lockedSM{}
+	for _, id := range peers {
+		sms[id] = &lockedSM{sm: newTestSM()}
+		g, err := OpenGroup(Config{ID: id, Peers: peers, Dir: filepath.Join(base, strconv.Itoa(int(id)))}, sms[id], net, 2*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net.set(id, g)
+		groups[id] = g
+	}
+	defer func() {
+		for _, g := range groups {
+			g.Close()
+		}
+	}()
+	var lead uint64
+	var idx uint64
+	waitFor(t, "a proposal committed", func() bool {
+		if lead = groups[1].Leader(); lead == 0 {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		i, err := groups[lead].Propose(ctx, []byte("x"))
+		idx = i
+		return err == nil
+	})
+	waitFor(t, "every replica to apply it", func() bool {
+		for _, sm := range sms {
+			if sm.Applied() < idx {
+				return false
+			}
+		}
+		return true
+	})
+	ctx := context.Background()
+	waitFor(t, "the leader to know every match", func() bool {
+		st, err := groups[lead].Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Role != "leader" || st.Leader != lead || st.ID != lead || st.Campaigns == 0 || st.Commit < idx || st.Applied < idx || st.Last < st.Commit || len(st.Match) != 3 {
+			t.Fatalf("leader status %+v", st)
+		}
+		for _, m := range st.Match {
+			if m < idx {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range peers {
+		if id == lead {
+			continue
+		}
+		st, err := groups[id].Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Role != "follower" || st.Leader != lead || st.Match != nil {
+			t.Fatalf("follower %d status %+v", id, st)
+		}
+	}
+	groups[lead].Close()
+	if _, err := groups[lead].Status(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("status of a closed group: %v", err)
+	}
+}
+
+// TestGroupReportUnreachable: a follower gone and reported unreachable
+// is probed, not streamed to, by the leader.
+func TestGroupReportUnreachable(t *testing.T) {
+	base := t.TempDir()
+	net := &chanNet{groups: map[uint64]*Group{}}
+	peers := []uint64{1, 2, 3}
+	groups := map[uint64]*Group{}
+	for _, id := range peers {
+		g, err := OpenGroup(Config{ID: id, Peers: peers, Dir: filepath.Join(base, strconv.Itoa(int(id)))},
+			&lockedSM{sm: newTestSM()}, net, 2*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net.set(id, g)
+		groups[id] = g
+	}
+	defer func() {
+		for _, g := range groups {
+			g.Close()
+		}
+	}()
+	ctx := context.Background()
+	var lead, follower uint64
+	progress := func() map[uint64]string {
+		st, err := groups[lead].Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Progress
+	}
+	waitFor(t, "a leader replicating to both followers", func() bool {
+		if lead = groups[1].Leader(); lead == 0 {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		groups[lead].Propose(ctx, []byte(fmt.Sprint("x", time.Now().UnixNano())))
+		p := progress()
+		n := 0
+		for id, s := range p {
+			if id != lead && s == "replicate" {
+				n, follower = n+1, id
+			}
+		}
+		return n == 2
+	})
+	// Gone both ways: an answer it sent before would put it back to
+	// replicate, so the report is repeated until none is left in flight.
+	net.set(follower, nil)
+	groups[follower].Close()
+	delete(groups, follower)
+	waitFor(t, "the follower probed", func() bool {
+		groups[lead].ReportUnreachable(follower)
+		return progress()[follower] == "probe"
+	})
+}
+
+// TestGroupReadIndex: a read index on the leader or a follower returns
+// only once that replica applied an entry committed before the read; a
+// leader cut off from its followers never completes one.
+func TestGroupReadIndex(t *testing.T) {
+	base := t.TempDir()
+	net := &chanNet{groups: map[uint64]*Group{}}
+	peers := []uint64{1, 2, 3}
+	groups := map[uint64]*Group{}
+	sms := map[uint64]*lockedSM{}
+	for _, id := range peers {
+		sms[id] = &lockedSM{sm: newTestSM()}
+		g, err := OpenGroup(Config{ID: id, Peers: peers, Dir: filepath.Join(base, strconv.Itoa(int(id)))}, sms[id], net, 2*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net.set(id, g)
+		groups[id] = g
+	}
+	defer func() {
+		for _, g := range groups {
+			g.Close()
+		}
+	}()
+	var lead, idx uint64
+	waitFor(t, "a proposal committed", func() bool {
+		if lead = groups[1].Leader(); lead == 0 {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		i, err := groups[lead].Propose(ctx, []byte("before the read"))
+		idx = i
+		return err == nil
+	})
+	for _, id := range peers {
+		var got uint64
+		waitFor(t, fmt.Sprintf("a read index on %d", id), func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			i, err := groups[id].ReadIndex(ctx)
+			got = i
+			return err == nil
+		})
+		sms[id].mu.Lock()
+		data := sms[id].sm.byIndex[idx]
+		sms[id].mu.Unlock()
+		if got < idx || data != "before the read" {
+			t.Fatalf("replica %d: read index %d, entry %d holds %q", id, got, idx, data)
+		}
+	}
+	for _, id := range peers {
+		if id != lead {
+			net.set(id, nil)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if i, err := groups[lead].ReadIndex(ctx); err == nil {
+		t.Fatalf("a leader cut off from its quorum served a read at %d", i)
 	}
 }

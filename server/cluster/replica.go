@@ -24,18 +24,51 @@ var (
 	// ErrClosed: the group was closed (or failed) before the proposal was
 	// applied. Its outcome is unknown.
 	ErrClosed = errors.New("cluster: group closed")
+	// ErrConfChangeRefused: raft refused a membership change because
+	// another one is not applied yet (a new leader counts its whole log as
+	// possibly holding one until it applied it). Nothing was appended;
+	// retry later.
+	ErrConfChangeRefused = errors.New("cluster: conf change refused: another is pending")
+	// ErrTooLarge: the proposal is over Config.MaxEntryBytes. Nothing was
+	// appended.
+	ErrTooLarge = errors.New("cluster: proposal too large")
+	// ErrBusy: the leader holds Config.MaxUncommittedBytes of entries not
+	// yet committed (a quorum is slow or gone), or is handing its
+	// leadership over. Nothing was appended; retry later.
+	ErrBusy = errors.New("cluster: too much uncommitted, retry later")
+)
+
+// Size limits: DefaultMaxEntryBytes is Config.MaxEntryBytes' default,
+// maxEntryBytes its ceiling (an entry must fit a segment of the raft log
+// with room to spare, and one append message must fit a transport frame).
+const (
+	DefaultMaxEntryBytes       = 2 << 20
+	maxEntryBytes              = 3 << 20
+	DefaultMaxUncommittedBytes = 64 << 20
+	raftSegmentSize            = 4 << 20
 )
 
 // StateMachine is what a replica group applies committed entries to. It
-// is called on the group's goroutine only, in index order.
+// is called on the group's goroutine only: Applied once at open, then
+// Apply for every committed index in order, with no gap and no repeat.
 type StateMachine interface {
-	// Apply applies the data of the committed entry at index. After a
-	// restart the group restores the latest snapshot and applies every
-	// committed entry after it again.
+	// Applied returns the index of the last entry whose effect the state
+	// machine holds durably (0: it holds nothing, as an in-memory one
+	// after a restart). At open the replica restores the latest raft
+	// snapshot only when Applied is below it, then applies every entry
+	// after max(Applied, snapshot index), never one at or below it. The
+	// state machine must never report an index it has not applied.
+	Applied() uint64
+	// Apply applies the committed entry at index: data is the proposal's,
+	// or empty for an entry without one (a new leader's empty entry, a
+	// conf change), which only moves the applied index. A durable state
+	// machine need not make each Apply durable at once; what it loses in
+	// a crash it gets again after the index Applied then reports.
 	Apply(index uint64, data []byte) error
 	// Snapshot returns the state as of the last applied index.
 	Snapshot() ([]byte, error)
-	// Restore replaces the state with a snapshot taken at index.
+	// Restore replaces the state with a snapshot taken at index, which is
+	// past the last applied index (the state never goes back).
 	Restore(index uint64, data []byte) error
 }
 
@@ -61,6 +94,14 @@ type Config struct {
 	// ElectionTicks and HeartbeatTicks are raft's timeouts in ticks
 	// (defaults 10 and 1).
 	ElectionTicks, HeartbeatTicks int
+	// MaxEntryBytes bounds a proposal's data (default
+	// DefaultMaxEntryBytes, at most 3 MiB); a larger one fails with
+	// ErrTooLarge rather than jam the group's replication.
+	MaxEntryBytes int
+	// MaxUncommittedBytes bounds the entries a leader holds not yet
+	// committed (default DefaultMaxUncommittedBytes); past it proposals
+	// fail with ErrBusy.
+	MaxUncommittedBytes uint64
 	// SnapshotEvery, when non-zero, snapshots the state machine and
 	// compacts the log every that many applied entries.
 	SnapshotEvery uint64
@@ -72,6 +113,12 @@ type Config struct {
 	// succeed once appended and fsynced here, before a quorum holds them.
 	// The checker's own test uses it to show it catches such a build.
 	ackOnLocalAppend bool
+	// Join says the replica joins a group that already exists: an empty
+	// directory is not bootstrapped with Peers, and the replica waits for
+	// the leader to send it the group's state (it must have been added by
+	// a conf change first).
+	Join bool
+
 	// manualElections is a test hook for replayable runs: raft draws its
 	// election timeouts from crypto/rand, so the deterministic tests turn
 	// timeouts (and CheckQuorum and PreVote, which rely on them) off and
@@ -115,6 +162,18 @@ type replica struct {
 	term      uint64
 	applied   uint64
 	snapIndex uint64
+	// skipTo is the state machine's applied index at open: entries up to
+	// it are not applied to it again, but their conf changes are applied
+	// to raft, whose configuration is rebuilt from the snapshot's.
+	skipTo uint64
+	// confCheck lists the conf changes proposed since the last Ready, to
+	// be looked for in the next: raft replaces one it refuses by an empty
+	// entry.
+	confCheck []uint64
+	reads     map[uint64]*Proposal // read index requests raft has not answered
+	readWait  []readWait           // answered reads waiting for their index to apply
+	role      raft.StateType
+	campaigns uint64 // elections started: into pre-candidate, or candidate from follower
 }
 
 func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
@@ -127,11 +186,20 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 	if cfg.HeartbeatTicks == 0 {
 		cfg.HeartbeatTicks = 1
 	}
+	if cfg.MaxEntryBytes == 0 {
+		cfg.MaxEntryBytes = DefaultMaxEntryBytes
+	}
+	if cfg.MaxEntryBytes < 0 || cfg.MaxEntryBytes > maxEntryBytes {
+		return nil, fmt.Errorf("cluster: MaxEntryBytes %d outside 1..%d", cfg.MaxEntryBytes, maxEntryBytes)
+	}
+	if cfg.MaxUncommittedBytes == 0 {
+		cfg.MaxUncommittedBytes = DefaultMaxUncommittedBytes
+	}
 	st, err := OpenStorage(cfg.Dir, cfg.FS)
 	if err != nil {
 		return nil, err
 	}
-	if last, _ := st.LastIndex(); last == 0 {
+	if last, _ := st.LastIndex(); last == 0 && !cfg.Join {
 		if err := st.Bootstrap(cfg.Peers); err != nil {
 			st.Close()
 			return nil, err
@@ -139,15 +207,16 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 	}
 	snap, _ := st.Snapshot()
 	_, cs, _ := st.InitialState()
-	idx := snap.GetMetadata().GetIndex()
-	if err := sm.Restore(idx, snap.Data); err != nil {
+	snapIdx := snap.GetMetadata().GetIndex()
+	applied, err := resume(st, sm, snap)
+	if err != nil {
 		st.Close()
-		return nil, fmt.Errorf("cluster: restore snapshot %d: %w", idx, err)
+		return nil, err
 	}
 	rc := &raft.Config{
 		ID: cfg.ID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks,
-		Storage: st, Applied: idx, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
-		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true,
+		Storage: st, Applied: snapIdx, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: cfg.MaxUncommittedBytes,
+		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true, StepDownOnRemoval: true,
 		Logger: quietLogger{},
 	}
 	if cfg.manualElections {
@@ -159,35 +228,125 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 		return nil, fmt.Errorf("cluster: start raft node %d: %w", cfg.ID, err)
 	}
 	return &replica{cfg: cfg, st: st, rn: rn, sm: sm, tr: tr, cs: cs, nonce: rand.Uint64(),
-		pending: map[uint64]*Proposal{}, applied: idx, snapIndex: idx}, nil
+		pending: map[uint64]*Proposal{}, reads: map[uint64]*Proposal{}, applied: snapIdx, snapIndex: snapIdx, skipTo: applied}, nil
+}
+
+// resume returns the index the state machine resumes applying after: its
+// durable applied index when it is at or past the snapshot, else the
+// snapshot's, restored into it. Raft still replays every committed entry
+// after the snapshot, so that the conf changes among them rebuild its
+// configuration; applySM skips the rest up to this index. Every entry up
+// to the state machine's index was committed before it was applied, but
+// the hard state recording that commit may not have been fsynced (raft
+// does not ask for a sync when only the commit index moves), so the
+// storage's commit index is raised to it; an index past the log's last
+// means the two directories do not belong together.
+func resume(st *Storage, sm StateMachine, snap *pb.Snapshot) (uint64, error) {
+	idx := snap.GetMetadata().GetIndex()
+	applied := sm.Applied()
+	if applied < idx {
+		if err := sm.Restore(idx, snap.Data); err != nil {
+			return 0, fmt.Errorf("cluster: restore snapshot %d: %w", idx, err)
+		}
+		return idx, nil
+	}
+	if last, _ := st.LastIndex(); applied > last {
+		return 0, fmt.Errorf("%w: %s: state machine applied %d, past the raft log's last index %d", ErrCorrupt, st.dir, applied, last)
+	}
+	st.commitAtLeast(applied)
+	return applied, nil
+}
+
+func (r *replica) envelope(data []byte) []byte {
+	env := make([]byte, envelope, envelope+len(data))
+	binary.LittleEndian.PutUint64(env, r.nonce)
+	binary.LittleEndian.PutUint64(env[8:], r.next)
+	return append(env, data...)
+}
+
+// track registers the proposal just handed to raft.
+func (r *replica) track() *Proposal {
+	p := &Proposal{Done: make(chan struct{})}
+	r.pending[r.next] = p
+	r.next++
+	return p
 }
 
 // propose hands data to raft; the proposal completes in a later process.
 func (r *replica) propose(data []byte) (*Proposal, error) {
-	env := make([]byte, envelope, envelope+len(data))
-	binary.LittleEndian.PutUint64(env, r.nonce)
-	binary.LittleEndian.PutUint64(env[8:], r.next)
-	env = append(env, data...)
-	if err := r.rn.Propose(env); err != nil {
-		if errors.Is(err, raft.ErrProposalDropped) {
-			return nil, ErrNotLeader
-		}
-		return nil, fmt.Errorf("cluster: propose: %w", err)
+	if len(data) > r.cfg.MaxEntryBytes {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(data), r.cfg.MaxEntryBytes)
 	}
-	p := &Proposal{Done: make(chan struct{})}
-	r.pending[r.next] = p
-	r.next++
-	return p, nil
+	if err := r.rn.Propose(r.envelope(data)); err != nil {
+		return nil, r.dropped(err)
+	}
+	return r.track(), nil
 }
 
-// ours returns the pending proposal an entry completes, if any.
-func (r *replica) ours(e *pb.Entry) (uint64, *Proposal) {
-	if e.GetType() != pb.EntryType_EntryNormal || len(e.Data) < envelope ||
-		binary.LittleEndian.Uint64(e.Data) != r.nonce {
+// dropped maps raft's refusal of a proposal to the caller's error.
+func (r *replica) dropped(err error) error {
+	if !errors.Is(err, raft.ErrProposalDropped) {
+		return fmt.Errorf("cluster: propose: %w", err)
+	}
+	if r.rn.BasicStatus().RaftState == raft.StateLeader {
+		return ErrBusy
+	}
+	return ErrNotLeader
+}
+
+// proposeConfChange hands a membership change to raft; it completes once
+// applied here, or in the next process with ErrConfChangeRefused.
+func (r *replica) proposeConfChange(cc *pb.ConfChangeV2) (*Proposal, error) {
+	cc = proto.CloneOf(cc)
+	cc.Context = r.envelope(nil)
+	if err := r.rn.ProposeConfChange(cc); err != nil {
+		return nil, r.dropped(err)
+	}
+	r.confCheck = append(r.confCheck, r.next)
+	return r.track(), nil
+}
+
+// oursEnv returns the pending proposal an envelope completes, if any.
+func (r *replica) oursEnv(env []byte) (uint64, *Proposal) {
+	if len(env) < envelope || binary.LittleEndian.Uint64(env) != r.nonce {
 		return 0, nil
 	}
-	id := binary.LittleEndian.Uint64(e.Data[8:])
+	id := binary.LittleEndian.Uint64(env[8:])
 	return id, r.pending[id]
+}
+
+// ours returns the pending proposal a normal entry completes, if any.
+func (r *replica) ours(e *pb.Entry) (uint64, *Proposal) {
+	if e.GetType() != pb.EntryType_EntryNormal {
+		return 0, nil
+	}
+	return r.oursEnv(e.Data)
+}
+
+// checkConf fails each conf change proposed since the last Ready that
+// raft did not append (it appends an empty entry in its place).
+func (r *replica) checkConf(rd raft.Ready) {
+	if len(r.confCheck) == 0 {
+		return
+	}
+	appended := map[uint64]bool{}
+	for _, e := range rd.Entries {
+		if e.GetType() == pb.EntryType_EntryConfChangeV2 {
+			var cc pb.ConfChangeV2
+			if proto.Unmarshal(e.Data, &cc) == nil {
+				if id, p := r.oursEnv(cc.Context); p != nil {
+					appended[id] = true
+				}
+			}
+		}
+	}
+	for _, id := range r.confCheck {
+		if p := r.pending[id]; p != nil && !appended[id] {
+			delete(r.pending, id)
+			p.finish(0, ErrConfChangeRefused)
+		}
+	}
+	r.confCheck = r.confCheck[:0]
 }
 
 // failPending ends every pending proposal with err.
@@ -196,6 +355,7 @@ func (r *replica) failPending(err error) {
 		p.finish(0, err)
 		delete(r.pending, id)
 	}
+	r.failReads(err)
 }
 
 // process handles every Ready raft has: persist (fsync when raft says it
@@ -208,6 +368,8 @@ func (r *replica) process() error {
 			return err
 		}
 		r.noteLeader(rd)
+		r.checkConf(rd)
+		r.noteReads(rd)
 		if r.cfg.ackOnLocalAppend {
 			for _, e := range rd.Entries {
 				if id, p := r.ours(e); p != nil {
@@ -238,6 +400,7 @@ func (r *replica) process() error {
 				return err
 			}
 		}
+		r.finishReads()
 		r.rn.Advance(rd)
 		if err := r.maybeSnapshot(); err != nil {
 			return err
@@ -252,6 +415,12 @@ func (r *replica) noteLeader(rd raft.Ready) {
 	lead, term := r.lead, r.term
 	if rd.SoftState != nil {
 		lead = rd.SoftState.Lead
+		if s := rd.SoftState.RaftState; s != r.role {
+			if s == raft.StatePreCandidate || s == raft.StateCandidate && r.role != raft.StatePreCandidate {
+				r.campaigns++
+			}
+			r.role = s
+		}
 	}
 	if rd.HardState != nil && rd.HardState.GetTerm() != 0 {
 		term = rd.HardState.GetTerm()
@@ -270,10 +439,12 @@ func (r *replica) apply(e *pb.Entry) error {
 	idx := e.GetIndex()
 	switch e.GetType() {
 	case pb.EntryType_EntryNormal:
+		var data []byte
 		if len(e.Data) >= envelope {
-			if err := r.sm.Apply(idx, e.Data[envelope:]); err != nil {
-				return fmt.Errorf("cluster: apply entry %d: %w", idx, err)
-			}
+			data = e.Data[envelope:]
+		}
+		if err := r.applySM(idx, data); err != nil {
+			return err
 		}
 		if id, p := r.ours(e); p != nil {
 			delete(r.pending, id)
@@ -285,19 +456,42 @@ func (r *replica) apply(e *pb.Entry) error {
 			return fmt.Errorf("cluster: conf change %d: %w", idx, err)
 		}
 		r.cs = r.rn.ApplyConfChange(&cc)
+		if err := r.applySM(idx, nil); err != nil {
+			return err
+		}
 	case pb.EntryType_EntryConfChangeV2:
 		var cc pb.ConfChangeV2
 		if err := proto.Unmarshal(e.Data, &cc); err != nil {
 			return fmt.Errorf("cluster: conf change %d: %w", idx, err)
 		}
 		r.cs = r.rn.ApplyConfChange(&cc)
+		if err := r.applySM(idx, nil); err != nil {
+			return err
+		}
+		if id, p := r.oursEnv(cc.Context); p != nil {
+			delete(r.pending, id)
+			p.finish(idx, nil)
+		}
 	}
 	r.applied = idx
 	return nil
 }
 
+// applySM applies an entry to the state machine unless it holds it.
+func (r *replica) applySM(idx uint64, data []byte) error {
+	if idx <= r.skipTo {
+		return nil
+	}
+	if err := r.sm.Apply(idx, data); err != nil {
+		return fmt.Errorf("cluster: apply entry %d: %w", idx, err)
+	}
+	return nil
+}
+
 func (r *replica) maybeSnapshot() error {
-	if r.cfg.SnapshotEvery == 0 || r.applied-r.snapIndex < r.cfg.SnapshotEvery {
+	// Below skipTo the state machine is ahead of r.applied: a snapshot
+	// of it would not be the state at r.applied.
+	if r.cfg.SnapshotEvery == 0 || r.applied < r.skipTo || r.applied-r.snapIndex < r.cfg.SnapshotEvery {
 		return nil
 	}
 	data, err := r.sm.Snapshot()

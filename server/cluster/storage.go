@@ -60,7 +60,7 @@ func OpenStorage(dir string, fsys seglog.FS) (*Storage, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "snap"), 0o755); err != nil {
 		return nil, fmt.Errorf("cluster: open storage %s: %w", dir, err)
 	}
-	l, err := seglog.Open(filepath.Join(dir, "log"), seglog.Options{Policy: seglog.PolicyNone, FS: fsys, SegmentSize: 4 << 20})
+	l, err := seglog.Open(filepath.Join(dir, "log"), seglog.Options{Policy: seglog.PolicyNone, FS: fsys, SegmentSize: raftSegmentSize})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open raft log in %s: %w", dir, err)
 	}
@@ -389,6 +389,17 @@ func (s *Storage) CreateSnapshot(index uint64, cs *pb.ConfState, data []byte) er
 		return fmt.Errorf("cluster: compact raft log below %d: %w", index, err)
 	}
 	return nil
+}
+
+// commitAtLeast raises the hard state's commit index to index in memory
+// (see resume); the next hard state raft saves carries it.
+func (s *Storage) commitAtLeast(index uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hs.GetCommit() < index {
+		s.hs = proto.CloneOf(s.hs)
+		s.hs.Commit = &index
+	}
 }
 
 // InitialState returns the saved hard state and the snapshot's conf state.

@@ -1,0 +1,43 @@
+// Package transport carries raft messages between the nodes of a
+// cluster over TCP with mutual TLS, for many raft groups at once: each
+// frame names the group its message belongs to.
+//
+// # What it owns
+//
+//   - Links (transport.go, peer.go): for each peer one outbound
+//     connection, dialled by one sender goroutine that drains the peer's
+//     bounded queue; for each peer at most one inbound connection (a new
+//     one from the same peer replaces the old), read by one goroutine
+//     that hands each message to Options.Handler. Two nodes so talk over
+//     two connections, one each way.
+//   - Identity (tls.go): every link is TLS 1.3 with certificates from the
+//     cluster's CA on both ends. A dialler checks that the server's
+//     certificate names the peer it meant; a listener maps the client's
+//     certificate to a known peer by name and cuts a connection whose
+//     messages claim another sender.
+//   - Frames (frame.go): a 4-byte big-endian length, an 8-byte group ID,
+//     then a raftpb.Message in protobuf. A frame over Options.MaxFrame is
+//     refused: not sent (counted as Oversize) or, received, the
+//     connection is cut (BadFrames).
+//
+// # What it must never do
+//
+//   - Block the caller of Send: a full queue drops the message (counted
+//     as DroppedFull) and raft retransmits what matters. While a peer
+//     cannot be reached, what was queued for it is dropped (Unreachable)
+//     rather than delivered stale later.
+//   - Accept a raft message from a connection without a certificate of the
+//     cluster's CA naming a known peer, or one whose From is not that peer.
+//   - Hold more than Options.MaxInbound accepted connections, queue more
+//     than Options.QueueLen messages per peer, or read a frame it has not
+//     checked against the maximum.
+//
+// # Caveats
+//
+//   - Delivery is at most once and in order per connection; raft
+//     tolerates loss, so nothing is acknowledged or resent here.
+//   - Reconnects back off from MinBackoff, doubling to MaxBackoff; each
+//     failed dial or link is reported to Options.OnUnreachable.
+//   - A snapshot travels as one MsgSnap frame, so MaxFrame bounds the
+//     snapshot size a group can send.
+package transport

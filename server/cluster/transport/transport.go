@@ -1,0 +1,404 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// MaxPeers bounds the peers of one transport (each is a goroutine and a
+// queue).
+const MaxPeers = 1024
+
+// ErrClosed is returned by methods called after Close.
+var ErrClosed = errors.New("transport: closed")
+
+// Options configure a Transport. Zero durations and sizes take the
+// defaults named.
+type Options struct {
+	// ID is this node's raft ID and Name its name, which its certificate
+	// must carry (as a DNS name).
+	ID   uint64
+	Name string
+	// Listen is the address to listen on ("127.0.0.1:0" picks a port).
+	Listen string
+	// Creds is this node's identity and the cluster CA (required).
+	Creds *Credentials
+	// Handler gets each message received, with its group, on the
+	// goroutine of the connection it came on. It must not block, and may
+	// keep the message.
+	Handler func(group uint64, m *pb.Message)
+	// OnUnreachable, if set, is called with a peer's ID when a dial to it
+	// or its link fails, on that peer's sender goroutine (so that raft can
+	// stop streaming appends to it: RawNode.ReportUnreachable). It must
+	// not block.
+	OnUnreachable func(id uint64)
+	// QueueLen and QueueBytes bound each peer's send queue (defaults 4096
+	// messages, 64 MiB of encoded messages).
+	QueueLen, QueueBytes int
+	// MaxFrame bounds a frame after its length, group ID included
+	// (default 16 MiB).
+	MaxFrame int
+	// MaxInbound bounds the accepted connections held at once,
+	// handshaking or live (default 64); it must exceed the number of
+	// peers, each of which holds one.
+	MaxInbound int
+	// DialTimeout bounds a dial and its TLS handshake, and an accepted
+	// connection's handshake (default 2 s).
+	DialTimeout time.Duration
+	// WriteTimeout bounds one write to a peer (default 5 s) and
+	// IdleTimeout the wait for the next frame from one (default 30 s;
+	// raft's heartbeats keep a live link busier than that).
+	WriteTimeout, IdleTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait between failed dials to a
+	// peer, which doubles from the first to the second (defaults 20 ms,
+	// 1 s).
+	MinBackoff, MaxBackoff time.Duration
+}
+
+func (o Options) withDefaults() (Options, error) {
+	switch {
+	case o.ID == 0 || o.Name == "":
+		return o, errors.New("transport: options need an ID and a name")
+	case o.Creds == nil:
+		return o, errors.New("transport: options need credentials (mutual TLS is required)")
+	case o.Handler == nil:
+		return o, errors.New("transport: options need a handler")
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.QueueLen, 4096)
+	def(&o.QueueBytes, 64<<20)
+	def(&o.MaxFrame, 16<<20)
+	def(&o.MaxInbound, 64)
+	defd(&o.DialTimeout, 2*time.Second)
+	defd(&o.WriteTimeout, 5*time.Second)
+	defd(&o.IdleTimeout, 30*time.Second)
+	defd(&o.MinBackoff, 20*time.Millisecond)
+	defd(&o.MaxBackoff, time.Second)
+	if o.MaxBackoff < o.MinBackoff {
+		return o, fmt.Errorf("transport: MaxBackoff %v below MinBackoff %v", o.MaxBackoff, o.MinBackoff)
+	}
+	return o, nil
+}
+
+// Peer is another node: its raft ID, its name (which its certificate
+// carries) and its cluster address.
+type Peer struct {
+	ID         uint64
+	Name, Addr string
+}
+
+// Stats are a transport's counters since New.
+type Stats struct {
+	Sent, Received uint64
+	// DroppedFull counts messages dropped because the peer's queue was
+	// full, Unreachable those dropped while the peer could not be dialled,
+	// NoPeer those for an ID that is not a peer, Oversize those whose frame
+	// was over MaxFrame.
+	DroppedFull, Unreachable, NoPeer, Oversize uint64
+	// Dials counts connections made, DialFailures dials or handshakes
+	// that failed, LinkErrors established outbound links that failed.
+	Dials, DialFailures, LinkErrors uint64
+	// Refused counts inbound connections refused: over MaxInbound, a
+	// failed handshake (no certificate, or one not from the cluster CA),
+	// or a certificate naming no peer. BadFrames counts inbound
+	// connections cut for a bad or oversized frame, Forged those cut for a
+	// message from another sender than the certificate's.
+	Refused, BadFrames, Forged uint64
+}
+
+type counters struct {
+	sent, received, droppedFull, unreachable, noPeer, oversize  atomic.Uint64
+	dials, dialFailures, linkErrors, refused, badFrames, forged atomic.Uint64
+}
+
+// Transport links this node to its peers. Its methods are safe for
+// concurrent use.
+type Transport struct {
+	opts   Options
+	ln     net.Listener
+	srvTLS *tls.Config
+	sem    chan struct{} // one token per accepted connection held
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	st     counters
+
+	mu      sync.RWMutex // guards the fields below
+	closed  bool
+	peers   map[uint64]*peer
+	inbound map[uint64]net.Conn   // the live inbound link of each peer
+	conns   map[net.Conn]struct{} // every accepted connection, for Close
+}
+
+// New listens on opts.Listen and starts accepting peers' connections.
+// It fails on bad options or when it cannot listen.
+func New(opts Options) (*Transport, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("transport: listen %s: %w", o.Listen, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Transport{opts: o, ln: ln, srvTLS: o.Creds.server(), sem: make(chan struct{}, o.MaxInbound),
+		ctx: ctx, cancel: cancel, peers: map[uint64]*peer{}, inbound: map[uint64]net.Conn{}, conns: map[net.Conn]struct{}{}}
+	t.wg.Add(1)
+	go t.accept()
+	return t, nil
+}
+
+// Addr returns the address the transport listens on.
+func (t *Transport) Addr() net.Addr { return t.ln.Addr() }
+
+// AddPeer starts the link to p; messages to p.ID are queued for it from
+// now on. It fails for this node's own ID, an ID already a peer, or after
+// Close.
+func (t *Transport) AddPeer(p Peer) error {
+	if p.ID == 0 || p.ID == t.opts.ID || p.Name == "" || p.Addr == "" {
+		return fmt.Errorf("transport: bad peer %+v", p)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return ErrClosed
+	}
+	if _, ok := t.peers[p.ID]; ok {
+		return fmt.Errorf("transport: peer %d (%s) already added", p.ID, p.Name)
+	}
+	if len(t.peers) >= MaxPeers {
+		return fmt.Errorf("transport: peer %s: already %d peers", p.Name, MaxPeers)
+	}
+	pr := newPeer(t.ctx, p, t.opts.QueueLen)
+	t.peers[p.ID] = pr
+	t.wg.Add(1)
+	go t.runPeer(pr)
+	return nil
+}
+
+// RemovePeer stops the links to and from the peer id, dropping what was
+// queued for it, and waits for its sender to end.
+func (t *Transport) RemovePeer(id uint64) {
+	t.mu.Lock()
+	pr := t.peers[id]
+	delete(t.peers, id)
+	in := t.inbound[id]
+	t.mu.Unlock()
+	if in != nil {
+		in.Close()
+	}
+	if pr != nil {
+		pr.cancel()
+		<-pr.done
+	}
+}
+
+// Send queues msgs for their peers (m.To) under group. It never blocks:
+// a message for a peer whose queue is full, or for no peer, is dropped
+// and counted. It keeps the messages, not the slice; they must not be
+// changed afterwards.
+func (t *Transport) Send(group uint64, msgs []*pb.Message) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, m := range msgs {
+		pr := t.peers[m.GetTo()]
+		if pr == nil {
+			t.st.noPeer.Add(1)
+			continue
+		}
+		size := proto.Size(m)
+		if 8+size > t.opts.MaxFrame {
+			t.st.oversize.Add(1)
+			continue
+		}
+		if pr.bytes.Add(int64(size)) > int64(t.opts.QueueBytes) {
+			pr.bytes.Add(-int64(size))
+			t.st.droppedFull.Add(1)
+			continue
+		}
+		select {
+		case pr.q <- outMsg{group, m, size}:
+		default:
+			pr.bytes.Add(-int64(size))
+			t.st.droppedFull.Add(1)
+		}
+	}
+}
+
+// GroupLink sends one group's messages over a Transport (it is what a
+// cluster.Group takes as its transport).
+type GroupLink struct {
+	t     *Transport
+	group uint64
+}
+
+// Group returns the link for group.
+func (t *Transport) Group(group uint64) GroupLink { return GroupLink{t, group} }
+
+// Send is Transport.Send for the link's group.
+func (l GroupLink) Send(msgs []*pb.Message) { l.t.Send(l.group, msgs) }
+
+// Stats returns the counters.
+func (t *Transport) Stats() Stats {
+	c := &t.st
+	return Stats{Sent: c.sent.Load(), Received: c.received.Load(), DroppedFull: c.droppedFull.Load(),
+		Unreachable: c.unreachable.Load(), NoPeer: c.noPeer.Load(), Oversize: c.oversize.Load(),
+		Dials: c.dials.Load(), DialFailures: c.dialFailures.Load(), LinkErrors: c.linkErrors.Load(),
+		Refused: c.refused.Load(), BadFrames: c.badFrames.Load(), Forged: c.forged.Load()}
+}
+
+// Close stops listening, cuts every link and waits for every goroutine
+// the transport started.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	for c := range t.conns {
+		c.Close()
+	}
+	t.mu.Unlock()
+	t.cancel()
+	err := t.ln.Close()
+	t.wg.Wait()
+	if err != nil {
+		return fmt.Errorf("transport: close listener: %w", err)
+	}
+	return nil
+}
+
+func (t *Transport) accept() {
+	defer t.wg.Done()
+	for {
+		c, err := t.ln.Accept()
+		if err != nil {
+			if t.ctx.Err() != nil {
+				return
+			}
+			// Out of file descriptors or similar: wait rather than spin.
+			select {
+			case <-time.After(t.opts.MinBackoff):
+			case <-t.ctx.Done():
+				return
+			}
+			continue
+		}
+		select {
+		case t.sem <- struct{}{}:
+		default:
+			t.st.refused.Add(1)
+			c.Close()
+			continue
+		}
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			c.Close()
+			<-t.sem
+			return
+		}
+		t.conns[c] = struct{}{}
+		t.wg.Add(1)
+		t.mu.Unlock()
+		go t.serve(c)
+	}
+}
+
+// serve reads one inbound connection: handshake, identify the peer, then
+// frames until an error, Close, or the peer connecting again.
+func (t *Transport) serve(c net.Conn) {
+	defer t.wg.Done()
+	defer func() {
+		c.Close()
+		t.mu.Lock()
+		delete(t.conns, c)
+		t.mu.Unlock()
+		<-t.sem
+	}()
+	tc := tls.Server(c, t.srvTLS)
+	ctx, cancel := context.WithTimeout(t.ctx, t.opts.DialTimeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		t.st.refused.Add(1)
+		return
+	}
+	pr, err := t.identify(tc.ConnectionState())
+	if err != nil {
+		t.st.refused.Add(1)
+		return
+	}
+	t.mu.Lock()
+	if old := t.inbound[pr.ID]; old != nil {
+		old.Close() // the peer reconnected: its old link is dead to it
+	}
+	t.inbound[pr.ID] = c
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		if t.inbound[pr.ID] == c {
+			delete(t.inbound, pr.ID)
+		}
+		t.mu.Unlock()
+	}()
+	r := bufio.NewReaderSize(tc, 64<<10)
+	var buf []byte
+	for {
+		c.SetReadDeadline(time.Now().Add(t.opts.IdleTimeout))
+		group, m, b, err := readFrame(r, buf, t.opts.MaxFrame)
+		buf = b
+		if cap(buf) > 1<<20 {
+			buf = nil // a snapshot's buffer is not kept for the heartbeats after it
+		}
+		if err != nil {
+			if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrBadFrame) {
+				t.st.badFrames.Add(1)
+			}
+			return
+		}
+		if m.GetFrom() != pr.ID {
+			t.st.forged.Add(1)
+			return
+		}
+		t.st.received.Add(1)
+		t.opts.Handler(group, m)
+	}
+}
+
+// identify maps the client's verified certificate to the peer it names.
+func (t *Transport) identify(cs tls.ConnectionState) (Peer, error) {
+	if len(cs.PeerCertificates) == 0 {
+		return Peer{}, errNoPeerCert
+	}
+	leaf := cs.PeerCertificates[0]
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, pr := range t.peers {
+		if leaf.VerifyHostname(pr.Name) == nil {
+			return pr.Peer, nil
+		}
+	}
+	return Peer{}, fmt.Errorf("transport: certificate %q names no peer", leaf.Subject.CommonName)
+}
