@@ -100,9 +100,7 @@ type partition struct {
 	ev                evSink
 	after             []func()
 	now               int64
-	timerAt           int64
-	timerStop         func() bool
-	timerFired        atomic.Bool
+	timer             actorTimer
 	snapEvents        int
 	lastEventSeq      Seq
 	snapSeq           Seq           // last event of the newest snapshot; History keeps those after the one before
@@ -274,9 +272,7 @@ func (p *partition) round() {
 		p.roundSwap = p.swaps.SwapCount() // before anything of the round reads
 	}
 	p.roundErr, p.minDeliv = nil, 0
-	if p.timerFired.Swap(false) {
-		p.timerAt = 0
-	}
+	p.timer.begin()
 	for i, fn := range p.ctls {
 		fn(p)
 		p.ctls[i] = nil
@@ -634,38 +630,19 @@ func (p *partition) writeSnapshot(data []byte, seq, prev Seq) error {
 // delay, retention pass or dead-letter retry.
 func (p *partition) armTimer() {
 	var at int64
-	min := func(t int64) {
-		if t != 0 && (at == 0 || t < at) {
-			at = t
-		}
-	}
 	for _, gp := range p.order {
-		min(gp.nextDeadline())
+		at = earliest(at, gp.nextDeadline())
 	}
 	if p.retentionDue() {
-		min(p.lastRetention + int64(p.t.b.opts.RetentionInterval))
+		at = earliest(at, p.lastRetention+int64(p.t.b.opts.RetentionInterval))
 	}
 	if p.dlqRetry {
-		min(p.now + 10e6)
+		at = earliest(at, p.now+10e6)
 	}
 	if p.swaps != nil && (p.swapWatch > 0 || p.swaps.SwapCount() > p.swapReleased) {
-		min(p.now + int64(p.t.b.opts.RetentionInterval))
+		at = earliest(at, p.now+int64(p.t.b.opts.RetentionInterval))
 	}
-	if at == 0 || (p.timerAt != 0 && p.timerAt <= at) {
-		return
-	}
-	if p.timerStop != nil {
-		p.timerStop()
-	}
-	p.timerAt = at
-	d := at - p.now
-	if d < 0 {
-		d = 0
-	}
-	p.timerStop = p.clock.AfterFunc(durationNs(d), func() {
-		p.timerFired.Store(true)
-		p.wk.kick()
-	})
+	p.timer.arm(p.clock, p.now, at, p.wk)
 }
 
 // publishStats copies counters for Info and backpressure.
@@ -720,9 +697,7 @@ func (p *partition) lowFrontier() Seq {
 // shutdown runs on the actor after the last round: fail waiters, snapshot,
 // close the logs.
 func (p *partition) shutdown() {
-	if p.timerStop != nil {
-		p.timerStop()
-	}
+	p.timer.halt()
 	if p.pipelined {
 		close(p.syncStop)
 		p.syncWG.Wait()
