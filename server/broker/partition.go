@@ -107,10 +107,7 @@ type partition struct {
 	snapDone          chan struct{} // a snapshot is being written off the actor (snapshotAsync)
 	lastRetention     int64
 	askedCut          Seq // last TruncateFront point asked of the data log
-	// holes: ranges of the data log lost to damage, recorded by a repair
-	// (lost.go); holesLogged: the (group, hole) losses already logged.
-	holes       []seglog.SkippedRange
-	holesLogged map[[2]uint64]bool
+	holes       holeSet // ranges of the data log lost to damage (lost.go)
 	dlqRetry    bool
 	totalBytes  int64 // payload bytes appended since open, for the average
 	totalMsgs   int64
