@@ -343,7 +343,7 @@ func TestReleaseSwappedWaitsForBorrowers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := &swapCounter{count: tc.count}
-			p := &partition{swaps: sc, pending: tc.pending, collecting: tc.collecting}
+			p := &partition{swaps: swapGuard{log: sc}, pending: tc.pending, collecting: tc.collecting}
 			p.releaseSwapped()
 			p.releaseSwapped() // nothing new: no second call
 			if fmt.Sprint(sc.released) != fmt.Sprint(tc.want) {

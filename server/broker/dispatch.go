@@ -113,7 +113,7 @@ func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 	}
 	if len(w.acc) == 0 && w.outstanding.Load() == 1 {
 		if p.pipelined && p.dataLane.busy && len(ds) < want && !w.bytesFull() {
-			w.swap = p.roundSwap
+			w.swap = p.swaps.round
 			w.borrow(ds)
 			p.collecting = append(p.collecting, w)
 			return
@@ -172,7 +172,7 @@ func (p *partition) collect(gp *groupPart) {
 			if len(w.acc) >= w.max || w.bytesFull() {
 				// answered with this round's batch, which must keep
 				// every record the poll borrows
-				w.heldBy(&p.minDeliv, &p.roundSwap)
+				w.heldBy(&p.minDeliv, &p.swaps.round)
 				p.after = append(p.after, p.finishAfterCommit(w, w.acc))
 				continue
 			}

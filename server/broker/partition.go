@@ -106,15 +106,15 @@ type partition struct {
 	snapSeq           Seq           // last event of the newest snapshot; History keeps those after the one before
 	snapDone          chan struct{} // a snapshot is being written off the actor (snapshotAsync)
 	lastRetention     int64
-	askedCut          Seq // last TruncateFront point asked of the data log
-	holes       holeSet // ranges of the data log lost to damage (lost.go)
-	dlqRetry    bool
-	totalBytes  int64 // payload bytes appended since open, for the average
-	totalMsgs   int64
-	published   uint64 // messages appended since open (counter)
-	purgeFloor  Seq    // offsets below it were purged (Topic.Purge)
-	sizes       sizeLedger
-	closeErr    error // set by the actor before done closes
+	askedCut          Seq     // last TruncateFront point asked of the data log
+	holes             holeSet // ranges of the data log lost to damage (lost.go)
+	dlqRetry          bool
+	totalBytes        int64 // payload bytes appended since open, for the average
+	totalMsgs         int64
+	published         uint64 // messages appended since open (counter)
+	purgeFloor        Seq    // offsets below it were purged (Topic.Purge)
+	sizes             sizeLedger
+	closeErr          error // set by the actor before done closes
 
 	// pipelined: the partition owns fsync (durability group and sync,
 	// syncer.go): the logs are written without fsync and each round's
@@ -129,18 +129,9 @@ type partition struct {
 	// commitDataErr: the data fsync of the batch whose completions run
 	// now failed; deliveries in it are not handed out.
 	commitDataErr error
-	minDeliv      Seq    // lowest offset delivered this round (0: none)
-	lastSubject   string // subject of the last record delivered (decodeMetaReuse)
-	// swaps: the data log of a compressed topic, whose replaced segment
-	// maps stay until released (nil: plain). roundSwap is its SwapCount
-	// when the round began; swapReleased the last count released.
-	swaps        swapReleaser
-	roundSwap    uint64
-	swapReleased uint64
-	// swapWatch: timer rounds left to look for replacements after the
-	// last append (the compressor works in the background; an idle
-	// partition would otherwise keep a replaced map and its file).
-	swapWatch int
+	minDeliv      Seq       // lowest offset delivered this round (0: none)
+	lastSubject   string    // subject of the last record delivered (decodeMetaReuse)
+	swaps         swapGuard // replaced maps of a compressed data log (swaprelease.go)
 	// durData is the highest data offset known durable. Records up to
 	// last (written) are leased at once, but a delivery is answered only
 	// with its batch, once the data and the delivery's event are durable.
@@ -265,9 +256,7 @@ func (p *partition) run() {
 // event append, then every completion.
 func (p *partition) round() {
 	p.now = p.clock.Now().UnixNano()
-	if p.swaps != nil {
-		p.roundSwap = p.swaps.SwapCount() // before anything of the round reads
-	}
+	p.swaps.beginRound() // before anything of the round reads
 	p.roundErr, p.minDeliv = nil, 0
 	p.timer.begin()
 	for i, fn := range p.ctls {
@@ -292,10 +281,8 @@ func (p *partition) round() {
 	}
 	if len(p.pubs) > 0 {
 		p.appendData()
-		p.swapWatch = swapWatchRounds
-	} else if p.swapWatch > 0 {
-		p.swapWatch--
 	}
+	p.swaps.watchAfter(len(p.pubs) > 0)
 	for _, gp := range p.order {
 		gp.expire(p.now)
 		gp.compact()
@@ -381,7 +368,7 @@ func (p *partition) finishRound() {
 		}
 		return
 	}
-	b := syncBatch{data: p.last, events: p.lastEventSeq, side: p.sideMark, low: p.lowFrontier(), minDeliv: p.minDeliv, swap: p.roundSwap,
+	b := syncBatch{data: p.last, events: p.lastEventSeq, side: p.sideMark, low: p.lowFrontier(), minDeliv: p.minDeliv, swap: p.swaps.round,
 		err: p.roundErr, pubs: p.pubRes, sets: p.setRes, after: p.after}
 	p.pubRes, p.setRes, p.after = nil, nil, nil
 	if !p.pipelined || (len(p.pending) == 0 && p.batchDurable(&b)) {
@@ -636,7 +623,7 @@ func (p *partition) armTimer() {
 	if p.dlqRetry {
 		at = earliest(at, p.now+10e6)
 	}
-	if p.swaps != nil && (p.swapWatch > 0 || p.swaps.SwapCount() > p.swapReleased) {
+	if p.swaps.watching() {
 		at = earliest(at, p.now+int64(p.t.b.opts.RetentionInterval))
 	}
 	p.timer.arm(p.clock, p.now, at, p.wk)

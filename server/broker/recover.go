@@ -48,7 +48,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	p.first, p.last = data.Bounds()
 	p.durData = p.last
 	if t.compressed() {
-		p.swaps = data // seglog.Store: SwapCount is 0 for a store that holds no replaced maps
+		p.swaps.log = data // seglog.Store: SwapCount is 0 for a store that holds no replaced maps
 	}
 	for _, g := range groups {
 		p.attach(g, newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, p.first))
