@@ -72,16 +72,7 @@ type partition struct {
 	pushing atomic.Int64
 	closed  atomic.Bool
 
-	// stats, written by the actor, read by anyone
-	stFirst, stLast atomic.Uint64
-	stUnsettled     atomic.Int64
-	stBytes         atomic.Int64 // bytes of retained messages (sizeLedger)
-	stUnsetBytes    atomic.Int64 // bytes of messages not settled by every group
-	stPublished     atomic.Uint64
-	// stRestored: events restoreSideEvents put back into the event log
-	// from side copies when the broker opened (written before the actor
-	// starts).
-	stRestored atomic.Uint64
+	st partStats // gauges and counters for Info and backpressure (stats.go)
 
 	// actor state
 	groups      map[GroupID]*groupPart
@@ -631,27 +622,19 @@ func (p *partition) armTimer() {
 
 // publishStats copies counters for Info and backpressure.
 func (p *partition) publishStats() {
-	p.stFirst.Store(uint64(max(p.first, p.purgeFloor))) // purged offsets are gone for readers
-	p.stLast.Store(uint64(p.last))
 	low := p.lowFrontier()
-	var unsettled int64
-	if p.last >= low {
-		unsettled = int64(p.last - low + 1)
-	}
-	old := p.stUnsettled.Swap(unsettled)
-	p.stBytes.Store(p.sizes.from(max(p.first, p.purgeFloor)))
-	p.stUnsetBytes.Store(p.sizes.from(low))
+	from := max(p.first, p.purgeFloor) // purged offsets are gone for readers
+	shrank := p.st.store(from, p.last, low, p.sizes.from(from), p.sizes.from(low), p.published)
 	if p.resMsgs > 0 {
 		// Only now that the counters include this round's publishes:
 		// released earlier, the topic would look emptier than it is.
 		p.t.unreserve(p.resMsgs, p.resBytes)
 		p.resMsgs, p.resBytes = 0, 0
 	}
-	p.stPublished.Store(p.published)
 	for _, gp := range p.order {
 		p.publishGroupStats(gp)
 	}
-	if unsettled < old && p.t.space.waiting() {
+	if shrank && p.t.space.waiting() {
 		p.t.space.broadcast()
 	}
 }

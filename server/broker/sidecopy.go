@@ -286,7 +286,7 @@ func (p *partition) restoreSideEvents() (named bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("restore events %d..%d from side copies: %w", last+1, next-1, err)
 	}
-	p.stRestored.Store(uint64(len(entries)))
+	p.st.restored.Store(uint64(len(entries)))
 	p.t.b.logf("topic %s partition %d: restored events %d..%d from their side copies in the data log", p.t.name, p.idx, last+1, next-1)
 	return true, nil // the restored records name positions too
 }

@@ -75,8 +75,8 @@ func (t *Topic) partFor(key []byte) *partition {
 // group, and their bytes (see sizeLedger).
 func (t *Topic) unsettled() (msgs, bytes int64) {
 	for _, p := range t.parts {
-		msgs += p.stUnsettled.Load()
-		bytes += p.stUnsetBytes.Load()
+		msgs += p.st.unsettled.Load()
+		bytes += p.st.unsetBytes.Load()
 	}
 	return msgs, bytes
 }
@@ -346,13 +346,8 @@ type PartitionInfo struct {
 func (t *Topic) Info() TopicInfo {
 	in := TopicInfo{Name: t.name, ID: t.id, Config: t.Config()}
 	for _, p := range t.parts {
-		f, l := Seq(p.stFirst.Load()), Seq(p.stLast.Load())
-		pi := PartitionInfo{FirstSeq: f, LastSeq: l, Partition: p.idx, Unsettled: p.stUnsettled.Load(),
-			Bytes: p.stBytes.Load(), UnsettledBytes: p.stUnsetBytes.Load(), Published: p.stPublished.Load(), DiskBytes: p.diskBytes(),
-			RestoredEvents: p.stRestored.Load()}
-		if l >= f {
-			pi.Messages = int64(l - f + 1)
-		}
+		pi := p.st.info()
+		pi.Partition, pi.DiskBytes = p.idx, p.diskBytes()
 		in.Partitions = append(in.Partitions, pi)
 		in.Messages += pi.Messages
 		in.Unsettled += pi.Unsettled
