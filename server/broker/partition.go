@@ -140,20 +140,7 @@ type partition struct {
 	syncStop         chan struct{}
 	syncWG           sync.WaitGroup
 	syncStopped      bool
-	// Side copies of the events in the data log (sidecopy.go); side is
-	// nil when off. sideMark: the last one written; durSide: the last
-	// durable; chain: the events the latest unbroken run of side copies
-	// holds; evPos: rounds whose events the event log has not made durable
-	// yet.
-	side              seglog.Store
-	sideReady         bool
-	sideFailed        bool // the last side copy's write failed (logged)
-	firstEv           Seq  // first event record written since Open
-	sideMark, durSide uint64
-	chain             sideChain
-	evPos             []evPos
-	sideBuf, evMeta   []byte
-	evSyncAt          int64 // when the event lane was last asked
+	side             sideCopies // side copies of the events in the data log (sidecopy.go)
 }
 
 // pubResult is a publish completion waiting for its batch to be durable.
@@ -350,16 +337,16 @@ func (p *partition) recycleBodies() {
 func (p *partition) finishRound() {
 	if p.pipelined {
 		p.dataLane.want.Store(uint64(p.last))
-		p.dataLane.wantSide.Store(p.sideMark)
+		p.dataLane.wantSide.Store(p.side.mark)
 	}
-	written := p.last > p.durData || p.sideMark > p.durSide || p.lastEventSeq > p.eventsCovered()
+	written := p.last > p.durData || p.side.mark > p.side.durable || p.lastEventSeq > p.eventsCovered()
 	if len(p.pubRes) == 0 && len(p.setRes) == 0 && len(p.after) == 0 && p.roundErr == nil && (!p.pipelined || !written) {
 		if len(p.pending) == 0 {
 			p.safeLow = p.lowFrontier()
 		}
 		return
 	}
-	b := syncBatch{data: p.last, events: p.lastEventSeq, side: p.sideMark, low: p.lowFrontier(), minDeliv: p.minDeliv, swap: p.swaps.round,
+	b := syncBatch{data: p.last, events: p.lastEventSeq, side: p.side.mark, low: p.lowFrontier(), minDeliv: p.minDeliv, swap: p.swaps.round,
 		err: p.roundErr, pubs: p.pubRes, sets: p.setRes, after: p.after}
 	p.pubRes, p.setRes, p.after = nil, nil, nil
 	if !p.pipelined || (len(p.pending) == 0 && p.batchDurable(&b)) {
@@ -468,16 +455,14 @@ func (p *partition) commitEvents() {
 		return
 	}
 	p.evEntries = p.evEntries[:0]
-	if p.side != nil {
-		p.evMeta = encodeEventMeta(p.evMeta[:0], p.last+1) // where the side copy goes
-	}
+	meta := p.side.eventMeta(p.last + 1) // where the side copy goes
 	from := 0
 	for _, cut := range append(p.ev.cuts, len(p.ev.b)) {
-		p.evEntries = append(p.evEntries, seglog.Entry{Meta: p.evMeta, Data: p.ev.b[from:cut], Time: p.now})
+		p.evEntries = append(p.evEntries, seglog.Entry{Meta: meta, Data: p.ev.b[from:cut], Time: p.now})
 		from = cut
 	}
 	first, err := p.events.Append(p.evEntries)
-	if err == nil && p.side != nil {
+	if err == nil && p.side.on() {
 		p.writeSideCopy(first, p.evEntries, p.last+1)
 	}
 	clear(p.evEntries)

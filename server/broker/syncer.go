@@ -147,7 +147,7 @@ func (p *partition) requestSync() {
 		p.syncRound()
 		return
 	}
-	p.dataLane.request(p.durData < p.last || p.durSide < p.sideMark)
+	p.dataLane.request(p.durData < p.last || p.side.durable < p.side.mark)
 	p.requestEventSync()
 }
 
@@ -158,7 +158,7 @@ func (p *partition) requestSync() {
 // lane goroutine runs. Side copies are off under sync (openSideCopies), so
 // the round's events are durable only in the event log.
 func (p *partition) syncRound() {
-	need := [2]bool{p.durData < p.last || p.durSide < p.sideMark, p.durEvents < p.lastEventSeq}
+	need := [2]bool{p.durData < p.last || p.side.durable < p.side.mark, p.durEvents < p.lastEventSeq}
 	for i, l := range p.lanes() {
 		if need[i] {
 			upto, side, err := p.syncLog(l)
@@ -201,7 +201,7 @@ func (p *partition) tookSync(l *syncLane, upto Seq, side uint64, err error, more
 		}
 	case l == p.dataLane:
 		p.durData = max(p.durData, upto)
-		p.durSide = max(p.durSide, side)
+		p.side.durable = max(p.side.durable, side)
 	default:
 		p.eventsDurable(upto)
 	}
