@@ -105,7 +105,7 @@ func (p *partition) purge(errs chan<- error) {
 			}
 		}
 	}
-	p.after = append(p.after, func() { errs <- p.commitErr })
+	p.commit.onCommit(func() { errs <- p.commit.err })
 }
 
 // emitPartition appends a partition-level event (group id 0).

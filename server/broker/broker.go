@@ -448,7 +448,7 @@ func (b *Broker) ReleaseOwner(owner OwnerID) {
 					for _, w := range gp.waiters {
 						if w.owner == owner {
 							if w.claim() {
-								p.after = append(p.after, func() { w.finish(nil, ErrClosed) })
+								p.commit.onCommit(func() { w.finish(nil, ErrClosed) })
 							}
 							continue
 						}

@@ -174,7 +174,7 @@ func (p *partition) addGroup(g *Group, errs chan<- error) {
 	if g.cfg.Start == StartNew {
 		// durData, not last: a crash may lose what is not durable, and
 		// the offsets would then be handed out again below the start.
-		start = p.durData + 1
+		start = p.commit.durData + 1
 	}
 	gs := newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, start)
 	gs.ev = &p.ev
@@ -183,7 +183,7 @@ func (p *partition) addGroup(g *Group, errs chan<- error) {
 	p.groups[g.id] = gp
 	p.order = append(p.order, gp)
 	g.parts[p.idx] = gp
-	p.after = append(p.after, func() { errs <- p.commitErr })
+	p.commit.onCommit(func() { errs <- p.commit.err })
 }
 
 // removeGroup (actor) drops a group's state.
@@ -201,7 +201,7 @@ func (p *partition) removeGroup(id GroupID) {
 	}
 	for _, w := range gp.waiters {
 		if w.claim() {
-			p.after = append(p.after, func() { w.finish(nil, ErrClosed) })
+			p.commit.onCommit(func() { w.finish(nil, ErrClosed) })
 		}
 	}
 	for _, s := range gp.subs {

@@ -1,11 +1,9 @@
 package broker
 
 import (
-	"cmp"
 	"encoding/binary"
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/fibrilmq/fibril/server/seglog"
@@ -89,7 +87,6 @@ type partition struct {
 	resMsgs, resBytes int64
 	meta              []byte
 	ev                evSink
-	after             []func()
 	now               int64
 	timer             actorTimer
 	snapEvents        int
@@ -107,73 +104,12 @@ type partition struct {
 	sizes             sizeLedger
 	closeErr          error // set by the actor before done closes
 
-	// pipelined: the partition owns fsync (durability group and sync,
-	// syncer.go): the logs are written without fsync and each round's
-	// completions wait in pending until their records are durable; under
-	// group the lanes fsync while the actor goes on, under sync the actor
-	// fsyncs at the end of the round. With "none" rounds complete at once.
-	pipelined bool
-	pubRes    []pubResult
-	setRes    []setResult
-	roundErr  error // append error of this round
-	commitErr error // error of the batch whose completions run now
-	// commitDataErr: the data fsync of the batch whose completions run
-	// now failed; deliveries in it are not handed out.
-	commitDataErr error
-	minDeliv      Seq       // lowest offset delivered this round (0: none)
-	lastSubject   string    // subject of the last record delivered (decodeMetaReuse)
-	swaps         swapGuard // replaced maps of a compressed data log (swaprelease.go)
-	// durData is the highest data offset known durable. Records up to
-	// last (written) are leased at once, but a delivery is answered only
-	// with its batch, once the data and the delivery's event are durable.
-	durData   Seq
-	durEvents Seq // highest event record known durable
-	safeLow   Seq // lowest group frontier that is durable (retention)
-	pending   []syncBatch
-	// collecting: polls served while a commit's fsync was in flight; they
-	// take what arrives until the actor learns that fsync ended (see collect).
-	collecting []*pollWaiter
-	// dataLane, evLane fsync the data log and the event log, each on its
-	// own goroutine (syncer.go), started at its first request; nil unless
-	// pipelined. syncWG counts the lanes' running goroutines.
-	dataLane, evLane *syncLane
-	syncStop         chan struct{}
-	syncWG           sync.WaitGroup
-	syncStopped      bool
-	side             sideCopies // side copies of the events in the data log (sidecopy.go)
+	commit      commitPipeline // completions and the batches waiting for fsync (commit.go)
+	lanes       syncLanes      // the fsync lanes (syncer.go)
+	lastSubject string         // subject of the last record delivered (decodeMetaReuse)
+	swaps       swapGuard      // replaced maps of a compressed data log (swaprelease.go)
+	side        sideCopies     // side copies of the events in the data log (sidecopy.go)
 }
-
-// pubResult is a publish completion waiting for its batch to be durable.
-type pubResult struct {
-	done PublishDone
-	pos  Position
-}
-
-// setResult is a settle completion waiting for its round's events to be
-// durable; err is the settle's own outcome (the commit's is added then).
-type setResult struct {
-	done func(error)
-	err  error
-}
-
-// syncBatch is one round's completions, run once data up to data and
-// events up to events are durable.
-type syncBatch struct {
-	data, events Seq
-	side         uint64 // side copies up to this mark must be durable
-	low          Seq    // lowest group frontier after the round
-	minDeliv     Seq    // lowest offset delivered in the round (0: none)
-	swap         uint64 // the data log's SwapCount before the round read anything
-	err          error  // the round's events (or their fsync) failed
-	dataErr      error  // publishes are not confirmed, deliveries not handed out (fail)
-	pubs         []pubResult
-	sets         []setResult
-	after        []func()
-}
-
-// fail makes every completion of b report err: a fsync of either log has
-// failed, and the partition confirms nothing more.
-func (b *syncBatch) fail(err error) { b.dataErr, b.err = err, cmp.Or(b.err, err) }
 
 // push hands a command to the actor without blocking.
 func (p *partition) push(c *command) error {
@@ -235,7 +171,7 @@ func (p *partition) run() {
 func (p *partition) round() {
 	p.now = p.clock.Now().UnixNano()
 	p.swaps.beginRound() // before anything of the round reads
-	p.roundErr, p.minDeliv = nil, 0
+	p.commit.beginRound()
 	p.timer.begin()
 	for i, fn := range p.ctls {
 		fn(p)
@@ -303,7 +239,7 @@ func (p *partition) appendData() {
 		err = fmt.Errorf("topic %s partition %d: append: %w", p.t.name, p.idx, p.t.b.noteWriteErr(p.dir, err))
 		for _, c := range p.pubs {
 			done := c.pubDone
-			p.after = append(p.after, func() { done.PublishDone(Position{}, err) })
+			p.commit.onCommit(func() { done.PublishDone(Position{}, err) })
 		}
 		_, p.last = p.data.Bounds()
 		return
@@ -312,13 +248,13 @@ func (p *partition) appendData() {
 		p.totalBytes += int64(len(c.body))
 		p.totalMsgs++
 		p.sizes.add(first+Seq(i), int64(len(c.body)))
-		p.pubRes = append(p.pubRes, pubResult{done: c.pubDone, pos: Position{Partition: p.idx, Seq: first + Seq(i)}})
+		p.commit.confirm(c.pubDone, Position{Partition: p.idx, Seq: first + Seq(i)})
 	}
 	p.t.b.noteWriteOK()
 	p.last = first + Seq(len(p.pubs)) - 1
 	p.published += uint64(len(p.pubs))
-	if !p.pipelined {
-		p.durData = p.last
+	if !p.commit.pipelined {
+		p.commit.durData = p.last
 	}
 }
 
@@ -333,71 +269,29 @@ func (p *partition) recycleBodies() {
 }
 
 // finishRound runs the round's completions now, or queues them until the
-// round's records are durable and asks the syncer for an fsync.
+// round's records are durable and asks the lanes for an fsync.
 func (p *partition) finishRound() {
-	if p.pipelined {
-		p.dataLane.want.Store(uint64(p.last))
-		p.dataLane.wantSide.Store(p.side.mark)
+	if p.commit.pipelined {
+		p.lanes.data.want.Store(uint64(p.last))
+		p.lanes.data.wantSide.Store(p.side.mark)
 	}
-	written := p.last > p.durData || p.side.mark > p.side.durable || p.lastEventSeq > p.eventsCovered()
-	if len(p.pubRes) == 0 && len(p.setRes) == 0 && len(p.after) == 0 && p.roundErr == nil && (!p.pipelined || !written) {
-		if len(p.pending) == 0 {
-			p.safeLow = p.lowFrontier()
+	written := p.last > p.commit.durData || p.side.mark > p.side.durable || p.lastEventSeq > p.eventsCovered()
+	if p.commit.idle(written) {
+		if len(p.commit.pending) == 0 {
+			p.commit.safeLow = p.lowFrontier()
 		}
 		return
 	}
-	b := syncBatch{data: p.last, events: p.lastEventSeq, side: p.side.mark, low: p.lowFrontier(), minDeliv: p.minDeliv, swap: p.swaps.round,
-		err: p.roundErr, pubs: p.pubRes, sets: p.setRes, after: p.after}
-	p.pubRes, p.setRes, p.after = nil, nil, nil
-	if !p.pipelined || (len(p.pending) == 0 && p.batchDurable(&b)) {
+	b := p.commit.seal(syncBatch{data: p.last, events: p.lastEventSeq, side: p.side.mark, low: p.lowFrontier(), swap: p.swaps.round})
+	if !p.commit.pipelined || (len(p.commit.pending) == 0 && p.batchDurable(&b)) {
 		if err := p.syncFailure(); err != nil {
 			b.fail(err)
 		}
-		p.complete(&b)
+		p.commit.complete(&b)
 		return
 	}
-	p.pending = append(p.pending, b)
+	p.commit.pending = append(p.commit.pending, b)
 	p.requestSync()
-}
-
-// complete runs a batch's completions; p.commitErr tells them the outcome.
-func (p *partition) complete(b *syncBatch) {
-	p.commitErr, p.commitDataErr = b.err, b.dataErr
-	for _, r := range b.pubs {
-		// the data is durable even if the round's events failed
-		if b.dataErr != nil {
-			r.done.PublishDone(Position{}, b.dataErr)
-		} else {
-			r.done.PublishDone(r.pos, nil)
-		}
-	}
-	for _, r := range b.sets {
-		err := r.err
-		if err == nil {
-			err = p.commitErr
-		}
-		r.done(err)
-	}
-	for _, fn := range b.after {
-		fn()
-	}
-	p.commitErr, p.commitDataErr = nil, nil
-	if b.err == nil {
-		p.safeLow = b.low
-	}
-	// keep the slices for the next rounds
-	clear(b.pubs)
-	clear(b.sets)
-	clear(b.after)
-	if p.pubRes == nil {
-		p.pubRes = b.pubs[:0]
-	}
-	if p.setRes == nil {
-		p.setRes = b.sets[:0]
-	}
-	if p.after == nil {
-		p.after = b.after[:0]
-	}
 }
 
 // Record meta layout in the data log: a flags byte (0 today; later
@@ -444,7 +338,7 @@ func (p *partition) settle(c *command) {
 		err = gp.settle(c.h.Seq, c.h.Attempt, c.op, p.now)
 	}
 	if done != nil {
-		p.setRes = append(p.setRes, setResult{done: done, err: err}) // no closure: one settle per acked message
+		p.commit.answer(done, err)
 	}
 }
 
@@ -468,9 +362,9 @@ func (p *partition) commitEvents() {
 	clear(p.evEntries)
 	if err != nil {
 		full := isDiskFull(err)
-		p.roundErr = fmt.Errorf("topic %s partition %d: event log: %w", p.t.name, p.idx, p.t.b.noteWriteErr(p.dir, err))
+		p.commit.roundErr = fmt.Errorf("topic %s partition %d: event log: %w", p.t.name, p.idx, p.t.b.noteWriteErr(p.dir, err))
 		if !full {
-			p.t.b.logf("%v", p.roundErr) // a full disk is reported once per episode
+			p.t.b.logf("%v", p.commit.roundErr) // a full disk is reported once per episode
 		}
 		// The state changes are made; keep their events and write them
 		// ahead of the next round's, so a log that recovers (disk space
@@ -487,8 +381,8 @@ func (p *partition) commitEvents() {
 	p.snapEvents += p.ev.n
 	p.ev.b, p.ev.n, p.ev.cuts, p.ev.from = p.ev.b[:0], 0, p.ev.cuts[:0], 0
 	p.lastEventSeq = seq
-	if !p.pipelined {
-		p.durEvents = seq
+	if !p.commit.pipelined {
+		p.commit.durEvents = seq
 	}
 	if p.snapEvents >= p.t.b.opts.SnapshotEvery && p.snapDone == nil {
 		p.snapshotAsync()
@@ -567,7 +461,7 @@ func (p *partition) encodeSnapshot() []byte {
 // one every Close writes). Safe off the actor: the event log allows Sync
 // and TruncateFront beside the actor's appends.
 func (p *partition) writeSnapshot(data []byte, seq, prev Seq) error {
-	if p.pipelined {
+	if p.commit.pipelined {
 		// The snapshot covers events up to seq: they must be on disk
 		// first, or a crash could leave the log short of the snapshot.
 		if _, err := p.events.Sync(); err != nil {
@@ -650,12 +544,10 @@ func (p *partition) lowFrontier() Seq {
 // close the logs.
 func (p *partition) shutdown() {
 	p.timer.halt()
-	if p.pipelined {
-		close(p.syncStop)
-		p.syncWG.Wait()
-		p.syncStopped = true
-		if len(p.pending) > 0 {
-			for _, l := range p.lanes() {
+	if p.commit.pipelined {
+		p.lanes.halt()
+		if len(p.commit.pending) > 0 {
+			for _, l := range p.lanes.all() {
 				upto, err := l.log.Sync()
 				p.synced(l, upto, l.durableSide(), err, false) // with no error, everything is durable now
 			}

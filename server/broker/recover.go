@@ -35,18 +35,18 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 		t: t, idx: idx, dir: dir, data: data, events: events, clock: o.Clock,
 		q: newRing(o.QueueSize), wk: newWaker(),
 		quit: make(chan struct{}), done: make(chan struct{}),
-		groups: map[GroupID]*groupPart{}, pipelined: pipelined,
-		syncStop: make(chan struct{}),
+		groups: map[GroupID]*groupPart{}, commit: commitPipeline{pipelined: pipelined},
+		lanes: syncLanes{stop: make(chan struct{})},
 	}
 	if pipelined {
-		p.dataLane, p.evLane = newSyncLane(data, true), newSyncLane(events, false)
-		for _, l := range p.lanes() {
+		p.lanes.data, p.lanes.ev = newSyncLane(data, true), newSyncLane(events, false)
+		for _, l := range p.lanes.all() {
 			l.start = func() { p.startLane(l) }
 		}
 	}
 	p.ev.chunk = evChunkFor(o.EventSegmentSize)
 	p.first, p.last = data.Bounds()
-	p.durData = p.last
+	p.commit.durData = p.last
 	if t.compressed() {
 		p.swaps.log = data // seglog.Store: SwapCount is 0 for a store that holds no replaced maps
 	}
@@ -77,9 +77,9 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	if p.last >= p.first {
 		p.sizes.addRun(p.first, p.last, p.avgSize())
 	}
-	_, p.durEvents = events.Bounds()
+	_, p.commit.durEvents = events.Bounds()
 	p.openSideCopies(named)
-	p.safeLow = p.lowFrontier()
+	p.commit.safeLow = p.lowFrontier()
 	p.publishStats()
 	return p, nil
 }

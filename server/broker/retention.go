@@ -25,7 +25,7 @@ func (p *partition) retentionDue() bool {
 	if p.purgeFloor > floor && p.purgeFloor > p.first {
 		return true
 	}
-	return cfg.Retention == RetentionWorkqueue && len(p.order) > 0 && p.safeLow > floor
+	return cfg.Retention == RetentionWorkqueue && len(p.order) > 0 && p.commit.safeLow > floor
 }
 
 // retain applies the topic's retention at most once per RetentionInterval:
@@ -40,7 +40,7 @@ func (p *partition) retain() {
 	cut := p.first
 	cfg := &p.t.cfg
 	if cfg.Retention == RetentionWorkqueue && len(p.order) > 0 {
-		cut = p.safeLow // settles not yet durable must not delete anything
+		cut = p.commit.safeLow // settles not yet durable must not delete anything
 	}
 	{
 		if cfg.MaxMsgs > 0 && int64(p.last-p.first+1) > cfg.MaxMsgs {
@@ -56,7 +56,7 @@ func (p *partition) retain() {
 	cut = max(cut, p.purgeFloor)
 	// Deliveries waiting for their batch to be durable borrow their
 	// records, and so do collecting polls (dispatch.go).
-	if low, _, ok := p.borrowed(); ok && cut > low {
+	if low, _, ok := p.commit.borrowed(); ok && cut > low {
 		cut = low
 	}
 	cut = p.sideKeep(cut)

@@ -231,7 +231,7 @@ func (s *sideCopies) keep(cut Seq) (Seq, bool) {
 
 // eventsCovered is what side copies and the event log make durable
 // (before the copies themselves are: batches also wait for their mark).
-func (p *partition) eventsCovered() Seq { return p.side.covered(p.durEvents) }
+func (p *partition) eventsCovered() Seq { return p.side.covered(p.commit.durEvents) }
 
 // writeSideCopy writes the round's event records (numbered from first) into
 // the data log as a side record at position pos.
@@ -244,15 +244,15 @@ func (p *partition) writeSideCopy(first Seq, entries []seglog.Entry, pos Seq) {
 
 // eventsDurable (actor) takes a durable point of the event log.
 func (p *partition) eventsDurable(upto Seq) {
-	p.durEvents = max(p.durEvents, upto)
-	p.side.eventsDurable(p.durEvents)
+	p.commit.durEvents = max(p.commit.durEvents, upto)
+	p.side.eventsDurable(p.commit.durEvents)
 }
 
 // batchDurable reports whether b's completions may run: its messages and
 // side copies are durable, and its events are, in the event log or in
 // side copies.
 func (p *partition) batchDurable(b *syncBatch) bool {
-	if b.data > p.durData || b.side > p.side.durable {
+	if b.data > p.commit.durData || b.side > p.side.durable {
 		return false
 	}
 	return b.events <= p.eventsCovered()
@@ -261,7 +261,7 @@ func (p *partition) batchDurable(b *syncBatch) bool {
 // needEventSync reports whether the event log should be fsynced now: some
 // events are durable nowhere else, or the background interval has passed.
 func (p *partition) needEventSync() bool {
-	if p.durEvents >= p.lastEventSeq {
+	if p.commit.durEvents >= p.lastEventSeq {
 		return false
 	}
 	every := cmp.Or(p.t.b.opts.eventSyncEvery, evSyncEvery)
@@ -270,11 +270,11 @@ func (p *partition) needEventSync() bool {
 
 // requestEventSync asks the event lane for an fsync if needEventSync.
 func (p *partition) requestEventSync() {
-	if p.syncStopped || !p.needEventSync() {
+	if p.lanes.stopped || !p.needEventSync() {
 		return
 	}
-	p.evLane.want.Store(uint64(p.lastEventSeq))
-	p.evLane.request(true)
+	p.lanes.ev.want.Store(uint64(p.lastEventSeq))
+	p.lanes.ev.request(true)
 	p.side.syncAt = p.now
 }
 
@@ -374,5 +374,5 @@ func (p *partition) openSideCopies(named bool) {
 	if !p.data.SideRecords() || p.t.cfg.Durability != DurabilityGroup || p.t.b.opts.noSideCopies {
 		return
 	}
-	p.side.open(p.data, named, p.durEvents) // the event log is durable after recovery
+	p.side.open(p.data, named, p.commit.durEvents) // the event log is durable after recovery
 }

@@ -80,30 +80,6 @@ func (p *partition) releaseSwapped() {
 	if p.swaps.log == nil {
 		return
 	}
-	_, swap, ok := p.borrowed()
+	_, swap, ok := p.commit.borrowed()
 	p.swaps.release(swap, ok)
-}
-
-// borrowed returns what the deliveries not yet answered hold: the lowest
-// offset they point into and the lowest SwapCount noted before they were
-// read, over the pending batches with deliveries and the collecting polls
-// (ok false: nothing is borrowed). Retention keeps the records from low on;
-// releaseSwapped keeps the maps replaced after swap.
-func (p *partition) borrowed() (low Seq, swap uint64, ok bool) {
-	note := func(s Seq, n uint64) {
-		if s == 0 {
-			return
-		}
-		if !ok || n < swap {
-			swap = n
-		}
-		low, ok = lowerSeq(low, s), true
-	}
-	for i := range p.pending {
-		note(p.pending[i].minDeliv, p.pending[i].swap)
-	}
-	for _, w := range p.collecting {
-		note(w.lowBorrowed, w.swap)
-	}
-	return low, swap, ok
 }

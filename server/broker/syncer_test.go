@@ -117,7 +117,7 @@ func TestSyncDurabilityFsyncsOnTheActor(t *testing.T) {
 		t.Fatalf("ack answered with the event log durable to %d of %d", events.Durable(), last)
 	}
 	started := make(chan [2]bool, 1)
-	if err := tp.parts[0].controlChecked(func(p *partition) { started <- [2]bool{p.dataLane.started, p.evLane.started} }); err != nil {
+	if err := tp.parts[0].controlChecked(func(p *partition) { started <- [2]bool{p.lanes.data.started, p.lanes.ev.started} }); err != nil {
 		t.Fatal(err)
 	}
 	if s := <-started; s[0] || s[1] {
