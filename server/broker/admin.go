@@ -97,7 +97,7 @@ func (p *partition) purge(errs chan<- error) {
 	to := p.last + 1
 	if to > p.purgeFloor {
 		p.purgeFloor = to
-		p.ev.emitPartition(evPurge, to)
+		p.evw.sink.emitPartition(evPurge, to)
 		for _, gp := range p.order {
 			if gp.frontier() < to {
 				gp.emit(evPurge, to, 0)

@@ -177,7 +177,7 @@ func (p *partition) addGroup(g *Group, errs chan<- error) {
 		start = p.commit.durData + 1
 	}
 	gs := newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, start)
-	gs.ev = &p.ev
+	gs.ev = &p.evw.sink
 	gs.emit(evInit, start, 0)
 	gp := &groupPart{groupState: gs, g: g}
 	p.groups[g.id] = gp

@@ -80,19 +80,14 @@ type partition struct {
 	cmds        []command
 	ctls        []func(*partition)
 	entries     []seglog.Entry
-	evEntries   []seglog.Entry
 	pubs        []*command
 	// resMsgs, resBytes: reservations of this round's publishes, given
 	// back in publishStats.
 	resMsgs, resBytes int64
 	meta              []byte
-	ev                evSink
+	evw               eventWriter // the event log's writer and its snapshots (eventlog.go)
 	now               int64
 	timer             actorTimer
-	snapEvents        int
-	lastEventSeq      Seq
-	snapSeq           Seq           // last event of the newest snapshot; History keeps those after the one before
-	snapDone          chan struct{} // a snapshot is being written off the actor (snapshotAsync)
 	lastRetention     int64
 	askedCut          Seq     // last TruncateFront point asked of the data log
 	holes             holeSet // ranges of the data log lost to damage (lost.go)
@@ -275,14 +270,14 @@ func (p *partition) finishRound() {
 		p.lanes.data.want.Store(uint64(p.last))
 		p.lanes.data.wantSide.Store(p.side.mark)
 	}
-	written := p.last > p.commit.durData || p.side.mark > p.side.durable || p.lastEventSeq > p.eventsCovered()
+	written := p.last > p.commit.durData || p.side.mark > p.side.durable || p.evw.last > p.eventsCovered()
 	if p.commit.idle(written) {
 		if len(p.commit.pending) == 0 {
 			p.commit.safeLow = p.lowFrontier()
 		}
 		return
 	}
-	b := p.commit.seal(syncBatch{data: p.last, events: p.lastEventSeq, side: p.side.mark, low: p.lowFrontier(), swap: p.swaps.round})
+	b := p.commit.seal(syncBatch{data: p.last, events: p.evw.last, side: p.side.mark, low: p.lowFrontier(), swap: p.swaps.round})
 	if !p.commit.pipelined || (len(p.commit.pending) == 0 && p.batchDurable(&b)) {
 		if err := p.syncFailure(); err != nil {
 			b.fail(err)
@@ -340,144 +335,6 @@ func (p *partition) settle(c *command) {
 	if done != nil {
 		p.commit.answer(done, err)
 	}
-}
-
-// commitEvents appends this round's events as one record. A failure is
-// reported to the settle callers of this round.
-func (p *partition) commitEvents() {
-	if len(p.ev.b) == 0 {
-		return
-	}
-	p.evEntries = p.evEntries[:0]
-	meta := p.side.eventMeta(p.last + 1) // where the side copy goes
-	from := 0
-	for _, cut := range append(p.ev.cuts, len(p.ev.b)) {
-		p.evEntries = append(p.evEntries, seglog.Entry{Meta: meta, Data: p.ev.b[from:cut], Time: p.now})
-		from = cut
-	}
-	first, err := p.events.Append(p.evEntries)
-	if err == nil && p.side.on() {
-		p.writeSideCopy(first, p.evEntries, p.last+1)
-	}
-	clear(p.evEntries)
-	if err != nil {
-		full := isDiskFull(err)
-		p.commit.roundErr = fmt.Errorf("topic %s partition %d: event log: %w", p.t.name, p.idx, p.t.b.noteWriteErr(p.dir, err))
-		if !full {
-			p.t.b.logf("%v", p.commit.roundErr) // a full disk is reported once per episode
-		}
-		// The state changes are made; keep their events and write them
-		// ahead of the next round's, so a log that recovers (disk space
-		// returns) still records them. Past a bound, the next snapshot
-		// (which holds the whole state) has to do.
-		if len(p.ev.b) > maxRetainedEvents {
-			p.t.b.logf("topic %s partition %d: dropping %d unwritten events; the next snapshot records their state", p.t.name, p.idx, p.ev.n)
-			p.snapEvents += p.ev.n
-			p.ev.b, p.ev.n, p.ev.cuts, p.ev.from = p.ev.b[:0], 0, p.ev.cuts[:0], 0
-		}
-		return
-	}
-	seq := first + Seq(len(p.evEntries)) - 1
-	p.snapEvents += p.ev.n
-	p.ev.b, p.ev.n, p.ev.cuts, p.ev.from = p.ev.b[:0], 0, p.ev.cuts[:0], 0
-	p.lastEventSeq = seq
-	if !p.commit.pipelined {
-		p.commit.durEvents = seq
-	}
-	if p.snapEvents >= p.t.b.opts.SnapshotEvery && p.snapDone == nil {
-		p.snapshotAsync()
-	}
-}
-
-// maxRetainedEvents bounds the events kept in memory while the event log
-// refuses writes.
-const maxRetainedEvents = 64 << 20
-
-// snapshot writes the consumer state and drops the events it covers, on
-// the actor (shutdown). A background snapshot still running is waited for
-// first.
-func (p *partition) snapshot() error {
-	p.waitSnapshot()
-	seq, prev := p.lastEventSeq, p.snapSeq
-	p.snapEvents = 0
-	if err := p.writeSnapshot(p.encodeSnapshot(), seq, prev); err != nil {
-		return err
-	}
-	p.snapSeq = seq
-	return nil
-}
-
-// snapshotAsync encodes the consumer state on the actor (cheap: frontiers,
-// spans and the leased or delayed offsets) and writes it on a goroutine of
-// its own, so the fsyncs, the rename and the event-log truncation do not
-// stall the partition's rounds. One runs at a time; the next is due
-// SnapshotEvery events after this one started.
-func (p *partition) snapshotAsync() {
-	seq, prev := p.lastEventSeq, p.snapSeq
-	data := p.encodeSnapshot()
-	p.snapEvents = 0
-	done := make(chan struct{})
-	p.snapDone = done
-	go func() {
-		defer close(done)
-		err := p.writeSnapshot(data, seq, prev)
-		p.control(func(p *partition) {
-			if p.snapDone == done {
-				p.snapDone = nil
-			}
-			if err != nil {
-				p.t.b.logf("%v", err)
-				return
-			}
-			p.snapSeq = max(p.snapSeq, seq)
-		})
-	}()
-}
-
-// waitSnapshot waits for a background snapshot (actor only).
-func (p *partition) waitSnapshot() {
-	if p.snapDone != nil {
-		<-p.snapDone
-		p.snapDone = nil
-	}
-}
-
-// encodeSnapshot is the state as of event lastEventSeq (actor only).
-func (p *partition) encodeSnapshot() []byte {
-	gs := make([]*groupState, 0, len(p.order)+1)
-	if p.purgeFloor > 0 {
-		// Group id 0 is never a real group: it carries the purge floor.
-		gs = append(gs, newGroupState(0, 0, 0, p.purgeFloor))
-	}
-	for _, gp := range p.order {
-		gs = append(gs, gp.groupState)
-	}
-	return encodeSnapshot(p.lastEventSeq, gs)
-}
-
-// writeSnapshot makes the events up to seq durable, writes data (the
-// state as of seq) and drops the events the previous snapshot (prev)
-// covered, so the history of recent messages survives a snapshot (and the
-// one every Close writes). Safe off the actor: the event log allows Sync
-// and TruncateFront beside the actor's appends.
-func (p *partition) writeSnapshot(data []byte, seq, prev Seq) error {
-	if p.commit.pipelined {
-		// The snapshot covers events up to seq: they must be on disk
-		// first, or a crash could leave the log short of the snapshot.
-		if _, err := p.events.Sync(); err != nil {
-			return fmt.Errorf("topic %s partition %d: snapshot: sync events: %w", p.t.name, p.idx, err)
-		}
-	}
-	if err := writeFileAtomic(p.dir, snapName, data); err != nil {
-		return fmt.Errorf("topic %s partition %d: snapshot: %w", p.t.name, p.idx, err)
-	}
-	if seq == prev {
-		return nil // nothing new: keep the window History reads
-	}
-	if err := p.events.TruncateFront(prev + 1); err != nil {
-		return fmt.Errorf("topic %s partition %d: truncate events: %w", p.t.name, p.idx, err)
-	}
-	return nil
 }
 
 // armTimer makes sure the actor wakes for the earliest lease end, nack

@@ -44,7 +44,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 			l.start = func() { p.startLane(l) }
 		}
 	}
-	p.ev.chunk = evChunkFor(o.EventSegmentSize)
+	p.evw.sink.chunk = evChunkFor(o.EventSegmentSize)
 	p.first, p.last = data.Bounds()
 	p.commit.durData = p.last
 	if t.compressed() {
@@ -64,7 +64,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	}
 	for _, gp := range p.order {
 		gp.clampTo(p.last)
-		gp.ev = &p.ev
+		gp.ev = &p.evw.sink
 	}
 	// Before truncatedTo: a range lost from the front of the data log
 	// lies below its first record and is listed too.
@@ -119,7 +119,7 @@ func (p *partition) recoverState() error {
 			gp.groupState = gs
 		}
 		from = seq + 1
-		p.lastEventSeq, p.snapSeq = seq, seq
+		p.evw.last, p.evw.snapSeq = seq, seq
 	case errors.Is(err, os.ErrNotExist):
 		if first, _ := p.events.Bounds(); first > 1 {
 			return fmt.Errorf("%w: %s is missing, and the event log %s starts at event %d: the events before it are only in a snapshot (restore the snapshot, or run fibril repair)",
@@ -151,8 +151,8 @@ func (p *partition) recoverState() error {
 	if decErr != nil {
 		return fmt.Errorf("replay the event log %s: %w", filepath.Join(p.dir, eventsLogName), decErr)
 	}
-	if last > p.lastEventSeq {
-		p.lastEventSeq = last
+	if last > p.evw.last {
+		p.evw.last = last
 	}
 	return nil
 }

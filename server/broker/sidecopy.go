@@ -261,11 +261,11 @@ func (p *partition) batchDurable(b *syncBatch) bool {
 // needEventSync reports whether the event log should be fsynced now: some
 // events are durable nowhere else, or the background interval has passed.
 func (p *partition) needEventSync() bool {
-	if p.commit.durEvents >= p.lastEventSeq {
+	if p.commit.durEvents >= p.evw.last {
 		return false
 	}
 	every := cmp.Or(p.t.b.opts.eventSyncEvery, evSyncEvery)
-	return p.lastEventSeq > p.eventsCovered() || p.now-p.side.syncAt >= int64(every)
+	return p.evw.last > p.eventsCovered() || p.now-p.side.syncAt >= int64(every)
 }
 
 // requestEventSync asks the event lane for an fsync if needEventSync.
@@ -273,7 +273,7 @@ func (p *partition) requestEventSync() {
 	if p.lanes.stopped || !p.needEventSync() {
 		return
 	}
-	p.lanes.ev.want.Store(uint64(p.lastEventSeq))
+	p.lanes.ev.want.Store(uint64(p.evw.last))
 	p.lanes.ev.request(true)
 	p.side.syncAt = p.now
 }

@@ -180,7 +180,7 @@ func (p *partition) requestSync() {
 // lane goroutine runs. Side copies are off under sync (openSideCopies), so
 // the round's events are durable only in the event log.
 func (p *partition) syncRound() {
-	need := [2]bool{p.commit.durData < p.last || p.side.durable < p.side.mark, p.commit.durEvents < p.lastEventSeq}
+	need := [2]bool{p.commit.durData < p.last || p.side.durable < p.side.mark, p.commit.durEvents < p.evw.last}
 	for i, l := range p.lanes.all() {
 		if need[i] {
 			upto, side, err := p.syncLog(l)
