@@ -112,15 +112,3 @@ func (p *partition) purge(errs chan<- error) {
 func (e *evSink) emitPartition(kind byte, seq Seq) {
 	(&groupState{id: 0, ev: e}).emit(kind, seq, 0)
 }
-
-// controlChecked is control for callers that wait for fn: it fails with
-// ErrClosed instead of dropping fn when the actor is stopping.
-func (p *partition) controlChecked(fn func(p *partition)) error {
-	p.pushing.Add(1)
-	defer p.pushing.Add(-1)
-	if p.closed.Load() {
-		return ErrClosed
-	}
-	p.control(fn)
-	return nil
-}

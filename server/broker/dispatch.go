@@ -474,7 +474,7 @@ func (s *Subscription) returnCredit() {
 	s.credit.Add(1)
 	if s.starved.Load() && s.starved.CompareAndSwap(true, false) {
 		for _, p := range s.g.t.parts {
-			p.wk.kick()
+			p.box.wk.kick()
 		}
 	}
 }

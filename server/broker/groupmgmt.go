@@ -162,7 +162,7 @@ func (t *Topic) dropGroupState(id GroupID) {
 	for _, p := range t.parts {
 		select {
 		case <-done:
-		case <-p.done: // actor stopped (Close): nothing left to remove
+		case <-p.box.done: // actor stopped (Close): nothing left to remove
 		}
 	}
 }

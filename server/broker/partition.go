@@ -3,8 +3,6 @@ package broker
 import (
 	"encoding/binary"
 	"fmt"
-	"runtime"
-	"sync/atomic"
 
 	"github.com/fibrilmq/fibril/server/seglog"
 )
@@ -61,14 +59,7 @@ type partition struct {
 	events seglog.Store
 	clock  Clock
 
-	q       *ring // cmdQueue; concrete so commands pushed by pointer stay on the stack
-	ctl     ctlStack
-	wk      *waker
-	room    signal // ring room, for blocked sync callers
-	quit    chan struct{}
-	done    chan struct{}
-	pushing atomic.Int64
-	closed  atomic.Bool
+	box mailbox // commands and control closures for the actor (mailbox.go)
 
 	st partStats // gauges and counters for Info and backpressure (stats.go)
 
@@ -106,39 +97,26 @@ type partition struct {
 	side        sideCopies     // side copies of the events in the data log (sidecopy.go)
 }
 
-// push hands a command to the actor without blocking.
-func (p *partition) push(c *command) error {
-	p.pushing.Add(1)
-	defer p.pushing.Add(-1)
-	if p.closed.Load() {
-		return ErrClosed
-	}
-	if !p.q.push(c) {
-		return ErrQueueFull
-	}
-	p.wk.wake()
-	return nil
-}
+// push hands a command to the actor without blocking (mailbox.push).
+func (p *partition) push(c *command) error { return p.box.push(c) }
 
 // control runs fn on the actor. It never fails; fn is dropped if the actor
 // has stopped (and then it must not matter).
-func (p *partition) control(fn func(p *partition)) {
-	p.ctl.push(fn)
-	p.wk.wake()
-}
+func (p *partition) control(fn func(p *partition)) { p.box.control(fn) }
+
+// controlChecked is control for callers that wait for fn: it fails with
+// ErrClosed instead of dropping fn when the actor is stopping.
+func (p *partition) controlChecked(fn func(p *partition)) error { return p.box.controlChecked(fn) }
 
 // run is the actor loop: take what arrived, process it as one round, park
 // when a round found nothing to do.
 func (p *partition) run() {
-	defer close(p.done)
+	defer close(p.box.done)
 	for {
-		p.cmds = p.q.drain(p.cmds[:0], p.t.b.opts.MaxBatch)
-		p.ctls = p.ctl.takeAll(p.ctls[:0])
+		p.cmds, p.ctls = p.box.take(p.cmds[:0], p.t.b.opts.MaxBatch, p.ctls[:0])
 		idle := len(p.cmds) == 0 && len(p.ctls) == 0
 		p.round()
-		if p.room.waiting() {
-			p.room.broadcast()
-		}
+		p.box.roomMade()
 		if !idle {
 			continue
 		}
@@ -146,17 +124,9 @@ func (p *partition) run() {
 			p.shutdown()
 			return
 		}
-		p.wk.sleeping.Store(true)
-		if !p.q.empty() || !p.ctl.empty() {
-			p.wk.sleeping.Store(false)
-			continue
-		}
-		select {
-		case <-p.wk.ch:
-		case <-p.quit:
+		if p.box.park() {
 			p.stopping = true
 		}
-		p.wk.sleeping.Store(false)
 	}
 }
 
@@ -353,7 +323,7 @@ func (p *partition) armTimer() {
 	if p.swaps.watching() {
 		at = earliest(at, p.now+int64(p.t.b.opts.RetentionInterval))
 	}
-	p.timer.arm(p.clock, p.now, at, p.wk)
+	p.timer.arm(p.clock, p.now, at, p.box.wk)
 }
 
 // publishStats copies counters for Info and backpressure.
@@ -427,10 +397,6 @@ func (p *partition) shutdown() {
 
 // stop ends intake, lets the actor finish what it has, and waits for it.
 func (p *partition) stop() {
-	p.closed.Store(true)
-	for p.pushing.Load() != 0 {
-		runtime.Gosched() // a producer is between its closed check and its push
-	}
-	close(p.quit)
-	<-p.done
+	p.box.close()
+	<-p.box.done
 }

@@ -33,8 +33,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	}
 	p := &partition{
 		t: t, idx: idx, dir: dir, data: data, events: events, clock: o.Clock,
-		q: newRing(o.QueueSize), wk: newWaker(),
-		quit: make(chan struct{}), done: make(chan struct{}),
+		box:    mailbox{q: newRing(o.QueueSize), wk: newWaker(), quit: make(chan struct{}), done: make(chan struct{})},
 		groups: map[GroupID]*groupPart{}, commit: commitPipeline{pipelined: pipelined},
 		lanes: syncLanes{stop: make(chan struct{})},
 	}

@@ -271,7 +271,7 @@ func (t *Topic) waitForRoom(ctx context.Context, size int64, reserved *bool) err
 	wctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	err := t.space.waitUntil(wctx, func() bool {
-		if t.parts[0].closed.Load() {
+		if t.parts[0].box.closed.Load() {
 			return true
 		}
 		r, ok := t.reserve(size)
@@ -293,7 +293,7 @@ func pushWait(ctx context.Context, p *partition, c *command) error {
 	if err != ErrQueueFull {
 		return err
 	}
-	return p.room.waitUntil(ctx, func() bool {
+	return p.box.room.waitUntil(ctx, func() bool {
 		err = p.push(c)
 		return err != ErrQueueFull
 	})
