@@ -7,36 +7,6 @@ import (
 	"github.com/fibrilmq/fibril/server/seglog"
 )
 
-type cmdKind uint8
-
-const (
-	cmdPublish cmdKind = iota + 1
-	cmdSettle
-	cmdPoll
-)
-
-// command is one request to a partition actor, carried by value in its ring.
-type command struct {
-	kind cmdKind
-	// publish
-	subject string
-	hdrLen  int
-	body    []byte   // header block followed by payload; owned by the command
-	buf     *bodyBuf // body's pooled buffer, given back once appended (nil: not pooled)
-	crc     uint32   // CRC-32 of body, computed once by prepare (0: the log computes it)
-	pubDone PublishDone
-	// reserved: the publish holds a place under the topic's
-	// max_unsettled_* (Topic.reserve), given back once the round's
-	// counters include it (publishStats).
-	reserved bool
-	// settle
-	h       Handle
-	op      SettleOp
-	setDone func(error)
-	// poll
-	poll *pollWaiter
-}
-
 // groupPart is a group's state in one partition plus who waits on it. Only
 // the actor touches it, except the st* atomics, which Info reads.
 type groupPart struct {
@@ -64,31 +34,24 @@ type partition struct {
 	st partStats // gauges and counters for Info and backpressure (stats.go)
 
 	// actor state
-	groups      map[GroupID]*groupPart
-	order       []*groupPart
-	first, last Seq
-	stopping    bool
-	cmds        []command
-	ctls        []func(*partition)
-	entries     []seglog.Entry
-	pubs        []*command
-	// resMsgs, resBytes: reservations of this round's publishes, given
-	// back in publishStats.
-	resMsgs, resBytes int64
-	meta              []byte
-	evw               eventWriter // the event log's writer and its snapshots (eventlog.go)
-	now               int64
-	timer             actorTimer
-	lastRetention     int64
-	askedCut          Seq     // last TruncateFront point asked of the data log
-	holes             holeSet // ranges of the data log lost to damage (lost.go)
-	dlqRetry          bool
-	totalBytes        int64 // payload bytes appended since open, for the average
-	totalMsgs         int64
-	published         uint64 // messages appended since open (counter)
-	purgeFloor        Seq    // offsets below it were purged (Topic.Purge)
-	sizes             sizeLedger
-	closeErr          error // set by the actor before done closes
+	groups        map[GroupID]*groupPart
+	order         []*groupPart
+	first, last   Seq
+	stopping      bool
+	in            roundInput  // what the round took in, and its scratch (round.go)
+	evw           eventWriter // the event log's writer and its snapshots (eventlog.go)
+	now           int64
+	timer         actorTimer
+	lastRetention int64
+	askedCut      Seq     // last TruncateFront point asked of the data log
+	holes         holeSet // ranges of the data log lost to damage (lost.go)
+	dlqRetry      bool
+	totalBytes    int64 // payload bytes appended since open, for the average
+	totalMsgs     int64
+	published     uint64 // messages appended since open (counter)
+	purgeFloor    Seq    // offsets below it were purged (Topic.Purge)
+	sizes         sizeLedger
+	closeErr      error // set by the actor before done closes
 
 	commit      commitPipeline // completions and the batches waiting for fsync (commit.go)
 	lanes       syncLanes      // the fsync lanes (syncer.go)
@@ -113,8 +76,8 @@ func (p *partition) controlChecked(fn func(p *partition)) error { return p.box.c
 func (p *partition) run() {
 	defer close(p.box.done)
 	for {
-		p.cmds, p.ctls = p.box.take(p.cmds[:0], p.t.b.opts.MaxBatch, p.ctls[:0])
-		idle := len(p.cmds) == 0 && len(p.ctls) == 0
+		p.in.take(&p.box, p.t.b.opts.MaxBatch)
+		idle := p.in.idle()
 		p.round()
 		p.box.roomMade()
 		if !idle {
@@ -138,98 +101,84 @@ func (p *partition) round() {
 	p.swaps.beginRound() // before anything of the round reads
 	p.commit.beginRound()
 	p.timer.begin()
-	for i, fn := range p.ctls {
-		fn(p)
-		p.ctls[i] = nil
-	}
-	p.pubs = p.pubs[:0]
-	for i := range p.cmds {
-		c := &p.cmds[i]
-		switch c.kind {
-		case cmdPublish:
-			p.pubs = append(p.pubs, c)
-			if c.reserved {
-				p.resMsgs++
-				p.resBytes += int64(len(c.body))
-			}
-		case cmdSettle:
-			p.settle(c)
-		case cmdPoll:
-			p.addPoll(c.poll)
-		}
-	}
-	if len(p.pubs) > 0 {
+	p.runControls()
+	p.takeCommands()
+	appended := len(p.in.pubs) > 0
+	if appended {
 		p.appendData()
 	}
-	p.swaps.watchAfter(len(p.pubs) > 0)
-	for _, gp := range p.order {
-		gp.expire(p.now)
-		gp.compact()
-	}
+	p.swaps.watchAfter(appended)
+	p.expireLeases()
 	p.sendDeadLetters()
 	p.dispatch()
 	p.commitEvents()
 	p.finishRound()
-	for i := range p.cmds {
-		p.cmds[i] = command{}
-	}
+	p.in.reset()
 	p.releaseSwapped()
 	p.retain()
 	p.publishStats()
 	p.armTimer()
 }
 
+// runControls runs the control closures the round took.
+func (p *partition) runControls() {
+	for i, fn := range p.in.ctls {
+		fn(p)
+		p.in.ctls[i] = nil
+	}
+}
+
+// takeCommands applies the round's settles and polls, in order, and
+// gathers its publishes for appendData.
+func (p *partition) takeCommands() {
+	p.in.pubs = p.in.pubs[:0]
+	for i := range p.in.cmds {
+		c := &p.in.cmds[i]
+		switch c.kind {
+		case cmdPublish:
+			p.in.addPublish(c)
+		case cmdSettle:
+			p.settle(c)
+		case cmdPoll:
+			p.addPoll(c.poll)
+		}
+	}
+}
+
+// expireLeases ends the leases and nack delays that are due.
+func (p *partition) expireLeases() {
+	for _, gp := range p.order {
+		gp.expire(p.now)
+		gp.compact()
+	}
+}
+
 // appendData writes this round's publishes as one batch and completes them.
 func (p *partition) appendData() {
-	defer p.recycleBodies()
-	need := 0
-	for _, c := range p.pubs {
-		need += 1 + binary.MaxVarintLen64 + len(c.subject)
-	}
-	if cap(p.meta) < need {
-		p.meta = make([]byte, 0, need)
-	}
-	m := p.meta[:0]
-	p.entries = p.entries[:0]
-	for _, c := range p.pubs {
-		start := len(m)
-		m = encodeMeta(m, c.hdrLen, c.subject)
-		p.entries = append(p.entries, seglog.Entry{Meta: m[start:len(m):len(m)], Data: c.body, Time: p.now, CRC: c.crc})
-	}
-	first, err := p.data.Append(p.entries)
-	for i := range p.entries {
-		p.entries[i] = seglog.Entry{}
-	}
+	defer p.in.recycle(&p.t.b.bodies)
+	entries := p.in.dataEntries(p.now)
+	first, err := p.data.Append(entries)
+	p.in.clearEntries()
 	if err != nil {
 		err = fmt.Errorf("topic %s partition %d: append: %w", p.t.name, p.idx, p.t.b.noteWriteErr(p.dir, err))
-		for _, c := range p.pubs {
+		for _, c := range p.in.pubs {
 			done := c.pubDone
 			p.commit.onCommit(func() { done.PublishDone(Position{}, err) })
 		}
 		_, p.last = p.data.Bounds()
 		return
 	}
-	for i, c := range p.pubs {
+	for i, c := range p.in.pubs {
 		p.totalBytes += int64(len(c.body))
 		p.totalMsgs++
 		p.sizes.add(first+Seq(i), int64(len(c.body)))
 		p.commit.confirm(c.pubDone, Position{Partition: p.idx, Seq: first + Seq(i)})
 	}
 	p.t.b.noteWriteOK()
-	p.last = first + Seq(len(p.pubs)) - 1
-	p.published += uint64(len(p.pubs))
+	p.last = first + Seq(len(p.in.pubs)) - 1
+	p.published += uint64(len(p.in.pubs))
 	if !p.commit.pipelined {
 		p.commit.durData = p.last
-	}
-}
-
-// recycleBodies gives the round's publish buffers back to the pool once
-// the log has copied them (or refused them): nothing refers to their
-// bytes after that.
-func (p *partition) recycleBodies() {
-	for _, c := range p.pubs {
-		p.t.b.bodies.put(c.buf)
-		c.buf, c.body = nil, nil
 	}
 }
 
@@ -331,11 +280,10 @@ func (p *partition) publishStats() {
 	low := p.lowFrontier()
 	from := max(p.first, p.purgeFloor) // purged offsets are gone for readers
 	shrank := p.st.store(from, p.last, low, p.sizes.from(from), p.sizes.from(low), p.published)
-	if p.resMsgs > 0 {
+	if msgs, bytes := p.in.takeReserved(); msgs > 0 {
 		// Only now that the counters include this round's publishes:
 		// released earlier, the topic would look emptier than it is.
-		p.t.unreserve(p.resMsgs, p.resBytes)
-		p.resMsgs, p.resBytes = 0, 0
+		p.t.unreserve(msgs, bytes)
 	}
 	for _, gp := range p.order {
 		p.publishGroupStats(gp)
