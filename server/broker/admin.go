@@ -95,8 +95,7 @@ func (t *Topic) Purge(ctx context.Context) error {
 // group and raises the purge floor; errs gets the result once durable.
 func (p *partition) purge(errs chan<- error) {
 	to := p.last + 1
-	if to > p.purgeFloor {
-		p.purgeFloor = to
+	if p.purgeTo(to) {
 		p.evw.sink.emitPartition(evPurge, to)
 		for _, gp := range p.order {
 			if gp.frontier() < to {

@@ -170,7 +170,7 @@ func (t *Topic) dropGroupState(id GroupID) {
 // addGroup (actor) creates the group's state here and records where it
 // starts; errs gets the result once that record is durable.
 func (p *partition) addGroup(g *Group, errs chan<- error) {
-	start := max(p.first, p.purgeFloor)
+	start := p.readFrom()
 	if g.cfg.Start == StartNew {
 		// durData, not last: a crash may lose what is not durable, and
 		// the offsets would then be handed out again below the start.

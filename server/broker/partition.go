@@ -34,24 +34,18 @@ type partition struct {
 	st partStats // gauges and counters for Info and backpressure (stats.go)
 
 	// actor state
-	groups        map[GroupID]*groupPart
-	order         []*groupPart
-	first, last   Seq
-	stopping      bool
-	in            roundInput  // what the round took in, and its scratch (round.go)
-	evw           eventWriter // the event log's writer and its snapshots (eventlog.go)
-	now           int64
-	timer         actorTimer
-	lastRetention int64
-	askedCut      Seq     // last TruncateFront point asked of the data log
-	holes         holeSet // ranges of the data log lost to damage (lost.go)
-	dlqRetry      bool
-	totalBytes    int64 // payload bytes appended since open, for the average
-	totalMsgs     int64
-	published     uint64 // messages appended since open (counter)
-	purgeFloor    Seq    // offsets below it were purged (Topic.Purge)
-	sizes         sizeLedger
-	closeErr      error // set by the actor before done closes
+	groups   map[GroupID]*groupPart
+	order    []*groupPart
+	extent   // the data log's offsets, sizes and counters (extent.go); embedded: p.first and p.last are read everywhere
+	stopping bool
+	in       roundInput  // what the round took in, and its scratch (round.go)
+	evw      eventWriter // the event log's writer and its snapshots (eventlog.go)
+	now      int64
+	timer    actorTimer
+	ret      retention // paces retention passes (retention.go)
+	holes    holeSet   // ranges of the data log lost to damage (lost.go)
+	dlqRetry bool
+	closeErr error // set by the actor before done closes
 
 	commit      commitPipeline // completions and the batches waiting for fsync (commit.go)
 	lanes       syncLanes      // the fsync lanes (syncer.go)
@@ -169,14 +163,11 @@ func (p *partition) appendData() {
 		return
 	}
 	for i, c := range p.in.pubs {
-		p.totalBytes += int64(len(c.body))
-		p.totalMsgs++
-		p.sizes.add(first+Seq(i), int64(len(c.body)))
+		p.extent.appended(first+Seq(i), int64(len(c.body)))
 		p.commit.confirm(c.pubDone, Position{Partition: p.idx, Seq: first + Seq(i)})
 	}
 	p.t.b.noteWriteOK()
 	p.last = first + Seq(len(p.in.pubs)) - 1
-	p.published += uint64(len(p.in.pubs))
 	if !p.commit.pipelined {
 		p.commit.durData = p.last
 	}
@@ -264,7 +255,7 @@ func (p *partition) armTimer() {
 		at = earliest(at, gp.nextDeadline())
 	}
 	if p.retentionDue() {
-		at = earliest(at, p.lastRetention+int64(p.t.b.opts.RetentionInterval))
+		at = earliest(at, p.ret.lastRun+int64(p.t.b.opts.RetentionInterval))
 	}
 	if p.dlqRetry {
 		at = earliest(at, p.now+10e6)
@@ -278,7 +269,7 @@ func (p *partition) armTimer() {
 // publishStats copies counters for Info and backpressure.
 func (p *partition) publishStats() {
 	low := p.lowFrontier()
-	from := max(p.first, p.purgeFloor) // purged offsets are gone for readers
+	from := p.readFrom() // purged offsets are gone for readers
 	shrank := p.st.store(from, p.last, low, p.sizes.from(from), p.sizes.from(low), p.published)
 	if msgs, bytes := p.in.takeReserved(); msgs > 0 {
 		// Only now that the counters include this round's publishes:
@@ -293,17 +284,10 @@ func (p *partition) publishStats() {
 	}
 }
 
-func (p *partition) avgSize() int64 {
-	if p.totalMsgs == 0 {
-		return 0
-	}
-	return p.totalBytes / p.totalMsgs
-}
-
 // lowFrontier is the lowest offset some group has not settled; with no
 // group, the first retained offset (nothing is settled).
 func (p *partition) lowFrontier() Seq {
-	low := max(p.first, p.purgeFloor)
+	low := p.readFrom()
 	if len(p.order) > 0 {
 		low = p.order[0].frontier()
 		for _, gp := range p.order[1:] {
@@ -312,7 +296,7 @@ func (p *partition) lowFrontier() Seq {
 			}
 		}
 	}
-	return max(low, p.first, p.purgeFloor)
+	return max(low, p.readFrom())
 }
 
 // shutdown runs on the actor after the last round: fail waiters, snapshot,
