@@ -4,8 +4,8 @@ import "cmp"
 
 // commitPipeline (actor) is the partition's commit: each round's
 // completions (publish confirms, settle answers, deliveries and other work
-// that must wait for durability) and, with group commit, the batches of
-// them waiting for their records to be durable.
+// that must wait for durability) and, under durability group or sync, the
+// batches of them waiting for their records to be durable.
 //
 // pipelined: the partition owns fsync (durability group and sync,
 // syncer.go): the logs are written without fsync and each round's

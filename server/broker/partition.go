@@ -19,8 +19,12 @@ type groupPart struct {
 	groupPartStats
 }
 
-// partition is one partition of a topic and the actor that owns it. All
-// fields below "actor state" are touched by the actor goroutine only.
+// partition is one partition of a topic and the actor that owns it: run
+// takes each round's input from the mailbox and round calls the parts in
+// turn. Each part owns its fields and the methods that touch only them,
+// with its tests beside it (doc.go lists them); the methods on partition
+// are the glue that needs more than one part. Other goroutines touch only
+// box and st.
 type partition struct {
 	t      *Topic
 	idx    Partition
@@ -29,29 +33,28 @@ type partition struct {
 	events seglog.Store
 	clock  Clock
 
-	box mailbox // commands and control closures for the actor (mailbox.go)
-
-	st partStats // gauges and counters for Info and backpressure (stats.go)
+	box mailbox   // any goroutine: commands and control closures (mailbox.go)
+	st  partStats // written by the actor, read by anyone (stats.go)
 
 	// actor state
-	groups   map[GroupID]*groupPart
-	order    []*groupPart
-	extent   // the data log's offsets, sizes and counters (extent.go); embedded: p.first and p.last are read everywhere
-	stopping bool
-	in       roundInput  // what the round took in, and its scratch (round.go)
-	evw      eventWriter // the event log's writer and its snapshots (eventlog.go)
-	now      int64
-	timer    actorTimer
-	ret      retention // paces retention passes (retention.go)
-	holes    holeSet   // ranges of the data log lost to damage (lost.go)
-	dlqRetry bool
-	closeErr error // set by the actor before done closes
-
+	groups map[GroupID]*groupPart
+	order  []*groupPart // the groups, in creation order
+	// extent is embedded: p.first and p.last are read in every file.
+	extent                     // the data log's offsets, sizes and counters (extent.go)
+	in          roundInput     // what the round took in, and its scratch (round.go)
+	now         int64          // the round's time (unix ns)
 	commit      commitPipeline // completions and the batches waiting for fsync (commit.go)
 	lanes       syncLanes      // the fsync lanes (syncer.go)
-	lastSubject string         // subject of the last record delivered (decodeMetaReuse)
-	swaps       swapGuard      // replaced maps of a compressed data log (swaprelease.go)
 	side        sideCopies     // side copies of the events in the data log (sidecopy.go)
+	evw         eventWriter    // the event log's writer and its snapshots (eventlog.go)
+	swaps       swapGuard      // replaced maps of a compressed data log (swaprelease.go)
+	ret         retention      // paces retention passes (retention.go)
+	holes       holeSet        // ranges of the data log lost to damage (lost.go)
+	timer       actorTimer     // the actor's one timer (timer.go)
+	lastSubject string         // subject of the last record delivered (decodeMetaReuse)
+	dlqRetry    bool           // a dead-letter copy was refused: retry soon (dlq.go)
+	stopping    bool           // the mailbox closed: shut down after the next idle round
+	closeErr    error          // set by the actor before done closes
 }
 
 // push hands a command to the actor without blocking (mailbox.push).
@@ -89,7 +92,8 @@ func (p *partition) run() {
 
 // round processes one batch: control closures, publishes (one append),
 // settles and polls, lease expiry, dead-lettering, dispatch to waiters, one
-// event append, then every completion.
+// event append, then every completion (now, or once durable), and the
+// upkeep after: replaced maps, retention, stats and the timer.
 func (p *partition) round() {
 	p.now = p.clock.Now().UnixNano()
 	p.swaps.beginRound() // before anything of the round reads
