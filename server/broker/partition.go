@@ -93,25 +93,34 @@ func (p *partition) run() {
 // round processes one batch: control closures, publishes (one append),
 // settles and polls, lease expiry, dead-lettering, dispatch to waiters, one
 // event append, then every completion (now, or once durable), and the
-// upkeep after: replaced maps, retention, stats and the timer.
+// upkeep after.
 func (p *partition) round() {
-	p.now = p.clock.Now().UnixNano()
-	p.swaps.beginRound() // before anything of the round reads
-	p.commit.beginRound()
-	p.timer.begin()
+	p.beginRound()
 	p.runControls()
 	p.takeCommands()
-	appended := len(p.in.pubs) > 0
-	if appended {
-		p.appendData()
-	}
-	p.swaps.watchAfter(appended)
+	p.appendData()
 	p.expireLeases()
 	p.sendDeadLetters()
 	p.dispatch()
 	p.commitEvents()
 	p.finishRound()
 	p.in.reset()
+	p.upkeep()
+}
+
+// beginRound reads the clock and starts the round in the parts that note
+// something before anything of the round reads or writes.
+func (p *partition) beginRound() {
+	p.now = p.clock.Now().UnixNano()
+	p.swaps.beginRound() // before anything of the round reads
+	p.commit.beginRound()
+	p.timer.begin()
+}
+
+// upkeep runs after the round's completions: replaced maps no delivery
+// borrows, retention, the stats readers see, and the timer.
+func (p *partition) upkeep() {
+	p.swaps.watchAfter(len(p.in.pubs) > 0) // pubs lasts until the next round's takeCommands
 	p.releaseSwapped()
 	p.retain()
 	p.publishStats()
@@ -153,6 +162,9 @@ func (p *partition) expireLeases() {
 
 // appendData writes this round's publishes as one batch and completes them.
 func (p *partition) appendData() {
+	if len(p.in.pubs) == 0 {
+		return
+	}
 	defer p.in.recycle(&p.t.b.bodies)
 	entries := p.in.dataEntries(p.now)
 	first, err := p.data.Append(entries)
