@@ -95,9 +95,8 @@ func (t *Topic) Purge(ctx context.Context) error {
 // group and raises the purge floor; errs gets the result once durable.
 func (p *partition) purge(errs chan<- error) {
 	to := p.last + 1
-	if to > p.purgeFloor {
-		p.purgeFloor = to
-		p.ev.emitPartition(evPurge, to)
+	if p.purgeTo(to) {
+		p.evw.sink.emitPartition(evPurge, to)
 		for _, gp := range p.order {
 			if gp.frontier() < to {
 				gp.emit(evPurge, to, 0)
@@ -105,22 +104,10 @@ func (p *partition) purge(errs chan<- error) {
 			}
 		}
 	}
-	p.after = append(p.after, func() { errs <- p.commitErr })
+	p.commit.onCommit(func() { errs <- p.commit.err })
 }
 
 // emitPartition appends a partition-level event (group id 0).
 func (e *evSink) emitPartition(kind byte, seq Seq) {
 	(&groupState{id: 0, ev: e}).emit(kind, seq, 0)
-}
-
-// controlChecked is control for callers that wait for fn: it fails with
-// ErrClosed instead of dropping fn when the actor is stopping.
-func (p *partition) controlChecked(fn func(p *partition)) error {
-	p.pushing.Add(1)
-	defer p.pushing.Add(-1)
-	if p.closed.Load() {
-		return ErrClosed
-	}
-	p.control(fn)
-	return nil
 }

@@ -405,14 +405,8 @@ func (b *Broker) Settle(h Handle, op SettleOp, done func(error)) error {
 		// Settles are bounded by what was delivered, and refusing an ack
 		// because publishers filled the ring would stall consumers: take
 		// the unbounded control path instead.
-		p.pushing.Add(1)
-		defer p.pushing.Add(-1)
-		if p.closed.Load() {
-			return ErrClosed
-		}
 		cc := c // only this rare path moves a command to the heap
-		p.control(func(p *partition) { p.settle(&cc) })
-		return nil
+		return p.controlChecked(func(p *partition) { p.settle(&cc) })
 	}
 	return err
 }
@@ -448,7 +442,7 @@ func (b *Broker) ReleaseOwner(owner OwnerID) {
 					for _, w := range gp.waiters {
 						if w.owner == owner {
 							if w.claim() {
-								p.after = append(p.after, func() { w.finish(nil, ErrClosed) })
+								p.commit.onCommit(func() { w.finish(nil, ErrClosed) })
 							}
 							continue
 						}

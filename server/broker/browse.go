@@ -144,7 +144,7 @@ func (t *Topic) Browse(ctx context.Context, idx Partition, from Seq, limit int) 
 func (t *Topic) SeqAt(ctx context.Context, idx Partition, tm time.Time) (Seq, error) {
 	var at Seq
 	err := t.onActor(ctx, idx, func(p *partition) {
-		at = p.firstYoungerThan(tm.UnixNano(), max(p.first, p.purgeFloor))
+		at = p.firstYoungerThan(tm.UnixNano(), p.readFrom())
 	})
 	if err != nil {
 		return 0, fmt.Errorf("seq at %s partition %d: %w", t.name, idx, err)

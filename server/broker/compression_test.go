@@ -343,13 +343,13 @@ func TestReleaseSwappedWaitsForBorrowers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := &swapCounter{count: tc.count}
-			p := &partition{swaps: sc, pending: tc.pending, collecting: tc.collecting}
+			p := &partition{swaps: swapGuard{log: sc}, commit: commitPipeline{pending: tc.pending, collecting: tc.collecting}}
 			p.releaseSwapped()
 			p.releaseSwapped() // nothing new: no second call
 			if fmt.Sprint(sc.released) != fmt.Sprint(tc.want) {
 				t.Fatalf("released %v, want %v", sc.released, tc.want)
 			}
-			p.pending, p.collecting = nil, nil
+			p.commit.pending, p.commit.collecting = nil, nil
 			p.releaseSwapped()
 			if n := len(sc.released); n == 0 || sc.released[n-1] != tc.count {
 				t.Fatalf("after the borrowers finished: released %v, want %d last", sc.released, tc.count)

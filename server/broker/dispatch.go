@@ -57,7 +57,7 @@ func (w *pollWaiter) finish(ds []Delivery, err error) {
 // non-waiting poll answers it with nothing.
 func (w *pollWaiter) decline(p *partition) {
 	if !w.wait && w.declined.Add(1) == w.parts && w.claim() {
-		p.after = append(p.after, func() { w.finish(nil, nil) })
+		p.commit.onCommit(func() { w.finish(nil, nil) })
 	}
 }
 
@@ -106,26 +106,26 @@ func (p *partition) serve(gp *groupPart, w *pollWaiter) {
 		if len(ds) > 0 {
 			w.keep(ds)
 			w.outstanding.Add(1)
-			p.after = append(p.after, p.releaseAfterCommit(w))
+			p.commit.onCommit(p.releaseAfterCommit(w))
 		}
 		p.handOn(w)
 		return
 	}
 	if len(w.acc) == 0 && w.outstanding.Load() == 1 {
-		if p.pipelined && p.dataLane.busy && len(ds) < want && !w.bytesFull() {
-			w.swap = p.roundSwap
+		if p.commit.pipelined && p.lanes.data.busy && len(ds) < want && !w.bytesFull() {
+			w.swap = p.swaps.round
 			w.borrow(ds)
-			p.collecting = append(p.collecting, w)
+			p.commit.collecting = append(p.commit.collecting, w)
 			return
 		}
 		// Alone: no other commit is pending and none can start (only
 		// the holder of the tour adds to outstanding).
-		p.after = append(p.after, p.finishAfterCommit(w, ds))
+		p.commit.onCommit(p.finishAfterCommit(w, ds))
 		return
 	}
 	w.keep(ds)
 	if len(ds) > 0 {
-		p.after = append(p.after, p.releaseAfterCommit(w)) // the tour ends with this commit
+		p.commit.onCommit(p.releaseAfterCommit(w)) // the tour ends with this commit
 	} else {
 		w.release()
 	}
@@ -152,7 +152,7 @@ func (p *partition) gather(gp *groupPart, w *pollWaiter, want int) []Delivery {
 // With group commit a poll served while an fsync is in flight cannot be
 // answered before the fsync after that one, which starts when the one in
 // flight ends and takes every record written meanwhile. So the poll stays
-// open (in p.collecting, claimed, its deliveries borrowed) and takes what
+// open (in the commit's collecting, claimed, its deliveries borrowed) and takes what
 // arrives until the actor learns that the fsync in flight ended, instead of
 // being answered with the few records of the round that served it while
 // the records of the next rounds wait for a poll the consumer sends only
@@ -165,23 +165,23 @@ func (p *partition) gather(gp *groupPart, w *pollWaiter, want int) []Delivery {
 // collect gives the collecting polls of gp what is ready now.
 func (p *partition) collect(gp *groupPart) {
 	k := 0
-	for _, w := range p.collecting {
+	for _, w := range p.commit.collecting {
 		if w.group == gp.id && !gp.g.paused.Load() &&
 			(w.owner == 0 || !p.t.b.ownerReleasedSince(w.owner, w.relGen)) {
 			w.borrow(p.gather(gp, w, w.max-len(w.acc)))
 			if len(w.acc) >= w.max || w.bytesFull() {
 				// answered with this round's batch, which must keep
 				// every record the poll borrows
-				w.heldBy(&p.minDeliv, &p.roundSwap)
-				p.after = append(p.after, p.finishAfterCommit(w, w.acc))
+				w.heldBy(&p.commit.minDeliv, &p.swaps.round)
+				p.commit.onCommit(p.finishAfterCommit(w, w.acc))
 				continue
 			}
 		}
-		p.collecting[k] = w
+		p.commit.collecting[k] = w
 		k++
 	}
-	clear(p.collecting[k:])
-	p.collecting = p.collecting[:k]
+	clear(p.commit.collecting[k:])
+	p.commit.collecting = p.commit.collecting[:k]
 }
 
 // heldBy makes the batch whose minDeliv and swap these are keep what the
@@ -196,24 +196,24 @@ func (w *pollWaiter) heldBy(minDeliv *Seq, swap *uint64) {
 // each poll is answered with the newest pending batch, which holds the
 // events of all its deliveries.
 func (p *partition) closeCollecting() {
-	for _, w := range p.collecting {
-		if n := len(p.pending); n > 0 {
-			b := &p.pending[n-1]
+	for _, w := range p.commit.collecting {
+		if n := len(p.commit.pending); n > 0 {
+			b := &p.commit.pending[n-1]
 			w.heldBy(&b.minDeliv, &b.swap)
 			b.after = append(b.after, p.finishAfterCommit(w, w.acc))
 		} else {
 			w.finish(w.acc, nil) // nothing pending: all of it is durable
 		}
 	}
-	clear(p.collecting)
-	p.collecting = p.collecting[:0]
+	clear(p.commit.collecting)
+	p.commit.collecting = p.commit.collecting[:0]
 }
 
 // finishAfterCommit answers w with ds among a batch's completions, or fails
 // it when the batch's data fsync failed (never hand out what is not durable).
 func (p *partition) finishAfterCommit(w *pollWaiter, ds []Delivery) func() {
 	return func() {
-		if err := p.commitDataErr; err != nil {
+		if err := p.commit.dataErr; err != nil {
 			w.finish(nil, err)
 			return
 		}
@@ -226,7 +226,7 @@ func (p *partition) finishAfterCommit(w *pollWaiter, ds []Delivery) func() {
 // records that are not durable.
 func (p *partition) releaseAfterCommit(w *pollWaiter) func() {
 	return func() {
-		if err := p.commitDataErr; err != nil {
+		if err := p.commit.dataErr; err != nil {
 			w.fail(err)
 		}
 		w.release()
@@ -330,7 +330,7 @@ func (p *partition) deliverOne(gp *groupPart, owner OwnerID, holder Principal, s
 			if err == nil && hdrLen <= len(rec.Data) {
 				p.lastSubject = subject
 				attempt := gp.deliver(seq, p.now, owner, holder, sub)
-				p.minDeliv = lowerSeq(p.minDeliv, seq)
+				p.commit.delivered(seq)
 				d := Delivery{
 					Handle:  Handle{Topic: p.t.id, Group: gp.id, Partition: p.idx, Seq: seq, Attempt: attempt},
 					Subject: subject,
@@ -384,7 +384,7 @@ func (p *partition) dispatch() {
 			clear(gp.waiters[k:])
 			gp.waiters = gp.waiters[:k]
 		}
-		if len(p.collecting) > 0 {
+		if len(p.commit.collecting) > 0 {
 			p.collect(gp)
 		}
 		for len(gp.waiters) > 0 {
@@ -426,8 +426,8 @@ func (p *partition) pushToSubs(gp *groupPart) {
 				s.returnCredit()
 				return
 			}
-			p.after = append(p.after, func() {
-				if p.commitDataErr != nil {
+			p.commit.onCommit(func() {
+				if p.commit.dataErr != nil {
 					return // not durable: the lease runs out, the credit comes back then
 				}
 				s.deliver(d)
@@ -474,7 +474,7 @@ func (s *Subscription) returnCredit() {
 	s.credit.Add(1)
 	if s.starved.Load() && s.starved.CompareAndSwap(true, false) {
 		for _, p := range s.g.t.parts {
-			p.wk.kick()
+			p.box.wk.kick()
 		}
 	}
 }

@@ -123,6 +123,19 @@
 // fsync the logs while the actor takes the next batch; with "sync" the
 // actor fsyncs at the end of the round and no lane starts.
 //
+// The actor is built from parts, each a small type owning its fields, with
+// its own tests: mailbox.go (mailbox: the ring, the control stack, the
+// waker, close), round.go (roundInput: what a round took in), extent.go
+// (extent: offsets, sizes, counters), commit.go (commitPipeline: the
+// round's completions and the batches waiting for fsync), syncer.go
+// (syncLanes, syncLane: the fsync lanes), sidecopy.go (sideCopies),
+// eventlog.go (eventWriter: events and snapshots), swaprelease.go
+// (swapGuard: maps of replaced compressed segments), retention.go
+// (retention, retentionCut), lost.go (holeSet), timer.go (actorTimer),
+// stats.go (partStats). groupstate.go is each group's state machine;
+// dispatch.go serves polls and subscriptions; partition.go holds the loop,
+// the round and the glue between parts.
+//
 // Callbacks of the async API (Topic.PublishAsync, Group.PollAsync,
 // Group.Subscribe, Broker.Settle) run on the partition's actor goroutine, or
 // for a poll's timeout on a timer goroutine. They must be quick (copy,

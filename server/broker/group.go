@@ -113,7 +113,7 @@ func (g *Group) Poll(ctx context.Context, max int) ([]Delivery, error) {
 	}
 	var w *pollWaiter
 	var perr error
-	err := g.t.parts[0].room.waitUntil(ctx, func() bool {
+	err := g.t.parts[0].box.room.waitUntil(ctx, func() bool {
 		w, perr = g.pollAsync(max, 0, -1, 0, done)
 		return !errors.Is(perr, ErrQueueFull)
 	})
@@ -150,7 +150,7 @@ func (g *Group) Subscribe(owner OwnerID, maxInFlight int, deliver func(Delivery)
 	s := &Subscription{g: g, owner: owner, holder: g.t.b.principalOf(owner), deliver: deliver}
 	s.credit.Store(int64(maxInFlight))
 	for _, p := range g.t.parts {
-		if p.closed.Load() {
+		if p.box.closed.Load() {
 			return nil, fmt.Errorf("subscribe %s/%s: %w", g.t.name, g.name, ErrClosed)
 		}
 		gid := g.id

@@ -162,7 +162,7 @@ func (t *Topic) dropGroupState(id GroupID) {
 	for _, p := range t.parts {
 		select {
 		case <-done:
-		case <-p.done: // actor stopped (Close): nothing left to remove
+		case <-p.box.done: // actor stopped (Close): nothing left to remove
 		}
 	}
 }
@@ -170,20 +170,20 @@ func (t *Topic) dropGroupState(id GroupID) {
 // addGroup (actor) creates the group's state here and records where it
 // starts; errs gets the result once that record is durable.
 func (p *partition) addGroup(g *Group, errs chan<- error) {
-	start := max(p.first, p.purgeFloor)
+	start := p.readFrom()
 	if g.cfg.Start == StartNew {
 		// durData, not last: a crash may lose what is not durable, and
 		// the offsets would then be handed out again below the start.
-		start = p.durData + 1
+		start = p.commit.durData + 1
 	}
 	gs := newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, start)
-	gs.ev = &p.ev
+	gs.ev = &p.evw.sink
 	gs.emit(evInit, start, 0)
 	gp := &groupPart{groupState: gs, g: g}
 	p.groups[g.id] = gp
 	p.order = append(p.order, gp)
 	g.parts[p.idx] = gp
-	p.after = append(p.after, func() { errs <- p.commitErr })
+	p.commit.onCommit(func() { errs <- p.commit.err })
 }
 
 // removeGroup (actor) drops a group's state.
@@ -201,7 +201,7 @@ func (p *partition) removeGroup(id GroupID) {
 	}
 	for _, w := range gp.waiters {
 		if w.claim() {
-			p.after = append(p.after, func() { w.finish(nil, ErrClosed) })
+			p.commit.onCommit(func() { w.finish(nil, ErrClosed) })
 		}
 	}
 	for _, s := range gp.subs {

@@ -50,7 +50,7 @@ func (p *partition) settleHoles() {
 		if r.From > r.To {
 			continue
 		}
-		p.holes = append(p.holes, r)
+		p.holes.add(r)
 		for _, gp := range p.order {
 			from := Seq(0)
 			flush := func(to Seq) {
@@ -83,23 +83,54 @@ func (p *partition) settleHoles() {
 // there), logging the loss once per group and hole. It reports whether it
 // did.
 func (p *partition) dropHole(gp *groupPart, seq Seq) bool {
-	for _, r := range p.holes {
-		if seq < r.From || seq > r.To {
-			continue
-		}
-		gp.dropLost(seq)
-		key := [2]uint64{uint64(gp.id), uint64(r.From)}
-		if !p.holesLogged[key] && len(p.holesLogged) < 4096 {
-			if p.holesLogged == nil {
-				p.holesLogged = map[[2]uint64]bool{}
-			}
-			p.holesLogged[key] = true
-			p.t.b.logf("WARN topic %s group %s partition %d: offsets %d..%d were lost to damage (fibril repair recorded them in %s): settled without delivery",
-				p.t.name, gp.g.name, p.idx, r.From, r.To, filepath.Base(r.Path))
-		}
-		return true
+	r, ok := p.holes.find(seq)
+	if !ok {
+		return false
 	}
-	return false
+	gp.dropLost(seq)
+	if p.holes.firstLoss(gp.id, r) {
+		p.t.b.logf("WARN topic %s group %s partition %d: offsets %d..%d were lost to damage (fibril repair recorded them in %s): settled without delivery",
+			p.t.name, gp.g.name, p.idx, r.From, r.To, filepath.Base(r.Path))
+	}
+	return true
+}
+
+// holeSet is the ranges of a partition's data log lost to damage, as a
+// repair recorded them (settleHoles lists them at Open), and which
+// (group, hole) losses have been logged since.
+type holeSet struct {
+	ranges []seglog.SkippedRange
+	logged map[[2]uint64]bool // at most maxLoggedHoles keys
+}
+
+// maxLoggedHoles bounds the (group, hole) pairs a holeSet remembers as
+// logged; past it, further losses are settled without a log line.
+const maxLoggedHoles = 4096
+
+func (h *holeSet) add(r seglog.SkippedRange) { h.ranges = append(h.ranges, r) }
+
+// find returns the hole that holds seq.
+func (h *holeSet) find(seq Seq) (seglog.SkippedRange, bool) {
+	for _, r := range h.ranges {
+		if seq >= r.From && seq <= r.To {
+			return r, true
+		}
+	}
+	return seglog.SkippedRange{}, false
+}
+
+// firstLoss reports whether group g's loss of hole r is to be logged: the
+// first time it is asked, while fewer than maxLoggedHoles are remembered.
+func (h *holeSet) firstLoss(g GroupID, r seglog.SkippedRange) bool {
+	key := [2]uint64{uint64(g), uint64(r.From)}
+	if h.logged[key] || len(h.logged) >= maxLoggedHoles {
+		return false
+	}
+	if h.logged == nil {
+		h.logged = map[[2]uint64]bool{}
+	}
+	h.logged[key] = true
+	return true
 }
 
 // Losses lists the ranges of offsets groups lost to damage when this

@@ -33,22 +33,21 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	}
 	p := &partition{
 		t: t, idx: idx, dir: dir, data: data, events: events, clock: o.Clock,
-		q: newRing(o.QueueSize), wk: newWaker(),
-		quit: make(chan struct{}), done: make(chan struct{}),
-		groups: map[GroupID]*groupPart{}, pipelined: pipelined,
-		syncStop: make(chan struct{}),
+		box:    mailbox{q: newRing(o.QueueSize), wk: newWaker(), quit: make(chan struct{}), done: make(chan struct{})},
+		groups: map[GroupID]*groupPart{}, commit: commitPipeline{pipelined: pipelined},
+		lanes: syncLanes{stop: make(chan struct{})},
 	}
 	if pipelined {
-		p.dataLane, p.evLane = newSyncLane(data, true), newSyncLane(events, false)
-		for _, l := range p.lanes() {
+		p.lanes.data, p.lanes.ev = newSyncLane(data, true), newSyncLane(events, false)
+		for _, l := range p.lanes.all() {
 			l.start = func() { p.startLane(l) }
 		}
 	}
-	p.ev.chunk = evChunkFor(o.EventSegmentSize)
+	p.evw.sink.chunk = evChunkFor(o.EventSegmentSize)
 	p.first, p.last = data.Bounds()
-	p.durData = p.last
+	p.commit.durData = p.last
 	if t.compressed() {
-		p.swaps = data // seglog.Store: SwapCount is 0 for a store that holds no replaced maps
+		p.swaps.log = data // seglog.Store: SwapCount is 0 for a store that holds no replaced maps
 	}
 	for _, g := range groups {
 		p.attach(g, newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, p.first))
@@ -64,7 +63,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	}
 	for _, gp := range p.order {
 		gp.clampTo(p.last)
-		gp.ev = &p.ev
+		gp.ev = &p.evw.sink
 	}
 	// Before truncatedTo: a range lost from the front of the data log
 	// lies below its first record and is listed too.
@@ -77,9 +76,9 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	if p.last >= p.first {
 		p.sizes.addRun(p.first, p.last, p.avgSize())
 	}
-	_, p.durEvents = events.Bounds()
+	_, p.commit.durEvents = events.Bounds()
 	p.openSideCopies(named)
-	p.safeLow = p.lowFrontier()
+	p.commit.safeLow = p.lowFrontier()
 	p.publishStats()
 	return p, nil
 }
@@ -119,7 +118,7 @@ func (p *partition) recoverState() error {
 			gp.groupState = gs
 		}
 		from = seq + 1
-		p.lastEventSeq, p.snapSeq = seq, seq
+		p.evw.last, p.evw.snapSeq = seq, seq
 	case errors.Is(err, os.ErrNotExist):
 		if first, _ := p.events.Bounds(); first > 1 {
 			return fmt.Errorf("%w: %s is missing, and the event log %s starts at event %d: the events before it are only in a snapshot (restore the snapshot, or run fibril repair)",
@@ -151,8 +150,8 @@ func (p *partition) recoverState() error {
 	if decErr != nil {
 		return fmt.Errorf("replay the event log %s: %w", filepath.Join(p.dir, eventsLogName), decErr)
 	}
-	if last > p.lastEventSeq {
-		p.lastEventSeq = last
+	if last > p.evw.last {
+		p.evw.last = last
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ func barrier(t *testing.T, b *Broker) {
 	for _, tp := range b.Topics() {
 		for _, p := range tp.parts {
 			ch := make(chan struct{})
-			p.control(func(p *partition) { p.after = append(p.after, func() { close(ch) }) })
+			p.control(func(p *partition) { p.commit.onCommit(func() { close(ch) }) })
 			select {
 			case <-ch:
 			case <-time.After(5 * time.Second):

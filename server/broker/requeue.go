@@ -112,7 +112,7 @@ func (g *Group) pollNow(ctx context.Context, max int) ([]Delivery, error) {
 		ch <- result{out, err}
 	}
 	var perr error
-	err := g.t.parts[0].room.waitUntil(ctx, func() bool {
+	err := g.t.parts[0].box.room.waitUntil(ctx, func() bool {
 		_, perr = g.pollAsync(max, 0, 0, 0, done)
 		return !errors.Is(perr, ErrQueueFull)
 	})

@@ -6,26 +6,60 @@ import (
 	"github.com/fibrilmq/fibril/server/seglog"
 )
 
-// retentionDue reports whether a retention pass may have work: messages
-// below the lowest frontier (workqueue) or limits to enforce.
-func (p *partition) retentionDue() bool {
-	cfg := &p.t.cfg
-	floor := max(p.first, p.askedCut) // the log may keep a partial segment
-	if p.last >= p.first {
+// retention (actor) paces a partition's retention passes and remembers
+// what the last one asked of the data log; retentionCut computes a cut.
+type retention struct {
+	lastRun  int64 // when the last pass ran (unix ns)
+	askedCut Seq   // last TruncateFront point asked of the data log
+}
+
+// due reports whether a pass may have work over x: messages below low, the
+// lowest durable group frontier (workqueue, with groups), or limits to
+// enforce.
+func (r *retention) due(cfg *TopicConfig, x *extent, low Seq, groups bool) bool {
+	floor := max(x.first, r.askedCut) // the log may keep a partial segment
+	if x.last >= x.first {
 		if cfg.MaxAgeMs > 0 {
 			return true // time passes: checked every RetentionInterval
 		}
-		if cfg.MaxMsgs > 0 && p.last >= Seq(cfg.MaxMsgs) && p.last-Seq(cfg.MaxMsgs)+1 > floor {
+		if cfg.MaxMsgs > 0 && x.last >= Seq(cfg.MaxMsgs) && x.last-Seq(cfg.MaxMsgs)+1 > floor {
 			return true
 		}
-		if cfg.MaxBytes > 0 && p.sizes.from(floor) > cfg.MaxBytes {
+		if cfg.MaxBytes > 0 && x.sizes.from(floor) > cfg.MaxBytes {
 			return true
 		}
 	}
-	if p.purgeFloor > floor && p.purgeFloor > p.first {
+	if x.purgeFloor > floor && x.purgeFloor > x.first {
 		return true
 	}
-	return cfg.Retention == RetentionWorkqueue && len(p.order) > 0 && p.safeLow > floor
+	return cfg.Retention == RetentionWorkqueue && groups && low > floor
+}
+
+// retentionCut is the offset a pass would delete below, before what
+// borrowers and side copies keep: workqueue cuts at low, the lowest
+// durable group frontier (nothing while no group exists); limits cut by
+// count, bytes (sizeLedger) and age (youngest returns the first offset at
+// or after from stored at or after cutoff); never below the purge floor.
+func retentionCut(cfg *TopicConfig, x *extent, low Seq, groups bool, now int64, youngest func(cutoff int64, from Seq) Seq) Seq {
+	cut := x.first
+	if cfg.Retention == RetentionWorkqueue && groups {
+		cut = low // settles not yet durable must not delete anything
+	}
+	if cfg.MaxMsgs > 0 && int64(x.last-x.first+1) > cfg.MaxMsgs {
+		cut = max(cut, x.last-Seq(cfg.MaxMsgs)+1)
+	}
+	if cfg.MaxBytes > 0 {
+		cut = max(cut, x.sizes.cutFor(cut, cfg.MaxBytes))
+	}
+	if cfg.MaxAgeMs > 0 {
+		cut = max(cut, youngest(now-cfg.MaxAgeMs*1e6, cut))
+	}
+	return max(cut, x.purgeFloor)
+}
+
+// retentionDue reports whether a retention pass may have work.
+func (p *partition) retentionDue() bool {
+	return p.ret.due(&p.t.cfg, &p.extent, p.commit.safeLow, len(p.order) > 0)
 }
 
 // retain applies the topic's retention at most once per RetentionInterval:
@@ -33,30 +67,14 @@ func (p *partition) retentionDue() bool {
 // exists); limits deletes by count, age and bytes (sizeLedger). The log
 // deletes whole segments only; Bounds says what remains.
 func (p *partition) retain() {
-	if !p.retentionDue() || p.now-p.lastRetention < int64(p.t.b.opts.RetentionInterval) {
+	if !p.retentionDue() || p.now-p.ret.lastRun < int64(p.t.b.opts.RetentionInterval) {
 		return
 	}
-	p.lastRetention = p.now
-	cut := p.first
-	cfg := &p.t.cfg
-	if cfg.Retention == RetentionWorkqueue && len(p.order) > 0 {
-		cut = p.safeLow // settles not yet durable must not delete anything
-	}
-	{
-		if cfg.MaxMsgs > 0 && int64(p.last-p.first+1) > cfg.MaxMsgs {
-			cut = max(cut, p.last-Seq(cfg.MaxMsgs)+1)
-		}
-		if cfg.MaxBytes > 0 {
-			cut = max(cut, p.sizes.cutFor(cut, cfg.MaxBytes))
-		}
-		if cfg.MaxAgeMs > 0 {
-			cut = max(cut, p.firstYoungerThan(p.now-cfg.MaxAgeMs*1e6, cut))
-		}
-	}
-	cut = max(cut, p.purgeFloor)
+	p.ret.lastRun = p.now
+	cut := retentionCut(&p.t.cfg, &p.extent, p.commit.safeLow, len(p.order) > 0, p.now, p.firstYoungerThan)
 	// Deliveries waiting for their batch to be durable borrow their
 	// records, and so do collecting polls (dispatch.go).
-	if low, _, ok := p.borrowed(); ok && cut > low {
+	if low, _, ok := p.commit.borrowed(); ok && cut > low {
 		cut = low
 	}
 	cut = p.sideKeep(cut)
@@ -67,7 +85,7 @@ func (p *partition) retain() {
 		p.t.b.logf("%v", fmt.Errorf("topic %s partition %d: retention: %w", p.t.name, p.idx, err))
 		return
 	}
-	p.askedCut = cut
+	p.ret.askedCut = cut
 	prevFirst := p.first
 	p.first, _ = p.data.Bounds()
 	if p.first > prevFirst {

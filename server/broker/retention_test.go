@@ -130,3 +130,47 @@ func TestWorkqueueDeletesSegments(t *testing.T) {
 		}
 	}
 }
+
+// TestRetentionPlan: when a pass is due and where it cuts, per policy and
+// limit, before borrowers and side copies keep anything.
+func TestRetentionPlan(t *testing.T) {
+	x := extent{first: 1, last: 100}
+	for seq := Seq(1); seq <= 100; seq++ {
+		x.appended(seq, 10)
+	}
+	ageOf := func(cutoff int64, from Seq) Seq { return max(from, Seq(cutoff)) } // offset n stored at n
+	for _, tc := range []struct {
+		name    string
+		cfg     TopicConfig
+		low     Seq // lowest durable group frontier
+		groups  bool
+		asked   Seq
+		purge   Seq
+		now     int64
+		due     bool
+		wantCut Seq
+	}{
+		{"workqueue, no group keeps everything", TopicConfig{Retention: RetentionWorkqueue}, 50, false, 0, 0, 0, false, 1},
+		{"workqueue cuts at the durable frontier", TopicConfig{Retention: RetentionWorkqueue}, 50, true, 0, 0, 0, true, 50},
+		{"workqueue, already asked", TopicConfig{Retention: RetentionWorkqueue}, 50, true, 50, 0, 0, false, 50},
+		{"limits ignore the frontier", TopicConfig{Retention: RetentionLimits}, 50, true, 0, 0, 0, false, 1},
+		{"max msgs", TopicConfig{Retention: RetentionLimits, MaxMsgs: 10}, 0, false, 0, 0, 0, true, 91},
+		{"max msgs, already asked", TopicConfig{Retention: RetentionLimits, MaxMsgs: 10}, 0, false, 91, 0, 0, false, 91},
+		{"max bytes", TopicConfig{Retention: RetentionLimits, MaxBytes: 200}, 0, false, 0, 0, 0, true, 81},
+		{"max age", TopicConfig{Retention: RetentionLimits, MaxAgeMs: 1}, 0, false, 0, 0, 1e6 + 40, true, 40},
+		{"purge floor", TopicConfig{Retention: RetentionLimits}, 0, false, 0, 30, 0, true, 30},
+		{"the highest cut wins", TopicConfig{Retention: RetentionWorkqueue, MaxMsgs: 10}, 95, true, 0, 20, 0, true, 95},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := x
+			x.purgeFloor = tc.purge
+			r := retention{askedCut: tc.asked}
+			if got := r.due(&tc.cfg, &x, tc.low, tc.groups); got != tc.due {
+				t.Errorf("due %v, want %v", got, tc.due)
+			}
+			if got := retentionCut(&tc.cfg, &x, tc.low, tc.groups, tc.now, ageOf); got != tc.wantCut {
+				t.Errorf("cut %d, want %d", got, tc.wantCut)
+			}
+		})
+	}
+}

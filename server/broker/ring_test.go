@@ -130,14 +130,14 @@ func TestIdlePartitionStartsNoSyncGoroutine(t *testing.T) {
 	tp := e.topic("idle", TopicConfig{Partitions: 2})
 	lanes := func(p *partition) (data, ev bool) {
 		got := make(chan [2]bool, 1)
-		if err := p.controlChecked(func(p *partition) { got <- [2]bool{p.dataLane.started, p.evLane.started} }); err != nil {
+		if err := p.controlChecked(func(p *partition) { got <- [2]bool{p.lanes.data.started, p.lanes.ev.started} }); err != nil {
 			t.Fatal(err)
 		}
 		b := <-got
 		return b[0], b[1]
 	}
 	for i, p := range tp.parts {
-		if !p.pipelined {
+		if !p.commit.pipelined {
 			t.Fatalf("partition %d: not pipelined under the default durability", i)
 		}
 		if d, ev := lanes(p); d || ev {

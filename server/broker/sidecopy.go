@@ -25,7 +25,7 @@ import (
 // position of its round's side copy, so recovery knows where to start.
 //
 // A side copy stands in for the event fsync only once the event log holds
-// a durable record naming a position (sideReady): before that, recovery
+// a durable record naming a position (sideCopies.ready): before that, recovery
 // would not know where to look. A round whose side copy could not be
 // written (seglog.ErrSideNoRoom: no side record starts a segment; a failed
 // write) waits for the event fsync, and so does every round after it until
@@ -126,60 +126,133 @@ func (c sideChain) covered(durable Seq) Seq {
 	return durable
 }
 
+// sideCopies (actor) are the side copies of a partition's events in its
+// data log: what was written, what is durable, and which events they
+// stand in for until the event log has them durable.
+type sideCopies struct {
+	store   seglog.Store // the data log; nil: side copies are off
+	ready   bool         // a durable event record names where side copies start
+	failed  bool         // the last side copy's write failed (logged)
+	firstEv Seq          // first event record written since Open
+	mark    uint64       // the last side copy written
+	durable uint64       // the last side copy durable
+	chain   sideChain    // the events the latest unbroken run of copies holds
+	// evPos: rounds whose events the event log has not made durable yet,
+	// oldest first (retention keeps their copies).
+	evPos  []evPos
+	buf    []byte // the side record being encoded
+	meta   []byte // the round's event record meta
+	syncAt int64  // when the event lane was last asked (unix ns)
+}
+
+func (s *sideCopies) on() bool { return s.store != nil }
+
+// open starts side copies on store; named: the event log's last record
+// names where they start (restoreSideEvents); durEvents: the event log's
+// end, durable after recovery.
+func (s *sideCopies) open(store seglog.Store, named bool, durEvents Seq) {
+	s.store, s.ready = store, named
+	s.chain = sideChain{from: durEvents + 1, top: durEvents}
+}
+
+// covered is what side copies and the event log (durable up to durEvents)
+// make durable (before the copies themselves are: batches also wait for
+// their mark).
+func (s *sideCopies) covered(durEvents Seq) Seq {
+	if s.store == nil || !s.ready {
+		return durEvents
+	}
+	return s.chain.covered(durEvents)
+}
+
+// eventMeta is the meta of a round's event records: the data-log
+// position pos of its side copy (nil when side copies are off). It is
+// valid until the next call.
+func (s *sideCopies) eventMeta(pos Seq) []byte {
+	if s.store == nil {
+		return nil
+	}
+	s.meta = encodeEventMeta(s.meta[:0], pos)
+	return s.meta
+}
+
+// write writes the round's event records (numbered from first) into the
+// data log as a side record at position pos. It returns the error to log:
+// the first failure (other than ErrSideNoRoom) since a write succeeded, as
+// a full disk fails every round. A failed copy breaks the chain: its
+// events wait for the event log's fsync.
+func (s *sideCopies) write(first Seq, entries []seglog.Entry, pos Seq, now int64) (logErr error) {
+	last := first + Seq(len(entries)) - 1
+	s.evPos = append(s.evPos, evPos{ev: last, pos: pos})
+	if s.firstEv == 0 {
+		s.firstEv, s.syncAt = first, now
+	}
+	s.buf = encodeSideCopy(s.buf[:0], first, entries)
+	mark, err := s.store.AppendSide(seglog.Entry{Data: s.buf, Time: now})
+	if cap(s.buf) > 1<<20 {
+		s.buf = nil
+	}
+	if err != nil {
+		if !errors.Is(err, seglog.ErrSideNoRoom) && !s.failed {
+			s.failed = true
+			return err
+		}
+		return nil
+	}
+	s.mark, s.failed = mark, false
+	s.chain.add(first, last)
+	return nil
+}
+
+// eventsDurable takes the event log's durable end: copies of events up to
+// it are no longer needed.
+func (s *sideCopies) eventsDurable(durEvents Seq) {
+	if s.store == nil {
+		return
+	}
+	if !s.ready && s.firstEv != 0 && durEvents >= s.firstEv {
+		s.ready = true // a durable record names where side copies start
+	}
+	n := 0
+	for n < len(s.evPos) && s.evPos[n].ev <= durEvents {
+		n++
+	}
+	s.evPos = s.evPos[:copy(s.evPos, s.evPos[n:])]
+}
+
+// keep clamps a retention cut of the data log so that it keeps every side
+// copy of events not yet durable in the event log; clamped says it did.
+func (s *sideCopies) keep(cut Seq) (Seq, bool) {
+	if len(s.evPos) == 0 || cut < s.evPos[0].pos {
+		return cut, false
+	}
+	return s.evPos[0].pos - 1, true
+}
+
 // eventsCovered is what side copies and the event log make durable
 // (before the copies themselves are: batches also wait for their mark).
-func (p *partition) eventsCovered() Seq {
-	if p.side == nil || !p.sideReady {
-		return p.durEvents
-	}
-	return p.chain.covered(p.durEvents)
-}
+func (p *partition) eventsCovered() Seq { return p.side.covered(p.commit.durEvents) }
 
 // writeSideCopy writes the round's event records (numbered from first) into
 // the data log as a side record at position pos.
 func (p *partition) writeSideCopy(first Seq, entries []seglog.Entry, pos Seq) {
-	last := first + Seq(len(entries)) - 1
-	p.evPos = append(p.evPos, evPos{ev: last, pos: pos})
-	if p.firstEv == 0 {
-		p.firstEv, p.evSyncAt = first, p.now
+	if err := p.side.write(first, entries, pos, p.now); err != nil {
+		last := first + Seq(len(entries)) - 1
+		p.t.b.logf("topic %s partition %d: side copy of events %d..%d: %v (they wait for the event log's fsync)", p.t.name, p.idx, first, last, err)
 	}
-	p.sideBuf = encodeSideCopy(p.sideBuf[:0], first, entries)
-	mark, err := p.side.AppendSide(seglog.Entry{Data: p.sideBuf, Time: p.now})
-	if cap(p.sideBuf) > 1<<20 {
-		p.sideBuf = nil
-	}
-	if err != nil {
-		if !errors.Is(err, seglog.ErrSideNoRoom) && !p.sideFailed {
-			p.sideFailed = true // said once until one succeeds (a full disk fails every round)
-			p.t.b.logf("topic %s partition %d: side copy of events %d..%d: %v (they wait for the event log's fsync)", p.t.name, p.idx, first, last, err)
-		}
-		return
-	}
-	p.sideMark, p.sideFailed = mark, false
-	p.chain.add(first, last)
 }
 
 // eventsDurable (actor) takes a durable point of the event log.
 func (p *partition) eventsDurable(upto Seq) {
-	p.durEvents = max(p.durEvents, upto)
-	if p.side == nil {
-		return
-	}
-	if !p.sideReady && p.firstEv != 0 && p.durEvents >= p.firstEv {
-		p.sideReady = true // a durable record names where side copies start
-	}
-	n := 0
-	for n < len(p.evPos) && p.evPos[n].ev <= p.durEvents {
-		n++
-	}
-	p.evPos = p.evPos[:copy(p.evPos, p.evPos[n:])]
+	p.commit.durEvents = max(p.commit.durEvents, upto)
+	p.side.eventsDurable(p.commit.durEvents)
 }
 
 // batchDurable reports whether b's completions may run: its messages and
 // side copies are durable, and its events are, in the event log or in
 // side copies.
 func (p *partition) batchDurable(b *syncBatch) bool {
-	if b.data > p.durData || b.side > p.durSide {
+	if b.data > p.commit.durData || b.side > p.side.durable {
 		return false
 	}
 	return b.events <= p.eventsCovered()
@@ -188,21 +261,21 @@ func (p *partition) batchDurable(b *syncBatch) bool {
 // needEventSync reports whether the event log should be fsynced now: some
 // events are durable nowhere else, or the background interval has passed.
 func (p *partition) needEventSync() bool {
-	if p.durEvents >= p.lastEventSeq {
+	if p.commit.durEvents >= p.evw.last {
 		return false
 	}
 	every := cmp.Or(p.t.b.opts.eventSyncEvery, evSyncEvery)
-	return p.lastEventSeq > p.eventsCovered() || p.now-p.evSyncAt >= int64(every)
+	return p.evw.last > p.eventsCovered() || p.now-p.side.syncAt >= int64(every)
 }
 
 // requestEventSync asks the event lane for an fsync if needEventSync.
 func (p *partition) requestEventSync() {
-	if p.syncStopped || !p.needEventSync() {
+	if p.lanes.stopped || !p.needEventSync() {
 		return
 	}
-	p.evLane.want.Store(uint64(p.lastEventSeq))
-	p.evLane.request(true)
-	p.evSyncAt = p.now
+	p.lanes.ev.want.Store(uint64(p.evw.last))
+	p.lanes.ev.request(true)
+	p.side.syncAt = p.now
 }
 
 // sideKeep clamps a retention cut of the data log so that it keeps every
@@ -210,17 +283,17 @@ func (p *partition) requestEventSync() {
 // background event fsync that lets the next pass go further (an idle
 // partition asks for none otherwise).
 func (p *partition) sideKeep(cut Seq) Seq {
-	if len(p.evPos) == 0 || cut < p.evPos[0].pos {
-		return cut
+	cut, clamped := p.side.keep(cut)
+	if clamped {
+		p.requestEventSync()
 	}
-	p.requestEventSync()
-	return p.evPos[0].pos - 1
+	return cut
 }
 
 // restoreSideEvents (Open, before the state is replayed) appends to the
 // event log the events it lost in a crash that the data log's side copies
 // hold, then makes the event log durable. named: the event log's last
-// record names where side copies start (see sideReady).
+// record names where side copies start (see sideCopies.ready).
 func (p *partition) restoreSideEvents() (named bool, err error) {
 	if !p.data.SideRecords() {
 		return false, nil
@@ -286,7 +359,7 @@ func (p *partition) restoreSideEvents() (named bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("restore events %d..%d from side copies: %w", last+1, next-1, err)
 	}
-	p.stRestored.Store(uint64(len(entries)))
+	p.st.restored.Store(uint64(len(entries)))
 	p.t.b.logf("topic %s partition %d: restored events %d..%d from their side copies in the data log", p.t.name, p.idx, last+1, next-1)
 	return true, nil // the restored records name positions too
 }
@@ -301,6 +374,5 @@ func (p *partition) openSideCopies(named bool) {
 	if !p.data.SideRecords() || p.t.cfg.Durability != DurabilityGroup || p.t.b.opts.noSideCopies {
 		return
 	}
-	p.side, p.sideReady = p.data, named
-	p.chain = sideChain{from: p.durEvents + 1, top: p.durEvents} // the event log is durable after recovery
+	p.side.open(p.data, named, p.commit.durEvents) // the event log is durable after recovery
 }

@@ -362,3 +362,105 @@ func TestSideChainJoinsAfterAGap(t *testing.T) {
 		}
 	}
 }
+
+// fakeSideStore is a data log's side records for sideCopies' tests: each
+// AppendSide returns the next mark, or fails with err.
+type fakeSideStore struct {
+	seglog.Store
+	marks uint64
+	err   error
+	got   [][]byte
+}
+
+func (f *fakeSideStore) AppendSide(e seglog.Entry) (uint64, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	f.marks++
+	f.got = append(f.got, append([]byte(nil), e.Data...))
+	return f.marks, nil
+}
+
+func evEntries(n int) []seglog.Entry {
+	es := make([]seglog.Entry, n)
+	for i := range es {
+		es[i].Data = []byte{byte(i)}
+	}
+	return es
+}
+
+// TestSideCopies: copies count only once a durable event record names
+// where they start, a failed copy breaks the run and is reported once
+// until one succeeds (ErrSideNoRoom never), the positions of copies whose
+// events are not durable in the event log bound retention, and the event
+// meta names the copy's position.
+func TestSideCopies(t *testing.T) {
+	var off sideCopies
+	if off.on() || off.eventMeta(7) != nil || off.covered(3) != 3 {
+		t.Fatal("side copies off: want no meta and the event log's durable end")
+	}
+
+	st := &fakeSideStore{}
+	var s sideCopies
+	s.open(st, false, 10) // the event log durable to 10, naming no position yet
+	if m := s.eventMeta(50); func() Seq { pos, _ := decodeEventMeta(m); return pos }() != 50 {
+		t.Fatalf("event meta %x does not name position 50", m)
+	}
+	if err := s.write(11, evEntries(3), 50, 1); err != nil {
+		t.Fatal(err)
+	}
+	if s.mark != 1 || len(st.got) != 1 {
+		t.Fatalf("mark %d after one copy", s.mark)
+	}
+	if got := s.covered(10); got != 10 {
+		t.Fatalf("before a durable record names the copies: covered %d, want 10", got)
+	}
+	if cut, clamped := s.keep(60); !clamped || cut != 49 {
+		t.Fatalf("keep(60) = %d, %v; want 49, true (the copy at 50 is needed)", cut, clamped)
+	}
+	s.eventsDurable(11) // the first record written since Open is durable
+	if !s.ready {
+		t.Fatal("not ready once the event log has the first record durable")
+	}
+	if got := s.covered(11); got != 13 {
+		t.Fatalf("covered %d, want 13 (the copy holds 11..13)", got)
+	}
+	if cut, clamped := s.keep(60); !clamped || cut != 49 {
+		t.Fatalf("events 12..13 not durable in the event log: keep(60) = %d, %v", cut, clamped)
+	}
+
+	st.err = errors.New("disk on fire")
+	if err := s.write(14, evEntries(2), 51, 2); err == nil {
+		t.Fatal("the first failed copy was not reported")
+	}
+	if err := s.write(16, evEntries(2), 52, 3); err != nil {
+		t.Fatal("a failed copy reported twice")
+	}
+	st.err = nil
+	if err := s.write(18, evEntries(2), 53, 4); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.covered(11); got != 11 {
+		t.Fatalf("after a gap at 14..17 the chain is the run from 18: covered %d, want the event log's 11", got)
+	}
+	st.err = errors.New("disk on fire again")
+	if err := s.write(20, evEntries(1), 54, 5); err == nil {
+		t.Fatal("a failure after a success was not reported")
+	}
+	st.err = fmt.Errorf("wrapped: %w", seglog.ErrSideNoRoom)
+	s.failed = false
+	if err := s.write(21, evEntries(1), 55, 6); err != nil {
+		t.Fatalf("ErrSideNoRoom reported: %v", err)
+	}
+	s.eventsDurable(17) // the event fsync covered the gap
+	if got := s.covered(17); got != 19 {
+		t.Fatalf("gap durable: covered %d, want 19", got)
+	}
+	if cut, clamped := s.keep(60); !clamped || cut != 52 {
+		t.Fatalf("keep(60) = %d, %v; want 52 (the copy at 53 holds events not durable in the event log)", cut, clamped)
+	}
+	s.eventsDurable(21)
+	if cut, clamped := s.keep(60); clamped || cut != 60 {
+		t.Fatalf("every event durable: keep(60) = %d, %v", cut, clamped)
+	}
+}

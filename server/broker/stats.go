@@ -51,6 +51,51 @@ func (b *Broker) Stats() BrokerStats {
 	}
 }
 
+// partStats are a partition's gauges and counters: written by its actor
+// (store, in publishStats; restored once before the actor starts), read by
+// anyone without locks (Topic.Info, the backpressure of max_unsettled_*).
+type partStats struct {
+	first, last atomic.Uint64 // the offsets readers can still read
+	unsettled   atomic.Int64  // messages not settled by every group
+	bytes       atomic.Int64  // bytes of retained messages (sizeLedger)
+	unsetBytes  atomic.Int64  // bytes of messages not settled by every group
+	published   atomic.Uint64 // messages appended since open
+	// restored: events restoreSideEvents put back into the event log from
+	// side copies when the broker opened.
+	restored atomic.Uint64
+}
+
+// store publishes one round's values: the readable offsets first..last,
+// low the lowest offset some group has not settled, the bytes from first
+// and from low, and the published count. It reports whether the unsettled
+// count went down (publishers blocked by max_unsettled_* may go on).
+func (s *partStats) store(first, last, low Seq, bytes, unsetBytes int64, published uint64) (shrank bool) {
+	s.first.Store(uint64(first))
+	s.last.Store(uint64(last))
+	var unsettled int64
+	if last >= low {
+		unsettled = int64(last - low + 1)
+	}
+	old := s.unsettled.Swap(unsettled)
+	s.bytes.Store(bytes)
+	s.unsetBytes.Store(unsetBytes)
+	s.published.Store(published)
+	return unsettled < old
+}
+
+// info is the PartitionInfo the stats describe (without Partition and
+// DiskBytes).
+func (s *partStats) info() PartitionInfo {
+	f, l := Seq(s.first.Load()), Seq(s.last.Load())
+	pi := PartitionInfo{FirstSeq: f, LastSeq: l, Unsettled: s.unsettled.Load(),
+		Bytes: s.bytes.Load(), UnsettledBytes: s.unsetBytes.Load(), Published: s.published.Load(),
+		RestoredEvents: s.restored.Load()}
+	if l >= f {
+		pi.Messages = int64(l - f + 1)
+	}
+	return pi
+}
+
 // GroupCounters are a group's monotonic totals over its life: kept in the
 // partitions' snapshots and recounted from the events that follow on Open,
 // so a restart does not reset them (with durability "none" a crash may lose

@@ -156,3 +156,32 @@ func TestInfoJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestPartStats: store counts what no group settled from low to last, says
+// when that count went down, and info reports what it stored.
+func TestPartStats(t *testing.T) {
+	var s partStats
+	for _, c := range []struct {
+		name                string
+		first, last, low    Seq
+		messages, unsettled int64
+		shrank              bool
+	}{
+		{"empty", 1, 0, 1, 0, 0, false},
+		{"all unsettled", 1, 10, 1, 10, 10, false},
+		{"some settled", 1, 10, 6, 10, 5, true},
+		{"all settled", 4, 10, 11, 7, 0, true},
+		{"more published", 4, 20, 11, 17, 10, false},
+		{"unchanged", 4, 20, 11, 17, 10, false},
+	} {
+		shrank := s.store(c.first, c.last, c.low, 100, 50, uint64(c.last))
+		if shrank != c.shrank {
+			t.Errorf("%s: shrank = %v, want %v", c.name, shrank, c.shrank)
+		}
+		in := s.info()
+		if in.FirstSeq != c.first || in.LastSeq != c.last || in.Messages != c.messages || in.Unsettled != c.unsettled ||
+			in.Bytes != 100 || in.UnsettledBytes != 50 || in.Published != uint64(c.last) {
+			t.Errorf("%s: info = %+v, want first %d last %d messages %d unsettled %d", c.name, in, c.first, c.last, c.messages, c.unsettled)
+		}
+	}
+}

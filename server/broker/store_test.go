@@ -99,7 +99,7 @@ func TestWrappedStoreKeepsCapabilities(t *testing.T) {
 	e.publish(tp, "a")
 	type caps struct{ side, swaps bool }
 	got := make(chan caps, 1)
-	if err := tp.parts[0].controlChecked(func(p *partition) { got <- caps{p.side != nil, p.swaps != nil} }); err != nil {
+	if err := tp.parts[0].controlChecked(func(p *partition) { got <- caps{p.side.on(), p.swaps.log != nil} }); err != nil {
 		t.Fatal(err)
 	}
 	if c := <-got; !c.side || !c.swaps {
@@ -109,7 +109,7 @@ func TestWrappedStoreKeepsCapabilities(t *testing.T) {
 	m := newMemEnv(t, nil)
 	mp := m.topic("q", TopicConfig{})
 	m.publish(mp, "a")
-	if err := mp.parts[0].controlChecked(func(p *partition) { got <- caps{p.side != nil, p.swaps != nil} }); err != nil {
+	if err := mp.parts[0].controlChecked(func(p *partition) { got <- caps{p.side.on(), p.swaps.log != nil} }); err != nil {
 		t.Fatal(err)
 	}
 	if c := <-got; c.side {

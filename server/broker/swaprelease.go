@@ -20,45 +20,66 @@ type swapReleaser interface {
 	ReleaseSwapped(upto uint64)
 }
 
+// swapGuard holds back the release of a compressed data log's replaced
+// maps while deliveries may point into them (actor only).
+type swapGuard struct {
+	log      swapReleaser // nil: a plain topic, nothing to guard
+	round    uint64       // log's SwapCount when the round began
+	released uint64       // the last count released
+	// watch: timer rounds left to look for replacements after the last
+	// append (the compressor works in the background; an idle partition
+	// would otherwise keep a replaced map and its file).
+	watch int
+}
+
+// beginRound notes the log's SwapCount before anything of the round reads:
+// a delivery read in the round borrows only maps replaced after it.
+func (g *swapGuard) beginRound() {
+	if g.log != nil {
+		g.round = g.log.SwapCount()
+	}
+}
+
+// watchAfter counts down the rounds left to look for replacements, and
+// starts again after a round that appended.
+func (g *swapGuard) watchAfter(appended bool) {
+	if appended {
+		g.watch = swapWatchRounds
+	} else if g.watch > 0 {
+		g.watch--
+	}
+}
+
+// watching reports whether the actor must wake to release maps: the log
+// has replaced some not released yet, or appends are recent.
+func (g *swapGuard) watching() bool {
+	return g.log != nil && (g.watch > 0 || g.log.SwapCount() > g.released)
+}
+
+// release lets the log unmap every replaced map it holds, or only those
+// replaced before count swap when borrowed (a delivery read when the log
+// had made swap replacements may point into any later one). A count is
+// released once.
+func (g *swapGuard) release(swap uint64, borrowed bool) {
+	safe := g.log.SwapCount()
+	if borrowed {
+		safe = min(safe, swap)
+	}
+	if safe > g.released {
+		g.released = safe
+		g.log.ReleaseSwapped(safe)
+	}
+}
+
 // releaseSwapped lets the data log of a compressed topic unmap the old
 // maps of replaced segments that no pending delivery can point into: a
 // delivery read when the log had made n replacements borrows only maps of
 // later ones, so the lowest count noted by a batch with deliveries, or by a
 // collecting poll, bounds what may go.
 func (p *partition) releaseSwapped() {
-	if p.swaps == nil {
+	if p.swaps.log == nil {
 		return
 	}
-	safe := p.swaps.SwapCount()
-	if _, swap, ok := p.borrowed(); ok {
-		safe = min(safe, swap)
-	}
-	if safe > p.swapReleased {
-		p.swapReleased = safe
-		p.swaps.ReleaseSwapped(safe)
-	}
-}
-
-// borrowed returns what the deliveries not yet answered hold: the lowest
-// offset they point into and the lowest SwapCount noted before they were
-// read, over the pending batches with deliveries and the collecting polls
-// (ok false: nothing is borrowed). Retention keeps the records from low on;
-// releaseSwapped keeps the maps replaced after swap.
-func (p *partition) borrowed() (low Seq, swap uint64, ok bool) {
-	note := func(s Seq, n uint64) {
-		if s == 0 {
-			return
-		}
-		if !ok || n < swap {
-			swap = n
-		}
-		low, ok = lowerSeq(low, s), true
-	}
-	for i := range p.pending {
-		note(p.pending[i].minDeliv, p.pending[i].swap)
-	}
-	for _, w := range p.collecting {
-		note(w.lowBorrowed, w.swap)
-	}
-	return low, swap, ok
+	_, swap, ok := p.commit.borrowed()
+	p.swaps.release(swap, ok)
 }

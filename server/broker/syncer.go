@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,17 +79,47 @@ func (l *syncLane) behind() bool {
 	return l.log.Durable() < Seq(l.want.Load()) || l.durableSide() < l.wantSide.Load()
 }
 
-// startLane (actor) runs l's goroutine until the partition shuts down
-// (syncStop; shutdown waits for syncWG).
-func (p *partition) startLane(l *syncLane) {
-	p.syncWG.Add(1)
+// syncLanes are a partition's two fsync lanes and what stops them.
+type syncLanes struct {
+	// data, ev fsync the data log and the event log; under group each on
+	// its own goroutine, started at its first request; nil unless
+	// pipelined.
+	data, ev *syncLane
+	stop     chan struct{}  // closed by halt
+	wg       sync.WaitGroup // the lanes' running goroutines
+	stopped  bool           // (actor) halt has run: ask nothing more
+}
+
+func (s *syncLanes) all() [2]*syncLane { return [2]*syncLane{s.data, s.ev} }
+
+// start runs loop(l) on a goroutine of its own; halt waits for it.
+func (s *syncLanes) start(l *syncLane, loop func(*syncLane)) {
+	s.wg.Add(1)
 	go func() {
-		defer p.syncWG.Done()
-		p.syncLoop(l)
+		defer s.wg.Done()
+		loop(l)
 	}()
 }
 
-func (p *partition) lanes() [2]*syncLane { return [2]*syncLane{p.dataLane, p.evLane} }
+// stopRequested reports whether halt has begun (any goroutine).
+func (s *syncLanes) stopRequested() bool {
+	select {
+	case <-s.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// halt (actor) stops the lanes and waits for their goroutines.
+func (s *syncLanes) halt() {
+	close(s.stop)
+	s.wg.Wait()
+	s.stopped = true
+}
+
+// startLane (actor) runs l's goroutine until the partition shuts down.
+func (p *partition) startLane(l *syncLane) { p.lanes.start(l, p.syncLoop) }
 
 // syncLoop is one lane: while the actor has written more than the last
 // fsync covered, it starts the next fsync at once instead of waiting for the
@@ -99,12 +130,12 @@ func (p *partition) syncLoop(l *syncLane) {
 	for {
 		select {
 		case <-l.req:
-		case <-p.syncStop:
+		case <-p.lanes.stop:
 			return
 		}
 		for more := true; more; {
 			upto, side, err := p.syncLog(l)
-			more = err == nil && !p.stopRequested() && l.behind()
+			more = err == nil && !p.lanes.stopRequested() && l.behind()
 			p.control(func(p *partition) { p.synced(l, upto, side, err, more) })
 		}
 	}
@@ -127,27 +158,18 @@ func (p *partition) syncLog(l *syncLane) (Seq, uint64, error) {
 	return upto, side, err
 }
 
-func (p *partition) stopRequested() bool {
-	select {
-	case <-p.syncStop:
-		return true
-	default:
-		return false
-	}
-}
-
 // requestSync asks each lane whose log holds records not known durable
 // for an fsync (the lanes' want: stored by finishRound). Under durability
 // sync the actor fsyncs at once instead (syncRound).
 func (p *partition) requestSync() {
-	if p.syncStopped {
+	if p.lanes.stopped {
 		return
 	}
 	if p.t.cfg.Durability == DurabilitySync {
 		p.syncRound()
 		return
 	}
-	p.dataLane.request(p.durData < p.last || p.durSide < p.sideMark)
+	p.lanes.data.request(p.commit.durData < p.last || p.side.durable < p.side.mark)
 	p.requestEventSync()
 }
 
@@ -158,8 +180,8 @@ func (p *partition) requestSync() {
 // lane goroutine runs. Side copies are off under sync (openSideCopies), so
 // the round's events are durable only in the event log.
 func (p *partition) syncRound() {
-	need := [2]bool{p.durData < p.last || p.durSide < p.sideMark, p.durEvents < p.lastEventSeq}
-	for i, l := range p.lanes() {
+	need := [2]bool{p.commit.durData < p.last || p.side.durable < p.side.mark, p.commit.durEvents < p.evw.last}
+	for i, l := range p.lanes.all() {
 		if need[i] {
 			upto, side, err := p.syncLog(l)
 			p.tookSync(l, upto, side, err, false)
@@ -180,7 +202,7 @@ func (p *partition) syncRound() {
 func (p *partition) synced(l *syncLane, upto Seq, side uint64, err error, more bool) {
 	p.tookSync(l, upto, side, err, more)
 	p.completeDurable()
-	if len(p.pending) > 0 {
+	if len(p.commit.pending) > 0 {
 		p.requestSync()
 	}
 	p.releaseSwapped()
@@ -190,7 +212,7 @@ func (p *partition) synced(l *syncLane, upto Seq, side uint64, err error, more b
 // failure.
 func (p *partition) tookSync(l *syncLane, upto Seq, side uint64, err error, more bool) {
 	l.busy = more
-	if l == p.dataLane {
+	if l == p.lanes.data {
 		// the fsync in flight when they were served has ended
 		p.closeCollecting()
 	}
@@ -199,9 +221,9 @@ func (p *partition) tookSync(l *syncLane, upto Seq, side uint64, err error, more
 		if l.failed == nil {
 			l.failed = err
 		}
-	case l == p.dataLane:
-		p.durData = max(p.durData, upto)
-		p.durSide = max(p.durSide, side)
+	case l == p.lanes.data:
+		p.commit.durData = max(p.commit.durData, upto)
+		p.side.durable = max(p.side.durable, side)
 	default:
 		p.eventsDurable(upto)
 	}
@@ -210,32 +232,19 @@ func (p *partition) tookSync(l *syncLane, upto Seq, side uint64, err error, more
 // completeDurable (actor) completes the pending batches that are durable
 // now, oldest first, or every one of them after a failed fsync.
 func (p *partition) completeDurable() {
-	fail := p.syncFailure()
-	n := 0
-	for n < len(p.pending) {
-		b := &p.pending[n]
-		if fail == nil && !p.batchDurable(b) {
-			break
-		}
-		if fail != nil {
-			b.fail(fail)
-		}
-		p.complete(b)
-		n++
-	}
-	p.pending = p.pending[:copy(p.pending, p.pending[n:])]
+	p.commit.drain(p.syncFailure(), p.batchDurable)
 }
 
 // syncFailure is the first failed fsync of the partition's logs, with
 // context, or nil.
 func (p *partition) syncFailure() error {
-	if !p.pipelined {
+	if !p.commit.pipelined {
 		return nil
 	}
-	if err := p.dataLane.failed; err != nil {
+	if err := p.lanes.data.failed; err != nil {
 		return fmt.Errorf("topic %s partition %d: sync data: %w", p.t.name, p.idx, err)
 	}
-	if err := p.evLane.failed; err != nil {
+	if err := p.lanes.ev.failed; err != nil {
 		return fmt.Errorf("topic %s partition %d: sync events: %w", p.t.name, p.idx, err)
 	}
 	return nil

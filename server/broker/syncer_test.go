@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fibrilmq/fibril/server/seglog"
 )
 
 // heldEventFsync sets up topic "q" with both logs gated, one message
@@ -117,7 +120,7 @@ func TestSyncDurabilityFsyncsOnTheActor(t *testing.T) {
 		t.Fatalf("ack answered with the event log durable to %d of %d", events.Durable(), last)
 	}
 	started := make(chan [2]bool, 1)
-	if err := tp.parts[0].controlChecked(func(p *partition) { started <- [2]bool{p.dataLane.started, p.evLane.started} }); err != nil {
+	if err := tp.parts[0].controlChecked(func(p *partition) { started <- [2]bool{p.lanes.data.started, p.lanes.ev.started} }); err != nil {
 		t.Fatal(err)
 	}
 	if s := <-started; s[0] || s[1] {
@@ -153,5 +156,69 @@ func TestSyncDurabilityFailedEventFsyncConfirmsNothingMore(t *testing.T) {
 	}
 	if _, err := tp.Publish(context.Background(), Message{Subject: "q", Data: []byte("b")}); !errors.Is(err, boom) {
 		t.Fatalf("publish after a failed event fsync: %v, want %v", err, boom)
+	}
+}
+
+// durableStore is a log for syncLane's tests: Durable reports durable.
+type durableStore struct {
+	seglog.Store
+	durable Seq
+}
+
+func (s *durableStore) Durable() Seq { return s.durable }
+
+// TestSyncLaneRequest: a lane starts its goroutine at its first request,
+// asks only while the log is behind what the actor wrote and no fsync of
+// its is outstanding, and never queues a second request.
+func TestSyncLaneRequest(t *testing.T) {
+	log := &durableStore{durable: 5}
+	l := newSyncLane(log, false)
+	starts := 0
+	l.start = func() { starts++ }
+	l.want.Store(5)
+	if l.behind() {
+		t.Fatal("behind with everything written durable")
+	}
+	l.request(l.behind())
+	if starts != 0 || l.busy || len(l.req) != 0 {
+		t.Fatal("asked for an fsync with nothing to make durable")
+	}
+	l.want.Store(7)
+	l.request(l.behind())
+	if starts != 1 || !l.busy || len(l.req) != 1 {
+		t.Fatalf("behind: started %d times, busy %v, %d requests", starts, l.busy, len(l.req))
+	}
+	l.request(true) // busy: the outstanding fsync will report first
+	if len(l.req) != 1 {
+		t.Fatal("a second request queued while busy")
+	}
+	<-l.req
+	l.busy = false // the lane reported with more=false
+	l.request(true)
+	if starts != 1 || len(l.req) != 1 {
+		t.Fatalf("second request: started %d times, %d requests", starts, len(l.req))
+	}
+}
+
+// TestSyncLanesHalt: halt says stop to the lanes' goroutines, waits for
+// them, and leaves the lanes stopped.
+func TestSyncLanesHalt(t *testing.T) {
+	s := syncLanes{stop: make(chan struct{})}
+	var exited atomic.Int32
+	loop := func(*syncLane) {
+		<-s.stop
+		if !s.stopRequested() {
+			t.Error("stopRequested false after stop")
+		}
+		exited.Add(1)
+	}
+	if s.stopRequested() {
+		t.Fatal("stopRequested before halt")
+	}
+	s.start(&syncLane{}, loop)
+	s.start(&syncLane{}, loop)
+	s.halt()
+	if exited.Load() != 2 || !s.stopped {
+		t.Fatalf("halt returned with %d of 2 lanes exited, stopped %v", exited.Load(), s.stopped)
 	}
 }

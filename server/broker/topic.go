@@ -75,8 +75,8 @@ func (t *Topic) partFor(key []byte) *partition {
 // group, and their bytes (see sizeLedger).
 func (t *Topic) unsettled() (msgs, bytes int64) {
 	for _, p := range t.parts {
-		msgs += p.stUnsettled.Load()
-		bytes += p.stUnsetBytes.Load()
+		msgs += p.st.unsettled.Load()
+		bytes += p.st.unsetBytes.Load()
 	}
 	return msgs, bytes
 }
@@ -271,7 +271,7 @@ func (t *Topic) waitForRoom(ctx context.Context, size int64, reserved *bool) err
 	wctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	err := t.space.waitUntil(wctx, func() bool {
-		if t.parts[0].closed.Load() {
+		if t.parts[0].box.closed.Load() {
 			return true
 		}
 		r, ok := t.reserve(size)
@@ -293,7 +293,7 @@ func pushWait(ctx context.Context, p *partition, c *command) error {
 	if err != ErrQueueFull {
 		return err
 	}
-	return p.room.waitUntil(ctx, func() bool {
+	return p.box.room.waitUntil(ctx, func() bool {
 		err = p.push(c)
 		return err != ErrQueueFull
 	})
@@ -346,13 +346,8 @@ type PartitionInfo struct {
 func (t *Topic) Info() TopicInfo {
 	in := TopicInfo{Name: t.name, ID: t.id, Config: t.Config()}
 	for _, p := range t.parts {
-		f, l := Seq(p.stFirst.Load()), Seq(p.stLast.Load())
-		pi := PartitionInfo{FirstSeq: f, LastSeq: l, Partition: p.idx, Unsettled: p.stUnsettled.Load(),
-			Bytes: p.stBytes.Load(), UnsettledBytes: p.stUnsetBytes.Load(), Published: p.stPublished.Load(), DiskBytes: p.diskBytes(),
-			RestoredEvents: p.stRestored.Load()}
-		if l >= f {
-			pi.Messages = int64(l - f + 1)
-		}
+		pi := p.st.info()
+		pi.Partition, pi.DiskBytes = p.idx, p.diskBytes()
 		in.Partitions = append(in.Partitions, pi)
 		in.Messages += pi.Messages
 		in.Unsettled += pi.Unsettled
