@@ -8,11 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/fibrilmq/fibril/wire"
 )
 
 // Broker is an open broker: a directory of topics. Its methods are safe for
@@ -24,8 +21,10 @@ type Broker struct {
 	// mu serializes catalog changes (create/delete of topics and groups)
 	// and guards cat and every Topic.groups. It is never held on the
 	// publish/poll/settle path and partition actors never take it.
-	mu  sync.Mutex
-	cat catalog
+	mu       sync.Mutex
+	cat      catalog
+	journal  *catJournal // catalog.journal, open (catjournal.go)
+	catBytes int64       // the size of catalog.json at its last fold
 
 	table  atomic.Pointer[topicTable]
 	closed atomic.Bool
@@ -100,19 +99,6 @@ func (b *Broker) ownerReleasedSince(owner OwnerID, gen uint64) bool {
 	return false
 }
 
-// topicTable is an immutable routing snapshot, replaced on catalog changes.
-type topicTable struct {
-	byName map[TopicName]*Topic
-	byID   map[TopicID]*Topic
-	exact  map[string]*Topic
-	wild   []wildFilter
-}
-
-type wildFilter struct {
-	filter string
-	t      *Topic
-}
-
 // Open opens (creating if needed) the broker kept in dir: it loads the
 // catalog, recovers every partition (data log, latest snapshot plus the
 // events after it) and starts the partition actors. opts is not modified.
@@ -147,7 +133,7 @@ func Open(dir string, opts Options) (*Broker, error) {
 		}
 		opened = append(opened, t)
 	}
-	b.rebuild(opened)
+	b.table.Store(newTopicTable(opened))
 	for _, t := range opened {
 		t.start()
 	}
@@ -208,42 +194,18 @@ func (t *Topic) stop() {
 	wg.Wait()
 }
 
-// rebuild replaces the routing table (callers hold mu, or are Open).
-func (b *Broker) rebuild(ts []*Topic) {
-	tt := &topicTable{byName: map[TopicName]*Topic{}, byID: map[TopicID]*Topic{}, exact: map[string]*Topic{}}
-	for _, t := range ts {
-		tt.byName[t.name] = t
-		tt.byID[t.id] = t
-		for _, f := range t.cfg.Subjects {
-			if strings.ContainsAny(f, "*>") {
-				tt.wild = append(tt.wild, wildFilter{f, t})
-			} else {
-				tt.exact[f] = t
-			}
-		}
-	}
-	b.table.Store(tt)
-}
-
-func (b *Broker) topicList() []*Topic {
-	tt := b.table.Load()
-	out := make([]*Topic, 0, len(tt.byName))
-	for _, t := range tt.byName {
-		out = append(out, t)
-	}
-	return out
-}
+func (b *Broker) topicList() []*Topic { return b.table.Load().list() }
 
 // Topic returns the topic named name.
 func (b *Broker) Topic(name TopicName) (*Topic, bool) {
-	t, ok := b.table.Load().byName[name]
-	return t, ok
+	t := b.table.Load().topic(name)
+	return t, t != nil
 }
 
 // TopicByID returns the topic whose id is id (an ack handle names it).
 func (b *Broker) TopicByID(id TopicID) (*Topic, bool) {
-	t, ok := b.table.Load().byID[id]
-	return t, ok
+	t := b.table.Load().topicByID(id)
+	return t, t != nil
 }
 
 // Topics returns every topic, sorted by name.
@@ -256,7 +218,7 @@ func (b *Broker) Topics() []*Topic {
 	sortNames(names)
 	tt := b.table.Load()
 	for i, n := range names {
-		ts[i] = tt.byName[n]
+		ts[i] = tt.topic(n)
 	}
 	return ts
 }
@@ -264,19 +226,7 @@ func (b *Broker) Topics() []*Topic {
 // Route returns the topic whose subject filters capture subject, or nil.
 // Subjects in the reserved "$" space are captured only by "$" topics and
 // the other way round. Route does not block and does not allocate.
-func (b *Broker) Route(subject string) *Topic {
-	tt := b.table.Load()
-	if t := tt.exact[subject]; t != nil {
-		return t
-	}
-	reserved := wire.IsReserved(subject)
-	for _, w := range tt.wild {
-		if wire.IsReserved(w.t.name) == reserved && subjectMatches(w.filter, subject) {
-			return w.t
-		}
-	}
-	return nil
-}
+func (b *Broker) Route(subject string) *Topic { return b.table.Load().route(subject) }
 
 // CreateTopic creates a topic. It fails with ErrTopicExists, ErrOverlap
 // (its filters overlap another topic's), ErrInvalid (bad name or config; the
@@ -298,23 +248,13 @@ func (b *Broker) createTopicLocked(name TopicName, cfg TopicConfig) (*Topic, err
 	if err != nil {
 		return nil, fmt.Errorf("create topic %s: %w", name, err)
 	}
-	if b.cat.topic(name) != nil {
+	tt := b.table.Load()
+	if tt.topic(name) != nil {
 		return nil, fmt.Errorf("create topic %s: %w", name, ErrTopicExists)
 	}
-	reserved := wire.IsReserved(name)
-	for _, ct := range b.cat.Topics {
-		if wire.IsReserved(ct.Name) != reserved {
-			continue
-		}
-		for _, f := range ct.Config.Subjects {
-			for _, g := range cfg.Subjects {
-				if filtersOverlap(f, g) {
-					return nil, fmt.Errorf("create topic %s: %w: %q overlaps %q of topic %s", name, ErrOverlap, g, f, ct.Name)
-				}
-			}
-		}
+	if err := tt.overlaps(name, cfg.Subjects); err != nil {
+		return nil, fmt.Errorf("create topic %s: %w", name, err)
 	}
-	cat := b.cat
 	// A directory the catalog does not list (a create that crashed
 	// before the catalog was written, an orphan) is never reused or
 	// removed: the new topic takes the next id whose directory is free.
@@ -323,21 +263,22 @@ func (b *Broker) createTopicLocked(name TopicName, cfg TopicConfig) (*Topic, err
 		return nil, fmt.Errorf("create topic %s: %w", name, err)
 	}
 	ct := catTopic{ID: id, Name: name, Config: cfg}
-	cat.NextTopicID = id + 1
-	cat.Topics = append(append([]catTopic(nil), b.cat.Topics...), ct)
 	t, err := b.openTopic(ct)
 	if err != nil {
 		return nil, fmt.Errorf("create topic %s: %w", name, b.noteFileErr(err))
 	}
-	if err := cat.save(b.dir, ct.ID); err != nil {
-		// This call made the directory and nothing in it was confirmed.
+	ch := b.cat.changeOf(ct)
+	ch.NextTopicID = max(ch.NextTopicID, id+1)
+	if err := b.commitCatalog(ch); err != nil {
 		t.stopUnstarted()
-		os.RemoveAll(t.dir)
+		if !b.journalBroken() {
+			// This call made the directory and nothing in it was confirmed.
+			os.RemoveAll(t.dir)
+		} // else the change may be on disk after all: a restart decides
 		return nil, fmt.Errorf("create topic %s: %w", name, b.noteFileErr(err))
 	}
-	b.cat = cat
 	t.start()
-	b.rebuild(append(b.topicList(), t))
+	b.table.Store(tt.with(t))
 	return t, nil
 }
 
@@ -356,24 +297,11 @@ func (b *Broker) DeleteTopic(name TopicName) error {
 	if !ok {
 		return fmt.Errorf("delete topic %s: %w", name, ErrNoTopic)
 	}
-	cat := b.cat
-	cat.Topics = nil
-	for _, ct := range b.cat.Topics {
-		if ct.Name != name {
-			cat.Topics = append(cat.Topics, ct)
-		}
-	}
-	if err := cat.save(b.dir, 0); err != nil {
+	ch := catChange{NextTopicID: b.cat.NextTopicID, NextGroupID: b.cat.NextGroupID, Deleted: t.id}
+	if err := b.commitCatalog(ch); err != nil {
 		return fmt.Errorf("delete topic %s: %w", name, err)
 	}
-	b.cat = cat
-	var rest []*Topic
-	for _, x := range b.topicList() {
-		if x != t {
-			rest = append(rest, x)
-		}
-	}
-	b.rebuild(rest)
+	b.table.Store(b.table.Load().without(t))
 	t.stop()
 	if err := os.RemoveAll(t.dir); err != nil {
 		return fmt.Errorf("delete topic %s: remove data: %w", name, err)
@@ -418,7 +346,7 @@ func (b *Broker) Settle(h Handle, op SettleOp, done func(error)) error {
 }
 
 func (b *Broker) partitionOf(h Handle) (*partition, error) {
-	t := b.table.Load().byID[h.Topic]
+	t := b.table.Load().topicByID(h.Topic)
 	if t == nil {
 		return nil, fmt.Errorf("%w: topic id %d", ErrUnknownHandle, h.Topic)
 	}
@@ -499,6 +427,7 @@ func (b *Broker) Close() error {
 			errs = append(errs, p.closeErr)
 		}
 	}
+	errs = append(errs, b.closeCatalog())
 	return errors.Join(errs...)
 }
 

@@ -186,6 +186,12 @@ func checkCatalog(dir string, rep *VerifyReport) []catTopic {
 			cat = &c
 		}
 	}
+	if cat != nil && cat.Version >= catalogVersion {
+		if _, err := cat.withJournal(dir); err != nil {
+			rep.add(FindingCatalog, filepath.Join(dir, journalName), 0, 0, 0, "%v: the start is refused; fibril repair rebuilds the catalog from the topics' topic.json", err)
+			cat = nil
+		}
+	}
 	prev := filepath.Join(dir, catalogPrevName)
 	if pb, err := os.ReadFile(prev); err == nil {
 		if _, _, derr := decodeCatalog(pb); derr != nil {
