@@ -53,6 +53,8 @@ type Broker struct {
 	diskFull atomic.Pointer[DiskFull]
 	// fileLimit counts open-files limit errors (filelimit.go).
 	fileLimit fileLimit
+	logs      logCache // partitions with open logs (idle.go)
+	lock      *os.File // the data directory's LOCK (brokerlock.go)
 }
 
 // SetPrincipal binds the leases owner takes from now on to principal p:
@@ -111,7 +113,14 @@ func Open(dir string, opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("open broker: %w", err)
 	}
 	b := &Broker{dir: dir, opts: o}
+	b.logs.max = o.MaxOpenPartitions
+	lock, err := lockBrokerDir(dir, true)
+	if err != nil {
+		return nil, fmt.Errorf("open broker: %w", err)
+	}
+	b.lock = lock
 	if err := b.loadCatalog(); err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("open broker %s: %w", dir, err)
 	}
 	var opened []*Topic
@@ -122,6 +131,8 @@ func Open(dir string, opts Options) (*Broker, error) {
 			for _, t := range opened {
 				t.stopUnstarted() // not started: no actor to stop
 			}
+			b.closeCatalog()
+			b.lock.Close()
 			return nil, fmt.Errorf("open broker %s: %w: the catalog lists topic %s (id %d) but its directory is gone (restore it from a backup; starting without it would drop its messages): %v", dir, ErrCorruptState, ct.Name, ct.ID, err)
 		}
 		t, err := b.openTopic(ct)
@@ -129,9 +140,12 @@ func Open(dir string, opts Options) (*Broker, error) {
 			for _, t := range opened {
 				t.stopUnstarted() // not started: no actor to stop
 			}
+			b.closeCatalog()
+			b.lock.Close()
 			return nil, fmt.Errorf("open broker %s: %w", dir, err)
 		}
 		opened = append(opened, t)
+		b.cacheOpened(t, false)
 	}
 	b.table.Store(newTopicTable(opened))
 	for _, t := range opened {
@@ -278,6 +292,7 @@ func (b *Broker) createTopicLocked(name TopicName, cfg TopicConfig) (*Topic, err
 		return nil, fmt.Errorf("create topic %s: %w", name, b.noteFileErr(err))
 	}
 	t.start()
+	b.cacheOpened(t, true)
 	b.table.Store(tt.with(t))
 	return t, nil
 }
@@ -369,6 +384,11 @@ func (b *Broker) ReleaseOwner(owner OwnerID) {
 	b.released[b.relGen.Add(1)%releasedRing].Store(uint64(owner))
 	for _, t := range b.topicList() {
 		for _, p := range t.parts {
+			if p.sleep.asleep.Load() {
+				// Its logs are closed: it has no lease, poll or
+				// subscription (idle.go), and a control would reopen them.
+				continue
+			}
 			p.control(func(p *partition) {
 				for _, gp := range p.order {
 					gp.release(owner, p.now)
@@ -428,6 +448,7 @@ func (b *Broker) Close() error {
 		}
 	}
 	errs = append(errs, b.closeCatalog())
+	b.lock.Close() // after every log: drops the flock
 	return errors.Join(errs...)
 }
 

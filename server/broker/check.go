@@ -141,6 +141,15 @@ func Verify(dir string, opts Options) (VerifyReport, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return rep, fmt.Errorf("verify %s: %w", dir, err)
 	}
+	// A broker keeps idle partitions' logs closed (their own locks
+	// released): its directory lock is what says it runs.
+	lock, err := lockBrokerDir(dir, false)
+	if err != nil {
+		return rep, fmt.Errorf("verify %s: %w", dir, err)
+	}
+	if lock != nil {
+		defer lock.Close()
+	}
 	topics := checkCatalog(dir, &rep)
 	for _, ct := range topics {
 		rep.Topics++

@@ -98,7 +98,10 @@
 // record), catalog.go and orphans.go (the sealed catalog, topic.json,
 // orphaned directories), catjournal.go and catcommit.go (the catalog
 // journal: one fsynced record per change, folded into the catalog),
-// topictable.go (the routing snapshot, updated per create), check.go (Verify: fibril verify), repair.go
+// topictable.go (the routing snapshot, updated per create), idle.go and
+// brokerlock.go (idle partitions close their logs, bounded by
+// MaxOpenPartitions; the directory lock that keeps a second broker off
+// meanwhile), check.go (Verify: fibril verify), repair.go
 // (Repair: fibril repair), lost.go (ranges a repair recorded, settled as
 // lost), scrub.go (the background scrub).
 //

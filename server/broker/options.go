@@ -60,6 +60,13 @@ type Options struct {
 	// it) instead of refusing the start.
 	QuickStart bool
 
+	// MaxOpenPartitions bounds the partitions whose logs are open at once
+	// (four descriptors each): past it, the least recently used idle
+	// partitions close their logs and reopen them at their next command
+	// (idle.go). 0: half the soft RLIMIT_NOFILE divided by four, at least
+	// 64.
+	MaxOpenPartitions int
+
 	// serialCommit turns off the partition's pipelined group commit (the
 	// actor writes with PolicyNone while a syncer goroutine fsyncs both
 	// logs) and uses the log's PolicyGroup fsync inside each Append
@@ -119,6 +126,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ScrubEvery == 0 {
 		o.ScrubEvery = time.Hour
 	}
+	if o.MaxOpenPartitions == 0 {
+		o.MaxOpenPartitions = defaultMaxOpenPartitions()
+	}
 	switch {
 	case o.QueueSize < 2 || o.QueueSize > 1<<24:
 		return o, fmt.Errorf("%w: QueueSize %d out of [2, 16M]", ErrInvalid, o.QueueSize)
@@ -126,6 +136,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: MaxBatch %d < 1", ErrInvalid, o.MaxBatch)
 	case o.SnapshotEvery < 1:
 		return o, fmt.Errorf("%w: SnapshotEvery %d < 1", ErrInvalid, o.SnapshotEvery)
+	case o.MaxOpenPartitions < 1:
+		return o, fmt.Errorf("%w: MaxOpenPartitions %d < 1", ErrInvalid, o.MaxOpenPartitions)
 	case o.ScrubEvery < 0:
 		return o, fmt.Errorf("%w: negative ScrubEvery", ErrInvalid)
 	case o.RetentionInterval < 0:

@@ -177,6 +177,8 @@ type partition struct {
 	evPos             []evPos
 	sideBuf, evMeta   []byte
 	evSyncAt          int64 // when the event lane was last asked
+
+	sleep logSleep // the open-logs cache (idle.go)
 }
 
 // pubResult is a publish completion waiting for its batch to be durable.
@@ -240,7 +242,9 @@ func (p *partition) run() {
 		p.cmds = p.q.drain(p.cmds[:0], p.t.b.opts.MaxBatch)
 		p.ctls = p.ctl.takeAll(p.ctls[:0])
 		idle := len(p.cmds) == 0 && len(p.ctls) == 0
-		p.round()
+		if p.wakeForRound(idle) {
+			p.round()
+		}
 		if p.room.waiting() {
 			p.room.broadcast()
 		}
@@ -248,9 +252,12 @@ func (p *partition) run() {
 			continue
 		}
 		if p.stopping {
-			p.shutdown()
+			if !p.stopAsleep() {
+				p.shutdown()
+			}
 			return
 		}
+		p.sleepIfAsked()
 		p.wk.sleeping.Store(true)
 		if !p.q.empty() || !p.ctl.empty() {
 			p.wk.sleeping.Store(false)
