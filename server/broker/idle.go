@@ -100,9 +100,11 @@ func (b *Broker) cacheOpened(t *Topic, started bool) {
 			continue
 		}
 		for _, q := range b.logs.opened(p) {
-			if !started && !q.needsTimer() {
-				q.closeForSleep()
-				continue
+			if !started {
+				if ok, wakeAt := q.sleepable(); ok {
+					q.closeForSleep(wakeAt)
+					continue
+				}
 			}
 			q.sleep.asked.Store(true)
 			q.wk.kick()
@@ -170,15 +172,25 @@ func (p *partition) sleepIfAsked() {
 	if p.sleep.asleep.Load() || !p.sleep.asked.Load() || !p.idleForSleep() {
 		return
 	}
-	p.closeForSleep()
+	if ok, wakeAt := p.sleepable(); ok {
+		p.closeForSleep(wakeAt)
+	}
 }
 
-// closeForSleep closes p's logs (its actor parked or not started).
-func (p *partition) closeForSleep() {
+// closeForSleep closes p's logs (its actor parked or not started); its
+// timer is set for wakeAt (0: none).
+func (p *partition) closeForSleep(wakeAt int64) {
 	p.sleep.asked.Store(false)
 	if p.timerStop != nil {
 		p.timerStop() // armed for a deadline that has gone (a lease settled)
-		p.timerAt = 0
+		p.timerStop, p.timerAt = nil, 0
+	}
+	if wakeAt != 0 {
+		p.timerAt = wakeAt
+		p.timerStop = p.clock.AfterFunc(durationNs(max(0, wakeAt-p.clock.Now().UnixNano())), func() {
+			p.timerFired.Store(true)
+			p.wk.kick()
+		})
 	}
 	if p.pipelined {
 		// The lanes' goroutines hold the logs: stop them; they start
@@ -210,7 +222,7 @@ func (p *partition) closeForSleep() {
 // idleForSleep reports whether nothing of p needs its logs until its next
 // command.
 func (p *partition) idleForSleep() bool {
-	if p.stopping || !p.cachedStores() || p.needsTimer() || p.snapDone != nil ||
+	if p.stopping || !p.cachedStores() || p.snapDone != nil ||
 		len(p.pending) > 0 || len(p.collecting) > 0 || len(p.after) > 0 || len(p.ev.b) > 0 ||
 		len(p.pubRes) > 0 || len(p.setRes) > 0 || !p.q.empty() || !p.ctl.empty() || p.syncFailure() != nil {
 		return false
@@ -226,16 +238,34 @@ func (p *partition) idleForSleep() bool {
 	return p.last == p.durData
 }
 
-// needsTimer reports whether p has a deadline its timer must wake it for
-// (armTimer's list): a partition that has one is not closed at Open.
-func (p *partition) needsTimer() bool {
+// sleepable reports whether nothing on armTimer's list needs p's logs
+// soon: no lease end or nack delay, no retention pass due now, no dead
+// letter to retry, no compressed segment to release. wakeAt is when the age
+// limit expires its oldest message (0: never), for the timer of the
+// partition while its logs are closed; one due within a retention
+// interval keeps them open.
+func (p *partition) sleepable() (ok bool, wakeAt int64) {
 	for _, gp := range p.order {
 		if gp.liveDeadline() != 0 {
-			return true
+			return false, 0
 		}
 	}
-	return p.retentionDue() || p.dlqRetry ||
-		(p.swaps != nil && (p.swapWatch > 0 || p.swaps.SwapCount() > p.swapReleased))
+	if p.retentionDueNow() || p.dlqRetry || (p.swaps != nil && (p.swapWatch > 0 || p.swaps.SwapCount() > p.swapReleased)) {
+		return false, 0
+	}
+	if age := p.t.cfg.MaxAgeMs; age > 0 {
+		if at := max(p.first, p.askedCut); at <= p.last {
+			rec, err := p.data.Read(at)
+			if err != nil {
+				return false, 0
+			}
+			wakeAt = rec.Time + age*1e6
+			if wakeAt-p.clock.Now().UnixNano() < int64(p.t.b.opts.RetentionInterval) {
+				return false, 0
+			}
+		}
+	}
+	return true, wakeAt
 }
 
 // liveDeadline drops the timers of settled, redelivered or extended

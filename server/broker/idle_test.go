@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fibrilmq/fibril/server/seglog"
 
@@ -215,4 +216,24 @@ func TestReopenAtFileLimit(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "FILE LIMIT CHILD OK") {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
+}
+
+// TestAgeLimitWakesClosedPartition: a partition whose topic has an age
+// limit closes its logs all the same, with its timer set for when its
+// oldest message expires; the timer reopens them (and the cache then
+// closes the least recently used other).
+func TestAgeLimitWakesClosedPartition(t *testing.T) {
+	clk := newFakeClock()
+	e := newEnv(t, clk)
+	aged := e.topic("aged", TopicConfig{Retention: RetentionLimits, MaxAgeMs: 60_000})
+	e.publish(aged, "expires")
+	plain := e.topic("plain", TopicConfig{})
+	e.publish(plain, "stays")
+	restartWith(e, 1) // Open closes the older one at once: aged
+	aged, _ = e.b.Topic("aged")
+	plain, _ = e.b.Topic("plain")
+	asleep := func(tp *Topic) bool { return tp.parts[0].sleep.asleep.Load() }
+	waitFor(t, "aged's logs closed at Open", func() bool { return asleep(aged) && !asleep(plain) })
+	clk.Advance(61 * time.Second)
+	waitFor(t, "aged reopened by its timer, plain closed", func() bool { return !asleep(aged) && asleep(plain) })
 }

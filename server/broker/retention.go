@@ -9,12 +9,18 @@ import (
 // retentionDue reports whether a retention pass may have work: messages
 // below the lowest frontier (workqueue) or limits to enforce.
 func (p *partition) retentionDue() bool {
+	if p.t.cfg.MaxAgeMs > 0 && p.last >= p.first {
+		return true // time passes: checked every RetentionInterval
+	}
+	return p.retentionDueNow()
+}
+
+// retentionDueNow is retentionDue without the age limit: what a pass may
+// have to do whatever the time.
+func (p *partition) retentionDueNow() bool {
 	cfg := &p.t.cfg
 	floor := max(p.first, p.askedCut) // the log may keep a partial segment
 	if p.last >= p.first {
-		if cfg.MaxAgeMs > 0 {
-			return true // time passes: checked every RetentionInterval
-		}
 		if cfg.MaxMsgs > 0 && p.last >= Seq(cfg.MaxMsgs) && p.last-Seq(cfg.MaxMsgs)+1 > floor {
 			return true
 		}
