@@ -402,6 +402,26 @@ func (p *partition) stopAsleep() bool {
 		p.t.b.logs.closed(p)
 		return false
 	}
+	if len(p.ev.b) > 0 || len(p.setRes) > 0 || len(p.pubRes) > 0 || len(p.after) > 0 {
+		// Control closures ran while the logs could not reopen (failAsleep)
+		// and left work: finish it as a running partition would.
+		err := p.reopenLogs()
+		if err == nil {
+			p.round()
+			p.t.b.logs.closed(p)
+			return false
+		}
+		for _, r := range p.setRes {
+			r.done(err)
+		}
+		for _, r := range p.pubRes {
+			r.done.PublishDone(Position{}, err)
+		}
+		for _, fn := range p.after {
+			fn()
+		}
+		p.setRes, p.pubRes, p.after = nil, nil, nil
+	}
 	if p.timerStop != nil {
 		p.timerStop()
 	}
