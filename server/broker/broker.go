@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // Broker is an open broker: a directory of topics. Its methods are safe for
@@ -25,6 +27,11 @@ type Broker struct {
 	cat      catalog
 	journal  *catJournal // catalog.journal, open (catjournal.go)
 	catBytes int64       // the size of catalog.json at its last fold
+	// Creates in flight (CreateTopic): their names and filters, the next
+	// id not handed out, and the goroutines Close waits for.
+	pending  map[TopicName][]string
+	nextID   TopicID
+	creating sync.WaitGroup
 
 	table  atomic.Pointer[topicTable]
 	closed atomic.Bool
@@ -244,57 +251,130 @@ func (b *Broker) Route(subject string) *Topic { return b.table.Load().route(subj
 
 // CreateTopic creates a topic. It fails with ErrTopicExists, ErrOverlap
 // (its filters overlap another topic's), ErrInvalid (bad name or config; the
-// "$" space is reserved) or an I/O error. It blocks on disk I/O.
+// "$" space is reserved) or an I/O error. It blocks on disk I/O. Creates
+// run at once: each reserves its name and id under the catalog lock, makes
+// its files without it, and shares the catalog journal's fsync with the
+// others (group commit); it returns once its catalog change is durable.
 func (b *Broker) CreateTopic(name TopicName, cfg TopicConfig) (*Topic, error) {
 	if err := validTopicName(name, false); err != nil {
 		return nil, fmt.Errorf("create topic: %w", err)
 	}
 	b.mu.Lock()
+	ch, err := b.reserveTopicLocked(name, cfg)
+	b.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	defer b.creating.Done()
+	t, err := b.buildTopic(ch)
+	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.createTopicLocked(name, cfg)
+	delete(b.pending, name)
+	if err != nil {
+		return nil, err
+	}
+	b.cat.apply(ch)
+	b.journal.applied()
+	b.startTopicLocked(t)
+	b.maybeFoldLocked()
+	return t, nil
 }
 
+// createTopicLocked is CreateTopic for a caller holding b.mu (a group
+// creating its dead-letter topic).
 func (b *Broker) createTopicLocked(name TopicName, cfg TopicConfig) (*Topic, error) {
+	ch, err := b.reserveTopicLocked(name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer b.creating.Done()
+	t, err := b.buildTopic(ch)
+	delete(b.pending, name)
+	if err != nil {
+		return nil, err
+	}
+	b.cat.apply(ch)
+	b.journal.applied()
+	b.startTopicLocked(t)
+	b.maybeFoldLocked()
+	return t, nil
+}
+
+// reserveTopicLocked checks a new topic against the topics and the creates
+// in flight, reserves its name, filters and id (b.pending, b.nextID) and
+// returns its catalog change (with the counters as they are now).
+func (b *Broker) reserveTopicLocked(name TopicName, cfg TopicConfig) (catChange, error) {
 	if b.closed.Load() {
-		return nil, ErrClosed
+		return catChange{}, ErrClosed
 	}
 	cfg, err := cfg.withDefaults(name)
 	if err != nil {
-		return nil, fmt.Errorf("create topic %s: %w", name, err)
+		return catChange{}, fmt.Errorf("create topic %s: %w", name, err)
 	}
 	tt := b.table.Load()
-	if tt.topic(name) != nil {
-		return nil, fmt.Errorf("create topic %s: %w", name, ErrTopicExists)
+	if _, busy := b.pending[name]; busy || tt.topic(name) != nil {
+		return catChange{}, fmt.Errorf("create topic %s: %w", name, ErrTopicExists)
 	}
 	if err := tt.overlaps(name, cfg.Subjects); err != nil {
-		return nil, fmt.Errorf("create topic %s: %w", name, err)
+		return catChange{}, fmt.Errorf("create topic %s: %w", name, err)
+	}
+	reserved := wire.IsReserved(name)
+	for pn, subjects := range b.pending {
+		if wire.IsReserved(pn) != reserved {
+			continue
+		}
+		for _, f := range subjects {
+			for _, g := range cfg.Subjects {
+				if filtersOverlap(f, g) {
+					return catChange{}, fmt.Errorf("create topic %s: %w: %q overlaps %q of topic %s (being created)", name, ErrOverlap, g, f, pn)
+				}
+			}
+		}
 	}
 	// A directory the catalog does not list (a create that crashed
 	// before the catalog was written, an orphan) is never reused or
 	// removed: the new topic takes the next id whose directory is free.
 	id, err := b.freeTopicID()
 	if err != nil {
-		return nil, fmt.Errorf("create topic %s: %w", name, err)
+		return catChange{}, fmt.Errorf("create topic %s: %w", name, err)
 	}
+	b.nextID = id + 1
+	if b.pending == nil {
+		b.pending = map[TopicName][]string{}
+	}
+	b.pending[name] = cfg.Subjects
+	b.creating.Add(1)
 	ct := catTopic{ID: id, Name: name, Config: cfg}
+	ch := b.cat.changeOf(ct)
+	ch.NextTopicID = max(ch.NextTopicID, b.nextID)
+	return ch, nil
+}
+
+// buildTopic makes a reserved topic's files and makes its catalog change
+// durable (without b.mu, or with it for createTopicLocked). On success
+// the journal counts the change as unapplied until the caller applies it.
+func (b *Broker) buildTopic(ch catChange) (*Topic, error) {
+	ct := *ch.Topic
 	t, err := b.openTopic(ct)
 	if err != nil {
-		return nil, fmt.Errorf("create topic %s: %w", name, b.noteFileErr(err))
+		return nil, fmt.Errorf("create topic %s: %w", ct.Name, b.noteFileErr(err))
 	}
-	ch := b.cat.changeOf(ct)
-	ch.NextTopicID = max(ch.NextTopicID, id+1)
-	if err := b.commitCatalog(ch); err != nil {
+	if err := b.persistChange(ch); err != nil {
 		t.stopUnstarted()
-		if !b.journalBroken() {
+		if !b.journal.broken() {
 			// This call made the directory and nothing in it was confirmed.
 			os.RemoveAll(t.dir)
 		} // else the change may be on disk after all: a restart decides
-		return nil, fmt.Errorf("create topic %s: %w", name, b.noteFileErr(err))
+		return nil, fmt.Errorf("create topic %s: %w", ct.Name, b.noteFileErr(err))
 	}
+	return t, nil
+}
+
+// startTopicLocked starts a created topic and routes to it.
+func (b *Broker) startTopicLocked(t *Topic) {
 	t.start()
 	b.cacheOpened(t, true)
-	b.table.Store(tt.with(t))
-	return t, nil
+	b.table.Store(b.table.Load().with(t))
 }
 
 func (t *Topic) stopUnstarted() {
@@ -430,6 +510,9 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.stopScrub() // it reads the logs the partitions are about to close
+	b.mu.Lock()
+	b.mu.Unlock() // a create that saw the broker open has counted itself in creating
+	b.creating.Wait()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var wg sync.WaitGroup

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // The catalog journal (catalog.journal) holds the catalog changes made
@@ -76,12 +77,23 @@ func (c *catalog) apply(ch catChange) {
 	}
 }
 
-// catJournal is the open journal of a broker. Its methods are called with
-// Broker.mu held.
+// catJournal is the open journal of a broker, safe for concurrent use:
+// appends are written one at a time and share fsyncs (the first waiting
+// appender fsyncs for all that wrote before it: group commit). Lock order:
+// Broker.mu before mu.
 type catJournal struct {
+	mu   sync.Mutex
+	cond *sync.Cond // broadcast when an fsync ends
 	f    *os.File
 	path string
-	size int64 // bytes written, header included
+	// size: bytes written, header included; synced: bytes known durable;
+	// syncing: an appender is fsyncing (without mu).
+	size, synced int64
+	syncing      bool
+	// unapplied counts the changes written and not yet applied to the
+	// broker's catalog (applied): a fold, which writes the catalog and
+	// empties the journal, waits until there are none.
+	unapplied int
 	// err is set once an fsync failed: what the journal holds is then
 	// unknown, so no later change is confirmed (until a restart).
 	err error
@@ -183,26 +195,34 @@ func journalRecord(b []byte, off int64) (body []byte, why string) {
 // openJournal opens dir's journal for appending at end (what readJournal
 // returned: anything after it is a torn write and is overwritten).
 func openJournal(dir string, end int64) (*catJournal, error) {
-	path := filepath.Join(dir, journalName)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	j := &catJournal{f: f, path: path, size: end}
-	if err := f.Truncate(end); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cut the torn tail of %s: %w", path, err)
+	j := &catJournal{path: filepath.Join(dir, journalName)}
+	j.cond = sync.NewCond(&j.mu)
+	if err := j.openAt(end); err != nil {
+		return nil, err
 	}
 	return j, nil
 }
 
-// append writes ch and fsyncs it: the change is durable when it returns
-// nil. A write that fails is cut off again; a failed fsync breaks the
-// journal (every later append fails).
-func (j *catJournal) append(ch catChange) error {
-	if j.err != nil {
-		return j.err
+// openAt (with mu held, or before use) opens the journal file for
+// appending at end.
+func (j *catJournal) openAt(end int64) error {
+	f, err := os.OpenFile(j.path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", j.path, err)
 	}
+	if err := f.Truncate(end); err != nil {
+		f.Close()
+		return fmt.Errorf("cut the torn tail of %s: %w", j.path, err)
+	}
+	j.f, j.size, j.synced = f, end, end
+	return nil
+}
+
+// append writes ch and waits until it is durable (nil) or failed. A
+// write that fails is cut off again; a failed fsync breaks the journal
+// (every later append fails). On nil the change counts as unapplied until
+// the caller calls applied.
+func (j *catJournal) append(ch catChange) error {
 	body, err := json.Marshal(ch)
 	if err != nil {
 		return fmt.Errorf("encode a catalog change: %w", err)
@@ -211,6 +231,11 @@ func (j *catJournal) append(ch catChange) error {
 	binary.LittleEndian.PutUint32(rec, uint32(len(body)))
 	binary.LittleEndian.PutUint32(rec[4:], crc32.ChecksumIEEE(body))
 	rec = append(rec, body...)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return j.err
+	}
 	if _, err := j.f.WriteAt(rec, j.size); err != nil {
 		if terr := j.f.Truncate(j.size); terr != nil {
 			j.err = fmt.Errorf("write %s: %w (and cutting it back: %v)", j.path, err, terr)
@@ -218,40 +243,60 @@ func (j *catJournal) append(ch catChange) error {
 		}
 		return fmt.Errorf("write %s: %w", j.path, err)
 	}
-	if err := j.f.Sync(); err != nil {
-		j.err = fmt.Errorf("sync %s: %w", j.path, err)
-		return j.err
-	}
 	j.size += int64(len(rec))
-	// The hint is made durable by the next fsync; until then the change
-	// reads as past the hint, which only matters if it is damaged.
-	if _, err := j.f.WriteAt(journalHeader(j.size), 0); err != nil {
-		j.err = fmt.Errorf("write %s: %w", j.path, err)
-		return j.err
+	j.unapplied++
+	end := j.size
+	for j.synced < end {
+		if j.err != nil {
+			j.unapplied--
+			return j.err
+		}
+		if j.syncing {
+			j.cond.Wait()
+			continue
+		}
+		j.syncing = true
+		upto, f := j.size, j.f
+		j.mu.Unlock()
+		err := f.Sync()
+		if err == nil {
+			// The hint is made durable by the next fsync; until then
+			// the changes read as past it, which only matters if they
+			// are damaged.
+			_, err = f.WriteAt(journalHeader(upto), 0)
+		}
+		j.mu.Lock()
+		j.syncing = false
+		if err != nil {
+			j.err = fmt.Errorf("sync %s: %w", j.path, err)
+		} else {
+			j.synced = max(j.synced, upto)
+		}
+		j.cond.Broadcast()
 	}
 	return nil
 }
 
-// records reports whether the journal holds any change.
-func (j *catJournal) records() bool { return j.size > journalHeaderLen }
+// applied records that a change append made durable is in the catalog.
+func (j *catJournal) applied() {
+	j.mu.Lock()
+	j.unapplied--
+	j.mu.Unlock()
+}
 
-// reset empties the journal once its changes are in catalog.json.
-func (j *catJournal) reset() error {
-	if j.err != nil {
-		return j.err
-	}
-	if err := j.f.Truncate(journalHeaderLen); err != nil {
-		return fmt.Errorf("empty %s: %w", j.path, err)
-	}
-	if _, err := j.f.WriteAt(journalHeader(journalHeaderLen), 0); err != nil {
-		return fmt.Errorf("empty %s: %w", j.path, err)
-	}
-	if err := j.f.Sync(); err != nil {
-		j.err = fmt.Errorf("sync %s: %w", j.path, err)
-		return j.err
-	}
-	j.size = journalHeaderLen
-	return nil
+// broken reports whether an fsync failed: a change that failed may be on
+// disk after all.
+func (j *catJournal) broken() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err != nil
+}
+
+// records reports whether the journal holds any change.
+func (j *catJournal) records() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.size > journalHeaderLen
 }
 
 func (j *catJournal) close() error { return j.f.Close() }

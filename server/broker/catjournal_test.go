@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -189,6 +190,72 @@ func TestCatalogFoldKeepsPrevious(t *testing.T) {
 	for _, name := range []TopicName{"a", "b", "c"} {
 		if _, ok := b.Topic(name); !ok {
 			t.Fatalf("topic %s lost", name)
+		}
+	}
+}
+
+// TestConcurrentCreates: creates of the same names from several
+// goroutines at once (they run in parallel, sharing the journal's fsyncs)
+// create each name once, with distinct ids; a filter overlapping one being
+// created is refused; every topic survives a restart.
+func TestConcurrentCreates(t *testing.T) {
+	e := newEnv(t, nil)
+	const names, workers = 40, 6
+	var mu sync.Mutex
+	won := map[TopicName]TopicID{}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range names {
+				name := TopicName(fmt.Sprintf("c%d", (i+w*7)%names))
+				tp, err := e.b.CreateTopic(name, TopicConfig{})
+				switch {
+				case errors.Is(err, ErrTopicExists):
+				case err != nil:
+					errs <- err
+					return
+				default:
+					mu.Lock()
+					if _, dup := won[name]; dup {
+						errs <- fmt.Errorf("%s created twice", name)
+					}
+					won[name] = tp.id
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	ids := map[TopicID]bool{}
+	for name, id := range won {
+		if ids[id] {
+			t.Fatalf("id %d given twice (%s)", id, name)
+		}
+		ids[id] = true
+	}
+	if len(won) != names {
+		t.Fatalf("%d topics created, want %d", len(won), names)
+	}
+	e.b.mu.Lock()
+	e.b.pending = map[TopicName][]string{"busy": {"busy.>"}}
+	e.b.mu.Unlock()
+	if _, err := e.b.CreateTopic("other", TopicConfig{Subjects: []string{"busy.x"}}); !errors.Is(err, ErrOverlap) {
+		t.Fatalf("a filter under one being created: %v, want ErrOverlap", err)
+	}
+	e.b.mu.Lock()
+	e.b.pending = nil
+	e.b.mu.Unlock()
+	e.restart()
+	for name, id := range won {
+		if tp, ok := e.b.Topic(name); !ok || tp.id != id {
+			t.Fatalf("topic %s after the restart: %v", name, ok)
 		}
 	}
 }

@@ -60,7 +60,7 @@ func (b *Broker) loadCatalog() error {
 
 // freeTopicID returns the next topic id whose directory does not exist.
 func (b *Broker) freeTopicID() (TopicID, error) {
-	id := b.cat.NextTopicID
+	id := max(b.cat.NextTopicID, b.nextID) // ids reserved by creates in flight too
 	for ; ; id++ {
 		_, err := os.Lstat(b.topicDir(id))
 		if os.IsNotExist(err) {
