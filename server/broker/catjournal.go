@@ -13,7 +13,8 @@ import (
 
 // The catalog journal (catalog.journal) holds the catalog changes made
 // since catalog.json was last written, so a topic or group change appends
-// one small record and fsyncs it instead of rewriting the whole catalog.
+// one small record and fsyncs it instead of rewriting the whole catalog
+// (creates running at once share that fsync).
 // Once the journal outgrows the catalog (and at Open and Close) the
 // changes are folded into a new catalog.json (catalog.save) and the
 // journal is emptied, so the cost of a change stays constant on average.
