@@ -134,6 +134,7 @@ var settings = []setting{
 	strSetting("token", "shared auth token clients must present (turns auth on)", func(o *server.Options) *string { return &o.Token }),
 	intSetting("event-loops", "number of network event loops", func(o *server.Options) *int { return &o.EventLoops }),
 	intSetting("max-connections", "maximum concurrent connections", func(o *server.Options) *int { return &o.MaxConnections }),
+	intSetting("max-open-partitions", "partitions whose logs stay open at once (4 files each); idle ones past it close their logs until their next command (0: half of ulimit -n, divided by 4)", func(o *server.Options) *int { return &o.Engine.MaxOpenPartitions }),
 	intSetting("max-payload", "maximum message size in bytes (headers+payload)", func(o *server.Options) *int { return &o.MaxPayload }),
 	intSetting("max-control-line", "maximum control line length in bytes", func(o *server.Options) *int { return &o.MaxControlLine }),
 	intSetting("max-subs", "maximum subscriptions per connection", func(o *server.Options) *int { return &o.MaxSubsPerConn }),

@@ -26,6 +26,7 @@ type collector struct {
 	groupRejected, groupDeadLettered, groupExpired, groupOldest *prometheus.Desc
 	groupPaused, partBytes, partRestored                        *prometheus.Desc
 	groupDamaged, diskFull, fileLimit                           *prometheus.Desc
+	openPartitions                                              *prometheus.Desc
 	scrubBytes, scrubPasses, scrubProgress, scrubDamage         *prometheus.Desc
 }
 
@@ -72,6 +73,7 @@ func newCollector(s *Server) *collector {
 		groupDamaged:      d("group_damaged_offset", "The damaged offset a group stopped at in a partition (present only while stopped): nothing at or past it is delivered until the data is restored or repaired.", "topic", "group", "partition"),
 		diskFull:          d("disk_full", "1 while a log finds its disk full (publishes answered disk_full; the path is in the server log and /readyz).", nil...),
 		fileLimit:         d("file_limit_errors_total", "Opens of topics or segments refused at the process's open-files limit (answered too_many_files) since the engine opened."),
+		openPartitions:    d("open_partitions", "Partitions whose logs are open now (four files each; idle ones past --max-open-partitions close theirs)."),
 		scrubBytes:        d("scrub_bytes_total", "Bytes of stored records the background scrub checked again since the engine opened."),
 		scrubPasses:       d("scrub_passes_total", "Complete passes of the background scrub over every log since the engine opened."),
 		scrubProgress:     d("scrub_progress_ratio", "How far the scrub's current pass is (0 to 1)."),
@@ -90,7 +92,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.groupDelivered, c.groupRedelivered, c.groupAcked, c.groupNacked,
 		c.groupRejected, c.groupDeadLettered, c.groupExpired, c.groupOldest,
 		c.groupPaused, c.partBytes, c.partRestored, c.groupDamaged, c.diskFull, c.fileLimit,
-		c.scrubBytes, c.scrubPasses, c.scrubProgress, c.scrubDamage,
+		c.openPartitions, c.scrubBytes, c.scrubPasses, c.scrubProgress, c.scrubDamage,
 	} {
 		ch <- d
 	}
@@ -139,6 +141,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.diskFull, 0)
 	}
 	counter(c.fileLimit, float64(b.FileLimitErrors()))
+	gauge(c.openPartitions, float64(b.OpenPartitions()))
 	sc := b.ScrubStatus()
 	counter(c.scrubBytes, float64(sc.Bytes))
 	counter(c.scrubPasses, float64(sc.Passes))

@@ -35,24 +35,18 @@ func (g *Group) setPaused(paused bool) error {
 	if g.paused.Load() == paused {
 		return nil
 	}
-	cat := b.cat
-	cat.Topics = append([]catTopic(nil), b.cat.Topics...)
-	for i := range cat.Topics {
-		if cat.Topics[i].ID != g.t.id {
-			continue
-		}
-		ct := &cat.Topics[i]
-		ct.Groups = append([]catGroup(nil), ct.Groups...)
-		for j := range ct.Groups {
-			if ct.Groups[j].ID == g.id {
-				ct.Groups[j].Paused = paused
-			}
+	ct, ok := b.cat.entry(g.t.id)
+	if !ok {
+		return fmt.Errorf("pause %s/%s: %w", g.t.name, g.name, ErrNoTopic)
+	}
+	for j := range ct.Groups {
+		if ct.Groups[j].ID == g.id {
+			ct.Groups[j].Paused = paused
 		}
 	}
-	if err := cat.save(b.dir, g.t.id); err != nil {
+	if err := b.commitCatalog(b.cat.changeOf(ct)); err != nil {
 		return fmt.Errorf("pause %s/%s: %w", g.t.name, g.name, err)
 	}
-	b.cat = cat
 	g.paused.Store(paused)
 	if !paused {
 		for _, p := range g.t.parts {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -24,8 +23,15 @@ type Broker struct {
 	// mu serializes catalog changes (create/delete of topics and groups)
 	// and guards cat and every Topic.groups. It is never held on the
 	// publish/poll/settle path and partition actors never take it.
-	mu  sync.Mutex
-	cat catalog
+	mu       sync.Mutex
+	cat      catalog
+	journal  *catJournal // catalog.journal, open (catjournal.go)
+	catBytes int64       // the size of catalog.json at its last fold
+	// Creates in flight (CreateTopic): their names and filters, the next
+	// id not handed out, and the goroutines Close waits for.
+	pending  map[TopicName][]string
+	nextID   TopicID
+	creating sync.WaitGroup
 
 	table  atomic.Pointer[topicTable]
 	closed atomic.Bool
@@ -54,6 +60,8 @@ type Broker struct {
 	diskFull atomic.Pointer[DiskFull]
 	// fileLimit counts open-files limit errors (filelimit.go).
 	fileLimit fileLimit
+	logs      logCache // partitions with open logs (idle.go)
+	lock      *os.File // the data directory's LOCK (brokerlock.go)
 }
 
 // SetPrincipal binds the leases owner takes from now on to principal p:
@@ -100,19 +108,6 @@ func (b *Broker) ownerReleasedSince(owner OwnerID, gen uint64) bool {
 	return false
 }
 
-// topicTable is an immutable routing snapshot, replaced on catalog changes.
-type topicTable struct {
-	byName map[TopicName]*Topic
-	byID   map[TopicID]*Topic
-	exact  map[string]*Topic
-	wild   []wildFilter
-}
-
-type wildFilter struct {
-	filter string
-	t      *Topic
-}
-
 // Open opens (creating if needed) the broker kept in dir: it loads the
 // catalog, recovers every partition (data log, latest snapshot plus the
 // events after it) and starts the partition actors. opts is not modified.
@@ -125,7 +120,14 @@ func Open(dir string, opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("open broker: %w", err)
 	}
 	b := &Broker{dir: dir, opts: o}
+	b.logs.max = o.MaxOpenPartitions
+	lock, err := lockBrokerDir(dir, true)
+	if err != nil {
+		return nil, fmt.Errorf("open broker: %w", err)
+	}
+	b.lock = lock
 	if err := b.loadCatalog(); err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("open broker %s: %w", dir, err)
 	}
 	var opened []*Topic
@@ -136,6 +138,8 @@ func Open(dir string, opts Options) (*Broker, error) {
 			for _, t := range opened {
 				t.stopUnstarted() // not started: no actor to stop
 			}
+			b.closeCatalog()
+			b.lock.Close()
 			return nil, fmt.Errorf("open broker %s: %w: the catalog lists topic %s (id %d) but its directory is gone (restore it from a backup; starting without it would drop its messages): %v", dir, ErrCorruptState, ct.Name, ct.ID, err)
 		}
 		t, err := b.openTopic(ct)
@@ -143,11 +147,14 @@ func Open(dir string, opts Options) (*Broker, error) {
 			for _, t := range opened {
 				t.stopUnstarted() // not started: no actor to stop
 			}
+			b.closeCatalog()
+			b.lock.Close()
 			return nil, fmt.Errorf("open broker %s: %w", dir, err)
 		}
 		opened = append(opened, t)
+		b.cacheOpened(t, false)
 	}
-	b.rebuild(opened)
+	b.table.Store(newTopicTable(opened))
 	for _, t := range opened {
 		t.start()
 	}
@@ -208,42 +215,18 @@ func (t *Topic) stop() {
 	wg.Wait()
 }
 
-// rebuild replaces the routing table (callers hold mu, or are Open).
-func (b *Broker) rebuild(ts []*Topic) {
-	tt := &topicTable{byName: map[TopicName]*Topic{}, byID: map[TopicID]*Topic{}, exact: map[string]*Topic{}}
-	for _, t := range ts {
-		tt.byName[t.name] = t
-		tt.byID[t.id] = t
-		for _, f := range t.cfg.Subjects {
-			if strings.ContainsAny(f, "*>") {
-				tt.wild = append(tt.wild, wildFilter{f, t})
-			} else {
-				tt.exact[f] = t
-			}
-		}
-	}
-	b.table.Store(tt)
-}
-
-func (b *Broker) topicList() []*Topic {
-	tt := b.table.Load()
-	out := make([]*Topic, 0, len(tt.byName))
-	for _, t := range tt.byName {
-		out = append(out, t)
-	}
-	return out
-}
+func (b *Broker) topicList() []*Topic { return b.table.Load().list() }
 
 // Topic returns the topic named name.
 func (b *Broker) Topic(name TopicName) (*Topic, bool) {
-	t, ok := b.table.Load().byName[name]
-	return t, ok
+	t := b.table.Load().topic(name)
+	return t, t != nil
 }
 
 // TopicByID returns the topic whose id is id (an ack handle names it).
 func (b *Broker) TopicByID(id TopicID) (*Topic, bool) {
-	t, ok := b.table.Load().byID[id]
-	return t, ok
+	t := b.table.Load().topicByID(id)
+	return t, t != nil
 }
 
 // Topics returns every topic, sorted by name.
@@ -256,7 +239,7 @@ func (b *Broker) Topics() []*Topic {
 	sortNames(names)
 	tt := b.table.Load()
 	for i, n := range names {
-		ts[i] = tt.byName[n]
+		ts[i] = tt.topic(n)
 	}
 	return ts
 }
@@ -264,81 +247,134 @@ func (b *Broker) Topics() []*Topic {
 // Route returns the topic whose subject filters capture subject, or nil.
 // Subjects in the reserved "$" space are captured only by "$" topics and
 // the other way round. Route does not block and does not allocate.
-func (b *Broker) Route(subject string) *Topic {
-	tt := b.table.Load()
-	if t := tt.exact[subject]; t != nil {
-		return t
-	}
-	reserved := wire.IsReserved(subject)
-	for _, w := range tt.wild {
-		if wire.IsReserved(w.t.name) == reserved && subjectMatches(w.filter, subject) {
-			return w.t
-		}
-	}
-	return nil
-}
+func (b *Broker) Route(subject string) *Topic { return b.table.Load().route(subject) }
 
 // CreateTopic creates a topic. It fails with ErrTopicExists, ErrOverlap
 // (its filters overlap another topic's), ErrInvalid (bad name or config; the
-// "$" space is reserved) or an I/O error. It blocks on disk I/O.
+// "$" space is reserved) or an I/O error. It blocks on disk I/O. Creates
+// run at once: each reserves its name and id under the catalog lock, makes
+// its files without it, and shares the catalog journal's fsync with the
+// others (group commit); it returns once its catalog change is durable.
 func (b *Broker) CreateTopic(name TopicName, cfg TopicConfig) (*Topic, error) {
 	if err := validTopicName(name, false); err != nil {
 		return nil, fmt.Errorf("create topic: %w", err)
 	}
 	b.mu.Lock()
+	ch, err := b.reserveTopicLocked(name, cfg)
+	b.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	defer b.creating.Done()
+	t, err := b.buildTopic(ch)
+	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.createTopicLocked(name, cfg)
+	delete(b.pending, name)
+	if err != nil {
+		return nil, err
+	}
+	b.cat.apply(ch)
+	b.journal.applied()
+	b.startTopicLocked(t)
+	b.maybeFoldLocked()
+	return t, nil
 }
 
+// createTopicLocked is CreateTopic for a caller holding b.mu (a group
+// creating its dead-letter topic).
 func (b *Broker) createTopicLocked(name TopicName, cfg TopicConfig) (*Topic, error) {
+	ch, err := b.reserveTopicLocked(name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer b.creating.Done()
+	t, err := b.buildTopic(ch)
+	delete(b.pending, name)
+	if err != nil {
+		return nil, err
+	}
+	b.cat.apply(ch)
+	b.journal.applied()
+	b.startTopicLocked(t)
+	b.maybeFoldLocked()
+	return t, nil
+}
+
+// reserveTopicLocked checks a new topic against the topics and the creates
+// in flight, reserves its name, filters and id (b.pending, b.nextID) and
+// returns its catalog change (with the counters as they are now).
+func (b *Broker) reserveTopicLocked(name TopicName, cfg TopicConfig) (catChange, error) {
 	if b.closed.Load() {
-		return nil, ErrClosed
+		return catChange{}, ErrClosed
 	}
 	cfg, err := cfg.withDefaults(name)
 	if err != nil {
-		return nil, fmt.Errorf("create topic %s: %w", name, err)
+		return catChange{}, fmt.Errorf("create topic %s: %w", name, err)
 	}
-	if b.cat.topic(name) != nil {
-		return nil, fmt.Errorf("create topic %s: %w", name, ErrTopicExists)
+	tt := b.table.Load()
+	if _, busy := b.pending[name]; busy || tt.topic(name) != nil {
+		return catChange{}, fmt.Errorf("create topic %s: %w", name, ErrTopicExists)
+	}
+	if err := tt.overlaps(name, cfg.Subjects); err != nil {
+		return catChange{}, fmt.Errorf("create topic %s: %w", name, err)
 	}
 	reserved := wire.IsReserved(name)
-	for _, ct := range b.cat.Topics {
-		if wire.IsReserved(ct.Name) != reserved {
+	for pn, subjects := range b.pending {
+		if wire.IsReserved(pn) != reserved {
 			continue
 		}
-		for _, f := range ct.Config.Subjects {
+		for _, f := range subjects {
 			for _, g := range cfg.Subjects {
 				if filtersOverlap(f, g) {
-					return nil, fmt.Errorf("create topic %s: %w: %q overlaps %q of topic %s", name, ErrOverlap, g, f, ct.Name)
+					return catChange{}, fmt.Errorf("create topic %s: %w: %q overlaps %q of topic %s (being created)", name, ErrOverlap, g, f, pn)
 				}
 			}
 		}
 	}
-	cat := b.cat
 	// A directory the catalog does not list (a create that crashed
 	// before the catalog was written, an orphan) is never reused or
 	// removed: the new topic takes the next id whose directory is free.
 	id, err := b.freeTopicID()
 	if err != nil {
-		return nil, fmt.Errorf("create topic %s: %w", name, err)
+		return catChange{}, fmt.Errorf("create topic %s: %w", name, err)
 	}
+	b.nextID = id + 1
+	if b.pending == nil {
+		b.pending = map[TopicName][]string{}
+	}
+	b.pending[name] = cfg.Subjects
+	b.creating.Add(1)
 	ct := catTopic{ID: id, Name: name, Config: cfg}
-	cat.NextTopicID = id + 1
-	cat.Topics = append(append([]catTopic(nil), b.cat.Topics...), ct)
+	ch := b.cat.changeOf(ct)
+	ch.NextTopicID = max(ch.NextTopicID, b.nextID)
+	return ch, nil
+}
+
+// buildTopic makes a reserved topic's files and makes its catalog change
+// durable (without b.mu, or with it for createTopicLocked). On success
+// the journal counts the change as unapplied until the caller applies it.
+func (b *Broker) buildTopic(ch catChange) (*Topic, error) {
+	ct := *ch.Topic
 	t, err := b.openTopic(ct)
 	if err != nil {
-		return nil, fmt.Errorf("create topic %s: %w", name, b.noteFileErr(err))
+		return nil, fmt.Errorf("create topic %s: %w", ct.Name, b.noteFileErr(err))
 	}
-	if err := cat.save(b.dir, ct.ID); err != nil {
-		// This call made the directory and nothing in it was confirmed.
+	if err := b.persistChange(ch); err != nil {
 		t.stopUnstarted()
-		os.RemoveAll(t.dir)
-		return nil, fmt.Errorf("create topic %s: %w", name, b.noteFileErr(err))
+		if !b.journal.broken() {
+			// This call made the directory and nothing in it was confirmed.
+			os.RemoveAll(t.dir)
+		} // else the change may be on disk after all: a restart decides
+		return nil, fmt.Errorf("create topic %s: %w", ct.Name, b.noteFileErr(err))
 	}
-	b.cat = cat
-	t.start()
-	b.rebuild(append(b.topicList(), t))
 	return t, nil
+}
+
+// startTopicLocked starts a created topic and routes to it.
+func (b *Broker) startTopicLocked(t *Topic) {
+	t.start()
+	b.cacheOpened(t, true)
+	b.table.Store(b.table.Load().with(t))
 }
 
 func (t *Topic) stopUnstarted() {
@@ -356,24 +392,11 @@ func (b *Broker) DeleteTopic(name TopicName) error {
 	if !ok {
 		return fmt.Errorf("delete topic %s: %w", name, ErrNoTopic)
 	}
-	cat := b.cat
-	cat.Topics = nil
-	for _, ct := range b.cat.Topics {
-		if ct.Name != name {
-			cat.Topics = append(cat.Topics, ct)
-		}
-	}
-	if err := cat.save(b.dir, 0); err != nil {
+	ch := catChange{NextTopicID: b.cat.NextTopicID, NextGroupID: b.cat.NextGroupID, Deleted: t.id}
+	if err := b.commitCatalog(ch); err != nil {
 		return fmt.Errorf("delete topic %s: %w", name, err)
 	}
-	b.cat = cat
-	var rest []*Topic
-	for _, x := range b.topicList() {
-		if x != t {
-			rest = append(rest, x)
-		}
-	}
-	b.rebuild(rest)
+	b.table.Store(b.table.Load().without(t))
 	t.stop()
 	if err := os.RemoveAll(t.dir); err != nil {
 		return fmt.Errorf("delete topic %s: remove data: %w", name, err)
@@ -412,7 +435,7 @@ func (b *Broker) Settle(h Handle, op SettleOp, done func(error)) error {
 }
 
 func (b *Broker) partitionOf(h Handle) (*partition, error) {
-	t := b.table.Load().byID[h.Topic]
+	t := b.table.Load().topicByID(h.Topic)
 	if t == nil {
 		return nil, fmt.Errorf("%w: topic id %d", ErrUnknownHandle, h.Topic)
 	}
@@ -435,6 +458,11 @@ func (b *Broker) ReleaseOwner(owner OwnerID) {
 	b.released[b.relGen.Add(1)%releasedRing].Store(uint64(owner))
 	for _, t := range b.topicList() {
 		for _, p := range t.parts {
+			if p.sleep.asleep.Load() {
+				// Its logs are closed: it has no lease, poll or
+				// subscription (idle.go), and a control would reopen them.
+				continue
+			}
 			p.control(func(p *partition) {
 				for _, gp := range p.order {
 					gp.release(owner, p.now)
@@ -477,6 +505,9 @@ func (b *Broker) Close() error {
 	}
 	b.stopScrub() // it reads the logs the partitions are about to close
 	b.mu.Lock()
+	b.mu.Unlock() // a create that saw the broker open has counted itself in creating
+	b.creating.Wait()
+	b.mu.Lock()
 	defer b.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, t := range b.topicList() {
@@ -493,6 +524,8 @@ func (b *Broker) Close() error {
 			errs = append(errs, p.closeErr)
 		}
 	}
+	errs = append(errs, b.closeCatalog())
+	b.lock.Close() // after every log: drops the flock
 	return errors.Join(errs...)
 }
 

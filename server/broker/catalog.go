@@ -18,13 +18,19 @@ import (
 //
 // On disk (catalog.json) it is sealed: {"format":2,"crc32":N,"body":{...}},
 // N the CRC-32 (IEEE) of the body's bytes as written, decoded strictly
-// (an unknown key is refused, never ignored). It is written atomically
-// (temp file, fsync, rename, directory fsync) after the copy it replaces
-// is kept as catalog.json.prev. Each topic directory holds topic.json, the
-// topic's own entry (sealed the same way, with the counters), so a lost or
-// damaged catalog can be rebuilt without loss (fibril repair) and an
-// orphaned topic directory adopted. Catalogs written before the seal
-// (format 1: the bare body) are read strictly and sealed at Open.
+// (an unknown key is refused, never ignored). The changes made since it
+// was written are in catalog.journal (catjournal.go; body version 2 says
+// the journal goes with it, and a missing journal is refused), and are
+// folded into a new catalog.json once the journal outgrows it, at Open
+// and at Close. A fold writes atomically (temp file, fsync, rename,
+// directory fsync) after the copy it replaces is kept as
+// catalog.json.prev. Each topic directory holds topic.json, the topic's
+// own entry (sealed the same way, with the counters), written before the
+// change is journaled, so a lost or damaged catalog can be rebuilt
+// without loss (fibril repair) and an orphaned topic directory adopted.
+// Catalogs written before the seal (format 1: the bare body) are read
+// strictly and sealed at Open; version-1 bodies (before the journal) are
+// rewritten as version 2 at Open.
 type catalog struct {
 	Version     int        `json:"version"`
 	NextTopicID TopicID    `json:"next_topic_id"`
@@ -59,6 +65,9 @@ const (
 	catalogPrevName = "catalog.json.prev"
 	topicRecordName = "topic.json"
 	sealFormat      = 2
+	// catalogVersion is the body version written: 2, changes since it in
+	// catalog.journal. Version 1 (no journal) is still read.
+	catalogVersion = 2
 )
 
 // ErrCorruptCatalog: the catalog (or a topic's topic.json) is missing,
@@ -120,10 +129,12 @@ func decodeStrict(b []byte, v any) error {
 	return nil
 }
 
-// loadCatalog reads dir's catalog. A missing one is a new broker only when
-// no topic directory holds data; otherwise Open refuses (the catalog was
-// lost: fibril repair rebuilds it). legacy: it was written unsealed.
-func loadCatalog(dir string) (c catalog, legacy bool, err error) {
+// loadCatalog reads dir's catalog and applies its journal. A missing one
+// is a new broker only when no topic directory holds data; otherwise Open
+// refuses (the catalog was lost: fibril repair rebuilds it). fold: it must
+// be written again (new, unsealed, version 1, or its journal holds
+// changes or a torn tail).
+func loadCatalog(dir string) (c catalog, fold bool, err error) {
 	path := filepath.Join(dir, catalogName)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -139,17 +150,49 @@ func loadCatalog(dir string) (c catalog, legacy bool, err error) {
 			return catalog{}, false, fmt.Errorf("%w: %s is missing%s; restore it, or rebuild it with `fibril repair --data %s`",
 				ErrCorruptCatalog, path, prevHint(dir), dir)
 		}
-		return catalog{Version: 1, NextTopicID: 1, NextGroupID: 1}, false, nil
+		return catalog{Version: catalogVersion, NextTopicID: 1, NextGroupID: 1}, true, nil
 	}
 	if err != nil {
 		return catalog{}, false, fmt.Errorf("read catalog: %w", err)
 	}
-	c, legacy, err = decodeCatalog(b)
+	c, legacy, err := decodeCatalog(b)
 	if err != nil {
 		return catalog{}, false, fmt.Errorf("%w: %s: %v%s; restore it, or rebuild it from the topics' own records with `fibril repair --data %s`",
 			ErrCorruptCatalog, path, err, prevHint(dir), dir)
 	}
-	return c, legacy, nil
+	if c.Version == 1 {
+		// Written before the journal: a journal beside it is not its own
+		// (left by a repair of that version) and the fold replaces it.
+		return c, true, nil
+	}
+	folded, err := c.withJournal(dir)
+	if err != nil {
+		return catalog{}, false, fmt.Errorf("%w: %v; rebuild the catalog from the topics' own records with `fibril repair --data %s`", ErrCorruptCatalog, err, dir)
+	}
+	return c, legacy || folded, nil
+}
+
+// withJournal applies dir's journal to c (a version-2 catalog) and checks
+// the result. It reports whether the journal held anything past its
+// header.
+func (c *catalog) withJournal(dir string) (nonEmpty bool, err error) {
+	n, end, missing, err := readJournal(dir, c)
+	switch {
+	case err != nil:
+		return false, err
+	case missing:
+		return false, fmt.Errorf("%s is missing (the catalog's changes since it was written are lost)", filepath.Join(dir, journalName))
+	}
+	if n > 0 {
+		if err := c.validate(); err != nil {
+			return false, fmt.Errorf("%s: after its changes: %v", filepath.Join(dir, journalName), err)
+		}
+	}
+	size := end
+	if fi, err := os.Stat(filepath.Join(dir, journalName)); err == nil {
+		size = fi.Size()
+	}
+	return n > 0 || size > end, nil
 }
 
 // decodeCatalog unseals and validates a catalog file's bytes.
@@ -169,8 +212,8 @@ func decodeCatalog(b []byte) (catalog, bool, error) {
 // ids and names unique, names and configurations valid. It fills in the
 // compression of topics written before the field.
 func (c *catalog) validate() error {
-	if c.Version != 1 {
-		return fmt.Errorf("version %d (this version reads 1)", c.Version)
+	if c.Version != 1 && c.Version != catalogVersion {
+		return fmt.Errorf("version %d (this version reads 1 and %d)", c.Version, catalogVersion)
 	}
 	if c.NextTopicID == 0 || c.NextGroupID == 0 {
 		return errors.New("zero id counters")
@@ -239,9 +282,11 @@ func (ct *catTopic) validate(nextTopic TopicID, nextGroup GroupID) error {
 	return nil
 }
 
-// save writes the catalog to dir, keeping the copy it replaces as
-// catalog.json.prev. touched names a topic whose entry (or the counters)
-// changed: its topic.json is written first (0: none; a deleted topic).
+// save writes the catalog to dir as version 2 with an empty journal,
+// keeping the copy it replaces as catalog.json.prev. touched names a
+// topic whose entry (or the counters) changed: its topic.json is written
+// first (0: none). A crash between the catalog and the empty journal
+// leaves the old journal, whose changes the new catalog holds already.
 func (c *catalog) save(dir string, touched TopicID) error {
 	if touched != 0 {
 		for _, ct := range c.Topics {
@@ -252,14 +297,26 @@ func (c *catalog) save(dir string, touched TopicID) error {
 			}
 		}
 	}
-	b, err := seal(c)
+	v := *c
+	v.Version = catalogVersion
+	b, err := seal(&v)
 	if err != nil {
 		return fmt.Errorf("encode catalog: %w", err)
+	}
+	// A version-2 catalog is never on disk without its journal.
+	if _, err := os.Stat(filepath.Join(dir, journalName)); errors.Is(err, os.ErrNotExist) {
+		if err := createJournal(dir); err != nil {
+			return err
+		}
 	}
 	if err := keepPrevious(dir); err != nil {
 		return err
 	}
-	return writeFileAtomic(dir, catalogName, b)
+	if err := writeFileAtomic(dir, catalogName, b); err != nil {
+		return err
+	}
+	c.Version = catalogVersion
+	return createJournal(dir)
 }
 
 // keepPrevious makes the current catalog.json the previous copy (a hard

@@ -154,8 +154,13 @@ func TestOrphanTopicDirKept(t *testing.T) {
 	if err := e.b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// The previous copy predates "second".
-	if err := os.Rename(filepath.Join(e.dir, catalogPrevName), filepath.Join(e.dir, catalogName)); err != nil {
+	// A catalog that lost "second" (an older copy put back, say).
+	c, _, err := decodeCatalog(mustRead(t, filepath.Join(e.dir, catalogName)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Topics = c.Topics[:1]
+	if err := c.save(e.dir, 0); err != nil {
 		t.Fatal(err)
 	}
 	o := e.opts()
@@ -190,12 +195,23 @@ func TestOrphanTopicDirKept(t *testing.T) {
 	}
 }
 
-// TestCatalogKeepsPreviousCopy: each save keeps the copy it replaces, and
-// every topic directory holds its own entry (topic.json).
+// TestCatalogKeepsPreviousCopy: each fold of the journal into catalog.json
+// (here at Close) keeps the copy it replaces, and every topic directory
+// holds its own entry (topic.json) as soon as the change is made.
 func TestCatalogKeepsPreviousCopy(t *testing.T) {
 	e := newEnv(t, nil)
 	tp := e.topic("orders", TopicConfig{})
+	e.restart()
+	tp, _ = e.b.Topic("orders")
 	e.group(tp, "billing", GroupConfig{DeadLetter: "-"})
+	r, err := readTopicRecord(tp.dir)
+	if err != nil || len(r.Topic.Groups) != 1 || r.NextGroupID != 2 {
+		t.Fatalf("topic.json: %+v, %v", r, err)
+	}
+	if err := e.b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.b = nil
 	prev, err := os.ReadFile(filepath.Join(e.dir, catalogPrevName))
 	if err != nil {
 		t.Fatal(err)
@@ -207,9 +223,8 @@ func TestCatalogKeepsPreviousCopy(t *testing.T) {
 	if len(c.Topics) != 1 || len(c.Topics[0].Groups) != 0 {
 		t.Fatalf("previous copy: %+v, want the catalog before the group", c)
 	}
-	r, err := readTopicRecord(tp.dir)
-	if err != nil || len(r.Topic.Groups) != 1 || r.NextGroupID != 2 {
-		t.Fatalf("topic.json: %+v, %v", r, err)
+	if c, _, err = decodeCatalog(mustRead(t, filepath.Join(e.dir, catalogName))); err != nil || len(c.Topics) != 1 || len(c.Topics[0].Groups) != 1 {
+		t.Fatalf("catalog after Close: %+v, %v; want the group folded in", c, err)
 	}
 }
 

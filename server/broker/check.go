@@ -141,6 +141,15 @@ func Verify(dir string, opts Options) (VerifyReport, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return rep, fmt.Errorf("verify %s: %w", dir, err)
 	}
+	// A broker keeps idle partitions' logs closed (their own locks
+	// released): its directory lock is what says it runs.
+	lock, err := lockBrokerDir(dir, false)
+	if err != nil {
+		return rep, fmt.Errorf("verify %s: %w", dir, err)
+	}
+	if lock != nil {
+		defer lock.Close()
+	}
 	topics := checkCatalog(dir, &rep)
 	for _, ct := range topics {
 		rep.Topics++
@@ -184,6 +193,12 @@ func checkCatalog(dir string, rep *VerifyReport) []catTopic {
 			rep.add(FindingNote, path, 0, 0, 0, "written without a checksum by an earlier version: sealed at the next start")
 		default:
 			cat = &c
+		}
+	}
+	if cat != nil && cat.Version >= catalogVersion {
+		if _, err := cat.withJournal(dir); err != nil {
+			rep.add(FindingCatalog, filepath.Join(dir, journalName), 0, 0, 0, "%v: the start is refused; fibril repair rebuilds the catalog from the topics' topic.json", err)
+			cat = nil
 		}
 	}
 	prev := filepath.Join(dir, catalogPrevName)

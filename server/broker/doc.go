@@ -106,7 +106,12 @@
 //
 // Files of the damage handling: damage.go (a group stopped at a damaged
 // record), catalog.go and orphans.go (the sealed catalog, topic.json,
-// orphaned directories), check.go (Verify: fibril verify), repair.go
+// orphaned directories), catjournal.go and catcommit.go (the catalog
+// journal: one fsynced record per change, folded into the catalog),
+// topictable.go (the routing snapshot, updated per create), idle.go and
+// brokerlock.go (idle partitions close their logs, bounded by
+// MaxOpenPartitions; the directory lock that keeps a second broker off
+// meanwhile), check.go (Verify: fibril verify), repair.go
 // (Repair: fibril repair), lost.go (ranges a repair recorded, settled as
 // lost), scrub.go (the background scrub).
 //

@@ -1,8 +1,9 @@
 package broker
 
-// The open-files limit. Each partition holds a few descriptors open (its
-// logs' LOCK files and active segments); a server with many topics can
-// reach the process's RLIMIT_NOFILE. Opening a topic or a new segment then
+// The open-files limit. Each partition holds four descriptors while its
+// logs are open (their LOCK files and active segments); the open-logs
+// cache (idle.go) bounds how many are, but a server with many busy topics
+// can still reach the process's RLIMIT_NOFILE. Opening a topic or a new segment then
 // fails with EMFILE (or ENFILE, the system's limit): the engine answers
 // ErrTooManyFiles, having created and stored nothing, counts it
 // (FileLimitErrors, for /metrics) and reports it through Options.Logf,

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/fibrilmq/fibril/wire"
@@ -52,13 +53,16 @@ func (t *Topic) Group(name GroupName, cfg GroupConfig) (*Group, error) {
 		}
 	}
 	g := &Group{t: t, id: b.cat.NextGroupID, name: name, cfg: cfg, parts: make([]*groupPart, len(t.parts))}
-	cat := b.cat
-	cat.NextGroupID++
+	ct, ok := b.cat.entry(t.id)
+	if !ok {
+		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, ErrNoTopic)
+	}
 	// Reserve the id on disk first, so a crash can never hand it out twice.
-	if err := cat.save(b.dir, t.id); err != nil {
+	ch := b.cat.changeOf(ct)
+	ch.NextGroupID++
+	if err := b.commitCatalog(ch); err != nil {
 		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, err)
 	}
-	b.cat = cat
 	errs := make(chan error, len(t.parts))
 	for _, p := range t.parts {
 		p.control(func(p *partition) { p.addGroup(g, errs) })
@@ -73,18 +77,11 @@ func (t *Topic) Group(name GroupName, cfg GroupConfig) (*Group, error) {
 		t.dropGroupState(g.id) // the id stays burned; the catalog never listed it
 		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, addErr)
 	}
-	cat.Topics = append([]catTopic(nil), b.cat.Topics...)
-	for i := range cat.Topics {
-		if cat.Topics[i].ID == t.id {
-			ct := &cat.Topics[i]
-			ct.Groups = append(append([]catGroup(nil), ct.Groups...), catGroup{ID: g.id, Name: name, Config: cfg})
-		}
-	}
-	if err := cat.save(b.dir, t.id); err != nil {
+	ct.Groups = append(ct.Groups, catGroup{ID: g.id, Name: name, Config: cfg})
+	if err := b.commitCatalog(b.cat.changeOf(ct)); err != nil {
 		t.dropGroupState(g.id)
 		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, err)
 	}
-	b.cat = cat
 	t.groups[name] = g
 	return g, nil
 }
@@ -127,24 +124,14 @@ func (t *Topic) DeleteGroup(name GroupName) error {
 	if !ok {
 		return fmt.Errorf("delete group %s/%s: %w", t.name, name, ErrNoGroup)
 	}
-	cat := b.cat
-	cat.Topics = append([]catTopic(nil), b.cat.Topics...)
-	for i := range cat.Topics {
-		if cat.Topics[i].ID == t.id {
-			ct := &cat.Topics[i]
-			var keep []catGroup
-			for _, cg := range ct.Groups {
-				if cg.ID != g.id {
-					keep = append(keep, cg)
-				}
-			}
-			ct.Groups = keep
-		}
+	ct, ok := b.cat.entry(t.id)
+	if !ok {
+		return fmt.Errorf("delete group %s/%s: %w", t.name, name, ErrNoTopic)
 	}
-	if err := cat.save(b.dir, t.id); err != nil {
+	ct.Groups = slices.DeleteFunc(ct.Groups, func(cg catGroup) bool { return cg.ID == g.id })
+	if err := b.commitCatalog(b.cat.changeOf(ct)); err != nil {
 		return fmt.Errorf("delete group %s/%s: %w", t.name, name, err)
 	}
-	b.cat = cat
 	delete(t.groups, name)
 	t.dropGroupState(g.id)
 	return nil

@@ -71,6 +71,13 @@ type Options struct {
 	// it) instead of refusing the start.
 	QuickStart bool
 
+	// MaxOpenPartitions bounds the partitions whose logs are open at once
+	// (four descriptors each): past it, the least recently used idle
+	// partitions close their logs and reopen them at their next command
+	// (idle.go). 0: half the soft RLIMIT_NOFILE divided by four, at least
+	// 64.
+	MaxOpenPartitions int
+
 	// noSideCopies turns off the side copies of events in the data log
 	// (sidecopy.go): every commit then waits for the event log's fsync
 	// too. For tests and measurements.
@@ -124,6 +131,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ScrubEvery == 0 {
 		o.ScrubEvery = time.Hour
 	}
+	if o.MaxOpenPartitions == 0 {
+		o.MaxOpenPartitions = defaultMaxOpenPartitions()
+	}
 	switch {
 	case o.QueueSize < 2 || o.QueueSize > 1<<24:
 		return o, fmt.Errorf("%w: QueueSize %d out of [2, 16M]", ErrInvalid, o.QueueSize)
@@ -131,6 +141,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: MaxBatch %d < 1", ErrInvalid, o.MaxBatch)
 	case o.SnapshotEvery < 1:
 		return o, fmt.Errorf("%w: SnapshotEvery %d < 1", ErrInvalid, o.SnapshotEvery)
+	case o.MaxOpenPartitions < 1:
+		return o, fmt.Errorf("%w: MaxOpenPartitions %d < 1", ErrInvalid, o.MaxOpenPartitions)
 	case o.ScrubEvery < 0:
 		return o, fmt.Errorf("%w: negative ScrubEvery", ErrInvalid)
 	case o.RetentionInterval < 0:

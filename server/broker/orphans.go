@@ -7,12 +7,14 @@ import (
 	"slices"
 )
 
-// loadCatalog (Open) reads the catalog, seals one written before seals,
-// gives every listed topic its topic.json, and reports the topic
+// loadCatalog (Open) reads the catalog and its journal, folds them into a
+// new catalog.json when the journal holds changes (or the catalog was
+// written by an earlier version), opens the journal, gives every listed
+// topic its topic.json, and reports the topic
 // directories the catalog does not list: they are kept, never served,
 // never reused (freeTopicID), and fibril repair can adopt them.
 func (b *Broker) loadCatalog() error {
-	cat, legacy, err := loadCatalog(b.dir)
+	cat, fold, err := loadCatalog(b.dir)
 	if err != nil {
 		return err
 	}
@@ -21,8 +23,12 @@ func (b *Broker) loadCatalog() error {
 	if err != nil {
 		return err
 	}
+	listed := make(map[TopicID]bool, len(cat.Topics))
+	for _, ct := range cat.Topics {
+		listed[ct.ID] = true
+	}
 	for _, id := range ids {
-		if !slices.ContainsFunc(cat.Topics, func(ct catTopic) bool { return ct.ID == id }) {
+		if !listed[id] {
 			b.orphans = append(b.orphans, topicDirOf(b.dir, id))
 			b.logf("WARN %s is not in the catalog: kept and not served (a topic create cut short, or a catalog that lost it); `fibril verify --data %s` describes it, `fibril repair --data %s --adopt` takes it back",
 				topicDirOf(b.dir, id), b.dir, b.dir)
@@ -36,18 +42,25 @@ func (b *Broker) loadCatalog() error {
 			return fmt.Errorf("topic %s: %w", ct.Name, err)
 		}
 	}
-	if legacy {
+	if fold {
 		if err := b.cat.save(b.dir, 0); err != nil {
-			return fmt.Errorf("seal the catalog: %w", err)
+			return fmt.Errorf("fold the catalog journal: %w", err)
 		}
-		b.logf("catalog %s sealed with a checksum (written by an earlier version without one)", filepath.Join(b.dir, catalogName))
+	}
+	j, err := openJournal(b.dir, journalHeaderLen)
+	if err != nil {
+		return err
+	}
+	b.journal = j
+	if fi, err := os.Stat(filepath.Join(b.dir, catalogName)); err == nil {
+		b.catBytes = fi.Size()
 	}
 	return nil
 }
 
 // freeTopicID returns the next topic id whose directory does not exist.
 func (b *Broker) freeTopicID() (TopicID, error) {
-	id := b.cat.NextTopicID
+	id := max(b.cat.NextTopicID, b.nextID) // ids reserved by creates in flight too
 	for ; ; id++ {
 		_, err := os.Lstat(b.topicDir(id))
 		if os.IsNotExist(err) {

@@ -55,6 +55,7 @@ type partition struct {
 	dlqRetry    bool           // a dead-letter copy was refused: retry soon (dlq.go)
 	stopping    bool           // the mailbox closed: shut down after the next idle round
 	closeErr    error          // set by the actor before done closes
+	sleep       logSleep       // the open-logs cache (idle.go)
 }
 
 // push hands a command to the actor without blocking (mailbox.push).
@@ -75,15 +76,20 @@ func (p *partition) run() {
 	for {
 		p.in.take(&p.box, p.t.b.opts.MaxBatch)
 		idle := p.in.idle()
-		p.round()
+		if p.wakeForRound(idle) {
+			p.round()
+		}
 		p.box.roomMade()
 		if !idle {
 			continue
 		}
 		if p.stopping {
-			p.shutdown()
+			if !p.stopAsleep() {
+				p.shutdown()
+			}
 			return
 		}
+		p.sleepIfAsked()
 		if p.box.park() {
 			p.stopping = true
 		}

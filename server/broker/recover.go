@@ -19,36 +19,24 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("partition %d: %w", idx, err)
 	}
-	// Under durability group and sync the partition owns fsync (syncer.go:
-	// the actor writes, the commit fsyncs), so the logs themselves do not.
-	policy, pipelined := t.cfg.policy(), t.cfg.Durability != DurabilityNone
-	data, err := t.openStore(filepath.Join(dir, dataLogName), false, policy)
+	data, events, err := t.openLogs(dir, o.QuickStart)
 	if err != nil {
-		return nil, fmt.Errorf("partition %d: data log: %w", idx, err)
-	}
-	events, err := t.openStore(filepath.Join(dir, eventsLogName), true, policy)
-	if err != nil {
-		data.Close()
-		return nil, fmt.Errorf("partition %d: event log: %w", idx, err)
+		return nil, fmt.Errorf("partition %d: %w", idx, err)
 	}
 	p := &partition{
-		t: t, idx: idx, dir: dir, data: data, events: events, clock: o.Clock,
+		t: t, idx: idx, dir: dir, clock: o.Clock,
 		box:    mailbox{q: newRing(o.QueueSize), wk: newWaker(), quit: make(chan struct{}), done: make(chan struct{})},
-		groups: map[GroupID]*groupPart{}, commit: commitPipeline{pipelined: pipelined},
-		lanes: syncLanes{stop: make(chan struct{})},
+		groups: map[GroupID]*groupPart{},
+		// Under durability group and sync the partition owns fsync
+		// (syncer.go: the actor writes, the commit fsyncs), so the logs
+		// themselves do not.
+		commit: commitPipeline{pipelined: t.cfg.Durability != DurabilityNone},
+		lanes:  syncLanes{stop: make(chan struct{})},
 	}
-	if pipelined {
-		p.lanes.data, p.lanes.ev = newSyncLane(data, true), newSyncLane(events, false)
-		for _, l := range p.lanes.all() {
-			l.start = func() { p.startLane(l) }
-		}
-	}
+	p.useLogs(data, events)
 	p.evw.sink.chunk = evChunkFor(o.EventSegmentSize)
 	p.first, p.last = data.Bounds()
 	p.commit.durData = p.last
-	if t.compressed() {
-		p.swaps.log = data // seglog.Store: SwapCount is 0 for a store that holds no replaced maps
-	}
 	for _, g := range groups {
 		p.attach(g, newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, p.first))
 	}
@@ -81,6 +69,40 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	p.commit.safeLow = p.lowFrontier()
 	p.publishStats()
 	return p, nil
+}
+
+// openLogs opens a partition's two logs in dir under the topic's
+// durability; quick: verify only what no earlier open checked.
+func (t *Topic) openLogs(dir string, quick bool) (data, events seglog.Store, err error) {
+	policy := t.cfg.policy()
+	data, err = t.openStore(filepath.Join(dir, dataLogName), false, policy, quick)
+	if err != nil {
+		return nil, nil, fmt.Errorf("data log: %w", err)
+	}
+	events, err = t.openStore(filepath.Join(dir, eventsLogName), true, policy, quick)
+	if err != nil {
+		data.Close()
+		return nil, nil, fmt.Errorf("event log: %w", err)
+	}
+	return data, events, nil
+}
+
+// useLogs (before the actor runs, or on it) makes data and events the
+// partition's logs, with fsync lanes over them when the commit is
+// pipelined (each starts at its first request) and the swap guard on a
+// compressed data log.
+func (p *partition) useLogs(data, events seglog.Store) {
+	p.data, p.events = data, events
+	if p.commit.pipelined {
+		p.lanes.data, p.lanes.ev = newSyncLane(data, true), newSyncLane(events, false)
+		for _, l := range p.lanes.all() {
+			l.start = func() { p.startLane(l) }
+		}
+	}
+	p.swaps = swapGuard{}
+	if p.t.compressed() {
+		p.swaps.log = data // seglog.Store: SwapCount is 0 for a store that holds no replaced maps
+	}
 }
 
 func (p *partition) attach(g *Group, gs *groupState) {

@@ -201,6 +201,13 @@ func (r *repairer) catalog(adopt bool) error {
 			}
 			r.action("moved the damaged catalog %s to the quarantine", path)
 		}
+		// The topics' topic.json hold every change the journal did.
+		if jpath := filepath.Join(r.dir, journalName); fileExists(jpath) {
+			if err := r.move(jpath); err != nil {
+				return err
+			}
+			r.action("moved the catalog journal %s to the quarantine", jpath)
+		}
 		c = catalog{Version: 1, NextTopicID: 1, NextGroupID: 1}
 		if pb, perr := os.ReadFile(filepath.Join(r.dir, catalogPrevName)); perr == nil {
 			if prev, _, derr := decodeCatalog(pb); derr == nil {
@@ -401,4 +408,9 @@ func (r *repairer) snapshot(pdir string, ct catTopic) error {
 	}
 	r.action("wrote %s covering events up to %d with no group progress: every message retained from %d is delivered again to %d groups", path, first-1, dfirst, len(gs))
 	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -15,13 +15,20 @@ type retention struct {
 
 // due reports whether a pass may have work over x: messages below low, the
 // lowest durable group frontier (workqueue, with groups), or limits to
-// enforce.
+// enforce (an age limit with anything stored: time passes, so it is
+// checked every RetentionInterval).
 func (r *retention) due(cfg *TopicConfig, x *extent, low Seq, groups bool) bool {
+	if cfg.MaxAgeMs > 0 && x.last >= x.first {
+		return true
+	}
+	return r.dueNow(cfg, x, low, groups)
+}
+
+// dueNow is due without the age limit: what a pass may have to do
+// whatever the time (the open-logs cache keeps a partition open for it).
+func (r *retention) dueNow(cfg *TopicConfig, x *extent, low Seq, groups bool) bool {
 	floor := max(x.first, r.askedCut) // the log may keep a partial segment
 	if x.last >= x.first {
-		if cfg.MaxAgeMs > 0 {
-			return true // time passes: checked every RetentionInterval
-		}
 		if cfg.MaxMsgs > 0 && x.last >= Seq(cfg.MaxMsgs) && x.last-Seq(cfg.MaxMsgs)+1 > floor {
 			return true
 		}
@@ -60,6 +67,11 @@ func retentionCut(cfg *TopicConfig, x *extent, low Seq, groups bool, now int64, 
 // retentionDue reports whether a retention pass may have work.
 func (p *partition) retentionDue() bool {
 	return p.ret.due(&p.t.cfg, &p.extent, p.commit.safeLow, len(p.order) > 0)
+}
+
+// retentionDueNow is retentionDue without the age limit (idle.go).
+func (p *partition) retentionDueNow() bool {
+	return p.ret.dueNow(&p.t.cfg, &p.extent, p.commit.safeLow, len(p.order) > 0)
 }
 
 // retain applies the topic's retention at most once per RetentionInterval:

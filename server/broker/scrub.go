@@ -101,7 +101,7 @@ func (s *scrubber) run(b *Broker) {
 		var total uint64
 		for _, t := range b.Topics() {
 			for _, p := range t.parts {
-				for _, st := range []seglog.Store{p.data, p.events} {
+				for _, st := range p.scrubStores() {
 					if v, ok := st.(verifier); ok {
 						logs = append(logs, v)
 						for _, si := range v.Segments() {

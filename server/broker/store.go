@@ -15,7 +15,7 @@ const (
 // seglog sized for what it holds. Data logs compress sealed segments as the
 // topic's Compression says; event logs never do (they are replayed on every
 // open and truncated soon after).
-func (t *Topic) openStore(dir string, events bool, policy seglog.Policy) (seglog.Store, error) {
+func (t *Topic) openStore(dir string, events bool, policy seglog.Policy, quick bool) (seglog.Store, error) {
 	o := &t.b.opts
 	if o.OpenStore != nil {
 		return o.OpenStore(dir, policy)
@@ -27,7 +27,7 @@ func (t *Topic) openStore(dir string, events bool, policy seglog.Policy) (seglog
 	// start (naming file, offset and sequence) instead of being met by a
 	// consumer.
 	so := seglog.Options{Policy: policy, SegmentSize: t.dataSegmentSize(), Compression: seglogCompression(t.cfg.Compression),
-		HoldSwapped: t.compressed(), Verify: true, QuickVerify: o.QuickStart}
+		HoldSwapped: t.compressed(), Verify: true, QuickVerify: quick}
 	if events {
 		so.SegmentSize, so.Compression, so.HoldSwapped = o.EventSegmentSize, seglog.CompressionNone, false
 	}
