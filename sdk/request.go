@@ -31,7 +31,9 @@ type request struct {
 
 	// results, written once before done is closed
 	err     error
-	arg     string
+	arg     string   // the +OK argument (not for publishes: see pos)
+	pos     Position // a publish's confirm, parsed by the read loop
+	posErr  error    // the confirm did not parse
 	msgs    []*Msg
 	corrupt []error
 	window  bool // holds a c.window token
@@ -123,11 +125,15 @@ func (c *Conn) roundTrip(ctx context.Context, kind requestKind, frame []byte) (*
 func (c *Conn) finish(r *request, err error) {
 	r.err = err
 	// answered: never replayed again, so the encoded command (a publish's
-	// whole payload) need not outlive it in a PubFuture
-	r.frame = nil
+	// whole payload) need not outlive it in a PubFuture; a publish's goes
+	// back to the frame pool, before its window token, so that the
+	// publish the token lets in can reuse it
 	if r.window {
+		c.recycleFrame(r.frame)
+		r.frame = nil
 		<-c.window
 	}
+	r.frame = nil
 	if r.state.CompareAndSwap(0, 1) {
 		close(r.done)
 	} else {

@@ -165,6 +165,7 @@ func readAll(t *testing.T, r io.Reader) []*frame {
 			fr.setCRC(true) // as after CONNECT
 		}
 		cp := *f // the reader reuses its frame
+		cp.text = bytes.Clone(f.text)
 		out = append(out, &cp)
 	}
 }
@@ -195,8 +196,8 @@ func TestFrameReader(t *testing.T) {
 			if b := fs[5]; string(b.reply) != "$F.1.2.0.19.1" || b.sid != 7 || !errors.Is(b.bad, protocol.ErrCRCMismatch) {
 				t.Fatalf("corrupt MSG decoded as %+v", b)
 			}
-			if fs[6].arg != "3" || !strings.HasPrefix(fs[7].arg, "stale_handle") {
-				t.Fatalf("answers %q %q", fs[6].arg, fs[7].arg)
+			if string(fs[6].text) != "3" || !strings.HasPrefix(fs[7].arg, "stale_handle") {
+				t.Fatalf("answers %q %q", fs[6].text, fs[7].arg)
 			}
 		})
 	}
@@ -269,7 +270,7 @@ func TestParseOKPosition(t *testing.T) {
 		{"a:b", Position{}, false},
 	}
 	for _, tt := range tests {
-		got, err := parseOKPosition(tt.in)
+		got, err := parseOKPosition([]byte(tt.in))
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("parseOKPosition(%q) = %v, %v", tt.in, got, err)
 		}

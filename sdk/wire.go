@@ -24,8 +24,10 @@ const (
 
 // frame is one decoded server frame. The frameReader reuses one frame value
 // for every frame it decodes, so a *frame is valid until the next call to
-// next; its slices (reply, hdr, data) are copied out of the read buffer into
-// the reader's slab and stay valid for good.
+// next; its slices reply, hdr and data are copied out of the read buffer
+// into the reader's slab and stay valid for good, while text is borrowed
+// from the read buffer (a confirm's argument is parsed, not kept, so
+// copying it would cost an allocation per publish).
 type frame struct {
 	kind    frameKind
 	subject string
@@ -36,7 +38,8 @@ type frame struct {
 	data    []byte
 	crc     uint32
 	hasCRC  bool
-	arg     string          // +OK argument, -ERR text, INFO JSON
+	arg     string          // -ERR text, INFO JSON
+	text    []byte          // +OK argument, borrowed: valid until the next call to next
 	bad     *protocol.Error // fBadMsg: why the parser refused it
 }
 
@@ -93,7 +96,7 @@ func (fr *frameReader) HandleCommand(c *protocol.Command) error {
 	case protocol.OpInfo:
 		f.kind, f.arg = fInfo, string(c.JSON)
 	case protocol.OpOK:
-		f.kind, f.arg = fOK, string(c.Text)
+		f.kind, f.text = fOK, c.Text
 	case protocol.OpErr:
 		f.kind, f.arg = fErr, string(c.Text)
 	case protocol.OpPing:
@@ -234,8 +237,9 @@ func appendPub(b []byte, subject string, hdr, data []byte, crc bool) []byte {
 	if crc {
 		tok = protocol.ComputeCRC
 	}
-	if b == nil { // one allocation of the right size instead of regrowing
-		b = make([]byte, 0, len(subject)+len(hdr)+len(data)+64)
+	if need := len(subject) + len(hdr) + len(data) + 64; cap(b)-len(b) < need {
+		// one allocation of the right size instead of regrowing
+		b = append(make([]byte, 0, len(b)+need), b...)
 	}
 	if len(hdr) > 0 {
 		return protocol.AppendHPub(b, subject, "", hdr, data, tok)
