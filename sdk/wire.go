@@ -59,11 +59,17 @@ type frameReader struct {
 	lastSubj   string // the subject of the last delivery, reused when equal
 }
 
+// readBufSize is the read buffer's starting size (it grows for a larger
+// frame). Deliveries are copied out of it, so its size costs no retention:
+// 32 KiB took a read call per 25 deliveries of 1 KiB; 128 KiB takes what a
+// busy socket holds in about a third as many calls.
+const readBufSize = 128 << 10
+
 func newFrameReader(r io.Reader) *frameReader {
 	return &frameReader{
 		r:   r,
 		p:   protocol.NewParser(protocol.ServerToClient, clientLimits(0)),
-		buf: make([]byte, 32<<10),
+		buf: make([]byte, readBufSize),
 	}
 }
 
