@@ -162,3 +162,39 @@ func TestPublishReusedFramesIntact(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelinedPublishAllocs: futures that are first looked at after their
+// confirm came cost one allocation each (the future); the done channel is
+// made only for a future waited on while pending (it used to be made for
+// every publish).
+func TestPipelinedPublishAllocs(t *testing.T) {
+	ctx := testCtx(t)
+	c := connect(t, "")
+	topic := mustTopic(t, c, topicName(t), fibril.TopicConfig{Partitions: 1})
+	data := bytes.Repeat([]byte("x"), 1024)
+	const batch = 200 // within the window: PublishAsync never waits
+	futs := make([]*fibril.PubFuture, batch)
+	burst := func() {
+		for i := range futs {
+			f, err := c.PublishAsync(ctx, topic, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			futs[i] = f
+		}
+		if err := c.Flush(ctx); err != nil { // every confirm is in
+			t.Fatal(err)
+		}
+		for _, f := range futs {
+			if _, err := f.Result(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	burst() // warm: the frame pool, the buffers
+	// per burst: one future per publish, and the flush's PING request and
+	// fifo; the read and write loops count too
+	if n := testing.AllocsPerRun(10, burst); n > batch*3/2 {
+		t.Fatalf("%.0f allocations per %d publishes, want at most %d", n, batch, batch*3/2)
+	}
+}

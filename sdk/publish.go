@@ -90,15 +90,13 @@ type PubFuture struct {
 }
 
 // Done is closed when the publish is confirmed or failed.
-func (f *PubFuture) Done() <-chan struct{} { return f.r.done }
+func (f *PubFuture) Done() <-chan struct{} { return f.r.done.wait() }
 
 // Result returns the outcome once Done is closed: the Position, or the
 // refusal (an *Error; test with errors.Is), ErrClosed, ErrConnectionLost ...
 // Before Done is closed it returns ErrPublishPending.
 func (f *PubFuture) Result() (Position, error) {
-	select {
-	case <-f.r.done:
-	default:
+	if !f.r.done.isFired() {
 		return Position{}, ErrPublishPending
 	}
 	if f.r.err != nil {
@@ -110,8 +108,11 @@ func (f *PubFuture) Result() (Position, error) {
 // Wait blocks until the publish is confirmed or failed, or ctx is done (the
 // publish itself goes on).
 func (f *PubFuture) Wait(ctx context.Context) (Position, error) {
+	if f.r.done.isFired() { // no channel needed
+		return f.Result()
+	}
 	select {
-	case <-f.r.done:
+	case <-f.r.done.wait():
 		return f.Result()
 	case <-ctx.Done():
 		return Position{}, ctx.Err()
@@ -158,7 +159,7 @@ func (c *Conn) PublishAsync(ctx context.Context, subject string, data []byte, op
 	}
 	f := &PubFuture{}
 	r := &f.r
-	r.kind, r.done, r.window = reqPub, make(chan struct{}), true
+	r.kind, r.window = reqPub, true
 	r.frame = appendPub(c.takeFrame(), subject, hdr, data, c.cfg.crc)
 	if err := c.send(r); err != nil {
 		r.frame = nil

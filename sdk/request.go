@@ -25,11 +25,11 @@ const (
 // request is one command awaiting its answer.
 type request struct {
 	kind  requestKind
-	frame []byte // the encoded command, kept for replay until answered
-	done  chan struct{}
+	frame []byte       // the encoded command, kept for replay until answered
+	done  signal       // fires when finished
 	state atomic.Int32 // 0 pending, 1 finished, 2 abandoned by its caller
 
-	// results, written once before done is closed
+	// results, written once before done fires
 	err     error
 	arg     string   // the +OK argument (not for publishes: see pos)
 	pos     Position // a publish's confirm, parsed by the read loop
@@ -48,7 +48,7 @@ type request struct {
 }
 
 func newRequest(kind requestKind, frame []byte) *request {
-	return &request{kind: kind, frame: frame, done: make(chan struct{})}
+	return &request{kind: kind, frame: frame}
 }
 
 // send queues r (writing it now when connected, keeping it for after the
@@ -94,13 +94,13 @@ func (c *Conn) wait(ctx context.Context, r *request) error {
 		}
 	}
 	select {
-	case <-r.done:
+	case <-r.done.wait():
 		return r.err
 	case <-ctx.Done():
 		if r.state.CompareAndSwap(0, 2) {
 			return ctx.Err()
 		}
-		<-r.done // finished concurrently: take the answer
+		<-r.done.wait() // finished concurrently: take the answer
 		return r.err
 	}
 }
@@ -135,10 +135,10 @@ func (c *Conn) finish(r *request, err error) {
 	}
 	r.frame = nil
 	if r.state.CompareAndSwap(0, 1) {
-		close(r.done)
+		r.done.fire()
 	} else {
 		// abandoned: release what its caller will never see
-		close(r.done)
+		r.done.fire()
 		for _, m := range r.msgs {
 			c.releaseAsync(m)
 		}
