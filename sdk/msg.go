@@ -14,7 +14,7 @@ import (
 // come before); an unsettled message is redelivered when its lease expires.
 //
 // Data is the caller's to read and modify for good, but its backing array
-// is a block of up to 64 KiB shared with neighbouring deliveries (its
+// is a block of up to 32 KiB shared with neighbouring deliveries (its
 // capacity is its length, so an append copies), and a Msg is allocated
 // together with 15 neighbours: keeping a few messages, or small pieces of
 // their Data, for a long time keeps their neighbours' memory alive too, so
