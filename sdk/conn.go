@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
@@ -47,9 +48,11 @@ type Conn struct {
 	reconnects  int
 	acks        []queuedAck // AckAsync calls not written yet (ackcoalesce.go)
 
-	window chan struct{} // one token per unconfirmed publish
-	closed chan struct{} // closed by Close
-	wg     sync.WaitGroup
+	maxPayload atomic.Int64  // info.MaxPayload, read by every publish without c.mu
+	window     chan struct{} // one token per unconfirmed publish
+	frames     chan []byte   // encoded publishes whose confirm came, for reuse (framepool.go)
+	closed     chan struct{} // closed by Close
+	wg         sync.WaitGroup
 }
 
 // transport is one TCP/TLS connection. A Conn has at most one at a time.
@@ -105,8 +108,9 @@ func Connect(ctx context.Context, rawURL string, opts ...Option) (*Conn, error) 
 		n = cfg.maxInFlightPb
 	}
 	c.window = make(chan struct{}, n)
+	c.frames = make(chan []byte, n)
 	c.mu.Lock()
-	c.info = info
+	c.setInfoLocked(info)
 	c.state = stateConnected
 	c.install(nc, fr)
 	c.mu.Unlock()
@@ -258,6 +262,12 @@ func (c *Conn) install(nc net.Conn, fr *frameReader) *transport {
 		go c.heartbeatLoop(t)
 	}
 	return t
+}
+
+// setInfoLocked adopts the server's INFO. Caller holds c.mu.
+func (c *Conn) setInfoLocked(info ServerInfo) {
+	c.info = info
+	c.maxPayload.Store(info.MaxPayload)
 }
 
 // Info returns the INFO of the server this Conn is (or was last) connected to.

@@ -120,7 +120,7 @@ func (f *Fetcher) Next(ctx context.Context) ([]*Msg, error) {
 		r := f.polls[0]
 		f.mu.Unlock()
 		select {
-		case <-r.done:
+		case <-r.done.wait():
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -173,7 +173,7 @@ func (f *Fetcher) Close() error {
 		if r.state.CompareAndSwap(0, 2) {
 			continue // finish releases its deliveries on arrival
 		}
-		<-r.done
+		<-r.done.wait()
 		for _, m := range r.msgs {
 			f.c.releaseAsync(m)
 		}

@@ -14,7 +14,7 @@ import (
 // come before); an unsettled message is redelivered when its lease expires.
 //
 // Data is the caller's to read and modify for good, but its backing array
-// is a block of up to 64 KiB shared with neighbouring deliveries (its
+// is a block of up to 32 KiB shared with neighbouring deliveries (its
 // capacity is its length, so an append copies), and a Msg is allocated
 // together with 15 neighbours: keeping a few messages, or small pieces of
 // their Data, for a long time keeps their neighbours' memory alive too, so
@@ -113,17 +113,21 @@ func (c *Conn) AckAll(ctx context.Context, msgs ...*Msg) error {
 
 // ackLine encodes an ACK of the longest prefix of msgs (at least one) whose
 // line, line end excluded, fits in limit bytes; it returns that prefix's
-// length and the line.
+// length and the line. Every m has a parsed handle (m.hok), so m.handle is
+// its canonical text (ParseHandle accepts nothing else) and is copied as
+// the server sent it, into one allocation of the line's size.
 func ackLine(msgs []*Msg, limit int) (int, []byte) {
-	line := []byte("ACK")
-	n := 0
+	n, size := 0, len("ACK")
 	for _, m := range msgs {
-		next := m.h.Append(append(line, ' '))
-		if n > 0 && len(next) > limit {
+		if n > 0 && size+1+len(m.handle) > limit {
 			break
 		}
-		line = next
+		size += 1 + len(m.handle)
 		n++
+	}
+	line := append(make([]byte, 0, size+2), "ACK"...)
+	for _, m := range msgs[:n] {
+		line = append(append(line, ' '), m.handle...)
 	}
 	return n, append(line, "\r\n"...)
 }

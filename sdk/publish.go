@@ -67,35 +67,52 @@ func WithHeaders(h Header) PubOption {
 	}
 }
 
+// pubHeader encodes the header block opts ask for (nil when none). The
+// options are applied only when there are some: a pubOpts handed to an
+// option escapes to the heap, an allocation every plain publish would pay.
+func pubHeader(opts []PubOption) ([]byte, error) {
+	if len(opts) == 0 {
+		return nil, nil
+	}
+	var o pubOpts
+	for _, op := range opts {
+		op(&o)
+	}
+	if len(o.header) == 0 {
+		return nil, nil
+	}
+	return encodeHeader(o.header)
+}
+
 // PubFuture is the pending result of PublishAsync.
 type PubFuture struct {
-	r *request
-	c *Conn
+	r request // in place: one allocation per publish fewer
 }
 
 // Done is closed when the publish is confirmed or failed.
-func (f *PubFuture) Done() <-chan struct{} { return f.r.done }
+func (f *PubFuture) Done() <-chan struct{} { return f.r.done.wait() }
 
 // Result returns the outcome once Done is closed: the Position, or the
 // refusal (an *Error; test with errors.Is), ErrClosed, ErrConnectionLost ...
 // Before Done is closed it returns ErrPublishPending.
 func (f *PubFuture) Result() (Position, error) {
-	select {
-	case <-f.r.done:
-	default:
+	if !f.r.done.isFired() {
 		return Position{}, ErrPublishPending
 	}
 	if f.r.err != nil {
 		return Position{}, fmt.Errorf("fibril: publish: %w", f.r.err)
 	}
-	return parseOKPosition(f.r.arg)
+	return f.r.pos, f.r.posErr
 }
 
 // Wait blocks until the publish is confirmed or failed, or ctx is done (the
 // publish itself goes on).
 func (f *PubFuture) Wait(ctx context.Context) (Position, error) {
+	if f.r.done.isFired() { // no channel needed
+		return f.Result()
+	}
 	select {
-	case <-f.r.done:
+	case <-f.r.done.wait():
 		return f.Result()
 	case <-ctx.Done():
 		return Position{}, ctx.Err()
@@ -125,18 +142,11 @@ func (c *Conn) PublishAsync(ctx context.Context, subject string, data []byte, op
 	if err := checkSubject(subject); err != nil {
 		return nil, err
 	}
-	var o pubOpts
-	for _, op := range opts {
-		op(&o)
+	hdr, err := pubHeader(opts)
+	if err != nil {
+		return nil, err
 	}
-	var hdr []byte
-	if len(o.header) > 0 {
-		var err error
-		if hdr, err = encodeHeader(o.header); err != nil {
-			return nil, err
-		}
-	}
-	if mp := c.Info().MaxPayload; mp > 0 && int64(len(hdr)+len(data)) > mp {
+	if mp := c.maxPayload.Load(); mp > 0 && int64(len(hdr)+len(data)) > mp {
 		// the server would close the connection (max_payload is fatal)
 		return nil, fmt.Errorf("fibril: publish refused before sending: %w",
 			protocol.NewError(protocol.CodeMaxPayload, fmt.Sprintf("%d bytes, limit %d", len(hdr)+len(data), mp)))
@@ -144,20 +154,37 @@ func (c *Conn) PublishAsync(ctx context.Context, subject string, data []byte, op
 	if err := ctx.Err(); err != nil {
 		return nil, err // select below picks at random among ready cases
 	}
-	select {
-	case c.window <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-c.closed:
-		return nil, c.closeReason()
+	if err := c.takeWindow(ctx); err != nil {
+		return nil, err
 	}
-	r := newRequest(reqPub, appendPub(nil, subject, hdr, data, c.cfg.crc))
-	r.window = true
+	f := &PubFuture{}
+	r := &f.r
+	r.kind, r.window = reqPub, true
+	r.frame = appendPub(c.takeFrame(), subject, hdr, data, c.cfg.crc)
 	if err := c.send(r); err != nil {
+		r.frame = nil
 		<-c.window
 		return nil, fmt.Errorf("fibril: publish: %w", err)
 	}
-	return &PubFuture{r: r, c: c}, nil
+	return f, nil
+}
+
+// takeWindow takes a token of the unconfirmed-publish window, waiting
+// while it is full until ctx is done or the Conn closes.
+func (c *Conn) takeWindow(ctx context.Context) error {
+	select { // the common case, without a three-way select
+	case c.window <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case c.window <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closed:
+		return c.closeReason()
+	}
 }
 
 // OutMsg is one message of a PublishBatch.

@@ -43,7 +43,7 @@ func (c *Conn) dispatch(t *transport, f *frame) error {
 		}
 		t.fr.setMaxPayload(int(info.MaxPayload))
 		c.mu.Lock()
-		c.info = info
+		c.setInfoLocked(info)
 		c.mu.Unlock()
 		return nil
 	case fMsg, fBadMsg:
@@ -112,7 +112,11 @@ func (c *Conn) answer(r *request, f *frame) error {
 			return fmt.Errorf("%w: request answered by PONG", ErrProtocol)
 		}
 	}
-	r.arg = f.arg
+	if r.kind == reqPub {
+		r.pos, r.posErr = parseOKPosition(f.text)
+	} else {
+		r.arg = string(f.text)
+	}
 	c.finish(r, nil)
 	return nil
 }
@@ -206,8 +210,8 @@ func (c *Conn) releaseAsync(m *Msg) {
 }
 
 // parseOKPosition parses the argument of a publish confirm.
-func parseOKPosition(arg string) (Position, error) {
-	p, stored, err := protocol.ParseConfirm([]byte(arg))
+func parseOKPosition(arg []byte) (Position, error) {
+	p, stored, err := protocol.ParseConfirm(arg)
 	if err != nil {
 		return Position{}, fmt.Errorf("%w: %w", ErrProtocol, err)
 	}

@@ -96,7 +96,7 @@ func (c *Conn) reconnectLoop() {
 			nc.Close()
 			return
 		}
-		c.info = info
+		c.setInfoLocked(info)
 		c.state = stateConnected
 		c.reconnects++
 		t := c.install(nc, fr)

@@ -25,13 +25,15 @@ const (
 // request is one command awaiting its answer.
 type request struct {
 	kind  requestKind
-	frame []byte // the encoded command, kept for replay until answered
-	done  chan struct{}
+	frame []byte       // the encoded command, kept for replay until answered
+	done  signal       // fires when finished
 	state atomic.Int32 // 0 pending, 1 finished, 2 abandoned by its caller
 
-	// results, written once before done is closed
+	// results, written once before done fires
 	err     error
-	arg     string
+	arg     string   // the +OK argument (not for publishes: see pos)
+	pos     Position // a publish's confirm, parsed by the read loop
+	posErr  error    // the confirm did not parse
 	msgs    []*Msg
 	corrupt []error
 	window  bool // holds a c.window token
@@ -46,7 +48,7 @@ type request struct {
 }
 
 func newRequest(kind requestKind, frame []byte) *request {
-	return &request{kind: kind, frame: frame, done: make(chan struct{})}
+	return &request{kind: kind, frame: frame}
 }
 
 // send queues r (writing it now when connected, keeping it for after the
@@ -92,13 +94,13 @@ func (c *Conn) wait(ctx context.Context, r *request) error {
 		}
 	}
 	select {
-	case <-r.done:
+	case <-r.done.wait():
 		return r.err
 	case <-ctx.Done():
 		if r.state.CompareAndSwap(0, 2) {
 			return ctx.Err()
 		}
-		<-r.done // finished concurrently: take the answer
+		<-r.done.wait() // finished concurrently: take the answer
 		return r.err
 	}
 }
@@ -123,16 +125,20 @@ func (c *Conn) roundTrip(ctx context.Context, kind requestKind, frame []byte) (*
 func (c *Conn) finish(r *request, err error) {
 	r.err = err
 	// answered: never replayed again, so the encoded command (a publish's
-	// whole payload) need not outlive it in a PubFuture
-	r.frame = nil
+	// whole payload) need not outlive it in a PubFuture; a publish's goes
+	// back to the frame pool, before its window token, so that the
+	// publish the token lets in can reuse it
 	if r.window {
+		c.recycleFrame(r.frame)
+		r.frame = nil
 		<-c.window
 	}
+	r.frame = nil
 	if r.state.CompareAndSwap(0, 1) {
-		close(r.done)
+		r.done.fire()
 	} else {
 		// abandoned: release what its caller will never see
-		close(r.done)
+		r.done.fire()
 		for _, m := range r.msgs {
 			c.releaseAsync(m)
 		}

@@ -165,6 +165,7 @@ func readAll(t *testing.T, r io.Reader) []*frame {
 			fr.setCRC(true) // as after CONNECT
 		}
 		cp := *f // the reader reuses its frame
+		cp.text = bytes.Clone(f.text)
 		out = append(out, &cp)
 	}
 }
@@ -195,8 +196,8 @@ func TestFrameReader(t *testing.T) {
 			if b := fs[5]; string(b.reply) != "$F.1.2.0.19.1" || b.sid != 7 || !errors.Is(b.bad, protocol.ErrCRCMismatch) {
 				t.Fatalf("corrupt MSG decoded as %+v", b)
 			}
-			if fs[6].arg != "3" || !strings.HasPrefix(fs[7].arg, "stale_handle") {
-				t.Fatalf("answers %q %q", fs[6].arg, fs[7].arg)
+			if string(fs[6].text) != "3" || !strings.HasPrefix(fs[7].arg, "stale_handle") {
+				t.Fatalf("answers %q %q", fs[6].text, fs[7].arg)
 			}
 		})
 	}
@@ -269,9 +270,50 @@ func TestParseOKPosition(t *testing.T) {
 		{"a:b", Position{}, false},
 	}
 	for _, tt := range tests {
-		got, err := parseOKPosition(tt.in)
+		got, err := parseOKPosition([]byte(tt.in))
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("parseOKPosition(%q) = %v, %v", tt.in, got, err)
 		}
+	}
+}
+
+// countingReader counts Read calls; each returns as much as fits.
+type countingReader struct {
+	r     io.Reader
+	calls int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.calls++
+	return c.r.Read(p)
+}
+
+// TestFrameReaderReadsInLargeChunks: 100 deliveries of 1 KiB that are all
+// there take two reads (the data, then EOF), not one per 32 KiB (the old
+// buffer took five), and every delivery comes out whole.
+func TestFrameReaderReadsInLargeChunks(t *testing.T) {
+	var stream bytes.Buffer
+	body := bytes.Repeat([]byte("z"), 1024)
+	for i := range 100 {
+		stream.WriteString("MSG orders 0 $F.1.2.0." + strings.Repeat("1", 1+i%3) + ".1 1024\r\n")
+		stream.Write(body)
+		stream.WriteString("\r\n")
+	}
+	cr := &countingReader{r: bytes.NewReader(stream.Bytes())}
+	fr := newFrameReader(cr)
+	for i := range 100 {
+		f, err := fr.next()
+		if err != nil {
+			t.Fatalf("delivery %d: %v", i, err)
+		}
+		if f.kind != fMsg || !bytes.Equal(f.data, body) {
+			t.Fatalf("delivery %d: kind %d, %d bytes", i, f.kind, len(f.data))
+		}
+	}
+	if _, err := fr.next(); err != io.EOF {
+		t.Fatalf("after the stream: %v, want EOF", err)
+	}
+	if cr.calls > 2 {
+		t.Fatalf("%d reads for %d bytes", cr.calls, stream.Len())
 	}
 }
