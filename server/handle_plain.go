@@ -51,25 +51,14 @@ func (m *pubMsg) sum() uint32 {
 // fanOut delivers m to the matching plain subscriptions and reports how
 // many received it.
 func (c *client) fanOut(m *pubMsg) int {
-	c.matchBuf = c.srv.subs.match(m.subject, c.matchBuf[:0])
-	if len(c.matchBuf) == 0 {
-		return 0
-	}
+	r := c.srv.subs.matchResult(m.subject)
 	n := 0
-	var queues map[string][]*subscription
-	for _, s := range c.matchBuf {
-		if s.queue != "" {
-			if queues == nil {
-				queues = make(map[string][]*subscription)
-			}
-			queues[s.queue] = append(queues[s.queue], s)
-			continue
-		}
+	for _, s := range r.plain {
 		if c.deliverPlain(s, m) {
 			n++
 		}
 	}
-	for _, members := range queues {
+	for _, members := range r.queues {
 		// One member per message; try others if the pick is gone or full.
 		start := rand.IntN(len(members))
 		for i := range members {
@@ -79,7 +68,6 @@ func (c *client) fanOut(m *pubMsg) int {
 			}
 		}
 	}
-	clear(c.matchBuf)
 	return n
 }
 
