@@ -54,7 +54,8 @@ type client struct {
 
 	// Input goroutine only.
 	parser   *protocol.Parser
-	frameBuf []byte // scratch for encoding one frame
+	frameBuf []byte       // scratch for encoding one frame
+	subjects subjectCache // the strings of subjects published to
 
 	lane  laneState      // durable commands queued off the input goroutine
 	stall publisherStall // a slow plain subscriber this publisher waits for

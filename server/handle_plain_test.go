@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"hash/crc32"
+	"runtime"
 	"testing"
 )
 
@@ -72,6 +73,65 @@ func TestQueueGroupIsAnyToken(t *testing.T) {
 					}
 				}
 				sub.expect(`^PONG$`)
+			}
+		})
+	}
+}
+
+// TestPlainPublishAllocs: a plain PUB delivered to one subscriber
+// allocates nothing once warm, with and without the durable engine (where
+// no topic captures the subject): the subject's string comes from the
+// publisher's subject cache, the match from the sublist's cache, and the
+// routed message stays on the stack (a closure keeping a pointer to it made
+// every publish allocate it).
+func TestPlainPublishAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops buffers at random under -race")
+	}
+	for _, durable := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no broker", true: "durable engine"}[durable], func(t *testing.T) {
+			s, err := New(testOptions(t, func(o *Options) { o.NoBroker = !durable }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.openDurable(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.closeDurable)
+			sub := newClient(s, 1, &nullTransport{}, false)
+			pub := newClient(s, 2, &nullTransport{}, false)
+			if n := sub.feed([]byte("SUB bench.x 1\r\n")); n == 0 || len(s.subs.match("bench.x", nil)) != 1 {
+				t.Fatal("SUB not registered")
+			}
+			frame := []byte("PUB bench.x 16\r\n0123456789abcdef\r\n")
+			const batch = 64 // publishes between two drains of the subscriber
+			per := len("MSG bench.x 1 16\r\n0123456789abcdef\r\n")
+			var bufs [][]byte
+			var before, after runtime.MemStats
+			// Other goroutines (the engine's) may allocate during a round:
+			// the fewest of a round's allocations must be none, where one
+			// per message would be batch.
+			least := uint64(1 << 62)
+			for round := range 20 {
+				runtime.ReadMemStats(&before)
+				for range batch {
+					if n := pub.feed(frame); n != len(frame) {
+						t.Fatalf("feed consumed %d of %d", n, len(frame))
+					}
+				}
+				runtime.ReadMemStats(&after)
+				if round > 0 { // round 0 warms the caches and the pool
+					least = min(least, after.Mallocs-before.Mallocs)
+				}
+				var n int
+				bufs, n, _ = sub.takeOut(bufs[:0], 1<<30)
+				if n != batch*per {
+					t.Fatalf("subscriber got %d bytes, want %d", n, batch*per)
+				}
+				s.outBufs.putAll(bufs)
+			}
+			if least != 0 {
+				t.Errorf("at least %d allocations per %d publishes, want 0", least, batch)
 			}
 		})
 	}
