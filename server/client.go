@@ -56,6 +56,7 @@ type client struct {
 	parser   *protocol.Parser
 	frameBuf []byte       // scratch for encoding one frame
 	subjects subjectCache // the strings of subjects published to
+	wakeSet  []*client    // subscribers to wake when this feed ends (wakeLater)
 
 	lane  laneState      // durable commands queued off the input goroutine
 	stall publisherStall // a slow plain subscriber this publisher waits for

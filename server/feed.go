@@ -14,10 +14,13 @@ import (
 
 // feed parses the whole frames at the start of buf (borrowed: nothing may
 // keep it after return) and returns how many bytes it consumed. A partial
-// frame is left for the next call. Input goroutine only.
+// frame is left for the next call. The subscribers its PUBs delivered to
+// are woken once, when it returns (handle_plain.go, wakeLater). Input
+// goroutine only.
 func (c *client) feed(buf []byte) int {
 	n := c.feedFrames(buf)
 	c.countIn(n)
+	c.wakeDeliveries()
 	return n
 }
 

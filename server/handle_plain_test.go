@@ -136,3 +136,50 @@ func TestPlainPublishAllocs(t *testing.T) {
 		})
 	}
 }
+
+// takingTransport is a transport whose owner takes the outbox the moment
+// it is woken, as a subscriber on another event loop may: it counts the
+// wakes and the bytes each one took.
+type takingTransport struct {
+	nullTransport
+	c     *client
+	taken []int
+}
+
+func (tr *takingTransport) wake() {
+	bufs, n, _ := tr.c.takeOut(nil, 1<<30)
+	tr.c.srv.outBufs.putAll(bufs)
+	tr.taken = append(tr.taken, n)
+}
+
+// TestDeliveriesWakeOncePerRead: one read of a publisher carrying many PUBs
+// wakes a subscriber once, when the read is parsed, with every message in
+// its outbox; a subscriber taking its outbox as soon as it is woken was
+// woken (and wrote) once per message.
+func TestDeliveriesWakeOncePerRead(t *testing.T) {
+	s, err := New(testOptions(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &takingTransport{}
+	sub := newClient(s, 1, tr, false)
+	tr.c = sub
+	pub := newClient(s, 2, &nullTransport{}, false)
+	sub.feed([]byte("SUB bench.x 1\r\n"))
+	tr.taken = nil
+	const msgs = 50
+	var read []byte
+	for range msgs {
+		read = append(read, "PUB bench.x 16\r\n0123456789abcdef\r\n"...)
+	}
+	for round := range 3 {
+		if n := pub.feed(read); n != len(read) {
+			t.Fatalf("feed consumed %d of %d", n, len(read))
+		}
+		want := msgs * len("MSG bench.x 1 16\r\n0123456789abcdef\r\n")
+		if len(tr.taken) != 1 || tr.taken[0] != want {
+			t.Fatalf("round %d: wakes took %v bytes, want one wake taking %d", round, tr.taken, want)
+		}
+		tr.taken = tr.taken[:0]
+	}
+}
