@@ -54,8 +54,9 @@ type client struct {
 
 	// Input goroutine only.
 	parser   *protocol.Parser
-	matchBuf []*subscription // scratch for fan-out matches
-	frameBuf []byte          // scratch for encoding one frame
+	frameBuf []byte       // scratch for encoding one frame
+	subjects subjectCache // the strings of subjects published to
+	wakeSet  []*client    // subscribers to wake when this feed ends (wakeLater)
 
 	lane  laneState      // durable commands queued off the input goroutine
 	stall publisherStall // a slow plain subscriber this publisher waits for

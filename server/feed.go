@@ -14,10 +14,13 @@ import (
 
 // feed parses the whole frames at the start of buf (borrowed: nothing may
 // keep it after return) and returns how many bytes it consumed. A partial
-// frame is left for the next call. Input goroutine only.
+// frame is left for the next call. The subscribers its PUBs delivered to
+// are woken once, when it returns (handle_plain.go, wakeLater). Input
+// goroutine only.
 func (c *client) feed(buf []byte) int {
 	n := c.feedFrames(buf)
 	c.countIn(n)
+	c.wakeDeliveries()
 	return n
 }
 
@@ -122,7 +125,7 @@ func (c *client) HandleCommand(cmd *protocol.Command) error {
 			return err
 		}
 	case protocol.OpPub, protocol.OpHPub:
-		m := pubMsg{subject: string(cmd.Subject), hdrLen: len(cmd.Header), body: frameBody(cmd)}
+		m := pubMsg{subject: c.subjects.get(cmd.Subject), hdrLen: len(cmd.Header), body: frameBody(cmd)}
 		if cmd.Reply != nil {
 			m.reply = string(cmd.Reply)
 		}
@@ -167,6 +170,32 @@ func frameBody(cmd *protocol.Command) []byte {
 		return h[:len(h)+len(p)]
 	}
 	return append(append(make([]byte, 0, len(h)+len(p)), h...), p...)
+}
+
+// subjectCache gives the subjects a connection publishes to as strings,
+// making each string once: a publisher repeating a subject allocates
+// nothing per message. It holds at most subjectCacheMax subjects and is
+// emptied when full, so a publisher that never repeats one costs a map
+// insert per message and the memory of subjectCacheMax subjects. Input
+// goroutine only.
+type subjectCache struct{ m map[string]string }
+
+// subjectCacheMax bounds the subjects one connection's cache holds.
+const subjectCacheMax = 64
+
+// get returns b as a string (b is borrowed; the string is not).
+func (sc *subjectCache) get(b []byte) string {
+	if s, ok := sc.m[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if sc.m == nil {
+		sc.m = make(map[string]string, subjectCacheMax)
+	} else if len(sc.m) >= subjectCacheMax {
+		clear(sc.m)
+	}
+	sc.m[s] = s
+	return s
 }
 
 // setParserCRC switches CRC-token parsing for the frames after CONNECT.

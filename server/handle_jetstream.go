@@ -102,15 +102,17 @@ func (c *client) settleJSAck(js *jsapi.API, m *pubMsg) {
 		return
 	}
 	op := ackBodyOp(kind, delay)
+	// The closures take m's strings, never m: a pointer kept by one makes
+	// every publish's pubMsg escape to the heap.
+	subject := m.subject
 	done := func(err error) {
 		if err != nil {
-			c.log.Debug("jetstream ack failed", "subject", strconv.Quote(m.subject), "err", err)
+			c.log.Debug("jetstream ack failed", "subject", strconv.Quote(subject), "err", err)
 		}
 		if !nxt {
 			answer(err)
 		}
 	}
-	subject := m.subject
 	c.settle(h, op.As(c.principal()), done)
 	if nxt && reply != "" {
 		ack, _ := jsapi.ParseAck(subject)

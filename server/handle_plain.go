@@ -51,25 +51,14 @@ func (m *pubMsg) sum() uint32 {
 // fanOut delivers m to the matching plain subscriptions and reports how
 // many received it.
 func (c *client) fanOut(m *pubMsg) int {
-	c.matchBuf = c.srv.subs.match(m.subject, c.matchBuf[:0])
-	if len(c.matchBuf) == 0 {
-		return 0
-	}
+	r := c.srv.subs.matchResult(m.subject)
 	n := 0
-	var queues map[string][]*subscription
-	for _, s := range c.matchBuf {
-		if s.queue != "" {
-			if queues == nil {
-				queues = make(map[string][]*subscription)
-			}
-			queues[s.queue] = append(queues[s.queue], s)
-			continue
-		}
+	for _, s := range r.plain {
 		if c.deliverPlain(s, m) {
 			n++
 		}
 	}
-	for _, members := range queues {
+	for _, members := range r.queues {
 		// One member per message; try others if the pick is gone or full.
 		start := rand.IntN(len(members))
 		for i := range members {
@@ -79,7 +68,6 @@ func (c *client) fanOut(m *pubMsg) int {
 			}
 		}
 	}
-	clear(c.matchBuf)
 	return n
 }
 
@@ -99,7 +87,7 @@ func (c *client) deliverPlain(s *subscription, m *pubMsg) bool {
 		}
 	}
 	c.frameBuf = appendMsg(c.frameBuf[:0], m, s.sid, to.modes.crcOut.Load(), to.modes.headersOut.Load() || m.hdrLen == 0)
-	ok, over := to.queueDeliveryMark(c.frameBuf)
+	ok, over := to.queueDeliveryMark(c.frameBuf, c)
 	if !ok {
 		return false
 	}
@@ -136,13 +124,14 @@ func appendMsg(b []byte, m *pubMsg, sid string, crc, withHeaders bool) []byte {
 // is a slow consumer: the frame is dropped and the connection closed.
 // Safe from any goroutine.
 func (c *client) queueDelivery(frame []byte) bool {
-	ok, _ := c.queueDeliveryMark(frame)
+	ok, _ := c.queueDeliveryMark(frame, nil)
 	return ok
 }
 
 // queueDeliveryMark is queueDelivery that also reports whether the output
-// is now over the stall mark (stall.go).
-func (c *client) queueDeliveryMark(frame []byte) (ok, overMark bool) {
+// is now over the stall mark (stall.go). With by, the publisher whose
+// input goroutine calls it, the wake is left to by's feed (wakeLater).
+func (c *client) queueDeliveryMark(frame []byte, by *client) (ok, overMark bool) {
 	c.mu.Lock()
 	if c.isClosing() {
 		c.mu.Unlock()
@@ -158,10 +147,43 @@ func (c *client) queueDeliveryMark(frame []byte) (ok, overMark bool) {
 	overMark = c.pendingLocked() > c.srv.opts.MaxPending/2
 	w := c.markWakeLocked()
 	c.mu.Unlock()
-	if w {
+	if w && (by == nil || !by.wakeLater(c)) {
 		c.tr.wake()
 	}
 	return true, overMark
+}
+
+// Wakes per read (as nats-server flushes the clients a read of the
+// publisher delivered to once, when the read is parsed): a delivery from
+// a publisher's input does not wake the subscriber at once but when the
+// publisher's feed ends, so one read of the publisher carrying many
+// messages costs each subscriber one wake and one write, not one per
+// message its event loop happened to take in between. The subscriber's
+// wake stays pending meanwhile (markWakeLocked), so nothing else wakes it
+// either; a feed ends after at most one read's worth of frames.
+
+// maxWakeLater bounds the subscribers one feed wakes at its end; past it
+// they are woken at once.
+const maxWakeLater = 1024
+
+// wakeLater records to, whose wake is due, for the end of this feed
+// (wakeDeliveries); false when the set is full. Input goroutine only.
+func (c *client) wakeLater(to *client) bool {
+	if len(c.wakeSet) >= maxWakeLater {
+		return false
+	}
+	c.wakeSet = append(c.wakeSet, to)
+	return true
+}
+
+// wakeDeliveries wakes the subscribers this feed delivered to. Input
+// goroutine only.
+func (c *client) wakeDeliveries() {
+	for i, to := range c.wakeSet {
+		to.tr.wake()
+		c.wakeSet[i] = nil
+	}
+	c.wakeSet = c.wakeSet[:0]
 }
 
 // handleSub registers SUB subject [queue] sid [max-inflight].

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"hash/crc32"
+	"runtime"
 	"testing"
 )
 
@@ -74,5 +75,111 @@ func TestQueueGroupIsAnyToken(t *testing.T) {
 				sub.expect(`^PONG$`)
 			}
 		})
+	}
+}
+
+// TestPlainPublishAllocs: a plain PUB delivered to one subscriber
+// allocates nothing once warm, with and without the durable engine (where
+// no topic captures the subject): the subject's string comes from the
+// publisher's subject cache, the match from the sublist's cache, and the
+// routed message stays on the stack (a closure keeping a pointer to it made
+// every publish allocate it).
+func TestPlainPublishAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops buffers at random under -race")
+	}
+	for _, durable := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no broker", true: "durable engine"}[durable], func(t *testing.T) {
+			s, err := New(testOptions(t, func(o *Options) { o.NoBroker = !durable }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.openDurable(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.closeDurable)
+			sub := newClient(s, 1, &nullTransport{}, false)
+			pub := newClient(s, 2, &nullTransport{}, false)
+			if n := sub.feed([]byte("SUB bench.x 1\r\n")); n == 0 || len(s.subs.match("bench.x", nil)) != 1 {
+				t.Fatal("SUB not registered")
+			}
+			frame := []byte("PUB bench.x 16\r\n0123456789abcdef\r\n")
+			const batch = 64 // publishes between two drains of the subscriber
+			per := len("MSG bench.x 1 16\r\n0123456789abcdef\r\n")
+			var bufs [][]byte
+			var before, after runtime.MemStats
+			// Other goroutines (the engine's) may allocate during a round:
+			// the fewest of a round's allocations must be none, where one
+			// per message would be batch.
+			least := uint64(1 << 62)
+			for round := range 20 {
+				runtime.ReadMemStats(&before)
+				for range batch {
+					if n := pub.feed(frame); n != len(frame) {
+						t.Fatalf("feed consumed %d of %d", n, len(frame))
+					}
+				}
+				runtime.ReadMemStats(&after)
+				if round > 0 { // round 0 warms the caches and the pool
+					least = min(least, after.Mallocs-before.Mallocs)
+				}
+				var n int
+				bufs, n, _ = sub.takeOut(bufs[:0], 1<<30)
+				if n != batch*per {
+					t.Fatalf("subscriber got %d bytes, want %d", n, batch*per)
+				}
+				s.outBufs.putAll(bufs)
+			}
+			if least != 0 {
+				t.Errorf("at least %d allocations per %d publishes, want 0", least, batch)
+			}
+		})
+	}
+}
+
+// takingTransport is a transport whose owner takes the outbox the moment
+// it is woken, as a subscriber on another event loop may: it counts the
+// wakes and the bytes each one took.
+type takingTransport struct {
+	nullTransport
+	c     *client
+	taken []int
+}
+
+func (tr *takingTransport) wake() {
+	bufs, n, _ := tr.c.takeOut(nil, 1<<30)
+	tr.c.srv.outBufs.putAll(bufs)
+	tr.taken = append(tr.taken, n)
+}
+
+// TestDeliveriesWakeOncePerRead: one read of a publisher carrying many PUBs
+// wakes a subscriber once, when the read is parsed, with every message in
+// its outbox; a subscriber taking its outbox as soon as it is woken was
+// woken (and wrote) once per message.
+func TestDeliveriesWakeOncePerRead(t *testing.T) {
+	s, err := New(testOptions(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &takingTransport{}
+	sub := newClient(s, 1, tr, false)
+	tr.c = sub
+	pub := newClient(s, 2, &nullTransport{}, false)
+	sub.feed([]byte("SUB bench.x 1\r\n"))
+	tr.taken = nil
+	const msgs = 50
+	var read []byte
+	for range msgs {
+		read = append(read, "PUB bench.x 16\r\n0123456789abcdef\r\n"...)
+	}
+	for round := range 3 {
+		if n := pub.feed(read); n != len(read) {
+			t.Fatalf("feed consumed %d of %d", n, len(read))
+		}
+		want := msgs * len("MSG bench.x 1 16\r\n0123456789abcdef\r\n")
+		if len(tr.taken) != 1 || tr.taken[0] != want {
+			t.Fatalf("round %d: wakes took %v bytes, want one wake taking %d", round, tr.taken, want)
+		}
+		tr.taken = tr.taken[:0]
 	}
 }

@@ -4,19 +4,76 @@ package server
 // the `*` (one token) and `>` (one or more trailing tokens) wildcard children.
 // It serves SUB/UNSUB and the fan-out of PUB/HPUB; durable topics are routed
 // by the broker, not here.
+//
+// The results of recent matches are cached by subject (as nats-server's
+// sublist does): a publisher repeating a subject costs one map lookup, not a
+// walk of the trie and of its nodes' maps. The cache holds at most
+// slCacheMax subjects; an insert or remove drops the entries it could change
+// (the filter's own subject for a literal filter, every entry for a
+// wildcard one), so a match never returns a stale result.
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/fibrilmq/fibril/wire"
 )
 
 // sublist holds every plain subscription of the server. Safe for concurrent
-// use: PUBs from all event loops match under the read lock.
+// use: PUBs from all event loops match under the read lock. mu is a leaf
+// lock (callers may hold client.mu).
 type sublist struct {
 	mu    sync.RWMutex
 	root  *slLevel
 	count int
+	// gen counts inserts and removes: a result computed under the read
+	// lock is cached only if no change came in between.
+	gen   uint64
+	cache map[string]*slResult
+}
+
+// slCacheMax bounds the subjects whose match results are cached; past it
+// an arbitrary entry makes room.
+const slCacheMax = 1024
+
+// slResult is what one subject matches: the subscriptions outside queue
+// groups, and one list per queue group. Shared and read-only once built.
+type slResult struct {
+	plain  []*subscription
+	queues [][]*subscription
+}
+
+// all is every subscription of r, appended to out.
+func (r *slResult) all(out []*subscription) []*subscription {
+	out = append(out, r.plain...)
+	for _, q := range r.queues {
+		out = append(out, q...)
+	}
+	return out
+}
+
+// newResult groups matched subscriptions by queue group, keeping the order
+// in which each group was first matched.
+func newResult(subs []*subscription) *slResult {
+	r := &slResult{}
+	var groups map[string]int // queue name -> index in r.queues
+	for _, s := range subs {
+		if s.queue == "" {
+			r.plain = append(r.plain, s)
+			continue
+		}
+		if groups == nil {
+			groups = make(map[string]int)
+		}
+		i, ok := groups[s.queue]
+		if !ok {
+			i = len(r.queues)
+			groups[s.queue] = i
+			r.queues = append(r.queues, nil)
+		}
+		r.queues[i] = append(r.queues[i], s)
+	}
+	return r
 }
 
 type slLevel struct {
@@ -30,7 +87,9 @@ type slNode struct {
 	subs map[*subscription]struct{}
 }
 
-func newSublist() *sublist { return &sublist{root: newLevel()} }
+func newSublist() *sublist {
+	return &sublist{root: newLevel(), cache: make(map[string]*slResult)}
+}
 
 func newLevel() *slLevel { return &slLevel{nodes: make(map[string]*slNode)} }
 
@@ -78,6 +137,31 @@ func (sl *sublist) insert(s *subscription) {
 	}
 	n.subs[s] = struct{}{}
 	sl.count++
+	sl.changedLocked(s.subject)
+}
+
+// changedLocked drops the cached results a change of filter's
+// subscriptions could alter (sl.mu held for writing). A literal filter is
+// matched only by its own subject; a wildcard may match any.
+func (sl *sublist) changedLocked(filter string) {
+	sl.gen++
+	if isLiteral(filter) {
+		delete(sl.cache, filter)
+		return
+	}
+	clear(sl.cache)
+}
+
+// isLiteral reports whether filter has no wildcard token.
+func isLiteral(filter string) bool {
+	for rest, more := filter, true; more; {
+		var tok string
+		tok, rest, more = wire.Cut(rest)
+		if tok == "*" || tok == ">" {
+			return false
+		}
+	}
+	return true
 }
 
 // remove deletes s; it reports whether s was present. Empty branches are
@@ -85,7 +169,11 @@ func (sl *sublist) insert(s *subscription) {
 func (sl *sublist) remove(s *subscription) bool {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	return sl.removeAt(sl.root, s, s.subject)
+	found := sl.removeAt(sl.root, s, s.subject)
+	if found {
+		sl.changedLocked(s.subject)
+	}
+	return found
 }
 
 // removeAt removes s under the tokens of subject (its rest below l).
@@ -120,9 +208,33 @@ func (sl *sublist) removeAt(l *slLevel, s *subscription, subject string) bool {
 // match appends to out every subscription whose filter matches subject (a
 // literal subject) and returns the extended slice.
 func (sl *sublist) match(subject string, out []*subscription) []*subscription {
+	return sl.matchResult(subject).all(out)
+}
+
+// matchResult returns the subscriptions whose filters match subject (a
+// literal subject), from the cache when it has them. The result is shared:
+// the caller must not modify it. subject is copied if it is cached.
+func (sl *sublist) matchResult(subject string) *slResult {
 	sl.mu.RLock()
-	defer sl.mu.RUnlock()
-	return matchLevel(sl.root, subject, out)
+	if r, ok := sl.cache[subject]; ok {
+		sl.mu.RUnlock()
+		return r
+	}
+	gen := sl.gen
+	r := newResult(matchLevel(sl.root, subject, nil))
+	sl.mu.RUnlock()
+	sl.mu.Lock()
+	if sl.gen == gen {
+		if len(sl.cache) >= slCacheMax {
+			for k := range sl.cache {
+				delete(sl.cache, k)
+				break
+			}
+		}
+		sl.cache[strings.Clone(subject)] = r
+	}
+	sl.mu.Unlock()
+	return r
 }
 
 func matchLevel(l *slLevel, rest string, out []*subscription) []*subscription {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -68,3 +70,81 @@ func TestSublistMatch(t *testing.T) {
 }
 
 func matchRef(filter, subject string) bool { return access.Matches(filter, subject) }
+
+// TestSublistCacheFollowsChanges: with the match cache in use (every
+// subject matched before and after each change), random inserts and
+// removes of literal and wildcard filters, in and out of queue groups,
+// never leave a stale result: each match equals the reference matcher over
+// the subscriptions present, and each queue group is one list.
+func TestSublistCacheFollowsChanges(t *testing.T) {
+	filters := []string{"a", "a.b", "a.c", "a.*", "a.>", "*.b", ">", "a.b.c", "*.*.c", "b"}
+	queues := []string{"", "", "q1", "q2"}
+	subjects := []string{"a", "b", "a.b", "a.c", "x.b", "a.b.c", "q.r.c", "a.b.c.d"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	sl := newSublist()
+	present := map[*subscription]bool{}
+	var all []*subscription
+	for step := range 2000 {
+		if len(all) > 0 && rng.IntN(3) == 0 {
+			s := all[rng.IntN(len(all))]
+			if got := sl.remove(s); got != present[s] {
+				t.Fatalf("step %d: remove %q = %v, want %v", step, s.subject, got, present[s])
+			}
+			delete(present, s)
+		} else {
+			s := &subscription{subject: filters[rng.IntN(len(filters))], queue: queues[rng.IntN(len(queues))], sid: strconv.Itoa(step)}
+			sl.insert(s)
+			present[s] = true
+			all = append(all, s)
+		}
+		for _, subject := range subjects {
+			r := sl.matchResult(subject)
+			got := map[*subscription]bool{}
+			for _, s := range r.plain {
+				if s.queue != "" {
+					t.Fatalf("step %d: %q: queue member %q among the plain", step, subject, s.queue)
+				}
+				got[s] = true
+			}
+			for _, q := range r.queues {
+				for _, s := range q {
+					if s.queue != q[0].queue {
+						t.Fatalf("step %d: %q: queue %q mixed with %q", step, subject, s.queue, q[0].queue)
+					}
+					got[s] = true
+				}
+			}
+			want := 0
+			for s := range present {
+				if matchRef(s.subject, subject) {
+					want++
+					if !got[s] {
+						t.Fatalf("step %d: match(%q) misses %q (queue %q)", step, subject, s.subject, s.queue)
+					}
+				}
+			}
+			if len(got) != want || len(r.all(nil)) != want {
+				t.Fatalf("step %d: match(%q) = %d subscriptions, want %d", step, subject, len(r.all(nil)), want)
+			}
+		}
+	}
+}
+
+// TestSublistCacheBounded: matching more subjects than the cache holds
+// keeps it at slCacheMax entries, and results stay right.
+func TestSublistCacheBounded(t *testing.T) {
+	sl := newSublist()
+	s := &subscription{subject: "a.*", sid: "1"}
+	sl.insert(s)
+	for i := range 3 * slCacheMax {
+		if n := len(sl.match("a."+strconv.Itoa(i), nil)); n != 1 {
+			t.Fatalf("match a.%d: %d subscriptions, want 1", i, n)
+		}
+		if len(sl.cache) > slCacheMax {
+			t.Fatalf("cache holds %d subjects, bound %d", len(sl.cache), slCacheMax)
+		}
+	}
+	if n := len(sl.match("b", nil)); n != 0 {
+		t.Fatalf("match b: %d subscriptions, want 0", n)
+	}
+}

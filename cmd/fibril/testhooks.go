@@ -7,6 +7,10 @@ package main
 //   - FIBRIL_TEST_CLOCK_OFFSET_FILE=path: the broker's clock is the system
 //     clock plus the offset in milliseconds written in path, re-read every
 //     20 ms (internal/offsetclock), so a harness can step it.
+//   - FIBRIL_TEST_CPUPROFILE=path: a CPU profile of the whole run is
+//     written to path (go tool pprof) when serve returns, for finding
+//     per-message costs under a stock client (bench/natsbench.sh
+//     --profile).
 //   - Built with -tags fibril_broken_nosync: every log reports appends as
 //     durable without an fsync, so confirms and acks are answered before
 //     they are on disk. A deliberately broken build that the fault checker
@@ -14,7 +18,9 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	"github.com/fibrilmq/fibril/internal/offsetclock"
@@ -32,6 +38,22 @@ func testHooks(opts *server.Options, lookup func(string) (string, bool)) (stop f
 		}
 		opts.Engine.Clock = c
 		stop = c.Close
+	}
+	if path, ok := lookup("FIBRIL_TEST_CPUPROFILE"); ok && path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return stop, fmt.Errorf("FIBRIL_TEST_CPUPROFILE: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return stop, fmt.Errorf("FIBRIL_TEST_CPUPROFILE: %w", err)
+		}
+		prev := stop
+		stop = func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+			prev()
+		}
 	}
 	if brokenNoSync {
 		seg := opts.Engine.SegmentSize

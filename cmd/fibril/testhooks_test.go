@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +41,33 @@ func TestTestHooksClockOffsetFile(t *testing.T) {
 	stop2()
 	if plain.Engine.Clock != server.DefaultOptions().Engine.Clock {
 		t.Fatal("the clock changed without FIBRIL_TEST_CLOCK_OFFSET_FILE")
+	}
+}
+
+// TestTestHooksCPUProfile: FIBRIL_TEST_CPUPROFILE starts a CPU profile that
+// stop writes to the file (a gzipped pprof profile); a path that cannot be
+// created is an error naming the variable.
+func TestTestHooksCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	opts := server.DefaultOptions()
+	stop, err := testHooks(&opts, func(k string) (string, bool) {
+		return path, k == "FIBRIL_TEST_CPUPROFILE"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile is %d bytes, not gzip", len(b))
+	}
+	bad := filepath.Join(t.TempDir(), "missing", "cpu.prof")
+	if _, err := testHooks(&opts, func(k string) (string, bool) {
+		return bad, k == "FIBRIL_TEST_CPUPROFILE"
+	}); err == nil || !strings.Contains(err.Error(), "FIBRIL_TEST_CPUPROFILE") {
+		t.Fatalf("uncreatable path: err %v", err)
 	}
 }
