@@ -21,23 +21,35 @@
 //     older ones are removed only once a newer mark is synced. Compaction
 //     (CreateSnapshot) writes the hard state again after its mark, then
 //     drops whole seglog segments below the first live entry.
-//   - replica (replica.go): one replica as a single-threaded step machine:
-//     propose, step, tick, and process, which runs each Ready in raft's
-//     synchronous order: persist (fsync if MustSync), send, restore a
-//     received snapshot, apply committed entries, advance, snapshot every
-//     Config.SnapshotEvery entries. Each proposal carries a 16-byte
-//     envelope (a nonce fresh at each open and a number) so that only the
-//     entry this replica proposed completes it, never an entry of an
-//     earlier life or of another replica.
-//   - Group (group.go): one goroutine that owns a replica and drives it
-//     from a ticker, an inbox of received messages and a proposal channel.
+//   - replica (replica.go): one replica as a step machine over raft's
+//     RawNode with AsyncStorageWrites: propose, step, tick, and process,
+//     which takes each Ready, sends the messages for other replicas at
+//     once (a leader's appends leave while its own is fsynced) and
+//     queues the local jobs. Each proposal carries a 16-byte envelope (a
+//     nonce fresh at each open and a number) so that only the entry this
+//     replica proposed completes it, never an entry of an earlier life or
+//     of another replica.
+//   - Local jobs (apply.go): raft's MsgStorageAppend and MsgStorageApply,
+//     done in order by an append worker (Storage.Save, fsynced when raft
+//     must have it durable) and an apply worker (the StateMachine,
+//     received snapshots restored, a snapshot every Config.SnapshotEvery
+//     entries), each handing the job back to the loop, which steps the
+//     responses it carries in their order: raft hears an entry is stable
+//     or applied only once it is, and a follower acknowledges only what
+//     it fsynced. At most maxLocalJobs are held; at the bound the loop
+//     takes no Ready until one is done. Conf changes go to raft as the
+//     loop routes their entries, so each apply job carries the conf
+//     state a snapshot at its end records.
+//   - Group (group.go): the loop goroutine that owns a replica and drives
+//     it from a ticker, an inbox of received messages, a proposal channel
+//     and the workers' completions, and the two workers.
 //     Propose returns once the entry is committed (on a quorum, fsynced
 //     there, since every replica persists before it acknowledges) and
 //     applied on this replica; Leader and Config.OnLeader report the
 //     leader as raft knows it, Status the role, term, commit and applied
 //     indexes, campaigns, dropped messages and (on the leader) every
 //     replica's match index, for metrics. Proposals and messages waiting
-//     together share one Ready, hence one fsync.
+//     together share one Ready, hence one append job and one fsync.
 //   - Node (node.go): one member of a cluster: a transport.Transport to
 //     the seed peers and a Group per raft group it runs (MetaGroup, ID 0,
 //     plus NodeConfig.Groups), each in Dir/groups/<id>, with the node's
@@ -81,9 +93,14 @@
 //     segment log) is never handed an entry it holds. Applied past the
 //     raft log's end is refused as ErrCorrupt (directories that do not
 //     belong together).
-//   - Writes are synchronous in the Ready loop (one fsync per Ready that
-//     needs one). raft's AsyncStorageWrites, which lets the next Ready be
-//     built while an fsync runs, is the planned pipelining.
+//   - The raft log is a seglog log under PolicyCaller: it fsyncs only
+//     when Save or CreateSnapshot says (and at segment rolls and Close).
+//     A hard state saved after a local snapshot may carry an older commit
+//     index (the apply worker ran ahead of the append worker); replay
+//     raises it to the snapshot's index, which is committed.
+//   - In async mode raft applies an entry only once it is stable here, so
+//     a leader whose own fsync hangs commits nothing it can apply, though
+//     its followers hold the entry: proposals wait for the leader's disk.
 //   - ErrLeaderChanged, ErrClosed and a context timeout mean the outcome
 //     is unknown: the entry may still be applied. A retry with the same
 //     data can then apply it twice; deduplication belongs to the caller.

@@ -11,11 +11,13 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
-// Group is one replica of a raft group, driven by one goroutine that owns
-// the raft.RawNode, its Storage and the StateMachine: it ticks, steps
-// received messages, takes proposals, and runs the Ready loop (persist,
-// then send, then apply, then advance). Methods are safe for concurrent
-// use.
+// Group is one replica of a raft group, driven by three goroutines: the
+// loop owns the raft.RawNode and the proposals (it ticks, steps received
+// messages, takes proposals, sends, and feeds the workers' completions
+// back to raft in order); the append worker writes and fsyncs the raft
+// Storage; the apply worker owns the StateMachine (apply.go). A slow
+// fsync so delays only what waits for it, never heartbeats. Methods are
+// safe for concurrent use.
 type Group struct {
 	r      *replica
 	propc  chan propReq
@@ -33,6 +35,21 @@ type Group struct {
 	err    error
 	leadCh chan struct{} // closed (and replaced) when the known leader changes
 	onLead func(lead, term uint64)
+	// The local workers (apply.go): each gets its jobs in order on a
+	// channel and hands each back done on another. Every channel holds
+	// maxLocalJobs+2, more than the jobs a replica holds (process stops
+	// at maxLocalJobs, one Ready adds at most two), so no send on them
+	// blocks.
+	appendc  chan *pb.Message
+	appended chan appendResult
+	applyc   chan *applyJob
+	appliedc chan *applyJob
+	workers  sync.WaitGroup
+}
+
+type appendResult struct {
+	m   *pb.Message
+	err error
 }
 
 type propReq struct {
@@ -54,7 +71,9 @@ type propReply struct {
 // ticks). It fails if the storage cannot be opened.
 func OpenGroup(cfg Config, sm StateMachine, tr Transport, tick time.Duration) (*Group, error) {
 	g := &Group{propc: make(chan propReq), recvc: make(chan *pb.Message, 1024), statc: make(chan chan Status), unrc: make(chan uint64, 64),
-		xferc: make(chan uint64), leadCh: make(chan struct{}), stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader}
+		xferc: make(chan uint64), leadCh: make(chan struct{}), stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader,
+		appendc: make(chan *pb.Message, maxLocalJobs+2), appended: make(chan appendResult, maxLocalJobs+2),
+		applyc: make(chan *applyJob, maxLocalJobs+2), appliedc: make(chan *applyJob, maxLocalJobs+2)}
 	cfg.OnLeader = func(lead, term uint64) {
 		g.lead.Store(lead)
 		g.mu.Lock()
@@ -70,6 +89,9 @@ func OpenGroup(cfg Config, sm StateMachine, tr Transport, tick time.Duration) (*
 		return nil, err
 	}
 	g.r = r
+	g.workers.Add(2)
+	go g.appendWorker()
+	go g.applyWorker()
 	go g.run()
 	return g, nil
 }
@@ -253,6 +275,7 @@ func (g *Group) Err() error {
 func (g *Group) Close() error {
 	g.once.Do(func() { close(g.stopc) })
 	<-g.donec
+	g.workers.Wait()
 	if err := g.r.close(true); err != nil {
 		return err
 	}
@@ -282,6 +305,16 @@ func (g *Group) run() {
 			g.r.rn.ReportUnreachable(id)
 		case to := <-g.xferc:
 			g.r.rn.TransferLeader(to)
+		case res := <-g.appended:
+			if err := g.r.appendDone(res.m, res.err); err != nil {
+				g.fail(err)
+				return
+			}
+		case j := <-g.appliedc:
+			if err := g.r.applyDone(j); err != nil {
+				g.fail(err)
+				return
+			}
 		case <-g.stopc:
 			return
 		}
@@ -299,10 +332,67 @@ func (g *Group) run() {
 			}
 		}
 		if err := g.r.process(); err != nil {
-			g.mu.Lock()
-			g.err = err
-			g.mu.Unlock()
-			g.r.failPending(ErrClosed)
+			g.fail(err)
+			return
+		}
+		g.dispatch()
+	}
+}
+
+// fail records the error that stops the group.
+func (g *Group) fail(err error) {
+	g.mu.Lock()
+	g.err = err
+	g.mu.Unlock()
+	g.r.failPending(ErrClosed)
+}
+
+// dispatch hands the jobs process queued to the workers (never blocks:
+// see appendc).
+func (g *Group) dispatch() {
+	for _, m := range g.r.appendq {
+		g.appendc <- m
+	}
+	clear(g.r.appendq)
+	g.r.appendq = g.r.appendq[:0]
+	for _, j := range g.r.applyq {
+		g.applyc <- j
+	}
+	clear(g.r.applyq)
+	g.r.applyq = g.r.applyq[:0]
+}
+
+// appendWorker persists append jobs in order until the loop ends. After
+// a failed one it takes no other: the loop stops at its error.
+func (g *Group) appendWorker() {
+	defer g.workers.Done()
+	for {
+		select {
+		case m := <-g.appendc:
+			err := g.r.persist(m)
+			g.appended <- appendResult{m, err}
+			if err != nil {
+				return
+			}
+		case <-g.donec:
+			return
+		}
+	}
+}
+
+// applyWorker applies apply jobs in order until the loop ends, stopping
+// after a failed one.
+func (g *Group) applyWorker() {
+	defer g.workers.Done()
+	for {
+		select {
+		case j := <-g.applyc:
+			j.err = g.r.ap.run(j)
+			g.appliedc <- j
+			if j.err != nil {
+				return
+			}
+		case <-g.donec:
 			return
 		}
 	}

@@ -1,0 +1,154 @@
+package cluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fibrilmq/fibril/server/seglog"
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// gateFS is the operating system's file system whose file fsyncs wait,
+// while the gate is shut, until it opens again.
+type gateFS struct {
+	seglog.FS
+	mu      sync.Mutex
+	gate    chan struct{} // nil: open
+	waiting atomic.Int64  // fsyncs waiting at the gate
+}
+
+func (g *gateFS) shut() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gate = make(chan struct{})
+}
+
+func (g *gateFS) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gate != nil {
+		close(g.gate)
+		g.gate = nil
+	}
+}
+
+func (g *gateFS) OpenFile(name string, flag int, perm os.FileMode) (seglog.File, error) {
+	f, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return gateFile{f, g}, nil
+}
+
+type gateFile struct {
+	seglog.File
+	fs *gateFS
+}
+
+func (f gateFile) Sync() error {
+	f.fs.mu.Lock()
+	gate := f.fs.gate
+	f.fs.mu.Unlock()
+	if gate != nil {
+		f.fs.waiting.Add(1)
+		<-gate
+		f.fs.waiting.Add(-1)
+	}
+	return f.File.Sync()
+}
+
+// countNet is chanNet counting the heartbeats each replica sends.
+type countNet struct {
+	chanNet
+	beats sync.Map // from -> *atomic.Int64
+}
+
+func (n *countNet) Send(msgs []*pb.Message) {
+	for _, m := range msgs {
+		if m.GetType() == pb.MessageType_MsgHeartbeat {
+			c, _ := n.beats.LoadOrStore(m.GetFrom(), new(atomic.Int64))
+			c.(*atomic.Int64).Add(1)
+		}
+	}
+	n.chanNet.Send(msgs)
+}
+
+func (n *countNet) beatsFrom(id uint64) int64 {
+	c, ok := n.beats.Load(id)
+	if !ok {
+		return 0
+	}
+	return c.(*atomic.Int64).Load()
+}
+
+// TestGroupHeartbeatsDuringSlowFsync: while the leader's raft log fsync
+// hangs (its append worker waits on it), the leader's loop goes on
+// ticking and sending heartbeats, so its followers do not depose it; the
+// proposal it holds completes once the fsync does. With writes in the
+// raft loop the heartbeats stop with the fsync.
+func TestGroupHeartbeatsDuringSlowFsync(t *testing.T) {
+	base := t.TempDir()
+	net := &countNet{chanNet: chanNet{groups: map[uint64]*Group{}}}
+	peers := []uint64{1, 2, 3}
+	fss := map[uint64]*gateFS{}
+	groups := map[uint64]*Group{}
+	for _, id := range peers {
+		fss[id] = &gateFS{FS: seglog.OSFS()}
+		g, err := OpenGroup(Config{ID: id, Peers: peers, Dir: filepath.Join(base, strconv.Itoa(int(id))), FS: fss[id], ElectionTicks: 50},
+			&lockedSM{sm: newTestSM()}, net, 5*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net.set(id, g)
+		groups[id] = g
+	}
+	defer func() {
+		for _, fs := range fss {
+			fs.open()
+		}
+		for _, g := range groups {
+			g.Close()
+		}
+	}()
+	var lead uint64
+	waitFor(t, "a leader", func() bool {
+		lead = groups[1].Leader()
+		return lead != 0 && groups[lead].Leader() == lead
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := groups[lead].Propose(ctx, []byte("before")); err != nil {
+		t.Fatalf("propose before the gate: %v", err)
+	}
+	fss[lead].shut()
+	done := make(chan error, 1)
+	go func() {
+		_, err := groups[lead].Propose(ctx, []byte("during"))
+		done <- err
+	}()
+	waitFor(t, "the leader's fsync to hang", func() bool { return fss[lead].waiting.Load() > 0 })
+	from := net.beatsFrom(lead)
+	waitFor(t, "heartbeats while the fsync hangs", func() bool {
+		return net.beatsFrom(lead) >= from+20 && fss[lead].waiting.Load() > 0
+	})
+	for _, id := range peers {
+		if l := groups[id].Leader(); l != lead {
+			t.Fatalf("replica %d sees leader %d during the fsync, want %d", id, l, lead)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("proposal completed while the leader's fsync hung: %v", err)
+	default:
+	}
+	fss[lead].open()
+	if err := <-done; err != nil {
+		t.Fatalf("proposal after the fsync: %v", err)
+	}
+}
