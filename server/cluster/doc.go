@@ -57,6 +57,12 @@
 //     does not run are dropped and counted. TransferLeadership hands the
 //     groups it leads to followers, for a restart without an election.
 //     ParsePeers (peers.go) reads a seed list (name@host:port, ...).
+//   - The peer book (peerbook.go): the metadata group's state machine
+//     wraps the caller's and takes out peer records (Node.ProposePeer):
+//     once one is applied on a node, the node links to that peer, and its
+//     book is saved in Dir/peers.json (temp -> fsync -> rename) and in
+//     the metadata snapshots, so a joining node is reached without a
+//     manual AddPeer, also after a restart.
 //
 // # What it must never do
 //
@@ -84,8 +90,11 @@
 //     returns the snapshot's conf state, and raft replays every committed
 //     entry after the snapshot at open, even those the state machine
 //     already holds, so that the conf changes among them are applied
-//     again. A Node links to its seeds and to what Node.AddPeer names;
-//     nothing yet derives its peers from the metadata group.
+//     again. A Node links to its seeds, to the peers of its book and to
+//     what Node.AddPeer names. The book only grows: a removed node stays
+//     in it (RemovePeer cuts its links until the next start), and a
+//     metadata entry of the caller's must not start with the peer
+//     record's prefix (0xFF "fibril-peer" 0x00).
 //   - At open the replica resumes after the state machine's durable
 //     applied index (StateMachine.Applied) when it is at or past the
 //     latest snapshot, else restores that snapshot: an in-memory state

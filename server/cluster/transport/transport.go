@@ -19,8 +19,13 @@ import (
 // queue).
 const MaxPeers = 1024
 
-// ErrClosed is returned by methods called after Close.
-var ErrClosed = errors.New("transport: closed")
+// Errors of AddPeer and the methods called after Close.
+var (
+	// ErrClosed is returned by methods called after Close.
+	ErrClosed = errors.New("transport: closed")
+	// ErrPeerExists: AddPeer was given an ID already a peer.
+	ErrPeerExists = errors.New("transport: peer already added")
+)
 
 // Options configure a Transport. Zero durations and sizes take the
 // defaults named.
@@ -172,8 +177,8 @@ func New(opts Options) (*Transport, error) {
 func (t *Transport) Addr() net.Addr { return t.ln.Addr() }
 
 // AddPeer starts the link to p; messages to p.ID are queued for it from
-// now on. It fails for this node's own ID, an ID already a peer, or after
-// Close.
+// now on. It fails for this node's own ID, an ID already a peer
+// (ErrPeerExists), or after Close (ErrClosed).
 func (t *Transport) AddPeer(p Peer) error {
 	if p.ID == 0 || p.ID == t.opts.ID || p.Name == "" || p.Addr == "" {
 		return fmt.Errorf("transport: bad peer %+v", p)
@@ -184,7 +189,7 @@ func (t *Transport) AddPeer(p Peer) error {
 		return ErrClosed
 	}
 	if _, ok := t.peers[p.ID]; ok {
-		return fmt.Errorf("transport: peer %d (%s) already added", p.ID, p.Name)
+		return fmt.Errorf("%w: %d (%s)", ErrPeerExists, p.ID, p.Name)
 	}
 	if len(t.peers) >= MaxPeers {
 		return fmt.Errorf("transport: peer %s: already %d peers", p.Name, MaxPeers)
