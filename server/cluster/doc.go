@@ -115,9 +115,12 @@
 //     data can then apply it twice; deduplication belongs to the caller.
 //   - Snapshots are held in memory whole and sent as one MsgSnap, reported
 //     delivered at once (a lost one makes the follower reject the next
-//     append, and raft sends it again); over a Node's transport one is at
-//     most transport.Options.MaxFrame (16 MiB by default), and a larger
-//     one is dropped each time it is sent (counted as Oversize).
+//     append, and raft sends it again). Over a Node's transport one larger
+//     than a frame travels in chunks (package transport, snapshot.go),
+//     assembled in Dir/snap-in, up to transport.Options.MaxSnapshot (1 GiB
+//     by default; a larger one is dropped each time, counted as
+//     Oversize). The snapshot's state-machine bytes still ride inside the
+//     raft message rather than streaming from the snapshot file.
 //   - Reads: Group.ReadIndex (read.go) waits until the replica applied
 //     everything committed before the call, confirmed by a quorum, so a
 //     state machine read after it is linearizable; a read raft drops

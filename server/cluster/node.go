@@ -21,8 +21,12 @@ import (
 const MetaGroup uint64 = 0
 
 // maxGroups bounds the groups one node runs (each is a goroutine, a raft
-// log and a ticker).
-const maxGroups = 4096
+// log and a ticker); group IDs stay below maxGroupID (the transport
+// marks its snapshot chunks with the top bit).
+const (
+	maxGroups  = 4096
+	maxGroupID = 1 << 63
+)
 
 // PeerConfig names another node of the cluster and its cluster address.
 type PeerConfig struct {
@@ -64,7 +68,8 @@ type NodeConfig struct {
 	MaxEntryBytes                 int
 	MaxUncommittedBytes           uint64
 	// Transport tunes the cluster links (its ID, Name, Listen, Creds,
-	// Handler and OnUnreachable are the node's own and are ignored).
+	// Handler, OnUnreachable and SnapshotDir are the node's own and are
+	// ignored).
 	Transport transport.Options
 }
 
@@ -120,6 +125,9 @@ func (c NodeConfig) validate() (ids []uint64, err error) {
 	}
 	seen := map[uint64]bool{MetaGroup: true}
 	for _, g := range c.Groups {
+		if g >= maxGroupID {
+			return nil, fmt.Errorf("cluster: group ID %d, at most %d", g, maxGroupID-1)
+		}
 		if seen[g] {
 			return nil, fmt.Errorf("cluster: group %d listed twice (or is the metadata group)", g)
 		}
@@ -210,7 +218,16 @@ func (n *Node) open() (*transport.Transport, map[uint64]*Group, *peerBook, error
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	// Snapshots received in chunks are assembled in Dir/snap-in; what a
+	// crash left there is dropped.
 	o := n.cfg.Transport
+	o.SnapshotDir = filepath.Join(n.cfg.Dir, "snap-in")
+	if err := os.RemoveAll(o.SnapshotDir); err != nil {
+		return nil, nil, nil, fmt.Errorf("clear %s: %w", o.SnapshotDir, err)
+	}
+	if err := os.MkdirAll(o.SnapshotDir, 0o755); err != nil {
+		return nil, nil, nil, err
+	}
 	o.ID, o.Name, o.Listen, o.Creds, o.Handler, o.OnUnreachable = n.id, n.cfg.Name, n.cfg.Listen, creds, n.deliver, n.unreachable
 	tr, err := transport.New(o)
 	if err != nil {
@@ -223,9 +240,6 @@ func (n *Node) open() (*transport.Transport, map[uint64]*Group, *peerBook, error
 		if err := link(p); err != nil {
 			return tr, nil, nil, err
 		}
-	}
-	if err := os.MkdirAll(n.cfg.Dir, 0o755); err != nil {
-		return tr, nil, nil, err
 	}
 	var book *peerBook
 	groups := map[uint64]*Group{}

@@ -35,6 +35,12 @@ func newTestCluster(t *testing.T, names ...string) *testCluster {
 // newTestClusterJoin starts a cluster of names and has configs ready (not
 // started) for joiners, nodes that join it later.
 func newTestClusterJoin(t *testing.T, names, joiners []string) *testCluster {
+	return newTestClusterWith(t, names, joiners, nil)
+}
+
+// newTestClusterWith is newTestClusterJoin with each config passed to
+// tune (if set) before any node starts.
+func newTestClusterWith(t *testing.T, names, joiners []string, tune func(*NodeConfig)) *testCluster {
 	base := t.TempDir()
 	all := append(append([]string(nil), names...), joiners...)
 	paths, err := certgen.WriteCluster(t.TempDir(), time.Hour, all...)
@@ -70,6 +76,12 @@ func newTestClusterJoin(t *testing.T, names, joiners []string) *testCluster {
 				c.mu.Unlock()
 				return sm, nil
 			}}
+	}
+	if tune != nil {
+		for n, cfg := range c.cfgs {
+			tune(&cfg)
+			c.cfgs[n] = cfg
+		}
 	}
 	for _, n := range names {
 		c.start(n)
@@ -548,5 +560,37 @@ func TestPeerBookRestoreKeepsInner(t *testing.T) {
 	}
 	if err := b.Restore(5, []byte{0, 0, 1, 0}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("restore of a truncated book: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestNodesSnapshotOverFrame: a follower stopped while its group took
+// and compacted several frames' worth of entries catches up, when it
+// starts again, from a snapshot larger than one transport frame, sent
+// in chunks (with snapshots capped at one frame, it never would).
+func TestNodesSnapshotOverFrame(t *testing.T) {
+	c := newTestClusterWith(t, []string{"n1", "n2", "n3"}, nil, func(cfg *NodeConfig) {
+		cfg.MaxEntryBytes, cfg.SnapshotEvery = 256<<10, 10
+		cfg.Transport.MaxFrame = 3 << 20
+	})
+	hist := newHistory()
+	c.proposeMany(1, hist, "a", 10, 2)
+	c.check(1, hist, "n1", "n2", "n3")
+	c.stop("n3")
+	pad := strings.Repeat("p", 200<<10)
+	for i := 0; i < 40; i++ { // 8 MB of state: the snapshot is over two frames
+		data, idx := c.propose(1, fmt.Sprintf("b%d-%s", i, pad))
+		if data == "" {
+			t.FailNow()
+		}
+		hist.acked[data] = idx
+	}
+	c.start("n3")
+	c.check(1, hist, "n1", "n2", "n3")
+	var sent uint64
+	for _, n := range []string{"n1", "n2"} {
+		sent += c.node(n).Stats().Transport.SnapshotsSent
+	}
+	if got := c.node("n3").Stats().Transport.SnapshotsReceived; got == 0 || sent == 0 {
+		t.Fatalf("n3 received %d chunked snapshots (%d sent): it did not catch up from one", got, sent)
 	}
 }

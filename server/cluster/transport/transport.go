@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,15 @@ type Options struct {
 	// peer, which doubles from the first to the second (defaults 20 ms,
 	// 1 s).
 	MinBackoff, MaxBackoff time.Duration
+	// A snapshot message over MaxFrame travels in chunks (snapshot.go):
+	// MaxSnapshot bounds its size (default 1 GiB), ChunkSize a chunk
+	// (default 1 MiB or MaxFrame less 36 bytes, the smaller, and at most
+	// that), SnapshotTimeout a
+	// transfer, sent or received (default 1 min), and SnapshotDir is
+	// where a received one is assembled (default os.TempDir()).
+	MaxSnapshot, ChunkSize int
+	SnapshotTimeout        time.Duration
+	SnapshotDir            string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -98,6 +108,15 @@ func (o Options) withDefaults() (Options, error) {
 	defd(&o.IdleTimeout, 30*time.Second)
 	defd(&o.MinBackoff, 20*time.Millisecond)
 	defd(&o.MaxBackoff, time.Second)
+	def(&o.MaxSnapshot, 1<<30)
+	def(&o.ChunkSize, min(1<<20, o.MaxFrame-8-chunkHeader))
+	defd(&o.SnapshotTimeout, time.Minute)
+	if o.SnapshotDir == "" {
+		o.SnapshotDir = os.TempDir()
+	}
+	if o.ChunkSize > o.MaxFrame-8-chunkHeader {
+		return o, fmt.Errorf("transport: ChunkSize %d does not fit MaxFrame %d", o.ChunkSize, o.MaxFrame)
+	}
 	if o.MaxBackoff < o.MinBackoff {
 		return o, fmt.Errorf("transport: MaxBackoff %v below MinBackoff %v", o.MaxBackoff, o.MinBackoff)
 	}
@@ -128,11 +147,16 @@ type Stats struct {
 	// connections cut for a bad or oversized frame, Forged those cut for a
 	// message from another sender than the certificate's.
 	Refused, BadFrames, Forged uint64
+	// SnapshotsSent and SnapshotsReceived count snapshots that travelled
+	// in chunks; SnapshotsFailed those whose transfer failed either way
+	// (a write error or timeout, a bad chunk, no room to assemble).
+	SnapshotsSent, SnapshotsReceived, SnapshotsFailed uint64
 }
 
 type counters struct {
 	sent, received, droppedFull, unreachable, noPeer, oversize  atomic.Uint64
 	dials, dialFailures, linkErrors, refused, badFrames, forged atomic.Uint64
+	snapsSent, snapsReceived, snapsFailed                       atomic.Uint64
 }
 
 // Transport links this node to its peers. Its methods are safe for
@@ -146,6 +170,7 @@ type Transport struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	st     counters
+	xfers  atomic.Uint64 // snapshot transfers started, numbering them
 
 	mu      sync.RWMutex // guards the fields below
 	closed  bool
@@ -233,7 +258,22 @@ func (t *Transport) Send(group uint64, msgs []*pb.Message) {
 		}
 		size := proto.Size(m)
 		if 8+size > t.opts.MaxFrame {
-			t.st.oversize.Add(1)
+			// A snapshot goes in chunks, one per peer at a time; its
+			// bytes are raft's already, so they are not counted in
+			// QueueBytes.
+			switch {
+			case m.GetType() != pb.MessageType_MsgSnap || size > t.opts.MaxSnapshot:
+				t.st.oversize.Add(1)
+			case !pr.snap.CompareAndSwap(false, true):
+				t.st.droppedFull.Add(1)
+			default:
+				select {
+				case pr.q <- outMsg{group: group, m: m, snap: true}:
+				default:
+					pr.snap.Store(false)
+					t.st.droppedFull.Add(1)
+				}
+			}
 			continue
 		}
 		if pr.bytes.Add(int64(size)) > int64(t.opts.QueueBytes) {
@@ -242,7 +282,7 @@ func (t *Transport) Send(group uint64, msgs []*pb.Message) {
 			continue
 		}
 		select {
-		case pr.q <- outMsg{group, m, size}:
+		case pr.q <- outMsg{group: group, m: m, size: size}:
 		default:
 			pr.bytes.Add(-int64(size))
 			t.st.droppedFull.Add(1)
@@ -269,7 +309,8 @@ func (t *Transport) Stats() Stats {
 	return Stats{Sent: c.sent.Load(), Received: c.received.Load(), DroppedFull: c.droppedFull.Load(),
 		Unreachable: c.unreachable.Load(), NoPeer: c.noPeer.Load(), Oversize: c.oversize.Load(),
 		Dials: c.dials.Load(), DialFailures: c.dialFailures.Load(), LinkErrors: c.linkErrors.Load(),
-		Refused: c.refused.Load(), BadFrames: c.badFrames.Load(), Forged: c.forged.Load()}
+		Refused: c.refused.Load(), BadFrames: c.badFrames.Load(), Forged: c.forged.Load(),
+		SnapshotsSent: c.snapsSent.Load(), SnapshotsReceived: c.snapsReceived.Load(), SnapshotsFailed: c.snapsFailed.Load()}
 }
 
 // Close stops listening, cuts every link and waits for every goroutine
@@ -370,18 +411,30 @@ func (t *Transport) serve(c net.Conn) {
 	}()
 	r := bufio.NewReaderSize(tc, 64<<10)
 	var buf []byte
+	var asm *assembly // a chunked snapshot being received
+	defer func() { asm.drop() }()
 	for {
 		c.SetReadDeadline(time.Now().Add(t.opts.IdleTimeout))
-		group, m, b, err := readFrame(r, buf, t.opts.MaxFrame)
+		group, m, chunk, b, err := readFrame(r, buf, t.opts.MaxFrame)
+		if err == nil && chunk != nil {
+			if asm, m, err = t.chunk(asm, group, chunk); err != nil {
+				t.st.snapsFailed.Add(1)
+			} else if m != nil {
+				t.st.snapsReceived.Add(1)
+			}
+		}
 		buf = b
 		if cap(buf) > 1<<20 {
 			buf = nil // a snapshot's buffer is not kept for the heartbeats after it
 		}
 		if err != nil {
-			if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrBadFrame) {
+			if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrBadFrame) || errors.Is(err, ErrBadChunk) {
 				t.st.badFrames.Add(1)
 			}
 			return
+		}
+		if m == nil {
+			continue // a chunk of a snapshot not yet whole
 		}
 		if m.GetFrom() != pr.ID {
 			t.st.forged.Add(1)
