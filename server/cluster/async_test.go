@@ -152,3 +152,43 @@ func TestGroupHeartbeatsDuringSlowFsync(t *testing.T) {
 		t.Fatalf("proposal after the fsync: %v", err)
 	}
 }
+
+// TestLocalJobsBounded: a replica whose workers do not keep up holds at
+// most maxLocalJobs jobs (one Ready's two over at most): process then
+// takes no Ready, and raft keeps the rest until jobs are done, after
+// which everything proposed is applied.
+func TestLocalJobsBounded(t *testing.T) {
+	s := newSim(t, 1, 5, false)
+	defer s.closeAll()
+	nd := s.nodes[0]
+	s.campaign(nd)
+	s.drain(nd)
+	var ps []*Proposal
+	for i := 0; i < 3*maxLocalJobs; i++ {
+		p, err := nd.r.propose([]byte(strconv.Itoa(i)))
+		if err != nil {
+			t.Fatalf("proposal %d: %v", i, err)
+		}
+		ps = append(ps, p)
+		s.process(nd)
+		if held := len(nd.r.appendq) + len(nd.r.applyq); held > maxLocalJobs+2 || nd.r.jobs != held {
+			t.Fatalf("after %d proposals %d jobs held (%d counted), bound %d", i+1, held, nd.r.jobs, maxLocalJobs)
+		}
+	}
+	if nd.r.jobs < maxLocalJobs {
+		t.Fatalf("only %d jobs held: the bound was never reached", nd.r.jobs)
+	}
+	for i := 0; i < 10000 && len(nd.r.appendq)+len(nd.r.applyq) > 0; i++ {
+		s.work(nd)
+	}
+	for i, p := range ps {
+		select {
+		case <-p.Done:
+			if p.Err != nil {
+				t.Fatalf("proposal %d: %v", i, p.Err)
+			}
+		default:
+			t.Fatalf("proposal %d not applied once the jobs were done", i)
+		}
+	}
+}
