@@ -192,3 +192,101 @@ func TestLocalJobsBounded(t *testing.T) {
 		}
 	}
 }
+
+// snapFailNet is chanNet reporting snapshot outcomes itself: it drops
+// the first fail snapshots, reporting each failed, and delivers the
+// rest, reporting them sent.
+type snapFailNet struct {
+	chanNet
+	mu     sync.Mutex
+	fail   int
+	failed int
+}
+
+func (*snapFailNet) ReportsSnapshots() bool { return true }
+
+func (n *snapFailNet) Send(msgs []*pb.Message) {
+	var pass []*pb.Message
+	for _, m := range msgs {
+		if m.GetType() != pb.MessageType_MsgSnap {
+			pass = append(pass, m)
+			continue
+		}
+		n.mu.Lock()
+		drop := n.failed < n.fail
+		if drop {
+			n.failed++
+		}
+		n.mu.Unlock()
+		n.chanNet.mu.Lock()
+		from := n.groups[m.GetFrom()]
+		n.chanNet.mu.Unlock()
+		if !drop {
+			pass = append(pass, m)
+		}
+		// Reported from another goroutine, as a transport's sender would.
+		go from.ReportSnapshot(m.GetTo(), !drop)
+	}
+	n.chanNet.Send(pass)
+}
+
+// TestGroupSnapshotFailureResent: when the transport reports a snapshot
+// failed, raft sends another, and the follower behind catches up from
+// it. Without the report reaching raft the leader waits in its snapshot
+// state for an answer that never comes.
+func TestGroupSnapshotFailureResent(t *testing.T) {
+	base := t.TempDir()
+	net := &snapFailNet{chanNet: chanNet{groups: map[uint64]*Group{}}, fail: 2}
+	peers := []uint64{1, 2, 3}
+	sms := map[uint64]*lockedSM{}
+	groups := map[uint64]*Group{}
+	open := func(id uint64) {
+		sms[id] = &lockedSM{sm: newTestSM()}
+		g, err := OpenGroup(Config{ID: id, Peers: peers, Dir: filepath.Join(base, strconv.Itoa(int(id))), SnapshotEvery: 5},
+			sms[id], net, 2*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net.set(id, g)
+		groups[id] = g
+	}
+	for _, id := range peers {
+		open(id)
+	}
+	defer func() {
+		for _, g := range groups {
+			g.Close()
+		}
+	}()
+	var lead uint64
+	waitFor(t, "a leader", func() bool {
+		lead = groups[1].Leader()
+		return lead != 0 && groups[lead].Leader() == lead
+	})
+	behind := peers[0]
+	if behind == lead {
+		behind = peers[1]
+	}
+	groups[behind].Close()
+	net.set(behind, nil)
+	delete(groups, behind)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var top uint64
+	for i := 0; i < 30; i++ {
+		idx, err := groups[lead].Propose(ctx, []byte(strconv.Itoa(i)))
+		if err != nil {
+			t.Fatalf("proposal %d: %v", i, err)
+		}
+		top = idx
+	}
+	open(behind)
+	waitFor(t, "the follower to catch up from a snapshot", func() bool {
+		return sms[behind].Applied() >= top
+	})
+	net.mu.Lock()
+	defer net.mu.Unlock()
+	if net.failed != net.fail {
+		t.Fatalf("%d snapshots failed, want %d", net.failed, net.fail)
+	}
+}

@@ -113,9 +113,11 @@
 //   - ErrLeaderChanged, ErrClosed and a context timeout mean the outcome
 //     is unknown: the entry may still be applied. A retry with the same
 //     data can then apply it twice; deduplication belongs to the caller.
-//   - Snapshots are held in memory whole and sent as one MsgSnap, reported
-//     delivered at once (a lost one makes the follower reject the next
-//     append, and raft sends it again). Over a Node's transport one larger
+//   - Snapshots are held in memory whole and sent as one MsgSnap. A
+//     Node's transport reports each one's outcome (Group.ReportSnapshot:
+//     written, or dropped and failed, after which raft probes and sends
+//     another); a Transport that does not (ReportsSnapshots false) has it
+//     reported delivered at once. Over a Node's transport one larger
 //     than a frame travels in chunks (package transport, snapshot.go),
 //     assembled in Dir/snap-in, up to transport.Options.MaxSnapshot (1 GiB
 //     by default; a larger one is dropped each time, counted as

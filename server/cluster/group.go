@@ -31,9 +31,14 @@ type Group struct {
 	drops  atomic.Uint64 // messages Step dropped for a full inbox
 	tick   time.Duration
 	once   sync.Once
-	mu     sync.Mutex // guards err and leadCh
+	mu     sync.Mutex // guards err, leadCh and snaps
 	err    error
 	leadCh chan struct{} // closed (and replaced) when the known leader changes
+	// snaps holds the snapshot outcomes reported and not yet handed to
+	// raft, the latest per replica (so it is bounded by the group's
+	// size and a report is never lost); snapc (capacity 1) wakes the loop.
+	snaps  map[uint64]bool
+	snapc  chan struct{}
 	onLead func(lead, term uint64)
 	// The local workers (apply.go): each gets its jobs in order on a
 	// channel and hands each back done on another. Every channel holds
@@ -71,7 +76,7 @@ type propReply struct {
 // ticks). It fails if the storage cannot be opened.
 func OpenGroup(cfg Config, sm StateMachine, tr Transport, tick time.Duration) (*Group, error) {
 	g := &Group{propc: make(chan propReq), recvc: make(chan *pb.Message, 1024), statc: make(chan chan Status), unrc: make(chan uint64, 64),
-		xferc: make(chan uint64), leadCh: make(chan struct{}), stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader,
+		xferc: make(chan uint64), leadCh: make(chan struct{}), snaps: map[uint64]bool{}, snapc: make(chan struct{}, 1), stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader,
 		appendc: make(chan *pb.Message, maxLocalJobs+2), appended: make(chan appendResult, maxLocalJobs+2),
 		applyc: make(chan *applyJob, maxLocalJobs+2), appliedc: make(chan *applyJob, maxLocalJobs+2)}
 	cfg.OnLeader = func(lead, term uint64) {
@@ -164,6 +169,21 @@ func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
 func (g *Group) ReportUnreachable(id uint64) {
 	select {
 	case g.unrc <- id:
+	default:
+	}
+}
+
+// ReportSnapshot tells raft how sending a snapshot to the replica id
+// ended (ok: sent; else failed, and raft probes it and sends another
+// later). The group's Transport calls it when ReportsSnapshots says so.
+// It never blocks and is never lost: the latest report per replica waits
+// for the group's loop.
+func (g *Group) ReportSnapshot(id uint64, ok bool) {
+	g.mu.Lock()
+	g.snaps[id] = ok
+	g.mu.Unlock()
+	select {
+	case g.snapc <- struct{}{}:
 	default:
 	}
 }
@@ -305,6 +325,18 @@ func (g *Group) run() {
 			g.r.rn.ReportUnreachable(id)
 		case to := <-g.xferc:
 			g.r.rn.TransferLeader(to)
+		case <-g.snapc:
+			g.mu.Lock()
+			snaps := g.snaps
+			g.snaps = map[uint64]bool{}
+			g.mu.Unlock()
+			for id, ok := range snaps {
+				st := raft.SnapshotFinish
+				if !ok {
+					st = raft.SnapshotFailure
+				}
+				g.r.rn.ReportSnapshot(id, st)
+			}
 		case res := <-g.appended:
 			if err := g.r.appendDone(res.m, res.err); err != nil {
 				g.fail(err)

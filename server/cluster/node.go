@@ -68,8 +68,8 @@ type NodeConfig struct {
 	MaxEntryBytes                 int
 	MaxUncommittedBytes           uint64
 	// Transport tunes the cluster links (its ID, Name, Listen, Creds,
-	// Handler, OnUnreachable and SnapshotDir are the node's own and are
-	// ignored).
+	// Handler, OnUnreachable, OnSnapshot and SnapshotDir are the node's
+	// own and are ignored).
 	Transport transport.Options
 }
 
@@ -229,6 +229,7 @@ func (n *Node) open() (*transport.Transport, map[uint64]*Group, *peerBook, error
 		return nil, nil, nil, err
 	}
 	o.ID, o.Name, o.Listen, o.Creds, o.Handler, o.OnUnreachable = n.id, n.cfg.Name, n.cfg.Listen, creds, n.deliver, n.unreachable
+	o.OnSnapshot = n.snapshotDone
 	tr, err := transport.New(o)
 	if err != nil {
 		return nil, nil, nil, err
@@ -329,6 +330,16 @@ func (n *Node) TransferLeadership(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// snapshotDone hands a snapshot's outcome to the group that sent it.
+func (n *Node) snapshotDone(group, to uint64, ok bool) {
+	n.mu.RLock()
+	g := n.groups[group]
+	n.mu.RUnlock()
+	if g != nil {
+		g.ReportSnapshot(to, ok)
+	}
 }
 
 // unreachable tells every group that the peer id could not be reached.

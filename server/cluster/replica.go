@@ -77,8 +77,13 @@ type StateMachine interface {
 // Transport carries raft messages between the replicas of a group. Send
 // must not block the group: it queues or drops (raft retries lost
 // messages). It must not keep msgs' slice, only the messages.
+// ReportsSnapshots says whether the transport reports the outcome of
+// each MsgSnap itself, through Group.ReportSnapshot once it is sent or
+// failed (a snapshot may take a while); if not, the replica reports it
+// sent as soon as Send returns.
 type Transport interface {
 	Send(msgs []*pb.Message)
+	ReportsSnapshots() bool
 }
 
 // Config describes one replica of a group. Every replica of a group is
@@ -407,6 +412,9 @@ func (r *replica) send(msgs []*pb.Message) {
 		return
 	}
 	r.tr.Send(msgs)
+	if r.tr.ReportsSnapshots() {
+		return
+	}
 	for _, m := range msgs {
 		if m.GetType() == pb.MessageType_MsgSnap {
 			// Optimistic: a lost snapshot makes the follower reject the

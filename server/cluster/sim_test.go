@@ -31,6 +31,8 @@ type simNet struct {
 
 type simLink struct{ net *simNet }
 
+func (simLink) ReportsSnapshots() bool { return false }
+
 func (l simLink) Send(msgs []*pb.Message) {
 	n := l.net
 	for _, m := range msgs {

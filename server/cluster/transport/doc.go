@@ -27,6 +27,8 @@
 //     temporary file in SnapshotDir and hands the message on once it is
 //     whole and its checksum matches. A chunk out of order, a transfer
 //     too large or too slow cuts the connection and drops the file.
+//     Every MsgSnap's outcome (written, or dropped) goes to
+//     Options.OnSnapshot, so raft can send another after a failure.
 //
 // # What it must never do
 //

@@ -97,6 +97,7 @@ func (t *Transport) dropQueued(p *peer) {
 				p.snap.Store(false)
 			}
 			t.st.unreachable.Add(1)
+			t.snapDone(om.group, om.m, false)
 		default:
 			return
 		}
@@ -131,6 +132,7 @@ func (t *Transport) write(p *peer, conn net.Conn) error {
 		if om.snap {
 			err := t.writeSnapshot(w, conn, om)
 			p.snap.Store(false)
+			t.snapDone(om.group, om.m, err == nil)
 			if err != nil {
 				t.st.snapsFailed.Add(1)
 				return err
@@ -142,13 +144,16 @@ func (t *Transport) write(p *peer, conn net.Conn) error {
 		b, err := appendFrame(buf[:0], om.group, om.m, t.opts.MaxFrame)
 		if err != nil {
 			t.st.oversize.Add(1)
+			t.snapDone(om.group, om.m, false)
 			continue
 		}
 		buf = b
 		conn.SetWriteDeadline(time.Now().Add(t.opts.WriteTimeout))
 		if _, err := w.Write(buf); err != nil {
+			t.snapDone(om.group, om.m, false)
 			return err
 		}
+		t.snapDone(om.group, om.m, true)
 		t.st.sent.Add(1)
 		if len(p.q) == 0 {
 			if err := w.Flush(); err != nil {

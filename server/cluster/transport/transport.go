@@ -48,6 +48,12 @@ type Options struct {
 	// stop streaming appends to it: RawNode.ReportUnreachable). It must
 	// not block.
 	OnUnreachable func(id uint64)
+	// OnSnapshot, if set, is called with a MsgSnap's group and target
+	// once the transport wrote it (ok) or dropped it (not ok: no peer,
+	// too large, a full queue, another snapshot in flight to that peer,
+	// a failed link), on the goroutine of Send or of the peer's sender.
+	// It must not block.
+	OnSnapshot func(group, to uint64, ok bool)
 	// QueueLen and QueueBytes bound each peer's send queue (defaults 4096
 	// messages, 64 MiB of encoded messages).
 	QueueLen, QueueBytes int
@@ -254,6 +260,7 @@ func (t *Transport) Send(group uint64, msgs []*pb.Message) {
 		pr := t.peers[m.GetTo()]
 		if pr == nil {
 			t.st.noPeer.Add(1)
+			t.snapDone(group, m, false)
 			continue
 		}
 		size := proto.Size(m)
@@ -264,14 +271,17 @@ func (t *Transport) Send(group uint64, msgs []*pb.Message) {
 			switch {
 			case m.GetType() != pb.MessageType_MsgSnap || size > t.opts.MaxSnapshot:
 				t.st.oversize.Add(1)
+				t.snapDone(group, m, false)
 			case !pr.snap.CompareAndSwap(false, true):
 				t.st.droppedFull.Add(1)
+				t.snapDone(group, m, false)
 			default:
 				select {
 				case pr.q <- outMsg{group: group, m: m, snap: true}:
 				default:
 					pr.snap.Store(false)
 					t.st.droppedFull.Add(1)
+					t.snapDone(group, m, false)
 				}
 			}
 			continue
@@ -279,6 +289,7 @@ func (t *Transport) Send(group uint64, msgs []*pb.Message) {
 		if pr.bytes.Add(int64(size)) > int64(t.opts.QueueBytes) {
 			pr.bytes.Add(-int64(size))
 			t.st.droppedFull.Add(1)
+			t.snapDone(group, m, false)
 			continue
 		}
 		select {
@@ -286,6 +297,7 @@ func (t *Transport) Send(group uint64, msgs []*pb.Message) {
 		default:
 			pr.bytes.Add(-int64(size))
 			t.st.droppedFull.Add(1)
+			t.snapDone(group, m, false)
 		}
 	}
 }
@@ -302,6 +314,17 @@ func (t *Transport) Group(group uint64) GroupLink { return GroupLink{t, group} }
 
 // Send is Transport.Send for the link's group.
 func (l GroupLink) Send(msgs []*pb.Message) { l.t.Send(l.group, msgs) }
+
+// ReportsSnapshots is true: a Transport reports each MsgSnap's outcome
+// to Options.OnSnapshot.
+func (GroupLink) ReportsSnapshots() bool { return true }
+
+// snapDone reports m's outcome to OnSnapshot if it is a snapshot.
+func (t *Transport) snapDone(group uint64, m *pb.Message, ok bool) {
+	if t.opts.OnSnapshot != nil && m.GetType() == pb.MessageType_MsgSnap {
+		t.opts.OnSnapshot(group, m.GetTo(), ok)
+	}
+}
 
 // Stats returns the counters.
 func (t *Transport) Stats() Stats {

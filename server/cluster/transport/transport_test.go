@@ -378,7 +378,16 @@ func snapMsg(from, to uint64, size int) *pb.Message {
 func TestSnapshotInChunks(t *testing.T) {
 	creds := testCerts(t, "n1", "n2")
 	dir := t.TempDir()
-	small := func(o *Options) { o.MaxFrame, o.MaxSnapshot, o.SnapshotDir = 64<<10, 4<<20, dir }
+	var mu sync.Mutex
+	var reports []string
+	small := func(o *Options) {
+		o.MaxFrame, o.MaxSnapshot, o.SnapshotDir = 64<<10, 4<<20, dir
+		o.OnSnapshot = func(group, to uint64, ok bool) {
+			mu.Lock()
+			reports = append(reports, fmt.Sprintf("%d>%d:%v", group, to, ok))
+			mu.Unlock()
+		}
+	}
 	n1, n2 := start(t, 1, "n1", creds["n1"], small), start(t, 2, "n2", creds["n2"], small)
 	link(t, n1, n2)
 	link(t, n2, n1)
@@ -398,6 +407,11 @@ func TestSnapshotInChunks(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("SnapshotDir holds %v after the transfer", left)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(reports, " "); got != "7>1:false 7>1:true" {
+		t.Fatalf("snapshot reports %q, want the oversized one failed, then the other sent", got)
 	}
 }
 
