@@ -14,9 +14,9 @@
 //     that order at Open: an entry at index i replaces every entry from i
 //     on (a new leader's conflicting append), a received snapshot's mark
 //     drops every entry, a compaction mark drops those it covers. One
-//     Ready is one log batch with one fsync when raft says it must sync, so
-//     a crash keeps a prefix of it and never a hard state whose entries
-//     were lost. Snapshot files (snap/%020d.snap, CRC-checked) are written
+//     append job (one Ready's writes) is one log batch with one fsync when
+//     raft says it must sync, so a crash keeps a prefix of it and never a
+//     hard state whose entries were lost. Snapshot files (snap/%020d.snap, CRC-checked) are written
 //     temp -> fsync -> rename -> directory fsync before their mark, and
 //     older ones are removed only once a newer mark is synced. Compaction
 //     (CreateSnapshot) writes the hard state again after its mark, then
