@@ -172,25 +172,35 @@ func (r *replica) applyDone(j *applyJob) error {
 	return nil
 }
 
-// persist does one append job on the append worker: the snapshot, the
-// entries and the hard state of a MsgStorageAppend, fsynced when raft
-// needs them durable (entries, a snapshot, a new term or vote: raft's
-// MustSync) before the responses that depend on them are released.
-func (r *replica) persist(m *pb.Message) error {
-	var hs *pb.HardState
-	if m.Term != nil || m.Vote != nil || m.Commit != nil {
-		hs = &pb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}
+// persist does append jobs on the append worker, in order: the
+// snapshot, the entries and the hard state of each MsgStorageAppend,
+// then one fsync for them all when raft needs any durable (entries, a
+// snapshot, a new term or vote: raft's MustSync), before the responses
+// that depend on them are released. The worker hands it every job
+// waiting, so that the jobs queued while one fsync ran share the next
+// (the group commit a synchronous loop got from batching proposals).
+func (r *replica) persist(ms []*pb.Message) error {
+	sync := false
+	for _, m := range ms {
+		var hs *pb.HardState
+		if m.Term != nil || m.Vote != nil || m.Commit != nil {
+			hs = &pb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}
+		}
+		snap := m.GetSnapshot()
+		sync = sync || len(m.GetEntries()) > 0 ||
+			hs != nil && (hs.GetTerm() != r.savedHS.GetTerm() || hs.GetVote() != r.savedHS.GetVote())
+		// A snapshot is synced by Save itself, before older files go.
+		if err := r.st.Save(hs, m.GetEntries(), snap, false); err != nil {
+			return err
+		}
+		if hs != nil {
+			r.savedHS = hs
+		}
 	}
-	snap := m.GetSnapshot()
-	sync := len(m.GetEntries()) > 0 || (snap != nil && !raft.IsEmptySnap(snap)) ||
-		hs != nil && (hs.GetTerm() != r.savedHS.GetTerm() || hs.GetVote() != r.savedHS.GetVote())
-	if err := r.st.Save(hs, m.GetEntries(), snap, sync); err != nil {
-		return err
+	if !sync {
+		return nil
 	}
-	if hs != nil {
-		r.savedHS = hs
-	}
-	return nil
+	return r.st.Sync()
 }
 
 // appendDone takes back a job the append worker finished: a received

@@ -290,3 +290,32 @@ func TestGroupSnapshotFailureResent(t *testing.T) {
 		t.Fatalf("%d snapshots failed, want %d", net.failed, net.fail)
 	}
 }
+
+// TestAppendJobsShareFsync: the append jobs waiting when the worker
+// takes them (those queued while an fsync ran) are written with one
+// fsync between them, the group commit the synchronous loop got from
+// batching proposals into one Ready.
+func TestAppendJobsShareFsync(t *testing.T) {
+	s := newSim(t, 1, 5, false)
+	defer s.closeAll()
+	nd := s.nodes[0]
+	s.campaign(nd)
+	s.drain(nd)
+	for i := 0; i < 10; i++ {
+		if _, err := nd.r.propose([]byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+		s.process(nd)
+	}
+	batch := nd.r.appendq
+	if len(batch) < 10 {
+		t.Fatalf("%d append jobs queued for 10 proposals", len(batch))
+	}
+	before, _ := nd.fs.SyncCounts()
+	if err := nd.r.persist(batch); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := nd.fs.SyncCounts(); after != before+1 {
+		t.Fatalf("%d append jobs took %d fsyncs, want 1", len(batch), after-before)
+	}
+}

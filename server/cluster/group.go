@@ -394,15 +394,28 @@ func (g *Group) dispatch() {
 	g.r.applyq = g.r.applyq[:0]
 }
 
-// appendWorker persists append jobs in order until the loop ends. After
-// a failed one it takes no other: the loop stops at its error.
+// appendWorker persists append jobs in order, every one waiting in one
+// batch with one fsync, until the loop ends. After a failed batch it
+// takes no other: the loop stops at its error.
 func (g *Group) appendWorker() {
 	defer g.workers.Done()
 	for {
 		select {
 		case m := <-g.appendc:
-			err := g.r.persist(m)
-			g.appended <- appendResult{m, err}
+			batch := []*pb.Message{m}
+		more:
+			for len(batch) < maxLocalJobs {
+				select {
+				case m := <-g.appendc:
+					batch = append(batch, m)
+				default:
+					break more
+				}
+			}
+			err := g.r.persist(batch)
+			for _, m := range batch {
+				g.appended <- appendResult{m, err}
+			}
 			if err != nil {
 				return
 			}

@@ -208,10 +208,12 @@ func (s *sim) process(nd *simNode) {
 func (s *sim) work(nd *simNode) {
 	r := nd.r
 	if n := len(r.appendq); n > 0 && s.rng.IntN(4) != 0 {
-		for k := 1 + s.rng.IntN(n); k > 0; k-- {
-			m := r.appendq[0]
-			r.appendq = r.appendq[1:]
-			if err := r.appendDone(m, r.persist(m)); err != nil {
+		k := 1 + s.rng.IntN(n)
+		batch := r.appendq[:k:k]
+		r.appendq = r.appendq[k:]
+		err := r.persist(batch) // one batch, one fsync, as the worker does
+		for _, m := range batch {
+			if err := r.appendDone(m, err); err != nil {
 				s.t.Fatalf("node %d: append: %v", nd.id, err)
 			}
 		}

@@ -417,6 +417,14 @@ func (s *Storage) CreateSnapshot(index uint64, cs *pb.ConfState, data []byte) er
 	return nil
 }
 
+// Sync makes every record saved so far durable.
+func (s *Storage) Sync() error {
+	if _, err := s.log.Sync(); err != nil {
+		return fmt.Errorf("cluster: sync raft log: %w", err)
+	}
+	return nil
+}
+
 // commitAtLeast raises the hard state's commit index to index in memory
 // (see resume); the next hard state raft saves carries it.
 func (s *Storage) commitAtLeast(index uint64) {
