@@ -14,30 +14,42 @@
 //     that order at Open: an entry at index i replaces every entry from i
 //     on (a new leader's conflicting append), a received snapshot's mark
 //     drops every entry, a compaction mark drops those it covers. One
-//     Ready is one log batch with one fsync when raft says it must sync, so
-//     a crash keeps a prefix of it and never a hard state whose entries
-//     were lost. Snapshot files (snap/%020d.snap, CRC-checked) are written
+//     append job (one Ready's writes) is one log batch with one fsync when
+//     raft says it must sync, so a crash keeps a prefix of it and never a
+//     hard state whose entries were lost. Snapshot files (snap/%020d.snap, CRC-checked) are written
 //     temp -> fsync -> rename -> directory fsync before their mark, and
 //     older ones are removed only once a newer mark is synced. Compaction
 //     (CreateSnapshot) writes the hard state again after its mark, then
 //     drops whole seglog segments below the first live entry.
-//   - replica (replica.go): one replica as a single-threaded step machine:
-//     propose, step, tick, and process, which runs each Ready in raft's
-//     synchronous order: persist (fsync if MustSync), send, restore a
-//     received snapshot, apply committed entries, advance, snapshot every
-//     Config.SnapshotEvery entries. Each proposal carries a 16-byte
-//     envelope (a nonce fresh at each open and a number) so that only the
-//     entry this replica proposed completes it, never an entry of an
-//     earlier life or of another replica.
-//   - Group (group.go): one goroutine that owns a replica and drives it
-//     from a ticker, an inbox of received messages and a proposal channel.
+//   - replica (replica.go): one replica as a step machine over raft's
+//     RawNode with AsyncStorageWrites: propose, step, tick, and process,
+//     which takes each Ready, sends the messages for other replicas at
+//     once (a leader's appends leave while its own is fsynced) and
+//     queues the local jobs. Each proposal carries a 16-byte envelope (a
+//     nonce fresh at each open and a number) so that only the entry this
+//     replica proposed completes it, never an entry of an earlier life or
+//     of another replica.
+//   - Local jobs (apply.go): raft's MsgStorageAppend and MsgStorageApply,
+//     done in order by an append worker (Storage.Save, fsynced when raft
+//     must have it durable) and an apply worker (the StateMachine,
+//     received snapshots restored, a snapshot every Config.SnapshotEvery
+//     entries), each handing the job back to the loop, which steps the
+//     responses it carries in their order: raft hears an entry is stable
+//     or applied only once it is, and a follower acknowledges only what
+//     it fsynced. At most maxLocalJobs are held; at the bound the loop
+//     takes no Ready until one is done. Conf changes go to raft as the
+//     loop routes their entries, so each apply job carries the conf
+//     state a snapshot at its end records.
+//   - Group (group.go): the loop goroutine that owns a replica and drives
+//     it from a ticker, an inbox of received messages, a proposal channel
+//     and the workers' completions, and the two workers.
 //     Propose returns once the entry is committed (on a quorum, fsynced
 //     there, since every replica persists before it acknowledges) and
 //     applied on this replica; Leader and Config.OnLeader report the
 //     leader as raft knows it, Status the role, term, commit and applied
 //     indexes, campaigns, dropped messages and (on the leader) every
 //     replica's match index, for metrics. Proposals and messages waiting
-//     together share one Ready, hence one fsync.
+//     together share one Ready, hence one append job and one fsync.
 //   - Node (node.go): one member of a cluster: a transport.Transport to
 //     the seed peers and a Group per raft group it runs (MetaGroup, ID 0,
 //     plus NodeConfig.Groups), each in Dir/groups/<id>, with the node's
@@ -45,6 +57,12 @@
 //     does not run are dropped and counted. TransferLeadership hands the
 //     groups it leads to followers, for a restart without an election.
 //     ParsePeers (peers.go) reads a seed list (name@host:port, ...).
+//   - The peer book (peerbook.go): the metadata group's state machine
+//     wraps the caller's and takes out peer records (Node.ProposePeer):
+//     once one is applied on a node, the node links to that peer, and its
+//     book is saved in Dir/peers.json (temp -> fsync -> rename) and in
+//     the metadata snapshots, so a joining node is reached without a
+//     manual AddPeer, also after a restart.
 //
 // # What it must never do
 //
@@ -72,8 +90,11 @@
 //     returns the snapshot's conf state, and raft replays every committed
 //     entry after the snapshot at open, even those the state machine
 //     already holds, so that the conf changes among them are applied
-//     again. A Node links to its seeds and to what Node.AddPeer names;
-//     nothing yet derives its peers from the metadata group.
+//     again. A Node links to its seeds, to the peers of its book and to
+//     what Node.AddPeer names. The book only grows: a removed node stays
+//     in it (RemovePeer cuts its links until the next start), and a
+//     metadata entry of the caller's must not start with the peer
+//     record's prefix (0xFF "fibril-peer" 0x00).
 //   - At open the replica resumes after the state machine's durable
 //     applied index (StateMachine.Applied) when it is at or past the
 //     latest snapshot, else restores that snapshot: an in-memory state
@@ -81,17 +102,27 @@
 //     segment log) is never handed an entry it holds. Applied past the
 //     raft log's end is refused as ErrCorrupt (directories that do not
 //     belong together).
-//   - Writes are synchronous in the Ready loop (one fsync per Ready that
-//     needs one). raft's AsyncStorageWrites, which lets the next Ready be
-//     built while an fsync runs, is the planned pipelining.
+//   - The raft log is a seglog log under PolicyCaller: it fsyncs only
+//     when Save or CreateSnapshot says (and at segment rolls and Close).
+//     A hard state saved after a local snapshot may carry an older commit
+//     index (the apply worker ran ahead of the append worker); replay
+//     raises it to the snapshot's index, which is committed.
+//   - In async mode raft applies an entry only once it is stable here, so
+//     a leader whose own fsync hangs commits nothing it can apply, though
+//     its followers hold the entry: proposals wait for the leader's disk.
 //   - ErrLeaderChanged, ErrClosed and a context timeout mean the outcome
 //     is unknown: the entry may still be applied. A retry with the same
 //     data can then apply it twice; deduplication belongs to the caller.
-//   - Snapshots are held in memory whole and sent as one MsgSnap, reported
-//     delivered at once (a lost one makes the follower reject the next
-//     append, and raft sends it again); over a Node's transport one is at
-//     most transport.Options.MaxFrame (16 MiB by default), and a larger
-//     one is dropped each time it is sent (counted as Oversize).
+//   - Snapshots are held in memory whole and sent as one MsgSnap. A
+//     Node's transport reports each one's outcome (Group.ReportSnapshot:
+//     written, or dropped and failed, after which raft probes and sends
+//     another); a Transport that does not (ReportsSnapshots false) has it
+//     reported delivered at once. Over a Node's transport one larger
+//     than a frame travels in chunks (package transport, snapshot.go),
+//     assembled in Dir/snap-in, up to transport.Options.MaxSnapshot (1 GiB
+//     by default; a larger one is dropped each time, counted as
+//     Oversize). The snapshot's state-machine bytes still ride inside the
+//     raft message rather than streaming from the snapshot file.
 //   - Reads: Group.ReadIndex (read.go) waits until the replica applied
 //     everything committed before the call, confirmed by a quorum, so a
 //     state machine read after it is linearizable; a read raft drops

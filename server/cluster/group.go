@@ -11,11 +11,13 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
-// Group is one replica of a raft group, driven by one goroutine that owns
-// the raft.RawNode, its Storage and the StateMachine: it ticks, steps
-// received messages, takes proposals, and runs the Ready loop (persist,
-// then send, then apply, then advance). Methods are safe for concurrent
-// use.
+// Group is one replica of a raft group, driven by three goroutines: the
+// loop owns the raft.RawNode and the proposals (it ticks, steps received
+// messages, takes proposals, sends, and feeds the workers' completions
+// back to raft in order); the append worker writes and fsyncs the raft
+// Storage; the apply worker owns the StateMachine (apply.go). A slow
+// fsync so delays only what waits for it, never heartbeats. Methods are
+// safe for concurrent use.
 type Group struct {
 	r      *replica
 	propc  chan propReq
@@ -29,10 +31,30 @@ type Group struct {
 	drops  atomic.Uint64 // messages Step dropped for a full inbox
 	tick   time.Duration
 	once   sync.Once
-	mu     sync.Mutex // guards err and leadCh
+	mu     sync.Mutex // guards err, leadCh and snaps
 	err    error
 	leadCh chan struct{} // closed (and replaced) when the known leader changes
+	// snaps holds the snapshot outcomes reported and not yet handed to
+	// raft, the latest per replica (so it is bounded by the group's
+	// size and a report is never lost); snapc (capacity 1) wakes the loop.
+	snaps  map[uint64]bool
+	snapc  chan struct{}
 	onLead func(lead, term uint64)
+	// The local workers (apply.go): each gets its jobs in order on a
+	// channel and hands each back done on another. Every channel holds
+	// maxLocalJobs+2, more than the jobs a replica holds (process stops
+	// at maxLocalJobs, one Ready adds at most two), so no send on them
+	// blocks.
+	appendc  chan *pb.Message
+	appended chan appendResult
+	applyc   chan *applyJob
+	appliedc chan *applyJob
+	workers  sync.WaitGroup
+}
+
+type appendResult struct {
+	m   *pb.Message
+	err error
 }
 
 type propReq struct {
@@ -54,7 +76,9 @@ type propReply struct {
 // ticks). It fails if the storage cannot be opened.
 func OpenGroup(cfg Config, sm StateMachine, tr Transport, tick time.Duration) (*Group, error) {
 	g := &Group{propc: make(chan propReq), recvc: make(chan *pb.Message, 1024), statc: make(chan chan Status), unrc: make(chan uint64, 64),
-		xferc: make(chan uint64), leadCh: make(chan struct{}), stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader}
+		xferc: make(chan uint64), leadCh: make(chan struct{}), snaps: map[uint64]bool{}, snapc: make(chan struct{}, 1), stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader,
+		appendc: make(chan *pb.Message, maxLocalJobs+2), appended: make(chan appendResult, maxLocalJobs+2),
+		applyc: make(chan *applyJob, maxLocalJobs+2), appliedc: make(chan *applyJob, maxLocalJobs+2)}
 	cfg.OnLeader = func(lead, term uint64) {
 		g.lead.Store(lead)
 		g.mu.Lock()
@@ -70,6 +94,9 @@ func OpenGroup(cfg Config, sm StateMachine, tr Transport, tick time.Duration) (*
 		return nil, err
 	}
 	g.r = r
+	g.workers.Add(2)
+	go g.appendWorker()
+	go g.applyWorker()
 	go g.run()
 	return g, nil
 }
@@ -142,6 +169,21 @@ func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
 func (g *Group) ReportUnreachable(id uint64) {
 	select {
 	case g.unrc <- id:
+	default:
+	}
+}
+
+// ReportSnapshot tells raft how sending a snapshot to the replica id
+// ended (ok: sent; else failed, and raft probes it and sends another
+// later). The group's Transport calls it when ReportsSnapshots says so.
+// It never blocks and is never lost: the latest report per replica waits
+// for the group's loop.
+func (g *Group) ReportSnapshot(id uint64, ok bool) {
+	g.mu.Lock()
+	g.snaps[id] = ok
+	g.mu.Unlock()
+	select {
+	case g.snapc <- struct{}{}:
 	default:
 	}
 }
@@ -253,6 +295,7 @@ func (g *Group) Err() error {
 func (g *Group) Close() error {
 	g.once.Do(func() { close(g.stopc) })
 	<-g.donec
+	g.workers.Wait()
 	if err := g.r.close(true); err != nil {
 		return err
 	}
@@ -282,6 +325,28 @@ func (g *Group) run() {
 			g.r.rn.ReportUnreachable(id)
 		case to := <-g.xferc:
 			g.r.rn.TransferLeader(to)
+		case <-g.snapc:
+			g.mu.Lock()
+			snaps := g.snaps
+			g.snaps = map[uint64]bool{}
+			g.mu.Unlock()
+			for id, ok := range snaps {
+				st := raft.SnapshotFinish
+				if !ok {
+					st = raft.SnapshotFailure
+				}
+				g.r.rn.ReportSnapshot(id, st)
+			}
+		case res := <-g.appended:
+			if err := g.r.appendDone(res.m, res.err); err != nil {
+				g.fail(err)
+				return
+			}
+		case j := <-g.appliedc:
+			if err := g.r.applyDone(j); err != nil {
+				g.fail(err)
+				return
+			}
 		case <-g.stopc:
 			return
 		}
@@ -299,10 +364,80 @@ func (g *Group) run() {
 			}
 		}
 		if err := g.r.process(); err != nil {
-			g.mu.Lock()
-			g.err = err
-			g.mu.Unlock()
-			g.r.failPending(ErrClosed)
+			g.fail(err)
+			return
+		}
+		g.dispatch()
+	}
+}
+
+// fail records the error that stops the group.
+func (g *Group) fail(err error) {
+	g.mu.Lock()
+	g.err = err
+	g.mu.Unlock()
+	g.r.failPending(ErrClosed)
+}
+
+// dispatch hands the jobs process queued to the workers (never blocks:
+// see appendc).
+func (g *Group) dispatch() {
+	for _, m := range g.r.appendq {
+		g.appendc <- m
+	}
+	clear(g.r.appendq)
+	g.r.appendq = g.r.appendq[:0]
+	for _, j := range g.r.applyq {
+		g.applyc <- j
+	}
+	clear(g.r.applyq)
+	g.r.applyq = g.r.applyq[:0]
+}
+
+// appendWorker persists append jobs in order, every one waiting in one
+// batch with one fsync, until the loop ends. After a failed batch it
+// takes no other: the loop stops at its error.
+func (g *Group) appendWorker() {
+	defer g.workers.Done()
+	for {
+		select {
+		case m := <-g.appendc:
+			batch := []*pb.Message{m}
+		more:
+			for len(batch) < maxLocalJobs {
+				select {
+				case m := <-g.appendc:
+					batch = append(batch, m)
+				default:
+					break more
+				}
+			}
+			err := g.r.persist(batch)
+			for _, m := range batch {
+				g.appended <- appendResult{m, err}
+			}
+			if err != nil {
+				return
+			}
+		case <-g.donec:
+			return
+		}
+	}
+}
+
+// applyWorker applies apply jobs in order until the loop ends, stopping
+// after a failed one.
+func (g *Group) applyWorker() {
+	defer g.workers.Done()
+	for {
+		select {
+		case j := <-g.applyc:
+			j.err = g.r.ap.run(j)
+			g.appliedc <- j
+			if j.err != nil {
+				return
+			}
+		case <-g.donec:
 			return
 		}
 	}

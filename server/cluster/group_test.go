@@ -46,6 +46,8 @@ type chanNet struct {
 	groups map[uint64]*Group
 }
 
+func (*chanNet) ReportsSnapshots() bool { return false }
+
 func (n *chanNet) Send(msgs []*pb.Message) {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -209,8 +209,8 @@ func TestRestartReplaysConfChangesBelowApplied(t *testing.T) {
 	applied := nd.r.applied
 	s.kill(nd)
 	s.start(nd)
-	if nd.dsm.resumedAt != applied || nd.r.snapIndex != 1 {
-		t.Fatalf("resumed at %d with snapshot %d, want %d with the bootstrap snapshot", nd.dsm.resumedAt, nd.r.snapIndex, applied)
+	if nd.dsm.resumedAt != applied || nd.r.ap.snapIndex != 1 {
+		t.Fatalf("resumed at %d with snapshot %d, want %d with the bootstrap snapshot", nd.dsm.resumedAt, nd.r.ap.snapIndex, applied)
 	}
 	for i := 0; i < 20000 && nd.r.applied < applied; i++ {
 		s.step(false)

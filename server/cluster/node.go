@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -19,8 +21,12 @@ import (
 const MetaGroup uint64 = 0
 
 // maxGroups bounds the groups one node runs (each is a goroutine, a raft
-// log and a ticker).
-const maxGroups = 4096
+// log and a ticker); group IDs stay below maxGroupID (the transport
+// marks its snapshot chunks with the top bit).
+const (
+	maxGroups  = 4096
+	maxGroupID = 1 << 63
+)
 
 // PeerConfig names another node of the cluster and its cluster address.
 type PeerConfig struct {
@@ -62,7 +68,8 @@ type NodeConfig struct {
 	MaxEntryBytes                 int
 	MaxUncommittedBytes           uint64
 	// Transport tunes the cluster links (its ID, Name, Listen, Creds,
-	// Handler and OnUnreachable are the node's own and are ignored).
+	// Handler, OnUnreachable, OnSnapshot and SnapshotDir are the node's
+	// own and are ignored).
 	Transport transport.Options
 }
 
@@ -118,6 +125,9 @@ func (c NodeConfig) validate() (ids []uint64, err error) {
 	}
 	seen := map[uint64]bool{MetaGroup: true}
 	for _, g := range c.Groups {
+		if g >= maxGroupID {
+			return nil, fmt.Errorf("cluster: group ID %d, at most %d", g, maxGroupID-1)
+		}
 		if seen[g] {
 			return nil, fmt.Errorf("cluster: group %d listed twice (or is the metadata group)", g)
 		}
@@ -137,7 +147,8 @@ type Node struct {
 	tr      *transport.Transport
 	mu      sync.RWMutex // guards groups and state
 	groups  map[uint64]*Group
-	state   int // 0 new, 1 started, 2 stopped
+	book    *peerBook // the metadata group's state machine (peerbook.go)
+	state   int       // 0 new, 1 started, 2 stopped
 	unknown atomic.Uint64
 }
 
@@ -181,7 +192,7 @@ func (n *Node) Start() error {
 	}
 	n.state = 1
 	n.mu.Unlock()
-	tr, groups, err := n.open()
+	tr, groups, book, err := n.open()
 	if err != nil {
 		closeAll(tr, groups)
 		n.mu.Lock()
@@ -195,45 +206,65 @@ func (n *Node) Start() error {
 		closeAll(tr, groups)
 		return errors.New("cluster: node stopped while starting")
 	}
-	n.tr, n.groups = tr, groups
+	n.tr, n.groups, n.book = tr, groups, book
 	return nil
 }
 
 // open makes the transport and the groups; until Start publishes them,
 // messages for the groups are dropped as for unknown groups (raft
 // retries).
-func (n *Node) open() (*transport.Transport, map[uint64]*Group, error) {
+func (n *Node) open() (*transport.Transport, map[uint64]*Group, *peerBook, error) {
 	creds, err := transport.LoadCredentials(n.cfg.TLS)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	// Snapshots received in chunks are assembled in Dir/snap-in; what a
+	// crash left there is dropped.
 	o := n.cfg.Transport
+	o.SnapshotDir = filepath.Join(n.cfg.Dir, "snap-in")
+	if err := os.RemoveAll(o.SnapshotDir); err != nil {
+		return nil, nil, nil, fmt.Errorf("clear %s: %w", o.SnapshotDir, err)
+	}
+	if err := os.MkdirAll(o.SnapshotDir, 0o755); err != nil {
+		return nil, nil, nil, err
+	}
 	o.ID, o.Name, o.Listen, o.Creds, o.Handler, o.OnUnreachable = n.id, n.cfg.Name, n.cfg.Listen, creds, n.deliver, n.unreachable
+	o.OnSnapshot = n.snapshotDone
 	tr, err := transport.New(o)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	link := func(p PeerConfig) error {
+		return tr.AddPeer(transport.Peer{ID: NodeID(p.Name), Name: p.Name, Addr: p.Addr})
 	}
 	for _, p := range n.cfg.Seeds {
-		if err := tr.AddPeer(transport.Peer{ID: NodeID(p.Name), Name: p.Name, Addr: p.Addr}); err != nil {
-			return tr, nil, err
+		if err := link(p); err != nil {
+			return tr, nil, nil, err
 		}
 	}
+	var book *peerBook
 	groups := map[uint64]*Group{}
 	for _, g := range append([]uint64{MetaGroup}, n.cfg.Groups...) {
 		sm, err := n.cfg.NewStateMachine(g)
 		if err != nil {
-			return tr, groups, fmt.Errorf("state machine of group %d: %w", g, err)
+			return tr, groups, nil, fmt.Errorf("state machine of group %d: %w", g, err)
+		}
+		if g == MetaGroup {
+			if book, err = openPeerBook(n.cfg.Dir, n.cfg.Name, sm, link); err != nil {
+				return tr, groups, nil, err
+			}
+			sm = book
 		}
 		grp, err := OpenGroup(Config{ID: n.id, Peers: n.ids, Join: n.cfg.Join, Dir: filepath.Join(n.cfg.Dir, "groups", strconv.FormatUint(g, 10)),
 			ElectionTicks: n.cfg.ElectionTicks, HeartbeatTicks: n.cfg.HeartbeatTicks, SnapshotEvery: n.cfg.SnapshotEvery,
 			MaxEntryBytes: n.cfg.MaxEntryBytes, MaxUncommittedBytes: n.cfg.MaxUncommittedBytes},
 			sm, tr.Group(g), n.cfg.Tick)
 		if err != nil {
-			return tr, groups, fmt.Errorf("group %d: %w", g, err)
+			return tr, groups, nil, fmt.Errorf("group %d: %w", g, err)
 		}
 		groups[g] = grp
 	}
-	return tr, groups, nil
+	return tr, groups, book, nil
 }
 
 // closeAll closes groups, then tr, returning the first error.
@@ -301,6 +332,16 @@ func (n *Node) TransferLeadership(ctx context.Context) error {
 	return nil
 }
 
+// snapshotDone hands a snapshot's outcome to the group that sent it.
+func (n *Node) snapshotDone(group, to uint64, ok bool) {
+	n.mu.RLock()
+	g := n.groups[group]
+	n.mu.RUnlock()
+	if g != nil {
+		g.ReportSnapshot(to, ok)
+	}
+}
+
 // unreachable tells every group that the peer id could not be reached.
 func (n *Node) unreachable(id uint64) {
 	n.mu.RLock()
@@ -317,8 +358,8 @@ func (n *Node) Group(id uint64) *Group {
 	return n.groups[id]
 }
 
-// AddPeer links the node to another one, so that a conf change can make
-// it a member of the node's groups (it is refused for a name whose ID is
+// AddPeer links this node alone to another one (ProposePeer links every
+// node), so that a conf change can make it a member of the node's groups (it is refused for a name whose ID is
 // this node's or a peer's). It fails before Start and after Stop.
 func (n *Node) AddPeer(p PeerConfig) error {
 	if p.Name == "" || p.Addr == "" {
@@ -334,6 +375,38 @@ func (n *Node) AddPeer(p PeerConfig) error {
 		return fmt.Errorf("cluster: node %s: %w", n.cfg.Name, err)
 	}
 	return nil
+}
+
+// ProposePeer adds p to the cluster's peer book: a peer record is
+// proposed to the metadata group (so it must be called on that group's
+// leader), and once it is applied on a node, that node links to p. It
+// blocks and fails as Group.Propose does, after checking p as
+// ParsePeers would; run it before the conf change that makes p a member
+// of a group. It returns the record's index.
+func (n *Node) ProposePeer(ctx context.Context, p PeerConfig) (uint64, error) {
+	if err := checkName(p.Name); err != nil {
+		return 0, fmt.Errorf("cluster: peer %w", err)
+	}
+	if _, port, err := net.SplitHostPort(p.Addr); err != nil || port == "" {
+		return 0, fmt.Errorf("cluster: peer %s: address %q is not host:port", p.Name, p.Addr)
+	}
+	g := n.Group(MetaGroup)
+	if g == nil {
+		return 0, fmt.Errorf("cluster: node %s is not running", n.cfg.Name)
+	}
+	return g.Propose(ctx, peerRecord(p))
+}
+
+// Peers returns the peer book as this node applied it: name -> address
+// (nil before Start).
+func (n *Node) Peers() map[string]string {
+	n.mu.RLock()
+	b := n.book
+	n.mu.RUnlock()
+	if b == nil {
+		return nil
+	}
+	return b.peerList()
 }
 
 // RemovePeer cuts the links to and from the node named name (once a conf

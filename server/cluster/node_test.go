@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +35,12 @@ func newTestCluster(t *testing.T, names ...string) *testCluster {
 // newTestClusterJoin starts a cluster of names and has configs ready (not
 // started) for joiners, nodes that join it later.
 func newTestClusterJoin(t *testing.T, names, joiners []string) *testCluster {
+	return newTestClusterWith(t, names, joiners, nil)
+}
+
+// newTestClusterWith is newTestClusterJoin with each config passed to
+// tune (if set) before any node starts.
+func newTestClusterWith(t *testing.T, names, joiners []string, tune func(*NodeConfig)) *testCluster {
 	base := t.TempDir()
 	all := append(append([]string(nil), names...), joiners...)
 	paths, err := certgen.WriteCluster(t.TempDir(), time.Hour, all...)
@@ -68,6 +76,12 @@ func newTestClusterJoin(t *testing.T, names, joiners []string) *testCluster {
 				c.mu.Unlock()
 				return sm, nil
 			}}
+	}
+	if tune != nil {
+		for n, cfg := range c.cfgs {
+			tune(&cfg)
+			c.cfgs[n] = cfg
+		}
 	}
 	for _, n := range names {
 		c.start(n)
@@ -457,4 +471,126 @@ func TestProposeRefusesEntryOverMaxEntry(t *testing.T) {
 	}
 	c.proposeMany(1, hist, "b", 5, 1)
 	c.check(1, hist, "n1", "n2", "n3")
+}
+
+// TestNodesPeersFromMetadata: a node joins with no AddPeer anywhere: a
+// peer record committed in the metadata group links every member to it
+// (each node's book lists it, on disk too), a conf change then adds it to
+// the groups and it catches up with every acknowledged entry. Without
+// the book's links the members never reach it and the check times out.
+func TestNodesPeersFromMetadata(t *testing.T) {
+	c := newTestClusterJoin(t, []string{"n1", "n2", "n3"}, []string{"n4"})
+	hist := newHistory()
+	c.proposeMany(1, hist, "a", 50, 4)
+	c.start("n4")
+	p := PeerConfig{Name: "n4", Addr: c.cfgs["n4"].Listen}
+	for attempt := 0; ; attempt++ {
+		if attempt == 200 {
+			t.Fatal("peer record: no success in 200 tries")
+		}
+		var lead string
+		waitLong(t, "a leader of the metadata group", func() bool { lead = c.leader(MetaGroup); return lead != "" })
+		nd := c.node(lead)
+		if nd == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err := nd.ProposePeer(ctx, p)
+		cancel()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrLeaderChanged) && !errors.Is(err, ErrClosed) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("peer record: %v", err)
+		}
+	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		waitLong(t, n+" to book n4", func() bool { return c.node(n).Peers()["n4"] == p.Addr })
+		b, err := os.ReadFile(filepath.Join(c.cfgs[n].Dir, "peers.json"))
+		if err != nil || !strings.Contains(string(b), p.Addr) {
+			t.Fatalf("%s's saved peer book %q (%v) lacks n4", n, b, err)
+		}
+	}
+	c.confChangeAll(confChange(pb.ConfChangeType_ConfChangeAddNode, NodeID("n4")))
+	c.proposeMany(1, hist, "b", 50, 4)
+	c.check(1, hist, "n1", "n2", "n3", "n4")
+}
+
+// TestPeerBookRestoreKeepsInner: a metadata snapshot carries the peer
+// book beside the caller's state; restoring it gives both back, and a
+// malformed peer record or a snapshot too short for its book is refused.
+func TestPeerBookRestoreKeepsInner(t *testing.T) {
+	var linked []string
+	link := func(p PeerConfig) error { linked = append(linked, p.Name); return nil }
+	a, err := openPeerBook(t.TempDir(), "n1", newTestSM(), link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Apply(1, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range []PeerConfig{{"n1", "h:1"}, {"n2", "h:2"}} {
+		if err := a.Apply(uint64(2+i), peerRecord(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Apply(4, append(append([]byte(nil), peerPrefix...), "bad name@"...)); err == nil {
+		t.Fatal("a malformed peer record was applied")
+	}
+	snap, err := a.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := newTestSM()
+	b, err := openPeerBook(t.TempDir(), "n3", inner, link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Restore(3, snap); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.peerList(); got["n1"] != "h:1" || got["n2"] != "h:2" || len(got) != 2 {
+		t.Fatalf("restored book %v", got)
+	}
+	if inner.byIndex[1] != "x" || inner.last != 3 {
+		t.Fatalf("restored inner state %v at %d", inner.byIndex, inner.last)
+	}
+	if strings.Join(linked, ",") != "n2,n1,n2" && strings.Join(linked, ",") != "n2,n2,n1" {
+		t.Fatalf("linked %v: want n2 (n1 is the first book's own), then n1 and n2", linked)
+	}
+	if err := b.Restore(5, []byte{0, 0, 1, 0}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("restore of a truncated book: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestNodesSnapshotOverFrame: a follower stopped while its group took
+// and compacted several frames' worth of entries catches up, when it
+// starts again, from a snapshot larger than one transport frame, sent
+// in chunks (with snapshots capped at one frame, it never would).
+func TestNodesSnapshotOverFrame(t *testing.T) {
+	c := newTestClusterWith(t, []string{"n1", "n2", "n3"}, nil, func(cfg *NodeConfig) {
+		cfg.MaxEntryBytes, cfg.SnapshotEvery = 256<<10, 10
+		cfg.Transport.MaxFrame = 3 << 20
+	})
+	hist := newHistory()
+	c.proposeMany(1, hist, "a", 10, 2)
+	c.check(1, hist, "n1", "n2", "n3")
+	c.stop("n3")
+	pad := strings.Repeat("p", 200<<10)
+	for i := 0; i < 40; i++ { // 8 MB of state: the snapshot is over two frames
+		data, idx := c.propose(1, fmt.Sprintf("b%d-%s", i, pad))
+		if data == "" {
+			t.FailNow()
+		}
+		hist.acked[data] = idx
+	}
+	c.start("n3")
+	c.check(1, hist, "n1", "n2", "n3")
+	var sent uint64
+	for _, n := range []string{"n1", "n2"} {
+		sent += c.node(n).Stats().Transport.SnapshotsSent
+	}
+	if got := c.node("n3").Stats().Transport.SnapshotsReceived; got == 0 || sent == 0 {
+		t.Fatalf("n3 received %d chunked snapshots (%d sent): it did not catch up from one", got, sent)
+	}
 }

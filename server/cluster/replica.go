@@ -49,8 +49,10 @@ const (
 )
 
 // StateMachine is what a replica group applies committed entries to. It
-// is called on the group's goroutine only: Applied once at open, then
-// Apply for every committed index in order, with no gap and no repeat.
+// is called from one goroutine at a time: Applied once at open (on the
+// caller of OpenGroup), then, on the group's apply worker, Apply for
+// every committed index in order, with no gap and no repeat, Snapshot
+// and Restore.
 type StateMachine interface {
 	// Applied returns the index of the last entry whose effect the state
 	// machine holds durably (0: it holds nothing, as an in-memory one
@@ -75,8 +77,13 @@ type StateMachine interface {
 // Transport carries raft messages between the replicas of a group. Send
 // must not block the group: it queues or drops (raft retries lost
 // messages). It must not keep msgs' slice, only the messages.
+// ReportsSnapshots says whether the transport reports the outcome of
+// each MsgSnap itself, through Group.ReportSnapshot once it is sent or
+// failed (a snapshot may take a while); if not, the replica reports it
+// sent as soon as Send returns.
 type Transport interface {
 	Send(msgs []*pb.Message)
+	ReportsSnapshots() bool
 }
 
 // Config describes one replica of a group. Every replica of a group is
@@ -145,27 +152,23 @@ func (p *Proposal) finish(index uint64, err error) {
 // completes a new proposal) and the proposal's number.
 const envelope = 16
 
-// replica is one raft replica as a single-threaded step machine: the
-// caller (Group's goroutine, or a deterministic test) calls tick, step,
-// propose and then process, never concurrently.
+// replica is one raft replica as a step machine: the caller (Group's
+// loop, or a deterministic test) calls tick, step, propose, process and
+// the completions of local jobs (appendDone, applyDone), never
+// concurrently; the jobs themselves (persist, ap.run) run on the append
+// and apply workers (apply.go), one job at a time each.
 type replica struct {
-	cfg       Config
-	st        *Storage
-	rn        *raft.RawNode
-	sm        StateMachine
-	tr        Transport
-	cs        *pb.ConfState
-	nonce     uint64
-	next      uint64
-	pending   map[uint64]*Proposal
-	lead      uint64
-	term      uint64
-	applied   uint64
-	snapIndex uint64
-	// skipTo is the state machine's applied index at open: entries up to
-	// it are not applied to it again, but their conf changes are applied
-	// to raft, whose configuration is rebuilt from the snapshot's.
-	skipTo uint64
+	cfg     Config
+	st      *Storage
+	rn      *raft.RawNode
+	tr      Transport
+	cs      *pb.ConfState
+	nonce   uint64
+	next    uint64
+	pending map[uint64]*Proposal
+	lead    uint64
+	term    uint64
+	applied uint64 // the index the apply worker last reported applied
 	// confCheck lists the conf changes proposed since the last Ready, to
 	// be looked for in the next: raft replaces one it refuses by an empty
 	// entry.
@@ -174,6 +177,17 @@ type replica struct {
 	readWait  []readWait           // answered reads waiting for their index to apply
 	role      raft.StateType
 	campaigns uint64 // elections started: into pre-candidate, or candidate from follower
+
+	// Local work (apply.go): jobs routed and not yet handed to a worker,
+	// and the count of jobs routed and not yet done (at most
+	// maxLocalJobs, give or take one Ready's two).
+	appendq []*pb.Message
+	applyq  []*applyJob
+	jobs    int
+	// savedHS is the hard state the append worker last saved (its own).
+	savedHS *pb.HardState
+	// ap is the apply worker's state (its own).
+	ap *applier
 }
 
 func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
@@ -216,7 +230,7 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 	rc := &raft.Config{
 		ID: cfg.ID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks,
 		Storage: st, Applied: snapIdx, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: cfg.MaxUncommittedBytes,
-		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true, StepDownOnRemoval: true,
+		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true, StepDownOnRemoval: true, AsyncStorageWrites: true,
 		Logger: quietLogger{},
 	}
 	if cfg.manualElections {
@@ -227,8 +241,10 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 		st.Close()
 		return nil, fmt.Errorf("cluster: start raft node %d: %w", cfg.ID, err)
 	}
-	return &replica{cfg: cfg, st: st, rn: rn, sm: sm, tr: tr, cs: cs, nonce: rand.Uint64(),
-		pending: map[uint64]*Proposal{}, reads: map[uint64]*Proposal{}, applied: snapIdx, snapIndex: snapIdx, skipTo: applied}, nil
+	hs, _, _ := st.InitialState()
+	return &replica{cfg: cfg, st: st, rn: rn, tr: tr, cs: cs, nonce: rand.Uint64(), savedHS: hs,
+		pending: map[uint64]*Proposal{}, reads: map[uint64]*Proposal{}, applied: snapIdx,
+		ap: &applier{st: st, sm: sm, every: cfg.SnapshotEvery, applied: snapIdx, snapIndex: snapIdx, skipTo: applied}}, nil
 }
 
 // resume returns the index the state machine resumes applying after: its
@@ -358,55 +374,54 @@ func (r *replica) failPending(err error) {
 	r.failReads(err)
 }
 
-// process handles every Ready raft has: persist (fsync when raft says it
-// must) before sending, then apply, then advance. An error leaves the
-// replica unusable: close it and open it again from its directory.
+// process takes every Ready raft has while fewer than maxLocalJobs
+// local jobs are held: it sends the messages to other replicas at once
+// and queues the append and apply jobs (appendq, applyq) for the
+// workers, whose completions (appendDone, applyDone) feed raft back. An
+// error leaves the replica unusable: close it and open it again from its
+// directory.
 func (r *replica) process() error {
-	for r.rn.HasReady() {
+	for r.jobs < maxLocalJobs && r.rn.HasReady() {
 		rd := r.rn.Ready()
-		if err := r.st.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
-			return err
-		}
 		r.noteLeader(rd)
 		r.checkConf(rd)
 		r.noteReads(rd)
-		if r.cfg.ackOnLocalAppend {
-			for _, e := range rd.Entries {
-				if id, p := r.ours(e); p != nil {
-					delete(r.pending, id)
-					p.finish(e.GetIndex(), nil)
+		r.finishReads() // a read whose index is applied already
+		var out []*pb.Message
+		for _, m := range rd.Messages {
+			switch m.GetTo() {
+			case raft.LocalAppendThread:
+				r.appendq = append(r.appendq, m)
+				r.jobs++
+			case raft.LocalApplyThread:
+				if err := r.routeApply(m); err != nil {
+					return err
 				}
+			default:
+				out = append(out, m)
 			}
 		}
-		if len(rd.Messages) > 0 {
-			r.tr.Send(rd.Messages)
-			for _, m := range rd.Messages {
-				if m.GetType() == pb.MessageType_MsgSnap {
-					// Optimistic: a lost snapshot makes the follower
-					// reject the next append, and raft sends it again.
-					r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
-				}
-			}
-		}
-		if !raft.IsEmptySnap(rd.Snapshot) {
-			m := rd.Snapshot.GetMetadata()
-			if err := r.sm.Restore(m.GetIndex(), rd.Snapshot.Data); err != nil {
-				return fmt.Errorf("cluster: restore snapshot %d: %w", m.GetIndex(), err)
-			}
-			r.applied, r.snapIndex, r.cs = m.GetIndex(), m.GetIndex(), m.GetConfState()
-		}
-		for _, e := range rd.CommittedEntries {
-			if err := r.apply(e); err != nil {
-				return err
-			}
-		}
-		r.finishReads()
-		r.rn.Advance(rd)
-		if err := r.maybeSnapshot(); err != nil {
-			return err
-		}
+		r.send(out)
 	}
 	return nil
+}
+
+// send hands msgs to the transport.
+func (r *replica) send(msgs []*pb.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	r.tr.Send(msgs)
+	if r.tr.ReportsSnapshots() {
+		return
+	}
+	for _, m := range msgs {
+		if m.GetType() == pb.MessageType_MsgSnap {
+			// Optimistic: a lost snapshot makes the follower reject the
+			// next append, and raft sends it again.
+			r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
+		}
+	}
 }
 
 // noteLeader fails pending proposals and tells OnLeader when the leader
@@ -433,76 +448,6 @@ func (r *replica) noteLeader(rd raft.Ready) {
 	if r.cfg.OnLeader != nil {
 		r.cfg.OnLeader(lead, term)
 	}
-}
-
-func (r *replica) apply(e *pb.Entry) error {
-	idx := e.GetIndex()
-	switch e.GetType() {
-	case pb.EntryType_EntryNormal:
-		var data []byte
-		if len(e.Data) >= envelope {
-			data = e.Data[envelope:]
-		}
-		if err := r.applySM(idx, data); err != nil {
-			return err
-		}
-		if id, p := r.ours(e); p != nil {
-			delete(r.pending, id)
-			p.finish(idx, nil)
-		}
-	case pb.EntryType_EntryConfChange:
-		var cc pb.ConfChange
-		if err := proto.Unmarshal(e.Data, &cc); err != nil {
-			return fmt.Errorf("cluster: conf change %d: %w", idx, err)
-		}
-		r.cs = r.rn.ApplyConfChange(&cc)
-		if err := r.applySM(idx, nil); err != nil {
-			return err
-		}
-	case pb.EntryType_EntryConfChangeV2:
-		var cc pb.ConfChangeV2
-		if err := proto.Unmarshal(e.Data, &cc); err != nil {
-			return fmt.Errorf("cluster: conf change %d: %w", idx, err)
-		}
-		r.cs = r.rn.ApplyConfChange(&cc)
-		if err := r.applySM(idx, nil); err != nil {
-			return err
-		}
-		if id, p := r.oursEnv(cc.Context); p != nil {
-			delete(r.pending, id)
-			p.finish(idx, nil)
-		}
-	}
-	r.applied = idx
-	return nil
-}
-
-// applySM applies an entry to the state machine unless it holds it.
-func (r *replica) applySM(idx uint64, data []byte) error {
-	if idx <= r.skipTo {
-		return nil
-	}
-	if err := r.sm.Apply(idx, data); err != nil {
-		return fmt.Errorf("cluster: apply entry %d: %w", idx, err)
-	}
-	return nil
-}
-
-func (r *replica) maybeSnapshot() error {
-	// Below skipTo the state machine is ahead of r.applied: a snapshot
-	// of it would not be the state at r.applied.
-	if r.cfg.SnapshotEvery == 0 || r.applied < r.skipTo || r.applied-r.snapIndex < r.cfg.SnapshotEvery {
-		return nil
-	}
-	data, err := r.sm.Snapshot()
-	if err != nil {
-		return fmt.Errorf("cluster: snapshot at %d: %w", r.applied, err)
-	}
-	if err := r.st.CreateSnapshot(r.applied, r.cs, data); err != nil {
-		return err
-	}
-	r.snapIndex = r.applied
-	return nil
 }
 
 // close stops the replica: sync=false drops it as a crash would.

@@ -60,7 +60,7 @@ func OpenStorage(dir string, fsys seglog.FS) (*Storage, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "snap"), 0o755); err != nil {
 		return nil, fmt.Errorf("cluster: open storage %s: %w", dir, err)
 	}
-	l, err := seglog.Open(filepath.Join(dir, "log"), seglog.Options{Policy: seglog.PolicyNone, FS: fsys, SegmentSize: raftSegmentSize})
+	l, err := seglog.Open(filepath.Join(dir, "log"), seglog.Options{Policy: seglog.PolicyCaller, FS: fsys, SegmentSize: raftSegmentSize})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open raft log in %s: %w", dir, err)
 	}
@@ -154,6 +154,13 @@ func (s *Storage) replay(seq seglog.Seq, meta, data []byte) error {
 		hs := &pb.HardState{}
 		if err := proto.Unmarshal(data, hs); err != nil {
 			return fmt.Errorf("%w: record %d: %v", ErrCorrupt, seq, err)
+		}
+		// With asynchronous writes a hard state saved after a local
+		// snapshot can predate it (the apply worker ran ahead of the
+		// append worker): the snapshot's entries are committed, so its
+		// index is a floor for the commit index.
+		if snapIdx := s.first - 1; hs.GetCommit() < snapIdx {
+			hs.Commit = &snapIdx
 		}
 		s.hs = hs
 	case kindSnapshot, kindCompact:
@@ -271,23 +278,46 @@ func (s *Storage) removeSnapsBelow(index uint64) {
 // Save makes one Ready's state durable, in raft's order: the snapshot
 // (its file first, then its mark), the entries, the hard state, all in one
 // log batch so a crash keeps a prefix of it. With sync it returns once the
-// batch is fsynced (Ready.MustSync). On error the storage must not be
-// used again: close it and reopen.
+// batch is fsynced (raft's MustSync). The fsync runs without the
+// storage's lock, so raft's reads of earlier entries go on meanwhile.
+// Saves must not run concurrently with each other (one append worker
+// makes them). On error the storage must not be used again: close it and
+// reopen.
 func (s *Storage) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot, sync bool) error {
+	hasSnap := snap != nil && !raft.IsEmptySnap(snap)
+	if err := s.write(hs, ents, snap, hasSnap); err != nil {
+		return err
+	}
+	// A snapshot's mark is synced before older snapshot files go, so a
+	// crash never leaves a mark whose file was removed.
+	if sync || hasSnap {
+		if _, err := s.log.Sync(); err != nil {
+			return fmt.Errorf("cluster: sync raft log: %w", err)
+		}
+	}
+	if hasSnap {
+		s.mu.Lock()
+		s.removeSnapsBelow(snap.GetMetadata().GetIndex())
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// write is Save's part under the lock: it writes the records and
+// replays them into memory.
+func (s *Storage) write(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot, hasSnap bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var kinds []byte
 	var batch []seglog.Entry
 	add := func(kind byte, m proto.Message) error {
 		b, err := proto.Marshal(m)
 		if err != nil {
 			return fmt.Errorf("cluster: save: %w", err)
 		}
-		kinds = append(kinds, kind)
 		batch = append(batch, seglog.Entry{Meta: []byte{kind}, Data: b})
 		return nil
 	}
-	if snap != nil && !raft.IsEmptySnap(snap) {
+	if hasSnap {
 		if err := s.writeSnapFile(snap); err != nil {
 			return err
 		}
@@ -305,15 +335,11 @@ func (s *Storage) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot, sy
 			return err
 		}
 	}
-	hasSnap := snap != nil && !raft.IsEmptySnap(snap)
-	// A snapshot's mark is synced before older snapshot files go, so a
-	// crash never leaves a mark whose file was removed.
-	if err := s.appendLocked(batch, sync || hasSnap); err != nil {
+	if err := s.appendLocked(batch, false); err != nil {
 		return err
 	}
-	if snap != nil && !raft.IsEmptySnap(snap) {
+	if hasSnap {
 		s.snap = snap
-		s.removeSnapsBelow(snap.GetMetadata().GetIndex())
 	}
 	return nil
 }
@@ -387,6 +413,14 @@ func (s *Storage) CreateSnapshot(index uint64, cs *pb.ConfState, data []byte) er
 	}
 	if err := s.log.TruncateFront(keep); err != nil {
 		return fmt.Errorf("cluster: compact raft log below %d: %w", index, err)
+	}
+	return nil
+}
+
+// Sync makes every record saved so far durable.
+func (s *Storage) Sync() error {
+	if _, err := s.log.Sync(); err != nil {
+		return fmt.Errorf("cluster: sync raft log: %w", err)
 	}
 	return nil
 }

@@ -330,3 +330,35 @@ func TestStorageBounds(t *testing.T) {
 		t.Errorf("Term(7): %v", err)
 	}
 }
+
+// TestStorageCommitBelowSnapshotRaised: the apply worker can snapshot at
+// an index before the append worker saved a hard state committing it, so
+// a hard state saved after the snapshot may name an older commit; after a
+// reopen the commit index is the snapshot's (raft refuses to start with
+// a commit below its snapshot).
+func TestStorageCommitBelowSnapshotRaised(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, nil)
+	if err := s.Save(hardState(1, 1, 2), ents(1, 10, 1), nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateSnapshot(8, &pb.ConfState{Voters: []uint64{1}}, []byte("sm")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(hardState(1, 1, 3), nil, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []*Storage{s, nil} {
+		if st == nil {
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			st = openT(t, dir, nil)
+			defer st.Close()
+		}
+		hs, _, _ := st.InitialState()
+		if hs.GetCommit() != 8 {
+			t.Fatalf("commit %d after a hard state of commit 3 below snapshot 8, want 8", hs.GetCommit())
+		}
+	}
+}

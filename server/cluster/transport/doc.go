@@ -19,6 +19,16 @@
 //     then a raftpb.Message in protobuf. A frame over Options.MaxFrame is
 //     refused: not sent (counted as Oversize) or, received, the
 //     connection is cut (BadFrames).
+//   - Snapshot transfers (snapshot.go): a MsgSnap over MaxFrame is sent
+//     as chunk frames (the group ID's top bit set, at most ChunkSize of
+//     the message each, with the transfer's number, length, offset and
+//     CRC-32), one transfer per peer at a time, at most MaxSnapshot
+//     bytes, within SnapshotTimeout; the receiver writes them into a
+//     temporary file in SnapshotDir and hands the message on once it is
+//     whole and its checksum matches. A chunk out of order, a transfer
+//     too large or too slow cuts the connection and drops the file.
+//     Every MsgSnap's outcome (written, or dropped) goes to
+//     Options.OnSnapshot, so raft can send another after a failure.
 //
 // # What it must never do
 //
@@ -38,6 +48,10 @@
 //     tolerates loss, so nothing is acknowledged or resent here.
 //   - Reconnects back off from MinBackoff, doubling to MaxBackoff; each
 //     failed dial or link is reported to Options.OnUnreachable.
-//   - A snapshot travels as one MsgSnap frame, so MaxFrame bounds the
-//     snapshot size a group can send.
+//   - A chunked snapshot is marshalled whole on the sender (a copy of
+//     raft's snapshot, one per peer at a time) and read back whole on the
+//     receiver, so MaxSnapshot bounds the memory a transfer takes on
+//     each side; the chunks bound only what one frame holds. Its delivery
+//     is not acknowledged here: raft's next append answer tells.
+//   - Group IDs must stay below 1<<63 (the chunk mark).
 package transport

@@ -37,32 +37,38 @@ func appendFrame(buf []byte, group uint64, m *pb.Message, max int) ([]byte, erro
 }
 
 // readFrame reads one frame from r into buf (grown as needed, up to max)
-// and returns its group and message. A length over max fails with
+// and returns its group and message, or, for a chunk frame (chunkBit
+// set in the group), the group without the bit and the chunk's body,
+// which borrows buf until the next read. A length over max fails with
 // ErrFrameTooLarge before anything past the header is read; the caller
 // must then cut the connection.
-func readFrame(r io.Reader, buf []byte, max int) (group uint64, m *pb.Message, _ []byte, err error) {
+func readFrame(r io.Reader, buf []byte, max int) (group uint64, m *pb.Message, chunk, _ []byte, err error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return 0, nil, buf, err
+		return 0, nil, nil, buf, err
 	}
 	n := int(binary.BigEndian.Uint32(hdr[:]))
 	switch {
 	case n > max:
-		return 0, nil, buf, fmt.Errorf("%w: %d bytes, max %d", ErrFrameTooLarge, n, max)
+		return 0, nil, nil, buf, fmt.Errorf("%w: %d bytes, max %d", ErrFrameTooLarge, n, max)
 	case n < 8:
-		return 0, nil, buf, fmt.Errorf("%w: %d bytes cannot hold a group ID", ErrBadFrame, n)
+		return 0, nil, nil, buf, fmt.Errorf("%w: %d bytes cannot hold a group ID", ErrBadFrame, n)
 	}
 	if cap(buf) < n {
 		buf = make([]byte, n)
 	}
 	buf = buf[:n]
 	if _, err := io.ReadFull(r, buf); err != nil {
-		return 0, nil, buf, fmt.Errorf("transport: read %d-byte frame: %w", n, err)
+		return 0, nil, nil, buf, fmt.Errorf("transport: read %d-byte frame: %w", n, err)
+	}
+	group = binary.BigEndian.Uint64(buf)
+	if group&chunkBit != 0 {
+		return group &^ chunkBit, nil, buf[8:], buf, nil
 	}
 	m = &pb.Message{}
 	// Unmarshal copies bytes fields, so buf is free for the next frame.
 	if err := proto.Unmarshal(buf[8:], m); err != nil {
-		return 0, nil, buf, fmt.Errorf("%w: %v", ErrBadFrame, err)
+		return 0, nil, nil, buf, fmt.Errorf("%w: %v", ErrBadFrame, err)
 	}
-	return binary.BigEndian.Uint64(buf), m, buf, nil
+	return group, m, nil, buf, nil
 }

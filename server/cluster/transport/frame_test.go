@@ -34,7 +34,7 @@ func TestFrame(t *testing.T) {
 		{"body not a message", append(append(header(10), 0, 0, 0, 0, 0, 0, 0, 1), 0xff, 0xff), 1 << 10, 0, ErrBadFrame},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g, m, _, err := readFrame(bytes.NewReader(c.in), nil, c.max)
+			g, m, _, _, err := readFrame(bytes.NewReader(c.in), nil, c.max)
 			if !errors.Is(err, c.err) {
 				t.Fatalf("err = %v, want %v", err, c.err)
 			}

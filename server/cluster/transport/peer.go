@@ -15,7 +15,8 @@ import (
 type outMsg struct {
 	group uint64
 	m     *pb.Message
-	size  int // proto.Size(m), counted in peer.bytes while queued
+	size  int  // proto.Size(m), counted in peer.bytes while queued
+	snap  bool // a snapshot over MaxFrame, sent in chunks (peer.snap held)
 }
 
 // peer is the sending half of a link: a bounded queue drained by one
@@ -24,6 +25,7 @@ type peer struct {
 	Peer
 	q      chan outMsg
 	bytes  atomic.Int64    // encoded size of what q holds
+	snap   atomic.Bool     // a chunked snapshot is queued or being sent
 	ctx    context.Context // cancelled by RemovePeer or Close
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -91,7 +93,11 @@ func (t *Transport) dropQueued(p *peer) {
 		select {
 		case om := <-p.q:
 			p.bytes.Add(-int64(om.size))
+			if om.snap {
+				p.snap.Store(false)
+			}
 			t.st.unreachable.Add(1)
+			t.snapDone(om.group, om.m, false)
 		default:
 			return
 		}
@@ -123,16 +129,31 @@ func (t *Transport) write(p *peer, conn net.Conn) error {
 		case <-p.ctx.Done():
 			return nil
 		}
+		if om.snap {
+			err := t.writeSnapshot(w, conn, om)
+			p.snap.Store(false)
+			t.snapDone(om.group, om.m, err == nil)
+			if err != nil {
+				t.st.snapsFailed.Add(1)
+				return err
+			}
+			t.st.snapsSent.Add(1)
+			t.st.sent.Add(1)
+			continue
+		}
 		b, err := appendFrame(buf[:0], om.group, om.m, t.opts.MaxFrame)
 		if err != nil {
 			t.st.oversize.Add(1)
+			t.snapDone(om.group, om.m, false)
 			continue
 		}
 		buf = b
 		conn.SetWriteDeadline(time.Now().Add(t.opts.WriteTimeout))
 		if _, err := w.Write(buf); err != nil {
+			t.snapDone(om.group, om.m, false)
 			return err
 		}
+		t.snapDone(om.group, om.m, true)
 		t.st.sent.Add(1)
 		if len(p.q) == 0 {
 			if err := w.Flush(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,8 +20,13 @@ import (
 // queue).
 const MaxPeers = 1024
 
-// ErrClosed is returned by methods called after Close.
-var ErrClosed = errors.New("transport: closed")
+// Errors of AddPeer and the methods called after Close.
+var (
+	// ErrClosed is returned by methods called after Close.
+	ErrClosed = errors.New("transport: closed")
+	// ErrPeerExists: AddPeer was given an ID already a peer.
+	ErrPeerExists = errors.New("transport: peer already added")
+)
 
 // Options configure a Transport. Zero durations and sizes take the
 // defaults named.
@@ -42,6 +48,12 @@ type Options struct {
 	// stop streaming appends to it: RawNode.ReportUnreachable). It must
 	// not block.
 	OnUnreachable func(id uint64)
+	// OnSnapshot, if set, is called with a MsgSnap's group and target
+	// once the transport wrote it (ok) or dropped it (not ok: no peer,
+	// too large, a full queue, another snapshot in flight to that peer,
+	// a failed link), on the goroutine of Send or of the peer's sender.
+	// It must not block.
+	OnSnapshot func(group, to uint64, ok bool)
 	// QueueLen and QueueBytes bound each peer's send queue (defaults 4096
 	// messages, 64 MiB of encoded messages).
 	QueueLen, QueueBytes int
@@ -63,6 +75,15 @@ type Options struct {
 	// peer, which doubles from the first to the second (defaults 20 ms,
 	// 1 s).
 	MinBackoff, MaxBackoff time.Duration
+	// A snapshot message over MaxFrame travels in chunks (snapshot.go):
+	// MaxSnapshot bounds its size (default 1 GiB), ChunkSize a chunk
+	// (default 1 MiB or MaxFrame less 36 bytes, the smaller, and at most
+	// that), SnapshotTimeout a
+	// transfer, sent or received (default 1 min), and SnapshotDir is
+	// where a received one is assembled (default os.TempDir()).
+	MaxSnapshot, ChunkSize int
+	SnapshotTimeout        time.Duration
+	SnapshotDir            string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -93,6 +114,15 @@ func (o Options) withDefaults() (Options, error) {
 	defd(&o.IdleTimeout, 30*time.Second)
 	defd(&o.MinBackoff, 20*time.Millisecond)
 	defd(&o.MaxBackoff, time.Second)
+	def(&o.MaxSnapshot, 1<<30)
+	def(&o.ChunkSize, min(1<<20, o.MaxFrame-8-chunkHeader))
+	defd(&o.SnapshotTimeout, time.Minute)
+	if o.SnapshotDir == "" {
+		o.SnapshotDir = os.TempDir()
+	}
+	if o.ChunkSize > o.MaxFrame-8-chunkHeader {
+		return o, fmt.Errorf("transport: ChunkSize %d does not fit MaxFrame %d", o.ChunkSize, o.MaxFrame)
+	}
 	if o.MaxBackoff < o.MinBackoff {
 		return o, fmt.Errorf("transport: MaxBackoff %v below MinBackoff %v", o.MaxBackoff, o.MinBackoff)
 	}
@@ -123,11 +153,16 @@ type Stats struct {
 	// connections cut for a bad or oversized frame, Forged those cut for a
 	// message from another sender than the certificate's.
 	Refused, BadFrames, Forged uint64
+	// SnapshotsSent and SnapshotsReceived count snapshots that travelled
+	// in chunks; SnapshotsFailed those whose transfer failed either way
+	// (a write error or timeout, a bad chunk, no room to assemble).
+	SnapshotsSent, SnapshotsReceived, SnapshotsFailed uint64
 }
 
 type counters struct {
 	sent, received, droppedFull, unreachable, noPeer, oversize  atomic.Uint64
 	dials, dialFailures, linkErrors, refused, badFrames, forged atomic.Uint64
+	snapsSent, snapsReceived, snapsFailed                       atomic.Uint64
 }
 
 // Transport links this node to its peers. Its methods are safe for
@@ -141,6 +176,7 @@ type Transport struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	st     counters
+	xfers  atomic.Uint64 // snapshot transfers started, numbering them
 
 	mu      sync.RWMutex // guards the fields below
 	closed  bool
@@ -172,8 +208,8 @@ func New(opts Options) (*Transport, error) {
 func (t *Transport) Addr() net.Addr { return t.ln.Addr() }
 
 // AddPeer starts the link to p; messages to p.ID are queued for it from
-// now on. It fails for this node's own ID, an ID already a peer, or after
-// Close.
+// now on. It fails for this node's own ID, an ID already a peer
+// (ErrPeerExists), or after Close (ErrClosed).
 func (t *Transport) AddPeer(p Peer) error {
 	if p.ID == 0 || p.ID == t.opts.ID || p.Name == "" || p.Addr == "" {
 		return fmt.Errorf("transport: bad peer %+v", p)
@@ -184,7 +220,7 @@ func (t *Transport) AddPeer(p Peer) error {
 		return ErrClosed
 	}
 	if _, ok := t.peers[p.ID]; ok {
-		return fmt.Errorf("transport: peer %d (%s) already added", p.ID, p.Name)
+		return fmt.Errorf("%w: %d (%s)", ErrPeerExists, p.ID, p.Name)
 	}
 	if len(t.peers) >= MaxPeers {
 		return fmt.Errorf("transport: peer %s: already %d peers", p.Name, MaxPeers)
@@ -224,23 +260,44 @@ func (t *Transport) Send(group uint64, msgs []*pb.Message) {
 		pr := t.peers[m.GetTo()]
 		if pr == nil {
 			t.st.noPeer.Add(1)
+			t.snapDone(group, m, false)
 			continue
 		}
 		size := proto.Size(m)
 		if 8+size > t.opts.MaxFrame {
-			t.st.oversize.Add(1)
+			// A snapshot goes in chunks, one per peer at a time; its
+			// bytes are raft's already, so they are not counted in
+			// QueueBytes.
+			switch {
+			case m.GetType() != pb.MessageType_MsgSnap || size > t.opts.MaxSnapshot:
+				t.st.oversize.Add(1)
+				t.snapDone(group, m, false)
+			case !pr.snap.CompareAndSwap(false, true):
+				t.st.droppedFull.Add(1)
+				t.snapDone(group, m, false)
+			default:
+				select {
+				case pr.q <- outMsg{group: group, m: m, snap: true}:
+				default:
+					pr.snap.Store(false)
+					t.st.droppedFull.Add(1)
+					t.snapDone(group, m, false)
+				}
+			}
 			continue
 		}
 		if pr.bytes.Add(int64(size)) > int64(t.opts.QueueBytes) {
 			pr.bytes.Add(-int64(size))
 			t.st.droppedFull.Add(1)
+			t.snapDone(group, m, false)
 			continue
 		}
 		select {
-		case pr.q <- outMsg{group, m, size}:
+		case pr.q <- outMsg{group: group, m: m, size: size}:
 		default:
 			pr.bytes.Add(-int64(size))
 			t.st.droppedFull.Add(1)
+			t.snapDone(group, m, false)
 		}
 	}
 }
@@ -258,13 +315,25 @@ func (t *Transport) Group(group uint64) GroupLink { return GroupLink{t, group} }
 // Send is Transport.Send for the link's group.
 func (l GroupLink) Send(msgs []*pb.Message) { l.t.Send(l.group, msgs) }
 
+// ReportsSnapshots is true: a Transport reports each MsgSnap's outcome
+// to Options.OnSnapshot.
+func (GroupLink) ReportsSnapshots() bool { return true }
+
+// snapDone reports m's outcome to OnSnapshot if it is a snapshot.
+func (t *Transport) snapDone(group uint64, m *pb.Message, ok bool) {
+	if t.opts.OnSnapshot != nil && m.GetType() == pb.MessageType_MsgSnap {
+		t.opts.OnSnapshot(group, m.GetTo(), ok)
+	}
+}
+
 // Stats returns the counters.
 func (t *Transport) Stats() Stats {
 	c := &t.st
 	return Stats{Sent: c.sent.Load(), Received: c.received.Load(), DroppedFull: c.droppedFull.Load(),
 		Unreachable: c.unreachable.Load(), NoPeer: c.noPeer.Load(), Oversize: c.oversize.Load(),
 		Dials: c.dials.Load(), DialFailures: c.dialFailures.Load(), LinkErrors: c.linkErrors.Load(),
-		Refused: c.refused.Load(), BadFrames: c.badFrames.Load(), Forged: c.forged.Load()}
+		Refused: c.refused.Load(), BadFrames: c.badFrames.Load(), Forged: c.forged.Load(),
+		SnapshotsSent: c.snapsSent.Load(), SnapshotsReceived: c.snapsReceived.Load(), SnapshotsFailed: c.snapsFailed.Load()}
 }
 
 // Close stops listening, cuts every link and waits for every goroutine
@@ -365,18 +434,30 @@ func (t *Transport) serve(c net.Conn) {
 	}()
 	r := bufio.NewReaderSize(tc, 64<<10)
 	var buf []byte
+	var asm *assembly // a chunked snapshot being received
+	defer func() { asm.drop() }()
 	for {
 		c.SetReadDeadline(time.Now().Add(t.opts.IdleTimeout))
-		group, m, b, err := readFrame(r, buf, t.opts.MaxFrame)
+		group, m, chunk, b, err := readFrame(r, buf, t.opts.MaxFrame)
+		if err == nil && chunk != nil {
+			if asm, m, err = t.chunk(asm, group, chunk); err != nil {
+				t.st.snapsFailed.Add(1)
+			} else if m != nil {
+				t.st.snapsReceived.Add(1)
+			}
+		}
 		buf = b
 		if cap(buf) > 1<<20 {
 			buf = nil // a snapshot's buffer is not kept for the heartbeats after it
 		}
 		if err != nil {
-			if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrBadFrame) {
+			if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrBadFrame) || errors.Is(err, ErrBadChunk) {
 				t.st.badFrames.Add(1)
 			}
 			return
+		}
+		if m == nil {
+			continue // a chunk of a snapshot not yet whole
 		}
 		if m.GetFrom() != pr.ID {
 			t.st.forged.Add(1)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -358,4 +359,90 @@ func TestMaxInbound(t *testing.T) {
 		return n1.Stats().Refused > 0
 	})
 	first.Close()
+}
+
+func snapMsg(from, to uint64, size int) *pb.Message {
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	idx, term := uint64(9), uint64(2)
+	return &pb.Message{Type: pb.MessageType_MsgSnap.Enum(), From: &from, To: &to,
+		Snapshot: &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{Index: &idx, Term: &term}}}
+}
+
+// TestSnapshotInChunks: a snapshot message many times MaxFrame reaches
+// the peer whole, in chunks assembled in SnapshotDir (left empty after),
+// and the small messages queued behind it follow; one over MaxSnapshot,
+// or another message over MaxFrame, is dropped and counted as Oversize.
+func TestSnapshotInChunks(t *testing.T) {
+	creds := testCerts(t, "n1", "n2")
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var reports []string
+	small := func(o *Options) {
+		o.MaxFrame, o.MaxSnapshot, o.SnapshotDir = 64<<10, 4<<20, dir
+		o.OnSnapshot = func(group, to uint64, ok bool) {
+			mu.Lock()
+			reports = append(reports, fmt.Sprintf("%d>%d:%v", group, to, ok))
+			mu.Unlock()
+		}
+	}
+	n1, n2 := start(t, 1, "n1", creds["n1"], small), start(t, 2, "n2", creds["n2"], small)
+	link(t, n1, n2)
+	link(t, n2, n1)
+	big := snapMsg(2, 1, 1<<20+123)
+	n2.Send(7, []*pb.Message{snapMsg(2, 1, 5<<20), msg(2, 1, strings.Repeat("x", 70<<10))})
+	n2.Send(7, []*pb.Message{big, msg(2, 1, "after")})
+	waitFor(t, "the snapshot and the message after it", func() bool { return len(n1.in.list()) == 2 })
+	got := n1.in.list()
+	if got[0].group != 7 || got[0].m.GetType() != pb.MessageType_MsgSnap || string(got[0].m.GetSnapshot().GetData()) != string(big.GetSnapshot().GetData()) {
+		t.Fatalf("n1 got group %d %s of %d bytes", got[0].group, got[0].m.GetType(), len(got[0].m.GetSnapshot().GetData()))
+	}
+	if d := string(got[1].m.GetEntries()[0].GetData()); d != "after" {
+		t.Fatalf("then %q", d)
+	}
+	if s1, s2 := n1.Stats(), n2.Stats(); s2.SnapshotsSent != 1 || s1.SnapshotsReceived != 1 || s2.Oversize != 2 || s1.SnapshotsFailed+s2.SnapshotsFailed != 0 {
+		t.Fatalf("stats n1 %+v n2 %+v", s1, s2)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("SnapshotDir holds %v after the transfer", left)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(reports, " "); got != "7>1:false 7>1:true" {
+		t.Fatalf("snapshot reports %q, want the oversized one failed, then the other sent", got)
+	}
+}
+
+// TestSnapshotBadChunkCut: a chunk that does not continue its transfer
+// cuts the connection, counted, and leaves no file behind.
+func TestSnapshotBadChunkCut(t *testing.T) {
+	creds := testCerts(t, "n1", "n2")
+	dir := t.TempDir()
+	n1 := start(t, 1, "n1", creds["n1"], func(o *Options) { o.SnapshotDir = dir })
+	link(t, n1, start(t, 2, "n2", creds["n2"], nil))
+	c, err := tls.Dial("tcp", n1.Addr().String(), creds["n2"].client("n1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frame := func(xfer, total, off uint64, data string) []byte {
+		b := binary.BigEndian.AppendUint32(nil, uint32(8+chunkHeader+len(data)))
+		b = binary.BigEndian.AppendUint64(b, 3|chunkBit)
+		b = binary.BigEndian.AppendUint64(b, xfer)
+		b = binary.BigEndian.AppendUint64(b, total)
+		b = binary.BigEndian.AppendUint64(b, off)
+		b = binary.BigEndian.AppendUint32(b, 0)
+		return append(b, data...)
+	}
+	c.Write(frame(1, 10, 0, "abcd"))
+	waitFor(t, "the first chunk's file", func() bool { left, _ := os.ReadDir(dir); return len(left) == 1 })
+	c.Write(frame(1, 10, 6, "ghij")) // skips bytes 4 and 5
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("the connection with a bad chunk was not cut: %v", err)
+	}
+	waitFor(t, "the bad chunk counted", func() bool { s := n1.Stats(); return s.BadFrames == 1 && s.SnapshotsFailed == 1 })
+	waitFor(t, "the partial file removed", func() bool { left, _ := os.ReadDir(dir); return len(left) == 0 })
 }
