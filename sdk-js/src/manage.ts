@@ -49,7 +49,12 @@ export interface TopicConfig {
  * (deprecated).
  */
 export interface GroupConfig {
-  start?: 'earliest' | 'new';
+  /** Where a new group starts: earliest (default), new, seq (at startSeq) or time (at startTime). */
+  start?: 'earliest' | 'new' | 'seq' | 'time';
+  /** With start 'seq': the offset where the group starts in every partition (1 or more). */
+  startSeq?: number;
+  /** With start 'time': an RFC 3339 time; the group starts at the first message stored at or after it. */
+  startTime?: string;
   leaseMs?: number;
   maxDeliveries?: number;
   deadLetter?: string;

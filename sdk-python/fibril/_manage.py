@@ -8,6 +8,7 @@ dicts (SPEC.md 10.1 and 10.2 give their fields).
 from __future__ import annotations
 
 import warnings
+from datetime import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -113,6 +114,8 @@ class _Manage:
         group: str,
         *,
         start: str | None = None,
+        start_seq: int | None = None,
+        start_time: datetime | str | None = None,
         lease: Duration | None = None,
         max_deliveries: int | None = None,
         dead_letter: str | None = None,
@@ -125,7 +128,12 @@ class _Manage:
         Args:
             topic: Topic name.
             group: Group name.
-            start: ``earliest`` (default) or ``new``.
+            start: ``earliest`` (default), ``new``, ``seq`` or ``time``.
+            start_seq: With ``start="seq"`` (implied when given alone): the
+                offset where the group starts in every partition (SPEC.md 10.2).
+            start_time: With ``start="time"`` (implied when given alone): the
+                group starts at the first message stored at or after this time
+                (a timezone-aware datetime, or an RFC 3339 string).
             lease: Lease of a delivery before it is redelivered (seconds or a
                 timedelta).
             max_deliveries: Deliveries before a message is dead-lettered.
@@ -141,7 +149,10 @@ class _Manage:
             lease = lease_ms / 1000
         cfg = dict(config or {})
         cfg |= group_config(
-            start=start, lease_ms=to_ms(lease, "lease"), max_deliveries=max_deliveries, dead_letter=dead_letter
+            start=start,
+            start_seq=start_seq,
+            start_time=start_time,
+            lease_ms=to_ms(lease, "lease"), max_deliveries=max_deliveries, dead_letter=dead_letter
         )
         try:
             return await self._call(encode_manage("GROUP", "CREATE", topic, group, config=cfg), _JSON)

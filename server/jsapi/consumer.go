@@ -8,6 +8,7 @@ package jsapi
 import (
 	"crypto/rand"
 	"errors"
+	"math"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -87,10 +88,18 @@ func (c ConsumerConfig) withDefaults(subjects []string) (ConsumerConfig, *APIErr
 		return c, errNotSupported(code, "push consumers (deliver_subject, flow control, idle heartbeats on the consumer)")
 	case c.AckPolicy != "explicit":
 		return c, errNotSupported(code, "ack policy "+c.AckPolicy+" (explicit only)")
-	case c.DeliverPolicy != "all" && c.DeliverPolicy != "new":
-		return c, errNotSupported(code, "deliver policy "+c.DeliverPolicy+" (all and new only)")
-	case c.OptStartSeq != 0 || c.OptStartTime != nil:
-		return c, errNotSupported(code, "opt_start_seq and opt_start_time")
+	case !slices.Contains([]string{"all", "new", "by_start_sequence", "by_start_time"}, c.DeliverPolicy):
+		return c, errNotSupported(code, "deliver policy "+c.DeliverPolicy+" (all, new, by_start_sequence and by_start_time only)")
+	case c.DeliverPolicy == "by_start_sequence" && c.OptStartSeq == 0:
+		return c, errConsumerPolicy("consumer delivery policy is deliver by start sequence, but optional start sequence is not set")
+	case c.DeliverPolicy == "by_start_time" && c.OptStartTime == nil:
+		return c, errConsumerPolicy("consumer delivery policy is deliver by start time, but optional start time is not set")
+	case c.OptStartSeq != 0 && c.DeliverPolicy != "by_start_sequence":
+		return c, errConsumerPolicy("consumer delivery policy is %s, but optional start sequence is also set", c.DeliverPolicy)
+	case c.OptStartTime != nil && c.DeliverPolicy != "by_start_time":
+		return c, errConsumerPolicy("consumer delivery policy is %s, but optional start time is also set", c.DeliverPolicy)
+	case c.OptStartSeq > math.MaxInt64:
+		return c, errConsumerPolicy("opt_start_seq %d out of range", c.OptStartSeq)
 	case len(c.BackOff) > 0:
 		return c, errNotSupported(code, "backoff")
 	case c.ReplayPolicy != "instant":
@@ -130,8 +139,13 @@ func (c ConsumerConfig) withDefaults(subjects []string) (ConsumerConfig, *APIErr
 func (c ConsumerConfig) groupConfig() broker.GroupConfig {
 	gc := broker.GroupConfig{Start: broker.StartEarliest, LeaseMs: max(int64(c.AckWait/time.Millisecond), 1),
 		MaxDeliveries: c.MaxDeliver, NATSAck: broker.NATSAckExplicit}
-	if c.DeliverPolicy == "new" {
+	switch c.DeliverPolicy {
+	case "new":
 		gc.Start = broker.StartNew
+	case "by_start_sequence":
+		gc.Start, gc.StartSeq = broker.StartSeq, int64(c.OptStartSeq) // withDefaults bounds it
+	case "by_start_time":
+		gc.Start, gc.StartTime = broker.StartTime, c.OptStartTime.UTC().Format(time.RFC3339Nano)
 	}
 	if gc.MaxDeliveries <= 0 {
 		gc.MaxDeliveries = -1
@@ -144,8 +158,15 @@ func derivedConsumer(g *broker.Group) ConsumerConfig {
 	gc := g.Config()
 	c := ConsumerConfig{Durable: string(g.Name()), Name: string(g.Name()), DeliverPolicy: "all",
 		AckWait: time.Duration(gc.LeaseMs) * time.Millisecond, MaxDeliver: gc.MaxDeliveries}
-	if gc.Start == broker.StartNew {
+	switch gc.Start {
+	case broker.StartNew:
 		c.DeliverPolicy = "new"
+	case broker.StartSeq:
+		c.DeliverPolicy, c.OptStartSeq = "by_start_sequence", uint64(gc.StartSeq)
+	case broker.StartTime:
+		if tm, err := time.Parse(time.RFC3339Nano, gc.StartTime); err == nil {
+			c.DeliverPolicy, c.OptStartTime = "by_start_time", &tm
+		}
 	}
 	c, _ = c.withDefaults(nil)
 	return c
@@ -258,6 +279,9 @@ func (a *API) consumerCreate(id *access.Identity, stream, name, filter string, d
 		return nil, apiErr(400, 10026, "maximum consumers limit reached")
 	}
 	g, err := t.Group(broker.GroupName(name), gc)
+	if errors.Is(err, broker.ErrInvalid) { // opt_start_seq beyond the stream's next sequence
+		return nil, errConsumerPolicy("%v", err)
+	}
 	if err != nil {
 		return nil, errConsumerCreate(err)
 	}
