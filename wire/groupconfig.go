@@ -24,6 +24,9 @@ const (
 	StartTime Start = "time"
 )
 
+// MaxBackoff is the most entries GroupConfig.BackoffMs may have.
+const MaxBackoff = 32
+
 // NATSAck says how a server settles deliveries to connections that cannot
 // settle (stock NATS clients, SPEC.md 10.2).
 type NATSAck string
@@ -49,6 +52,11 @@ type GroupConfig struct {
 	// begins. Only with Start "time".
 	StartTime string `json:"start_time,omitempty"`
 	LeaseMs   int64  `json:"lease_ms,omitempty"` // default 30000, at most 4294967295
+	// BackoffMs are the redelivery delays after a NACK without a delay or
+	// an expired lease: after delivery n the message waits
+	// BackoffMs[min(n, len)-1] ms before it is ready again. Default none
+	// (ready at once); at most MaxBackoff entries, each 1..4294967295.
+	BackoffMs []int64 `json:"backoff_ms,omitempty"`
 	// MaxDeliveries is how many times a message is delivered before it is
 	// dead-lettered; default 5, -1 means unlimited.
 	MaxDeliveries int `json:"max_deliveries,omitempty"`

@@ -55,6 +55,8 @@ export interface GroupConfig {
   startSeq?: number;
   /** With start 'time': an RFC 3339 time; the group starts at the first message stored at or after it. */
   startTime?: string;
+  /** Redelivery delays in ms after a NACK without a delay or an expired lease, by delivery count (the last repeats; at most 32). */
+  backoffMs?: number[];
   leaseMs?: number;
   maxDeliveries?: number;
   deadLetter?: string;

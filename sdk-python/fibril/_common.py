@@ -308,6 +308,7 @@ def group_config(
     start_seq: int | None = None,
     start_time: datetime | str | None = None,
     lease_ms: int | None = None,
+    backoff_ms: list[int] | None = None,
     max_deliveries: int | None = None,
     dead_letter: str | None = None,
 ) -> dict[str, Any]:
@@ -332,6 +333,7 @@ def group_config(
         "start_seq": start_seq,
         "start_time": start_time,
         "lease_ms": lease_ms,
+        "backoff_ms": backoff_ms,
         "max_deliveries": max_deliveries,
         "dead_letter": dead_letter,
     }

@@ -117,6 +117,7 @@ class _Manage:
         start_seq: int | None = None,
         start_time: datetime | str | None = None,
         lease: Duration | None = None,
+        backoff: Iterable[Duration] | None = None,
         max_deliveries: int | None = None,
         dead_letter: str | None = None,
         config: Mapping[str, Any] | None = None,
@@ -136,6 +137,9 @@ class _Manage:
                 (a timezone-aware datetime, or an RFC 3339 string).
             lease: Lease of a delivery before it is redelivered (seconds or a
                 timedelta).
+            backoff: Redelivery delays (seconds or timedeltas) after a NACK
+                without a delay or an expired lease, by delivery count (the
+                last repeats; at most 32).
             max_deliveries: Deliveries before a message is dead-lettered.
             dead_letter: Dead-letter topic (default ``$DLQ.<topic>.<group>``).
             config: More fields sent as they are (``nats_ack``, newer ones); the
@@ -152,7 +156,8 @@ class _Manage:
             start=start,
             start_seq=start_seq,
             start_time=start_time,
-            lease_ms=to_ms(lease, "lease"), max_deliveries=max_deliveries, dead_letter=dead_letter
+            lease_ms=to_ms(lease, "lease"),
+            backoff_ms=None if backoff is None else [to_ms(d, "backoff") or 0 for d in backoff], max_deliveries=max_deliveries, dead_letter=dead_letter
         )
         try:
             return await self._call(encode_manage("GROUP", "CREATE", topic, group, config=cfg), _JSON)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -228,6 +228,26 @@ def test_group_start_seq_and_time(durable: Server) -> None:
                 await c.create_group(topic, "far", start_seq=9)
             with pytest.raises(ValueError):
                 await c.create_group(topic, "naive", start_time=datetime(2000, 1, 1))
+
+    run(body())
+
+
+def test_group_backoff(durable: Server) -> None:
+    topic = unique("t")
+
+    async def body() -> None:
+        async with fibril.connect(durable.url) as c:
+            await c.create_topic(topic)
+            info = await c.create_group(topic, "g", lease=60, backoff=[0.5, timedelta(minutes=1)])
+            assert info["config"]["backoff_ms"] == [500, 60000]
+            await c.publish(topic, b"job")
+            (m,) = await c.fetch(topic, "g", 1, wait=5)
+            await m.nack()  # no delay: the schedule's 0.5 s
+            assert await c.fetch(topic, "g", 1) == []
+            (m2,) = await fetch_all(c, topic, "g", 1)
+            assert (m2.data, m2.delivery_count) == (b"job", 2)
+            with pytest.raises(fibril.errors.InvalidConfigError):
+                await c.create_group(topic, "long", backoff=[1] * 33)
 
     run(body())
 

@@ -176,6 +176,7 @@ func (p *partition) addGroup(g *Group, errs chan<- error) {
 		return
 	}
 	gs := newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, start)
+	gs.backoffNs = g.cfg.backoffNs()
 	gs.ev = &p.evw.sink
 	gs.emit(evInit, start, 0)
 	gp := &groupPart{groupState: gs, g: g}

@@ -3,6 +3,8 @@ package broker
 import (
 	"fmt"
 	"math"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/fibrilmq/fibril/server/seglog"
@@ -327,6 +329,18 @@ func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig
 	if c.LeaseMs < 1 || c.LeaseMs > maxLeaseMs {
 		return c, fmt.Errorf("%w: lease_ms %d out of range [1, %d]", ErrInvalid, c.LeaseMs, maxLeaseMs)
 	}
+	if len(c.BackoffMs) > wire.MaxBackoff {
+		return c, fmt.Errorf("%w: backoff_ms has %d entries, at most %d", ErrInvalid, len(c.BackoffMs), wire.MaxBackoff)
+	}
+	for i, ms := range c.BackoffMs {
+		if ms < 1 || ms > maxLeaseMs {
+			return c, fmt.Errorf("%w: backoff_ms[%d] %d out of range [1, %d]", ErrInvalid, i, ms, maxLeaseMs)
+		}
+	}
+	c.BackoffMs = slices.Clip(slices.Clone(c.BackoffMs)) // never share the caller's array
+	if len(c.BackoffMs) == 0 {
+		c.BackoffMs = nil // [] and absent are one configuration
+	}
 	if c.MaxDeliveries == 0 {
 		c.MaxDeliveries = 5
 	}
@@ -386,6 +400,28 @@ func (c GroupConfig) startTime() (int64, error) {
 		return 0, fmt.Errorf("%w: start_time %q out of range (years 1679 to 2261)", ErrInvalid, c.StartTime)
 	}
 	return tm.UnixNano(), nil
+}
+
+// Equal reports whether c and o are the same configuration (GroupConfig
+// holds a slice, so == does not compile).
+func (c GroupConfig) Equal(o GroupConfig) bool {
+	if !slices.Equal(c.BackoffMs, o.BackoffMs) {
+		return false
+	}
+	c.BackoffMs, o.BackoffMs = nil, nil
+	return reflect.DeepEqual(c, o)
+}
+
+// backoffNs is BackoffMs in nanoseconds (nil: none).
+func (c GroupConfig) backoffNs() []int64 {
+	if len(c.BackoffMs) == 0 {
+		return nil
+	}
+	out := make([]int64, len(c.BackoffMs))
+	for i, ms := range c.BackoffMs {
+		out[i] = ms * 1e6
+	}
+	return out
 }
 
 // DeadLetterTopic returns the default dead-letter topic of a group:

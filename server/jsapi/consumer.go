@@ -251,7 +251,7 @@ func (a *API) consumerCreate(id *access.Identity, stream, name, filter string, d
 		if req.Action == "create" && !reflect.DeepEqual(oc, cfg) {
 			return nil, errConsumerExists()
 		}
-		if want != old.Config() {
+		if !want.Equal(old.Config()) {
 			return nil, errNotSupported(10094, "changing ack_wait, max_deliver or deliver_policy of an existing consumer")
 		}
 		if created.IsZero() {
