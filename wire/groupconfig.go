@@ -27,6 +27,9 @@ const (
 // MaxBackoff is the most entries GroupConfig.BackoffMs may have.
 const MaxBackoff = 32
 
+// MaxFilters is the most entries GroupConfig.Filter may have.
+const MaxFilters = 64
+
 // NATSAck says how a server settles deliveries to connections that cannot
 // settle (stock NATS clients, SPEC.md 10.2).
 type NATSAck string
@@ -57,6 +60,11 @@ type GroupConfig struct {
 	// BackoffMs[min(n, len)-1] ms before it is ready again. Default none
 	// (ready at once); at most MaxBackoff entries, each 1..4294967295.
 	BackoffMs []int64 `json:"backoff_ms,omitempty"`
+	// Filter are subject filters (wildcards allowed): the group receives
+	// only the messages of its topic whose subject matches one; the others
+	// are settled for it without delivery. Default none (every message);
+	// at most MaxFilters entries.
+	Filter []string `json:"filter,omitempty"`
 	// MaxDeliveries is how many times a message is delivered before it is
 	// dead-lettered; default 5, -1 means unlimited.
 	MaxDeliveries int `json:"max_deliveries,omitempty"`

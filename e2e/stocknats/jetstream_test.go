@@ -415,3 +415,34 @@ func TestJetStreamConsumerStartBySeqAndTime(t *testing.T) {
 		}
 	})
 }
+
+// TestJetStreamConsumerFilterSubject: a consumer with a filter narrower
+// than its stream's subjects receives only the matching messages (SPEC.md
+// 10.2 filter).
+func TestJetStreamConsumerFilterSubject(t *testing.T) {
+	bothJS(t, func(t *testing.T, tg target) {
+		_, js, ctx := jsConnect(t, tg)
+		s := must[jetstream.Stream](t, "CreateStream")(js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: "REGIONS", Subjects: []string{"regions.>"}}))
+		for _, r := range []string{"eu", "us", "eu", "us"} {
+			must[*jetstream.PubAck](t, "Publish")(js.Publish(ctx, "regions."+r, []byte(r)))
+		}
+		c := must[jetstream.Consumer](t, "CreateConsumer")(s.CreateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable: "eu", FilterSubject: "regions.eu"}))
+		if in := c.CachedInfo(); in.Config.FilterSubject != "regions.eu" && fmt.Sprint(in.Config.FilterSubjects) != "[regions.eu]" {
+			t.Fatalf("consumer info %+v", in.Config)
+		}
+		batch := must[jetstream.MessageBatch](t, "Fetch")(c.Fetch(10, jetstream.FetchMaxWait(time.Second)))
+		var seqs []uint64
+		for m := range batch.Messages() {
+			md := must[*jetstream.MsgMetadata](t, "Metadata")(m.Metadata())
+			if m.Subject() != "regions.eu" {
+				t.Fatalf("got %s", m.Subject())
+			}
+			seqs = append(seqs, md.Sequence.Stream)
+		}
+		if fmt.Sprint(seqs) != "[1 3]" {
+			t.Fatalf("filtered consumer got stream seqs %v, want [1 3]", seqs)
+		}
+	})
+}

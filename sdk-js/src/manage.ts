@@ -57,6 +57,8 @@ export interface GroupConfig {
   startTime?: string;
   /** Redelivery delays in ms after a NACK without a delay or an expired lease, by delivery count (the last repeats; at most 32). */
   backoffMs?: number[];
+  /** Subject filters (wildcards allowed): the group receives only matching messages (at most 64). */
+  filter?: string[];
   leaseMs?: number;
   maxDeliveries?: number;
   deadLetter?: string;

@@ -309,6 +309,7 @@ def group_config(
     start_time: datetime | str | None = None,
     lease_ms: int | None = None,
     backoff_ms: list[int] | None = None,
+    filter: list[str] | None = None,
     max_deliveries: int | None = None,
     dead_letter: str | None = None,
 ) -> dict[str, Any]:
@@ -334,6 +335,7 @@ def group_config(
         "start_time": start_time,
         "lease_ms": lease_ms,
         "backoff_ms": backoff_ms,
+        "filter": filter,
         "max_deliveries": max_deliveries,
         "dead_letter": dead_letter,
     }

@@ -118,6 +118,7 @@ class _Manage:
         start_time: datetime | str | None = None,
         lease: Duration | None = None,
         backoff: Iterable[Duration] | None = None,
+        filter: Iterable[str] | None = None,
         max_deliveries: int | None = None,
         dead_letter: str | None = None,
         config: Mapping[str, Any] | None = None,
@@ -140,6 +141,8 @@ class _Manage:
             backoff: Redelivery delays (seconds or timedeltas) after a NACK
                 without a delay or an expired lease, by delivery count (the
                 last repeats; at most 32).
+            filter: Subject filters (wildcards allowed): the group receives
+                only the messages whose subject matches one (at most 64).
             max_deliveries: Deliveries before a message is dead-lettered.
             dead_letter: Dead-letter topic (default ``$DLQ.<topic>.<group>``).
             config: More fields sent as they are (``nats_ack``, newer ones); the
@@ -157,7 +160,8 @@ class _Manage:
             start_seq=start_seq,
             start_time=start_time,
             lease_ms=to_ms(lease, "lease"),
-            backoff_ms=None if backoff is None else [to_ms(d, "backoff") or 0 for d in backoff], max_deliveries=max_deliveries, dead_letter=dead_letter
+            backoff_ms=None if backoff is None else [to_ms(d, "backoff") or 0 for d in backoff],
+            filter=None if filter is None else list(filter), max_deliveries=max_deliveries, dead_letter=dead_letter
         )
         try:
             return await self._call(encode_manage("GROUP", "CREATE", topic, group, config=cfg), _JSON)

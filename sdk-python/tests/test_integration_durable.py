@@ -252,6 +252,23 @@ def test_group_backoff(durable: Server) -> None:
     run(body())
 
 
+def test_group_filter(durable: Server) -> None:
+    topic = unique("t")
+
+    async def body() -> None:
+        async with fibril.connect(durable.url) as c:
+            await c.create_topic(topic, subjects=[f"{topic}.>"])
+            info = await c.create_group(topic, "eu", filter=[f"{topic}.eu.>"])
+            assert info["config"]["filter"] == [f"{topic}.eu.>"]
+            for region in ("eu", "us", "eu"):
+                await c.publish(f"{topic}.{region}.x", region.encode())
+            assert [m.data for m in await drain(c, topic, "eu")] == [b"eu", b"eu"]
+            with pytest.raises(fibril.errors.InvalidConfigError):
+                await c.create_group(topic, "bad", filter=[f"{topic}..x"])
+
+    run(body())
+
+
 def test_corrupt_delivery_raises_and_is_redelivered(durable: Server) -> None:
     topic = unique("t")
 

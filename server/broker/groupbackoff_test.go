@@ -43,7 +43,7 @@ func TestGroupBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	d = waitsThen("nack after delivery 1", 100*time.Millisecond, 2)
-	clk.Advance(10 * time.Second) // the lease of delivery 2 ends
+	clk.Advance(10 * time.Second)          // the lease of delivery 2 ends
 	waitFor(t, "the expiry", func() bool { // the delay counts from the expiry: let the actor run it first
 		in, err := g.InfoCurrent(context.Background())
 		return err == nil && in.Inflight == 0

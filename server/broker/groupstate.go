@@ -286,6 +286,17 @@ func (g *groupState) drop(seq Seq) {
 	}
 }
 
+// filtered settles seq, the next never-delivered offset, without
+// delivering it: the group's subject filter does not match its record.
+func (g *groupState) filtered(seq Seq) {
+	if seq >= g.next {
+		g.next = seq + 1
+	}
+	if g.acks.add(seq) {
+		g.emit(evSettle, seq, settleFiltered)
+	}
+}
+
 // endLease releases the lease bookkeeping of an inflight offset.
 func (g *groupState) endLease(seq Seq, p pendingOff) {
 	if p.state != stInflight {

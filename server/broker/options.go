@@ -337,6 +337,18 @@ func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig
 			return c, fmt.Errorf("%w: backoff_ms[%d] %d out of range [1, %d]", ErrInvalid, i, ms, maxLeaseMs)
 		}
 	}
+	if len(c.Filter) > wire.MaxFilters {
+		return c, fmt.Errorf("%w: filter has %d entries, at most %d", ErrInvalid, len(c.Filter), wire.MaxFilters)
+	}
+	for i, f := range c.Filter {
+		if !wire.ValidFilter(f) || wire.IsReserved(f) {
+			return c, fmt.Errorf("%w: filter[%d] %q is not a subject filter", ErrInvalid, i, f)
+		}
+	}
+	c.Filter = slices.Clip(slices.Clone(c.Filter))
+	if len(c.Filter) == 0 {
+		c.Filter = nil
+	}
 	c.BackoffMs = slices.Clip(slices.Clone(c.BackoffMs)) // never share the caller's array
 	if len(c.BackoffMs) == 0 {
 		c.BackoffMs = nil // [] and absent are one configuration
@@ -405,10 +417,10 @@ func (c GroupConfig) startTime() (int64, error) {
 // Equal reports whether c and o are the same configuration (GroupConfig
 // holds a slice, so == does not compile).
 func (c GroupConfig) Equal(o GroupConfig) bool {
-	if !slices.Equal(c.BackoffMs, o.BackoffMs) {
+	if !slices.Equal(c.BackoffMs, o.BackoffMs) || !slices.Equal(c.Filter, o.Filter) {
 		return false
 	}
-	c.BackoffMs, o.BackoffMs = nil, nil
+	c.BackoffMs, o.BackoffMs, c.Filter, o.Filter = nil, nil, nil, nil
 	return reflect.DeepEqual(c, o)
 }
 

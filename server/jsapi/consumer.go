@@ -56,8 +56,8 @@ func (a *API) forgetStream(name string) {
 }
 
 // withDefaults fills in JetStream's defaults and refuses what the engine
-// cannot serve for stream subjects.
-func (c ConsumerConfig) withDefaults(subjects []string) (ConsumerConfig, *APIError) {
+// cannot serve.
+func (c ConsumerConfig) withDefaults() (ConsumerConfig, *APIError) {
 	if c.DeliverPolicy == "" {
 		c.DeliverPolicy = "all"
 	}
@@ -119,20 +119,24 @@ func (c ConsumerConfig) withDefaults(subjects []string) (ConsumerConfig, *APIErr
 	case c.FilterSubject != "" && len(c.FilterSubjects) > 0:
 		return c, apiErr(400, 10136, "consumer cannot have both FilterSubject and FilterSubjects specified")
 	}
+	return c, nil
+}
+
+// narrowFilter returns the consumer's filter subjects when they do not
+// cover every subject of the stream (the group's filter then), else nil:
+// a covering filter is no filter, as for consumers made before groups had
+// one.
+func (c ConsumerConfig) narrowFilter(subjects []string) []string {
 	filters := c.FilterSubjects
 	if c.FilterSubject != "" {
 		filters = []string{c.FilterSubject}
 	}
-	if len(filters) > 0 {
-		// The group sees the whole topic: a filter must cover every
-		// subject of the stream.
-		for _, s := range subjects {
-			if !slices.ContainsFunc(filters, func(f string) bool { return access.Covers(f, s) }) {
-				return c, errNotSupported(code, "filter subjects narrower than the stream's subjects")
-			}
+	for _, s := range subjects {
+		if !slices.ContainsFunc(filters, func(f string) bool { return access.Covers(f, s) }) {
+			return filters
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // groupConfig is the engine configuration of a consumer.
@@ -168,7 +172,10 @@ func derivedConsumer(g *broker.Group) ConsumerConfig {
 			c.DeliverPolicy, c.OptStartTime = "by_start_time", &tm
 		}
 	}
-	c, _ = c.withDefaults(nil)
+	if len(gc.Filter) > 0 {
+		c.FilterSubjects = gc.Filter
+	}
+	c, _ = c.withDefaults()
 	return c
 }
 
@@ -236,11 +243,12 @@ func (a *API) consumerCreate(id *access.Identity, stream, name, filter string, d
 		return nil, e
 	}
 	scfg, _ := a.streamConfigOf(t)
-	cfg, e = cfg.withDefaults(t.Subjects())
+	cfg, e = cfg.withDefaults()
 	if e != nil {
 		return nil, e
 	}
 	gc := cfg.groupConfig()
+	gc.Filter = cfg.narrowFilter(t.Subjects())
 	want, err := gc.Resolve(t.Name(), broker.GroupName(name))
 	if err != nil {
 		return nil, errConsumerPolicy("%v", err)
