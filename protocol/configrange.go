@@ -43,6 +43,7 @@ var (
 	groupRanges = map[string]fieldRange{
 		"lease_ms":       {min: 1, max: MaxMillis},
 		"max_deliveries": {min: 1, max: MaxCount, minusOne: true},
+		"start_seq":      {min: 1, max: math.MaxInt64},
 	}
 )
 

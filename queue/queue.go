@@ -133,7 +133,7 @@ func Declare[T any](db *DB, name string, cfg Config[T]) (*Queue[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("declare %s: %w", name, err)
 	}
-	if have := g.Config(); have != wantG && !strings.HasPrefix(name, "$DLQ.") {
+	if have := g.Config(); !have.Equal(wantG) && !strings.HasPrefix(name, "$DLQ.") {
 		return nil, fmt.Errorf("declare %s: group %s: %w: stored %+v, asked %+v", name, gc.name, ErrMismatch, have, wantG)
 	}
 	return &Queue[T]{db: db, t: t, g: g, codec: codec, name: name}, nil

@@ -146,7 +146,7 @@ func manage(b *broker.Broker, id *access.Identity, op protocol.Op, name, group s
 		cfg := broker.GroupConfig(wc)
 		if old, exists := t.FindGroup(broker.GroupName(group)); exists {
 			// SPEC.md section 10: the same configuration again is +OK.
-			if want, err := cfg.Resolve(t.Name(), broker.GroupName(group)); err != nil || want != old.Config() {
+			if want, err := cfg.Resolve(t.Name(), broker.GroupName(group)); err != nil || !want.Equal(old.Config()) {
 				return nil, protocol.NewError(protocol.CodeGroupExists, name+"/"+group+" with a different configuration")
 			}
 			return groupInfoCurrent(old)

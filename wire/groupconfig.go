@@ -16,7 +16,19 @@ const (
 	StartEarliest Start = "earliest"
 	// StartNew: the group sees messages published after it was created.
 	StartNew Start = "new"
+	// StartSeq: the group begins at offset StartSeq of every partition (or
+	// at the oldest retained message, if later).
+	StartSeq Start = "seq"
+	// StartTime: the group begins, in every partition, at the first
+	// retained message stored at or after StartTime.
+	StartTime Start = "time"
 )
+
+// MaxBackoff is the most entries GroupConfig.BackoffMs may have.
+const MaxBackoff = 32
+
+// MaxFilters is the most entries GroupConfig.Filter may have.
+const MaxFilters = 64
 
 // NATSAck says how a server settles deliveries to connections that cannot
 // settle (stock NATS clients, SPEC.md 10.2).
@@ -34,8 +46,25 @@ const (
 // GroupConfig configures a consumer group (SPEC.md 10.2). JSON names are
 // those of GROUP CREATE; a zero field takes its default.
 type GroupConfig struct {
-	Start   Start `json:"start,omitempty"`    // default earliest
-	LeaseMs int64 `json:"lease_ms,omitempty"` // default 30000, at most 4294967295
+	Start Start `json:"start,omitempty"` // default earliest
+	// StartSeq is the offset where a group with Start "seq" begins in each
+	// partition: 1 or more, at most a partition's next offset. Only with
+	// Start "seq".
+	StartSeq int64 `json:"start_seq,omitempty"`
+	// StartTime is the RFC 3339 time where a group with Start "time"
+	// begins. Only with Start "time".
+	StartTime string `json:"start_time,omitempty"`
+	LeaseMs   int64  `json:"lease_ms,omitempty"` // default 30000, at most 4294967295
+	// BackoffMs are the redelivery delays after a NACK without a delay or
+	// an expired lease: after delivery n the message waits
+	// BackoffMs[min(n, len)-1] ms before it is ready again. Default none
+	// (ready at once); at most MaxBackoff entries, each 1..4294967295.
+	BackoffMs []int64 `json:"backoff_ms,omitempty"`
+	// Filter are subject filters (wildcards allowed): the group receives
+	// only the messages of its topic whose subject matches one; the others
+	// are settled for it without delivery. Default none (every message);
+	// at most MaxFilters entries.
+	Filter []string `json:"filter,omitempty"`
 	// MaxDeliveries is how many times a message is delivered before it is
 	// dead-lettered; default 5, -1 means unlimited.
 	MaxDeliveries int `json:"max_deliveries,omitempty"`

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 )
 
@@ -30,14 +31,14 @@ func TestTopicConfigJSON(t *testing.T) {
 // TestGroupConfigJSON pins the JSON names of the one group schema to
 // SPEC.md 10.2: protocol, the SDK and the engine all encode this struct.
 func TestGroupConfigJSON(t *testing.T) {
-	c := GroupConfig{Start: StartNew, LeaseMs: 1500, MaxDeliveries: -1, DeadLetter: "-", NATSAck: NATSAckExplicit}
-	want := `{"start":"new","lease_ms":1500,"max_deliveries":-1,"dead_letter":"-","nats_ack":"explicit"}`
+	c := GroupConfig{Start: StartNew, LeaseMs: 1500, BackoffMs: []int64{10, 20}, MaxDeliveries: -1, DeadLetter: "-", NATSAck: NATSAckExplicit}
+	want := `{"start":"new","lease_ms":1500,"backoff_ms":[10,20],"max_deliveries":-1,"dead_letter":"-","nats_ack":"explicit"}`
 	b, err := json.Marshal(c)
 	if err != nil || string(b) != want {
 		t.Fatalf("Marshal = %s, %v\nwant %s", b, err, want)
 	}
 	var back GroupConfig
-	if err := json.Unmarshal(b, &back); err != nil || back != c {
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, c) {
 		t.Fatalf("Unmarshal = %+v, %v, want %+v", back, err, c)
 	}
 	if b, _ := json.Marshal(GroupConfig{}); string(b) != "{}" {

@@ -142,6 +142,14 @@ def client_to_server():
     v.append(vec("group/create", "GROUP CREATE orders billing\r\n", [cmd("GROUP CREATE", subject="orders", group="billing")], canonical=True))
     v.append(vec("group/create-json", 'GROUP CREATE orders billing {"lease_ms":5000,"max_deliveries":2}\r\n',
                  [cmd("GROUP CREATE", subject="orders", group="billing", json='{"lease_ms":5000,"max_deliveries":2}')], canonical=True))
+    v.append(vec("group/create-start-seq", 'GROUP CREATE orders replay {"start":"seq","start_seq":1000}\r\n',
+                 [cmd("GROUP CREATE", subject="orders", group="replay", json='{"start":"seq","start_seq":1000}')], canonical=True))
+    v.append(vec("group/create-backoff", 'GROUP CREATE orders retry {"backoff_ms":[1000,5000,30000]}\r\n',
+                 [cmd("GROUP CREATE", subject="orders", group="retry", json='{"backoff_ms":[1000,5000,30000]}')], canonical=True))
+    v.append(vec("group/create-filter", 'GROUP CREATE orders eu {"filter":["orders.eu.>"]}\r\n',
+                 [cmd("GROUP CREATE", subject="orders", group="eu", json='{"filter":["orders.eu.>"]}')], canonical=True))
+    v.append(vec("group/create-start-time", 'GROUP CREATE orders since {"start":"time","start_time":"2026-12-03T09:00:00Z"}\r\n',
+                 [cmd("GROUP CREATE", subject="orders", group="since", json='{"start":"time","start_time":"2026-12-03T09:00:00Z"}')], canonical=True))
     v.append(vec("group/info", "GROUP INFO orders billing\r\n", [cmd("GROUP INFO", subject="orders", group="billing")], canonical=True))
     v.append(vec("group/list", "GROUP LIST orders\r\n", [cmd("GROUP LIST", subject="orders")], canonical=True))
     v.append(vec("group/delete", "GROUP DELETE orders billing\r\n", [cmd("GROUP DELETE", subject="orders", group="billing")], canonical=True))

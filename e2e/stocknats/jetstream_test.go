@@ -368,3 +368,81 @@ func TestJetStreamConsumeAndMessages(t *testing.T) {
 		})
 	})
 }
+
+// TestJetStreamConsumerStartBySeqAndTime: deliver policies
+// by_start_sequence and by_start_time begin where they say (SPEC.md 10.2
+// start seq and time).
+func TestJetStreamConsumerStartBySeqAndTime(t *testing.T) {
+	bothJS(t, func(t *testing.T, tg target) {
+		_, js, ctx := jsConnect(t, tg)
+		s := must[jetstream.Stream](t, "CreateStream")(js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: "REPLAY", Subjects: []string{"replay.>"}}))
+		for i := 1; i <= 5; i++ {
+			must[*jetstream.PubAck](t, "Publish")(js.Publish(ctx, "replay.x", []byte(fmt.Sprint(i))))
+		}
+		fetch := func(c jetstream.Consumer) (seqs []uint64, times []time.Time) {
+			t.Helper()
+			batch := must[jetstream.MessageBatch](t, "Fetch")(c.Fetch(10, jetstream.FetchMaxWait(time.Second)))
+			for m := range batch.Messages() {
+				md := must[*jetstream.MsgMetadata](t, "Metadata")(m.Metadata())
+				seqs, times = append(seqs, md.Sequence.Stream), append(times, md.Timestamp)
+			}
+			return seqs, times
+		}
+		bySeq := must[jetstream.Consumer](t, "CreateConsumer")(s.CreateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable: "byseq", DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: 3}))
+		if in := bySeq.CachedInfo(); in.Config.DeliverPolicy != jetstream.DeliverByStartSequencePolicy || in.Config.OptStartSeq != 3 {
+			t.Fatalf("consumer info %+v", in.Config)
+		}
+		seqs, times := fetch(bySeq)
+		if fmt.Sprint(seqs) != "[3 4 5]" {
+			t.Fatalf("by_start_sequence 3 got %v", seqs)
+		}
+		at := times[1] // message 4's
+		want := []uint64{}
+		for i, tm := range times {
+			if !tm.Before(at) {
+				want = append(want, seqs[i])
+			}
+		}
+		byTime := must[jetstream.Consumer](t, "CreateConsumer")(s.CreateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable: "bytime", DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &at}))
+		if got, _ := fetch(byTime); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("by_start_time %v got %v, want %v", at, got, want)
+		}
+		if _, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "noseq", DeliverPolicy: jetstream.DeliverByStartSequencePolicy}); err == nil {
+			t.Fatal("by_start_sequence without opt_start_seq was accepted")
+		}
+	})
+}
+
+// TestJetStreamConsumerFilterSubject: a consumer with a filter narrower
+// than its stream's subjects receives only the matching messages (SPEC.md
+// 10.2 filter).
+func TestJetStreamConsumerFilterSubject(t *testing.T) {
+	bothJS(t, func(t *testing.T, tg target) {
+		_, js, ctx := jsConnect(t, tg)
+		s := must[jetstream.Stream](t, "CreateStream")(js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: "REGIONS", Subjects: []string{"regions.>"}}))
+		for _, r := range []string{"eu", "us", "eu", "us"} {
+			must[*jetstream.PubAck](t, "Publish")(js.Publish(ctx, "regions."+r, []byte(r)))
+		}
+		c := must[jetstream.Consumer](t, "CreateConsumer")(s.CreateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable: "eu", FilterSubject: "regions.eu"}))
+		if in := c.CachedInfo(); in.Config.FilterSubject != "regions.eu" && fmt.Sprint(in.Config.FilterSubjects) != "[regions.eu]" {
+			t.Fatalf("consumer info %+v", in.Config)
+		}
+		batch := must[jetstream.MessageBatch](t, "Fetch")(c.Fetch(10, jetstream.FetchMaxWait(time.Second)))
+		var seqs []uint64
+		for m := range batch.Messages() {
+			md := must[*jetstream.MsgMetadata](t, "Metadata")(m.Metadata())
+			if m.Subject() != "regions.eu" {
+				t.Fatalf("got %s", m.Subject())
+			}
+			seqs = append(seqs, md.Sequence.Stream)
+		}
+		if fmt.Sprint(seqs) != "[1 3]" {
+			t.Fatalf("filtered consumer got stream seqs %v, want [1 3]", seqs)
+		}
+	})
+}

@@ -49,7 +49,16 @@ export interface TopicConfig {
  * (deprecated).
  */
 export interface GroupConfig {
-  start?: 'earliest' | 'new';
+  /** Where a new group starts: earliest (default), new, seq (at startSeq) or time (at startTime). */
+  start?: 'earliest' | 'new' | 'seq' | 'time';
+  /** With start 'seq': the offset where the group starts in every partition (1 or more). */
+  startSeq?: number;
+  /** With start 'time': an RFC 3339 time; the group starts at the first message stored at or after it. */
+  startTime?: string;
+  /** Redelivery delays in ms after a NACK without a delay or an expired lease, by delivery count (the last repeats; at most 32). */
+  backoffMs?: number[];
+  /** Subject filters (wildcards allowed): the group receives only matching messages (at most 64). */
+  filter?: string[];
   leaseMs?: number;
   maxDeliveries?: number;
   deadLetter?: string;

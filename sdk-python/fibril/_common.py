@@ -11,7 +11,7 @@ import random
 import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Union
 from urllib.parse import unquote, urlsplit
@@ -305,14 +305,37 @@ def topic_config(
 def group_config(
     *,
     start: str | None = None,
+    start_seq: int | None = None,
+    start_time: datetime | str | None = None,
     lease_ms: int | None = None,
+    backoff_ms: list[int] | None = None,
+    filter: list[str] | None = None,
     max_deliveries: int | None = None,
     dead_letter: str | None = None,
 ) -> dict[str, Any]:
-    """Returns the GROUP CREATE JSON with the given (non-None) fields."""
+    """Returns the GROUP CREATE JSON with the given (non-None) fields.
+
+    A ``start_seq`` alone implies ``start="seq"``, a ``start_time`` alone
+    ``start="time"``; a datetime ``start_time`` must be timezone-aware.
+
+    Raises:
+        ValueError: ``start_time`` is a naive datetime.
+    """
+    if isinstance(start_time, datetime):
+        if start_time.tzinfo is None:
+            raise ValueError("start_time must be timezone-aware (the server compares it with its own clock)")
+        start_time = start_time.isoformat()
+    if start is None and start_seq is not None:
+        start = "seq"
+    if start is None and start_time is not None:
+        start = "time"
     cfg: dict[str, Any] = {
         "start": start,
+        "start_seq": start_seq,
+        "start_time": start_time,
         "lease_ms": lease_ms,
+        "backoff_ms": backoff_ms,
+        "filter": filter,
         "max_deliveries": max_deliveries,
         "dead_letter": dead_letter,
     }

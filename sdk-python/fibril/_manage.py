@@ -8,6 +8,7 @@ dicts (SPEC.md 10.1 and 10.2 give their fields).
 from __future__ import annotations
 
 import warnings
+from datetime import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -113,7 +114,11 @@ class _Manage:
         group: str,
         *,
         start: str | None = None,
+        start_seq: int | None = None,
+        start_time: datetime | str | None = None,
         lease: Duration | None = None,
+        backoff: Iterable[Duration] | None = None,
+        filter: Iterable[str] | None = None,
         max_deliveries: int | None = None,
         dead_letter: str | None = None,
         config: Mapping[str, Any] | None = None,
@@ -125,9 +130,19 @@ class _Manage:
         Args:
             topic: Topic name.
             group: Group name.
-            start: ``earliest`` (default) or ``new``.
+            start: ``earliest`` (default), ``new``, ``seq`` or ``time``.
+            start_seq: With ``start="seq"`` (implied when given alone): the
+                offset where the group starts in every partition (SPEC.md 10.2).
+            start_time: With ``start="time"`` (implied when given alone): the
+                group starts at the first message stored at or after this time
+                (a timezone-aware datetime, or an RFC 3339 string).
             lease: Lease of a delivery before it is redelivered (seconds or a
                 timedelta).
+            backoff: Redelivery delays (seconds or timedeltas) after a NACK
+                without a delay or an expired lease, by delivery count (the
+                last repeats; at most 32).
+            filter: Subject filters (wildcards allowed): the group receives
+                only the messages whose subject matches one (at most 64).
             max_deliveries: Deliveries before a message is dead-lettered.
             dead_letter: Dead-letter topic (default ``$DLQ.<topic>.<group>``).
             config: More fields sent as they are (``nats_ack``, newer ones); the
@@ -141,7 +156,12 @@ class _Manage:
             lease = lease_ms / 1000
         cfg = dict(config or {})
         cfg |= group_config(
-            start=start, lease_ms=to_ms(lease, "lease"), max_deliveries=max_deliveries, dead_letter=dead_letter
+            start=start,
+            start_seq=start_seq,
+            start_time=start_time,
+            lease_ms=to_ms(lease, "lease"),
+            backoff_ms=None if backoff is None else [to_ms(d, "backoff") or 0 for d in backoff],
+            filter=None if filter is None else list(filter), max_deliveries=max_deliveries, dead_letter=dead_letter
         )
         try:
             return await self._call(encode_manage("GROUP", "CREATE", topic, group, config=cfg), _JSON)

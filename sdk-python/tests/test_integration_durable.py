@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -202,6 +203,68 @@ def test_management(durable: Server) -> None:
                 await c.topic_info(topic)
             with pytest.raises(fibril.errors.UnknownTopicError):
                 await c.fetch(topic, "g", 1)
+
+    run(body())
+
+
+def test_group_start_seq_and_time(durable: Server) -> None:
+    topic = unique("t")
+
+    async def body() -> None:
+        async with fibril.connect(durable.url) as c:
+            await c.create_topic(topic)
+            for d in (b"a", b"b", b"c"):
+                await c.publish(topic, d)
+            info = await c.create_group(topic, "from2", start_seq=2)
+            assert info["config"]["start"] == "seq" and info["config"]["start_seq"] == 2
+            assert [m.data for m in await drain(c, topic, "from2")] == [b"b", b"c"]
+            past = datetime(2000, 1, 1, tzinfo=timezone.utc)
+            info = await c.create_group(topic, "since", start_time=past)
+            assert info["config"]["start"] == "time"
+            assert [m.data for m in await drain(c, topic, "since")] == [b"a", b"b", b"c"]
+            await c.create_group(topic, "later", start="time", start_time="2200-01-01T00:00:00Z")
+            assert await drain(c, topic, "later") == []
+            with pytest.raises(fibril.errors.InvalidConfigError):
+                await c.create_group(topic, "far", start_seq=9)
+            with pytest.raises(ValueError):
+                await c.create_group(topic, "naive", start_time=datetime(2000, 1, 1))
+
+    run(body())
+
+
+def test_group_backoff(durable: Server) -> None:
+    topic = unique("t")
+
+    async def body() -> None:
+        async with fibril.connect(durable.url) as c:
+            await c.create_topic(topic)
+            info = await c.create_group(topic, "g", lease=60, backoff=[0.5, timedelta(minutes=1)])
+            assert info["config"]["backoff_ms"] == [500, 60000]
+            await c.publish(topic, b"job")
+            (m,) = await c.fetch(topic, "g", 1, wait=5)
+            await m.nack()  # no delay: the schedule's 0.5 s
+            assert await c.fetch(topic, "g", 1) == []
+            (m2,) = await fetch_all(c, topic, "g", 1)
+            assert (m2.data, m2.delivery_count) == (b"job", 2)
+            with pytest.raises(fibril.errors.InvalidConfigError):
+                await c.create_group(topic, "long", backoff=[1] * 33)
+
+    run(body())
+
+
+def test_group_filter(durable: Server) -> None:
+    topic = unique("t")
+
+    async def body() -> None:
+        async with fibril.connect(durable.url) as c:
+            await c.create_topic(topic, subjects=[f"{topic}.>"])
+            info = await c.create_group(topic, "eu", filter=[f"{topic}.eu.>"])
+            assert info["config"]["filter"] == [f"{topic}.eu.>"]
+            for region in ("eu", "us", "eu"):
+                await c.publish(f"{topic}.{region}.x", region.encode())
+            assert [m.data for m in await drain(c, topic, "eu")] == [b"eu", b"eu"]
+            with pytest.raises(fibril.errors.InvalidConfigError):
+                await c.create_group(topic, "bad", filter=[f"{topic}..x"])
 
     run(body())
 

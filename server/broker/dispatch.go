@@ -71,7 +71,7 @@ func (p *partition) addPoll(w *pollWaiter) {
 		w.decline(p)
 		return
 	}
-	if _, ok := gp.take(p.last); !ok || len(gp.waiters) > 0 || gp.g.paused.Load() {
+	if !p.deliverable(gp) || len(gp.waiters) > 0 || gp.g.paused.Load() {
 		if w.wait {
 			gp.waiters = append(gp.waiters, w)
 		} else {
@@ -302,7 +302,7 @@ func (p *partition) continuePoll(w *pollWaiter) {
 	}
 	gp := p.groups[w.group]
 	if gp != nil && !gp.g.paused.Load() {
-		if _, ok := gp.take(p.last); ok {
+		if p.deliverable(gp) {
 			p.serve(gp, w)
 			return
 		}
@@ -318,10 +318,10 @@ func (p *partition) continuePoll(w *pollWaiter) {
 // Delivery (borrowing the record until the round's completions have run).
 func (p *partition) deliverOne(gp *groupPart, owner OwnerID, holder Principal, sub *Subscription) (Delivery, bool) {
 	for {
-		seq, ok := gp.take(p.last)
-		if !ok {
+		if !p.deliverable(gp) {
 			return Delivery{}, false
 		}
+		seq, _ := gp.take(p.last)
 		rec, err := p.data.Read(seq)
 		if err == nil {
 			var hdrLen int
@@ -367,6 +367,7 @@ func (p *partition) deliverOne(gp *groupPart, owner OwnerID, holder Principal, s
 // subscriptions with credit, round robin.
 func (p *partition) dispatch() {
 	for _, gp := range p.order {
+		p.deliverable(gp) // settle the filtered records at its head, even with no consumer: retention must not keep them for it
 		if gp.g.paused.Load() {
 			continue // Resume wakes the actor
 		}
@@ -393,7 +394,7 @@ func (p *partition) dispatch() {
 				gp.waiters = gp.waiters[1:]
 				continue
 			}
-			if _, ok := gp.take(p.last); !ok {
+			if !p.deliverable(gp) {
 				break
 			}
 			gp.waiters = gp.waiters[1:]
@@ -413,7 +414,7 @@ func (p *partition) pushToSubs(gp *groupPart) {
 	for len(gp.subs) > 0 {
 		progress := false
 		for range len(gp.subs) {
-			if _, ok := gp.take(p.last); !ok {
+			if !p.deliverable(gp) {
 				return
 			}
 			gp.rr = (gp.rr + 1) % len(gp.subs)

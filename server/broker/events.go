@@ -40,6 +40,7 @@ const (
 	settleDeadLettered uint64 = 2 // its dead-letter copy is durable (or there was none to make)
 	settleDropped      uint64 = 3 // retention removed the record before delivery
 	settleLost         uint64 = 4 // damage destroyed the record; a repair recorded it (lost.go)
+	settleFiltered     uint64 = 5 // the group's subject filter does not match the record (filter.go)
 )
 
 // event is one decoded event log entry.

@@ -68,7 +68,7 @@ func TestConfigResolveMatchesCreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gc != g.Config() {
+	if !gc.Equal(g.Config()) {
 		t.Fatalf("resolved %+v, created %+v", gc, g.Config())
 	}
 	if _, err := (TopicConfig{Durability: "bogus"}).Resolve("x"); !errors.Is(err, ErrInvalid) {

@@ -157,13 +157,13 @@ func (t *Topic) dropGroupState(id GroupID) {
 // addGroup (actor) creates the group's state here and records where it
 // starts; errs gets the result once that record is durable.
 func (p *partition) addGroup(g *Group, errs chan<- error) {
-	start := p.readFrom()
-	if g.cfg.Start == StartNew {
-		// durData, not last: a crash may lose what is not durable, and
-		// the offsets would then be handed out again below the start.
-		start = p.commit.durData + 1
+	start, err := p.groupStart(g.cfg)
+	if err != nil {
+		errs <- fmt.Errorf("partition %d: %w", p.idx, err)
+		return
 	}
 	gs := newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, start)
+	gs.backoffNs = g.cfg.backoffNs()
 	gs.ev = &p.evw.sink
 	gs.emit(evInit, start, 0)
 	gp := &groupPart{groupState: gs, g: g}
@@ -171,6 +171,56 @@ func (p *partition) addGroup(g *Group, errs chan<- error) {
 	p.order = append(p.order, gp)
 	g.parts[p.idx] = gp
 	p.commit.onCommit(func() { errs <- p.commit.err })
+}
+
+// groupStart (actor) returns the offset where a new group with cfg begins
+// here (SPEC.md 10.2, start).
+func (p *partition) groupStart(cfg GroupConfig) (Seq, error) {
+	from := p.readFrom()
+	switch cfg.Start {
+	case StartNew:
+		// durData, not last: a crash may lose what is not durable, and
+		// the offsets would then be handed out again below the start.
+		return p.commit.durData + 1, nil
+	case StartSeq:
+		// Up to last+1, not durData+1: the group is reported created only
+		// once this round's data is durable (the caller waits on commit).
+		if next := p.last + 1; Seq(cfg.StartSeq) > next {
+			return 0, fmt.Errorf("%w: start_seq %d beyond the next offset %d", ErrInvalid, cfg.StartSeq, next)
+		}
+		return max(Seq(cfg.StartSeq), from), nil
+	case StartTime:
+		at, err := cfg.startTime()
+		if err != nil {
+			return 0, err
+		}
+		return p.firstStoredAtOrAfter(at, from)
+	}
+	return from, nil
+}
+
+// firstStoredAtOrAfter (actor) returns the first offset from from on whose
+// record was stored at or after t (Unix ns), or last+1 when none was. It
+// binary-searches the records' timestamps, which the data log takes from
+// the wall clock when it appends: about log2(retained) reads (64 at most),
+// each of one record (a compressed sealed segment is decompressed once).
+// After the clock was set back the answer is one of the places where the
+// timestamps cross t.
+func (p *partition) firstStoredAtOrAfter(t int64, from Seq) (Seq, error) {
+	lo, hi := from, p.last+1 // the answer is in [lo, hi]
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		r, err := p.data.Read(mid)
+		if err != nil {
+			return 0, fmt.Errorf("start_time: read offset %d: %w", mid, err)
+		}
+		if r.Time >= t {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, nil
 }
 
 // removeGroup (actor) drops a group's state.

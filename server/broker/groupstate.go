@@ -61,7 +61,8 @@ type deadLetter struct {
 type groupState struct {
 	id            GroupID
 	leaseNs       int64
-	maxDeliveries int // -1: unlimited
+	maxDeliveries int     // -1: unlimited
+	backoffNs     []int64 // redelivery delays by delivery count (GroupConfig.BackoffMs); shared, never written
 
 	next Seq // lowest offset never delivered
 	// damaged: the lowest offset whose record could not be read (0:
@@ -285,6 +286,17 @@ func (g *groupState) drop(seq Seq) {
 	}
 }
 
+// filtered settles seq, the next never-delivered offset, without
+// delivering it: the group's subject filter does not match its record.
+func (g *groupState) filtered(seq Seq) {
+	if seq >= g.next {
+		g.next = seq + 1
+	}
+	if g.acks.add(seq) {
+		g.emit(evSettle, seq, settleFiltered)
+	}
+}
+
 // endLease releases the lease bookkeeping of an inflight offset.
 func (g *groupState) endLease(seq Seq, p pendingOff) {
 	if p.state != stInflight {
@@ -314,6 +326,17 @@ func (g *groupState) requeue(seq Seq, p pendingOff, now, delay int64) {
 		g.ready.push(seq)
 	}
 	g.pending[seq] = p
+}
+
+// retryDelay is the backoff after delivery attempts of an offset: the
+// schedule's entry for it, its last entry past its end, 0 without one.
+// Delays are not persisted (as a NACK's): after a restart the offset is
+// ready at once.
+func (g *groupState) retryDelay(attempts uint32) int64 {
+	if len(g.backoffNs) == 0 {
+		return 0
+	}
+	return g.backoffNs[min(max(int(attempts), 1), len(g.backoffNs))-1]
 }
 
 // toDeadLetter starts dead-lettering seq; by is the consumer that rejected
@@ -384,7 +407,11 @@ func (g *groupState) settle(seq Seq, attempt uint32, op SettleOp, now int64) err
 		if p.state == stInflight {
 			g.cnt.Nacked++
 			g.emitBy(evNack, seq, uint64(max(op.Delay, 0)), p.owner)
-			g.requeue(seq, p, now, int64(op.Delay))
+			delay := int64(op.Delay)
+			if delay <= 0 {
+				delay = g.retryDelay(p.attempts)
+			}
+			g.requeue(seq, p, now, delay)
 		}
 	case SettleReject:
 		g.cnt.Rejected++
@@ -425,7 +452,7 @@ func (g *groupState) expire(now int64) {
 		case stInflight:
 			g.cnt.Expired++
 			g.emitBy(evExpire, e.seq, uint64(p.attempts), p.owner)
-			g.requeue(e.seq, p, now, 0)
+			g.requeue(e.seq, p, now, g.retryDelay(p.attempts))
 		case stDelayed:
 			p.state = stReady
 			g.pending[e.seq] = p

@@ -31,6 +31,15 @@ type model struct {
 	now      int64
 	lease    int64
 	maxDeliv uint32
+	backoff  []int64 // delays after delivery 1, 2, ...; the last repeats
+}
+
+// retry: the delay after a NACK without one or an expiry, by the schedule.
+func (m *model) retry(o *mOff) int64 {
+	if len(m.backoff) == 0 {
+		return 0
+	}
+	return m.backoff[min(int(o.attempts), len(m.backoff))-1]
 }
 
 func (m *model) get(s Seq) *mOff { return &m.offs[s-1] }
@@ -103,7 +112,11 @@ func (m *model) settle(s Seq, attempt uint32, op SettleOp) error {
 		o.st = mSettled
 	case SettleNack:
 		if o.st == mInflight {
-			m.requeue(o, int64(op.Delay))
+			d := int64(op.Delay)
+			if d <= 0 {
+				d = m.retry(o)
+			}
+			m.requeue(o, d)
 		}
 	case SettleReject:
 		o.st = mDLQ
@@ -125,7 +138,7 @@ func (m *model) advance(d int64) {
 	for i := range m.offs {
 		o := &m.offs[i]
 		if o.st == mInflight && o.deadline <= m.now {
-			m.requeue(o, 0)
+			m.requeue(o, m.retry(o))
 		} else if o.st == mDelayed && o.deadline <= m.now {
 			o.st = mReady
 		}
@@ -178,11 +191,16 @@ func TestGroupStateModel(t *testing.T) {
 		if md == 0 {
 			md = -1
 		}
+		var backoff []int64 // a third of the seeds without a schedule
+		for range r.IntN(3) * (1 + r.IntN(3)) {
+			backoff = append(backoff, 1+r.Int64N(150))
+		}
 		var ev evSink
 		g := newGroupState(1, lease, md, 1)
+		g.backoffNs = backoff
 		g.ev = &ev
 		var history []byte // every event ever emitted, for the full-replay check
-		m := &model{lease: lease, maxDeliv: uint32(maxDeliv)}
+		m := &model{lease: lease, maxDeliv: uint32(maxDeliv), backoff: backoff}
 		var last Seq
 		handles := map[Seq][]uint32{} // every attempt ever handed out
 		var trace []string
@@ -272,6 +290,7 @@ func TestGroupStateModel(t *testing.T) {
 					fail("snapshot: %v", err)
 				}
 				g2 := newGroupState(1, lease, md, sgs[0].frontier)
+				g2.backoffNs = backoff
 				g2.next, g2.pending = sgs[0].next, sgs[0].pending
 				g2.acks.setSpans(sgs[0].spans)
 				g2.restored()

@@ -2,6 +2,9 @@ package broker
 
 import (
 	"fmt"
+	"math"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/fibrilmq/fibril/server/seglog"
@@ -301,6 +304,8 @@ type Start = wire.Start
 const (
 	StartEarliest = wire.StartEarliest // the group sees every retained message (default)
 	StartNew      = wire.StartNew      // the group sees messages published after it was created
+	StartSeq      = wire.StartSeq      // the group begins at GroupConfig.StartSeq in every partition
+	StartTime     = wire.StartTime     // the group begins at the first message stored at or after GroupConfig.StartTime
 )
 
 // GroupConfig configures a consumer group: the one schema wire.GroupConfig
@@ -324,18 +329,41 @@ const (
 const maxLeaseMs = 1<<32 - 1
 
 func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig, error) {
-	switch c.Start {
-	case "":
+	if err := c.checkStart(); err != nil {
+		return c, err
+	}
+	if c.Start == "" {
 		c.Start = StartEarliest
-	case StartEarliest, StartNew:
-	default:
-		return c, fmt.Errorf("%w: start %q (want earliest or new)", ErrInvalid, c.Start)
 	}
 	if c.LeaseMs == 0 {
 		c.LeaseMs = 30000
 	}
 	if c.LeaseMs < 1 || c.LeaseMs > maxLeaseMs {
 		return c, fmt.Errorf("%w: lease_ms %d out of range [1, %d]", ErrInvalid, c.LeaseMs, maxLeaseMs)
+	}
+	if len(c.BackoffMs) > wire.MaxBackoff {
+		return c, fmt.Errorf("%w: backoff_ms has %d entries, at most %d", ErrInvalid, len(c.BackoffMs), wire.MaxBackoff)
+	}
+	for i, ms := range c.BackoffMs {
+		if ms < 1 || ms > maxLeaseMs {
+			return c, fmt.Errorf("%w: backoff_ms[%d] %d out of range [1, %d]", ErrInvalid, i, ms, maxLeaseMs)
+		}
+	}
+	if len(c.Filter) > wire.MaxFilters {
+		return c, fmt.Errorf("%w: filter has %d entries, at most %d", ErrInvalid, len(c.Filter), wire.MaxFilters)
+	}
+	for i, f := range c.Filter {
+		if !wire.ValidFilter(f) || wire.IsReserved(f) {
+			return c, fmt.Errorf("%w: filter[%d] %q is not a subject filter", ErrInvalid, i, f)
+		}
+	}
+	c.Filter = slices.Clip(slices.Clone(c.Filter))
+	if len(c.Filter) == 0 {
+		c.Filter = nil
+	}
+	c.BackoffMs = slices.Clip(slices.Clone(c.BackoffMs)) // never share the caller's array
+	if len(c.BackoffMs) == 0 {
+		c.BackoffMs = nil // [] and absent are one configuration
 	}
 	if c.MaxDeliveries == 0 {
 		c.MaxDeliveries = 5
@@ -359,6 +387,65 @@ func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig
 		}
 	}
 	return c, nil
+}
+
+// checkStart checks Start and the field that goes with it: start_seq only
+// with "seq", start_time (RFC 3339) only with "time".
+func (c GroupConfig) checkStart() error {
+	switch c.Start {
+	case "", StartEarliest, StartNew, StartSeq, StartTime:
+	default:
+		return fmt.Errorf("%w: start %q (want earliest, new, seq or time)", ErrInvalid, c.Start)
+	}
+	if c.Start == StartSeq && c.StartSeq < 1 {
+		return fmt.Errorf("%w: start_seq %d out of range [1, %d] (start seq needs it)", ErrInvalid, c.StartSeq, int64(math.MaxInt64))
+	}
+	if c.Start != StartSeq && c.StartSeq != 0 {
+		return fmt.Errorf("%w: start_seq needs start seq, not %q", ErrInvalid, c.Start)
+	}
+	if c.Start == StartTime {
+		if _, err := c.startTime(); err != nil {
+			return err
+		}
+	} else if c.StartTime != "" {
+		return fmt.Errorf("%w: start_time needs start time, not %q", ErrInvalid, c.Start)
+	}
+	return nil
+}
+
+// startTime returns StartTime in Unix nanoseconds, the unit of the data
+// log's record timestamps.
+func (c GroupConfig) startTime() (int64, error) {
+	tm, err := time.Parse(time.RFC3339Nano, c.StartTime)
+	if err != nil {
+		return 0, fmt.Errorf("%w: start_time %q is not an RFC 3339 time (like 2026-12-03T14:00:00Z)", ErrInvalid, c.StartTime)
+	}
+	if tm.Year() < 1679 || tm.Year() > 2261 { // within the range of Unix nanoseconds in an int64
+		return 0, fmt.Errorf("%w: start_time %q out of range (years 1679 to 2261)", ErrInvalid, c.StartTime)
+	}
+	return tm.UnixNano(), nil
+}
+
+// Equal reports whether c and o are the same configuration (GroupConfig
+// holds a slice, so == does not compile).
+func (c GroupConfig) Equal(o GroupConfig) bool {
+	if !slices.Equal(c.BackoffMs, o.BackoffMs) || !slices.Equal(c.Filter, o.Filter) {
+		return false
+	}
+	c.BackoffMs, o.BackoffMs, c.Filter, o.Filter = nil, nil, nil, nil
+	return reflect.DeepEqual(c, o)
+}
+
+// backoffNs is BackoffMs in nanoseconds (nil: none).
+func (c GroupConfig) backoffNs() []int64 {
+	if len(c.BackoffMs) == 0 {
+		return nil
+	}
+	out := make([]int64, len(c.BackoffMs))
+	for i, ms := range c.BackoffMs {
+		out[i] = ms * 1e6
+	}
+	return out
 }
 
 // DeadLetterTopic returns the default dead-letter topic of a group:

@@ -38,7 +38,9 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	p.first, p.last = data.Bounds()
 	p.commit.durData = p.last
 	for _, g := range groups {
-		p.attach(g, newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, p.first))
+		gs := newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, p.first)
+		gs.backoffNs = g.cfg.backoffNs()
+		p.attach(g, gs)
 	}
 	named, err := p.restoreSideEvents()
 	if err != nil {
@@ -135,6 +137,7 @@ func (p *partition) recoverState() error {
 				continue // deleted group
 			}
 			gs := newGroupState(sg.id, gp.leaseNs, gp.maxDeliveries, sg.frontier)
+			gs.backoffNs = gp.backoffNs
 			gs.next, gs.pending, gs.cnt = sg.next, sg.pending, sg.cnt
 			gs.acks.setSpans(sg.spans)
 			gp.groupState = gs
@@ -191,7 +194,9 @@ func (p *partition) replay(e event) {
 		return // group deleted, or its creation never reached the catalog
 	}
 	if kind == evInit {
+		backoff := gp.backoffNs
 		gp.groupState = newGroupState(gid, gp.leaseNs, gp.maxDeliveries, seq)
+		gp.backoffNs = backoff
 		return
 	}
 	gp.apply(kind, seq, arg)

@@ -8,6 +8,7 @@ package jsapi
 import (
 	"crypto/rand"
 	"errors"
+	"math"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -55,8 +56,8 @@ func (a *API) forgetStream(name string) {
 }
 
 // withDefaults fills in JetStream's defaults and refuses what the engine
-// cannot serve for stream subjects.
-func (c ConsumerConfig) withDefaults(subjects []string) (ConsumerConfig, *APIError) {
+// cannot serve.
+func (c ConsumerConfig) withDefaults() (ConsumerConfig, *APIError) {
 	if c.DeliverPolicy == "" {
 		c.DeliverPolicy = "all"
 	}
@@ -87,10 +88,18 @@ func (c ConsumerConfig) withDefaults(subjects []string) (ConsumerConfig, *APIErr
 		return c, errNotSupported(code, "push consumers (deliver_subject, flow control, idle heartbeats on the consumer)")
 	case c.AckPolicy != "explicit":
 		return c, errNotSupported(code, "ack policy "+c.AckPolicy+" (explicit only)")
-	case c.DeliverPolicy != "all" && c.DeliverPolicy != "new":
-		return c, errNotSupported(code, "deliver policy "+c.DeliverPolicy+" (all and new only)")
-	case c.OptStartSeq != 0 || c.OptStartTime != nil:
-		return c, errNotSupported(code, "opt_start_seq and opt_start_time")
+	case !slices.Contains([]string{"all", "new", "by_start_sequence", "by_start_time"}, c.DeliverPolicy):
+		return c, errNotSupported(code, "deliver policy "+c.DeliverPolicy+" (all, new, by_start_sequence and by_start_time only)")
+	case c.DeliverPolicy == "by_start_sequence" && c.OptStartSeq == 0:
+		return c, errConsumerPolicy("consumer delivery policy is deliver by start sequence, but optional start sequence is not set")
+	case c.DeliverPolicy == "by_start_time" && c.OptStartTime == nil:
+		return c, errConsumerPolicy("consumer delivery policy is deliver by start time, but optional start time is not set")
+	case c.OptStartSeq != 0 && c.DeliverPolicy != "by_start_sequence":
+		return c, errConsumerPolicy("consumer delivery policy is %s, but optional start sequence is also set", c.DeliverPolicy)
+	case c.OptStartTime != nil && c.DeliverPolicy != "by_start_time":
+		return c, errConsumerPolicy("consumer delivery policy is %s, but optional start time is also set", c.DeliverPolicy)
+	case c.OptStartSeq > math.MaxInt64:
+		return c, errConsumerPolicy("opt_start_seq %d out of range", c.OptStartSeq)
 	case len(c.BackOff) > 0:
 		return c, errNotSupported(code, "backoff")
 	case c.ReplayPolicy != "instant":
@@ -110,28 +119,37 @@ func (c ConsumerConfig) withDefaults(subjects []string) (ConsumerConfig, *APIErr
 	case c.FilterSubject != "" && len(c.FilterSubjects) > 0:
 		return c, apiErr(400, 10136, "consumer cannot have both FilterSubject and FilterSubjects specified")
 	}
+	return c, nil
+}
+
+// narrowFilter returns the consumer's filter subjects when they do not
+// cover every subject of the stream (the group's filter then), else nil:
+// a covering filter is no filter, as for consumers made before groups had
+// one.
+func (c ConsumerConfig) narrowFilter(subjects []string) []string {
 	filters := c.FilterSubjects
 	if c.FilterSubject != "" {
 		filters = []string{c.FilterSubject}
 	}
-	if len(filters) > 0 {
-		// The group sees the whole topic: a filter must cover every
-		// subject of the stream.
-		for _, s := range subjects {
-			if !slices.ContainsFunc(filters, func(f string) bool { return access.Covers(f, s) }) {
-				return c, errNotSupported(code, "filter subjects narrower than the stream's subjects")
-			}
+	for _, s := range subjects {
+		if !slices.ContainsFunc(filters, func(f string) bool { return access.Covers(f, s) }) {
+			return filters
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // groupConfig is the engine configuration of a consumer.
 func (c ConsumerConfig) groupConfig() broker.GroupConfig {
 	gc := broker.GroupConfig{Start: broker.StartEarliest, LeaseMs: max(int64(c.AckWait/time.Millisecond), 1),
 		MaxDeliveries: c.MaxDeliver, NATSAck: broker.NATSAckExplicit}
-	if c.DeliverPolicy == "new" {
+	switch c.DeliverPolicy {
+	case "new":
 		gc.Start = broker.StartNew
+	case "by_start_sequence":
+		gc.Start, gc.StartSeq = broker.StartSeq, int64(c.OptStartSeq) // withDefaults bounds it
+	case "by_start_time":
+		gc.Start, gc.StartTime = broker.StartTime, c.OptStartTime.UTC().Format(time.RFC3339Nano)
 	}
 	if gc.MaxDeliveries <= 0 {
 		gc.MaxDeliveries = -1
@@ -144,10 +162,20 @@ func derivedConsumer(g *broker.Group) ConsumerConfig {
 	gc := g.Config()
 	c := ConsumerConfig{Durable: string(g.Name()), Name: string(g.Name()), DeliverPolicy: "all",
 		AckWait: time.Duration(gc.LeaseMs) * time.Millisecond, MaxDeliver: gc.MaxDeliveries}
-	if gc.Start == broker.StartNew {
+	switch gc.Start {
+	case broker.StartNew:
 		c.DeliverPolicy = "new"
+	case broker.StartSeq:
+		c.DeliverPolicy, c.OptStartSeq = "by_start_sequence", uint64(gc.StartSeq)
+	case broker.StartTime:
+		if tm, err := time.Parse(time.RFC3339Nano, gc.StartTime); err == nil {
+			c.DeliverPolicy, c.OptStartTime = "by_start_time", &tm
+		}
 	}
-	c, _ = c.withDefaults(nil)
+	if len(gc.Filter) > 0 {
+		c.FilterSubjects = gc.Filter
+	}
+	c, _ = c.withDefaults()
 	return c
 }
 
@@ -215,11 +243,12 @@ func (a *API) consumerCreate(id *access.Identity, stream, name, filter string, d
 		return nil, e
 	}
 	scfg, _ := a.streamConfigOf(t)
-	cfg, e = cfg.withDefaults(t.Subjects())
+	cfg, e = cfg.withDefaults()
 	if e != nil {
 		return nil, e
 	}
 	gc := cfg.groupConfig()
+	gc.Filter = cfg.narrowFilter(t.Subjects())
 	want, err := gc.Resolve(t.Name(), broker.GroupName(name))
 	if err != nil {
 		return nil, errConsumerPolicy("%v", err)
@@ -230,7 +259,7 @@ func (a *API) consumerCreate(id *access.Identity, stream, name, filter string, d
 		if req.Action == "create" && !reflect.DeepEqual(oc, cfg) {
 			return nil, errConsumerExists()
 		}
-		if want != old.Config() {
+		if !want.Equal(old.Config()) {
 			return nil, errNotSupported(10094, "changing ack_wait, max_deliver or deliver_policy of an existing consumer")
 		}
 		if created.IsZero() {
@@ -258,6 +287,9 @@ func (a *API) consumerCreate(id *access.Identity, stream, name, filter string, d
 		return nil, apiErr(400, 10026, "maximum consumers limit reached")
 	}
 	g, err := t.Group(broker.GroupName(name), gc)
+	if errors.Is(err, broker.ErrInvalid) { // opt_start_seq beyond the stream's next sequence
+		return nil, errConsumerPolicy("%v", err)
+	}
 	if err != nil {
 		return nil, errConsumerCreate(err)
 	}

@@ -24,8 +24,8 @@
 // matching TOPIC/GROUP verbs).
 //
 // Caveats: consumer sequences are counted in memory and restart from the
-// stream sequence after a restart; filter subjects narrower than the stream,
-// push consumers, deliver policies other than all/new, backoff, ack policies
+// stream sequence after a restart; push consumers, deliver policies
+// last and last_per_subject, backoff, ack policies
 // other than explicit, Nats-Msg-Id de-duplication and mirrors/sources are
 // answered as not supported.
 package jsapi
