@@ -269,15 +269,7 @@ func (b *Broker) CreateTopic(name TopicName, cfg TopicConfig) (*Topic, error) {
 	t, err := b.buildTopic(ch)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.pending, name)
-	if err != nil {
-		return nil, err
-	}
-	b.cat.apply(ch)
-	b.journal.applied()
-	b.startTopicLocked(t)
-	b.maybeFoldLocked()
-	return t, nil
+	return b.finishCreateLocked(name, ch, t, err)
 }
 
 // createTopicLocked is CreateTopic for a caller holding b.mu (a group
@@ -289,6 +281,13 @@ func (b *Broker) createTopicLocked(name TopicName, cfg TopicConfig) (*Topic, err
 	}
 	defer b.creating.Done()
 	t, err := b.buildTopic(ch)
+	return b.finishCreateLocked(name, ch, t, err)
+}
+
+// finishCreateLocked ends a create whose topic buildTopic returned (with
+// err): the name's reservation goes; a built topic enters the catalog and
+// starts.
+func (b *Broker) finishCreateLocked(name TopicName, ch catChange, t *Topic, err error) (*Topic, error) {
 	delete(b.pending, name)
 	if err != nil {
 		return nil, err
