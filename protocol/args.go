@@ -1,5 +1,7 @@
 package protocol
 
+import "github.com/fibrilmq/fibril/wire"
+
 // This file implements SPEC.md "SUB", "UNSUB", "POLL", "ACK", "NACK",
 // "REJECT", "EXTEND" and "Management": the commands without a body. Their
 // errors are never fatal: the line is skipped.
@@ -252,7 +254,7 @@ func number(tok []byte, max uint64, name string) (int64, *Error) {
 	case numInvalid:
 		return 0, &Error{Code: CodeInvalidNumber, Detail: name + " " + quoteDetail(tok)}
 	case numOverflow:
-		return 0, &Error{Code: CodeNumberOverflow, Detail: name + " " + quoteDetail(tok) + ", limit " + string(appendUint(nil, max))}
+		return 0, &Error{Code: CodeNumberOverflow, Detail: name + " " + quoteDetail(tok) + ", limit " + string(wire.AppendUint(nil, max))}
 	}
 	return int64(v), nil
 }

@@ -1,5 +1,7 @@
 package protocol
 
+import "github.com/fibrilmq/fibril/wire"
+
 // Op identifies a command (a frame) of the wire protocol.
 type Op uint8
 
@@ -52,7 +54,7 @@ func (o Op) String() string {
 	if o < opCount {
 		return opNames[o]
 	}
-	return "Op(" + string(appendUint(nil, uint64(o))) + ")"
+	return "Op(" + string(wire.AppendUint(nil, uint64(o))) + ")"
 }
 
 // ParseOp returns the Op whose String is s (exact, upper case), for tools and

@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"github.com/fibrilmq/fibril/wire"
+
 	"hash/crc32"
 )
 
@@ -53,7 +55,7 @@ func AppendPub[S, R Text](dst []byte, subject S, reply R, payload []byte, crc CR
 	dst = append(dst, subject...)
 	dst = appendOptional(dst, reply)
 	dst = append(dst, ' ')
-	dst = appendUint(dst, uint64(len(payload)))
+	dst = wire.AppendUint(dst, uint64(len(payload)))
 	dst = appendCRCToken(dst, crc, nil, payload)
 	dst = append(dst, crlf...)
 	dst = append(dst, payload...)
@@ -79,7 +81,7 @@ func AppendMsg[S, I, R Text](dst []byte, subject S, sid I, reply R, payload []by
 	dst = append(dst, sid...)
 	dst = appendOptional(dst, reply)
 	dst = append(dst, ' ')
-	dst = appendUint(dst, uint64(len(payload)))
+	dst = wire.AppendUint(dst, uint64(len(payload)))
 	dst = appendCRCToken(dst, crc, nil, payload)
 	dst = append(dst, crlf...)
 	dst = append(dst, payload...)
@@ -99,9 +101,9 @@ func AppendHMsg[S, I, R Text](dst []byte, subject S, sid I, reply R, header, pay
 
 func appendHBody(dst, header, payload []byte, crc CRCToken) []byte {
 	dst = append(dst, ' ')
-	dst = appendUint(dst, uint64(len(header)))
+	dst = wire.AppendUint(dst, uint64(len(header)))
 	dst = append(dst, ' ')
-	dst = appendUint(dst, uint64(len(header)+len(payload)))
+	dst = wire.AppendUint(dst, uint64(len(header)+len(payload)))
 	dst = appendCRCToken(dst, crc, header, payload)
 	dst = append(dst, crlf...)
 	dst = append(dst, header...)
@@ -128,7 +130,7 @@ func AppendSub[S, G, I Text](dst []byte, subject S, group G, sid I, maxInflight 
 	dst = append(dst, sid...)
 	if maxInflight > 0 {
 		dst = append(dst, ' ')
-		dst = appendUint(dst, uint64(maxInflight))
+		dst = wire.AppendUint(dst, uint64(maxInflight))
 	}
 	return append(dst, crlf...)
 }
@@ -139,7 +141,7 @@ func AppendUnsub[I Text](dst []byte, sid I, maxMsgs int) []byte {
 	dst = append(dst, sid...)
 	if maxMsgs > 0 {
 		dst = append(dst, ' ')
-		dst = appendUint(dst, uint64(maxMsgs))
+		dst = wire.AppendUint(dst, uint64(maxMsgs))
 	}
 	return append(dst, crlf...)
 }
@@ -152,10 +154,10 @@ func AppendPoll[S, G Text](dst []byte, topic S, group G, max int, waitMillis int
 	dst = append(dst, ' ')
 	dst = append(dst, group...)
 	dst = append(dst, ' ')
-	dst = appendUint(dst, uint64(max))
+	dst = wire.AppendUint(dst, uint64(max))
 	if waitMillis > 0 {
 		dst = append(dst, ' ')
-		dst = appendUint(dst, uint64(waitMillis))
+		dst = wire.AppendUint(dst, uint64(waitMillis))
 	}
 	return append(dst, crlf...)
 }
@@ -191,7 +193,7 @@ func appendHandleCmd(dst []byte, verb string, h Handle, ms int64) []byte {
 	dst = h.Append(dst)
 	if ms > 0 {
 		dst = append(dst, ' ')
-		dst = appendUint(dst, uint64(ms))
+		dst = wire.AppendUint(dst, uint64(ms))
 	}
 	return append(dst, crlf...)
 }
@@ -219,9 +221,9 @@ func AppendOKText[T Text](dst []byte, text T) []byte {
 // AppendConfirm appends the publish confirm "+OK <partition>:<seq>".
 func AppendConfirm(dst []byte, pos Position) []byte {
 	dst = append(dst, "+OK "...)
-	dst = appendUint(dst, uint64(pos.Partition))
+	dst = wire.AppendUint(dst, uint64(pos.Partition))
 	dst = append(dst, ':')
-	dst = appendUint(dst, pos.Seq)
+	dst = wire.AppendUint(dst, pos.Seq)
 	return append(dst, crlf...)
 }
 
@@ -231,7 +233,7 @@ func AppendConfirmNotStored(dst []byte) []byte { return append(dst, "+OK -\r\n".
 // AppendPollDone appends "+OK <n>", the end of a POLL answer.
 func AppendPollDone(dst []byte, n int) []byte {
 	dst = append(dst, "+OK "...)
-	dst = appendUint(dst, uint64(n))
+	dst = wire.AppendUint(dst, uint64(n))
 	return append(dst, crlf...)
 }
 

@@ -193,7 +193,7 @@ func (p *Parser) split(args []byte) int {
 // itoa formats n for error details (error path only).
 func itoa(n int) string {
 	if n < 0 {
-		return "-" + string(appendUint(nil, uint64(-n)))
+		return "-" + string(wire.AppendUint(nil, uint64(-n)))
 	}
-	return string(appendUint(nil, uint64(n)))
+	return string(wire.AppendUint(nil, uint64(n)))
 }

@@ -53,20 +53,6 @@ func parseUint(b []byte, max uint64) (uint64, numStatus) {
 	return v, numOK
 }
 
-// appendUint appends the decimal form of v.
-func appendUint(dst []byte, v uint64) []byte {
-	var buf [20]byte
-	i := len(buf)
-	for v >= 10 {
-		i--
-		buf[i] = byte('0' + v%10)
-		v /= 10
-	}
-	i--
-	buf[i] = byte('0' + v)
-	return append(dst, buf[i:]...)
-}
-
 const hexDigits = "0123456789abcdef"
 
 // appendHex8 appends v as exactly 8 lowercase hex digits.

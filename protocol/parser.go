@@ -1,5 +1,6 @@
 package protocol
 
+import "github.com/fibrilmq/fibril/wire"
 import "bytes"
 
 // Default limits (SPEC.md, "Limits").
@@ -283,5 +284,5 @@ func (p *Parser) lineLimit(line []byte) int {
 }
 
 func (p *Parser) limitDetail(line []byte) string {
-	return "limit " + string(appendUint(nil, uint64(p.lineLimit(line)))) + " bytes"
+	return "limit " + string(wire.AppendUint(nil, uint64(p.lineLimit(line)))) + " bytes"
 }

@@ -33,15 +33,15 @@ func (h Handle) Valid() bool {
 // Append appends the wire form of h to dst and returns the extended slice.
 func (h Handle) Append(dst []byte) []byte {
 	dst = append(dst, HandlePrefix...)
-	dst = appendUint(dst, h.Topic)
+	dst = AppendUint(dst, h.Topic)
 	dst = append(dst, '.')
-	dst = appendUint(dst, h.Group)
+	dst = AppendUint(dst, h.Group)
 	dst = append(dst, '.')
-	dst = appendUint(dst, uint64(h.Partition))
+	dst = AppendUint(dst, uint64(h.Partition))
 	dst = append(dst, '.')
-	dst = appendUint(dst, h.Seq)
+	dst = AppendUint(dst, h.Seq)
 	dst = append(dst, '.')
-	return appendUint(dst, uint64(h.Attempt))
+	return AppendUint(dst, uint64(h.Attempt))
 }
 
 // String returns the wire form of h.
@@ -108,8 +108,9 @@ func parseUint[T Text](b T, max uint64) (uint64, bool) {
 	return v, v <= max
 }
 
-// appendUint appends the decimal form of v.
-func appendUint(dst []byte, v uint64) []byte {
+// AppendUint appends the decimal form of v (the one hand-written encoder
+// of the wire's numbers; protocol uses it too).
+func AppendUint(dst []byte, v uint64) []byte {
 	var buf [20]byte
 	i := len(buf)
 	for v >= 10 {
