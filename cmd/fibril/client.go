@@ -290,3 +290,61 @@ func cmdTopics(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "%s\n", b)
 	return 0
 }
+
+func cmdGroups(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("groups", stderr)
+	cf := addClientFlags(fs)
+	if ok, code := parseFlags(fs, args); !ok {
+		return code
+	}
+	rest := fs.Args()
+	var cfg fibril.GroupConfig
+	switch {
+	case len(rest) == 2 && rest[0] == "list":
+	case len(rest) == 3 && (rest[0] == "info" || rest[0] == "delete"):
+	case (len(rest) == 3 || len(rest) == 4) && rest[0] == "create":
+		if len(rest) == 4 {
+			// The server's own check (invalid_json), before dialling.
+			if err := protocol.DecodeStrict([]byte(rest[3]), &cfg); err != nil {
+				return fail(stderr, "groups", err)
+			}
+		}
+	default:
+		return badArgs(stderr, "groups")
+	}
+	ctx := context.Background()
+	c, err := cf.dial(ctx)
+	if err != nil {
+		return fail(stderr, "groups", err)
+	}
+	defer c.Close()
+	cctx, cancel := cf.call(ctx)
+	defer cancel()
+	var out any
+	switch rest[0] {
+	case "list":
+		var l protocol.GroupList
+		l.Topic = rest[1]
+		l.Groups, err = c.Groups(cctx, rest[1])
+		if l.Groups == nil {
+			l.Groups = []string{}
+		}
+		out = l
+	case "create":
+		out, err = c.CreateGroup(cctx, rest[1], rest[2], cfg)
+	case "info":
+		out, err = c.Group(cctx, rest[1], rest[2])
+	case "delete":
+		err = c.DeleteGroup(cctx, rest[1], rest[2])
+		out = protocol.Deleted{Topic: rest[1], Group: rest[2]}
+	}
+	if err != nil {
+		return fail(stderr, "groups", err)
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return fail(stderr, "groups", fmt.Errorf("encoding the answer: %w", err))
+	}
+	fmt.Fprintf(stdout, "%s\n", b)
+	return 0
+}

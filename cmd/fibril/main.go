@@ -61,6 +61,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdPoll(args[1:], stdout, stderr)
 	case "topics":
 		return cmdTopics(args[1:], stdout, stderr)
+	case "groups":
+		return cmdGroups(args[1:], stdout, stderr)
 	case "tui":
 		return cmdTUI(args[1:], stdout, stderr)
 	case "verify":

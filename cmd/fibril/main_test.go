@@ -161,6 +161,34 @@ func TestClientCommands(t *testing.T) {
 	if code := run([]string{"topics", "-s", addr, "create", "bad", `{"bogus":1}`}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "invalid_json") {
 		t.Fatalf("create with an unknown field: %d %s", code, errb.String())
 	}
+	// TestGroupsCommand: groups are managed from the CLI as topics are.
+	if out := runOK(t, "groups", "-s", addr, "create", "jobs", "replay", `{"start":"seq","start_seq":2}`); !strings.Contains(out, `"name": "replay"`) || !strings.Contains(out, `"start_seq": 2`) {
+		t.Fatalf("groups create: %s", out)
+	}
+	if out := runOK(t, "groups", "-s", addr, "list", "jobs"); !strings.Contains(out, `"topic": "jobs"`) || !strings.Contains(out, `"g"`) || !strings.Contains(out, `"replay"`) {
+		t.Fatalf("groups list: %s", out)
+	}
+	if out := runOK(t, "groups", "-s", addr, "info", "jobs", "replay"); !strings.Contains(out, `"start": "seq"`) {
+		t.Fatalf("groups info: %s", out)
+	}
+	errb.Reset()
+	if code := run([]string{"groups", "-s", addr, "create", "jobs", "bad", `{"start":"seq"}`}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "invalid_config") {
+		t.Fatalf("groups create without start_seq: %d %s", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"groups", "-s", addr, "create", "jobs"}, io.Discard, &errb); code != 2 {
+		t.Fatalf("groups create without a group name: exit %d %s", code, errb.String())
+	}
+	if out := runOK(t, "groups", "-s", addr, "delete", "jobs", "replay"); !strings.Contains(out, `"group": "replay"`) {
+		t.Fatalf("groups delete: %s", out)
+	}
+	if out := runOK(t, "groups", "-s", addr, "list", "jobs"); strings.Contains(out, `"replay"`) {
+		t.Fatalf("groups list after delete: %s", out)
+	}
+	errb.Reset()
+	if code := run([]string{"groups", "-s", addr, "info", "jobs", "nosuch"}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "unknown_group") {
+		t.Fatalf("groups info of no group: %d %s", code, errb.String())
+	}
 	if out := runOK(t, "topics", "-s", addr, "delete", "jobs"); !strings.Contains(out, `"topic": "jobs"`) {
 		t.Fatalf("delete: %s", out)
 	}

@@ -42,6 +42,12 @@ var commands = []command{
 		{"info <name>", "a topic's settings and state"},
 		{"delete <name>", "delete a topic and its messages"},
 	}},
+	{"groups", "list, create, show or delete a topic's consumer groups", "[flags] list <topic> | create <topic> <group> [json] | info <topic> <group> | delete <topic> <group>", [][2]string{
+		{"list <topic>", "the names of the topic's groups"},
+		{"create <topic> <group> [json]", "create a group; json is its settings (SPEC.md §10.2), e.g. '{\"start\":\"new\"}'"},
+		{"info <topic> <group>", "a group's settings and counters"},
+		{"delete <topic> <group>", "delete a group (its messages stay)"},
+	}},
 	{"tui", "watch messages move, in a terminal", "[flags]", nil},
 	{"verify", "check a stopped server's data, change nothing", "[--data dir] [--json]", nil},
 	{"repair", "quarantine damage, list what each group loses", "[--data dir] [--adopt] [--json]", nil},
