@@ -54,7 +54,12 @@
 //     the seed peers and a Group per raft group it runs (MetaGroup, ID 0,
 //     plus NodeConfig.Groups), each in Dir/groups/<id>, with the node's
 //     raft ID (NodeID of its name) in every group. Messages for a group it
-//     does not run are dropped and counted. TransferLeadership hands the
+//     does not run are dropped and counted. Partition groups made after
+//     Start (a topic created later) are added and closed at run time
+//     (node_groups.go: AddGroup with the group's member names, CloseGroup,
+//     DropGroup, which also removes the raft log); a node does not
+//     remember them across a restart: its owner adds them again after
+//     Start, and each resumes from its log. TransferLeadership hands the
 //     groups it leads to followers, for a restart without an election.
 //     ParsePeers (peers.go) reads a seed list (name@host:port, ...).
 //   - The peer book (peerbook.go): the metadata group's state machine

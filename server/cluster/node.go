@@ -147,8 +147,9 @@ type Node struct {
 	tr      *transport.Transport
 	mu      sync.RWMutex // guards groups and state
 	groups  map[uint64]*Group
-	book    *peerBook // the metadata group's state machine (peerbook.go)
-	state   int       // 0 new, 1 started, 2 stopped
+	opening map[uint64]bool // groups AddGroup is opening (node_groups.go)
+	book    *peerBook       // the metadata group's state machine (peerbook.go)
+	state   int             // 0 new, 1 started, 2 stopped
 	unknown atomic.Uint64
 }
 
@@ -255,16 +256,26 @@ func (n *Node) open() (*transport.Transport, map[uint64]*Group, *peerBook, error
 			}
 			sm = book
 		}
-		grp, err := OpenGroup(Config{ID: n.id, Peers: n.ids, Join: n.cfg.Join, Dir: filepath.Join(n.cfg.Dir, "groups", strconv.FormatUint(g, 10)),
-			ElectionTicks: n.cfg.ElectionTicks, HeartbeatTicks: n.cfg.HeartbeatTicks, SnapshotEvery: n.cfg.SnapshotEvery,
-			MaxEntryBytes: n.cfg.MaxEntryBytes, MaxUncommittedBytes: n.cfg.MaxUncommittedBytes},
-			sm, tr.Group(g), n.cfg.Tick)
+		grp, err := OpenGroup(n.groupConfig(g, n.ids, n.cfg.Join), sm, tr.Group(g), n.cfg.Tick)
 		if err != nil {
 			return tr, groups, nil, fmt.Errorf("group %d: %w", g, err)
 		}
 		groups[g] = grp
 	}
 	return tr, groups, book, nil
+}
+
+// groupConfig is the Config of this node's replica of group g with
+// members peers (raft IDs, this node's among them unless join).
+func (n *Node) groupConfig(g uint64, peers []uint64, join bool) Config {
+	return Config{ID: n.id, Peers: peers, Join: join, Dir: n.groupDir(g),
+		ElectionTicks: n.cfg.ElectionTicks, HeartbeatTicks: n.cfg.HeartbeatTicks, SnapshotEvery: n.cfg.SnapshotEvery,
+		MaxEntryBytes: n.cfg.MaxEntryBytes, MaxUncommittedBytes: n.cfg.MaxUncommittedBytes}
+}
+
+// groupDir is where group g's raft log lives.
+func (n *Node) groupDir(g uint64) string {
+	return filepath.Join(n.cfg.Dir, "groups", strconv.FormatUint(g, 10))
 }
 
 // closeAll closes groups, then tr, returning the first error.
