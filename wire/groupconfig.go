@@ -43,6 +43,22 @@ const (
 	NATSAckExplicit NATSAck = "explicit"
 )
 
+// Ordering says whether a group hands out its messages one at a time.
+type Ordering string
+
+// Ordering values.
+const (
+	// OrderNone: deliveries run in parallel, up to what consumers ask
+	// (default; stored as "").
+	OrderNone Ordering = "none"
+	// OrderPartition: in each partition at most one message of the group
+	// is out at a time (leased, waiting out a NACK delay or being
+	// dead-lettered), and it is the lowest unsettled offset: messages are
+	// processed in offset order, one after another, and the next is
+	// handed out only once the one before it is settled.
+	OrderPartition Ordering = "partition"
+)
+
 // GroupConfig configures a consumer group (SPEC.md 10.2). JSON names are
 // those of GROUP CREATE; a zero field takes its default.
 type GroupConfig struct {
@@ -71,6 +87,9 @@ type GroupConfig struct {
 	// DeadLetter is the dead-letter topic; default "$DLQ.<topic>.<group>",
 	// "-" means none (a message that reaches MaxDeliveries is then dropped).
 	DeadLetter string `json:"dead_letter,omitempty"`
+	// Ordered is the group's ordering (OrderNone, the default, or
+	// OrderPartition). "none" is stored as "".
+	Ordered Ordering `json:"ordered,omitempty"`
 	// NATSAck says how deliveries to NATS-mode connections are settled
 	// (default auto). The engine only stores it. An empty value (catalogs
 	// written before the field) means auto.

@@ -59,6 +59,8 @@ export interface GroupConfig {
   backoffMs?: number[];
   /** Subject filters (wildcards allowed): the group receives only matching messages (at most 64). */
   filter?: string[];
+  /** 'partition': one message out at a time per partition, in offset order (the next only once the one before is settled); 'none' (default): in parallel. */
+  ordered?: 'none' | 'partition';
   leaseMs?: number;
   maxDeliveries?: number;
   deadLetter?: string;

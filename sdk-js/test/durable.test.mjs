@@ -155,6 +155,28 @@ test('max_deliveries dead-letters a message nacked too often', async (t) => {
   await d.ack();
 });
 
+test('an ordered group hands out one message at a time, a NACKed one first again', async (t) => {
+  const { nc } = await setup(t);
+  if (!nc) return;
+  await nc.topics.create('fifo');
+  const gi = await nc.groups.create('fifo', 'w', { ordered: 'partition' });
+  assert.equal(gi.config.ordered, 'partition');
+  await nc.publish('fifo', 'a');
+  await nc.publish('fifo', 'b');
+  const [m1, ...more] = await nc.fetch('fifo', 'w', { max: 10, waitMs: 5000 });
+  assert.equal(m1.string(), 'a');
+  assert.equal(more.length, 0);
+  assert.deepEqual(await nc.fetch('fifo', 'w', { max: 10 }), []);
+  await m1.nack();
+  const [m2] = await nc.fetch('fifo', 'w', { max: 10, waitMs: 5000 });
+  assert.equal(m2.string(), 'a');
+  assert.equal(m2.deliveryCount, 2);
+  await m2.ack();
+  const [m3] = await nc.fetch('fifo', 'w', { max: 10, waitMs: 5000 });
+  assert.equal(m3.string(), 'b');
+  await assert.rejects(nc.groups.create('fifo', 'bad', { ordered: 'key' }), InvalidConfigError);
+});
+
 test('consume: push delivery bounded by maxInFlight, ack, abort ends the loop', async (t) => {
   const { nc } = await setup(t);
   if (!nc) return;

@@ -310,6 +310,7 @@ def group_config(
     lease_ms: int | None = None,
     backoff_ms: list[int] | None = None,
     filter: list[str] | None = None,
+    ordered: str | None = None,
     max_deliveries: int | None = None,
     dead_letter: str | None = None,
 ) -> dict[str, Any]:
@@ -336,6 +337,7 @@ def group_config(
         "lease_ms": lease_ms,
         "backoff_ms": backoff_ms,
         "filter": filter,
+        "ordered": ordered,
         "max_deliveries": max_deliveries,
         "dead_letter": dead_letter,
     }

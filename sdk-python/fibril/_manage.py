@@ -119,6 +119,7 @@ class _Manage:
         lease: Duration | None = None,
         backoff: Iterable[Duration] | None = None,
         filter: Iterable[str] | None = None,
+        ordered: str | None = None,
         max_deliveries: int | None = None,
         dead_letter: str | None = None,
         config: Mapping[str, Any] | None = None,
@@ -143,6 +144,9 @@ class _Manage:
                 last repeats; at most 32).
             filter: Subject filters (wildcards allowed): the group receives
                 only the messages whose subject matches one (at most 64).
+            ordered: ``"partition"``: one message out at a time per partition,
+                in offset order (the next only once the one before is
+                settled); ``"none"`` (default): in parallel.
             max_deliveries: Deliveries before a message is dead-lettered.
             dead_letter: Dead-letter topic (default ``$DLQ.<topic>.<group>``).
             config: More fields sent as they are (``nats_ack``, newer ones); the
@@ -161,7 +165,10 @@ class _Manage:
             start_time=start_time,
             lease_ms=to_ms(lease, "lease"),
             backoff_ms=None if backoff is None else [to_ms(d, "backoff") or 0 for d in backoff],
-            filter=None if filter is None else list(filter), max_deliveries=max_deliveries, dead_letter=dead_letter
+            filter=None if filter is None else list(filter),
+            ordered=ordered,
+            max_deliveries=max_deliveries,
+            dead_letter=dead_letter,
         )
         try:
             return await self._call(encode_manage("GROUP", "CREATE", topic, group, config=cfg), _JSON)

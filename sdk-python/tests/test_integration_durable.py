@@ -269,6 +269,31 @@ def test_group_filter(durable: Server) -> None:
     run(body())
 
 
+def test_group_ordered(durable: Server) -> None:
+    topic = unique("t")
+
+    async def body() -> None:
+        async with fibril.connect(durable.url) as c:
+            await c.create_topic(topic)
+            info = await c.create_group(topic, "fifo", ordered="partition")
+            assert info["config"]["ordered"] == "partition"
+            for d in (b"a", b"b"):
+                await c.publish(topic, d)
+            (m,) = await c.fetch(topic, "fifo", 10, wait=5)
+            assert m.data == b"a"
+            assert await c.fetch(topic, "fifo", 10) == []  # nothing more while a is out
+            await m.nack()
+            (m,) = await c.fetch(topic, "fifo", 10, wait=5)
+            assert (m.data, m.delivery_count) == (b"a", 2)
+            await m.ack()
+            (m,) = await c.fetch(topic, "fifo", 10, wait=5)
+            assert m.data == b"b"
+            with pytest.raises(fibril.errors.InvalidConfigError):
+                await c.create_group(topic, "bad", ordered="key")
+
+    run(body())
+
+
 def test_corrupt_delivery_raises_and_is_redelivered(durable: Server) -> None:
     topic = unique("t")
 

@@ -24,7 +24,10 @@
 // Ready on nack (optionally after a delay), lease expiry or owner release,
 // and Inflight → DeadLettering → Settled on reject or when max_deliveries is
 // reached. Settled is final; a handle is valid only while its attempt is the
-// offset's delivery count. Delivery counts, settles and dead-letter decisions
+// offset's delivery count. An ordered group (GroupConfig.Ordered
+// "partition") hands out only its lowest unsettled offset, and only while
+// no other is pending, so each partition's messages go out one after
+// another in offset order (groupState.takeOrdered). Delivery counts, settles and dead-letter decisions
 // go to a per-partition event log, group-committed with the data, plus a
 // snapshot every Options.SnapshotEvery events (temp file, fsync, rename);
 // Open loads the snapshot and replays the events after it. A snapshot drops

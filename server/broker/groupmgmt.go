@@ -162,8 +162,7 @@ func (p *partition) addGroup(g *Group, errs chan<- error) {
 		errs <- fmt.Errorf("partition %d: %w", p.idx, err)
 		return
 	}
-	gs := newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, start)
-	gs.backoffNs = g.cfg.backoffNs()
+	gs := stateFor(g, start)
 	gs.ev = &p.evw.sink
 	gs.emit(evInit, start, 0)
 	gp := &groupPart{groupState: gs, g: g}

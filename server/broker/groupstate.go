@@ -2,6 +2,8 @@ package broker
 
 import (
 	"fmt"
+
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // offState is where a delivered, not yet settled offset stands.
@@ -63,6 +65,9 @@ type groupState struct {
 	leaseNs       int64
 	maxDeliveries int     // -1: unlimited
 	backoffNs     []int64 // redelivery delays by delivery count (GroupConfig.BackoffMs); shared, never written
+	// ordered: at most one offset out at a time, the lowest unsettled
+	// (GroupConfig.Ordered "partition"; takeOrdered).
+	ordered bool
 
 	next Seq // lowest offset never delivered
 	// damaged: the lowest offset whose record could not be read (0:
@@ -114,6 +119,23 @@ func newGroupState(id GroupID, leaseNs int64, maxDeliveries int, start Seq) *gro
 	}
 }
 
+// stateFor is group g's state machine in one partition, starting at
+// start, with the rules its configuration sets.
+func stateFor(g *Group, start Seq) *groupState {
+	gs := newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, start)
+	gs.backoffNs = g.cfg.backoffNs()
+	gs.ordered = g.cfg.Ordered == wire.OrderPartition
+	return gs
+}
+
+// fresh is an empty state machine with g's rules, starting at start (a
+// snapshot's or an init event's).
+func (g *groupState) fresh(start Seq) *groupState {
+	n := newGroupState(g.id, g.leaseNs, g.maxDeliveries, start)
+	n.backoffNs, n.ordered = g.backoffNs, g.ordered
+	return n
+}
+
 func (g *groupState) emit(kind byte, seq Seq, arg uint64) { g.emitBy(kind, seq, arg, 0) }
 
 // emitBy emits an event naming the owner it concerns (0: none).
@@ -139,6 +161,9 @@ func (g *groupState) take(last Seq) (Seq, bool) {
 	if g.damaged != 0 {
 		last = min(last, g.damaged-1)
 	}
+	if g.ordered {
+		return g.takeOrdered(last)
+	}
 	for {
 		s, ok := g.ready.peek()
 		if !ok {
@@ -151,6 +176,34 @@ func (g *groupState) take(last Seq) (Seq, bool) {
 			return s, true
 		}
 		g.ready.pop() // stale entry
+	}
+	g.next = g.acks.nextUnsettled(g.next)
+	if g.next <= last {
+		return g.next, true
+	}
+	return 0, false
+}
+
+// takeOrdered is take for an ordered group: the lowest unsettled offset,
+// and only while nothing is out. An offset once delivered stays pending
+// until settled, so while any is pending (leased, delayed, being
+// dead-lettered, or ready again after a NACK, an expiry or a release)
+// only the lowest of them can be handed out, and only when it is ready;
+// with none pending it is the lowest never-delivered offset. Ordered
+// groups hold at most one pending offset, but the lowest is looked for
+// all the same.
+func (g *groupState) takeOrdered(last Seq) (Seq, bool) {
+	if len(g.pending) > 0 {
+		var head Seq
+		for s := range g.pending {
+			if head == 0 || s < head {
+				head = s
+			}
+		}
+		if p := g.pending[head]; p.state == stReady && head <= last {
+			return head, true
+		}
+		return 0, false
 	}
 	g.next = g.acks.nextUnsettled(g.next)
 	if g.next <= last {

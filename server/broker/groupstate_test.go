@@ -32,6 +32,7 @@ type model struct {
 	lease    int64
 	maxDeliv uint32
 	backoff  []int64 // delays after delivery 1, 2, ...; the last repeats
+	ordered  bool    // one offset out at a time: the lowest unsettled
 }
 
 // retry: the delay after a NACK without one or an expiry, by the schedule.
@@ -60,13 +61,26 @@ func (m *model) poll(max int) []Seq {
 	var out []Seq
 	for len(out) < max {
 		pick := Seq(0)
+		if m.ordered {
+			for i := range m.offs { // the lowest unsettled, if it may go out
+				if st := m.offs[i].st; st != mSettled {
+					if st == mReady || st == mNew {
+						pick = Seq(i + 1)
+					}
+					break
+				}
+			}
+		}
 		for i := range m.offs { // lowest ready redelivery first
+			if m.ordered {
+				break
+			}
 			if m.offs[i].st == mReady {
 				pick = Seq(i + 1)
 				break
 			}
 		}
-		if pick == 0 {
+		if pick == 0 && !m.ordered {
 			for i := range m.offs {
 				if m.offs[i].st == mNew {
 					pick = Seq(i + 1)
@@ -195,12 +209,14 @@ func TestGroupStateModel(t *testing.T) {
 		for range r.IntN(3) * (1 + r.IntN(3)) {
 			backoff = append(backoff, 1+r.Int64N(150))
 		}
+		ordered := seed%4 == 3 // a quarter of the seeds ordered
 		var ev evSink
 		g := newGroupState(1, lease, md, 1)
 		g.backoffNs = backoff
+		g.ordered = ordered
 		g.ev = &ev
 		var history []byte // every event ever emitted, for the full-replay check
-		m := &model{lease: lease, maxDeliv: uint32(maxDeliv), backoff: backoff}
+		m := &model{lease: lease, maxDeliv: uint32(maxDeliv), backoff: backoff, ordered: ordered}
 		var last Seq
 		handles := map[Seq][]uint32{} // every attempt ever handed out
 		var trace []string
@@ -289,12 +305,11 @@ func TestGroupStateModel(t *testing.T) {
 				if err != nil {
 					fail("snapshot: %v", err)
 				}
-				g2 := newGroupState(1, lease, md, sgs[0].frontier)
-				g2.backoffNs = backoff
+				g2 := g.fresh(sgs[0].frontier) // the rules carried as recoverState carries them
 				g2.next, g2.pending = sgs[0].next, sgs[0].pending
 				g2.acks.setSpans(sgs[0].spans)
 				g2.restored()
-				g3 := newGroupState(1, lease, md, 1)
+				g3 := g.fresh(1)
 				if err := decodeEvents(history, func(e event) { g3.apply(e.kind, e.seq, e.arg) }); err != nil {
 					fail("events: %v", err)
 				}

@@ -365,6 +365,13 @@ func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig
 	if len(c.BackoffMs) == 0 {
 		c.BackoffMs = nil // [] and absent are one configuration
 	}
+	switch c.Ordered {
+	case "", wire.OrderNone:
+		c.Ordered = "" // absent and "none" are one configuration
+	case wire.OrderPartition:
+	default:
+		return c, fmt.Errorf("%w: ordered %q (none or partition)", ErrInvalid, c.Ordered)
+	}
 	if c.MaxDeliveries == 0 {
 		c.MaxDeliveries = 5
 	}

@@ -38,9 +38,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	p.first, p.last = data.Bounds()
 	p.commit.durData = p.last
 	for _, g := range groups {
-		gs := newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, p.first)
-		gs.backoffNs = g.cfg.backoffNs()
-		p.attach(g, gs)
+		p.attach(g, stateFor(g, p.first))
 	}
 	named, err := p.restoreSideEvents()
 	if err != nil {
@@ -136,8 +134,7 @@ func (p *partition) recoverState() error {
 			if gp == nil {
 				continue // deleted group
 			}
-			gs := newGroupState(sg.id, gp.leaseNs, gp.maxDeliveries, sg.frontier)
-			gs.backoffNs = gp.backoffNs
+			gs := gp.fresh(sg.frontier)
 			gs.next, gs.pending, gs.cnt = sg.next, sg.pending, sg.cnt
 			gs.acks.setSpans(sg.spans)
 			gp.groupState = gs
@@ -194,9 +191,7 @@ func (p *partition) replay(e event) {
 		return // group deleted, or its creation never reached the catalog
 	}
 	if kind == evInit {
-		backoff := gp.backoffNs
-		gp.groupState = newGroupState(gid, gp.leaseNs, gp.maxDeliveries, seq)
-		gp.backoffNs = backoff
+		gp.groupState = gp.fresh(seq)
 		return
 	}
 	gp.apply(kind, seq, arg)
