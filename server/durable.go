@@ -112,6 +112,8 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeCRCMismatch
 	case errors.Is(err, broker.ErrInvalid):
 		return protocol.CodeInvalidConfig
+	case errors.Is(err, broker.ErrInvalidHeader):
+		return protocol.CodeInvalidHeader
 	}
 	return protocol.CodeInternal
 }

@@ -59,6 +59,20 @@ const (
 	OrderPartition Ordering = "partition"
 )
 
+// Expiry says what a group does with a message whose TTL ran out before
+// the group delivered it.
+type Expiry string
+
+// Expiry values.
+const (
+	// ExpiryDrop: the message is settled for the group without delivery
+	// (default; stored as "").
+	ExpiryDrop Expiry = "drop"
+	// ExpiryDeadLetter: the message goes to the group's dead-letter topic
+	// with Fibril-Reason: expired.
+	ExpiryDeadLetter Expiry = "dead_letter"
+)
+
 // GroupConfig configures a consumer group (SPEC.md 10.2). JSON names are
 // those of GROUP CREATE; a zero field takes its default.
 type GroupConfig struct {
@@ -90,6 +104,11 @@ type GroupConfig struct {
 	// Ordered is the group's ordering (OrderNone, the default, or
 	// OrderPartition). "none" is stored as "".
 	Ordered Ordering `json:"ordered,omitempty"`
+	// OnExpiry is what the group does with a message whose TTL ran out
+	// (TopicConfig.MessageTTLMs, the Nats-TTL header) before it was
+	// handed out: ExpiryDrop (the default; "drop" is stored as "") or
+	// ExpiryDeadLetter.
+	OnExpiry Expiry `json:"on_expiry,omitempty"`
 	// NATSAck says how deliveries to NATS-mode connections are settled
 	// (default auto). The engine only stores it. An empty value (catalogs
 	// written before the field) means auto.

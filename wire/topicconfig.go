@@ -91,4 +91,24 @@ type TopicConfig struct {
 	// fixed when the topic is created: there is no topic update, and a
 	// TOPIC CREATE with another value is a different configuration.
 	Compression Compression `json:"compression,omitempty"`
+	// MessageTTLMs is how long a message stays deliverable when its
+	// publish carries no Nats-TTL header (0: forever). A group hands a
+	// message out only before its deadline (stored time + TTL); past it
+	// the group drops it or dead-letters it (GroupConfig.OnExpiry). It
+	// does not remove the message from the log (max_age_ms does). At most
+	// MaxTTLMs.
+	MessageTTLMs int64 `json:"message_ttl_ms,omitempty"`
+	// AllowMsgTTL lets publishes set their own TTL with the Nats-TTL
+	// header (as JetStream's allow_msg_ttl); without it such a publish is
+	// refused with invalid_header.
+	AllowMsgTTL bool `json:"allow_msg_ttl,omitempty"`
 }
+
+// MaxTTLMs is the longest message TTL, in ms (about 100 years).
+const MaxTTLMs = 100 * 365 * 24 * 3600 * 1000
+
+// TTLHeader is the header that sets one message's TTL (NATS's own name):
+// a whole number of seconds or a Go duration ("90s", "1h30m"), greater
+// than 0 and at most MaxTTLMs, or "never" (no TTL, whatever the topic's
+// default).
+const TTLHeader = "Nats-TTL"

@@ -27,7 +27,10 @@
 // offset's delivery count. An ordered group (GroupConfig.Ordered
 // "partition") hands out only its lowest unsettled offset, and only while
 // no other is pending, so each partition's messages go out one after
-// another in offset order (groupState.takeOrdered). Delivery counts, settles and dead-letter decisions
+// another in offset order (groupState.takeOrdered). On a topic with TTLs
+// (message_ttl_ms, allow_msg_ttl and the Nats-TTL header) a group's head
+// record past its deadline is settled undelivered or dead-lettered
+// (GroupConfig.OnExpiry) before anything is handed out (ttl.go). Delivery counts, settles and dead-letter decisions
 // go to a per-partition event log, group-committed with the data, plus a
 // snapshot every Options.SnapshotEvery events (temp file, fsync, rename);
 // Open loads the snapshot and replays the events after it. A snapshot drops

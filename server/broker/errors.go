@@ -36,6 +36,9 @@ var (
 	ErrOverlap = errors.New("broker: subject filters overlap another topic")
 	// ErrInvalid: a bad name, subject, config value or argument.
 	ErrInvalid = errors.New("broker: invalid argument")
+	// ErrInvalidHeader: a publish's header the broker reads (Nats-TTL) has
+	// a value it cannot take, or one the topic does not allow.
+	ErrInvalidHeader = errors.New("broker: invalid header value")
 	// ErrUnknownHandle: the handle names no known topic, group, partition or
 	// delivered message.
 	ErrUnknownHandle = errors.New("broker: unknown handle")

@@ -41,6 +41,7 @@ const (
 	settleDropped      uint64 = 3 // retention removed the record before delivery
 	settleLost         uint64 = 4 // damage destroyed the record; a repair recorded it (lost.go)
 	settleFiltered     uint64 = 5 // the group's subject filter does not match the record (filter.go)
+	settleExpired      uint64 = 6 // its TTL ran out before delivery, on_expiry drop (ttl.go)
 )
 
 // event is one decoded event log entry.

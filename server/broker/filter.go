@@ -27,31 +27,39 @@ func (gp *groupPart) matches(subject string) bool {
 }
 
 // deliverable (actor) reports whether gp's take now gives an offset to
-// deliver, first settling the never-delivered records at its head that
-// gp's filter does not match. A record that cannot be read is left to
-// deliverOne (retention, damage).
+// deliver, first settling the records at its head that gp's filter does
+// not match (never-delivered ones: a redelivery matched when first
+// delivered) and, on a topic with TTLs, those whose TTL ran out (ttl.go).
+// A record that cannot be read is left to deliverOne (retention, damage).
 func (p *partition) deliverable(gp *groupPart) bool {
+	ttl := p.t.hasTTL()
 	for range filterScan {
 		seq, ok := gp.take(p.last)
-		if !ok || len(gp.g.cfg.Filter) == 0 {
-			return ok
+		if !ok {
+			return false
 		}
-		if _, redelivery := gp.pending[seq]; redelivery {
-			return true // it matched when first delivered
+		_, redelivery := gp.pending[seq]
+		filter := len(gp.g.cfg.Filter) > 0 && !redelivery
+		if !filter && !ttl {
+			return true
 		}
 		rec, err := p.data.Read(seq)
 		if err != nil {
 			return true
 		}
-		_, subject, err := decodeMetaReuse(rec.Meta, p.lastSubject)
-		if err != nil || gp.matches(subject) {
+		hdrLen, subject, err := decodeMetaReuse(rec.Meta, p.lastSubject)
+		if err != nil || hdrLen > len(rec.Data) {
 			return true
 		}
-		gp.filtered(seq)
+		switch {
+		case filter && !gp.matches(subject):
+			gp.filtered(seq)
+		case ttl && p.t.expiredAt(rec.Time, rec.Data[:hdrLen], p.now):
+			gp.expired(seq, gp.g.cfg.OnExpiry == wire.ExpiryDeadLetter)
+		default:
+			return true
+		}
 	}
-	if !p.filterWake {
-		p.filterWake = true
-		p.control(func(p *partition) { p.filterWake = false })
-	}
+	p.anotherRound()
 	return false
 }

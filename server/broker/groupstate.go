@@ -21,11 +21,15 @@ const (
 	reasonNone          uint8 = 0
 	reasonMaxDeliveries uint8 = 1
 	reasonRejected      uint8 = 2
+	reasonExpired       uint8 = 3 // its TTL ran out before delivery (ttl.go)
 )
 
 func reasonText(r uint8) string {
-	if r == reasonRejected {
+	switch r {
+	case reasonRejected:
 		return "rejected"
+	case reasonExpired:
+		return "expired"
 	}
 	return "max_deliveries"
 }
@@ -649,6 +653,9 @@ func (g *groupState) apply(kind byte, seq Seq, arg uint64) {
 		p.state = stDeadLettering
 		p.reason = uint8(arg)
 		g.pending[seq] = p
+		if seq >= g.next { // an expired offset is dead-lettered undelivered
+			g.next = seq + 1
+		}
 	}
 }
 

@@ -276,6 +276,9 @@ func (c TopicConfig) withDefaults(name TopicName) (TopicConfig, error) {
 	if c.MaxAgeMs < 0 || c.MaxBytes < 0 || c.MaxMsgs < 0 || c.MaxUnsettledMsgs < 0 || c.MaxUnsettledBytes < 0 {
 		return c, fmt.Errorf("%w: negative limit", ErrInvalid)
 	}
+	if c.MessageTTLMs < 0 || c.MessageTTLMs > wire.MaxTTLMs {
+		return c, fmt.Errorf("%w: message_ttl_ms %d out of range [0, %d]", ErrInvalid, c.MessageTTLMs, int64(wire.MaxTTLMs))
+	}
 	if c.BlockTimeoutMs == 0 {
 		c.BlockTimeoutMs = DefaultBlockTimeoutMs
 	}
@@ -364,6 +367,13 @@ func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig
 	c.BackoffMs = slices.Clip(slices.Clone(c.BackoffMs)) // never share the caller's array
 	if len(c.BackoffMs) == 0 {
 		c.BackoffMs = nil // [] and absent are one configuration
+	}
+	switch c.OnExpiry {
+	case "", wire.ExpiryDrop:
+		c.OnExpiry = "" // absent and "drop" are one configuration
+	case wire.ExpiryDeadLetter:
+	default:
+		return c, fmt.Errorf("%w: on_expiry %q (drop or dead_letter)", ErrInvalid, c.OnExpiry)
 	}
 	switch c.Ordered {
 	case "", wire.OrderNone:

@@ -149,6 +149,9 @@ func (t *Topic) prepare(m *Message) (command, error) {
 	if len(m.Subject) > maxSubject || int64(len(m.Header)+len(m.Data)) > t.maxBody() {
 		return command{}, fmt.Errorf("publish to %s: %w: %d bytes, subject %d bytes", t.name, ErrTooLarge, len(m.Header)+len(m.Data), len(m.Subject))
 	}
+	if err := t.checkTTLHeader(m.Header); err != nil {
+		return command{}, fmt.Errorf("publish to %s: %w", t.name, err)
+	}
 	// One pass over the bytes, on the publisher's goroutine: it checks the
 	// producer's checksum and is the record's data CRC (the actor's log
 	// stores it instead of computing it again).
