@@ -219,7 +219,7 @@ func (r *run) step(ctx context.Context, st *Step) error {
 			}
 		}
 		return nil
-	case "topic_create", "topic_info", "topic_list", "topic_delete",
+	case "topic_create", "topic_info", "topic_list", "topic_delete", "topic_requeue",
 		"group_create", "group_info", "group_list", "group_delete":
 		return r.admin(ctx, st)
 	case "publish":
@@ -281,7 +281,7 @@ func (r *run) admin(ctx context.Context, st *Step) error {
 	verb, sub, _ := strings.Cut(strings.ToUpper(st.Op), "_")
 	words := []string{verb, sub}
 	switch sub {
-	case "CREATE", "INFO", "DELETE":
+	case "CREATE", "INFO", "DELETE", "REQUEUE":
 		words = append(words, r.x(st.Topic))
 		if verb == "GROUP" {
 			words = append(words, r.x(st.Group))

@@ -99,7 +99,7 @@ type MsgExpect struct {
 // ops lists every op a runner must implement (README.md, "Ops").
 var ops = []string{
 	"connect", "close", "restart_server",
-	"topic_create", "topic_info", "topic_list", "topic_delete",
+	"topic_create", "topic_info", "topic_list", "topic_delete", "topic_requeue",
 	"group_create", "group_info", "group_list", "group_delete",
 	"publish", "publish_many", "poll",
 	"ack", "nack", "reject", "extend",

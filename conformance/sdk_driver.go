@@ -164,6 +164,12 @@ func (s *sdkSession) Admin(ctx context.Context, words []string, arg json.RawMess
 	case "TOPIC DELETE":
 		err = s.c.DeleteTopic(ctx, words[2])
 		v = map[string]any{"topic": words[2]}
+	case "TOPIC REQUEUE":
+		var opts fibril.RequeueOptions
+		if err := unmarshalStrict(arg, &opts); err != nil {
+			return nil, err
+		}
+		v, err = s.c.Requeue(ctx, words[2], opts)
 	case "GROUP CREATE":
 		var cfg fibril.GroupConfig
 		if err := unmarshalStrict(arg, &cfg); err != nil {

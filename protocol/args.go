@@ -160,7 +160,8 @@ func (p *Parser) parseHandleCmd(rest []byte, op Op) *Error {
 	return nil
 }
 
-// parseTopic: TOPIC CREATE <name> [json] | INFO <name> | LIST | DELETE <name>.
+// parseTopic: TOPIC CREATE <name> [json] | INFO <name> | LIST | DELETE
+// <name> | REQUEUE <name> [json].
 func (p *Parser) parseTopic(rest []byte) *Error {
 	sub, rest := nextToken(rest)
 	var op Op
@@ -178,8 +179,10 @@ func (p *Parser) parseTopic(rest []byte) *Error {
 		return nil
 	case eqFold(sub, "DELETE"):
 		op = OpTopicDelete
+	case eqFold(sub, "REQUEUE"):
+		op = OpTopicRequeue
 	default:
-		return &Error{Code: CodeInvalidArgs, Detail: "TOPIC needs CREATE, INFO, LIST or DELETE"}
+		return &Error{Code: CodeInvalidArgs, Detail: "TOPIC needs CREATE, INFO, LIST, DELETE or REQUEUE"}
 	}
 	name, rest := nextToken(rest)
 	if len(name) == 0 {
@@ -189,7 +192,7 @@ func (p *Parser) parseTopic(rest []byte) *Error {
 		return &Error{Code: code, Detail: "topic " + quoteDetail(name)}
 	}
 	js := trimSpace(rest)
-	if op != OpTopicCreate && len(js) != 0 {
+	if op != OpTopicCreate && op != OpTopicRequeue && len(js) != 0 {
 		return argCount(op, 2, "1")
 	}
 	p.cmd.Op = op

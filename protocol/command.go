@@ -9,32 +9,33 @@ type Op uint8
 // REJECT EXTEND and the TOPIC/GROUP management verbs. Server→client: INFO
 // PING PONG +OK -ERR MSG HMSG.
 const (
-	OpInvalid     Op = iota // the zero Op; never produced by the parser
-	OpInfo                  // INFO {json}
-	OpConnect               // CONNECT {json}
-	OpPing                  // PING
-	OpPong                  // PONG
-	OpOK                    // +OK [args]
-	OpErr                   // -ERR '<text>'
-	OpPub                   // PUB <subject> [reply-to] <#bytes> [crc]
-	OpHPub                  // HPUB <subject> [reply-to] <#hdr> <#total> [crc]
-	OpSub                   // SUB <subject> [group] <sid> [max-inflight]
-	OpUnsub                 // UNSUB <sid> [max-msgs]
-	OpMsg                   // MSG <subject> <sid> [reply-to] <#bytes> [crc]
-	OpHMsg                  // HMSG <subject> <sid> [reply-to] <#hdr> <#total> [crc]
-	OpPoll                  // POLL <topic> <group> <max> [wait-ms]
-	OpAck                   // ACK <handle> [<handle> ...]
-	OpNack                  // NACK <handle> [delay-ms]
-	OpReject                // REJECT <handle>
-	OpExtend                // EXTEND <handle> [ms]
-	OpTopicCreate           // TOPIC CREATE <name> [json]
-	OpTopicInfo             // TOPIC INFO <name>
-	OpTopicList             // TOPIC LIST
-	OpTopicDelete           // TOPIC DELETE <name>
-	OpGroupCreate           // GROUP CREATE <topic> <group> [json]
-	OpGroupInfo             // GROUP INFO <topic> <group>
-	OpGroupList             // GROUP LIST <topic>
-	OpGroupDelete           // GROUP DELETE <topic> <group>
+	OpInvalid      Op = iota // the zero Op; never produced by the parser
+	OpInfo                   // INFO {json}
+	OpConnect                // CONNECT {json}
+	OpPing                   // PING
+	OpPong                   // PONG
+	OpOK                     // +OK [args]
+	OpErr                    // -ERR '<text>'
+	OpPub                    // PUB <subject> [reply-to] <#bytes> [crc]
+	OpHPub                   // HPUB <subject> [reply-to] <#hdr> <#total> [crc]
+	OpSub                    // SUB <subject> [group] <sid> [max-inflight]
+	OpUnsub                  // UNSUB <sid> [max-msgs]
+	OpMsg                    // MSG <subject> <sid> [reply-to] <#bytes> [crc]
+	OpHMsg                   // HMSG <subject> <sid> [reply-to] <#hdr> <#total> [crc]
+	OpPoll                   // POLL <topic> <group> <max> [wait-ms]
+	OpAck                    // ACK <handle> [<handle> ...]
+	OpNack                   // NACK <handle> [delay-ms]
+	OpReject                 // REJECT <handle>
+	OpExtend                 // EXTEND <handle> [ms]
+	OpTopicCreate            // TOPIC CREATE <name> [json]
+	OpTopicInfo              // TOPIC INFO <name>
+	OpTopicList              // TOPIC LIST
+	OpTopicDelete            // TOPIC DELETE <name>
+	OpTopicRequeue           // TOPIC REQUEUE <dead-letter topic> [json]
+	OpGroupCreate            // GROUP CREATE <topic> <group> [json]
+	OpGroupInfo              // GROUP INFO <topic> <group>
+	OpGroupList              // GROUP LIST <topic>
+	OpGroupDelete            // GROUP DELETE <topic> <group>
 	opCount
 )
 
@@ -45,7 +46,7 @@ var opNames = [opCount]string{
 	OpAck: "ACK", OpNack: "NACK", OpReject: "REJECT", OpExtend: "EXTEND",
 	OpTopicCreate: "TOPIC CREATE", OpTopicInfo: "TOPIC INFO", OpTopicList: "TOPIC LIST",
 	OpTopicDelete: "TOPIC DELETE", OpGroupCreate: "GROUP CREATE", OpGroupInfo: "GROUP INFO",
-	OpGroupList: "GROUP LIST", OpGroupDelete: "GROUP DELETE",
+	OpGroupList: "GROUP LIST", OpGroupDelete: "GROUP DELETE", OpTopicRequeue: "TOPIC REQUEUE",
 }
 
 // String returns the verb as written on the wire ("PUB", "TOPIC CREATE",

@@ -281,6 +281,12 @@ func AppendTopicDelete[N Text](dst []byte, name N) []byte {
 	return appendManage(dst, "TOPIC DELETE ", name, "", nil)
 }
 
+// AppendTopicRequeue appends "TOPIC REQUEUE <name> [json]"; sel (a
+// RequeueRequest's JSON) may be nil.
+func AppendTopicRequeue[N Text](dst []byte, name N, sel []byte) []byte {
+	return appendManage(dst, "TOPIC REQUEUE ", name, "", sel)
+}
+
 // AppendGroupCreate appends "GROUP CREATE <topic> <group> [json]"; config
 // may be nil.
 func AppendGroupCreate[N, G Text](dst []byte, topic N, group G, config []byte) []byte {

@@ -66,6 +66,8 @@ func AppendCommand(dst []byte, c *Command, crc bool) ([]byte, error) {
 		return AppendTopicList(dst), nil
 	case OpTopicDelete:
 		return AppendTopicDelete(dst, c.Subject), nil
+	case OpTopicRequeue:
+		return AppendTopicRequeue(dst, c.Subject, c.JSON), nil
 	case OpGroupCreate:
 		return AppendGroupCreate(dst, c.Subject, c.Group, c.JSON), nil
 	case OpGroupInfo:

@@ -41,7 +41,7 @@ func FuzzRoundTrip(f *testing.F) {
 			c.Handles = []Handle{h}
 		case OpNack, OpExtend:
 			c.Handles, c.Millis = []Handle{h}, int64(millis)
-		case OpTopicCreate, OpTopicInfo, OpTopicDelete, OpGroupList:
+		case OpTopicCreate, OpTopicInfo, OpTopicDelete, OpTopicRequeue, OpGroupList:
 			c.Subject = set(subject)
 		case OpGroupCreate, OpGroupInfo, OpGroupDelete:
 			c.Subject, c.Group = set(subject), set(group)
@@ -50,7 +50,7 @@ func FuzzRoundTrip(f *testing.F) {
 		case OpInfo, OpConnect:
 			c.JSON = set(string(payload))
 		}
-		if op == OpTopicCreate || op == OpGroupCreate {
+		if op == OpTopicCreate || op == OpTopicRequeue || op == OpGroupCreate {
 			c.JSON = set(string(payload))
 		}
 		if op == OpSub || op == OpUnsub || op == OpMsg || op == OpHMsg {
@@ -126,7 +126,7 @@ func roundTripValid(c *Command) bool {
 		return validToken(c.Sid)
 	case OpPoll:
 		return pubSubj(c.Subject) && validGroupName(c.Group) && c.Max >= 1
-	case OpTopicCreate:
+	case OpTopicCreate, OpTopicRequeue:
 		return pubSubj(c.Subject) && (len(c.JSON) == 0 || restOfLine(c.JSON, true))
 	case OpTopicInfo, OpTopicDelete, OpGroupList:
 		return pubSubj(c.Subject)

@@ -268,6 +268,23 @@ type GroupList struct {
 	Groups []string `json:"groups"`
 }
 
+// RequeueRequest is the JSON of TOPIC REQUEUE (SPEC.md 10): which dead
+// letters go back to the topics that capture their original subjects.
+type RequeueRequest struct {
+	Max     int      `json:"max,omitempty"`      // default 1000, at most 100000
+	Filter  []string `json:"filter,omitempty"`   // on the original subject (Fibril-Subject); none: all
+	FromSeq uint64   `json:"from_seq,omitempty"` // offsets from, in every partition (0: the first)
+	ToSeq   uint64   `json:"to_seq,omitempty"`   // offsets up to (0: the last)
+}
+
+// Requeued answers TOPIC REQUEUE: how many moved and, when it stopped at
+// a message it could not move (that one stays), why.
+type Requeued struct {
+	Topic    string `json:"topic"`
+	Requeued int    `json:"requeued"`
+	Error    string `json:"error,omitempty"`
+}
+
 // Deleted answers TOPIC DELETE and GROUP DELETE.
 type Deleted struct {
 	Topic string `json:"topic"`

@@ -97,6 +97,36 @@ func (c *Conn) DeleteTopic(ctx context.Context, name string) error {
 	return c.admin(ctx, "TOPIC DELETE "+name, protocol.AppendTopicDelete(nil, name), nil)
 }
 
+// RequeueOptions pick the dead letters Requeue moves (SPEC.md 10, TOPIC
+// REQUEUE): at most Max (default 1000, at most 100000), those whose
+// original subject matches one of Filter (none: any), at offsets FromSeq
+// to ToSeq in every partition (0: unbounded).
+type RequeueOptions = protocol.RequeueRequest
+
+// Requeued answers Requeue: how many moved and, when it stopped at a
+// message it could not move (no topic captures its subject now, or the
+// identity may not publish there), why; that message stays.
+type Requeued = protocol.Requeued
+
+// Requeue moves dead letters of topic back to the topics that capture their
+// original subjects (each published there, durably, then settled in the
+// dead-letter topic), as opts picks. It needs the rights TOPIC DELETE needs
+// over topic and publish rights for each original subject.
+func (c *Conn) Requeue(ctx context.Context, topic string, opts RequeueOptions) (*Requeued, error) {
+	if err := checkSubject(topic); err != nil {
+		return nil, err
+	}
+	js, err := configJSON(opts)
+	if err != nil {
+		return nil, err
+	}
+	var r Requeued
+	if err := c.admin(ctx, "TOPIC REQUEUE "+topic, protocol.AppendTopicRequeue(nil, topic, js), &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // CreateGroup creates consumer group group on topic with cfg (idempotent for
 // the same configuration; ErrGroupExists for a different one).
 func (c *Conn) CreateGroup(ctx context.Context, topic, group string, cfg GroupConfig) (*GroupInfo, error) {

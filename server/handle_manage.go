@@ -125,6 +125,8 @@ func manage(b *broker.Broker, id *access.Identity, op protocol.Op, name, group s
 			return nil, err
 		}
 		return protocol.Deleted{Topic: name}, nil
+	case protocol.OpTopicRequeue:
+		return requeue(b, id, name, js)
 	}
 	check := id.ConsumeTopic // GROUP CREATE, GROUP DELETE
 	if op == protocol.OpGroupInfo || op == protocol.OpGroupList {

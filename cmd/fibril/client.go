@@ -242,6 +242,7 @@ func cmdTopics(args []string, stdout, stderr io.Writer) int {
 		rest = []string{"list"}
 	}
 	var cfg fibril.TopicConfig
+	var sel fibril.RequeueOptions
 	switch {
 	case rest[0] == "list" && len(rest) == 1:
 	case rest[0] == "create" && (len(rest) == 2 || len(rest) == 3):
@@ -252,6 +253,12 @@ func cmdTopics(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	case (rest[0] == "info" || rest[0] == "delete") && len(rest) == 2:
+	case rest[0] == "requeue" && (len(rest) == 2 || len(rest) == 3):
+		if len(rest) == 3 {
+			if err := protocol.DecodeStrict([]byte(rest[2]), &sel); err != nil {
+				return fail(stderr, "topics", err)
+			}
+		}
 	default:
 		return badArgs(stderr, "topics")
 	}
@@ -279,6 +286,8 @@ func cmdTopics(args []string, stdout, stderr io.Writer) int {
 	case "delete":
 		err = c.DeleteTopic(cctx, rest[1])
 		out = protocol.Deleted{Topic: rest[1]}
+	case "requeue":
+		out, err = c.Requeue(cctx, rest[1], sel)
 	}
 	if err != nil {
 		return fail(stderr, "topics", err)

@@ -460,3 +460,31 @@ func TestVersionLine(t *testing.T) {
 		t.Fatalf("version: %q", out)
 	}
 }
+
+// TestTopicsRequeueCommand: `fibril topics requeue` moves dead letters
+// back, as the JSON picks, and prints the answer.
+func TestTopicsRequeueCommand(t *testing.T) {
+	addr := testserver.Addr(t)
+	runOK(t, "topics", "-s", addr, "create", "rq", `{"subjects":["rq.>"]}`)
+	runOK(t, "pub", "-s", addr, "rq.eu", "one")
+	runOK(t, "pub", "-s", addr, "rq.us", "two")
+	// Two deliveries past max_deliveries 1: both dead-lettered.
+	runOK(t, "groups", "-s", addr, "create", "rq", "g", `{"max_deliveries":1,"lease_ms":1}`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runOK(t, "poll", "-s", addr, "-n", "2", "-wait", "100", "rq", "g")
+		if out := runOK(t, "topics", "-s", addr, "info", "$DLQ.rq.g"); strings.Contains(out, `"msgs": 2`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no dead letters")
+		}
+	}
+	if out := runOK(t, "topics", "-s", addr, "requeue", "$DLQ.rq.g", `{"filter":["rq.eu"]}`); !strings.Contains(out, `"requeued": 1`) {
+		t.Fatalf("requeue by filter: %s", out)
+	}
+	var errb bytes.Buffer
+	if code := run([]string{"topics", "-s", addr, "requeue", "$DLQ.rq.g", `{"bogus":1}`}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "invalid_json") {
+		t.Fatalf("requeue with an unknown field: %d %s", code, errb.String())
+	}
+}

@@ -36,11 +36,12 @@ var commands = []command{
 		{"<topic>", "the topic"},
 		{"<group>", "the consumer group (created on first use when the server auto-creates)"},
 	}},
-	{"topics", "list, create, show or delete topics", "[flags] [list | create <name> [json] | info <name> | delete <name>]", [][2]string{
+	{"topics", "list, create, show or delete topics; requeue dead letters", "[flags] [list | create <name> [json] | info <name> | delete <name> | requeue <name> [json]]", [][2]string{
 		{"list", "the topics' names (the default)"},
 		{"create <name> [json]", "create a topic; json is its settings (SPEC.md §10.1), e.g. '{\"partitions\":2}'"},
 		{"info <name>", "a topic's settings and state"},
 		{"delete <name>", "delete a topic and its messages"},
+		{"requeue <name> [json]", "move dead letters of <name> back to their subjects; json picks (SPEC.md 10), e.g. '{\"filter\":[\"orders.eu.>\"]}'"},
 	}},
 	{"groups", "list, create, show or delete a topic's consumer groups", "[flags] list <topic> | create <topic> <group> [json] | info <topic> <group> | delete <topic> <group>", [][2]string{
 		{"list <topic>", "the names of the topic's groups"},

@@ -139,6 +139,9 @@ def client_to_server():
     v.append(vec("topic/info", "TOPIC INFO orders\r\n", [cmd("TOPIC INFO", subject="orders")], canonical=True))
     v.append(vec("topic/list", "TOPIC LIST\r\n", [cmd("TOPIC LIST")], canonical=True))
     v.append(vec("topic/delete", "TOPIC DELETE orders\r\n", [cmd("TOPIC DELETE", subject="orders")], canonical=True))
+    v.append(vec("topic/requeue", "TOPIC REQUEUE $DLQ.orders.billing\r\n", [cmd("TOPIC REQUEUE", subject="$DLQ.orders.billing")], canonical=True))
+    v.append(vec("topic/requeue-json", 'TOPIC REQUEUE $DLQ.orders.billing {"filter":["orders.eu.>"],"max":500}\r\n',
+                 [cmd("TOPIC REQUEUE", subject="$DLQ.orders.billing", json='{"filter":["orders.eu.>"],"max":500}')], canonical=True))
     v.append(vec("group/create", "GROUP CREATE orders billing\r\n", [cmd("GROUP CREATE", subject="orders", group="billing")], canonical=True))
     v.append(vec("group/create-json", 'GROUP CREATE orders billing {"lease_ms":5000,"max_deliveries":2}\r\n',
                  [cmd("GROUP CREATE", subject="orders", group="billing", json='{"lease_ms":5000,"max_deliveries":2}')], canonical=True))

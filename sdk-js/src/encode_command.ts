@@ -69,6 +69,7 @@ export function encodeCommand(c: Command, crc: boolean): Buffer {
     case 'TOPIC CREATE':
     case 'TOPIC INFO':
     case 'TOPIC DELETE':
+    case 'TOPIC REQUEUE':
     case 'GROUP CREATE':
     case 'GROUP INFO':
     case 'GROUP LIST':

@@ -24,7 +24,7 @@ export type { SettleOptions } from './message.js';
 export { Subscription } from './subscription.js';
 export type { RunOptions } from './subscription.js';
 export { Topics, Groups } from './manage.js';
-export type { TopicConfig, GroupConfig, Info, CreateOptions, ManageOptions } from './manage.js';
+export type { TopicConfig, GroupConfig, Info, CreateOptions, ManageOptions, RequeueOptions, Requeued } from './manage.js';
 export { MsgHeaders, HeaderNames } from './headers.js';
 export { parseHandle, formatHandle, parseAckBody, AckBodies, HandlePrefix } from './handle.js';
 export type { Handle, AckKind } from './handle.js';

@@ -142,6 +142,36 @@ export class Topics {
   async delete(name: string, opts: ManageOptions = {}): Promise<unknown> {
     return json(await this.#req(encodeManage('TOPIC', 'DELETE', [name]), opts.signal));
   }
+  /**
+   * requeue moves dead letters of topic name back to the topics that capture
+   * their original subjects (TOPIC REQUEUE, SPEC.md 10): at most max (default
+   * 1000), those whose original subject matches one of filter, at offsets
+   * fromSeq..toSeq. Resolves with `{ topic, requeued, error? }`; error says
+   * why it stopped at a message it could not move (that one stays).
+   */
+  async requeue(name: string, select: RequeueOptions = {}, opts: ManageOptions = {}): Promise<Requeued> {
+    const sel = wire(select as Record<string, unknown>);
+    const arg = sel && Object.keys(sel).length > 0 ? sel : undefined;
+    return json(await this.#req(encodeManage('TOPIC', 'REQUEUE', [name], arg), opts.signal)) as Requeued;
+  }
+}
+
+/** RequeueOptions pick the dead letters topics.requeue moves. */
+export interface RequeueOptions {
+  /** The most messages moved (default 1000, at most 100000). */
+  max?: number;
+  /** Subject filters on the original subject (none: any). */
+  filter?: string[];
+  /** The lowest and highest offsets, in every partition. */
+  fromSeq?: number;
+  toSeq?: number;
+}
+
+/** Requeued is what topics.requeue resolves with. */
+export interface Requeued {
+  topic: string;
+  requeued: number;
+  error?: string;
 }
 
 /** Groups manages consumer groups. Methods reject with the server's typed error. */

@@ -25,7 +25,7 @@ export type Op =
   | 'INFO' | 'CONNECT' | 'PING' | 'PONG' | '+OK' | '-ERR'
   | 'PUB' | 'HPUB' | 'SUB' | 'UNSUB' | 'MSG' | 'HMSG'
   | 'POLL' | 'ACK' | 'NACK' | 'REJECT' | 'EXTEND'
-  | 'TOPIC CREATE' | 'TOPIC INFO' | 'TOPIC LIST' | 'TOPIC DELETE'
+  | 'TOPIC CREATE' | 'TOPIC INFO' | 'TOPIC LIST' | 'TOPIC DELETE' | 'TOPIC REQUEUE'
   | 'GROUP CREATE' | 'GROUP INFO' | 'GROUP LIST' | 'GROUP DELETE';
 
 /**
@@ -518,14 +518,14 @@ function parseTopic(rest: Uint8Array): Command | ParseFailure {
     if (nextToken(r1)[0].length !== 0) return argCount('TOPIC LIST', 1, '0');
     return { op: 'TOPIC LIST' };
   }
-  if (s !== 'CREATE' && s !== 'INFO' && s !== 'DELETE') return parseError('invalid_args', 'TOPIC needs CREATE, INFO, LIST or DELETE');
+  if (s !== 'CREATE' && s !== 'INFO' && s !== 'DELETE' && s !== 'REQUEUE') return parseError('invalid_args', 'TOPIC needs CREATE, INFO, LIST, DELETE or REQUEUE');
   const op = `TOPIC ${s}` as Op;
   const [name, r2] = nextToken(r1);
   if (name.length === 0) return argCount(op, 0, '1');
   const code = checkSubject(name, false);
   if (code !== '') return parseError(code, 'topic ' + quoteDetail(name));
   const js = trim(r2);
-  if (op !== 'TOPIC CREATE' && js.length !== 0) return argCount(op, 2, '1');
+  if (op !== 'TOPIC CREATE' && op !== 'TOPIC REQUEUE' && js.length !== 0) return argCount(op, 2, '1');
   const c: Command = { op, subject: str(name) };
   if (js.length !== 0) c.json = str(js);
   return c;

@@ -177,6 +177,30 @@ test('an ordered group hands out one message at a time, a NACKed one first again
   await assert.rejects(nc.groups.create('fifo', 'bad', { ordered: 'key' }), InvalidConfigError);
 });
 
+test('topics.requeue moves the dead letters a filter picks, then the rest', async (t) => {
+  const { nc } = await setup(t);
+  if (!nc) return;
+  await nc.topics.create('rq', { subjects: ['rq.>'] });
+  await nc.groups.create('rq', 'w');
+  await nc.publish('rq.eu', 'eu');
+  await nc.publish('rq.us', 'us');
+  for (let n = 0; n < 2; ) {
+    for (const m of await nc.fetch('rq', 'w', { max: 2, waitMs: 5000 })) {
+      await m.reject();
+      n++;
+    }
+  }
+  await waitFor(async () => (await nc.topics.info('$DLQ.rq.w')).msgs === 2);
+  assert.equal((await nc.topics.requeue('$DLQ.rq.w', { filter: ['rq.eu'] })).requeued, 1);
+  const [m1] = await nc.fetch('rq', 'w', { waitMs: 5000 });
+  assert.equal(m1.string(), 'eu');
+  await m1.ack();
+  assert.equal((await nc.topics.requeue('$DLQ.rq.w')).requeued, 1);
+  const [m2] = await nc.fetch('rq', 'w', { waitMs: 5000 });
+  assert.equal(m2.string(), 'us');
+  await assert.rejects(nc.topics.requeue('$DLQ.rq.w', { max: 0 }), InvalidConfigError);
+});
+
 test('consume: push delivery bounded by maxInFlight, ack, abort ends the loop', async (t) => {
   const { nc } = await setup(t);
   if (!nc) return;

@@ -193,7 +193,7 @@ def encode_manage(noun: str, verb: str, *args: str, config: Json | None = None) 
 
     Args:
         noun: ``TOPIC`` or ``GROUP``.
-        verb: ``CREATE``, ``INFO``, ``LIST`` or ``DELETE``.
+        verb: ``CREATE``, ``INFO``, ``LIST``, ``DELETE`` or (``TOPIC`` only) ``REQUEUE``.
         *args: Names (topic, group).
         config: Optional JSON (mapping, or raw text) appended as the rest of the line.
     """

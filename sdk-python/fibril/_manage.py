@@ -108,6 +108,38 @@ class _Manage:
         """Deletes a topic and its data (``TOPIC DELETE``)."""
         return await self._call(encode_manage("TOPIC", "DELETE", name), _JSON)
 
+    async def requeue(
+        self,
+        topic: str,
+        *,
+        max: int | None = None,
+        filter: Iterable[str] | None = None,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+    ) -> Any:
+        """Moves dead letters of ``topic`` back to the topics that capture their
+        original subjects (``TOPIC REQUEUE``, SPEC.md section 10).
+
+        Args:
+            topic: The dead-letter topic.
+            max: The most messages moved (default 1000, at most 100000).
+            filter: Subject filters on the original subject (none: any).
+            from_seq: The lowest offset, in every partition.
+            to_seq: The highest offset, in every partition.
+
+        Returns:
+            ``{"topic": ..., "requeued": n}``, with ``"error"`` saying why it
+            stopped at a message it could not move (that one stays).
+        """
+        cfg = {
+            "max": max,
+            "filter": None if filter is None else list(filter),
+            "from_seq": from_seq,
+            "to_seq": to_seq,
+        }
+        cfg = {k: v for k, v in cfg.items() if v is not None}
+        return await self._call(encode_manage("TOPIC", "REQUEUE", topic, config=cfg or None), _JSON)
+
     async def create_group(
         self,
         topic: str,

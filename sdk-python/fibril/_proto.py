@@ -565,7 +565,7 @@ class Parser:
         op = _s(noun) + " " + _s(sv)
         # (names, JSON allowed) per sub-verb
         shapes = {
-            b"TOPIC": {b"CREATE": (1, True), b"INFO": (1, False), b"LIST": (0, False), b"DELETE": (1, False)},
+            b"TOPIC": {b"CREATE": (1, True), b"INFO": (1, False), b"LIST": (0, False), b"DELETE": (1, False), b"REQUEUE": (1, True)},
             b"GROUP": {b"CREATE": (2, True), b"INFO": (2, False), b"LIST": (1, False), b"DELETE": (2, False)},
         }[noun]
         shape = shapes.get(sv)

@@ -272,6 +272,10 @@ class Client:
         """Deletes a topic and its data."""
         return self._run(self._ac.delete_topic(name))
 
+    def requeue(self, topic: str, **options: Any) -> Any:
+        """Moves dead letters back; options as in :meth:`fibril.Client.requeue`."""
+        return self._run(self._ac.requeue(topic, **options))
+
     def create_group(self, topic: str, group: str, **config: Any) -> Any:
         """Creates a consumer group; options as in :meth:`fibril.Client.create_group`."""
         return self._run(self._ac.create_group(topic, group, **config))

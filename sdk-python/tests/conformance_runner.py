@@ -66,7 +66,7 @@ def missing_features(scenario: dict[str, Any], info: dict[str, Any], can_restart
 
 
 OPS = {
-    "connect", "close", "restart_server", "topic_create", "topic_info", "topic_delete", "topic_list",
+    "connect", "close", "restart_server", "topic_create", "topic_info", "topic_delete", "topic_list", "topic_requeue",
     "group_create", "group_info", "group_delete", "group_list", "publish", "publish_many", "poll",
     "ack", "nack", "reject", "extend", "subscribe", "receive", "receive_all", "expect_quiet",
     "unsubscribe", "raw_connect", "raw_send", "raw_expect", "raw_expect_closed",
@@ -225,7 +225,7 @@ class Scenario:
         if op.startswith("raw_"):
             await self.raw(s)
             return None
-        if op in ("topic_create", "topic_info", "topic_delete", "topic_list",
+        if op in ("topic_create", "topic_info", "topic_delete", "topic_list", "topic_requeue",
                   "group_create", "group_info", "group_delete", "group_list"):
             return await self.manage(s)
         if op == "publish":

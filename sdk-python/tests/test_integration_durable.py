@@ -294,6 +294,32 @@ def test_group_ordered(durable: Server) -> None:
     run(body())
 
 
+def test_requeue_by_filter_then_the_rest(durable: Server) -> None:
+    topic = unique("t")
+    dlq = f"$DLQ.{topic}.g"
+
+    async def body() -> None:
+        async with fibril.connect(durable.url) as c:
+            await c.create_topic(topic, subjects=[f"{topic}.>"])
+            await c.create_group(topic, "g")
+            for region in ("eu", "us"):
+                await c.publish(f"{topic}.{region}", region.encode())
+            for m in await fetch_all(c, topic, "g", 2):
+                await m.reject()
+            assert len(await fetch_all(c, dlq, "watch", 2)) == 2
+            assert (await c.requeue(dlq, filter=[f"{topic}.eu"]))["requeued"] == 1
+            (m,) = await fetch_all(c, topic, "g", 1)
+            assert m.data == b"eu"
+            await m.ack()
+            assert (await c.requeue(dlq))["requeued"] == 1
+            (m,) = await fetch_all(c, topic, "g", 1)
+            assert m.data == b"us"
+            with pytest.raises(fibril.errors.InvalidConfigError):
+                await c.requeue(dlq, max=0)
+
+    run(body())
+
+
 def test_corrupt_delivery_raises_and_is_redelivered(durable: Server) -> None:
     topic = unique("t")
 

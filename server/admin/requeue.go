@@ -31,11 +31,17 @@ type RequeueResult struct {
 	Error   string `json:"error,omitempty"`
 }
 
+// requeueRequest is TOPIC REQUEUE's selection (SPEC.md 10): max, filter
+// on the original subject, offset range.
 type requeueRequest struct {
-	Max int `json:"max"`
+	Max     int      `json:"max"`
+	Filter  []string `json:"filter"`
+	FromSeq uint64   `json:"from_seq"`
+	ToSeq   uint64   `json:"to_seq"`
 }
 
-// handleRequeue moves up to max messages of a dead-letter topic back to the
+// handleRequeue moves up to max messages of a dead-letter topic (those
+// filter and the offset range pick, as TOPIC REQUEUE does) back to the
 // topics that capture their original subjects. Each is published first and
 // acked in the dead-letter topic after, so a crash in between duplicates a
 // message rather than losing it.
@@ -63,7 +69,12 @@ func (s *Server) handleRequeue(w http.ResponseWriter, r *http.Request, b *broker
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
-	moved, err := b.Requeue(ctx, broker.TopicName(name), req.Max)
+	sel := broker.RequeueSelect{Max: req.Max, Filter: req.Filter, FromSeq: broker.Seq(req.FromSeq), ToSeq: broker.Seq(req.ToSeq)}
+	if err := sel.Check(); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	moved, err := b.RequeueSelected(ctx, broker.TopicName(name), sel)
 	res := RequeueResult{Requeued: moved}
 	status := http.StatusOK
 	switch {

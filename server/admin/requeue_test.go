@@ -188,3 +188,37 @@ func TestRequeueSkipsUnroutable(t *testing.T) {
 		t.Errorf("skipped dead letter must stay: unsettled %d", got)
 	}
 }
+
+// TestRequeueSelectedOverHTTP: the API takes TOPIC REQUEUE's selection
+// (filter on the original subject, offset range) and refuses a bad one
+// with 400.
+func TestRequeueSelectedOverHTTP(t *testing.T) {
+	b := openBroker(t)
+	s := startAdmin(t, Options{Broker: staticBroker(b)})
+	orders, err := b.CreateTopic("orders", broker.TopicConfig{Subjects: []string{"orders.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := orders.Group("g", broker.GroupConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadLetter(t, orders, g,
+		broker.Message{Subject: "orders.eu", Data: []byte("one")},
+		broker.Message{Subject: "orders.us", Data: []byte("two")})
+	dlq := broker.DeadLetterTopic("orders", "g")
+	var res RequeueResult
+	code, body := post(t, requeueURL(s, dlq), "application/json", `{"max":10,"filter":["orders.us"]}`)
+	if err := json.Unmarshal(body, &res); err != nil || code != 200 || res.Requeued != 1 {
+		t.Fatalf("by filter: %d %s", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ds, err := g.Poll(ctx, 10)
+	if err != nil || len(ds) != 1 || string(ds[0].Data) != "two" {
+		t.Fatalf("requeued: %v %v", ds, err)
+	}
+	if code, body := post(t, requeueURL(s, dlq), "application/json", `{"max":10,"from_seq":3,"to_seq":2}`); code != http.StatusBadRequest {
+		t.Fatalf("bad range: %d %s", code, body)
+	}
+}

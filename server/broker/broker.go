@@ -20,6 +20,10 @@ type Broker struct {
 	dir  string
 	opts Options
 
+	// requeueMu runs requeues one at a time (requeue.go,
+	// requeue_select.go), so no two move the same dead letter.
+	requeueMu sync.Mutex
+
 	// mu serializes catalog changes (create/delete of topics and groups)
 	// and guards cat and every Topic.groups. It is never held on the
 	// publish/poll/settle path and partition actors never take it.

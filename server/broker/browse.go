@@ -57,7 +57,7 @@ var eventKindNames = [...]string{
 	evNack: "nack", evExpire: "expire", evRelease: "release",
 }
 
-var settleHowNames = [...]string{settleUnknown: "", settleAck: "ack", settleDeadLettered: "dead_lettered", settleDropped: "dropped", settleLost: "lost", settleFiltered: "filtered", settleExpired: "expired"}
+var settleHowNames = [...]string{settleUnknown: "", settleAck: "ack", settleDeadLettered: "dead_lettered", settleDropped: "dropped", settleLost: "lost", settleFiltered: "filtered", settleExpired: "expired", settleRequeued: "requeued"}
 
 // stateEvent is the operator's view of e, stored in record rec at tm.
 func stateEvent(rec Seq, tm time.Time, e event) StateEvent {

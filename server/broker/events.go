@@ -42,6 +42,7 @@ const (
 	settleLost         uint64 = 4 // damage destroyed the record; a repair recorded it (lost.go)
 	settleFiltered     uint64 = 5 // the group's subject filter does not match the record (filter.go)
 	settleExpired      uint64 = 6 // its TTL ran out before delivery, on_expiry drop (ttl.go)
+	settleRequeued     uint64 = 7 // a selective requeue moved it, perhaps ahead of the group's head (requeue_select.go)
 )
 
 // event is one decoded event log entry.

@@ -638,9 +638,9 @@ func (g *groupState) apply(kind byte, seq Seq, arg uint64) {
 	case evSettle:
 		delete(g.pending, seq)
 		g.acks.add(seq)
-		if seq >= g.next && arg != settleLost {
-			// A lost offset may lie past offsets never delivered:
-			// take finds those through the acks, next stays.
+		if seq >= g.next && arg != settleLost && arg != settleRequeued {
+			// A lost or requeued offset may lie past offsets never
+			// delivered: take finds those through the acks, next stays.
 			g.next = seq + 1
 		}
 	case evPurge:

@@ -42,6 +42,13 @@ func (b *Broker) Requeue(ctx context.Context, dlq TopicName, max int) (int, erro
 // requeues a message twice (at least once). RequeueFrom blocks on the
 // publishes and acks, bounded by ctx.
 func (b *Broker) RequeueFrom(ctx context.Context, dlq TopicName, group GroupName, max int) (int, error) {
+	b.requeueMu.Lock()
+	defer b.requeueMu.Unlock()
+	return b.requeueFromLocked(ctx, dlq, group, max, nil)
+}
+
+// requeueFromLocked is RequeueFrom for a caller holding b.requeueMu.
+func (b *Broker) requeueFromLocked(ctx context.Context, dlq TopicName, group GroupName, max int, allow func(string) error) (int, error) {
 	if max < 1 {
 		return 0, fmt.Errorf("requeue %s: %w: max %d < 1", dlq, ErrInvalid, max)
 	}
@@ -63,7 +70,7 @@ func (b *Broker) RequeueFrom(ctx context.Context, dlq TopicName, group GroupName
 			return moved, nil
 		}
 		for i, d := range ds {
-			if err := b.requeueOne(ctx, d); err != nil {
+			if err := b.requeueOne(ctx, d, allow); err != nil {
 				for _, rest := range ds[i:] {
 					_ = b.Settle(rest.Handle, Nack(0), nil) // back to ready; a failure leaves it to its lease
 				}
@@ -75,10 +82,25 @@ func (b *Broker) RequeueFrom(ctx context.Context, dlq TopicName, group GroupName
 	return moved, nil
 }
 
-func (b *Broker) requeueOne(ctx context.Context, d Delivery) error {
+func (b *Broker) requeueOne(ctx context.Context, d Delivery, allow func(string) error) error {
+	if err := b.republish(ctx, d, allow); err != nil {
+		return err
+	}
+	return b.settleWait(ctx, d.Handle, Ack())
+}
+
+// republish publishes dead letter d (its header, payload and key) again to
+// the topic that now captures its Fibril-Subject, once allow (when set)
+// takes that subject, and returns once the publish is durable.
+func (b *Broker) republish(ctx context.Context, d Delivery, allow func(string) error) error {
 	subject := headerValue(d.Header, wire.HeaderSubject)
 	if subject == "" {
 		return fmt.Errorf("%w: no Fibril-Subject header", ErrInvalid)
+	}
+	if allow != nil {
+		if err := allow(subject); err != nil {
+			return err
+		}
 	}
 	dest := b.Route(subject)
 	if dest == nil {
@@ -91,10 +113,8 @@ func (b *Broker) requeueOne(ctx context.Context, d Delivery) error {
 	if k := headerValue(d.Header, wire.HeaderKey); k != "" {
 		m.Key = []byte(k)
 	}
-	if _, err := dest.Publish(ctx, m); err != nil {
-		return err
-	}
-	return b.settleWait(ctx, d.Handle, Ack())
+	_, err := dest.Publish(ctx, m)
+	return err
 }
 
 // pollNow polls without waiting and returns copies.

@@ -229,6 +229,10 @@ export class Runner {
         return this.client(s).topics.delete(s.topic);
       case 'topic_list':
         return this.client(s).topics.list();
+      case 'topic_requeue': {
+        const c = s.config ?? {};
+        return this.client(s).topics.requeue(s.topic, { max: c.max, filter: c.filter, fromSeq: c.from_seq, toSeq: c.to_seq });
+      }
       case 'group_create':
         return this.client(s).groups.create(s.topic, s.group, s.config);
       case 'group_info':
