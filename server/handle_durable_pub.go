@@ -236,7 +236,7 @@ func (c *client) confirmed(slot *answer, pos broker.Position, err error) {
 		return
 	}
 	var b [32]byte
-	c.finishConfirm(slot, protocol.AppendConfirm(b[:0], protocol.Position{Partition: uint32(pos.Partition), Seq: uint64(pos.Seq)}))
+	c.finishConfirm(slot, protocol.AppendConfirm(b[:0], protocol.Position{Partition: uint32(pos.Partition), Seq: uint64(pos.Seq), Duplicate: pos.Duplicate}))
 }
 
 func clonePub(m broker.Message) broker.Message {

@@ -91,4 +91,26 @@ type TopicConfig struct {
 	// fixed when the topic is created: there is no topic update, and a
 	// TOPIC CREATE with another value is a different configuration.
 	Compression Compression `json:"compression,omitempty"`
+	// DuplicateWindowMs is how long a publish's message id (header
+	// Nats-Msg-Id) is remembered in its partition: a publish with an id
+	// seen within the window is not stored again but confirmed with the
+	// original's position, marked duplicate. nil takes the default
+	// (DefaultDuplicateWindowMs, JetStream's 2 minutes); 0 turns
+	// de-duplication off; at most 4294967295. A pointer because 0 is a
+	// value here, not "the default".
+	DuplicateWindowMs *int64 `json:"duplicate_window_ms,omitempty"`
+	// DuplicateMaxIDs bounds the ids a partition remembers (default
+	// DefaultDuplicateMaxIDs, at most MaxDuplicateMaxIDs). At the bound the
+	// oldest id is forgotten before its window ends: a later publish with
+	// it is stored as new.
+	DuplicateMaxIDs int64 `json:"duplicate_max_ids,omitempty"`
 }
+
+// De-duplication defaults and bounds (SPEC.md 10.1).
+const (
+	DefaultDuplicateWindowMs = 120000
+	DefaultDuplicateMaxIDs   = 100000
+	MaxDuplicateMaxIDs       = 10000000
+	// MaxMsgIDLen is the longest message id; a longer one is refused.
+	MaxMsgIDLen = 256
+)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/fibrilmq/fibril/server/seglog"
 )
@@ -36,6 +37,9 @@ var (
 	ErrOverlap = errors.New("broker: subject filters overlap another topic")
 	// ErrInvalid: a bad name, subject, config value or argument.
 	ErrInvalid = errors.New("broker: invalid argument")
+	// ErrMsgIDTooLong: a publish's message id (wire.HeaderMsgID) is longer
+	// than wire.MaxMsgIDLen. It wraps ErrInvalid.
+	ErrMsgIDTooLong = fmt.Errorf("%w: message id too long", ErrInvalid)
 	// ErrUnknownHandle: the handle names no known topic, group, partition or
 	// delivered message.
 	ErrUnknownHandle = errors.New("broker: unknown handle")

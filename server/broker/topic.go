@@ -56,6 +56,10 @@ func (t *Topic) Subjects() []string { return t.cfg.Subjects }
 func (t *Topic) Config() TopicConfig {
 	c := t.cfg
 	c.Subjects = append([]string(nil), c.Subjects...)
+	if c.DuplicateWindowMs != nil {
+		w := *c.DuplicateWindowMs
+		c.DuplicateWindowMs = &w
+	}
 	return c
 }
 
@@ -156,9 +160,13 @@ func (t *Topic) prepare(m *Message) (command, error) {
 	if m.CRC != 0 && crc != m.CRC {
 		return command{}, fmt.Errorf("publish to %s: %w", t.name, ErrCRCMismatch)
 	}
+	id, err := t.msgIDOf(m.Header, m.noDedup)
+	if err != nil {
+		return command{}, err
+	}
 	body, buf := t.b.bodies.get(len(m.Header) + len(m.Data))
 	body = append(append(body, m.Header...), m.Data...)
-	return command{kind: cmdPublish, subject: m.Subject, hdrLen: len(m.Header), body: body, buf: buf, crc: crc}, nil
+	return command{kind: cmdPublish, subject: m.Subject, hdrLen: len(m.Header), body: body, buf: buf, crc: crc, id: id}, nil
 }
 
 // PublishAsync stores m without blocking. It returns ErrQueueFull (not
@@ -200,7 +208,7 @@ func (t *Topic) PublishAsyncTo(m Message, done PublishDone) error {
 		return err
 	}
 	c.pubDone, c.reserved = done, reserved
-	if err := t.partFor(m.Key).push(&c); err != nil {
+	if err := t.partForPub(m.Key, &c).push(&c); err != nil {
 		if reserved {
 			t.unreserve(1, size)
 		}
@@ -244,7 +252,7 @@ func (t *Topic) Publish(ctx context.Context, m Message) (Position, error) {
 	ch := make(chan result, 1)
 	c.pubDone = PublishFunc(func(pos Position, err error) { ch <- result{pos, err} })
 	c.reserved = reserved
-	p := t.partFor(m.Key)
+	p := t.partForPub(m.Key, &c)
 	if err := pushWait(ctx, p, &c); err != nil {
 		if reserved {
 			t.unreserve(1, size)

@@ -42,6 +42,10 @@ type Principal uint16
 type Position struct {
 	Partition Partition
 	Seq       Seq
+	// Duplicate: the publish carried a message id (wire.HeaderMsgID) that
+	// the partition stored within the topic's duplicate window; it was
+	// not stored again, and Partition and Seq are the original's.
+	Duplicate bool
 }
 
 // String formats a position as "<partition>:<seq>", as the confirm line does.
@@ -77,6 +81,8 @@ type Message struct {
 	// the producer computed it; a mismatch fails the publish with
 	// ErrCRCMismatch. Zero means "not given".
 	CRC uint32
+
+	noDedup bool // a requeue: stored whatever its message id (dedup.go)
 }
 
 // Delivery is one message handed to a consumer of a group.

@@ -14,8 +14,12 @@ import (
 	"github.com/fibrilmq/fibril/server/broker"
 )
 
-// defaultDuplicates is JetStream's default duplicate window.
-const defaultDuplicates = 2 * time.Minute
+// defaultDuplicates is JetStream's default duplicate window;
+// maxDuplicates the longest a topic takes (duplicate_window_ms).
+const (
+	defaultDuplicates = 2 * time.Minute
+	maxDuplicates     = (1<<32 - 1) * time.Millisecond
+)
 
 // withDefaults fills in JetStream's defaults and refuses what the engine
 // cannot serve.
@@ -78,6 +82,8 @@ func (c StreamConfig) withDefaults() (StreamConfig, *APIError) {
 		return c, errStreamConfig("invalid compression %q", c.Compression)
 	case c.MaxAge < 0 || c.Duplicates < 0:
 		return c, errStreamConfig("negative max_age or duplicate_window")
+	case c.Duplicates > maxDuplicates:
+		return c, errStreamConfig("duplicate_window %s over %s", c.Duplicates, maxDuplicates)
 	}
 	c.AllowDirect = false // served through STREAM.MSG.GET
 	return c, nil
@@ -103,6 +109,10 @@ func (c StreamConfig) topicConfig() broker.TopicConfig {
 	if c.Compression == "s2" {
 		tc.Compression = broker.CompressionS2
 	}
+	// Nats-Msg-Id de-duplication is the topic's: JetStream's window (ns)
+	// in whole milliseconds, at least one.
+	dup := max(int64((c.Duplicates+time.Millisecond-1)/time.Millisecond), 1)
+	tc.DuplicateWindowMs = &dup
 	return tc
 }
 
@@ -112,6 +122,9 @@ func derivedConfig(t *broker.Topic) StreamConfig {
 	c := StreamConfig{Name: string(t.Name()), Subjects: tc.Subjects, Retention: string(tc.Retention),
 		MaxMsgs: tc.MaxMsgs, MaxBytes: tc.MaxBytes, MaxAge: time.Duration(tc.MaxAgeMs) * time.Millisecond,
 		Storage: "file", Compression: string(tc.Compression)}
+	if w := tc.DuplicateWindowMs; w != nil && *w > 0 {
+		c.Duplicates = time.Duration(*w) * time.Millisecond // 0 (off) has no JetStream form: the default shows
+	}
 	if tc.FullPolicy == broker.FullReject {
 		c.Discard, c.MaxMsgs, c.MaxBytes = "new", tc.MaxUnsettledMsgs, tc.MaxUnsettledBytes
 	}
@@ -161,7 +174,7 @@ func (a *API) streamCreate(id *access.Identity, name string, body []byte, update
 			return nil, errDenied(err.Error())
 		}
 		if !reflect.DeepEqual(want, t.Config()) {
-			return nil, errNotSupported(10052, "changing the subjects, retention, limits or discard policy of an existing stream")
+			return nil, errNotSupported(10052, "changing the subjects, retention, limits, discard policy or duplicate window of an existing stream")
 		}
 		_, created := a.streamConfigOf(t)
 		if created.IsZero() {
