@@ -485,3 +485,27 @@ func TestJetStreamPublishDuplicate(t *testing.T) {
 		}
 	})
 }
+
+// TestJetStreamExpectLastMsgID: a publish with Nats-Expected-Last-Msg-Id
+// is stored only when the stream's last message had that id; otherwise it
+// fails with JetStream's error 10070 naming the last id.
+func TestJetStreamExpectLastMsgID(t *testing.T) {
+	bothJS(t, func(t *testing.T, tg target) {
+		_, js, ctx := jsConnect(t, tg)
+		s := must[jetstream.Stream](t, "CreateStream")(js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: "CHAIN", Subjects: []string{"chain.>"}}))
+		must[*jetstream.PubAck](t, "Publish a")(js.Publish(ctx, "chain.x", []byte("a"), jetstream.WithMsgID("a")))
+		_, err := js.Publish(ctx, "chain.x", []byte("b"), jetstream.WithMsgID("b"), jetstream.WithExpectLastMsgID("b"))
+		var ae *jetstream.APIError
+		if !errors.As(err, &ae) || ae.ErrorCode != 10070 || ae.Description != "wrong last msg ID: a" {
+			t.Fatalf("publish expecting the wrong last id: %v (%+v)", err, ae)
+		}
+		ack := must[*jetstream.PubAck](t, "Publish b")(js.Publish(ctx, "chain.x", []byte("b"), jetstream.WithMsgID("b"), jetstream.WithExpectLastMsgID("a")))
+		if ack.Sequence != 2 || ack.Duplicate {
+			t.Fatalf("publish expecting the right last id: %+v", ack)
+		}
+		if in := must[*jetstream.StreamInfo](t, "Info")(s.Info(ctx)); in.State.Msgs != 2 {
+			t.Fatalf("%d messages stored, want 2", in.State.Msgs)
+		}
+	})
+}

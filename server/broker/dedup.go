@@ -27,9 +27,16 @@ package broker
 //
 // With several partitions a publish with an id and no key is routed by
 // its id (xxhash64(id) % partitions), so its duplicates meet it.
+//
+// The index also knows the id of the partition's last record, for
+// Message.ExpectLastMsgID (JetStream's Nats-Expected-Last-Msg-Id): a
+// publish expecting another is failed in the round, before it is
+// appended, after the duplicate check.
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/fibrilmq/fibril/server/seglog"
 	"github.com/fibrilmq/fibril/wire"
@@ -139,6 +146,10 @@ type dedupIndex struct {
 	// dups: the round's duplicates of its own publishes, answered once
 	// the round's append is known.
 	dups []roundDup
+	// last is the message id of the partition's last record ("" when it
+	// had none), for Message.ExpectLastMsgID; lastBefore is last before
+	// the round being written, restored when its append fails.
+	last, lastBefore string
 }
 
 // roundDup is a publish that repeats the id of publish pend of its round.
@@ -249,41 +260,53 @@ func (x *dedupIndex) oldest() (Seq, bool) {
 
 // takeDuplicates (appendData, before the append) answers the round's
 // publishes whose id the partition stored within the window, with the
-// original's position, and leaves the others in p.in.pubs. It returns
-// false when none is left to append. Duplicates of a publish of the same
-// round are answered by appendedIDs.
+// original's position, fails those whose ExpectLastMsgID is not the last
+// id, and leaves the others in p.in.pubs. It returns false when none is
+// left to append. Duplicates of a publish of the same round are answered
+// by appendedIDs.
 func (p *partition) takeDuplicates() bool {
 	if p.t.cfg.dupWindowNs() == 0 {
 		return true
 	}
 	x := &p.dedup
-	kept, met := p.in.pubs[:0], false
+	x.lastBefore = x.last
+	if !slices.ContainsFunc(p.in.pubs, func(c *command) bool { return c.id.n > 0 || c.expectLast != "" }) {
+		x.last = "" // the round's last record has no id
+		return true
+	}
+	if !x.loaded {
+		p.loadDuplicates()
+		x.lastBefore = x.last
+	}
+	x.expire(p.now)
+	kept := p.in.pubs[:0]
 	for _, c := range p.in.pubs {
-		if c.id.n == 0 {
-			kept = append(kept, c)
+		var id []byte
+		if c.id.n > 0 {
+			id = c.id.of(c.body)
+			if e, ok := x.lookup(id, p.now); ok {
+				if e.pend >= 0 {
+					x.dups = append(x.dups, roundDup{done: c.pubDone, pend: e.pend})
+				} else {
+					p.commit.confirm(c.pubDone, Position{Partition: p.idx, Seq: e.seq, Duplicate: true})
+				}
+				p.dropPub(c)
+				continue
+			}
+		}
+		if c.expectLast != "" && c.expectLast != x.last {
+			done, err := c.pubDone, fmt.Errorf("publish to %s partition %d: %w", p.t.name, p.idx, &LastMsgIDError{Last: x.last})
+			p.commit.onCommit(func() { done.PublishDone(Position{}, err) })
+			p.dropPub(c)
 			continue
 		}
-		if !met {
-			met = true
-			if !x.loaded {
-				p.loadDuplicates()
-			}
-			x.expire(p.now)
+		x.last = ""
+		if id != nil {
+			s := string(id)
+			x.add(s, 0, p.now, int32(len(kept)))
+			x.round = append(x.round, s)
+			x.last = s
 		}
-		id := c.id.of(c.body)
-		if e, ok := x.lookup(id, p.now); ok {
-			if e.pend >= 0 {
-				x.dups = append(x.dups, roundDup{done: c.pubDone, pend: e.pend})
-			} else {
-				p.commit.confirm(c.pubDone, Position{Partition: p.idx, Seq: e.seq, Duplicate: true})
-			}
-			p.t.b.bodies.put(c.buf)
-			c.buf, c.body, c.pubDone = nil, nil, nil
-			continue
-		}
-		s := string(id)
-		x.add(s, 0, p.now, int32(len(kept)))
-		x.round = append(x.round, s)
 		kept = append(kept, c)
 	}
 	clear(p.in.pubs[len(kept):])
@@ -295,11 +318,21 @@ func (p *partition) takeDuplicates() bool {
 	return true
 }
 
+// dropPub gives back the buffer of a publish that is not appended (its
+// answer is queued).
+func (p *partition) dropPub(c *command) {
+	p.t.b.bodies.put(c.buf)
+	c.buf, c.body, c.pubDone = nil, nil, nil
+}
+
 // appendedIDs (appendData, after the append) gives the round's new ids
 // their offsets from first and answers the round's duplicates of its own
 // publishes, or on err forgets the ids and fails those duplicates too.
 func (p *partition) appendedIDs(first Seq, err error) {
 	x := &p.dedup
+	if err != nil {
+		x.last = x.lastBefore
+	}
 	if len(x.round) == 0 && len(x.dups) == 0 {
 		return
 	}
@@ -355,6 +388,15 @@ func (p *partition) loadDuplicates() {
 		if err != nil && at == was {
 			at++ // skip the record that cannot be read
 		}
+	}
+	if r, err := p.data.Read(last); err == nil {
+		if h, _, err := decodeMeta(r.Meta); err == nil && h <= len(r.Data) {
+			if v, ok := wire.HeaderValue(r.Data[:h], wire.HeaderMsgID); ok && len(v) <= wire.MaxMsgIDLen {
+				x.last = string(v)
+			}
+		}
+	} else {
+		hdrErr = cmp.Or(hdrErr, fmt.Errorf("last record %d: %w", last, err))
 	}
 	if hdrErr != nil {
 		p.t.b.logf("topic %s partition %d: duplicate ids: %v", p.t.name, p.idx, hdrErr)

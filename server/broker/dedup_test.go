@@ -385,3 +385,78 @@ func TestDuplicateWorkqueueKeepsRecords(t *testing.T) {
 		})
 	}
 }
+
+// pubExpect publishes with message id id (none when empty) on the
+// condition that the partition's last message had id last.
+func pubExpect(t *Topic, id, last string) (Position, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m := Message{Subject: string(t.Name()), Data: []byte(id), ExpectLastMsgID: last}
+	if id != "" {
+		m.Header = wire.AppendHeader(nil, wire.HeaderMsgID, id)
+	}
+	return t.Publish(ctx, m)
+}
+
+// TestExpectLastMsgID: a publish with ExpectLastMsgID is stored only when
+// the partition's last message carried that id (also after a restart and
+// within one round); otherwise it fails naming the last id; a duplicate is
+// answered as one before the check.
+func TestExpectLastMsgID(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("q", TopicConfig{})
+	wantLast := func(err error, last string) {
+		t.Helper()
+		var le *LastMsgIDError
+		if !errors.Is(err, ErrWrongLastMsgID) || !errors.As(err, &le) || le.Last != last {
+			t.Fatalf("err %v, want a wrong last msg ID naming %q", err, last)
+		}
+	}
+	_, err := pubExpect(tp, "a", "x")
+	wantLast(err, "")
+	a := e.pubID(tp, "a", "a")
+	if p, err := pubExpect(tp, "b", "a"); err != nil || p.Seq != a.Seq+1 {
+		t.Fatalf("expect a after a: %+v, %v", p, err)
+	}
+	_, err = pubExpect(tp, "c", "a")
+	wantLast(err, "b")
+	if p, err := pubExpect(tp, "a", "zzz"); err != nil || !p.Duplicate || p.Seq != a.Seq {
+		t.Fatalf("duplicate with a wrong expectation: %+v, %v", p, err)
+	}
+	e.restart()
+	tp, _ = e.b.Topic("q")
+	_, err = pubExpect(tp, "c", "a")
+	wantLast(err, "b")
+	if _, err := pubExpect(tp, "c", "b"); err != nil {
+		t.Fatalf("expect b after a restart: %v", err)
+	}
+	e.pubID(tp, "", "no id")
+	_, err = pubExpect(tp, "d", "c")
+	wantLast(err, "")
+
+	// One round: each publish expects the one before it.
+	var wg sync.WaitGroup
+	errs := make([]error, 10)
+	prev := ""
+	e.pubID(tp, "r0", "r0")
+	for i := range errs {
+		id := fmt.Sprint("r", i+1)
+		prev = fmt.Sprint("r", i)
+		wg.Add(1)
+		m := Message{Subject: "q", Header: wire.AppendHeader(nil, wire.HeaderMsgID, id), ExpectLastMsgID: prev}
+		if err := tp.PublishAsync(m, func(_ Position, err error) { errs[i] = err; wg.Done() }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("chained publish %d: %v", i, err)
+		}
+	}
+
+	off := e.topic("off", TopicConfig{DuplicateWindowMs: window(0)})
+	if _, err := pubExpect(off, "a", "a"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("expectation on a topic without de-duplication: %v", err)
+	}
+}

@@ -40,6 +40,10 @@ var (
 	// ErrMsgIDTooLong: a publish's message id (wire.HeaderMsgID) is longer
 	// than wire.MaxMsgIDLen. It wraps ErrInvalid.
 	ErrMsgIDTooLong = fmt.Errorf("%w: message id too long", ErrInvalid)
+	// ErrWrongLastMsgID: a publish's Message.ExpectLastMsgID is not the
+	// message id of the last message stored in its partition; nothing is
+	// stored. The error is a *LastMsgIDError naming the id.
+	ErrWrongLastMsgID = errors.New("broker: wrong last msg ID")
 	// ErrUnknownHandle: the handle names no known topic, group, partition or
 	// delivered message.
 	ErrUnknownHandle = errors.New("broker: unknown handle")
@@ -54,6 +58,16 @@ var (
 	// of the data log.
 	ErrTooLarge = errors.New("broker: message too large")
 )
+
+// LastMsgIDError is the ErrWrongLastMsgID of one publish: Last is the
+// message id of the last message stored in the partition ("" when it had
+// none).
+type LastMsgIDError struct{ Last string }
+
+func (e *LastMsgIDError) Error() string { return "broker: wrong last msg ID: " + e.Last }
+
+// Is makes errors.Is(err, ErrWrongLastMsgID) hold.
+func (e *LastMsgIDError) Is(target error) bool { return target == ErrWrongLastMsgID }
 
 // ErrNotHolder: a settle (SettleOp.As) names a principal other than the
 // one the delivery was made to.

@@ -164,9 +164,12 @@ func (t *Topic) prepare(m *Message) (command, error) {
 	if err != nil {
 		return command{}, err
 	}
+	if m.ExpectLastMsgID != "" && t.cfg.dupWindowNs() == 0 {
+		return command{}, fmt.Errorf("publish to %s: %w: an expected last message id needs the duplicate window on", t.name, ErrInvalid)
+	}
 	body, buf := t.b.bodies.get(len(m.Header) + len(m.Data))
 	body = append(append(body, m.Header...), m.Data...)
-	return command{kind: cmdPublish, subject: m.Subject, hdrLen: len(m.Header), body: body, buf: buf, crc: crc, id: id}, nil
+	return command{kind: cmdPublish, subject: m.Subject, hdrLen: len(m.Header), body: body, buf: buf, crc: crc, id: id, expectLast: m.ExpectLastMsgID}, nil
 }
 
 // PublishAsync stores m without blocking. It returns ErrQueueFull (not

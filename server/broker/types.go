@@ -82,6 +82,13 @@ type Message struct {
 	// ErrCRCMismatch. Zero means "not given".
 	CRC uint32
 
+	// ExpectLastMsgID, when not empty, makes the publish conditional: it
+	// is stored only if the last message stored in its partition carried
+	// this message id (JetStream's Nats-Expected-Last-Msg-Id), else it
+	// fails with a *LastMsgIDError. It needs the topic's duplicate window
+	// on (ErrInvalid otherwise); a duplicate is answered as one first.
+	ExpectLastMsgID string
+
 	noDedup bool // a requeue: stored whatever its message id (dedup.go)
 }
 

@@ -29,5 +29,6 @@
 // other than explicit and mirrors/sources are answered as not supported.
 // Nats-Msg-Id de-duplication is the engine's (the stream's duplicate_window
 // is its topic's duplicate_window_ms); the server adds "duplicate":true to
-// the PubAck.
+// the PubAck, and checks Nats-Expected-Last-Msg-Id through the engine
+// (server/handle_expected.go).
 package jsapi
