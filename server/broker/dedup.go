@@ -108,41 +108,38 @@ func (t *Topic) partForPub(key []byte, c *command) *partition {
 	return t.partFor(key)
 }
 
-// dedupEntry is a remembered id: where its record is and when it was
-// stored. pend >= 0: the record is in the round being written, at that
-// index of its publishes (seq not known yet).
-type dedupEntry struct {
+// dedupRec is a remembered id, in the order remembered: where its record
+// is and when it was stored. pend >= 0: the record is publish pend of the
+// round being written (seq not known yet).
+type dedupRec struct {
+	id   string
 	seq  Seq
 	at   int64
-	gen  uint64
 	pend int32
-}
-
-// dedupRec is an id in the order remembered; gen tells whether the map
-// still holds this remembering of it.
-type dedupRec struct {
-	id  string
-	seq Seq
-	at  int64
-	gen uint64
 }
 
 // dedupIndex (actor) is a partition's remembered message ids: at most max,
 // none older than window before the round's time. A pure structure; the
 // partition's glue below feeds it.
+//
+// The records are a queue, oldest first, each with a number (base plus
+// its place in fifo); the map takes an id to the number of its live
+// record. A record the map no longer names (forgotten after a failed
+// append, or remembered again) is skipped when the queue passes it.
 type dedupIndex struct {
 	window int64 // ns
 	max    int
-	ids    map[string]dedupEntry
-	fifo   []dedupRec // oldest first from head
+	ids    map[string]uint64
+	fifo   []dedupRec // live from head on
 	head   int
-	gen    uint64
+	base   uint64 // the number of fifo[0]
 	// dropped counts ids forgotten at the bound before their window ended.
 	dropped uint64
 	// loaded: the ids of the records stored before this open are in.
 	loaded bool
-	// round: the ids added in the round being written (for appended).
-	round []string
+	// round: how many records the round being written added (the
+	// queue's last ones, in order), settled by settle.
+	round int
 	// dups: the round's duplicates of its own publishes, answered once
 	// the round's append is known.
 	dups []roundDup
@@ -162,11 +159,17 @@ func newDedupIndex(windowNs int64, max int) dedupIndex {
 	if max < 1 {
 		max = wire.DefaultDuplicateMaxIDs
 	}
-	return dedupIndex{window: windowNs, max: max, ids: map[string]dedupEntry{}}
+	return dedupIndex{window: windowNs, max: max, ids: map[string]uint64{}}
 }
 
 // len returns how many ids are remembered.
 func (x *dedupIndex) len() int { return len(x.ids) }
+
+// live reports whether the record numbered n is the one the map names.
+func (x *dedupIndex) live(n uint64, r *dedupRec) bool {
+	m, ok := x.ids[r.id]
+	return ok && m == n
+}
 
 // expire forgets the ids stored before now-window.
 func (x *dedupIndex) expire(now int64) {
@@ -177,14 +180,17 @@ func (x *dedupIndex) expire(now int64) {
 	x.compact()
 }
 
-// pop forgets the oldest record of the queue.
-func (x *dedupIndex) pop() {
-	r := &x.fifo[x.head]
-	if e, ok := x.ids[r.id]; ok && e.gen == r.gen {
+// pop forgets the oldest record of the queue; it reports whether that
+// record was live.
+func (x *dedupIndex) pop() bool {
+	r, n := &x.fifo[x.head], x.base+uint64(x.head)
+	live := x.live(n, r)
+	if live {
 		delete(x.ids, r.id)
 	}
 	*r = dedupRec{}
 	x.head++
+	return live
 }
 
 // compact gives back the queue's consumed front once it is half of it.
@@ -192,66 +198,67 @@ func (x *dedupIndex) compact() {
 	if x.head > 64 && x.head*2 >= len(x.fifo) {
 		n := copy(x.fifo, x.fifo[x.head:])
 		clear(x.fifo[n:])
-		x.fifo, x.head = x.fifo[:n], 0
+		x.fifo, x.base, x.head = x.fifo[:n], x.base+uint64(x.head), 0
 	}
 }
 
-// lookup returns the entry remembered for id, if stored at or after
+// lookup returns the record remembered for id, if stored at or after
 // now-window.
-func (x *dedupIndex) lookup(id []byte, now int64) (dedupEntry, bool) {
-	e, ok := x.ids[string(id)] // no allocation
-	if !ok || e.at < now-x.window {
-		return dedupEntry{}, false
+func (x *dedupIndex) lookup(id []byte, now int64) (dedupRec, bool) {
+	n, ok := x.ids[string(id)] // no allocation
+	if !ok {
+		return dedupRec{}, false
 	}
-	return e, true
+	r := x.fifo[n-x.base] // live records are at or after head
+	if r.at < now-x.window {
+		return dedupRec{}, false
+	}
+	return r, true
 }
 
 // add remembers id for the record at seq (pend < 0) or for publish pend
-// of the round being written, stored at at; at the bound the oldest id
-// goes first.
+// of the round being written (then settle must follow), stored at at; at
+// the bound the oldest id goes first.
 func (x *dedupIndex) add(id string, seq Seq, at int64, pend int32) {
 	for len(x.fifo)-x.head >= x.max {
-		if r := x.fifo[x.head]; x.ids[r.id].gen == r.gen {
+		if x.pop() {
 			x.dropped++
 		}
-		x.pop()
 	}
 	x.compact()
-	x.gen++
-	x.ids[id] = dedupEntry{seq: seq, at: at, gen: x.gen, pend: pend}
-	x.fifo = append(x.fifo, dedupRec{id: id, seq: seq, at: at, gen: x.gen})
+	x.ids[id] = x.base + uint64(len(x.fifo))
+	x.fifo = append(x.fifo, dedupRec{id: id, seq: seq, at: at, pend: pend})
+	if pend >= 0 {
+		x.round++
+	}
 }
 
 // settle gives the round's pending ids their sequence numbers (first: the
 // first record of the round), or forgets them when the append failed.
 func (x *dedupIndex) settle(first Seq, failed bool) {
-	for _, id := range x.round {
-		e, ok := x.ids[id]
-		if !ok || e.pend < 0 {
+	// The round's ids were the last records queued, in order (nothing
+	// else adds during a round); the bound may have passed some already.
+	from := max(len(x.fifo)-x.round, x.head)
+	for i := from; i < len(x.fifo); i++ {
+		r := &x.fifo[i]
+		if r.pend < 0 {
 			continue
 		}
 		if failed {
-			delete(x.ids, id) // its queue record is skipped when popped (gen)
+			if x.live(x.base+uint64(i), r) {
+				delete(x.ids, r.id) // the record stays, dead, until popped
+			}
 			continue
 		}
-		e.seq, e.pend = first+Seq(e.pend), -1
-		x.ids[id] = e
-		for i := len(x.fifo) - 1; i >= x.head; i-- {
-			if x.fifo[i].gen == e.gen {
-				x.fifo[i].seq = e.seq
-				break
-			}
-		}
+		r.seq, r.pend = first+Seq(r.pend), -1
 	}
-	clear(x.round)
-	x.round = x.round[:0]
+	x.round = 0
 }
 
 // oldest returns the lowest offset whose id is remembered (ok false: none).
 func (x *dedupIndex) oldest() (Seq, bool) {
 	for i := x.head; i < len(x.fifo); i++ {
-		r := x.fifo[i]
-		if e, ok := x.ids[r.id]; ok && e.gen == r.gen && e.pend < 0 {
+		if r := &x.fifo[i]; r.pend < 0 && x.live(x.base+uint64(i), r) {
 			return r.seq, true
 		}
 	}
@@ -304,7 +311,6 @@ func (p *partition) takeDuplicates() bool {
 		if id != nil {
 			s := string(id)
 			x.add(s, 0, p.now, int32(len(kept)))
-			x.round = append(x.round, s)
 			x.last = s
 		}
 		kept = append(kept, c)
@@ -333,7 +339,7 @@ func (p *partition) appendedIDs(first Seq, err error) {
 	if err != nil {
 		x.last = x.lastBefore
 	}
-	if len(x.round) == 0 && len(x.dups) == 0 {
+	if x.round == 0 && len(x.dups) == 0 {
 		return
 	}
 	x.settle(first, err != nil)
