@@ -12,6 +12,7 @@ import (
 
 	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // defaultDuplicates is JetStream's default duplicate window;
@@ -116,6 +117,21 @@ func (c StreamConfig) topicConfig() broker.TopicConfig {
 	return tc
 }
 
+// sameTopic reports whether the topic configuration a stream request wants
+// is the topic's, have. A topic made before duplicate_window_ms existed
+// has the default window whatever its stream recorded (recorded): a
+// request asking the recorded window still matches it.
+func sameTopic(want, have broker.TopicConfig, recorded, asked StreamConfig) bool {
+	if reflect.DeepEqual(want, have) {
+		return true
+	}
+	if recorded.Duplicates != asked.Duplicates || have.DuplicateWindowMs == nil || *have.DuplicateWindowMs != wire.DefaultDuplicateWindowMs {
+		return false
+	}
+	want.DuplicateWindowMs = have.DuplicateWindowMs
+	return reflect.DeepEqual(want, have)
+}
+
 // derivedConfig describes a topic created without this API.
 func derivedConfig(t *broker.Topic) StreamConfig {
 	tc := t.Config()
@@ -173,7 +189,7 @@ func (a *API) streamCreate(id *access.Identity, name string, body []byte, update
 		if err := id.CreateTopic(access.Topic{Name: name, Subjects: cfg.Subjects}); err != nil {
 			return nil, errDenied(err.Error())
 		}
-		if !reflect.DeepEqual(want, t.Config()) {
+		if oc, _ := a.streamConfigOf(t); !sameTopic(want, t.Config(), oc, cfg) {
 			return nil, errNotSupported(10052, "changing the subjects, retention, limits, discard policy or duplicate window of an existing stream")
 		}
 		_, created := a.streamConfigOf(t)
@@ -195,7 +211,7 @@ func (a *API) streamCreate(id *access.Identity, name string, body []byte, update
 		if !ok {
 			return nil, errStreamCreate(err)
 		}
-		if oc, _ := a.streamConfigOf(old); !reflect.DeepEqual(oc, cfg) || !reflect.DeepEqual(want, old.Config()) {
+		if oc, _ := a.streamConfigOf(old); !reflect.DeepEqual(oc, cfg) || !sameTopic(want, old.Config(), oc, cfg) {
 			return nil, errStreamNameExist()
 		}
 		return a.streamInfoOf(old, "io.nats.jetstream.api.v1.stream_create_response"), nil
