@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"sync"
 	"testing"
@@ -527,5 +528,28 @@ func BenchmarkDedupIndex(b *testing.B) {
 		s := string(id)
 		x.add(s, 0, int64(i), 0)
 		x.settle(Seq(i+1), false)
+	}
+}
+
+// TestDuplicateDefaultsForOldCatalogs: a topic entry written before the
+// de-duplication fields existed reads with their defaults (so TOPIC CREATE
+// with its configuration stays idempotent), and one that turned it off
+// stays off.
+func TestDuplicateDefaultsForOldCatalogs(t *testing.T) {
+	old := catTopic{ID: 1, Name: "q", Config: TopicConfig{Subjects: []string{"q"}, Partitions: 1, Durability: DurabilityGroup,
+		Retention: RetentionWorkqueue, FullPolicy: FullBlock, BlockTimeoutMs: DefaultBlockTimeoutMs}}
+	if err := old.validate(2, 1); err != nil {
+		t.Fatal(err)
+	}
+	if w := old.Config.DuplicateWindowMs; w == nil || *w != wire.DefaultDuplicateWindowMs || old.Config.DuplicateMaxIDs != wire.DefaultDuplicateMaxIDs {
+		t.Fatalf("old entry reads as %v, %d", w, old.Config.DuplicateMaxIDs)
+	}
+	if want, err := (TopicConfig{}).Resolve("q"); err != nil || !reflect.DeepEqual(want, old.Config) {
+		t.Fatalf("old entry %+v differs from a new default topic %+v (%v)", old.Config, want, err)
+	}
+	off := old
+	off.Config.DuplicateWindowMs = window(0)
+	if err := off.validate(2, 1); err != nil || *off.Config.DuplicateWindowMs != 0 {
+		t.Fatalf("window 0 read as %d, %v", *off.Config.DuplicateWindowMs, err)
 	}
 }
