@@ -96,7 +96,11 @@ func (t *Topic) msgIDOf(hdr []byte, skip bool) (msgIDSpan, error) {
 	if len(v) > wire.MaxMsgIDLen {
 		return msgIDSpan{}, fmt.Errorf("publish to %s: %w: %s of %d bytes, at most %d", t.name, ErrMsgIDTooLong, wire.HeaderMsgID, len(v), wire.MaxMsgIDLen)
 	}
-	return msgIDSpan{at: uint32(cap(hdr) - cap(v)), n: uint32(len(v))}, nil // v is a sub-slice of hdr
+	at := cap(hdr) - cap(v) // v is a sub-slice of hdr (HeaderValue)
+	if at < 0 || at+len(v) > len(hdr) {
+		return msgIDSpan{}, fmt.Errorf("publish to %s: %s not within the header block", t.name, wire.HeaderMsgID)
+	}
+	return msgIDSpan{at: uint32(at), n: uint32(len(v))}, nil
 }
 
 // partForPub is partFor with a publish's message id standing in for a
