@@ -20,11 +20,13 @@ type SessionOptions struct {
 	CRC bool // CRC-32 tokens on PUB/MSG (default on in scenarios)
 }
 
-// Position is where a publish was stored.
+// Position is where a publish was stored. Duplicate: a message with its id
+// was stored there within the topic's duplicate window (SPEC.md 7.5).
 type Position struct {
 	Stored    bool
 	Partition int
 	Seq       uint64
+	Duplicate bool
 }
 
 // OutMsg is a message to publish.

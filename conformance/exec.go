@@ -422,6 +422,9 @@ func checkPosition(e *Expect, p Position) error {
 	if e.Partition != nil && p.Partition != *e.Partition {
 		return fmt.Errorf("partition = %d, want %d", p.Partition, *e.Partition)
 	}
+	if e.Duplicate != nil && p.Duplicate != *e.Duplicate {
+		return fmt.Errorf("duplicate = %v, want %v", p.Duplicate, *e.Duplicate)
+	}
 	return nil
 }
 

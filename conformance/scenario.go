@@ -71,6 +71,7 @@ type Step struct {
 // checked.
 type Expect struct {
 	Stored              *bool          `json:"stored,omitempty"`
+	Duplicate           *bool          `json:"duplicate,omitempty"`
 	Partition           *int           `json:"partition,omitempty"`
 	Count               *int           `json:"count,omitempty"`
 	MinCount            *int           `json:"min_count,omitempty"`

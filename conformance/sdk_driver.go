@@ -48,7 +48,7 @@ func pubOpts(m OutMsg) []fibril.PubOption {
 }
 
 func fromPos(p fibril.Position) Position {
-	return Position{Stored: p.Stored, Partition: p.Partition, Seq: p.Seq}
+	return Position{Stored: p.Stored, Partition: p.Partition, Seq: p.Seq, Duplicate: p.Duplicate}
 }
 
 // Publish implements Session.

@@ -276,7 +276,7 @@ func (s *wireSession) encodePub(m OutMsg) []byte {
 		h["Fibril-Key"] = m.Key
 	}
 	if m.MsgID != "" {
-		h["Fibril-Msg-Id"] = m.MsgID
+		h["Nats-Msg-Id"] = m.MsgID
 	}
 	var hdr []byte
 	if len(h) > 0 {
@@ -312,13 +312,14 @@ func parsePosition(arg string) (Position, error) {
 	if arg == "-" {
 		return Position{}, nil
 	}
-	p, q, ok := strings.Cut(arg, ":")
+	pos, mark, marked := strings.Cut(arg, " ")
+	p, q, ok := strings.Cut(pos, ":")
 	pn, err1 := strconv.Atoi(p)
 	sq, err2 := strconv.ParseUint(q, 10, 64)
-	if !ok || err1 != nil || err2 != nil {
-		return Position{}, fmt.Errorf("confirm %q is not <partition>:<seq> or -", arg)
+	if !ok || err1 != nil || err2 != nil || (marked && mark != "duplicate") {
+		return Position{}, fmt.Errorf("confirm %q is not <partition>:<seq>, <partition>:<seq> duplicate or -", arg)
 	}
-	return Position{Stored: true, Partition: pn, Seq: sq}, nil
+	return Position{Stored: true, Partition: pn, Seq: sq, Duplicate: marked}, nil
 }
 
 // Publish implements Session.

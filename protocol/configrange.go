@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // fieldRange is the accepted range of one numeric field; minusOne also
@@ -39,6 +41,8 @@ var (
 		"max_unsettled_msgs":  {min: 0, max: math.MaxInt64},
 		"max_unsettled_bytes": {min: 0, max: math.MaxInt64},
 		"block_timeout_ms":    {min: 1, max: MaxMillis},
+		"duplicate_window_ms": {min: 0, max: MaxMillis},
+		"duplicate_max_ids":   {min: 1, max: wire.MaxDuplicateMaxIDs},
 	}
 	groupRanges = map[string]fieldRange{
 		"lease_ms":       {min: 1, max: MaxMillis},

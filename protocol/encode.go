@@ -218,12 +218,16 @@ func AppendOKText[T Text](dst []byte, text T) []byte {
 	return append(dst, crlf...)
 }
 
-// AppendConfirm appends the publish confirm "+OK <partition>:<seq>".
+// AppendConfirm appends the publish confirm "+OK <partition>:<seq>",
+// followed by " duplicate" when pos.Duplicate.
 func AppendConfirm(dst []byte, pos Position) []byte {
 	dst = append(dst, "+OK "...)
 	dst = wire.AppendUint(dst, uint64(pos.Partition))
 	dst = append(dst, ':')
 	dst = wire.AppendUint(dst, pos.Seq)
+	if pos.Duplicate {
+		dst = append(dst, " "+confirmDuplicate...)
+	}
 	return append(dst, crlf...)
 }
 

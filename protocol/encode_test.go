@@ -40,6 +40,7 @@ func TestEncoders(t *testing.T) {
 		{"OK text", AppendOKText(nil, "{}"), "+OK {}\r\n"},
 		{"OK empty text", AppendOKText(nil, ""), "+OK\r\n"},
 		{"confirm", AppendConfirm(nil, Position{Partition: 3, Seq: 17}), "+OK 3:17\r\n"},
+		{"confirm duplicate", AppendConfirm(nil, Position{Partition: 3, Seq: 17, Duplicate: true}), "+OK 3:17 duplicate\r\n"},
 		{"not stored", AppendConfirmNotStored(nil), "+OK -\r\n"},
 		{"poll done", AppendPollDone(nil, 2), "+OK 2\r\n"},
 		{"ERR", AppendErr(nil, "it's\r\nbad"), "-ERR 'it\"s  bad'\r\n"},

@@ -10,7 +10,8 @@ import "github.com/fibrilmq/fibril/wire"
 const (
 	// HeaderKey routes an HPUB to partition xxhash64(key) % partitions.
 	HeaderKey = wire.HeaderKey
-	// HeaderMsgID is a producer-chosen message id (kept for later de-dup).
+	// HeaderMsgID is a producer-chosen message id: a topic stores a
+	// message once per id within its duplicate window (SPEC.md 10.1).
 	HeaderMsgID = wire.HeaderMsgID
 	// HeaderReason says why a message was dead-lettered: max_deliveries or rejected.
 	HeaderReason = wire.HeaderReason

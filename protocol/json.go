@@ -132,26 +132,40 @@ func appendJSONLine(dst []byte, prefix string, v any) ([]byte, error) {
 	return append(dst, crlf...), nil
 }
 
-// Position is where a published message was stored.
+// Position is where a published message was stored. Duplicate: the
+// publish's message id was stored there within the topic's duplicate
+// window, and it was not stored again (SPEC.md 7.5).
 type Position struct {
 	Partition uint32 `json:"partition"`
 	Seq       uint64 `json:"seq"`
+	Duplicate bool   `json:"duplicate,omitempty"`
 }
 
+// confirmDuplicate marks a confirm of a duplicate publish.
+const confirmDuplicate = "duplicate"
+
 // ParseConfirm interprets the text of an +OK that answers a PUB/HPUB:
-// "<partition>:<seq>" (stored: true) or "-" (not stored). It does not
-// allocate on success.
+// "<partition>:<seq>" (stored: true), the same followed by " duplicate"
+// (stored: true, pos.Duplicate) or "-" (not stored). It does not allocate
+// on success.
 func ParseConfirm(text []byte) (pos Position, stored bool, err error) {
 	t := trimSpace(text)
 	if len(t) == 1 && t[0] == '-' {
 		return Position{}, false, nil
+	}
+	dup := false
+	if j := bytes.IndexByte(t, ' '); j > 0 {
+		if string(trimSpace(t[j:])) != confirmDuplicate {
+			return Position{}, false, &Error{Code: CodeInvalidArgs, Detail: "publish confirm " + quoteDetail(text)}
+		}
+		t, dup = t[:j], true
 	}
 	i := bytes.IndexByte(t, ':')
 	if i > 0 {
 		p, st1 := parseUint(t[:i], maxUint32)
 		s, st2 := parseUint(t[i+1:], maxUint64)
 		if st1 == numOK && st2 == numOK {
-			return Position{Partition: uint32(p), Seq: s}, true, nil
+			return Position{Partition: uint32(p), Seq: s, Duplicate: dup}, true, nil
 		}
 	}
 	return Position{}, false, &Error{Code: CodeInvalidArgs, Detail: "publish confirm " + quoteDetail(text)}

@@ -45,8 +45,11 @@ func TestParseConfirm(t *testing.T) {
 		stored bool
 		ok     bool
 	}{
-		{"0:1", Position{0, 1}, true, true},
-		{" 4294967295:18446744073709551615 ", Position{4294967295, 18446744073709551615}, true, true},
+		{"0:1", Position{Seq: 1}, true, true},
+		{" 4294967295:18446744073709551615 ", Position{Partition: 4294967295, Seq: 18446744073709551615}, true, true},
+		{"2:5 duplicate", Position{Partition: 2, Seq: 5, Duplicate: true}, true, true},
+		{"2:5 dup", Position{}, false, false},
+		{"- duplicate", Position{}, false, false},
 		{"-", Position{}, false, true},
 		{"", Position{}, false, false},
 		{"1", Position{}, false, false},

@@ -379,6 +379,7 @@ func TestVectorsConfirms(t *testing.T) {
 			Stored    bool   `json:"stored"`
 			Partition uint32 `json:"partition"`
 			Seq       string `json:"seq"`
+			Duplicate bool   `json:"duplicate"`
 			Error     string `json:"error"`
 		} `json:"vectors"`
 	}
@@ -395,7 +396,7 @@ func TestVectorsConfirms(t *testing.T) {
 		if v.Seq != "" {
 			seq, _ = strconv.ParseUint(v.Seq, 10, 64)
 		}
-		if err != nil || stored != v.Stored || pos != (Position{Partition: v.Partition, Seq: seq}) {
+		if err != nil || stored != v.Stored || pos != (Position{Partition: v.Partition, Seq: seq, Duplicate: v.Duplicate}) {
 			t.Errorf("ParseConfirm(%q) = %v, %v, %v", v.Text, pos, stored, err)
 		}
 	}

@@ -9,17 +9,25 @@ import (
 
 // Position is where a confirmed publish was stored. Stored is false when no
 // durable topic captured the subject (it reached only plain subscribers, or
-// nobody): the server answered "+OK -".
+// nobody): the server answered "+OK -". Duplicate is true when the
+// publish's message id (WithMsgID) was stored within the topic's duplicate
+// window: it was not stored again, and Partition and Seq are the first
+// one's ("+OK <partition>:<seq> duplicate").
 type Position struct {
 	Partition int
 	Seq       uint64
 	Stored    bool
+	Duplicate bool
 }
 
-// String renders p as the wire does: "<partition>:<seq>" or "-".
+// String renders p as the wire does: "<partition>:<seq>", the same
+// followed by " duplicate", or "-".
 func (p Position) String() string {
 	if !p.Stored {
 		return "-"
+	}
+	if p.Duplicate {
+		return fmt.Sprintf("%d:%d duplicate", p.Partition, p.Seq)
 	}
 	return fmt.Sprintf("%d:%d", p.Partition, p.Seq)
 }
@@ -42,8 +50,10 @@ func (o *pubOpts) set(k, v string) {
 // key go to the same partition, in order.
 func WithKey(key string) PubOption { return func(o *pubOpts) { o.set(HeaderKey, key) } }
 
-// WithMsgID sets the message id (header Fibril-Msg-Id) used for
-// de-duplication.
+// WithMsgID sets the message id (header Nats-Msg-Id): a topic stores one
+// message per id within its duplicate window, and confirms a repeat with
+// the first one's Position, Duplicate set. Give a publish you may retry
+// (after a reconnect) an id so that it is stored once.
 func WithMsgID(id string) PubOption { return func(o *pubOpts) { o.set(HeaderMsgID, id) } }
 
 // WithHeader adds one header value.

@@ -215,5 +215,5 @@ func parseOKPosition(arg []byte) (Position, error) {
 	if err != nil {
 		return Position{}, fmt.Errorf("%w: %w", ErrProtocol, err)
 	}
-	return Position{Partition: int(p.Partition), Seq: p.Seq, Stored: stored}, nil
+	return Position{Partition: int(p.Partition), Seq: p.Seq, Stored: stored, Duplicate: p.Duplicate}, nil
 }

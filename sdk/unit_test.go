@@ -263,8 +263,9 @@ func TestParseOKPosition(t *testing.T) {
 		want Position
 		ok   bool
 	}{
-		{"0:1", Position{0, 1, true}, true},
-		{"3:18446744073709551615", Position{3, 18446744073709551615, true}, true},
+		{"0:1", Position{Seq: 1, Stored: true}, true},
+		{"3:18446744073709551615", Position{Partition: 3, Seq: 18446744073709551615, Stored: true}, true},
+		{"3:7 duplicate", Position{Partition: 3, Seq: 7, Stored: true, Duplicate: true}, true},
 		{"-", Position{}, true},
 		{"1", Position{}, false},
 		{"a:b", Position{}, false},

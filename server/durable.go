@@ -110,6 +110,8 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodePermissionDenied
 	case errors.Is(err, broker.ErrCRCMismatch):
 		return protocol.CodeCRCMismatch
+	case errors.Is(err, broker.ErrMsgIDTooLong), errors.Is(err, broker.ErrWrongLastMsgID):
+		return protocol.CodeInvalidHeader // the latter only on a JetStream publish (handle_expected.go)
 	case errors.Is(err, broker.ErrInvalid):
 		return protocol.CodeInvalidConfig
 	case errors.Is(err, broker.ErrInvalidHeader):

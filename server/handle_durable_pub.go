@@ -41,11 +41,16 @@ func (c *client) publishDurable(m *pubMsg) {
 	}
 	msg := broker.Message{Subject: m.subject, Data: m.body[m.hdrLen:]}
 	if m.hdrLen > 0 && req.reply != "" && bytes.Contains(m.body[:m.hdrLen], natsExpected) {
-		// JetStream's optimistic-concurrency headers are not checked
-		// (SPEC.md 16.2): refuse rather than store unchecked.
-		c.finishConfirm(slot, okNone)
-		c.queueReply(req.reply, []byte(`{"error":{"code":400,"err_code":10003,"description":"not supported by Fibril: Nats-Expected-* headers"}}`))
-		return
+		// JetStream's optimistic-concurrency headers (handle_expected.go):
+		// the last message id is checked, the others are refused rather
+		// than stored unchecked.
+		last, unsupported := expectedHeaders(m.body[:m.hdrLen])
+		if unsupported {
+			c.finishConfirm(slot, okNone)
+			c.queueReply(req.reply, []byte(`{"error":{"code":400,"err_code":10003,"description":"not supported by Fibril: Nats-Expected-* headers other than Nats-Expected-Last-Msg-Id"}}`))
+			return
+		}
+		msg.ExpectLastMsgID = last
 	}
 	if m.hdrLen > 0 {
 		msg.Header = m.body[:m.hdrLen]
@@ -221,6 +226,10 @@ func (r reqReply) stored(c *client, topic broker.TopicName, pos broker.Position,
 	if r.reply == "" {
 		return
 	}
+	if b, ok := appendWrongLastMsgID(nil, topic, err); ok {
+		c.queueReply(r.reply, b)
+		return
+	}
 	if err != nil {
 		c.queueReply(r.reply, appendPubErr(nil, protocol.NewError(codeOf(err), "").Text()))
 		return
@@ -236,7 +245,7 @@ func (c *client) confirmed(slot *answer, pos broker.Position, err error) {
 		return
 	}
 	var b [32]byte
-	c.finishConfirm(slot, protocol.AppendConfirm(b[:0], protocol.Position{Partition: uint32(pos.Partition), Seq: uint64(pos.Seq)}))
+	c.finishConfirm(slot, protocol.AppendConfirm(b[:0], protocol.Position{Partition: uint32(pos.Partition), Seq: uint64(pos.Seq), Duplicate: pos.Duplicate}))
 }
 
 func clonePub(m broker.Message) broker.Message {
@@ -244,7 +253,7 @@ func clonePub(m broker.Message) broker.Message {
 	buf = append(buf, m.Header...)
 	buf = append(buf, m.Data...)
 	buf = append(buf, m.Key...)
-	out := broker.Message{Subject: m.Subject, CRC: m.CRC}
+	out := broker.Message{Subject: m.Subject, CRC: m.CRC, ExpectLastMsgID: m.ExpectLastMsgID}
 	if m.Header != nil {
 		out.Header = buf[:len(m.Header):len(m.Header)]
 	}

@@ -69,6 +69,9 @@ func appendPubAck(b []byte, topic broker.TopicName, pos broker.Position) []byte 
 	b = strconv.AppendQuote(b, string(topic))
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, uint64(pos.Seq), 10)
+	if pos.Duplicate {
+		b = append(b, `,"duplicate":true`...) // a Nats-Msg-Id seen within the window
+	}
 	return append(b, '}')
 }
 

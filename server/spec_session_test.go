@@ -9,7 +9,7 @@ func TestSpecTelnetSession(t *testing.T) {
 	steps := []struct{ send, want string }{
 		{"CONNECT {\"fibril\":1,\"crc\":true}\r\n", `^\+OK$`},
 		{"ping\r\n", `^PONG$`},
-		{"TOPIC CREATE orders\r\n", `^\+OK \{"name":"orders","id":1,"config":\{"subjects":\["orders"\],"partitions":1,"durability":"group","retention":"workqueue","full_policy":"block","block_timeout_ms":5000,"compression":"none"\},"msgs":0,"bytes":0,"partitions":\[\{"partition":0,"first_seq":0,"last_seq":0,"msgs":0,"bytes":0\}\],"groups":\[\]\}$`},
+		{"TOPIC CREATE orders\r\n", `^\+OK \{"name":"orders","id":1,"config":\{"subjects":\["orders"\],"partitions":1,"durability":"group","retention":"workqueue","full_policy":"block","block_timeout_ms":5000,"compression":"none","duplicate_window_ms":120000,"duplicate_max_ids":100000\},"msgs":0,"bytes":0,"partitions":\[\{"partition":0,"first_seq":0,"last_seq":0,"msgs":0,"bytes":0\}\],"groups":\[\]\}$`},
 		{"GROUP CREATE orders billing {\"lease_ms\":60000,\"max_deliveries\":2}\r\n", `^\+OK \{"topic":"orders","name":"billing","id":1,"config":\{"start":"earliest","lease_ms":60000,"max_deliveries":2,"dead_letter":"\$DLQ.orders.billing","nats_ack":"auto"\},"pending":0,"inflight":0,`},
 		{"PUB orders 5 -\r\nhello\r\n", `^\+OK 0:1$`},
 		{"PUB orders 5 3a771143\r\nworld\r\n", `^\+OK 0:2$`},

@@ -12,8 +12,10 @@ const HeaderPrefix = "NATS/1.0"
 const (
 	// HeaderKey routes an HPUB to partition xxhash64(key) % partitions.
 	HeaderKey = "Fibril-Key"
-	// HeaderMsgID is a producer-chosen message id (kept for later de-dup).
-	HeaderMsgID = "Fibril-Msg-Id"
+	// HeaderMsgID is a producer-chosen message id: a topic stores a
+	// message once per id within its duplicate window (NATS's own name,
+	// as JetStream reads it).
+	HeaderMsgID = "Nats-Msg-Id"
 	// HeaderReason says why a message was dead-lettered: max_deliveries or rejected.
 	HeaderReason = "Fibril-Reason"
 	// HeaderError is the detail a consumer gave when it rejected a dead letter.

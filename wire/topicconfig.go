@@ -102,6 +102,19 @@ type TopicConfig struct {
 	// header (as JetStream's allow_msg_ttl); without it such a publish is
 	// refused with invalid_header.
 	AllowMsgTTL bool `json:"allow_msg_ttl,omitempty"`
+	// DuplicateWindowMs is how long a publish's message id (header
+	// Nats-Msg-Id) is remembered in its partition: a publish with an id
+	// seen within the window is not stored again but confirmed with the
+	// original's position, marked duplicate. nil takes the default
+	// (DefaultDuplicateWindowMs, JetStream's 2 minutes); 0 turns
+	// de-duplication off; at most 4294967295. A pointer because 0 is a
+	// value here, not "the default".
+	DuplicateWindowMs *int64 `json:"duplicate_window_ms,omitempty"`
+	// DuplicateMaxIDs bounds the ids a partition remembers (default
+	// DefaultDuplicateMaxIDs, at most MaxDuplicateMaxIDs). At the bound the
+	// oldest id is forgotten before its window ends: a later publish with
+	// it is stored as new.
+	DuplicateMaxIDs int64 `json:"duplicate_max_ids,omitempty"`
 }
 
 // MaxTTLMs is the longest message TTL, in ms (about 100 years).
@@ -112,3 +125,12 @@ const MaxTTLMs = 100 * 365 * 24 * 3600 * 1000
 // than 0 and at most MaxTTLMs, or "never" (no TTL, whatever the topic's
 // default).
 const TTLHeader = "Nats-TTL"
+
+// De-duplication defaults and bounds (SPEC.md 10.1).
+const (
+	DefaultDuplicateWindowMs = 120000
+	DefaultDuplicateMaxIDs   = 100000
+	MaxDuplicateMaxIDs       = 10000000
+	// MaxMsgIDLen is the longest message id; a longer one is refused.
+	MaxMsgIDLen = 256
+)

@@ -80,6 +80,7 @@ func cmdPub(args []string, stdout, stderr io.Writer) int {
 	cf := addClientFlags(fs)
 	key := fs.String("key", "", "partition key (sent as the Fibril-Key header)")
 	plain := fs.Bool("plain", false, "publish to plain subscribers only: no topic need capture the subject")
+	msgID := fs.String("msg-id", "", "message id (sent as the Nats-Msg-Id header): stored once within the topic's duplicate window")
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -96,12 +97,17 @@ func cmdPub(args []string, stdout, stderr io.Writer) int {
 	if *key != "" {
 		opts = append(opts, fibril.WithKey(*key))
 	}
+	if *msgID != "" {
+		opts = append(opts, fibril.WithMsgID(*msgID))
+	}
 	cctx, cancel := cf.call(ctx)
 	defer cancel()
 	pos, err := c.Publish(cctx, fs.Arg(0), []byte(fs.Arg(1)), opts...)
 	switch {
 	case err != nil:
 		return fail(stderr, "pub", err)
+	case pos.Duplicate:
+		fmt.Fprintf(stdout, "duplicate: message id %q is stored in partition %d at seq %d\n", *msgID, pos.Partition, pos.Seq)
 	case pos.Stored:
 		fmt.Fprintf(stdout, "stored in partition %d at seq %d\n", pos.Partition, pos.Seq)
 	case *plain:

@@ -139,6 +139,15 @@ func TestClientCommands(t *testing.T) {
 		t.Fatalf("poll unknown topic: %d %s", code, errb.String())
 	}
 
+	// TestPubMsgIDDuplicate: a repeated -msg-id is reported as a
+	// duplicate of the first, at its position.
+	first := runOK(t, "pub", "-s", addr, "-msg-id", "m-1", "jobs", "once")
+	if again := runOK(t, "pub", "-s", addr, "-msg-id", "m-1", "jobs", "once"); !strings.HasPrefix(again, `duplicate: message id "m-1" is stored in`) ||
+		!strings.HasSuffix(again, strings.TrimPrefix(first, "stored")) {
+		t.Fatalf("pub -msg-id twice: %q then %q", first, again)
+	}
+	runOK(t, "poll", "-s", addr, "-n", "5", "-wait", "1000", "-ack", "jobs", "g")
+
 	// A keyed publish carries Fibril-Key, which poll shows.
 	runOK(t, "pub", "-s", addr, "-key", "k1", "jobs", "keyed")
 	if out := runOK(t, "poll", "-s", addr, "-wait", "1000", "jobs", "g"); !strings.Contains(out, `headers="Fibril-Key: k1\r\n"`) || !strings.Contains(out, "keyed") {

@@ -171,6 +171,7 @@ def server_to_client():
     v.append(vec("info", "INFO %s\r\n" % info, [cmd("INFO", json=info)], direction=S2C, canonical=True))
     v.append(vec("ok/bare", "+OK\r\n", [cmd("+OK")], direction=S2C, canonical=True))
     v.append(vec("ok/confirm", "+OK 0:17\r\n", [cmd("+OK", text="0:17")], direction=S2C, canonical=True))
+    v.append(vec("ok/confirm-duplicate", "+OK 0:17 duplicate\r\n", [cmd("+OK", text="0:17 duplicate")], direction=S2C, canonical=True))
     v.append(vec("ok/not-stored", "+OK -\r\n", [cmd("+OK", text="-")], direction=S2C, canonical=True))
     v.append(vec("ok/poll-done", "+OK 2\r\n", [cmd("+OK", text="2")], direction=S2C, canonical=True))
     v.append(vec("ok/json", '+OK {"topics":["orders"]}\r\n', [cmd("+OK", text='{"topics":["orders"]}')], direction=S2C, canonical=True))
@@ -429,9 +430,13 @@ def ack_bodies():
 
 def confirms():
     ok = lambda t, p, q: {"text": t, "stored": True, "partition": p, "seq": q}
+    dup = lambda t, p, q: {"text": t, "stored": True, "partition": p, "seq": q, "duplicate": True}
     return [
         ok("0:1", 0, "1"), ok("3:17", 3, "17"), ok(" 4294967295:18446744073709551615 ", 4294967295, "18446744073709551615"),
+        dup("0:1 duplicate", 0, "1"), dup("3:17  duplicate ", 3, "17"),
         {"text": "-", "stored": False},
+        {"text": "0:1 dup", "error": "invalid_args"}, {"text": "0:1 duplicated", "error": "invalid_args"},
+        {"text": "- duplicate", "error": "invalid_args"}, {"text": "duplicate", "error": "invalid_args"},
         {"text": "", "error": "invalid_args"}, {"text": "1", "error": "invalid_args"}, {"text": ":1", "error": "invalid_args"},
         {"text": "1:", "error": "invalid_args"}, {"text": "4294967296:1", "error": "invalid_args"}, {"text": "a:1", "error": "invalid_args"},
     ]

@@ -76,3 +76,22 @@ test('pull consumers: fetch, metadata, ack, nak, term, working, double ack, cons
   assert.equal(info.num_pending, 0);
   assert.equal(await jsm.consumers.delete('WORK', 'w'), true);
 }));
+
+test('publish: msgID duplicates and expect lastMsgID', (t) => bothJS(t, async (st, srv) => {
+  const nc = await open(st, srv);
+  const jsm = await nc.jetstreamManager();
+  const si = await jsm.streams.add({ name: 'DEDUP', subjects: ['dedup.>'], duplicate_window: 60e9 });
+  assert.equal(si.config.duplicate_window, 60e9);
+  const js = nc.jetstream();
+  const a = await js.publish('dedup.x', sc.encode('a'), { msgID: 'a' });
+  const again = await js.publish('dedup.x', sc.encode('a again'), { msgID: 'a' });
+  assert.equal(a.seq, 1);
+  assert.equal(a.duplicate, false);
+  assert.equal(again.seq, 1);
+  assert.equal(again.duplicate, true);
+  await assert.rejects(js.publish('dedup.x', sc.encode('b'), { msgID: 'b', expect: { lastMsgID: 'zzz' } }), /wrong last msg id: a/i);
+  const b = await js.publish('dedup.x', sc.encode('b'), { msgID: 'b', expect: { lastMsgID: 'a' } });
+  assert.equal(b.seq, 2);
+  assert.equal(b.duplicate, false);
+  assert.equal((await jsm.streams.info('DEDUP')).state.messages, 2);
+}));

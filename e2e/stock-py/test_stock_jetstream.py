@@ -55,3 +55,27 @@ def test_streams_and_pull_consumers(js_server_url: str) -> None:
         await nc.close()
 
     run(body())
+
+
+def test_publish_msg_id_duplicate_and_expected_last(js_server_url: str) -> None:
+    """A repeated Nats-Msg-Id gets the first PubAck with duplicate set and is
+    stored once; Nats-Expected-Last-Msg-Id is checked against the last id."""
+
+    async def body() -> None:
+        nc = await nats.connect(js_server_url, allow_reconnect=False, connect_timeout=WAIT)
+        js = nc.jetstream(timeout=WAIT)
+        await js.add_stream(name="DEDUP", subjects=["dedup.>"], duplicate_window=60.0)
+        a = await js.publish("dedup.x", b"a", headers={"Nats-Msg-Id": "a"})
+        again = await js.publish("dedup.x", b"a again", headers={"Nats-Msg-Id": "a"})
+        assert a.seq == 1 and not a.duplicate
+        assert again.seq == 1 and again.duplicate is True
+        with pytest.raises(nats.js.errors.APIError) as ei:
+            await js.publish("dedup.x", b"b", headers={"Nats-Msg-Id": "b", "Nats-Expected-Last-Msg-Id": "zzz"})
+        assert ei.value.err_code == 10070 and ei.value.description == "wrong last msg ID: a"
+        b = await js.publish("dedup.x", b"b", headers={"Nats-Msg-Id": "b", "Nats-Expected-Last-Msg-Id": "a"})
+        assert b.seq == 2 and not b.duplicate
+        si = await js.stream_info("DEDUP")
+        assert si.state.messages == 2 and si.config.duplicate_window == 60.0
+        await nc.close()
+
+    run(body())

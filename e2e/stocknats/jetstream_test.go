@@ -446,3 +446,66 @@ func TestJetStreamConsumerFilterSubject(t *testing.T) {
 		}
 	})
 }
+
+// TestJetStreamPublishDuplicate: a publish with a Nats-Msg-Id the stream
+// stored within its duplicate window gets the first one's PubAck with
+// Duplicate set and is not stored again (SPEC.md 16.2, 10.1).
+func TestJetStreamPublishDuplicate(t *testing.T) {
+	bothJS(t, func(t *testing.T, tg target) {
+		_, js, ctx := jsConnect(t, tg)
+		s := must[jetstream.Stream](t, "CreateStream")(js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: "DEDUP", Subjects: []string{"dedup.>"}, Duplicates: time.Minute}))
+		if d := s.CachedInfo().Config.Duplicates; d != time.Minute {
+			t.Fatalf("duplicate window %s, want 1m", d)
+		}
+		pub := func(id string) *jetstream.PubAck {
+			t.Helper()
+			return must[*jetstream.PubAck](t, "Publish "+id)(js.Publish(ctx, "dedup.x", []byte(id), jetstream.WithMsgID(id)))
+		}
+		a, b, again := pub("a"), pub("b"), pub("a")
+		if a.Duplicate || b.Duplicate || a.Sequence != 1 || b.Sequence != 2 {
+			t.Fatalf("first publishes: %+v %+v", a, b)
+		}
+		if !again.Duplicate || again.Sequence != 1 || again.Stream != "DEDUP" {
+			t.Fatalf("repeat of a: %+v, want a duplicate of seq 1", again)
+		}
+		f := must[jetstream.PubAckFuture](t, "PublishAsync")(js.PublishAsync("dedup.y", []byte("b"), jetstream.WithMsgID("b")))
+		select {
+		case ack := <-f.Ok():
+			if !ack.Duplicate || ack.Sequence != 2 {
+				t.Fatalf("async repeat of b: %+v", ack)
+			}
+		case err := <-f.Err():
+			t.Fatal(err)
+		case <-ctx.Done():
+			t.Fatal("no async PubAck")
+		}
+		if in := must[*jetstream.StreamInfo](t, "Info")(s.Info(ctx)); in.State.Msgs != 2 {
+			t.Fatalf("%d messages stored, want 2", in.State.Msgs)
+		}
+	})
+}
+
+// TestJetStreamExpectLastMsgID: a publish with Nats-Expected-Last-Msg-Id
+// is stored only when the stream's last message had that id; otherwise it
+// fails with JetStream's error 10070 naming the last id.
+func TestJetStreamExpectLastMsgID(t *testing.T) {
+	bothJS(t, func(t *testing.T, tg target) {
+		_, js, ctx := jsConnect(t, tg)
+		s := must[jetstream.Stream](t, "CreateStream")(js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: "CHAIN", Subjects: []string{"chain.>"}}))
+		must[*jetstream.PubAck](t, "Publish a")(js.Publish(ctx, "chain.x", []byte("a"), jetstream.WithMsgID("a")))
+		_, err := js.Publish(ctx, "chain.x", []byte("b"), jetstream.WithMsgID("b"), jetstream.WithExpectLastMsgID("b"))
+		var ae *jetstream.APIError
+		if !errors.As(err, &ae) || ae.ErrorCode != 10070 || ae.Description != "wrong last msg ID: a" {
+			t.Fatalf("publish expecting the wrong last id: %v (%+v)", err, ae)
+		}
+		ack := must[*jetstream.PubAck](t, "Publish b")(js.Publish(ctx, "chain.x", []byte("b"), jetstream.WithMsgID("b"), jetstream.WithExpectLastMsgID("a")))
+		if ack.Sequence != 2 || ack.Duplicate {
+			t.Fatalf("publish expecting the right last id: %+v", ack)
+		}
+		if in := must[*jetstream.StreamInfo](t, "Info")(s.Info(ctx)); in.State.Msgs != 2 {
+			t.Fatalf("%d messages stored, want 2", in.State.Msgs)
+		}
+	})
+}

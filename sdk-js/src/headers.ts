@@ -10,7 +10,7 @@ export const HeaderNames = {
   /** Key: partition key (routing is xxhash64(key) % partitions). */
   Key: 'Fibril-Key',
   /** MsgId: message id for de-duplication. */
-  MsgId: 'Fibril-Msg-Id',
+  MsgId: 'Nats-Msg-Id',
   /** Reason: why a message was dead-lettered (max_deliveries | rejected). */
   Reason: 'Fibril-Reason',
   /** Subject: original subject of a dead-lettered message. */

@@ -28,6 +28,14 @@ export interface TopicConfig {
    * (default 'none'). Fixed at creation; messages read back the same.
    */
   compression?: 'none' | 's2' | 'zstd';
+  /**
+   * duplicateWindowMs is how long a publish's msgId is remembered (default
+   * 120000; 0 turns de-duplication off): a repeat within it is not stored
+   * again, and its Position says duplicate.
+   */
+  duplicateWindowMs?: number;
+  /** duplicateMaxIds bounds the ids a partition remembers (default 100000); past it the oldest goes first. */
+  duplicateMaxIds?: number;
   /** @deprecated use maxAgeMs */
   max_age_ms?: number;
   /** @deprecated use maxBytes */

@@ -8,6 +8,12 @@ export interface Position {
   partition: number;
   /** seq is the sequence number within the partition (64-bit, so a bigint). */
   seq: bigint;
+  /**
+   * duplicate is true when the publish's msgId was stored within the topic's
+   * duplicate window: it was not stored again, and partition and seq are the
+   * first one's ("+OK <partition>:<seq> duplicate").
+   */
+  duplicate: boolean;
 }
 
 /** PublishOptions are the optional parts of a publish. */
@@ -16,7 +22,11 @@ export interface PublishOptions {
   key?: string;
   /** headers are extra headers. */
   headers?: MsgHeaders | Record<string, string | string[]>;
-  /** msgId identifies the message for de-duplication (Fibril-Msg-Id header). */
+  /**
+   * msgId identifies the message for de-duplication (Nats-Msg-Id header): the
+   * topic stores it once within its duplicate window, and confirms a repeat
+   * with the first one's Position, duplicate set.
+   */
   msgId?: string;
   /** reply is a reply-to subject for plain request/reply. */
   reply?: string;
@@ -44,14 +54,17 @@ export interface FetchOptions {
   signal?: AbortSignal;
 }
 
-/** parsePosition parses a publish confirm argument: "<partition>:<seq>" or "-" (null); undefined if malformed. */
+/**
+ * parsePosition parses a publish confirm argument: "<partition>:<seq>", the
+ * same followed by " duplicate", or "-" (null); undefined if malformed.
+ */
 export function parsePosition(arg: string): Position | null | undefined {
   const t = arg.trim();
   if (t === '-') return null;
-  const m = /^(0|[1-9][0-9]{0,9}):([0-9]{1,20})$/.exec(t);
+  const m = /^(0|[1-9][0-9]{0,9}):([0-9]{1,20})( +duplicate)?$/.exec(t);
   if (m === null) return undefined;
   const partition = Number(m[1]);
   const seq = BigInt(m[2]!);
   if (partition > 2 ** 32 - 1 || seq > 2n ** 64n - 1n) return undefined;
-  return { partition, seq };
+  return { partition, seq, duplicate: m[3] !== undefined };
 }

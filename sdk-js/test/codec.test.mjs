@@ -79,8 +79,10 @@ test('options: servers and backoff', () => {
 });
 
 test('positions', () => {
-  assert.deepEqual(parsePosition('2:17'), { partition: 2, seq: 17n });
-  assert.deepEqual(parsePosition('0:18446744073709551615'), { partition: 0, seq: 2n ** 64n - 1n });
+  assert.deepEqual(parsePosition('2:17'), { partition: 2, seq: 17n, duplicate: false });
+  assert.deepEqual(parsePosition('0:18446744073709551615'), { partition: 0, seq: 2n ** 64n - 1n, duplicate: false });
+  assert.deepEqual(parsePosition('2:17 duplicate'), { partition: 2, seq: 17n, duplicate: true });
+  assert.equal(parsePosition('2:17 dup'), undefined);
   assert.equal(parsePosition('0:18446744073709551616'), undefined);
   assert.equal(parsePosition('-'), null);
   assert.equal(parsePosition('x'), undefined);

@@ -185,7 +185,7 @@ test('vectors: publish confirms', () => {
     const p = parsePosition(bytes(v.text).toString('utf8'));
     if (v.error) assert.equal(p, undefined, JSON.stringify(v));
     else if (!v.stored) assert.equal(p, null, JSON.stringify(v));
-    else assert.deepEqual(p, { partition: v.partition, seq: BigInt(v.seq) }, JSON.stringify(v));
+    else assert.deepEqual(p, { partition: v.partition, seq: BigInt(v.seq), duplicate: v.duplicate === true }, JSON.stringify(v));
   }
 });
 

@@ -41,10 +41,14 @@ class Position:
     Attributes:
         partition: Partition of the topic that captured the message.
         seq: Sequence of the message in that partition.
+        duplicate: The publish's ``msg_id`` was stored within the topic's
+            duplicate window: it was not stored again, and partition and seq
+            are the first one's.
     """
 
     partition: int
     seq: int
+    duplicate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +256,7 @@ def publish_frame(
 
 
 def position_from(arg: str) -> Position | None:
-    """Interprets a publish confirm argument (``<p>:<seq>`` or ``-``)."""
+    """Interprets a publish confirm argument (``<p>:<seq>``, ``<p>:<seq> duplicate`` or ``-``)."""
     pos = proto.parse_position(arg)
     return None if pos is None else Position(*pos)
 
@@ -284,6 +288,8 @@ def topic_config(
     max_unsettled_bytes: int | None = None,
     full_policy: str | None = None,
     compression: str | None = None,
+    duplicate_window_ms: int | None = None,
+    duplicate_max_ids: int | None = None,
 ) -> dict[str, Any]:
     """Returns the TOPIC CREATE JSON with the given (non-None) fields."""
     cfg: dict[str, Any] = {
@@ -297,6 +303,8 @@ def topic_config(
         "max_unsettled_msgs": max_unsettled_msgs,
         "max_unsettled_bytes": max_unsettled_bytes,
         "full_policy": full_policy,
+        "duplicate_window_ms": duplicate_window_ms,
+        "duplicate_max_ids": duplicate_max_ids,
         "compression": compression,
     }
     return {k: v for k, v in cfg.items() if v is not None}

@@ -40,6 +40,8 @@ class _Manage:
         max_unsettled_bytes: int | None = None,
         full_policy: str | None = None,
         compression: str | None = None,
+        duplicate_window: Duration | None = None,
+        duplicate_max_ids: int | None = None,
         config: Mapping[str, Any] | None = None,
         exist_ok: bool = False,
         max_age_ms: int | None = None,
@@ -65,6 +67,11 @@ class _Manage:
             compression: Codec of the topic's sealed segments on disk: ``none``
                 (default), ``s2`` or ``zstd``. Fixed at creation; messages
                 read back the same either way.
+            duplicate_window: How long a publish's ``msg_id`` is remembered
+                (seconds or a timedelta; default 2 minutes, 0 turns
+                de-duplication off): a repeat within it is not stored again.
+            duplicate_max_ids: Most ids a partition remembers (default
+                100000); past it the oldest is forgotten early.
             config: More fields sent as they are (a server newer than this SDK);
                 the named options above win over the same keys here.
             exist_ok: When the topic exists with another configuration, return
@@ -87,7 +94,8 @@ class _Manage:
             subjects=subjects, partitions=partitions, durability=durability, retention=retention,
             max_age_ms=to_ms(max_age, "max_age"), max_bytes=max_bytes, max_msgs=max_msgs,
             max_unsettled_msgs=max_unsettled_msgs, max_unsettled_bytes=max_unsettled_bytes, full_policy=full_policy,
-            compression=compression,
+            compression=compression, duplicate_window_ms=to_ms(duplicate_window, "duplicate_window"),
+            duplicate_max_ids=duplicate_max_ids,
         )
         try:
             return await self._call(encode_manage("TOPIC", "CREATE", name, config=cfg), _JSON)

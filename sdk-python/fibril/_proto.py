@@ -224,9 +224,11 @@ def parse_err_text(text: str) -> Err:
     return Err(code=None, message=text, text=text)
 
 
-def parse_position(arg: str) -> tuple[int, int] | None:
-    """Parses the text of a publish confirm: ``<partition>:<seq>``, or ``-``
-    (not stored: returns None). Surrounding spaces are ignored.
+def parse_position(arg: str) -> tuple[int, int, bool] | None:
+    """Parses the text of a publish confirm: ``<partition>:<seq>``, the same
+    followed by `` duplicate`` (the third item: a duplicate of a message
+    stored there), or ``-`` (not stored: returns None). Surrounding spaces
+    are ignored.
 
     Raises:
         ProtocolError: Anything else (``invalid_args``), including a bare ``+OK``.
@@ -234,13 +236,19 @@ def parse_position(arg: str) -> tuple[int, int] | None:
     t = arg.strip(" \t")
     if t == "-":
         return None
+    dup = False
+    if " " in t:
+        t, _, mark = t.partition(" ")
+        if mark.strip(" \t") != "duplicate":
+            raise ProtocolError(f"bad publish confirm {arg!r}", wire_code="invalid_args")
+        dup = True
     p, sep, s = t.partition(":")
     if not sep or not (p.isascii() and p.isdigit() and s.isascii() and s.isdigit()):
         raise ProtocolError(f"bad publish confirm {arg!r}", wire_code="invalid_args")
     part, seq = int(p), int(s)
     if part > MAX_U32 or seq > MAX_U64:
         raise ProtocolError(f"publish confirm {arg!r} out of range", wire_code="invalid_args")
-    return part, seq
+    return part, seq, dup
 
 
 class _Skip(Exception):

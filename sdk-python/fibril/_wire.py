@@ -23,8 +23,8 @@ MAX_MILLIS = 4294967295
 
 #: Header carrying the partition key of a published message.
 HEADER_KEY = "Fibril-Key"
-#: Header carrying the producer's message id (for de-duplication).
-HEADER_MSG_ID = "Fibril-Msg-Id"
+#: Header carrying the producer's message id (de-duplication; NATS's name).
+HEADER_MSG_ID = "Nats-Msg-Id"
 
 
 class ProtocolError(FibrilError):

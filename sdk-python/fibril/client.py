@@ -495,7 +495,9 @@ class Client(_Manage):
             data: Body; str is encoded as UTF-8.
             key: Partition key (sent as header ``Fibril-Key``).
             headers: Extra headers.
-            msg_id: Producer message id (header ``Fibril-Msg-Id``).
+            msg_id: Producer message id (header ``Nats-Msg-Id``): stored once
+                within the topic's duplicate window; a repeat is confirmed with
+                the first one's Position, ``duplicate`` set.
 
         Returns:
             A future resolving to the :class:`Position` (or None when no durable
@@ -545,7 +547,9 @@ class Client(_Manage):
             data: Body; str is encoded as UTF-8.
             key: Partition key (header ``Fibril-Key``): same key, same partition.
             headers: Extra headers.
-            msg_id: Producer message id (header ``Fibril-Msg-Id``).
+            msg_id: Producer message id (header ``Nats-Msg-Id``): stored once
+                within the topic's duplicate window; a repeat is confirmed with
+                the first one's Position, ``duplicate`` set.
 
         Returns:
             Where the message was stored, or None when no durable topic captured

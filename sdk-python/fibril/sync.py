@@ -142,7 +142,9 @@ class Client:
             data: Body; str is encoded as UTF-8.
             key: Partition key (header ``Fibril-Key``): same key, same partition.
             headers: Extra headers.
-            msg_id: Producer message id (header ``Fibril-Msg-Id``).
+            msg_id: Producer message id (header ``Nats-Msg-Id``): stored once
+                within the topic's duplicate window; a repeat is confirmed with
+                the first one's Position, ``duplicate`` set.
 
         Returns:
             Where it was stored, or None when no durable topic captured it.

@@ -72,7 +72,7 @@ OPS = {
     "unsubscribe", "raw_connect", "raw_send", "raw_expect", "raw_expect_closed",
 }
 EXPECTS = {
-    "stored", "partition", "count", "min_count", "messages", "distinct_data", "ordered_by_key",
+    "stored", "duplicate", "partition", "count", "min_count", "messages", "distinct_data", "ordered_by_key",
     "same_partition_per_key", "distinct_partitions", "min_elapsed_ms", "max_elapsed_ms", "fields",
     "names", "absent_names",
 }
@@ -306,6 +306,8 @@ class Scenario:
                     raise StepFailed(f"confirm {p}, want stored={e['stored']}")
                 if "partition" in e and (p is None or p.partition != e["partition"]):
                     raise StepFailed(f"confirm {p}, want partition {e['partition']}")
+                if "duplicate" in e and (p is None or p.duplicate != e["duplicate"]):
+                    raise StepFailed(f"confirm {p}, want duplicate={e['duplicate']}")
 
         return check
 

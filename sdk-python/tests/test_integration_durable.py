@@ -52,7 +52,7 @@ def test_publish_fetch_ack(durable: Server) -> None:
             msgs = await fetch_all(c, topic, "g", 20)
             assert [m.data for m in msgs] == [f"m{i}".encode() for i in range(20)]
             assert all(m.delivery_count == 1 and m.handle is not None for m in msgs)
-            assert msgs[3].headers.get("Fibril-Msg-Id") == "id3"
+            assert msgs[3].headers.get("Nats-Msg-Id") == "id3"
             assert [m.handle.seq for m in msgs if m.handle] == seqs
             await c.ack(msgs[:10])
             for m in msgs[10:]:
@@ -497,3 +497,34 @@ def test_server_crash_loses_no_confirmed_publish(durable: Server, fibril_bin: Pa
 
     with tempfile.TemporaryDirectory(prefix="fibril-crash-") as data:
         run(body(data))
+
+
+def test_publish_duplicate_msg_id(durable: Server) -> None:
+    """A repeat of a msg_id within the window is confirmed with the first
+    one's position, ``duplicate`` set, and stored once; with the window off
+    it is stored again."""
+    topic, off = unique("t"), unique("t")
+
+    async def body() -> None:
+        async with fibril.connect(durable.url) as c:
+            await c.create_topic(topic, partitions=3)
+            first = await c.publish(topic, b"one", msg_id="order-7")
+            again = await c.publish(topic, b"one, retried", msg_id="order-7")
+            other = await c.publish(topic, b"two", msg_id="order-8")
+            assert first is not None and again is not None and other is not None
+            assert not first.duplicate and not other.duplicate
+            assert again == fibril.Position(first.partition, first.seq, duplicate=True)
+            assert (await c.topic_info(topic))["msgs"] == 2
+
+            info = await c.create_topic(off, duplicate_window=0)
+            assert info["config"]["duplicate_window_ms"] == 0
+            a = await c.publish(off, b"x", msg_id="same")
+            b = await c.publish(off, b"x", msg_id="same")
+            assert a is not None and b is not None and not b.duplicate and b.seq == a.seq + 1
+
+    run(body())
+
+    with sync.connect(durable.url) as sc:
+        p1 = sc.publish(topic, b"sync", msg_id="order-9")
+        p2 = sc.publish(topic, b"sync", msg_id="order-9")
+        assert p1 is not None and p2 is not None and p2.duplicate and (p2.partition, p2.seq) == (p1.partition, p1.seq)

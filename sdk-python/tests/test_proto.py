@@ -305,11 +305,11 @@ def test_headers_round_trip() -> None:
 
 @pytest.mark.parametrize(
     "arg, want, bad",
-    [("0:5", (0, 5), False), ("3:18446744073709551615", (3, 18446744073709551615), False), ("-", None, False),
-     (" 1:2 ", (1, 2), False), ("", None, True), ("5", None, True), ("a:b", None, True), ("1:", None, True),
+    [("0:5", (0, 5, False), False), ("3:18446744073709551615", (3, 18446744073709551615, False), False), ("-", None, False),
+     (" 1:2 ", (1, 2, False), False), ("1:2 duplicate", (1, 2, True), False), ("1:2 dup", None, True), ("", None, True), ("5", None, True), ("a:b", None, True), ("1:", None, True),
      ("4294967296:1", None, True), ("1:18446744073709551616", None, True)],
 )
-def test_parse_position(arg: str, want: tuple[int, int] | None, bad: bool) -> None:
+def test_parse_position(arg: str, want: tuple[int, int, bool] | None, bad: bool) -> None:
     if bad:
         with pytest.raises(proto.ProtocolError):
             proto.parse_position(arg)

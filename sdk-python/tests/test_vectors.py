@@ -247,7 +247,7 @@ def test_confirm_vector(v: dict[str, Any]) -> None:
             proto.parse_position(v["text"])
         assert ei.value.wire_code == v["error"]
     elif v["stored"]:
-        assert proto.parse_position(v["text"]) == (v["partition"], int(v["seq"]))
+        assert proto.parse_position(v["text"]) == (v["partition"], int(v["seq"]), v.get("duplicate", False))
     else:
         assert proto.parse_position(v["text"]) is None
 

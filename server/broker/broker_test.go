@@ -26,7 +26,7 @@ func testPublishPollAck(t *testing.T, durSync bool) {
 	g := e.group(tp, "workers", GroupConfig{})
 	for i := range 5 {
 		pos := e.publish(tp, fmt.Sprint("m", i))
-		if pos != (Position{0, Seq(i + 1)}) {
+		if pos != (Position{Seq: Seq(i + 1)}) {
 			t.Fatalf("position %v, want 0:%d", pos, i+1)
 		}
 	}

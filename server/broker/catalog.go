@@ -258,6 +258,7 @@ func (ct *catTopic) validate(nextTopic TopicID, nextGroup GroupID) error {
 	if tc.BlockTimeoutMs == 0 {
 		tc.BlockTimeoutMs = DefaultBlockTimeoutMs // written before the field existed
 	}
+	tc.fillDuplicates() // written before the fields existed: the defaults
 	if d, err := tc.withDefaults(ct.Name); err != nil {
 		return fmt.Errorf("topic %s: %v", ct.Name, err)
 	} else if d.Partitions != tc.Partitions || d.Durability != tc.Durability {

@@ -131,7 +131,7 @@ func buildCorruptBase(t *testing.T, seed uint64, unclean bool) *corruptBase {
 						t.Fatal(err)
 					}
 					if op.Kind == SettleAck {
-						base.acked[name][gname] = append(base.acked[name][gname], Position{d.Handle.Partition, d.Handle.Seq})
+						base.acked[name][gname] = append(base.acked[name][gname], Position{Partition: d.Handle.Partition, Seq: d.Handle.Seq})
 					}
 				}
 			}
@@ -373,7 +373,7 @@ func drain(t *testing.T, b *Broker) map[string]map[GroupName]map[Position]string
 					break
 				}
 				for _, d := range ds {
-					got[Position{d.Handle.Partition, d.Handle.Seq}] = string(d.Data)
+					got[Position{Partition: d.Handle.Partition, Seq: d.Handle.Seq}] = string(d.Data)
 				}
 			}
 		}
@@ -529,7 +529,7 @@ func corruptRun(t *testing.T, base *corruptBase, files []string, seed uint64, re
 	}
 	for _, l := range rr.Losses {
 		for s := l.From; s <= l.To; s++ {
-			lost[string(l.Topic)][l.Group][Position{l.Partition, s}] = true
+			lost[string(l.Topic)][l.Group][Position{Partition: l.Partition, Seq: s}] = true
 		}
 	}
 	// Exact: a group loses exactly the unreadable messages it had not

@@ -143,7 +143,8 @@
 // eventlog.go (eventWriter: events and snapshots), swaprelease.go
 // (swapGuard: maps of replaced compressed segments), retention.go
 // (retention, retentionCut), lost.go (holeSet), timer.go (actorTimer),
-// stats.go (partStats). groupstate.go is each group's state machine;
+// stats.go (partStats), dedup.go (dedupIndex: the message ids of the
+// duplicate window, rebuilt from the data log). groupstate.go is each group's state machine;
 // dispatch.go serves polls and subscriptions; partition.go holds the loop,
 // the round and the glue between parts.
 //

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/fibrilmq/fibril/server/seglog"
 )
@@ -39,6 +40,13 @@ var (
 	// ErrInvalidHeader: a publish's header the broker reads (Nats-TTL) has
 	// a value it cannot take, or one the topic does not allow.
 	ErrInvalidHeader = errors.New("broker: invalid header value")
+	// ErrMsgIDTooLong: a publish's message id (wire.HeaderMsgID) is longer
+	// than wire.MaxMsgIDLen. It wraps ErrInvalid.
+	ErrMsgIDTooLong = fmt.Errorf("%w: message id too long", ErrInvalid)
+	// ErrWrongLastMsgID: a publish's Message.ExpectLastMsgID is not the
+	// message id of the last message stored in its partition; nothing is
+	// stored. The error is a *LastMsgIDError naming the id.
+	ErrWrongLastMsgID = errors.New("broker: wrong last msg ID")
 	// ErrUnknownHandle: the handle names no known topic, group, partition or
 	// delivered message.
 	ErrUnknownHandle = errors.New("broker: unknown handle")
@@ -53,6 +61,16 @@ var (
 	// of the data log.
 	ErrTooLarge = errors.New("broker: message too large")
 )
+
+// LastMsgIDError is the ErrWrongLastMsgID of one publish: Last is the
+// message id of the last message stored in the partition ("" when it had
+// none).
+type LastMsgIDError struct{ Last string }
+
+func (e *LastMsgIDError) Error() string { return "broker: wrong last msg ID: " + e.Last }
+
+// Is makes errors.Is(err, ErrWrongLastMsgID) hold.
+func (e *LastMsgIDError) Is(target error) bool { return target == ErrWrongLastMsgID }
 
 // ErrNotHolder: a settle (SettleOp.As) names a principal other than the
 // one the delivery was made to.

@@ -46,7 +46,9 @@ func (t *Topic) Group(name GroupName, cfg GroupConfig) (*Group, error) {
 		if _, ok := b.Topic(TopicName(cfg.DeadLetter)); !ok {
 			// Dead letters are the source's messages: same durability,
 			// same codec on disk.
-			dcfg := TopicConfig{Durability: t.cfg.Durability, Compression: t.cfg.Compression}
+			// No de-duplication: dead letters keep their message ids.
+			off := int64(0)
+			dcfg := TopicConfig{Durability: t.cfg.Durability, Compression: t.cfg.Compression, DuplicateWindowMs: &off}
 			if _, err := b.createTopicLocked(TopicName(cfg.DeadLetter), dcfg); err != nil {
 				return nil, fmt.Errorf("group %s/%s: dead-letter topic: %w", t.name, name, err)
 			}

@@ -285,7 +285,7 @@ func (c TopicConfig) withDefaults(name TopicName) (TopicConfig, error) {
 	if c.BlockTimeoutMs < 1 || c.BlockTimeoutMs > maxLeaseMs {
 		return c, fmt.Errorf("%w: block_timeout_ms %d out of range [1, %d]", ErrInvalid, c.BlockTimeoutMs, maxLeaseMs)
 	}
-	return c, nil
+	return c, c.checkDuplicates() // dedup.go
 }
 
 // policy is the seglog policy a topic's logs are opened with. Under

@@ -57,6 +57,7 @@ type partition struct {
 	stopping    bool           // the mailbox closed: shut down after the next idle round
 	closeErr    error          // set by the actor before done closes
 	sleep       logSleep       // the open-logs cache (idle.go)
+	dedup       dedupIndex     // the message ids of the duplicate window (dedup.go)
 }
 
 // push hands a command to the actor without blocking (mailbox.push).
@@ -173,9 +174,13 @@ func (p *partition) appendData() {
 		return
 	}
 	defer p.in.recycle(&p.t.b.bodies)
+	if !p.takeDuplicates() {
+		return // every publish of the round was a duplicate (dedup.go)
+	}
 	entries := p.in.dataEntries(p.now)
 	first, err := p.data.Append(entries)
 	p.in.clearEntries()
+	p.appendedIDs(first, err)
 	if err != nil {
 		err = fmt.Errorf("topic %s partition %d: append: %w", p.t.name, p.idx, p.t.b.noteWriteErr(p.dir, err))
 		for _, c := range p.in.pubs {

@@ -109,7 +109,9 @@ func (b *Broker) republish(ctx context.Context, d Delivery, allow func(string) e
 		// the subject again.
 		return fmt.Errorf("%w: no topic captures %q now (deleted? create a topic for it to requeue, or delete this dead-letter topic)", ErrNoTopic, subject)
 	}
-	m := Message{Subject: subject, Header: stripHeaders(d.Header, dlqHeaderNames), Data: d.Data}
+	// A requeue stores the message again on purpose: not a duplicate of
+	// the original, whose id it keeps.
+	m := Message{Subject: subject, Header: stripHeaders(d.Header, dlqHeaderNames), Data: d.Data, noDedup: true}
 	if k := headerValue(d.Header, wire.HeaderKey); k != "" {
 		m.Key = []byte(k)
 	}

@@ -90,6 +90,7 @@ func (p *partition) retain() {
 		cut = low
 	}
 	cut = p.sideKeep(cut)
+	cut = p.dedupKeep(cut)
 	if cut <= p.first {
 		return
 	}

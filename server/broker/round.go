@@ -24,6 +24,10 @@ type command struct {
 	buf     *bodyBuf // body's pooled buffer, given back once appended (nil: not pooled)
 	crc     uint32   // CRC-32 of body, computed once by prepare (0: the log computes it)
 	pubDone PublishDone
+	// id is the message id in body, found by prepare (dedup.go), and
+	// expectLast the publish's Message.ExpectLastMsgID.
+	id         msgIDSpan
+	expectLast string
 	// reserved: the publish holds a place under the topic's
 	// max_unsettled_* (Topic.reserve), given back once the round's
 	// counters include it (publishStats).

@@ -56,6 +56,10 @@ func (t *Topic) Subjects() []string { return t.cfg.Subjects }
 func (t *Topic) Config() TopicConfig {
 	c := t.cfg
 	c.Subjects = append([]string(nil), c.Subjects...)
+	if c.DuplicateWindowMs != nil {
+		w := *c.DuplicateWindowMs
+		c.DuplicateWindowMs = &w
+	}
 	return c
 }
 
@@ -159,9 +163,16 @@ func (t *Topic) prepare(m *Message) (command, error) {
 	if m.CRC != 0 && crc != m.CRC {
 		return command{}, fmt.Errorf("publish to %s: %w", t.name, ErrCRCMismatch)
 	}
+	id, err := t.msgIDOf(m.Header, m.noDedup)
+	if err != nil {
+		return command{}, err
+	}
+	if m.ExpectLastMsgID != "" && t.cfg.dupWindowNs() == 0 {
+		return command{}, fmt.Errorf("publish to %s: %w: an expected last message id needs the duplicate window on", t.name, ErrInvalid)
+	}
 	body, buf := t.b.bodies.get(len(m.Header) + len(m.Data))
 	body = append(append(body, m.Header...), m.Data...)
-	return command{kind: cmdPublish, subject: m.Subject, hdrLen: len(m.Header), body: body, buf: buf, crc: crc}, nil
+	return command{kind: cmdPublish, subject: m.Subject, hdrLen: len(m.Header), body: body, buf: buf, crc: crc, id: id, expectLast: m.ExpectLastMsgID}, nil
 }
 
 // PublishAsync stores m without blocking. It returns ErrQueueFull (not
@@ -203,7 +214,7 @@ func (t *Topic) PublishAsyncTo(m Message, done PublishDone) error {
 		return err
 	}
 	c.pubDone, c.reserved = done, reserved
-	if err := t.partFor(m.Key).push(&c); err != nil {
+	if err := t.partForPub(m.Key, &c).push(&c); err != nil {
 		if reserved {
 			t.unreserve(1, size)
 		}
@@ -247,7 +258,7 @@ func (t *Topic) Publish(ctx context.Context, m Message) (Position, error) {
 	ch := make(chan result, 1)
 	c.pubDone = PublishFunc(func(pos Position, err error) { ch <- result{pos, err} })
 	c.reserved = reserved
-	p := t.partFor(m.Key)
+	p := t.partForPub(m.Key, &c)
 	if err := pushWait(ctx, p, &c); err != nil {
 		if reserved {
 			t.unreserve(1, size)

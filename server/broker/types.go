@@ -42,6 +42,10 @@ type Principal uint16
 type Position struct {
 	Partition Partition
 	Seq       Seq
+	// Duplicate: the publish carried a message id (wire.HeaderMsgID) that
+	// the partition stored within the topic's duplicate window; it was
+	// not stored again, and Partition and Seq are the original's.
+	Duplicate bool
 }
 
 // String formats a position as "<partition>:<seq>", as the confirm line does.
@@ -77,6 +81,15 @@ type Message struct {
 	// the producer computed it; a mismatch fails the publish with
 	// ErrCRCMismatch. Zero means "not given".
 	CRC uint32
+
+	// ExpectLastMsgID, when not empty, makes the publish conditional: it
+	// is stored only if the last message stored in its partition carried
+	// this message id (JetStream's Nats-Expected-Last-Msg-Id), else it
+	// fails with a *LastMsgIDError. It needs the topic's duplicate window
+	// on (ErrInvalid otherwise); a duplicate is answered as one first.
+	ExpectLastMsgID string
+
+	noDedup bool // a requeue: stored whatever its message id (dedup.go)
 }
 
 // Delivery is one message handed to a consumer of a group.

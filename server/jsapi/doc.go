@@ -26,6 +26,9 @@
 // Caveats: consumer sequences are counted in memory and restart from the
 // stream sequence after a restart; push consumers, deliver policies
 // last and last_per_subject, backoff, ack policies
-// other than explicit, Nats-Msg-Id de-duplication and mirrors/sources are
-// answered as not supported.
+// other than explicit and mirrors/sources are answered as not supported.
+// Nats-Msg-Id de-duplication is the engine's (the stream's duplicate_window
+// is its topic's duplicate_window_ms); the server adds "duplicate":true to
+// the PubAck, and checks Nats-Expected-Last-Msg-Id through the engine
+// (server/handle_expected.go).
 package jsapi

@@ -12,10 +12,15 @@ import (
 
 	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/wire"
 )
 
-// defaultDuplicates is JetStream's default duplicate window.
-const defaultDuplicates = 2 * time.Minute
+// defaultDuplicates is JetStream's default duplicate window;
+// maxDuplicates the longest a topic takes (duplicate_window_ms).
+const (
+	defaultDuplicates = 2 * time.Minute
+	maxDuplicates     = (1<<32 - 1) * time.Millisecond
+)
 
 // withDefaults fills in JetStream's defaults and refuses what the engine
 // cannot serve.
@@ -78,6 +83,8 @@ func (c StreamConfig) withDefaults() (StreamConfig, *APIError) {
 		return c, errStreamConfig("invalid compression %q", c.Compression)
 	case c.MaxAge < 0 || c.Duplicates < 0:
 		return c, errStreamConfig("negative max_age or duplicate_window")
+	case c.Duplicates > maxDuplicates:
+		return c, errStreamConfig("duplicate_window %s over %s", c.Duplicates, maxDuplicates)
 	}
 	c.AllowDirect = false // served through STREAM.MSG.GET
 	return c, nil
@@ -103,7 +110,26 @@ func (c StreamConfig) topicConfig() broker.TopicConfig {
 	if c.Compression == "s2" {
 		tc.Compression = broker.CompressionS2
 	}
+	// Nats-Msg-Id de-duplication is the topic's: JetStream's window (ns)
+	// in whole milliseconds, at least one.
+	dup := max(int64((c.Duplicates+time.Millisecond-1)/time.Millisecond), 1)
+	tc.DuplicateWindowMs = &dup
 	return tc
+}
+
+// sameTopic reports whether the topic configuration a stream request wants
+// is the topic's, have. A topic made before duplicate_window_ms existed
+// has the default window whatever its stream recorded (recorded): a
+// request asking the recorded window still matches it.
+func sameTopic(want, have broker.TopicConfig, recorded, asked StreamConfig) bool {
+	if reflect.DeepEqual(want, have) {
+		return true
+	}
+	if recorded.Duplicates != asked.Duplicates || have.DuplicateWindowMs == nil || *have.DuplicateWindowMs != wire.DefaultDuplicateWindowMs {
+		return false
+	}
+	want.DuplicateWindowMs = have.DuplicateWindowMs
+	return reflect.DeepEqual(want, have)
 }
 
 // derivedConfig describes a topic created without this API.
@@ -112,6 +138,9 @@ func derivedConfig(t *broker.Topic) StreamConfig {
 	c := StreamConfig{Name: string(t.Name()), Subjects: tc.Subjects, Retention: string(tc.Retention),
 		MaxMsgs: tc.MaxMsgs, MaxBytes: tc.MaxBytes, MaxAge: time.Duration(tc.MaxAgeMs) * time.Millisecond,
 		Storage: "file", Compression: string(tc.Compression)}
+	if w := tc.DuplicateWindowMs; w != nil && *w > 0 {
+		c.Duplicates = time.Duration(*w) * time.Millisecond // 0 (off) has no JetStream form: the default shows
+	}
 	if tc.FullPolicy == broker.FullReject {
 		c.Discard, c.MaxMsgs, c.MaxBytes = "new", tc.MaxUnsettledMsgs, tc.MaxUnsettledBytes
 	}
@@ -160,8 +189,8 @@ func (a *API) streamCreate(id *access.Identity, name string, body []byte, update
 		if err := id.CreateTopic(access.Topic{Name: name, Subjects: cfg.Subjects}); err != nil {
 			return nil, errDenied(err.Error())
 		}
-		if !reflect.DeepEqual(want, t.Config()) {
-			return nil, errNotSupported(10052, "changing the subjects, retention, limits or discard policy of an existing stream")
+		if oc, _ := a.streamConfigOf(t); !sameTopic(want, t.Config(), oc, cfg) {
+			return nil, errNotSupported(10052, "changing the subjects, retention, limits, discard policy or duplicate window of an existing stream")
 		}
 		_, created := a.streamConfigOf(t)
 		if created.IsZero() {
@@ -182,7 +211,7 @@ func (a *API) streamCreate(id *access.Identity, name string, body []byte, update
 		if !ok {
 			return nil, errStreamCreate(err)
 		}
-		if oc, _ := a.streamConfigOf(old); !reflect.DeepEqual(oc, cfg) || !reflect.DeepEqual(want, old.Config()) {
+		if oc, _ := a.streamConfigOf(old); !reflect.DeepEqual(oc, cfg) || !sameTopic(want, old.Config(), oc, cfg) {
 			return nil, errStreamNameExist()
 		}
 		return a.streamInfoOf(old, "io.nats.jetstream.api.v1.stream_create_response"), nil

@@ -384,6 +384,7 @@ export class Runner {
       for (const pos of result) {
         if (e.stored !== undefined && (pos !== null) !== e.stored) fail(`stored ${pos !== null}, want ${e.stored}`);
         if (e.partition !== undefined && pos?.partition !== e.partition) fail(`partition ${pos?.partition}, want ${e.partition}`);
+        if (e.duplicate !== undefined && pos?.duplicate !== e.duplicate) fail(`duplicate ${pos?.duplicate}, want ${e.duplicate}`);
       }
       return;
     }
