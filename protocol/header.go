@@ -13,7 +13,9 @@ const (
 	// HeaderMsgID is a producer-chosen message id: a topic stores a
 	// message once per id within its duplicate window (SPEC.md 10.1).
 	HeaderMsgID = wire.HeaderMsgID
-	// HeaderReason says why a message was dead-lettered: max_deliveries or rejected.
+	// HeaderTTL sets one message's TTL (SPEC.md 12, on a topic with allow_msg_ttl).
+	HeaderTTL = wire.HeaderTTL
+	// HeaderReason says why a message was dead-lettered: max_deliveries, rejected or expired.
 	HeaderReason = wire.HeaderReason
 	// HeaderSubject is the original subject of a dead-lettered message.
 	HeaderSubject = wire.HeaderSubject

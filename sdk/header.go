@@ -17,7 +17,8 @@ type Header map[string][]string
 const (
 	HeaderKey        = protocol.HeaderKey        // partition key: xxhash64(key) % partitions
 	HeaderMsgID      = protocol.HeaderMsgID      // message id, for de-duplication
-	HeaderReason     = protocol.HeaderReason     // dead letters: max_deliveries | rejected
+	HeaderTTL        = protocol.HeaderTTL        // the message's TTL (WithTTL)
+	HeaderReason     = protocol.HeaderReason     // dead letters: max_deliveries | rejected | expired
 	HeaderSubject    = protocol.HeaderSubject    // dead letters: original subject
 	HeaderPartition  = protocol.HeaderPartition  // dead letters: original partition
 	HeaderSeq        = protocol.HeaderSeq        // dead letters: original sequence

@@ -3,6 +3,8 @@ package fibril
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 )
@@ -55,6 +57,16 @@ func WithKey(key string) PubOption { return func(o *pubOpts) { o.set(HeaderKey, 
 // the first one's Position, Duplicate set. Give a publish you may retry
 // (after a reconnect) an id so that it is stored once.
 func WithMsgID(id string) PubOption { return func(o *pubOpts) { o.set(HeaderMsgID, id) } }
+
+// WithTTL sets the message's time to live (header Nats-TTL, on a topic
+// created with AllowMsgTTL): a group hands it out only within ttl of its
+// being stored, and past it drops it or dead-letters it (the group's
+// OnExpiry). It is sent in whole milliseconds, at least 1.
+func WithTTL(ttl time.Duration) PubOption {
+	return func(o *pubOpts) {
+		o.set(HeaderTTL, strconv.FormatInt(max(ttl.Milliseconds(), 1), 10)+"ms")
+	}
+}
 
 // WithHeader adds one header value.
 func WithHeader(key, value string) PubOption {

@@ -16,7 +16,12 @@ const (
 	// message once per id within its duplicate window (NATS's own name,
 	// as JetStream reads it).
 	HeaderMsgID = "Nats-Msg-Id"
-	// HeaderReason says why a message was dead-lettered: max_deliveries or rejected.
+	// HeaderTTL sets one message's TTL on a topic with allow_msg_ttl
+	// (NATS's own name): whole seconds or a Go duration ("90s", "1h30m"),
+	// more than 0 and at most MaxTTLMs, or "never" (no TTL, whatever the
+	// topic's message_ttl_ms).
+	HeaderTTL = "Nats-TTL"
+	// HeaderReason says why a message was dead-lettered: max_deliveries, rejected or expired.
 	HeaderReason = "Fibril-Reason"
 	// HeaderError is the detail a consumer gave when it rejected a dead letter.
 	HeaderError = "Fibril-Error"

@@ -120,12 +120,6 @@ type TopicConfig struct {
 // MaxTTLMs is the longest message TTL, in ms (about 100 years).
 const MaxTTLMs = 100 * 365 * 24 * 3600 * 1000
 
-// TTLHeader is the header that sets one message's TTL (NATS's own name):
-// a whole number of seconds or a Go duration ("90s", "1h30m"), greater
-// than 0 and at most MaxTTLMs, or "never" (no TTL, whatever the topic's
-// default).
-const TTLHeader = "Nats-TTL"
-
 // De-duplication defaults and bounds (SPEC.md 10.1).
 const (
 	DefaultDuplicateWindowMs = 120000

@@ -255,7 +255,10 @@ export class Connection implements AsyncDisposable {
   #encodePublish(subject: string, data: Uint8Array | string | undefined, opts: PublishOptions): Buffer {
     const payload = data === undefined ? EMPTY : typeof data === 'string' ? enc.encode(data) : data;
     let hdrs: MsgHeaders | undefined;
-    if (opts.headers !== undefined || opts.key !== undefined || opts.msgId !== undefined) {
+    if (opts.ttlMs !== undefined && !(Number.isFinite(opts.ttlMs) && opts.ttlMs > 0)) {
+      throw new InvalidArgumentError(`ttlMs ${opts.ttlMs}: a TTL is more than 0 ms`);
+    }
+    if (opts.headers !== undefined || opts.key !== undefined || opts.msgId !== undefined || opts.ttlMs !== undefined) {
       hdrs = new MsgHeaders(opts.headers instanceof MsgHeaders ? [...opts.headers] : opts.headers);
       if (opts.headers instanceof MsgHeaders) {
         hdrs.status = opts.headers.status;
@@ -263,6 +266,7 @@ export class Connection implements AsyncDisposable {
       }
       if (opts.key !== undefined) hdrs.set(HeaderNames.Key, opts.key);
       if (opts.msgId !== undefined) hdrs.set(HeaderNames.MsgId, opts.msgId);
+      if (opts.ttlMs !== undefined) hdrs.set(HeaderNames.TTL, `${Math.max(1, Math.round(opts.ttlMs))}ms`);
     }
     const header = hdrs !== undefined ? hdrs.encode() : undefined;
     const size = (header?.length ?? 0) + payload.length;

@@ -11,6 +11,8 @@ export const HeaderNames = {
   Key: 'Fibril-Key',
   /** MsgId: message id for de-duplication. */
   MsgId: 'Nats-Msg-Id',
+  /** TTL: a message's time to live (on a topic with allow_msg_ttl). */
+  TTL: 'Nats-TTL',
   /** Reason: why a message was dead-lettered (max_deliveries | rejected). */
   Reason: 'Fibril-Reason',
   /** Subject: original subject of a dead-lettered message. */

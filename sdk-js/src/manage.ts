@@ -36,6 +36,10 @@ export interface TopicConfig {
   duplicateWindowMs?: number;
   /** duplicateMaxIds bounds the ids a partition remembers (default 100000); past it the oldest goes first. */
   duplicateMaxIds?: number;
+  /** messageTtlMs is how long a message without its own TTL stays deliverable (default forever). */
+  messageTtlMs?: number;
+  /** allowMsgTtl lets publishes set their own TTL (ttlMs, the Nats-TTL header). */
+  allowMsgTtl?: boolean;
   /** @deprecated use maxAgeMs */
   max_age_ms?: number;
   /** @deprecated use maxBytes */
@@ -69,6 +73,8 @@ export interface GroupConfig {
   filter?: string[];
   /** 'partition': one message out at a time per partition, in offset order (the next only once the one before is settled); 'none' (default): in parallel. */
   ordered?: 'none' | 'partition';
+  /** What the group does with a message whose TTL ran out before delivery: 'drop' (default) or 'dead_letter'. */
+  onExpiry?: 'drop' | 'dead_letter';
   leaseMs?: number;
   maxDeliveries?: number;
   deadLetter?: string;

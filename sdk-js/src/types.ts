@@ -28,6 +28,12 @@ export interface PublishOptions {
    * with the first one's Position, duplicate set.
    */
   msgId?: string;
+  /**
+   * ttlMs is the message's time to live in ms (Nats-TTL header, on a topic
+   * created with allowMsgTtl): past it a group drops it or dead-letters it
+   * (the group's onExpiry).
+   */
+  ttlMs?: number;
   /** reply is a reply-to subject for plain request/reply. */
   reply?: string;
   /** signal stops waiting: before sending, the publish is dropped; after, only the wait ends. */

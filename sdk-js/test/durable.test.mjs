@@ -2,7 +2,7 @@
 // fetch, consume, ack/nack/reject/inProgress, dead letters, management.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect, InvalidConfigError, StaleHandleError, TopicExistsError, UnknownTopicError } from '../dist/index.js';
+import { connect, InvalidConfigError, InvalidHeaderError, StaleHandleError, TopicExistsError, UnknownTopicError } from '../dist/index.js';
 import { startServer, waitFor } from './helpers/server.mjs';
 
 async function setup(t, args = []) {
@@ -199,6 +199,26 @@ test('topics.requeue moves the dead letters a filter picks, then the rest', asyn
   const [m2] = await nc.fetch('rq', 'w', { waitMs: 5000 });
   assert.equal(m2.string(), 'us');
   await assert.rejects(nc.topics.requeue('$DLQ.rq.w', { max: 0 }), InvalidConfigError);
+});
+
+test('publish ttlMs: past it the group dead-letters the message (onExpiry), Fibril-Reason expired', async (t) => {
+  const { nc } = await setup(t);
+  if (!nc) return;
+  await nc.topics.create('ttl', { allowMsgTtl: true });
+  const gi = await nc.groups.create('ttl', 'w', { onExpiry: 'dead_letter' });
+  assert.equal(gi.config.on_expiry, 'dead_letter');
+  await nc.publish('ttl', 'short', { ttlMs: 1 });
+  await nc.publish('ttl', 'long', { ttlMs: 3600_000 });
+  await new Promise((r) => setTimeout(r, 20)); // past the short one's TTL
+  const got = await nc.fetch('ttl', 'w', { max: 10, waitMs: 1000 });
+  assert.deepEqual(got.map((m) => m.string()), ['long']);
+  const [d] = await nc.fetch('$DLQ.ttl.w', 'ops', { waitMs: 5000 });
+  assert.equal(d.string(), 'short');
+  assert.equal(d.headers.get('Fibril-Reason'), 'expired');
+  await nc.topics.create('ttlplain', { messageTtlMs: 60000 });
+  assert.equal((await nc.topics.info('ttlplain')).config.message_ttl_ms, 60000);
+  await assert.rejects(nc.publish('ttlplain', 'x', { ttlMs: 5000 }), InvalidHeaderError);
+  await assert.rejects(nc.publish('ttl', 'x', { ttlMs: 0 }), /a TTL is more than 0/);
 });
 
 test('consume: push delivery bounded by maxInFlight, ack, abort ends the loop', async (t) => {

@@ -223,6 +223,18 @@ def to_bytes(data: Data) -> bytes:
     return bytes(data)
 
 
+def ttl_ms(ttl: Duration) -> int:
+    """Converts a TTL (seconds or a timedelta) to whole milliseconds, at least 1.
+
+    Raises:
+        ValueError: The TTL is not more than 0.
+    """
+    secs = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
+    if not secs > 0:
+        raise ValueError(f"ttl of {secs} s: a TTL is more than 0")
+    return max(1, round(secs * 1000))
+
+
 def publish_frame(
     subject: str,
     data: Data,
@@ -232,6 +244,7 @@ def publish_frame(
     msg_id: str | None,
     crc: bool,
     max_payload: int,
+    ttl: Duration | None = None,
 ) -> bytes:
     """Validates a publish and returns its PUB/HPUB frame.
 
@@ -248,6 +261,8 @@ def publish_frame(
         pairs.append((proto.HEADER_KEY, key.decode() if isinstance(key, bytes) else key))
     if msg_id is not None:
         pairs.append((proto.HEADER_MSG_ID, msg_id))
+    if ttl is not None:
+        pairs.append(("Nats-TTL", f"{ttl_ms(ttl)}ms"))
     header = proto.encode_headers(pairs) if pairs else None
     size = len(body) + (len(header) if header else 0)
     if size > max_payload:
@@ -290,6 +305,8 @@ def topic_config(
     compression: str | None = None,
     duplicate_window_ms: int | None = None,
     duplicate_max_ids: int | None = None,
+    message_ttl_ms: int | None = None,
+    allow_msg_ttl: bool | None = None,
 ) -> dict[str, Any]:
     """Returns the TOPIC CREATE JSON with the given (non-None) fields."""
     cfg: dict[str, Any] = {
@@ -306,6 +323,8 @@ def topic_config(
         "duplicate_window_ms": duplicate_window_ms,
         "duplicate_max_ids": duplicate_max_ids,
         "compression": compression,
+        "message_ttl_ms": message_ttl_ms,
+        "allow_msg_ttl": allow_msg_ttl,
     }
     return {k: v for k, v in cfg.items() if v is not None}
 
@@ -319,6 +338,7 @@ def group_config(
     backoff_ms: list[int] | None = None,
     filter: list[str] | None = None,
     ordered: str | None = None,
+    on_expiry: str | None = None,
     max_deliveries: int | None = None,
     dead_letter: str | None = None,
 ) -> dict[str, Any]:
@@ -346,6 +366,7 @@ def group_config(
         "backoff_ms": backoff_ms,
         "filter": filter,
         "ordered": ordered,
+        "on_expiry": on_expiry,
         "max_deliveries": max_deliveries,
         "dead_letter": dead_letter,
     }

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ._common import KIND_JSON as _JSON
-from ._common import Duration, group_config, to_ms, topic_config
+from ._common import Duration, group_config, to_ms, topic_config, ttl_ms
 from ._errors_gen import GroupExistsError, TopicExistsError
 from ._encode import encode_manage
 from ._wire import validate_subject
@@ -42,6 +42,8 @@ class _Manage:
         compression: str | None = None,
         duplicate_window: Duration | None = None,
         duplicate_max_ids: int | None = None,
+        message_ttl: Duration | None = None,
+        allow_msg_ttl: bool | None = None,
         config: Mapping[str, Any] | None = None,
         exist_ok: bool = False,
         max_age_ms: int | None = None,
@@ -72,6 +74,10 @@ class _Manage:
                 de-duplication off): a repeat within it is not stored again.
             duplicate_max_ids: Most ids a partition remembers (default
                 100000); past it the oldest is forgotten early.
+            message_ttl: How long a message stays deliverable without its own
+                TTL (seconds or a timedelta; default forever).
+            allow_msg_ttl: Publishes may set their own TTL (``ttl=``, header
+                ``Nats-TTL``).
             config: More fields sent as they are (a server newer than this SDK);
                 the named options above win over the same keys here.
             exist_ok: When the topic exists with another configuration, return
@@ -96,6 +102,8 @@ class _Manage:
             max_unsettled_msgs=max_unsettled_msgs, max_unsettled_bytes=max_unsettled_bytes, full_policy=full_policy,
             compression=compression, duplicate_window_ms=to_ms(duplicate_window, "duplicate_window"),
             duplicate_max_ids=duplicate_max_ids,
+            message_ttl_ms=None if message_ttl is None else ttl_ms(message_ttl),
+            allow_msg_ttl=allow_msg_ttl,
         )
         try:
             return await self._call(encode_manage("TOPIC", "CREATE", name, config=cfg), _JSON)
@@ -160,6 +168,7 @@ class _Manage:
         backoff: Iterable[Duration] | None = None,
         filter: Iterable[str] | None = None,
         ordered: str | None = None,
+        on_expiry: str | None = None,
         max_deliveries: int | None = None,
         dead_letter: str | None = None,
         config: Mapping[str, Any] | None = None,
@@ -187,6 +196,8 @@ class _Manage:
             ordered: ``"partition"``: one message out at a time per partition,
                 in offset order (the next only once the one before is
                 settled); ``"none"`` (default): in parallel.
+            on_expiry: What the group does with a message whose TTL ran out
+                before delivery: ``"drop"`` (default) or ``"dead_letter"``.
             max_deliveries: Deliveries before a message is dead-lettered.
             dead_letter: Dead-letter topic (default ``$DLQ.<topic>.<group>``).
             config: More fields sent as they are (``nats_ack``, newer ones); the
@@ -207,6 +218,7 @@ class _Manage:
             backoff_ms=None if backoff is None else [to_ms(d, "backoff") or 0 for d in backoff],
             filter=None if filter is None else list(filter),
             ordered=ordered,
+            on_expiry=on_expiry,
             max_deliveries=max_deliveries,
             dead_letter=dead_letter,
         )

@@ -484,6 +484,7 @@ class Client(_Manage):
         key: str | bytes | None = None,
         headers: HeadersArg = None,
         msg_id: str | None = None,
+        ttl: Duration | None = None,
     ) -> asyncio.Future[Position | None]:
         """Sends a publish and returns a future of its confirm (pipelined publishing).
 
@@ -498,6 +499,9 @@ class Client(_Manage):
             msg_id: Producer message id (header ``Nats-Msg-Id``): stored once
                 within the topic's duplicate window; a repeat is confirmed with
                 the first one's Position, ``duplicate`` set.
+            ttl: Time to live (seconds or a timedelta; header ``Nats-TTL``, on
+                a topic created with ``allow_msg_ttl=True``): past it a group
+                drops the message or dead-letters it (its ``on_expiry``).
 
         Returns:
             A future resolving to the :class:`Position` (or None when no durable
@@ -508,7 +512,7 @@ class Client(_Manage):
             ClientClosedError: The client is closed.
         """
         frame = publish_frame(
-            subject, data, key=key, headers=headers, msg_id=msg_id, crc=self._crc, max_payload=self._max_payload
+            subject, data, key=key, headers=headers, msg_id=msg_id, crc=self._crc, max_payload=self._max_payload, ttl=ttl
         )
         return await self._publish_frame(frame)
 
@@ -537,6 +541,7 @@ class Client(_Manage):
         key: str | bytes | None = None,
         headers: HeadersArg = None,
         msg_id: str | None = None,
+        ttl: Duration | None = None,
     ) -> Position | None:
         """Publishes one message and waits for its confirm.
 
@@ -550,6 +555,9 @@ class Client(_Manage):
             msg_id: Producer message id (header ``Nats-Msg-Id``): stored once
                 within the topic's duplicate window; a repeat is confirmed with
                 the first one's Position, ``duplicate`` set.
+            ttl: Time to live (seconds or a timedelta; header ``Nats-TTL``, on
+                a topic created with ``allow_msg_ttl=True``): past it a group
+                drops the message or dead-letters it (its ``on_expiry``).
 
         Returns:
             Where the message was stored, or None when no durable topic captured
@@ -560,7 +568,7 @@ class Client(_Manage):
             FibrilError: The server refused it (for example a full topic).
             ClientClosedError: The client was closed before the confirm.
         """
-        fut = await self.publish_async(subject, data, key=key, headers=headers, msg_id=msg_id)
+        fut = await self.publish_async(subject, data, key=key, headers=headers, msg_id=msg_id, ttl=ttl)
         return await fut
 
     # ------------------------------------------------------------------

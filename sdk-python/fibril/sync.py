@@ -130,6 +130,7 @@ class Client:
         key: str | bytes | None = None,
         headers: HeadersArg = None,
         msg_id: str | None = None,
+        ttl: Duration | None = None,
     ) -> Position | None:
         """Publishes one message and waits for its confirm.
 
@@ -145,6 +146,9 @@ class Client:
             msg_id: Producer message id (header ``Nats-Msg-Id``): stored once
                 within the topic's duplicate window; a repeat is confirmed with
                 the first one's Position, ``duplicate`` set.
+            ttl: Time to live (seconds or a timedelta; header ``Nats-TTL``, on
+                a topic created with ``allow_msg_ttl=True``): past it a group
+                drops the message or dead-letters it (its ``on_expiry``).
 
         Returns:
             Where it was stored, or None when no durable topic captured it.
@@ -155,7 +159,7 @@ class Client:
             TimedOutError: No confirm within ``timeout`` (it may still be stored).
             ClientClosedError: The client was closed first.
         """
-        return self._run(self._ac.publish(subject, data, key=key, headers=headers, msg_id=msg_id))
+        return self._run(self._ac.publish(subject, data, key=key, headers=headers, msg_id=msg_id, ttl=ttl))
 
     def publish_async(
         self,
@@ -165,6 +169,7 @@ class Client:
         key: str | bytes | None = None,
         headers: HeadersArg = None,
         msg_id: str | None = None,
+        ttl: Duration | None = None,
     ) -> concurrent.futures.Future[Position | None]:
         """Sends a publish and returns a future of its confirm (pipelined publishing).
 
@@ -182,7 +187,7 @@ class Client:
         # keep the whole window in flight.
         ac = self._ac
         frame = publish_frame(
-            subject, data, key=key, headers=headers, msg_id=msg_id, crc=ac._crc, max_payload=ac._max_payload
+            subject, data, key=key, headers=headers, msg_id=msg_id, crc=ac._crc, max_payload=ac._max_payload, ttl=ttl
         )
         if self._loop.stopped:
             raise ClientClosedError("client closed")

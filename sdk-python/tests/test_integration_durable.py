@@ -320,6 +320,31 @@ def test_requeue_by_filter_then_the_rest(durable: Server) -> None:
     run(body())
 
 
+def test_publish_ttl(durable: Server) -> None:
+    topic = unique("t")
+
+    async def body() -> None:
+        async with fibril.connect(durable.url) as c:
+            await c.create_topic(topic, allow_msg_ttl=True)
+            info = await c.create_group(topic, "g", on_expiry="dead_letter")
+            assert info["config"]["on_expiry"] == "dead_letter"
+            await c.publish(topic, b"short", ttl=0.001)
+            await c.publish(topic, b"long", ttl=timedelta(hours=1))
+            await asyncio.sleep(0.02)  # past the short one's TTL
+            assert [m.data for m in await c.fetch(topic, "g", 10, wait=1)] == [b"long"]
+            (d,) = await fetch_all(c, f"$DLQ.{topic}.g", "ops", 1)
+            assert (d.data, d.headers.get("Fibril-Reason")) == (b"short", "expired")
+            plain = unique("t")
+            await c.create_topic(plain, message_ttl=60)
+            assert (await c.topic_info(plain))["config"]["message_ttl_ms"] == 60000
+            with pytest.raises(fibril.errors.InvalidHeaderError):
+                await c.publish(plain, b"x", ttl=5)
+            with pytest.raises(ValueError):
+                await c.publish(topic, b"x", ttl=0)
+
+    run(body())
+
+
 def test_corrupt_delivery_raises_and_is_redelivered(durable: Server) -> None:
     topic = unique("t")
 

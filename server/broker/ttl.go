@@ -29,13 +29,13 @@ func parseTTL(v []byte) (d time.Duration, never bool, err error) {
 	}
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 		if n < 1 || n > wire.MaxTTLMs/1000 {
-			return 0, false, fmt.Errorf("%s %q: %d seconds out of range [1, %d]", wire.TTLHeader, s, n, wire.MaxTTLMs/1000)
+			return 0, false, fmt.Errorf("%s %q: %d seconds out of range [1, %d]", wire.HeaderTTL, s, n, wire.MaxTTLMs/1000)
 		}
 		return time.Duration(n) * time.Second, false, nil
 	}
 	d, err = time.ParseDuration(s)
 	if err != nil || d <= 0 || d > wire.MaxTTLMs*time.Millisecond {
-		return 0, false, fmt.Errorf("%s %q is not a TTL: seconds, a duration such as \"90s\" or \"1h30m\" (more than 0, at most 100 years), or \"never\"", wire.TTLHeader, s)
+		return 0, false, fmt.Errorf("%s %q is not a TTL: seconds, a duration such as \"90s\" or \"1h30m\" (more than 0, at most 100 years), or \"never\"", wire.HeaderTTL, s)
 	}
 	return d, false, nil
 }
@@ -46,12 +46,12 @@ func (t *Topic) checkTTLHeader(h []byte) error {
 	if len(h) == 0 {
 		return nil
 	}
-	v, ok := wire.HeaderValue(h, wire.TTLHeader)
+	v, ok := wire.HeaderValue(h, wire.HeaderTTL)
 	if !ok {
 		return nil
 	}
 	if !t.cfg.AllowMsgTTL {
-		return fmt.Errorf("%w: %s: topic %s does not allow per-message TTL (allow_msg_ttl)", ErrInvalidHeader, wire.TTLHeader, t.name)
+		return fmt.Errorf("%w: %s: topic %s does not allow per-message TTL (allow_msg_ttl)", ErrInvalidHeader, wire.HeaderTTL, t.name)
 	}
 	if _, _, err := parseTTL(v); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidHeader, err)
@@ -69,7 +69,7 @@ func (t *Topic) hasTTL() bool { return t.cfg.MessageTTLMs > 0 || t.cfg.AllowMsgT
 func (t *Topic) expiredAt(storedNs int64, hdr []byte, now int64) bool {
 	ttl := time.Duration(t.cfg.MessageTTLMs) * time.Millisecond
 	if t.cfg.AllowMsgTTL && len(hdr) > 0 {
-		if v, ok := wire.HeaderValue(hdr, wire.TTLHeader); ok {
+		if v, ok := wire.HeaderValue(hdr, wire.HeaderTTL); ok {
 			d, never, err := parseTTL(v)
 			switch {
 			case never:

@@ -51,7 +51,7 @@ func publishTTL(t *testing.T, tp *Topic, data, ttl string) {
 	t.Helper()
 	m := Message{Subject: string(tp.Name()), Data: []byte(data)}
 	if ttl != "" {
-		m.Header = wire.AppendHeader(nil, wire.TTLHeader, ttl)
+		m.Header = wire.AppendHeader(nil, wire.HeaderTTL, ttl)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -138,7 +138,7 @@ func TestMessageTTLInvalid(t *testing.T) {
 	e := newEnv(t, nil)
 	tp := e.topic("q", TopicConfig{AllowMsgTTL: true})
 	pub := func(tp *Topic, v string) error {
-		_, err := tp.Publish(context.Background(), Message{Subject: string(tp.Name()), Header: wire.AppendHeader(nil, wire.TTLHeader, v), Data: []byte("x")})
+		_, err := tp.Publish(context.Background(), Message{Subject: string(tp.Name()), Header: wire.AppendHeader(nil, wire.HeaderTTL, v), Data: []byte("x")})
 		return err
 	}
 	for _, v := range []string{"0", "-1", "soon", "1e3"} {
