@@ -81,8 +81,12 @@ func cmdPub(args []string, stdout, stderr io.Writer) int {
 	key := fs.String("key", "", "partition key (sent as the Fibril-Key header)")
 	plain := fs.Bool("plain", false, "publish to plain subscribers only: no topic need capture the subject")
 	msgID := fs.String("msg-id", "", "message id (sent as the Nats-Msg-Id header): stored once within the topic's duplicate window")
+	ttl := fs.Duration("ttl", 0, "time to live (sent as the Nats-TTL header; the topic needs allow_msg_ttl), e.g. 30s")
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
+	}
+	if *ttl < 0 {
+		return badArgs(stderr, "pub")
 	}
 	if fs.NArg() != 2 {
 		return badArgs(stderr, "pub")
@@ -99,6 +103,9 @@ func cmdPub(args []string, stdout, stderr io.Writer) int {
 	}
 	if *msgID != "" {
 		opts = append(opts, fibril.WithMsgID(*msgID))
+	}
+	if *ttl > 0 {
+		opts = append(opts, fibril.WithTTL(*ttl))
 	}
 	cctx, cancel := cf.call(ctx)
 	defer cancel()

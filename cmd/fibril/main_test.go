@@ -497,3 +497,21 @@ func TestTopicsRequeueCommand(t *testing.T) {
 		t.Fatalf("requeue with an unknown field: %d %s", code, errb.String())
 	}
 }
+
+// TestPubTTL: `fibril pub -ttl` sets Nats-TTL; a topic without
+// allow_msg_ttl refuses it with invalid_header.
+func TestPubTTL(t *testing.T) {
+	addr := testserver.Addr(t)
+	runOK(t, "topics", "-s", addr, "create", "ttl", `{"allow_msg_ttl":true}`)
+	runOK(t, "topics", "-s", addr, "create", "plain")
+	if out := runOK(t, "pub", "-s", addr, "-ttl", "1h", "ttl", "x"); !strings.Contains(out, "stored in partition") {
+		t.Fatalf("pub -ttl: %s", out)
+	}
+	if out := runOK(t, "poll", "-s", addr, "-wait", "1000", "ttl", "g"); !strings.Contains(out, `Nats-TTL: 3600000ms`) {
+		t.Fatalf("poll: %s", out)
+	}
+	var errb bytes.Buffer
+	if code := run([]string{"pub", "-s", addr, "-ttl", "1m", "plain", "x"}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "invalid_header") {
+		t.Fatalf("pub -ttl to a topic without allow_msg_ttl: %d %s", code, errb.String())
+	}
+}
