@@ -21,6 +21,13 @@ const (
 	// more than 0 and at most MaxTTLMs, or "never" (no TTL, whatever the
 	// topic's message_ttl_ms).
 	HeaderTTL = "Nats-TTL"
+	// HeaderDelay holds a message back from every group for a while after
+	// it is stored, on a topic with allow_msg_delay: whole seconds or a Go
+	// duration ("90s", "1h30m"), more than 0 and at most MaxTTLMs.
+	HeaderDelay = "Fibril-Delay"
+	// HeaderDeliverAt holds a message back until a time (RFC 3339), on a
+	// topic with allow_msg_delay.
+	HeaderDeliverAt = "Fibril-Deliver-At"
 	// HeaderReason says why a message was dead-lettered: max_deliveries, rejected or expired.
 	HeaderReason = "Fibril-Reason"
 	// HeaderError is the detail a consumer gave when it rejected a dead letter.

@@ -102,6 +102,10 @@ type TopicConfig struct {
 	// header (as JetStream's allow_msg_ttl); without it such a publish is
 	// refused with invalid_header.
 	AllowMsgTTL bool `json:"allow_msg_ttl,omitempty"`
+	// AllowMsgDelay lets publishes hold a message back from every group
+	// for a while (header Fibril-Delay) or until a time (Fibril-Deliver-At);
+	// without it such a publish is refused with invalid_header.
+	AllowMsgDelay bool `json:"allow_msg_delay,omitempty"`
 	// DuplicateWindowMs is how long a publish's message id (header
 	// Nats-Msg-Id) is remembered in its partition: a publish with an id
 	// seen within the window is not stored again but confirmed with the

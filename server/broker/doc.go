@@ -30,7 +30,10 @@
 // another in offset order (groupState.takeOrdered). On a topic with TTLs
 // (message_ttl_ms, allow_msg_ttl and the Nats-TTL header) a group's head
 // record past its deadline is settled undelivered or dead-lettered
-// (GroupConfig.OnExpiry) before anything is handed out (ttl.go). Delivery counts, settles and dead-letter decisions
+// (GroupConfig.OnExpiry) before anything is handed out (ttl.go); on a
+// topic with delays (allow_msg_delay) a head record not yet due is held
+// back for the group (a pending entry without a delivery, an evDefer
+// event, delay.go) while the records after it flow on. Delivery counts, settles and dead-letter decisions
 // go to a per-partition event log, group-committed with the data, plus a
 // snapshot every Options.SnapshotEvery events (temp file, fsync, rename);
 // Open loads the snapshot and replays the events after it. A snapshot drops

@@ -16,6 +16,7 @@ import (
 //     a consumer; evSettle's argument says how (settleHow*); kinds 6-8
 //     record lease ends that return an offset to ready. Replay ignores the
 //     owner and kinds 6-8 (leases are not persisted).
+//   - v3: kind 9 (evDefer), a delayed message held back.
 const (
 	evDeliver    byte = 1 // arg: the new delivery count
 	evSettle     byte = 2 // arg: settleHow* (0 in v1 logs: not recorded)
@@ -27,8 +28,13 @@ const (
 	evNack    byte = 6 // nacked by its consumer; arg: redelivery delay, ns
 	evExpire  byte = 7 // lease ran out; arg: the delivery count
 	evRelease byte = 8 // its consumer's owner was released (connection closed); arg: the delivery count
+	// evDefer: a delayed message's head was reached before it was due
+	// (delay.go): offset is held back, never delivered, until arg (unix
+	// ns); replay keeps it pending so that it is neither lost behind the
+	// group's head nor handed out early.
+	evDefer byte = 9
 
-	evLastKind = evRelease
+	evLastKind = evDefer
 	// evHasOwner flags a kind byte whose event carries an owner id.
 	evHasOwner byte = 0x80
 )

@@ -29,18 +29,20 @@ func (gp *groupPart) matches(subject string) bool {
 // deliverable (actor) reports whether gp's take now gives an offset to
 // deliver, first settling the records at its head that gp's filter does
 // not match (never-delivered ones: a redelivery matched when first
-// delivered) and, on a topic with TTLs, those whose TTL ran out (ttl.go).
+// delivered), on a topic with TTLs those whose TTL ran out (ttl.go), and
+// on a topic with delays holding back those not yet due (delay.go).
 // A record that cannot be read is left to deliverOne (retention, damage).
 func (p *partition) deliverable(gp *groupPart) bool {
-	ttl := p.t.hasTTL()
+	ttl, delays := p.t.hasTTL(), p.t.hasDelays()
 	for range filterScan {
 		seq, ok := gp.take(p.last)
 		if !ok {
 			return false
 		}
-		_, redelivery := gp.pending[seq]
+		po, redelivery := gp.pending[seq]
 		filter := len(gp.g.cfg.Filter) > 0 && !redelivery
-		if !filter && !ttl {
+		delay := delays && po.attempts == 0 // never delivered (a held-back one comes back after a restart)
+		if !filter && !ttl && !delay {
 			return true
 		}
 		rec, err := p.data.Read(seq)
@@ -51,11 +53,17 @@ func (p *partition) deliverable(gp *groupPart) bool {
 		if err != nil || hdrLen > len(rec.Data) {
 			return true
 		}
+		var due int64
+		if delay {
+			due = p.t.dueAt(rec.Time, rec.Data[:hdrLen])
+		}
 		switch {
 		case filter && !gp.matches(subject):
 			gp.filtered(seq)
 		case ttl && p.t.expiredAt(rec.Time, rec.Data[:hdrLen], p.now):
 			gp.expired(seq, gp.g.cfg.OnExpiry == wire.ExpiryDeadLetter)
+		case due > p.now:
+			gp.deferUntil(seq, due)
 		default:
 			return true
 		}

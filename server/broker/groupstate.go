@@ -645,6 +645,16 @@ func (g *groupState) apply(kind byte, seq Seq, arg uint64) {
 		}
 	case evPurge:
 		g.truncatedTo(seq)
+	case evDefer:
+		if g.acks.contains(seq) {
+			return
+		}
+		if _, ok := g.pending[seq]; !ok {
+			g.pending[seq] = pendingOff{state: stReady} // restored() readies it; deliverable holds it back again
+		}
+		if seq >= g.next {
+			g.next = seq + 1
+		}
 	case evDeadLetter:
 		if g.acks.contains(seq) {
 			return

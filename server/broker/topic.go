@@ -156,6 +156,9 @@ func (t *Topic) prepare(m *Message) (command, error) {
 	if err := t.checkTTLHeader(m.Header); err != nil {
 		return command{}, fmt.Errorf("publish to %s: %w", t.name, err)
 	}
+	if err := t.checkDelayHeaders(m.Header); err != nil {
+		return command{}, fmt.Errorf("publish to %s: %w", t.name, err)
+	}
 	// One pass over the bytes, on the publisher's goroutine: it checks the
 	// producer's checksum and is the record's data CRC (the actor's log
 	// stores it instead of computing it again).
