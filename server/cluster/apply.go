@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -62,6 +63,9 @@ type applier struct {
 	// raft by the loop, whose configuration is rebuilt from the
 	// snapshot's).
 	skipTo uint64
+	// compactTo is the highest index a snapshot may be taken at
+	// (Config.CompactBehindMatch), set by the loop.
+	compactTo *atomic.Uint64
 }
 
 // run does one apply job: restore its snapshot, or apply its entries and
@@ -99,7 +103,7 @@ func (a *applier) run(j *applyJob) error {
 func (a *applier) maybeSnapshot(cs *pb.ConfState) error {
 	// Below skipTo the state machine is ahead of a.applied: a snapshot
 	// of it would not be the state at a.applied.
-	if a.every == 0 || a.applied < a.skipTo || a.applied-a.snapIndex < a.every {
+	if a.every == 0 || a.applied < a.skipTo || a.applied-a.snapIndex < a.every || a.applied > a.compactTo.Load() {
 		return nil
 	}
 	data, err := a.sm.Snapshot()
