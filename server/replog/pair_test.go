@@ -1,0 +1,343 @@
+package replog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fibrilmq/fibril/server/cluster"
+	"github.com/fibrilmq/fibril/server/seglog"
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+func testGroupCfg(id uint64, peers []uint64) cluster.Config {
+	return cluster.Config{ID: id, Peers: peers, ElectionTicks: 10, HeartbeatTicks: 1}
+}
+
+// Net is an in-process transport: messages go straight to the target
+// group's Step. Tests of other packages use it too (NewNet).
+type Net struct {
+	mu     sync.Mutex
+	groups map[uint64]*cluster.Group
+}
+
+func (*Net) ReportsSnapshots() bool { return false }
+
+func (n *Net) Send(msgs []*pb.Message) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, m := range msgs {
+		if g := n.groups[m.GetTo()]; g != nil {
+			g.Step(m)
+		}
+	}
+}
+
+func (n *Net) set(id uint64, g *cluster.Group) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if g == nil {
+		delete(n.groups, id)
+		return
+	}
+	n.groups[id] = g
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// gateFS is the operating system's file system whose fsyncs wait while
+// the gate is shut.
+type gateFS struct {
+	seglog.FS
+	mu   sync.Mutex
+	gate chan struct{}
+}
+
+func (g *gateFS) shut() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gate = make(chan struct{})
+}
+
+func (g *gateFS) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gate != nil {
+		close(g.gate)
+		g.gate = nil
+	}
+}
+
+func (g *gateFS) OpenFile(name string, flag int, perm os.FileMode) (seglog.File, error) {
+	f, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return gateFile{f, g}, nil
+}
+
+type gateFile struct {
+	seglog.File
+	fs *gateFS
+}
+
+func (f gateFile) Sync() error {
+	f.fs.mu.Lock()
+	gate := f.fs.gate
+	f.fs.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return f.File.Sync()
+}
+
+// trio is three Pairs of one partition, each in its own directory.
+type trio struct {
+	t     *testing.T
+	base  string
+	net   *Net
+	pairs map[uint64]*Pair
+	fss   map[uint64]*gateFS // each replica's raft log file system
+	cfg   Config
+}
+
+func newTrio(t *testing.T, cfg Config) *trio {
+	tr := &trio{t: t, base: t.TempDir(), net: &Net{groups: map[uint64]*cluster.Group{}}, pairs: map[uint64]*Pair{}, fss: map[uint64]*gateFS{}, cfg: cfg}
+	for id := uint64(1); id <= 3; id++ {
+		tr.open(id)
+	}
+	t.Cleanup(func() {
+		for _, fs := range tr.fss {
+			fs.open()
+		}
+		for _, p := range tr.pairs {
+			p.Data().Close()
+			p.Events().Close()
+		}
+	})
+	return tr
+}
+
+func (tr *trio) open(id uint64) *Pair {
+	cfg := tr.cfg
+	cfg.Group = testGroupCfg(id, []uint64{1, 2, 3})
+	cfg.Transport, cfg.Tick = tr.net, 2*time.Millisecond
+	if tr.fss[id] == nil {
+		tr.fss[id] = &gateFS{FS: seglog.OSFS()}
+	}
+	cfg.Group.FS = tr.fss[id]
+	p, err := Open(filepath.Join(tr.base, strconv.Itoa(int(id))), cfg)
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	tr.net.set(id, p.Group())
+	tr.pairs[id] = p
+	return p
+}
+
+// stop closes a replica's logs (and group) and unlinks it.
+func (tr *trio) stop(id uint64) {
+	p := tr.pairs[id]
+	tr.net.set(id, nil)
+	if err := errors.Join(p.Data().Close(), p.Events().Close()); err != nil {
+		tr.t.Fatalf("close %d: %v", id, err)
+	}
+	delete(tr.pairs, id)
+}
+
+// leader waits for a serving replica.
+func (tr *trio) leader() uint64 {
+	var lead uint64
+	waitFor(tr.t, "a serving leader", func() bool {
+		for id, p := range tr.pairs {
+			if ok, _ := p.Serving(); ok {
+				lead = id
+				return true
+			}
+		}
+		return false
+	})
+	return lead
+}
+
+func (tr *trio) follower(lead uint64) uint64 {
+	for id := range tr.pairs {
+		if id != lead {
+			return id
+		}
+	}
+	tr.t.Fatal("no follower")
+	return 0
+}
+
+// TestPairReplicates: batches appended on the leader get consecutive
+// seqs at once, are readable there before and after Sync, and every
+// replica's logs end up holding the same records at the same seqs; the
+// leader's replicated state file reaches every replica.
+func TestPairReplicates(t *testing.T) {
+	tr := newTrio(t, Config{})
+	lead := tr.leader()
+	p := tr.pairs[lead]
+	var want []string
+	for b := 0; b < 20; b++ {
+		es := recs(5, fmt.Sprintf("b%d-", b))
+		first, err := p.Data().Append(es)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first != seglog.Seq(b*5+1) {
+			t.Fatalf("batch %d got seq %d, want %d", b, first, b*5+1)
+		}
+		r, err := p.Data().Read(first + 4) // pending or applied: readable either way
+		if err != nil || string(r.Data) != fmt.Sprintf("b%d-4", b) {
+			t.Fatalf("read %d: %q %v", first+4, r.Data, err)
+		}
+		for _, e := range es {
+			want = append(want, string(e.Data))
+		}
+		if _, err := p.Events().Append(recs(1, "ev")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upto, err := p.Data().Sync()
+	if err != nil || upto != 100 {
+		t.Fatalf("sync: %d %v, want 100", upto, err)
+	}
+	if err := p.WriteState("state.snap", []byte("S1")); err != nil {
+		t.Fatal(err)
+	}
+	for id, q := range tr.pairs {
+		waitFor(t, "replica to apply", func() bool { return q.Data().Durable() == 100 && q.Events().Durable() == 20 })
+		if got := readAll(t, q.data.local); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("replica %d holds %v", id, got)
+		}
+		waitFor(t, "the state file", func() bool {
+			b, _ := os.ReadFile(filepath.Join(q.dir, "state.snap"))
+			return string(b) == "S1"
+		})
+	}
+	var scanned []string
+	if err := p.Data().Scan(96, 0, func(r seglog.Record) bool { scanned = append(scanned, string(r.Data)); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(scanned) != fmt.Sprint(want[95:]) {
+		t.Fatalf("scan from 96: %v", scanned)
+	}
+}
+
+// TestPairFollowerRefuses: a follower appends, syncs, truncates and
+// writes state nothing: ErrNotLeader each time.
+func TestPairFollowerRefuses(t *testing.T) {
+	tr := newTrio(t, Config{})
+	f := tr.pairs[tr.follower(tr.leader())]
+	if _, err := f.Data().Append(recs(1, "x")); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("append: %v", err)
+	}
+	if _, err := f.Events().Sync(); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("sync: %v", err)
+	}
+	if err := f.Data().TruncateFront(1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("truncate: %v", err)
+	}
+	if err := f.WriteState("state.snap", nil); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("write state: %v", err)
+	}
+}
+
+// TestPairPendingBound: while the leader cannot apply (its raft log's
+// fsync hangs) appends stay pending and readable from the buffer; past
+// MaxPendingBytes Append fails with ErrBusy, taking no seq; once they
+// apply it takes more.
+func TestPairPendingBound(t *testing.T) {
+	tr := newTrio(t, Config{MaxPendingBytes: 100})
+	lead := tr.leader()
+	p := tr.pairs[lead]
+	tr.fss[lead].shut()
+	big := []seglog.Entry{{Data: []byte("0123456789012345678901234567890123456789")}}
+	for i := 0; i < 2; i++ {
+		if _, err := p.Data().Append(big); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if r, err := p.Data().Read(2); err != nil || string(r.Data) != string(big[0].Data) {
+		t.Fatalf("pending record 2: %q %v", r.Data, err)
+	}
+	if _, err := p.Data().Append(big); !errors.Is(err, ErrBusy) {
+		t.Fatalf("past the bound: %v, want ErrBusy", err)
+	}
+	if _, last := p.Data().Bounds(); last != 2 {
+		t.Fatalf("last %d after the refused append, want 2", last)
+	}
+	tr.fss[lead].open()
+	if upto, err := p.Data().Sync(); err != nil || upto != 2 {
+		t.Fatalf("sync: %d %v, want 2", upto, err)
+	}
+	if first, err := p.Data().Append(big); err != nil || first != 3 {
+		t.Fatalf("after the pending ones applied: %d %v", first, err)
+	}
+}
+
+// TestPairLeaderLoss: the leader's group stops with entries appended;
+// its Sync fails with ErrNotLeader; a new leader serves only once it
+// applied everything committed, and continues at the next seq with no
+// gap; the old leader reopens from its directory and catches up to the
+// same records.
+func TestPairLeaderLoss(t *testing.T) {
+	tr := newTrio(t, Config{})
+	old := tr.leader()
+	p := tr.pairs[old]
+	for i := 0; i < 10; i++ {
+		if _, err := p.Data().Append(recs(3, fmt.Sprintf("o%d-", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	synced, err := p.Data().Sync()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Data().Append(recs(3, "late")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CloseGroup(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Data().Sync(); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("sync after the group stopped: %v", err)
+	}
+	tr.stop(old)
+	lead := tr.leader()
+	q := tr.pairs[lead]
+	_, last := q.Data().Bounds()
+	if last < synced {
+		t.Fatalf("new leader holds data to %d, the old one had synced %d", last, synced)
+	}
+	first, err := q.Data().Append(recs(2, "new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != last+1 {
+		t.Fatalf("new leader appends at %d after %d", first, last)
+	}
+	if _, err := q.Data().Sync(); err != nil {
+		t.Fatal(err)
+	}
+	r := tr.open(old)
+	waitFor(t, "the old leader to catch up", func() bool { return r.Data().Durable() == first+1 })
+	if got, want := readAll(t, r.data.local), readAll(t, q.data.local); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("old leader holds %v, new leader %v", got, want)
+	}
+}
