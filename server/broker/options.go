@@ -33,6 +33,10 @@ type Options struct {
 	// seglog with SegmentSize (dead-letter topics: at most 4 MiB) and
 	// EventSegmentSize.
 	OpenStore StoreOpener
+	// OpenPartition, when set, opens both logs of each partition instead
+	// of OpenStore, and says whether they are replicated (role.go): a
+	// replicated partition serves only on the node its Replica names.
+	OpenPartition PartitionOpener
 	// SegmentSize is the segment size of the default data logs. Default
 	// seglog.DefaultSegmentSize (64 MiB); each segment is preallocated.
 	SegmentSize int64

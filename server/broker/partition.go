@@ -57,6 +57,7 @@ type partition struct {
 	stopping    bool           // the mailbox closed: shut down after the next idle round
 	closeErr    error          // set by the actor before done closes
 	sleep       logSleep       // the open-logs cache (idle.go)
+	role        roleState      // the replica's role, when the logs are replicated (role.go)
 }
 
 // push hands a command to the actor without blocking (mailbox.push).
@@ -77,7 +78,7 @@ func (p *partition) run() {
 	for {
 		p.in.take(&p.box, p.t.b.opts.MaxBatch)
 		idle := p.in.idle()
-		if p.wakeForRound(idle) {
+		if p.roleRound() && p.wakeForRound(idle) {
 			p.round()
 		}
 		p.box.roomMade()
@@ -344,8 +345,11 @@ func (p *partition) shutdown() {
 		}
 		gp.waiters = nil
 	}
-	if err := p.snapshot(); err != nil {
-		p.t.b.logf("%v", err)
+	// A partition another node serves has no state of its own to save.
+	if p.role.serves() {
+		if err := p.snapshot(); err != nil {
+			p.t.b.logf("%v", err)
+		}
 	}
 	p.closeStores()
 }
