@@ -75,7 +75,7 @@ func (p *Pair) skipped(e *entry) {
 	p.mu.Lock()
 	changed := false
 	if e.proposer == p.id && e.epoch == p.epoch && p.serving {
-		changed = p.failEpochLocked()
+		changed = p.failEpochLocked(fmt.Errorf("entry for seq %d skipped: a predecessor was lost", e.first))
 	}
 	p.mu.Unlock()
 	if changed {

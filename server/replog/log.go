@@ -80,7 +80,7 @@ func (l *Log) Append(entries []seglog.Entry) (seglog.Seq, error) {
 			if from == 0 {
 				return 0, err
 			}
-			changed := p.failEpochLocked()
+			changed := p.failEpochLocked(fmt.Errorf("part of a batch was refused: %w", err))
 			if changed {
 				defer p.fire() // after the unlock (deferred calls run last first)
 			}

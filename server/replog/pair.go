@@ -36,7 +36,8 @@ var (
 // Config describes one replica of a partition's replicated logs.
 type Config struct {
 	// Group is the raft replica's configuration (ID, Peers, timeouts,
-	// limits). Open sets Dir, OnLeader and CompactBehindMatch.
+	// limits; SnapshotEvery defaults to 4096 entries). Open sets Dir,
+	// OnLeader and CompactBehindMatch.
 	Group cluster.Config
 	// Transport carries the group's raft messages; its receiving end
 	// hands them to Pair.Group().Step.
@@ -59,8 +60,11 @@ type Config struct {
 
 const (
 	defaultMaxPending = 64 << 20
-	markBytes         = 8 << 20
-	entrySlack        = 64 // header bytes an entry adds to its records
+	// defaultSnapshotEvery: the raft log is compacted (behind every
+	// replica's match index, on the leader) every that many entries.
+	defaultSnapshotEvery = 4096
+	markBytes            = 8 << 20
+	entrySlack           = 64 // header bytes an entry adds to its records
 )
 
 // Pair is one partition's replicated logs: the data log and the event
@@ -84,6 +88,7 @@ type Pair struct {
 	// an entry of the current epoch from a stale one.
 	serving  bool
 	epoch    uint64
+	ended    error  // why the last serving epoch ended
 	proposed uint64 // entries proposed in this serving epoch
 	settled  uint64 // of those, the ones ended (applied or failed)
 	pending  int    // record bytes appended and not yet applied
@@ -119,6 +124,9 @@ func Open(dir string, cfg Config) (*Pair, error) {
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Group.SnapshotEvery == 0 {
+		cfg.Group.SnapshotEvery = defaultSnapshotEvery
 	}
 	if cfg.Group.MaxEntryBytes == 0 {
 		cfg.Group.MaxEntryBytes = cluster.DefaultMaxEntryBytes
@@ -181,6 +189,11 @@ func Open(dir string, cfg Config) (*Pair, error) {
 // receiving end and for status).
 func (p *Pair) Group() *cluster.Group { return p.g }
 
+// Err returns the error that stopped the group (ErrNeedsFiles, a
+// corrupt entry, a failed fsync), if any: the replica then serves and
+// applies nothing until it is opened again.
+func (p *Pair) Err() error { return p.g.Err() }
+
 // Data returns the replicated data log.
 func (p *Pair) Data() seglog.Store { return p.data }
 
@@ -219,7 +232,7 @@ func (p *Pair) fire() {
 func (p *Pair) onLeader(lead, term uint64) {
 	p.mu.Lock()
 	p.lead, p.term = lead, term
-	changed := p.stopServingLocked()
+	changed := p.stopServingLocked(fmt.Errorf("leader is now %d, term %d", lead, term))
 	if lead == p.id && p.g != nil {
 		p.proposeBarrierLocked()
 	}
@@ -232,10 +245,11 @@ func (p *Pair) onLeader(lead, term uint64) {
 // stopServingLocked ends the serving epoch: the pending records are
 // forgotten (their entries' outcome is unknown), and every waiter wakes
 // to find the epoch changed.
-func (p *Pair) stopServingLocked() bool {
+func (p *Pair) stopServingLocked(why error) bool {
 	if !p.serving {
 		return false
 	}
+	p.ended = why
 	p.serving = false
 	p.epoch++
 	p.pending = 0
@@ -306,8 +320,8 @@ func (p *Pair) barrierDone(epoch, term uint64, err error) {
 // (refused, or skipped at apply): later entries of it cannot be applied
 // at their seqs, so nothing more of it may be confirmed. A new barrier
 // starts the next epoch after what was applied.
-func (p *Pair) failEpochLocked() bool {
-	if !p.stopServingLocked() {
+func (p *Pair) failEpochLocked(why error) bool {
+	if !p.stopServingLocked(why) {
 		return false
 	}
 	if p.lead == p.id {
@@ -326,7 +340,7 @@ func (p *Pair) proposeLocked(buf []byte, data bool, done func(error)) error {
 		if p.epoch == epoch {
 			p.settled++
 			if err != nil && data {
-				changed = p.failEpochLocked()
+				changed = p.failEpochLocked(fmt.Errorf("an entry was lost: %w", err))
 			}
 		}
 		p.cond.Broadcast()
@@ -363,7 +377,7 @@ func (p *Pair) waitLocked() error {
 		p.cond.Wait()
 	}
 	if p.epoch != epoch || !p.serving {
-		return fmt.Errorf("%w: %s: leadership or an entry was lost; outcome of what was pending is unknown", ErrNotLeader, p.dir)
+		return fmt.Errorf("%w: %s: %v; outcome of what was pending is unknown", ErrNotLeader, p.dir, p.ended)
 	}
 	return nil
 }
@@ -429,7 +443,7 @@ func checkStateName(name string) error {
 func (p *Pair) CloseGroup() error {
 	p.mu.Lock()
 	p.closing = true
-	changed := p.stopServingLocked()
+	changed := p.stopServingLocked(errors.New("the group stopped"))
 	p.mu.Unlock()
 	if changed {
 		p.fire()

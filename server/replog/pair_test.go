@@ -16,7 +16,9 @@ import (
 )
 
 func testGroupCfg(id uint64, peers []uint64) cluster.Config {
-	return cluster.Config{ID: id, Peers: peers, ElectionTicks: 10, HeartbeatTicks: 1}
+	// Election timeouts of 100 ms: no spurious election under a loaded
+	// -race run (the tests that move leadership stop a group instead).
+	return cluster.Config{ID: id, Peers: peers, ElectionTicks: 50, HeartbeatTicks: 1}
 }
 
 // Net is an in-process transport: messages go straight to the target
@@ -134,7 +136,9 @@ func newTrio(t *testing.T, cfg Config) *trio {
 
 func (tr *trio) open(id uint64) *Pair {
 	cfg := tr.cfg
+	every := cfg.Group.SnapshotEvery
 	cfg.Group = testGroupCfg(id, []uint64{1, 2, 3})
+	cfg.Group.SnapshotEvery = every
 	cfg.Transport, cfg.Tick = tr.net, 2*time.Millisecond
 	if tr.fss[id] == nil {
 		tr.fss[id] = &gateFS{FS: seglog.OSFS()}
@@ -297,7 +301,9 @@ func TestPairPendingBound(t *testing.T) {
 // gap; the old leader reopens from its directory and catches up to the
 // same records.
 func TestPairLeaderLoss(t *testing.T) {
-	tr := newTrio(t, Config{})
+	// Snapshots every 5 entries: the old leader still catches up from
+	// the log (the new leader compacts only behind its match index).
+	tr := newTrio(t, Config{Group: cluster.Config{SnapshotEvery: 5}})
 	old := tr.leader()
 	p := tr.pairs[old]
 	for i := 0; i < 10; i++ {
@@ -332,12 +338,62 @@ func TestPairLeaderLoss(t *testing.T) {
 	if first != last+1 {
 		t.Fatalf("new leader appends at %d after %d", first, last)
 	}
-	if _, err := q.Data().Sync(); err != nil {
-		t.Fatal(err)
+	for i := 0; i < 30; i++ { // entries past several snapshots
+		if _, err := q.Data().Append(recs(1, fmt.Sprintf("more%d", i))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Data().Sync(); err != nil {
+			t.Fatal(err)
+		}
 	}
+	end := q.Data().Durable()
 	r := tr.open(old)
-	waitFor(t, "the old leader to catch up", func() bool { return r.Data().Durable() == first+1 })
+	waitFor(t, "the old leader to catch up", func() bool { return r.Data().Durable() == end })
 	if got, want := readAll(t, r.data.local), readAll(t, q.data.local); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("old leader holds %v, new leader %v", got, want)
+	}
+}
+
+// TestPairLostEntryEndsEpoch: an entry of the serving epoch that the
+// state machine skips (its first seq is not the next: a predecessor was
+// lost) ends the epoch, and a new barrier starts the next one, whose
+// appends continue right after what was applied (the skipped record is
+// nowhere).
+func TestPairLostEntryEndsEpoch(t *testing.T) {
+	dir := t.TempDir()
+	p, err := Open(dir, Config{Group: testGroupCfg(1, []uint64{1}), Transport: &Net{groups: map[uint64]*cluster.Group{}}, Tick: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		p.Data().Close()
+		p.Events().Close()
+	}()
+	waitFor(t, "serving", func() bool { ok, _ := p.Serving(); return ok })
+	if _, err := p.Data().Append(recs(3, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Data().Sync(); err != nil {
+		t.Fatal(err)
+	}
+	_, epoch := p.Serving()
+	// As if the entry for seqs 4-5 had been refused: one for 6 arrives.
+	p.mu.Lock()
+	err = p.proposeLocked(recEntry(tagData, epoch, 6, recs(1, "x")), true, nil)
+	p.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The epoch ends (+1) and the next one serves (+1).
+	waitFor(t, "the next serving epoch", func() bool { ok, e := p.Serving(); return ok && e >= epoch+2 })
+	first, err := p.Data().Append(recs(1, "b"))
+	if err != nil || first != 4 {
+		t.Fatalf("append in the next epoch: %d %v, want 4", first, err)
+	}
+	if _, err := p.Data().Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, p.data.local); fmt.Sprint(got) != "[a0 a1 a2 b0]" {
+		t.Fatalf("data log %v", got)
 	}
 }
