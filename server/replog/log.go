@@ -199,8 +199,8 @@ func (l *Log) Scan(from seglog.Seq, maxBytes int, fn func(seglog.Record) bool) e
 	if err := l.local.Scan(from, maxBytes, pass); err != nil {
 		return err
 	}
-	if stopped {
-		return nil
+	if _, localLast := l.local.Bounds(); stopped || n > 0 && seen < localLast {
+		return nil // fn said stop, or the byte budget ended in the local log
 	}
 	for _, r := range pend {
 		if r.Seq < from || r.Seq <= seen {

@@ -397,3 +397,52 @@ func TestPairLostEntryEndsEpoch(t *testing.T) {
 		t.Fatalf("data log %v", got)
 	}
 }
+
+// TestPairScanAcrossPending: a Scan passes the applied records, then the
+// pending ones, in order, with the byte budget counted over both (never
+// a pending record after applied ones the budget left out).
+func TestPairScanAcrossPending(t *testing.T) {
+	tr := newTrio(t, Config{})
+	lead := tr.leader()
+	p := tr.pairs[lead]
+	sized := func(tag string, size int) []seglog.Entry {
+		es := make([]seglog.Entry, 3)
+		for i := range es {
+			es[i] = seglog.Entry{Data: []byte(fmt.Sprintf("%s%0*d", tag, size-1, i))}
+		}
+		return es
+	}
+	if _, err := p.Data().Append(sized("a", 10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Data().Sync(); err != nil {
+		t.Fatal(err)
+	}
+	tr.fss[lead].shut() // what follows stays pending
+	defer tr.fss[lead].open()
+	if _, err := p.Data().Append(sized("b", 2)); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		from     seglog.Seq
+		maxBytes int
+		want     string
+	}{
+		{1, 0, "[a000000000 a000000001 a000000002 b0 b1 b2]"},
+		{1, 15, "[a000000000]"}, // a1 does not fit: b0 (which would) must not follow a0
+		{2, 22, "[a000000001 a000000002 b0]"},
+		{3, 0, "[a000000002 b0 b1 b2]"},
+		{5, 0, "[b1 b2]"},
+		{5, 1, "[b1]"},
+		{7, 0, "[]"},
+	}
+	for _, tc := range cases {
+		got := []string{}
+		if err := p.Data().Scan(tc.from, tc.maxBytes, func(r seglog.Record) bool { got = append(got, string(r.Data)); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != tc.want {
+			t.Errorf("scan from %d, %d bytes: %v, want %s", tc.from, tc.maxBytes, got, tc.want)
+		}
+	}
+}
