@@ -445,3 +445,40 @@ func TestReplicatedKillInFlight(t *testing.T) {
 	}
 	check("old leader", back.pair.Data())
 }
+
+// TestReplicatedRefusals: what a replicated partition does not support
+// yet is refused at once with ErrInvalid: an opener of both kinds, and
+// a compressed topic on replicated logs.
+func TestReplicatedRefusals(t *testing.T) {
+	memOpener := func(dir string, _ seglog.Policy) (broker.PartitionLogs, error) {
+		return broker.PartitionLogs{Data: seglog.NewMemStore(), Events: seglog.NewMemStore(), Replica: alwaysServing{}}, nil
+	}
+	t.Run("both openers", func(t *testing.T) {
+		_, err := broker.Open(t.TempDir(), broker.Options{OpenPartition: memOpener,
+			OpenStore: func(string, seglog.Policy) (seglog.Store, error) { return seglog.NewMemStore(), nil }})
+		if !errors.Is(err, broker.ErrInvalid) {
+			t.Fatalf("got %v, want ErrInvalid", err)
+		}
+	})
+	t.Run("compressed topic", func(t *testing.T) {
+		b, err := broker.Open(t.TempDir(), broker.Options{OpenPartition: memOpener})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if _, err := b.CreateTopic("z", broker.TopicConfig{Partitions: 1, Compression: broker.CompressionS2}); !errors.Is(err, broker.ErrInvalid) {
+			t.Fatalf("got %v, want ErrInvalid", err)
+		}
+		if _, err := b.CreateTopic("plain", broker.TopicConfig{Partitions: 1}); err != nil {
+			t.Fatalf("a plain topic on the same opener: %v", err)
+		}
+	})
+}
+
+// alwaysServing is a Replica that always serves and writes no state
+// file (the in-memory logs of TestReplicatedRefusals need none).
+type alwaysServing struct{}
+
+func (alwaysServing) Serving() (bool, uint64)         { return true, 1 }
+func (alwaysServing) Notify(func())                   {}
+func (alwaysServing) WriteState(string, []byte) error { return nil }
