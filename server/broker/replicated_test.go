@@ -80,12 +80,25 @@ type repNode struct {
 	group *broker.Group
 }
 
+// partDir is the directory of t's partition idx on n.
+func (n *repNode) partDir(t *broker.Topic, idx int) string {
+	return filepath.Join(n.dir, "topics", strconv.FormatUint(uint64(t.ID()), 10), strconv.Itoa(idx))
+}
+
+// partPair is n's pair of the topic's partition idx.
+func (n *repNode) partPair(idx int) *replog.Pair {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.pairs[n.partDir(n.topic, idx)]
+}
+
 type repCluster struct {
 	t     *testing.T
 	base  string
 	mu    sync.Mutex
 	nets  map[string]*repNet // by partition directory within a node's
 	nodes map[uint64]*repNode
+	parts int // the topic's partitions
 }
 
 // net returns the transport of the partition in dir (within a node's
@@ -103,8 +116,11 @@ func (c *repCluster) net(nodeDir, dir string) *repNet {
 	return c.nets[rel]
 }
 
-func newRepCluster(t *testing.T) *repCluster {
-	c := &repCluster{t: t, base: t.TempDir(), nets: map[string]*repNet{}, nodes: map[uint64]*repNode{}}
+func newRepCluster(t *testing.T) *repCluster { return newRepClusterN(t, 1) }
+
+// newRepClusterN is newRepCluster with a topic of parts partitions.
+func newRepClusterN(t *testing.T, parts int) *repCluster {
+	c := &repCluster{t: t, base: t.TempDir(), nets: map[string]*repNet{}, nodes: map[uint64]*repNode{}, parts: parts}
 	for id := uint64(1); id <= 3; id++ {
 		c.start(id)
 	}
@@ -141,7 +157,7 @@ func (c *repCluster) start(id uint64) *repNode {
 	n.b = b
 	t, ok := b.Topic("orders")
 	if !ok {
-		if t, err = b.CreateTopic("orders", broker.TopicConfig{Partitions: 1}); err != nil {
+		if t, err = b.CreateTopic("orders", broker.TopicConfig{Partitions: max(1, c.parts)}); err != nil {
 			c.t.Fatal(err)
 		}
 	}
@@ -150,7 +166,7 @@ func (c *repCluster) start(id uint64) *repNode {
 	}
 	n.topic = t
 	n.mu.Lock()
-	n.pair = n.pairs[filepath.Join(n.dir, "topics", strconv.FormatUint(uint64(t.ID()), 10), "0")]
+	n.pair = n.pairs[n.partDir(t, 0)]
 	n.mu.Unlock()
 	c.nodes[id] = n
 	return n
@@ -482,3 +498,107 @@ type alwaysServing struct{}
 func (alwaysServing) Serving() (bool, uint64)         { return true, 1 }
 func (alwaysServing) Notify(func())                   {}
 func (alwaysServing) WriteState(string, []byte) error { return nil }
+
+// place makes node to the server of partition idx: once the partition
+// has a leader, leadership is transferred to to.
+func (c *repCluster) place(idx int, to uint64) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if ok, _ := c.nodes[to].partPair(idx).Serving(); ok {
+			return
+		}
+		for id, n := range c.nodes {
+			if ok, _ := n.partPair(idx).Serving(); ok && id != to {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_ = n.partPair(idx).Group().TransferLeadership(ctx, to) // retried until it holds
+				cancel()
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	c.t.Fatalf("partition %d never served by node %d", idx, to)
+}
+
+// TestReplicatedPartitionsLedApart: a topic whose partitions are served
+// by different nodes. A waiting poll on node 1 is answered by the
+// partition it serves once a message arrives there, not failed because
+// the other is served elsewhere; a poll's tour passes by a partition
+// served elsewhere even when this node holds messages of it (node 1
+// restarted, so it loaded them from its logs); a node serving none
+// answers ErrNotLeader; a publish is confirmed only by the node serving
+// its partition.
+func TestReplicatedPartitionsLedApart(t *testing.T) {
+	c := newRepClusterN(t, 2)
+	c.place(0, 1)
+	c.place(1, 2)
+	type result struct {
+		ds  []broker.Delivery
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		ds, err := c.nodes[1].group.Poll(ctx, 100)
+		first <- result{ds, err}
+	}()
+	published := map[broker.Partition]int{}
+	for i := 0; published[0] < 5 || published[1] < 5; i++ {
+		if i > 1000 {
+			t.Fatalf("published %v", published)
+		}
+		for _, id := range []uint64{2, 1} { // partition 1 first: the waiting poll must not take it
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			pos, err := c.nodes[id].topic.Publish(ctx, broker.Message{Subject: "orders", Data: []byte(fmt.Sprintf("n%d-%d", id, i))})
+			cancel()
+			switch {
+			case err == nil:
+				if want := broker.Partition(id - 1); pos.Partition != want {
+					t.Fatalf("node %d confirmed a publish to partition %d, which it does not serve", id, pos.Partition)
+				}
+				published[pos.Partition]++
+			case errors.Is(err, broker.ErrNotLeader):
+			default:
+				t.Fatalf("publish on node %d: %v", id, err)
+			}
+		}
+	}
+	onlyPart0 := func(ds []broker.Delivery) {
+		t.Helper()
+		for _, d := range ds {
+			if d.Handle.Partition != 0 {
+				t.Fatalf("node 1 delivered %s from partition %d, which node 2 serves", d.Data, d.Handle.Partition)
+			}
+		}
+	}
+	r := <-first
+	if r.err != nil || len(r.ds) == 0 {
+		t.Fatalf("waiting poll on node 1: %d deliveries, %v", len(r.ds), r.err)
+	}
+	onlyPart0(r.ds)
+	c.crash(1)
+	c.start(1)
+	c.place(0, 1)
+	c.place(1, 2)
+	got := 0
+	for got < published[0] {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ds, err := c.nodes[1].group.Poll(ctx, 100)
+		cancel()
+		if err != nil {
+			t.Fatalf("poll on node 1 after %d of %d: %v", got, published[0], err)
+		}
+		onlyPart0(ds)
+		got += len(ds)
+	}
+	if ok, _ := c.nodes[3].partPair(0).Serving(); !ok {
+		if ok, _ := c.nodes[3].partPair(1).Serving(); !ok {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := c.nodes[3].group.Poll(ctx, 10); !errors.Is(err, broker.ErrNotLeader) {
+				t.Fatalf("poll on node 3, serving nothing: %v, want ErrNotLeader", err)
+			}
+		}
+	}
+}

@@ -10,9 +10,11 @@ import (
 // A replicated partition (Options.OpenPartition returning a Replica)
 // is served by one node at a time: the leader of its replicated logs,
 // once those hold everything committed before its term. Elsewhere the
-// partition serves nothing: each round's publishes, polls and settles
-// are answered ErrNotLeader (control closures still run, so the catalog
-// stays in step). When the replica starts to serve, the actor rebuilds
+// partition serves nothing: each round's publishes and settles are
+// answered ErrNotLeader, a poll is declined as by a partition with
+// nothing ready (answered ErrNotLeader when no partition of the topic
+// is served here), a poll's tour passes it by, and control closures
+// still run, so the catalog stays in step. When the replica starts to serve, the actor rebuilds
 // the whole partition state from its logs, as Open does after a
 // restart; when it stops, the actor fails what waits (pending commits,
 // parked and collecting polls) with ErrNotLeader and drops the state at
@@ -100,8 +102,34 @@ func (p *partition) roleRound() bool {
 	if r.serving {
 		return true
 	}
-	p.refuseRound(fmt.Errorf("topic %s partition %d: %w", p.t.name, p.idx, ErrNotLeader))
+	err := fmt.Errorf("topic %s partition %d: %w", p.t.name, p.idx, ErrNotLeader)
+	for i := range p.in.cmds {
+		if c := &p.in.cmds[i]; c.kind == cmdPoll {
+			c.poll.servedElsewhere(p, err)
+			p.in.cmds[i] = command{}
+		}
+	}
+	p.refuseRound(err)
 	return false
+}
+
+// servedElsewhere (actor of a partition another node serves) takes a
+// poll the way a partition with nothing ready does, so the topic's
+// partitions served here still answer it; when no partition of the
+// topic is served here, it answers err.
+func (w *pollWaiter) servedElsewhere(p *partition, err error) {
+	if w.claimed.Load() {
+		return
+	}
+	if w.elsewhere.Add(1) == w.parts {
+		if w.claim() {
+			p.commit.onCommit(func() { w.finish(nil, err) })
+		}
+		return
+	}
+	if !w.wait {
+		w.decline(p)
+	}
 }
 
 // fence (actor) fails everything that waits on the state of the epoch
