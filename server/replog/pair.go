@@ -281,6 +281,10 @@ func (p *Pair) retryBarrierLocked(err error) {
 	if p.closing || p.retry != nil {
 		return
 	}
+	if errors.Is(err, cluster.ErrClosed) {
+		p.cfg.Logf("replog %s: the group stopped: %v", p.dir, p.g.Err())
+		return // nothing will take it: the pair serves nothing more
+	}
 	p.cfg.Logf("replog %s: barrier: %v; retrying", p.dir, err)
 	p.retry = time.AfterFunc(10*p.cfg.Tick, func() {
 		p.mu.Lock()

@@ -1,6 +1,7 @@
 package replog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -444,5 +445,46 @@ func TestPairScanAcrossPending(t *testing.T) {
 		if fmt.Sprint(got) != tc.want {
 			t.Errorf("scan from %d, %d bytes: %v, want %s", tc.from, tc.maxBytes, got, tc.want)
 		}
+	}
+}
+
+// TestPairStoppedGroupNoBarrierRetry: when the group stops under a
+// serving pair with entries pending (not through CloseGroup), the epoch
+// ends and no barrier is retried on a timer forever: nothing would take
+// it.
+func TestPairStoppedGroupNoBarrierRetry(t *testing.T) {
+	fs := &gateFS{FS: seglog.OSFS()}
+	cfg := Config{Group: testGroupCfg(1, []uint64{1}), Transport: &Net{groups: map[uint64]*cluster.Group{}}, Tick: 2 * time.Millisecond}
+	cfg.Group.FS = fs
+	p, err := Open(t.TempDir(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		fs.open()
+		p.Data().Close()
+		p.Events().Close()
+	}()
+	waitFor(t, "serving", func() bool { ok, _ := p.Serving(); return ok })
+	fs.shut()
+	if _, err := p.Data().Append(recs(1, "a")); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- p.Group().Close() }()
+	waitFor(t, "the group's loop to stop", func() bool {
+		_, err := p.Group().Status(context.Background())
+		return errors.Is(err, cluster.ErrClosed)
+	})
+	fs.open() // the append worker ends; Close fails what was pending
+	<-closed
+	if ok, _ := p.Serving(); ok {
+		t.Fatal("still serving after the group stopped with entries pending")
+	}
+	p.mu.Lock()
+	retry := p.retry
+	p.mu.Unlock()
+	if retry != nil {
+		t.Fatal("a barrier retry is armed on a stopped group")
 	}
 }
