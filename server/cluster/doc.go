@@ -33,10 +33,13 @@
 //     done in order by an append worker (Storage.Save, fsynced when raft
 //     must have it durable) and an apply worker (the StateMachine,
 //     received snapshots restored, a snapshot every Config.SnapshotEvery
-//     entries), each handing the job back to the loop, which steps the
-//     responses it carries in their order: raft hears an entry is stable
-//     or applied only once it is, and a follower acknowledges only what
-//     it fsynced. At most maxLocalJobs are held; at the bound the loop
+//     entries, stored, compacting the raft log, only once raft knows
+//     its index applied: raft scans its unapplied committed entries when
+//     it campaigns, and must find them; a flush job stores a held one
+//     when no other entry comes), each handing the job back to the loop,
+//     which steps the responses it carries in their order: raft hears an
+//     entry is stable or applied only once it is, and a follower
+//     acknowledges only what it fsynced. At most maxLocalJobs are held; at the bound the loop
 //     takes no Ready until one is done. Conf changes go to raft as the
 //     loop routes their entries, so each apply job carries the conf
 //     state a snapshot at its end records.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/server/seglog"
+	"go.etcd.io/raft/v3"
 )
 
 // asyncCluster is three Groups over a chanNet, each on a gated file
@@ -27,6 +28,9 @@ func newAsyncCluster(t *testing.T, cfg Config) *asyncCluster {
 	base := t.TempDir()
 	c := &asyncCluster{net: &chanNet{groups: map[uint64]*Group{}}, groups: map[uint64]*Group{}, sms: map[uint64]*lockedSM{}, fss: map[uint64]*gateFS{}}
 	peers := []uint64{1, 2, 3}
+	if cfg.ElectionTicks == 0 {
+		cfg.ElectionTicks = 50 // 100 ms: no spurious election under a loaded -race run
+	}
 	for _, id := range peers {
 		cfg := cfg
 		cfg.ID, cfg.Peers, cfg.Dir = id, peers, filepath.Join(base, strconv.Itoa(int(id)))
@@ -270,5 +274,110 @@ func TestCompactBehindMatch(t *testing.T) {
 				t.Fatalf("without the guard the leader kept its log from %d (match %d): the test shows nothing", first, match)
 			}
 		})
+	}
+}
+
+// TestCompactionWaitsForRaftApplied: a follower's apply worker that
+// applied past a snapshot point before the loop told raft so does not
+// compact the raft log yet: raft, campaigning meanwhile, scans its
+// unapplied committed entries for conf changes, and before the fix it
+// found them compacted away and panicked ("requested index is
+// unavailable due to compaction"; seen in TestGroupLeaderKill). The
+// snapshot is stored once raft knows its index applied.
+func TestCompactionWaitsForRaftApplied(t *testing.T) {
+	s := newSimWith(t, 3, 11, simOpts{snapshotEvery: 5})
+	defer s.closeAll()
+	s.net.lossless = true
+	n1, n2 := s.nodes[0], s.nodes[1]
+	var held []*applyJob // n2's apply jobs, run but not handed back
+	pump := func() {
+		for i := 0; i < 10000; i++ {
+			busy := false
+			if m := s.net.pop(); m != nil {
+				busy = true
+				if nd := s.node(m.GetTo()); nd != nil && nd.r != nil {
+					_ = nd.r.rn.Step(m)
+					s.process(nd)
+				}
+			}
+			for _, nd := range s.nodes {
+				r := nd.r
+				if len(r.appendq) > 0 {
+					busy = true
+					batch := r.appendq
+					r.appendq = nil
+					err := r.persist(batch)
+					for _, m := range batch {
+						if err := r.appendDone(m, err); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				for len(r.applyq) > 0 {
+					busy = true
+					j := r.applyq[0]
+					r.applyq = r.applyq[1:]
+					j.err = r.ap.run(j)
+					if nd == n2 && held != nil {
+						held = append(held, j)
+						continue
+					}
+					if err := r.applyDone(j); err != nil {
+						t.Fatal(err)
+					}
+				}
+				s.process(nd)
+			}
+			if !busy && len(s.net.queue) == 0 {
+				return
+			}
+		}
+		t.Fatal("no quiet in 10000 steps")
+	}
+	s.campaign(n1)
+	pump()
+	if n1.r.rn.BasicStatus().RaftState != raft.StateLeader {
+		t.Fatal("node 1 did not win")
+	}
+	held = []*applyJob{}
+	for i := 0; i < 12; i++ {
+		if _, err := n1.r.propose([]byte(fmt.Sprintf("c%d", i))); err != nil {
+			t.Fatal(err)
+		}
+		s.process(n1)
+		pump()
+	}
+	if len(held) == 0 || n2.r.ap.applied < 10 {
+		t.Fatalf("node 2 applied %d in %d held jobs: the test shows nothing", n2.r.ap.applied, len(held))
+	}
+	first, _ := n2.r.st.FirstIndex()
+	if acked := n2.r.ap.acked.Load(); first > acked+1 {
+		t.Fatalf("node 2 compacted to %d while raft knew only %d applied", first, acked)
+	}
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				t.Fatalf("campaign on node 2: %v", v)
+			}
+		}()
+		_ = n2.r.rn.Campaign()
+	}()
+	for _, j := range held {
+		if err := n2.r.applyDone(j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held = nil
+	s.process(n2)
+	pump()
+	if leader := s.leader(); leader != nil {
+		if _, err := leader.r.propose([]byte("after")); err != nil {
+			t.Fatal(err)
+		}
+		s.process(leader)
+		pump()
+	}
+	if first, _ := n2.r.st.FirstIndex(); first <= 5 {
+		t.Fatalf("node 2 never compacted once raft knew: first index %d", first)
 	}
 }

@@ -207,6 +207,8 @@ type replica struct {
 	appendq []*pb.Message
 	applyq  []*applyJob
 	jobs    int
+	// flushing: a flush job (apply.go: queueFlush) is queued.
+	flushing bool
 	// savedHS is the hard state the append worker last saved (its own).
 	savedHS *pb.HardState
 	// ap is the apply worker's state (its own).
@@ -265,11 +267,12 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 		return nil, fmt.Errorf("cluster: start raft node %d: %w", cfg.ID, err)
 	}
 	hs, _, _ := st.InitialState()
-	var compactTo atomic.Uint64
+	var compactTo, acked atomic.Uint64
 	compactTo.Store(math.MaxUint64)
+	acked.Store(snapIdx)
 	return &replica{cfg: cfg, st: st, rn: rn, tr: tr, cs: cs, nonce: rand.Uint64(), savedHS: hs,
 		pending: map[uint64]*Proposal{}, reads: map[uint64]*Proposal{}, applied: snapIdx,
-		ap: &applier{st: st, sm: sm, every: cfg.SnapshotEvery, applied: snapIdx, snapIndex: snapIdx, skipTo: applied, compactTo: &compactTo}}, nil
+		ap: &applier{st: st, sm: sm, every: cfg.SnapshotEvery, applied: snapIdx, snapIndex: snapIdx, skipTo: applied, compactTo: &compactTo, acked: &acked}}, nil
 }
 
 // resume returns the index the state machine resumes applying after: its
