@@ -1,6 +1,7 @@
 package replog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -397,13 +398,13 @@ func (p *Pair) WriteState(name string, data []byte) error {
 	if err := checkStateName(name); err != nil {
 		return err
 	}
-	buf := header(nil, tagState, p.id, 0)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.serving || p.closing {
 		return fmt.Errorf("%w: %s", ErrNotLeader, p.dir)
 	}
-	buf = header(buf[:0], tagState, p.id, p.epoch)
+	buf := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(name)+len(data))
+	buf = header(buf, tagState, p.id, p.epoch)
 	buf = appendUvarint(buf, uint64(len(name)))
 	buf = append(append(buf, name...), data...)
 	var res error
