@@ -93,7 +93,8 @@ func (n *repNode) partPair(idx int) *replog.Pair {
 }
 
 type repCluster struct {
-	t     *testing.T
+	t     testing.TB
+	seg   int64 // the local logs' segment size
 	base  string
 	mu    sync.Mutex
 	nets  map[string]*repNet // by partition directory within a node's
@@ -116,11 +117,18 @@ func (c *repCluster) net(nodeDir, dir string) *repNet {
 	return c.nets[rel]
 }
 
-func newRepCluster(t *testing.T) *repCluster { return newRepClusterN(t, 1) }
+func newRepCluster(t *testing.T) *repCluster { return newRepClusterWith(t, 1, seglog.MinSegmentSize) }
 
 // newRepClusterN is newRepCluster with a topic of parts partitions.
 func newRepClusterN(t *testing.T, parts int) *repCluster {
-	c := &repCluster{t: t, base: t.TempDir(), nets: map[string]*repNet{}, nodes: map[uint64]*repNode{}, parts: parts}
+	return newRepClusterWith(t, parts, seglog.MinSegmentSize)
+}
+
+// newRepClusterWith is newRepCluster with a topic of parts partitions
+// and local log segments of seg bytes (the tests' are small, so that
+// truncations drop segments).
+func newRepClusterWith(t testing.TB, parts int, seg int64) *repCluster {
+	c := &repCluster{t: t, base: t.TempDir(), nets: map[string]*repNet{}, nodes: map[uint64]*repNode{}, parts: parts, seg: seg}
 	for id := uint64(1); id <= 3; id++ {
 		c.start(id)
 	}
@@ -140,7 +148,7 @@ func (c *repCluster) start(id uint64) *repNode {
 	opts := broker.Options{SegmentSize: 1 << 20, SnapshotEvery: 8, OpenPartition: func(dir string, _ seglog.Policy) (broker.PartitionLogs, error) {
 		net := c.net(n.dir, dir)
 		p, err := replog.Open(dir, replog.Config{Group: cluster.Config{ID: id, Peers: []uint64{1, 2, 3}, ElectionTicks: 20},
-			Transport: net, Tick: 5 * time.Millisecond, SegmentSize: seglog.MinSegmentSize, MarkEvery: 16})
+			Transport: net, Tick: 5 * time.Millisecond, SegmentSize: c.seg, MarkEvery: 16})
 		if err != nil {
 			return broker.PartitionLogs{}, err
 		}
@@ -706,4 +714,55 @@ func TestReplicatedFullRestart(t *testing.T) {
 	if len(a.done) == 0 {
 		t.Fatal("no ack was answered: the test shows nothing")
 	}
+}
+
+// BenchmarkReplicatedPublish: 1 KiB publishes with confirms, up to 512
+// in flight, on the serving node of three in one process (each confirm
+// a commit on a quorum of raft logs, fsynced), against one broker on its
+// file logs (each confirm an fsync).
+func BenchmarkReplicatedPublish(b *testing.B) {
+	run := func(b *testing.B, topic *broker.Topic) {
+		body := make([]byte, 1024)
+		sem := make(chan struct{}, 512)
+		var wg sync.WaitGroup
+		var failed sync.Map
+		b.SetBytes(int64(len(body)))
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			sem <- struct{}{}
+			wg.Add(1)
+			err := topic.PublishAsync(broker.Message{Subject: "orders", Data: body}, func(_ broker.Position, err error) {
+				if err != nil {
+					failed.Store(err.Error(), true)
+				}
+				<-sem
+				wg.Done()
+			})
+			if err != nil {
+				<-sem
+				wg.Done()
+				i-- // queue full: try again
+			}
+		}
+		wg.Wait()
+		b.StopTimer()
+		failed.Range(func(k, _ any) bool { b.Fatalf("publish: %v", k); return false })
+	}
+	b.Run("replicated", func(b *testing.B) {
+		c := newRepClusterWith(b, 1, 64<<20)
+		c.publish("warm")
+		run(b, c.leader().topic)
+	})
+	b.Run("single", func(b *testing.B) {
+		br, err := broker.Open(b.TempDir(), broker.Options{SegmentSize: 64 << 20})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer br.Close()
+		topic, err := br.CreateTopic("orders", broker.TopicConfig{Partitions: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, topic)
+	})
 }
