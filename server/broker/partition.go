@@ -50,6 +50,7 @@ type partition struct {
 	swaps       swapGuard      // replaced maps of a compressed data log (swaprelease.go)
 	ret         retention      // paces retention passes (retention.go)
 	holes       holeSet        // ranges of the data log lost to damage (lost.go)
+	role        roleState      // the replica's role, when the logs are replicated (role.go)
 	timer       actorTimer     // the actor's one timer (timer.go)
 	lastSubject string         // subject of the last record delivered (decodeMetaReuse)
 	dlqRetry    bool           // a dead-letter copy was refused: retry soon (dlq.go)
@@ -57,7 +58,6 @@ type partition struct {
 	stopping    bool           // the mailbox closed: shut down after the next idle round
 	closeErr    error          // set by the actor before done closes
 	sleep       logSleep       // the open-logs cache (idle.go)
-	role        roleState      // the replica's role, when the logs are replicated (role.go)
 }
 
 // push hands a command to the actor without blocking (mailbox.push).

@@ -19,25 +19,9 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("partition %d: %w", idx, err)
 	}
-	var (
-		data, events seglog.Store
-		rep          Replica
-		err          error
-	)
-	if o.OpenPartition != nil {
-		var pl PartitionLogs
-		pl, err = o.OpenPartition(dir, t.cfg.policy())
-		data, events, rep = pl.Data, pl.Events, pl.Replica
-	} else {
-		data, events, err = t.openLogs(dir, o.QuickStart)
-	}
+	data, events, rep, err := t.openPartitionLogs(dir, o.QuickStart)
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: %w", idx, err)
-	}
-	if rep != nil && t.compressed() {
-		data.Close()
-		events.Close()
-		return nil, fmt.Errorf("partition %d: %w: compression %q on a replicated partition (not supported yet)", idx, ErrInvalid, t.cfg.Compression)
 	}
 	p := &partition{
 		t: t, idx: idx, dir: dir, clock: o.Clock,
@@ -49,30 +33,27 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 		commit: commitPipeline{pipelined: t.cfg.Durability != DurabilityNone},
 		lanes:  syncLanes{stop: make(chan struct{})},
 	}
-	p.evw.sink.chunk = evChunkFor(o.EventSegmentSize)
 	p.role.follow(p, rep) // before the state is read: a change meanwhile is seen at the first round
+	p.useLogs(data, events)
+	p.evw.sink.chunk = evChunkFor(o.EventSegmentSize)
+	p.first, p.last = data.Bounds()
+	p.commit.durData = p.last
 	for _, g := range groups {
-		p.attach(g, newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, 1))
+		gs := newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, p.first)
+		gs.backoffNs = g.cfg.backoffNs()
+		p.attach(g, gs)
 	}
-	if err := p.load(data, events); err != nil {
+	if err := p.loadState(); err != nil {
 		p.closeStores()
 		return nil, fmt.Errorf("partition %d: %w", idx, err)
 	}
 	return p, nil
 }
 
-// load makes data and events the partition's logs and rebuilds its state
-// from them: at Open, and on the actor when a replicated partition starts
-// to serve (role.go). Every group starts over from the logs.
-func (p *partition) load(data, events seglog.Store) error {
-	p.useLogs(data, events)
-	p.first, p.last = data.Bounds()
-	p.commit.durData = p.last
-	for _, gp := range p.order {
-		gs := newGroupState(gp.g.id, gp.g.cfg.LeaseMs*1e6, gp.g.cfg.MaxDeliveries, p.first)
-		gs.backoffNs = gp.g.cfg.backoffNs()
-		gp.groupState = gs
-	}
+// loadState rebuilds the partition's consumer state from its logs, over
+// groups that start at the data log's first record: at Open, and on the
+// actor when a replicated partition starts to serve (role.go: rebuild).
+func (p *partition) loadState() error {
 	named, err := p.restoreSideEvents()
 	if err != nil {
 		return err
@@ -95,7 +76,7 @@ func (p *partition) load(data, events seglog.Store) error {
 	if p.last >= p.first {
 		p.sizes.addRun(p.first, p.last, p.avgSize())
 	}
-	_, p.commit.durEvents = events.Bounds()
+	_, p.commit.durEvents = p.events.Bounds()
 	p.openSideCopies(named)
 	p.commit.safeLow = p.lowFrontier()
 	p.publishStats()

@@ -153,7 +153,7 @@ func (p *partition) fence() {
 }
 
 // rebuild (actor) drops the partition's state and builds it again from
-// its logs (load), after what ran on the old state has stopped: the
+// its logs (loadState, as Open does), after what ran on the old state has stopped: the
 // lanes, the timer and a background snapshot.
 func (p *partition) rebuild() error {
 	p.timer.halt()
@@ -172,7 +172,36 @@ func (p *partition) rebuild() error {
 	p.ret = retention{}
 	p.holes = holeSet{}
 	p.dlqRetry, p.filterWake, p.lastSubject = false, false, ""
-	return p.load(p.data, p.events)
+	p.useLogs(p.data, p.events)
+	p.first, p.last = p.data.Bounds()
+	p.commit.durData = p.last
+	for _, gp := range p.order {
+		gs := newGroupState(gp.g.id, gp.g.cfg.LeaseMs*1e6, gp.g.cfg.MaxDeliveries, p.first)
+		gs.backoffNs = gp.g.cfg.backoffNs()
+		gp.groupState = gs
+	}
+	return p.loadState()
+}
+
+// openPartitionLogs opens the partition's two logs in dir: through
+// Options.OpenPartition when set (with the replica role, if they are
+// replicated), else as openLogs does.
+func (t *Topic) openPartitionLogs(dir string, quick bool) (data, events seglog.Store, rep Replica, err error) {
+	o := &t.b.opts
+	if o.OpenPartition == nil {
+		data, events, err = t.openLogs(dir, quick)
+		return data, events, nil, err
+	}
+	pl, err := o.OpenPartition(dir, t.cfg.policy())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if pl.Replica != nil && t.compressed() {
+		pl.Data.Close()
+		pl.Events.Close()
+		return nil, nil, nil, fmt.Errorf("%w: compression %q on a replicated partition (not supported yet)", ErrInvalid, t.cfg.Compression)
+	}
+	return pl.Data, pl.Events, pl.Replica, nil
 }
 
 // writeState replaces the partition's file name with data: through the
