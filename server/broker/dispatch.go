@@ -9,17 +9,18 @@ import (
 // partition that has messages (or the timeout, or a cancel) claims it, and
 // only the claimer calls done.
 type pollWaiter struct {
-	claimed  atomic.Bool
-	group    GroupID
-	max      int
-	maxBytes int64 // 0: no byte limit (PollAsyncBytes)
-	owner    OwnerID
-	holder   Principal    // the owner's principal when the poll started
-	wait     bool         // false: answer at once, even with nothing
-	declined atomic.Int32 // partitions that had nothing (for !wait)
-	parts    int32
-	stop     func() bool // cancels the timeout, if any
-	done     func([]Delivery, error)
+	claimed   atomic.Bool
+	group     GroupID
+	max       int
+	maxBytes  int64 // 0: no byte limit (PollAsyncBytes)
+	owner     OwnerID
+	holder    Principal    // the owner's principal when the poll started
+	wait      bool         // false: answer at once, even with nothing
+	declined  atomic.Int32 // partitions that had nothing (for !wait)
+	elsewhere atomic.Int32 // partitions another node serves (role.go)
+	parts     int32
+	stop      func() bool // cancels the timeout, if any
+	done      func([]Delivery, error)
 
 	// Set by the claimer, then handed from partition to partition (each
 	// hand-off goes through the next actor's control stack): deliveries
@@ -301,7 +302,7 @@ func (p *partition) continuePoll(w *pollWaiter) {
 		return
 	}
 	gp := p.groups[w.group]
-	if gp != nil && !gp.g.paused.Load() {
+	if gp != nil && !gp.g.paused.Load() && p.role.serves() {
 		if p.deliverable(gp) {
 			p.serve(gp, w)
 			return

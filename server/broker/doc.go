@@ -124,6 +124,17 @@
 // (Repair: fibril repair), lost.go (ranges a repair recorded, settled as
 // lost), scrub.go (the background scrub).
 //
+// # Replicated partitions
+//
+// With Options.OpenPartition a partition's logs may be replicated
+// (server/replog): the opener hands a Replica, and the partition serves
+// only while its Replica says this node does (role.go). Elsewhere each
+// round's commands are answered ErrNotLeader; on becoming the server the
+// actor rebuilds the state from the logs as Open does, and on losing it
+// fails what waits. The snapshot file goes through Replica.WriteState so
+// every replica holds the state the event log's truncation relies on.
+// The broker imports nothing of raft.
+//
 // # Actors and the async API
 //
 // Commands reach a partition through a lock-free bounded ring (publish,

@@ -192,7 +192,7 @@ func (p *partition) writeSnapshot(data []byte, seq, prev Seq) error {
 			return fmt.Errorf("topic %s partition %d: snapshot: sync events: %w", p.t.name, p.idx, err)
 		}
 	}
-	if err := writeFileAtomic(p.dir, snapName, data); err != nil {
+	if err := p.writeState(snapName, data); err != nil {
 		return fmt.Errorf("topic %s partition %d: snapshot: %w", p.t.name, p.idx, err)
 	}
 	if seq == prev {

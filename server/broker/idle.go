@@ -317,7 +317,13 @@ func (p *partition) failAsleep(err error) {
 		p.t.b.logf("ERROR %v", err)
 	}
 	p.sleep.err = err
-	err = p.t.b.noteFileErr(err)
+	p.refuseRound(p.t.b.noteFileErr(err))
+}
+
+// refuseRound answers the commands of a round that cannot run with err,
+// and runs its control closures (their log calls may fail): a partition
+// whose logs could not reopen, or that another node serves (role.go).
+func (p *partition) refuseRound(err error) {
 	for i, fn := range p.in.ctls {
 		fn(p)
 		p.in.ctls[i] = nil

@@ -33,6 +33,11 @@ type Options struct {
 	// seglog with SegmentSize (dead-letter topics: at most 4 MiB) and
 	// EventSegmentSize.
 	OpenStore StoreOpener
+	// OpenPartition, when set, opens both logs of each partition (set
+	// it or OpenStore, not both), and says whether they are replicated
+	// (role.go): a replicated partition serves only on the node its
+	// Replica names.
+	OpenPartition PartitionOpener
 	// SegmentSize is the segment size of the default data logs. Default
 	// seglog.DefaultSegmentSize (64 MiB); each segment is preallocated.
 	SegmentSize int64
@@ -146,6 +151,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: SnapshotEvery %d < 1", ErrInvalid, o.SnapshotEvery)
 	case o.MaxOpenPartitions < 1:
 		return o, fmt.Errorf("%w: MaxOpenPartitions %d < 1", ErrInvalid, o.MaxOpenPartitions)
+	case o.OpenStore != nil && o.OpenPartition != nil:
+		return o, fmt.Errorf("%w: both OpenStore and OpenPartition are set", ErrInvalid)
 	case o.ScrubEvery < 0:
 		return o, fmt.Errorf("%w: negative ScrubEvery", ErrInvalid)
 	case o.RetentionInterval < 0:

@@ -50,6 +50,7 @@ type partition struct {
 	swaps       swapGuard      // replaced maps of a compressed data log (swaprelease.go)
 	ret         retention      // paces retention passes (retention.go)
 	holes       holeSet        // ranges of the data log lost to damage (lost.go)
+	role        roleState      // the replica's role, when the logs are replicated (role.go)
 	timer       actorTimer     // the actor's one timer (timer.go)
 	lastSubject string         // subject of the last record delivered (decodeMetaReuse)
 	dlqRetry    bool           // a dead-letter copy was refused: retry soon (dlq.go)
@@ -78,7 +79,7 @@ func (p *partition) run() {
 	for {
 		p.in.take(&p.box, p.t.b.opts.MaxBatch)
 		idle := p.in.idle()
-		if p.wakeForRound(idle) {
+		if p.roleRound() && p.wakeForRound(idle) {
 			p.round()
 		}
 		p.box.roomMade()
@@ -349,8 +350,11 @@ func (p *partition) shutdown() {
 		}
 		gp.waiters = nil
 	}
-	if err := p.snapshot(); err != nil {
-		p.t.b.logf("%v", err)
+	// A partition another node serves has no state of its own to save.
+	if p.role.serves() {
+		if err := p.snapshot(); err != nil {
+			p.t.b.logf("%v", err)
+		}
 	}
 	p.closeStores()
 }

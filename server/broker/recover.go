@@ -19,7 +19,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("partition %d: %w", idx, err)
 	}
-	data, events, err := t.openLogs(dir, o.QuickStart)
+	data, events, rep, err := t.openPartitionLogs(dir, o.QuickStart)
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: %w", idx, err)
 	}
@@ -33,6 +33,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 		commit: commitPipeline{pipelined: t.cfg.Durability != DurabilityNone},
 		lanes:  syncLanes{stop: make(chan struct{})},
 	}
+	p.role.follow(p, rep) // before the state is read: a change meanwhile is seen at the first round
 	p.useLogs(data, events)
 	p.evw.sink.chunk = evChunkFor(o.EventSegmentSize)
 	p.first, p.last = data.Bounds()
@@ -40,14 +41,23 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	for _, g := range groups {
 		p.attach(g, stateFor(g, p.first))
 	}
-	named, err := p.restoreSideEvents()
-	if err != nil {
+	if err := p.loadState(); err != nil {
 		p.closeStores()
 		return nil, fmt.Errorf("partition %d: %w", idx, err)
 	}
+	return p, nil
+}
+
+// loadState rebuilds the partition's consumer state from its logs, over
+// groups that start at the data log's first record: at Open, and on the
+// actor when a replicated partition starts to serve (role.go: rebuild).
+func (p *partition) loadState() error {
+	named, err := p.restoreSideEvents()
+	if err != nil {
+		return err
+	}
 	if err := p.recoverState(); err != nil {
-		p.closeStores()
-		return nil, fmt.Errorf("partition %d: %w", idx, err)
+		return err
 	}
 	for _, gp := range p.order {
 		gp.clampTo(p.last)
@@ -64,11 +74,11 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 	if p.last >= p.first {
 		p.sizes.addRun(p.first, p.last, p.avgSize())
 	}
-	_, p.commit.durEvents = events.Bounds()
+	_, p.commit.durEvents = p.events.Bounds()
 	p.openSideCopies(named)
 	p.commit.safeLow = p.lowFrontier()
 	p.publishStats()
-	return p, nil
+	return nil
 }
 
 // openLogs opens a partition's two logs in dir under the topic's

@@ -200,6 +200,9 @@ func (p *partition) syncRound() {
 // whose data did reach the disk. more: the lane has already started its
 // next fsync and will report again. side: the data log's durable side mark.
 func (p *partition) synced(l *syncLane, upto Seq, side uint64, err error, more bool) {
+	if l != p.lanes.data && l != p.lanes.ev {
+		return // a lane of state dropped since (role.go: rebuild)
+	}
 	p.tookSync(l, upto, side, err, more)
 	p.completeDurable()
 	if len(p.commit.pending) > 0 {

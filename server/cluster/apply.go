@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -38,6 +39,7 @@ type applyJob struct {
 	ents  []*pb.Entry
 	cs    *pb.ConfState // the conf state after ents, for a snapshot taken at their end
 	snap  *pb.Snapshot  // a received snapshot to restore instead of ents
+	flush bool          // only store the held snapshot (applier.heldAt)
 	resps []*pb.Message // stepped once the job is done
 	done  []doneAt      // proposals of this replica that ents complete
 	// applied is set by the worker: the index the state machine reached.
@@ -62,17 +64,49 @@ type applier struct {
 	// raft by the loop, whose configuration is rebuilt from the
 	// snapshot's).
 	skipTo uint64
+	// compactTo is the highest index a snapshot may be taken at
+	// (Config.CompactBehindMatch), set by the loop.
+	compactTo *atomic.Uint64
+	// acked is the applied index the loop has told raft (applyDone). The
+	// raft log is compacted only up to it: raft scans its unapplied
+	// committed entries (for conf changes, when it campaigns), and one
+	// compacted away under it panics. held is a snapshot taken past it,
+	// stored once acked reaches its index.
+	acked *atomic.Uint64
+	held  *heldSnap
+	// heldAt is held's index (0: none), for the loop, which then queues
+	// a flush job once raft knows it applied (applyDone): the snapshot is
+	// stored even when no other entry comes.
+	heldAt atomic.Uint64
+}
+
+// heldSnap is a state machine snapshot waiting to be stored.
+type heldSnap struct {
+	index uint64
+	cs    *pb.ConfState
+	data  []byte
 }
 
 // run does one apply job: restore its snapshot, or apply its entries and
 // snapshot every Config.SnapshotEvery entries. It sets j.applied.
 func (a *applier) run(j *applyJob) error {
+	if err := a.storeHeld(); err != nil {
+		return err
+	}
+	if j.flush {
+		j.applied = a.applied
+		return nil
+	}
 	if j.snap != nil {
 		m := j.snap.GetMetadata()
 		if err := a.sm.Restore(m.GetIndex(), j.snap.Data); err != nil {
 			return fmt.Errorf("cluster: restore snapshot %d: %w", m.GetIndex(), err)
 		}
 		a.applied, a.snapIndex = m.GetIndex(), m.GetIndex()
+		if a.held != nil && a.held.index <= a.applied {
+			a.held = nil // the received snapshot is newer
+			a.heldAt.Store(0)
+		}
 		j.applied = a.applied
 		return nil
 	}
@@ -99,19 +133,36 @@ func (a *applier) run(j *applyJob) error {
 func (a *applier) maybeSnapshot(cs *pb.ConfState) error {
 	// Below skipTo the state machine is ahead of a.applied: a snapshot
 	// of it would not be the state at a.applied.
-	if a.every == 0 || a.applied < a.skipTo || a.applied-a.snapIndex < a.every {
+	if a.every == 0 || a.applied < a.skipTo || a.applied-a.snapIndex < a.every || a.applied > a.compactTo.Load() {
 		return nil
+	}
+	if a.held != nil {
+		return nil // one at a time
 	}
 	data, err := a.sm.Snapshot()
 	if err != nil {
 		return fmt.Errorf("cluster: snapshot at %d: %w", a.applied, err)
 	}
+	a.held = &heldSnap{index: a.applied, cs: cs, data: data}
+	a.heldAt.Store(a.applied)
+	return a.storeHeld()
+}
+
+// storeHeld stores the held snapshot (compacting the raft log) once raft
+// knows its index applied.
+func (a *applier) storeHeld() error {
+	h := a.held
+	if h == nil || a.acked.Load() < h.index {
+		return nil
+	}
+	a.held = nil
+	a.heldAt.Store(0)
 	// A snapshot received meanwhile (stored by the append worker) is
 	// newer: this one is not needed.
-	if err := a.st.CreateSnapshot(a.applied, cs, data); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+	if err := a.st.CreateSnapshot(h.index, h.cs, h.data); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
 		return err
 	}
-	a.snapIndex = a.applied
+	a.snapIndex = max(a.snapIndex, h.index)
 	return nil
 }
 
@@ -159,6 +210,11 @@ func (r *replica) applyDone(j *applyJob) error {
 		return j.err
 	}
 	r.applied = j.applied
+	if j.flush {
+		r.flushing = false
+	}
+	defer r.queueFlush()
+	defer r.ap.acked.Store(r.applied) // once raft has stepped the responses below
 	for _, d := range j.done {
 		if p := r.pending[d.id]; p != nil {
 			delete(r.pending, d.id)
@@ -234,4 +290,15 @@ func (r *replica) appendDone(m *pb.Message, err error) error {
 	}
 	r.send(out)
 	return nil
+}
+
+// queueFlush (loop, after applyDone) queues a flush job when the apply
+// worker holds a snapshot raft now knows applied, within the job bound.
+func (r *replica) queueFlush() {
+	if h := r.ap.heldAt.Load(); h == 0 || h > r.applied || r.flushing || r.jobs >= maxLocalJobs {
+		return
+	}
+	r.flushing = true
+	r.applyq = append(r.applyq, &applyJob{flush: true})
+	r.jobs++
 }

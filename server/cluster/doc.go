@@ -33,10 +33,13 @@
 //     done in order by an append worker (Storage.Save, fsynced when raft
 //     must have it durable) and an apply worker (the StateMachine,
 //     received snapshots restored, a snapshot every Config.SnapshotEvery
-//     entries), each handing the job back to the loop, which steps the
-//     responses it carries in their order: raft hears an entry is stable
-//     or applied only once it is, and a follower acknowledges only what
-//     it fsynced. At most maxLocalJobs are held; at the bound the loop
+//     entries, stored, compacting the raft log, only once raft knows
+//     its index applied: raft scans its unapplied committed entries when
+//     it campaigns, and must find them; a flush job stores a held one
+//     when no other entry comes), each handing the job back to the loop,
+//     which steps the responses it carries in their order: raft hears an
+//     entry is stable or applied only once it is, and a follower
+//     acknowledges only what it fsynced. At most maxLocalJobs are held; at the bound the loop
 //     takes no Ready until one is done. Conf changes go to raft as the
 //     loop routes their entries, so each apply job carries the conf
 //     state a snapshot at its end records.
@@ -45,7 +48,11 @@
 //     and the workers' completions, and the two workers.
 //     Propose returns once the entry is committed (on a quorum, fsynced
 //     there, since every replica persists before it acknowledges) and
-//     applied on this replica; Leader and Config.OnLeader report the
+//     applied on this replica; ProposeAsync (propose_async.go) returns at
+//     once and reports the same outcome to a callback on the loop, with
+//     at most Config.MaxPendingProposals queued or in flight (ErrBusy
+//     past it), so a caller keeps many entries in flight without a
+//     goroutine each; Leader and Config.OnLeader report the
 //     leader as raft knows it, Status the role, term, commit and applied
 //     indexes, campaigns, dropped messages and (on the leader) every
 //     replica's match index, for metrics. Proposals and messages waiting
@@ -107,6 +114,13 @@
 //     segment log) is never handed an entry it holds. Applied past the
 //     raft log's end is refused as ErrCorrupt (directories that do not
 //     belong together).
+//   - Config.CompactBehindMatch keeps a leader's log compaction behind
+//     the lowest match index of its replicas (as the leader last heard
+//     it, refreshed each tick), for state machines whose snapshots
+//     cannot carry their data (package replog's); a follower, which
+//     does not know the others' progress, compacts as SnapshotEvery
+//     says, so a lagging replica may still need a snapshot after that
+//     follower becomes leader.
 //   - The raft log is a seglog log under PolicyCaller: it fsyncs only
 //     when Save or CreateSnapshot says (and at segment rolls and Close).
 //     A hard state saved after a local snapshot may carry an older commit

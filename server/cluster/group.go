@@ -19,21 +19,23 @@ import (
 // fsync so delays only what waits for it, never heartbeats. Methods are
 // safe for concurrent use.
 type Group struct {
-	r      *replica
-	propc  chan propReq
-	recvc  chan *pb.Message
-	statc  chan chan Status
-	unrc   chan uint64 // peers reported unreachable
-	xferc  chan uint64 // leadership transfers asked for
-	stopc  chan struct{}
-	donec  chan struct{}
-	lead   atomic.Uint64
-	drops  atomic.Uint64 // messages Step dropped for a full inbox
-	tick   time.Duration
-	once   sync.Once
-	mu     sync.Mutex // guards err, leadCh and snaps
-	err    error
-	leadCh chan struct{} // closed (and replaced) when the known leader changes
+	r        *replica
+	propc    chan propReq
+	async    asyncQueue // ProposeAsync's proposals (propose_async.go)
+	recvc    chan *pb.Message
+	statc    chan chan Status
+	unrc     chan uint64 // peers reported unreachable
+	xferc    chan uint64 // leadership transfers asked for
+	stopc    chan struct{}
+	donec    chan struct{}
+	lead     atomic.Uint64
+	drops    atomic.Uint64 // messages Step dropped for a full inbox
+	tick     time.Duration
+	once     sync.Once
+	closeErr error      // the storage's close, set once inside once
+	mu       sync.Mutex // guards err, leadCh and snaps
+	err      error
+	leadCh   chan struct{} // closed (and replaced) when the known leader changes
 	// snaps holds the snapshot outcomes reported and not yet handed to
 	// raft, the latest per replica (so it is bounded by the group's
 	// size and a report is never lost); snapc (capacity 1) wakes the loop.
@@ -75,7 +77,7 @@ type propReply struct {
 // goroutine, ticking every tick (raft's timeouts are counted in
 // ticks). It fails if the storage cannot be opened.
 func OpenGroup(cfg Config, sm StateMachine, tr Transport, tick time.Duration) (*Group, error) {
-	g := &Group{propc: make(chan propReq), recvc: make(chan *pb.Message, 1024), statc: make(chan chan Status), unrc: make(chan uint64, 64),
+	g := &Group{propc: make(chan propReq), async: newAsyncQueue(cfg.MaxPendingProposals), recvc: make(chan *pb.Message, 1024), statc: make(chan chan Status), unrc: make(chan uint64, 64),
 		xferc: make(chan uint64), leadCh: make(chan struct{}), snaps: map[uint64]bool{}, snapc: make(chan struct{}, 1), stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader,
 		appendc: make(chan *pb.Message, maxLocalJobs+2), appended: make(chan appendResult, maxLocalJobs+2),
 		applyc: make(chan *applyJob, maxLocalJobs+2), appliedc: make(chan *applyJob, maxLocalJobs+2)}
@@ -292,12 +294,17 @@ func (g *Group) Err() error {
 
 // Close stops the goroutine and closes the storage (synced). Pending
 // proposals end with ErrClosed.
+// Concurrent and repeated calls are safe: the storage is closed once,
+// and every call returns that outcome.
 func (g *Group) Close() error {
-	g.once.Do(func() { close(g.stopc) })
-	<-g.donec
-	g.workers.Wait()
-	if err := g.r.close(true); err != nil {
-		return err
+	g.once.Do(func() {
+		close(g.stopc)
+		<-g.donec
+		g.workers.Wait()
+		g.closeErr = g.r.close(true)
+	})
+	if g.closeErr != nil {
+		return g.closeErr
 	}
 	return g.Err()
 }
@@ -308,6 +315,7 @@ func (g *Group) Close() error {
 const batchMax = 256
 
 func (g *Group) run() {
+	defer g.async.drain() // after donec: no ProposeAsync queues behind the drain
 	defer close(g.donec)
 	t := time.NewTicker(g.tick)
 	defer t.Stop()
@@ -315,10 +323,13 @@ func (g *Group) run() {
 		select {
 		case <-t.C:
 			g.r.rn.Tick()
+			g.r.noteMatch()
 		case m := <-g.recvc:
 			_ = g.r.rn.Step(m) // a stale or foreign message is raft's to ignore
 		case req := <-g.propc:
 			g.handle(req)
+		case req := <-g.async.c:
+			g.handleAsync(req)
 		case reply := <-g.statc:
 			reply <- g.status()
 		case id := <-g.unrc:
@@ -359,6 +370,8 @@ func (g *Group) run() {
 				_ = g.r.rn.Step(m)
 			case req := <-g.propc:
 				g.handle(req)
+			case req := <-g.async.c:
+				g.handleAsync(req)
 			default:
 				break drain
 			}

@@ -4,11 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"sync/atomic"
 
 	"github.com/fibrilmq/fibril/server/seglog"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -45,6 +48,7 @@ const (
 	DefaultMaxEntryBytes       = 2 << 20
 	maxEntryBytes              = 3 << 20
 	DefaultMaxUncommittedBytes = 64 << 20
+	DefaultMaxPendingProposals = 4096
 	raftSegmentSize            = 4 << 20
 )
 
@@ -109,9 +113,21 @@ type Config struct {
 	// committed (default DefaultMaxUncommittedBytes); past it proposals
 	// fail with ErrBusy.
 	MaxUncommittedBytes uint64
+	// MaxPendingProposals bounds the ProposeAsync proposals queued or in
+	// flight (default DefaultMaxPendingProposals); past it ProposeAsync
+	// fails with ErrBusy.
+	MaxPendingProposals int
 	// SnapshotEvery, when non-zero, snapshots the state machine and
 	// compacts the log every that many applied entries.
 	SnapshotEvery uint64
+	// CompactBehindMatch keeps raft log compaction conservative: a
+	// leader snapshots (and drops raft log entries) only up to the
+	// lowest index every replica's log is known to match, so that a
+	// lagging replica catches up from the log and never needs a
+	// snapshot (for a state machine whose snapshot is a descriptor of
+	// files it cannot send, as package replog's). A follower, which does
+	// not know the others' progress, compacts as SnapshotEvery says.
+	CompactBehindMatch bool
 	// OnLeader, if set, is called on the group's goroutine when the known
 	// leader or the term changes (lead 0: unknown). It must not block.
 	OnLeader func(lead, term uint64)
@@ -140,10 +156,17 @@ type Proposal struct {
 	Done  chan struct{}
 	Index uint64
 	Err   error
+	// cb, when set (ProposeAsync), is called on the group's loop with
+	// Index and Err instead of Done being closed (Done is nil then).
+	cb func(index uint64, err error)
 }
 
 func (p *Proposal) finish(index uint64, err error) {
 	p.Index, p.Err = index, err
+	if p.cb != nil {
+		p.cb(index, err)
+		return
+	}
 	close(p.Done)
 }
 
@@ -184,6 +207,8 @@ type replica struct {
 	appendq []*pb.Message
 	applyq  []*applyJob
 	jobs    int
+	// flushing: a flush job (apply.go: queueFlush) is queued.
+	flushing bool
 	// savedHS is the hard state the append worker last saved (its own).
 	savedHS *pb.HardState
 	// ap is the apply worker's state (its own).
@@ -242,9 +267,12 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 		return nil, fmt.Errorf("cluster: start raft node %d: %w", cfg.ID, err)
 	}
 	hs, _, _ := st.InitialState()
+	var compactTo, acked atomic.Uint64
+	compactTo.Store(math.MaxUint64)
+	acked.Store(snapIdx)
 	return &replica{cfg: cfg, st: st, rn: rn, tr: tr, cs: cs, nonce: rand.Uint64(), savedHS: hs,
 		pending: map[uint64]*Proposal{}, reads: map[uint64]*Proposal{}, applied: snapIdx,
-		ap: &applier{st: st, sm: sm, every: cfg.SnapshotEvery, applied: snapIdx, snapIndex: snapIdx, skipTo: applied}}, nil
+		ap: &applier{st: st, sm: sm, every: cfg.SnapshotEvery, applied: snapIdx, snapIndex: snapIdx, skipTo: applied, compactTo: &compactTo, acked: &acked}}, nil
 }
 
 // resume returns the index the state machine resumes applying after: its
@@ -297,6 +325,19 @@ func (r *replica) propose(data []byte) (*Proposal, error) {
 		return nil, r.dropped(err)
 	}
 	return r.track(), nil
+}
+
+// proposeAsync hands raft buf, whose first envelope bytes are room for
+// the envelope; the proposal ends by cb in a later process.
+func (r *replica) proposeAsync(buf []byte, cb func(uint64, error)) error {
+	binary.LittleEndian.PutUint64(buf, r.nonce)
+	binary.LittleEndian.PutUint64(buf[8:], r.next)
+	if err := r.rn.Propose(buf); err != nil {
+		return r.dropped(err)
+	}
+	r.pending[r.next] = &Proposal{cb: cb}
+	r.next++
+	return nil
 }
 
 // dropped maps raft's refusal of a proposal to the caller's error.
@@ -448,6 +489,20 @@ func (r *replica) noteLeader(rd raft.Ready) {
 	if r.cfg.OnLeader != nil {
 		r.cfg.OnLeader(lead, term)
 	}
+}
+
+// noteMatch (loop, each tick) tells the apply worker how far it may
+// compact under CompactBehindMatch: on a leader, the lowest match index
+// of the replicas; elsewhere no bound.
+func (r *replica) noteMatch() {
+	if !r.cfg.CompactBehindMatch {
+		return
+	}
+	to := uint64(math.MaxUint64)
+	if r.rn.BasicStatus().RaftState == raft.StateLeader {
+		r.rn.WithProgress(func(_ uint64, _ raft.ProgressType, pr tracker.Progress) { to = min(to, pr.Match) })
+	}
+	r.ap.compactTo.Store(to)
 }
 
 // close stops the replica: sync=false drops it as a crash would.
