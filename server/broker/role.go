@@ -175,10 +175,9 @@ func (p *partition) rebuild() error {
 	p.useLogs(p.data, p.events)
 	p.first, p.last = p.data.Bounds()
 	p.commit.durData = p.last
+	p.dedup = dedupIndex{} // reloaded from the logs at its first use (dedup.go)
 	for _, gp := range p.order {
-		gs := newGroupState(gp.g.id, gp.g.cfg.LeaseMs*1e6, gp.g.cfg.MaxDeliveries, p.first)
-		gs.backoffNs = gp.g.cfg.backoffNs()
-		gp.groupState = gs
+		gp.groupState = stateFor(gp.g, p.first)
 	}
 	return p.loadState()
 }
