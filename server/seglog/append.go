@@ -26,17 +26,10 @@ func (l *Log) Append(entries []Entry) (Seq, error) {
 	return l.write(entries, l.opts.Policy == PolicySync, l.opts.Policy == PolicyNone)
 }
 
-// writeBehindBytes: a PolicyNone log that Append wrote this much to since
-// its last background fsync starts another one (see write).
-const writeBehindBytes = 8 << 20
-
 // write validates and writes one batch, fsyncing it before it returns when
 // syncNow is set. It returns the first sequence number given.
-// behind (PolicyNone appends): once writeBehindBytes were written since
-// the last one, an fsync starts on a goroutine of its own, so the dirty
-// pages never pile up: a segment roll, which fsyncs the whole segment on
-// the writer's path, used to flush up to 64 MiB at once (p99 214-241 ms at
-// 14.5k msgs/s of 1 KiB), and a crash loses at most about that much.
+// behind (PolicyNone appends): count the bytes for the background fsync
+// (writebehind.go).
 func (l *Log) write(entries []Entry, syncNow, behind bool) (first Seq, err error) {
 	if len(entries) == 0 {
 		return 0, ErrEmptyBatch
@@ -65,35 +58,15 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first Seq, err error
 	}
 	if syncNow {
 		if serr := l.syncSegment(l.act); serr != nil {
-			return 0, l.failSync(serr)
+			return 0, l.dur.fail(serr)
 		}
-		l.setDurable(last)
-		l.setSideDurable(l.sideWritten.Load())
+		l.setDurable(last, l.dur.sideWritten())
 	}
 	if behind {
-		l.unsynced += total
-		switch {
-		case l.unsynced < writeBehindBytes:
-		case l.wbRunning.Load():
-			// The background fsync is still running. Its own durable
-			// point must not pass for someone else's fsync below (it is
-			// set before wbDurable): that skipped the next background
-			// fsync (TestWriteBehindNotSkippedWhileItsFsyncRuns).
-		case uint64(l.Durable()) != l.wbDurable.Load():
-			// Someone else fsyncs this log (a caller's own Sync, a
-			// roll): nothing piles up.
-			l.wbDurable.Store(uint64(l.Durable()))
-			l.unsynced = 0
-		case l.wbRunning.CompareAndSwap(false, true):
-			l.unsynced = 0
-			l.wbWG.Add(1)
-			go func() {
-				defer l.wbWG.Done()
-				defer l.wbRunning.Store(false)
-				_, _ = l.Sync() // a failure is sticky: later appends report it
-				l.wbDurable.Store(uint64(l.Durable()))
-			}()
-		}
+		l.wb.wrote(total, l.Durable(), func() Seq {
+			_, _ = l.Sync() // a failure is sticky: later appends report it
+			return l.Durable()
+		})
 	}
 	return first, nil
 }
@@ -126,7 +99,7 @@ func (l *Log) beginWrite() error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	if err := l.stickyErr(); err != nil {
+	if err := l.dur.err(); err != nil {
 		return err
 	}
 	if l.markerLive {
@@ -235,7 +208,7 @@ func (l *Log) zeroDirty() error {
 			return fmt.Errorf("%w: clearing a failed write in %s: %w", ErrWriteFailed, act.path, err)
 		}
 		if err := act.f.Sync(); err != nil {
-			return l.failSync(err)
+			return l.dur.fail(err)
 		}
 	}
 	l.dirty = 0
@@ -247,10 +220,9 @@ func (l *Log) zeroDirty() error {
 func (l *Log) roll() error {
 	old := l.act
 	if err := l.syncSegment(old); err != nil {
-		return l.failSync(err)
+		return l.dur.fail(err)
 	}
-	l.setDurable(old.last)
-	l.setSideDurable(l.sideWritten.Load()) // side records are never written past a roll
+	l.setDurable(old.last, l.dur.sideWritten()) // side records are never written past a roll
 	// Best effort: a missing index only costs a scan at the next Open.
 	_ = writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, old.first)), encodeIndex(old), false)
 	ns, err := l.newSegment(old.last + 1)
@@ -326,11 +298,11 @@ func (l *Log) Sync() (Seq, error) {
 	if l.opts.ReadOnly {
 		return l.Durable(), nil // nothing was written
 	}
-	if err := l.stickyErr(); err != nil {
+	if err := l.dur.err(); err != nil {
 		return l.Durable(), err
 	}
-	side := l.sideWritten.Load() // before last: a side record is published before the records after it
-	if l.Durable() >= Seq(l.last.Load()) && l.sideDurable.Load() >= side {
+	side := l.dur.sideWritten() // before last: a side record is published before the records after it
+	if l.dur.covers(Seq(l.last.Load()), side) {
 		return l.Durable(), nil
 	}
 	// Let an append already on its way finish its write so this fsync
@@ -347,10 +319,9 @@ func (l *Log) Sync() (Seq, error) {
 	case err != nil && l.closed.Load():
 		return l.Durable(), ErrClosed // Close reports its own sync's outcome
 	case err != nil:
-		return l.Durable(), l.failSync(err)
+		return l.Durable(), l.dur.fail(err)
 	}
-	l.setDurable(upto)
-	l.setSideDurable(sideUpto)
+	l.setDurable(upto, sideUpto)
 	return l.Durable(), nil
 }
 
@@ -366,7 +337,7 @@ func (l *Log) syncActive() (Seq, uint64, error) {
 		return 0, 0, ErrClosed
 	}
 	act := l.active()
-	upto, side := act.last, l.sideWritten.Load()
+	upto, side := act.last, l.dur.sideWritten()
 	l.relMu.RLock()
 	l.mu.RUnlock()
 	defer l.relMu.RUnlock()
@@ -414,22 +385,6 @@ func (l *Log) dropMarker() error {
 	}
 	l.act.dirPending.Store(false) // that sync covered its entry too
 	l.markerLive = false
-	return nil
-}
-
-// failSync records a failed fsync (sticky: the first one stays) and returns
-// the error every later write and Sync reports.
-func (l *Log) failSync(err error) error {
-	e := fmt.Errorf("%w: %w", ErrSyncFailed, err)
-	l.syncErr.CompareAndSwap(nil, &e)
-	return *l.syncErr.Load()
-}
-
-// stickyErr returns the error of a past failed fsync, or nil.
-func (l *Log) stickyErr() error {
-	if e := l.syncErr.Load(); e != nil {
-		return *e
-	}
 	return nil
 }
 

@@ -34,13 +34,8 @@ type Log struct {
 	writing  atomic.Int32 // appends between entering Append and finishing their write (Sync waits briefly for them)
 	act      *segment     // the active segment, for the writer (also segs[len-1])
 	buf      []byte
-	dirty    int64 // bytes past the active end a failed write may have touched
-	// unsynced: bytes PolicyNone appends wrote since the last write-behind
-	// fsync started; wbRunning: one is running; wbWG: Close waits for it.
-	unsynced  int64
-	wbDurable atomic.Uint64 // the durable point the last check or write-behind left
-	wbRunning atomic.Bool
-	wbWG      sync.WaitGroup
+	dirty    int64       // bytes past the active end a failed write may have touched
+	wb       writeBehind // PolicyNone's background fsync (writebehind.go)
 	// markerLive: Open found a valid clean-shutdown marker and left it in
 	// place; the first write removes it (durably), and a Close with no
 	// write in between has nothing to record.
@@ -70,14 +65,10 @@ type Log struct {
 	closed atomic.Bool
 	last   atomic.Uint64 // last written sequence number
 
-	syncErr atomic.Pointer[error] // sticky: the first failed fsync (failSync)
-	durable atomic.Uint64
-	// sideWritten: side records written so far (their marks are 1, 2, ...;
-	// published under mu); sideDurable: the highest mark known on disk.
-	sideWritten, sideDurable atomic.Uint64
-	hint                     durableHint // the durable point, kept in the LOCK file (durablehint.go)
-	front                    frontHint   // the front of the log, kept in the LOCK file (durablehint.go)
-	verified                 Seq         // segments below it were checked by an earlier Open (QuickVerify)
+	dur      durability  // the durable points and the sticky fsync error (durability.go)
+	hint     durableHint // the durable point, kept in the LOCK file (durablehint.go)
+	front    frontHint   // the front of the log, kept in the LOCK file (durablehint.go)
+	verified Seq         // segments below it were checked by an earlier Open (QuickVerify)
 
 	rec Recovery
 
@@ -191,7 +182,7 @@ func (l *Log) Recovery() Recovery { return l.rec }
 func (l *Log) Dir() string { return l.dir }
 
 // Durable returns the highest sequence number known to be on disk.
-func (l *Log) Durable() Seq { return Seq(l.durable.Load()) }
+func (l *Log) Durable() Seq { return l.dur.durable() }
 
 // Bounds returns the first retained and the last written sequence numbers.
 // Records past Durable are readable but not yet on disk.
@@ -214,7 +205,7 @@ func (l *Log) Bounds() (first, last Seq) {
 // and losing them to a power cut costs the next Open a scan, not data.
 func (l *Log) Close() error {
 	err := l.close()
-	l.wbWG.Wait() // a write-behind fsync blocked on mu ends once close let go
+	l.wb.wait() // a write-behind fsync blocked on mu ends once close let go
 	return err
 }
 
@@ -232,22 +223,21 @@ func (l *Log) close() error {
 		return l.releaseAll()
 	}
 	var err error
-	failed := l.stickyErr() != nil
+	failed := l.dur.err() != nil
 	if failed {
-		err = l.stickyErr()
+		err = l.dur.err()
 	} else if l.dirty > 0 {
 		err = l.zeroDirty()
 	}
 	if act := l.active(); err == nil && !failed && act != nil && !l.markerLive {
 		var serr error
-		if l.Durable() < act.last || l.sideDurable.Load() < l.sideWritten.Load() {
+		if !l.dur.covers(act.last, l.dur.sideWritten()) {
 			serr = l.syncSegment(act)
 		}
 		if serr != nil {
 			err = fmt.Errorf("%w: close: %w", ErrSyncFailed, serr)
 		} else {
-			l.setDurable(act.last)
-			l.setSideDurable(l.sideWritten.Load())
+			l.setDurable(act.last, l.dur.sideWritten())
 			// The index and marker spare the next Open its scan; losing
 			// them costs only that scan, so their errors are not fatal.
 			// They need no fsync: their checksums reject a torn file, and
@@ -283,7 +273,7 @@ func (l *Log) close() error {
 // call fails with ErrClosed.
 func (l *Log) Abandon() {
 	l.abandon()
-	l.wbWG.Wait()
+	l.wb.wait()
 }
 
 func (l *Log) abandon() {
@@ -326,16 +316,11 @@ func (l *Log) active() *segment {
 	return l.segs[len(l.segs)-1]
 }
 
-// setDurable raises the durable point to seq.
-func (l *Log) setDurable(seq Seq) {
-	for {
-		cur := l.durable.Load()
-		if uint64(seq) <= cur {
-			return
-		}
-		if l.durable.CompareAndSwap(cur, uint64(seq)) {
-			l.hint.note(seq)
-			return
-		}
+// setDurable raises the durable point to seq, noting it in the LOCK
+// file's hint when it rose, and the durable side mark to side.
+func (l *Log) setDurable(seq Seq, side uint64) {
+	if l.dur.raise(seq) {
+		l.hint.note(seq)
 	}
+	l.dur.raiseSide(side)
 }

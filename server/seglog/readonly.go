@@ -78,7 +78,7 @@ func (l *Log) endReadOnly(firsts []Seq) error {
 	}
 	l.act = act
 	l.last.Store(uint64(act.last))
-	l.durable.Store(uint64(act.last))
+	l.dur.raise(act.last)
 	l.rec.Segments = len(l.segs)
 	return nil
 }

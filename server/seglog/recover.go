@@ -164,7 +164,7 @@ func (l *Log) recover() (err error) {
 	}
 	l.act = act
 	l.last.Store(uint64(act.last))
-	l.durable.Store(uint64(act.last))
+	l.dur.raise(act.last)
 	l.hint.note(act.last)
 	l.rec.Segments = len(l.segs)
 	// The marker must be gone, durably, before the first append (see

@@ -63,10 +63,10 @@ func (l *Log) AppendSide(e Entry) (uint64, error) {
 	}
 	l.mu.Lock()
 	act.end += int64(len(l.buf))
-	mark := l.sideWritten.Add(1)
+	mark := l.dur.addSide()
 	l.mu.Unlock()
 	if l.opts.Policy == PolicyNone {
-		l.unsynced += int64(len(l.buf))
+		l.wb.add(int64(len(l.buf)))
 	}
 	if cap(l.buf) > 4<<20 {
 		l.buf = nil
@@ -75,17 +75,7 @@ func (l *Log) AppendSide(e Entry) (uint64, error) {
 }
 
 // DurableSide implements Store.
-func (l *Log) DurableSide() uint64 { return l.sideDurable.Load() }
-
-// setSideDurable raises the durable side mark to mark.
-func (l *Log) setSideDurable(mark uint64) {
-	for {
-		cur := l.sideDurable.Load()
-		if mark <= cur || l.sideDurable.CompareAndSwap(cur, mark) {
-			return
-		}
-	}
-}
+func (l *Log) DurableSide() uint64 { return l.dur.sideDurable() }
 
 // ScanSide implements Store. It reads segment by segment and runs fn
 // without locks held, with records borrowed as from Scan.

@@ -31,7 +31,7 @@ func TestWriteBehindBoundsUnsyncedBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l.wbWG.Wait()
+	l.wb.wait()
 	if got := fs.Unsynced(lockName); got > writeBehindBytes+64<<10 {
 		t.Fatalf("%d bytes unsynced after 20 MiB, want at most about %d", got, writeBehindBytes)
 	}
@@ -60,7 +60,7 @@ func TestWriteBehindQuietWhenSynced(t *testing.T) {
 			syncs++
 		}
 	}
-	l.wbWG.Wait()
+	l.wb.wait()
 	if files, _ := fs.SyncCounts(); files != syncs {
 		t.Fatalf("%d file syncs, want only the owner's %d", files, syncs)
 	}
@@ -82,7 +82,7 @@ func TestNoWriteBehindUnderPolicyCaller(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l.wbWG.Wait()
+	l.wb.wait()
 	if files, _ := fs.SyncCounts(); files != 0 || l.Durable() != 0 {
 		t.Fatalf("PolicyCaller: %d syncs, durable %d; want none", files, l.Durable())
 	}
@@ -99,8 +99,8 @@ func TestWriteBehindNotSkippedWhileItsFsyncRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	// As if the background fsync were running and had just raised the
-	// durable point, not yet noted in wbDurable.
-	l.wbRunning.Store(true)
+	// durable point, not yet noted in wb.durable.
+	l.wb.running.Store(true)
 	if _, err := l.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -110,13 +110,50 @@ func TestWriteBehindNotSkippedWhileItsFsyncRuns(t *testing.T) {
 		}
 	}
 	before, _ := fs.SyncCounts()
-	l.wbDurable.Store(uint64(l.Durable()))
-	l.wbRunning.Store(false) // it ends
+	l.wb.durable.Store(uint64(l.Durable()))
+	l.wb.running.Store(false) // it ends
 	if _, err := l.Append([]Entry{{Data: rec}}); err != nil {
 		t.Fatal(err)
 	}
-	l.wbWG.Wait()
+	l.wb.wait()
 	if after, _ := fs.SyncCounts(); after == before {
 		t.Fatalf("no background fsync after %d unsynced bytes", fs.Unsynced(lockName))
+	}
+}
+
+// TestWriteBehindPacing: wrote starts the background fsync once
+// writeBehindBytes piled up, never while one runs, and not when someone
+// else's fsync moved the durable point meanwhile.
+func TestWriteBehindPacing(t *testing.T) {
+	var w writeBehind
+	syncs := 0
+	at := Seq(0) // the durable point the fake fsync leaves
+	sync := func() Seq { syncs++; return at }
+	half := int64(writeBehindBytes / 2)
+	w.wrote(half, 0, sync)
+	if w.wait(); syncs != 0 {
+		t.Fatalf("%d fsyncs after %d bytes, want none", syncs, half)
+	}
+	at = 7
+	w.wrote(half, 0, sync)
+	if w.wait(); syncs != 1 || w.durable.Load() != 7 || w.unsynced != 0 {
+		t.Fatalf("after %d bytes: %d fsyncs, durable %d, unsynced %d; want 1, 7, 0", writeBehindBytes, syncs, w.durable.Load(), w.unsynced)
+	}
+	// Someone else fsynced up to 9: the count starts again, no fsync.
+	w.wrote(writeBehindBytes, 9, sync)
+	if w.wait(); syncs != 1 || w.durable.Load() != 9 || w.unsynced != 0 {
+		t.Fatalf("after another's fsync: %d fsyncs, durable %d, unsynced %d; want 1, 9, 0", syncs, w.durable.Load(), w.unsynced)
+	}
+	// One runs: nothing starts, the bytes stay counted.
+	w.running.Store(true)
+	w.wrote(writeBehindBytes, 9, sync)
+	if w.wait(); syncs != 1 || w.unsynced != writeBehindBytes {
+		t.Fatalf("while one runs: %d fsyncs, unsynced %d; want 1, %d", syncs, w.unsynced, writeBehindBytes)
+	}
+	w.running.Store(false)
+	w.add(1)
+	w.wrote(0, 9, sync)
+	if w.wait(); syncs != 2 || w.running.Load() {
+		t.Fatalf("once it ended: %d fsyncs (running %v), want 2", syncs, w.running.Load())
 	}
 }
