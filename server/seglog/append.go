@@ -233,21 +233,9 @@ func (l *Log) roll() error {
 	l.segs = append(l.segs, ns)
 	l.act = ns
 	l.mu.Unlock()
-	l.closeSealed(old)
+	l.rel.closeFile(old)
 	l.kickCompressor()
 	return nil
-}
-
-// closeSealed closes the descriptor of a sealed segment: reads go through
-// its map, which outlives the descriptor, so a large log does not hold one
-// descriptor per segment. relMu waits out a Sync still fsyncing it.
-func (l *Log) closeSealed(s *segment) {
-	l.relMu.Lock()
-	defer l.relMu.Unlock()
-	if s.f != nil {
-		_ = s.f.Close() // already fsynced; nothing is lost
-		s.f = nil
-	}
 }
 
 // grow preallocates and maps the active segment s up to at least need
@@ -328,7 +316,7 @@ func (l *Log) Sync() (Seq, error) {
 // syncActive fsyncs the active segment and returns the last sequence number
 // and side mark it covers (ErrClosed once the log is closed). Records in
 // older segments were synced when they were sealed.
-// It holds relMu (not mu) during the fsync: that keeps the file from being
+// It holds rel.mu (not mu) during the fsync: that keeps the file from being
 // closed meanwhile without stopping appenders from publishing records.
 func (l *Log) syncActive() (Seq, uint64, error) {
 	l.mu.RLock()
@@ -338,9 +326,9 @@ func (l *Log) syncActive() (Seq, uint64, error) {
 	}
 	act := l.active()
 	upto, side := act.last, l.dur.sideWritten()
-	l.relMu.RLock()
+	l.rel.mu.RLock()
 	l.mu.RUnlock()
-	defer l.relMu.RUnlock()
+	defer l.rel.mu.RUnlock()
 	if err := l.syncSegment(act); err != nil {
 		return 0, 0, err
 	}

@@ -539,8 +539,7 @@ func (l *Log) compressSegment(s *segment) (err error) {
 			l.segs[i] = ns
 		}
 	}
-	l.swaps++
-	swapNo := l.swaps
+	swapNo := l.grave.swap()
 	l.mu.Unlock()
 	// Renamed to trash, deleted gradually once its map is released (see
 	// trash.go). Only then does it go to the graveyard, where TruncateFront
@@ -556,11 +555,9 @@ func (l *Log) compressSegment(s *segment) (err error) {
 		}
 	}
 	l.mu.Lock()
-	s.swapNo = swapNo
-	l.graveyard = append(l.graveyard, s)
-	if l.opts.HoldSwapped && swapNo <= l.swapSafe {
+	if l.grave.buryReplaced(s, swapNo) {
 		// ReleaseSwapped passed this swap while the file was moved
-		l.graveyard = l.releaseGraveyard(l.graveyard, false)
+		l.releaseLater(l.grave.take(false))
 	}
 	l.mu.Unlock()
 	if rmErr != nil {
@@ -579,7 +576,7 @@ func (l *Log) compressSegment(s *segment) (err error) {
 func (l *Log) SwapCount() uint64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.swaps
+	return l.grave.swaps
 }
 
 // ReleaseSwapped tells a log opened with HoldSwapped that no record read
@@ -591,32 +588,8 @@ func (l *Log) SwapCount() uint64 {
 func (l *Log) ReleaseSwapped(upto uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed.Load() || upto <= l.swapSafe {
+	if l.closed.Load() || !l.grave.pass(upto) {
 		return
 	}
-	l.swapSafe = upto
-	l.graveyard = l.releaseGraveyard(l.graveyard, false)
-}
-
-// releaseGraveyard hands to releaseLater the graveyard's segments that may
-// go now and returns those that stay: a replaced plain segment of a log
-// with HoldSwapped stays until ReleaseSwapped passes its swap. all: a
-// TruncateFront (which releases the truncated ones too). Called with mu.
-func (l *Log) releaseGraveyard(g []*segment, all bool) []*segment {
-	var keep, dead []*segment
-	for _, s := range g {
-		var free bool
-		if s.swapNo != 0 {
-			free = s.swapNo <= l.swapSafe || (all && !l.opts.HoldSwapped)
-		} else {
-			free = all
-		}
-		if free {
-			dead = append(dead, s)
-		} else {
-			keep = append(keep, s)
-		}
-	}
-	l.releaseLater(dead)
-	return keep
+	l.releaseLater(l.grave.take(false))
 }

@@ -1,15 +1,11 @@
 package seglog
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Log is the file-backed Store: a directory of preallocated, memory-mapped
@@ -19,16 +15,16 @@ import (
 // segment's write position and the encode buffer) or comp.mu (one segment
 // compressed at a time; TruncateFront waits for it), never both; then mu
 // (the segment list and each segment's end/last/index, read-locked by
-// readers); then relMu (read-held by Sync during its fsync, write-held to
+// readers); then rel.mu (read-held by Sync during its fsync, write-held to
 // release segment files, so a file is never closed under an fsync). The
 // durable points and the sticky fsync error are atomics, under no lock.
-// Leaf locks, taken last and holding nothing else: fwdMu (the read
-// cursors), cache.mu, spares.mu, dirSync.mu, hint.mu, comp.errMu.
+// Leaf locks, taken last and holding nothing else: fwd.mu (the read
+// cursors), cache.mu, spares.mu, rel.dir.mu, lockf.hint.mu, comp.errMu.
 type Log struct {
-	dir  string
-	opts Options
-	fs   FS
-	lock File
+	dir   string
+	opts  Options
+	fs    FS
+	lockf lockFile // LOCK: the flock and the hints kept in it (lockfile.go)
 
 	appendMu sync.Mutex
 	writing  atomic.Int32 // appends between entering Append and finishing their write (Sync waits briefly for them)
@@ -45,30 +41,14 @@ type Log struct {
 	// before the first record is reported durable (see syncSegment).
 	parentPending atomic.Bool
 
-	mu    sync.RWMutex
-	relMu sync.RWMutex
-	segs  []*segment // ascending by first; the last one is active
-	// cursors: where readers are, for readForward (readcursor.go).
-	fwdMu     sync.Mutex
-	cursors   [readCursors]readCursor
-	fwdTick   uint64
-	graveyard []*segment     // truncated away or replaced; unmapped at the next TruncateFront (swapped ones: see ReleaseSwapped)
-	swaps     uint64         // segments the compressor replaced so far (under mu)
-	swapSafe  uint64         // ReleaseSwapped's highest argument (under mu)
-	bgRelease sync.WaitGroup // releaseLater and syncDirLater goroutines; Close and Abandon wait
-	dirSync   struct {       // syncDirLater
-		mu      sync.Mutex
-		dirty   bool  // a TruncateFront changed the directory since the last sync began
-		running bool  // a goroutine is syncing
-		err     error // a failed sync, for the next TruncateFront or Close
-	}
-	closed atomic.Bool
-	last   atomic.Uint64 // last written sequence number
-
-	dur      durability  // the durable points and the sticky fsync error (durability.go)
-	hint     durableHint // the durable point, kept in the LOCK file (durablehint.go)
-	front    frontHint   // the front of the log, kept in the LOCK file (durablehint.go)
-	verified Seq         // segments below it were checked by an earlier Open (QuickVerify)
+	mu     sync.RWMutex
+	segs   []*segment    // ascending by first; the last one is active
+	closed atomic.Bool   // set under mu
+	last   atomic.Uint64 // last written sequence number (published under mu)
+	grave  graveyard     // left the log, still mapped (graveyard.go; under mu)
+	rel    releaser      // closes, unmaps and deletes what left (release.go)
+	fwd    cursorSet     // where readers are, for readForward (readcursor.go)
+	dur    durability    // the durable points and the sticky fsync error (durability.go)
 
 	rec Recovery
 
@@ -140,36 +120,24 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{dir: dir, opts: o, fs: o.FS, delStep: deleteStep, delPause: deletePause}
+	l.grave.hold = o.HoldSwapped
 	if o.ReadOnly {
 		return openReadOnly(l)
 	}
 	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("seglog: open %s: %w", dir, err)
 	}
-	lf, err := l.fs.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	hint, err := l.lockf.open(l.fs, dir)
 	if err != nil {
-		return nil, fmt.Errorf("seglog: open lock file: %w", err)
+		return nil, err
 	}
-	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			err := lockedError(dir, lf)
-			lf.Close()
-			return nil, err
-		}
-		lf.Close()
-		return nil, fmt.Errorf("seglog: flock %s: %w", dir, err)
-	}
-	l.lock = lf
-	l.rec.DurableHint = readHint(lf)
-	l.front = readFrontHint(lf)
-	l.verified = readVerifiedMark(lf)
-	l.hint.f, l.hint.last = lf, l.rec.DurableHint
+	l.rec.DurableHint = hint
 	if err := l.recover(); err != nil {
 		l.releaseAll()
 		return nil, err
 	}
 	if l.opts.Verify {
-		l.writeVerifiedMark(l.active().first)
+		l.lockf.writeVerified(l.active().first)
 	}
 	l.startCompressor()
 	return l, nil
@@ -247,16 +215,11 @@ func (l *Log) close() error {
 			}
 		}
 	}
-	var trash []string // truncated since the last release pass
-	for _, s := range l.graveyard {
-		if s.trash != "" {
-			trash = append(trash, s.trash)
-		}
-	}
+	trash := l.grave.trash() // truncated since the last release pass
 	if rerr := l.releaseAll(); err == nil {
 		err = rerr
 	}
-	if derr := l.takeDirSyncErr(); err == nil {
+	if derr := l.rel.takeDirErr(); err == nil {
 		err = derr
 	}
 	l.removeSpares()
@@ -288,22 +251,18 @@ func (l *Log) abandon() {
 
 // releaseAll unmaps and closes all segments and drops the lock.
 func (l *Log) releaseAll() error {
-	l.bgRelease.Wait() // before relMu, which releaseLater takes
-	l.relMu.Lock()
-	defer l.relMu.Unlock()
+	l.rel.wait() // before rel.mu, which releaseLater takes
+	l.rel.mu.Lock()
+	defer l.rel.mu.Unlock()
 	var err error
-	for _, s := range append(l.graveyard, l.segs...) {
+	for _, s := range append(l.grave.segs, l.segs...) {
 		if rerr := s.release(); err == nil && rerr != nil {
 			err = rerr
 		}
 	}
-	l.segs, l.graveyard = nil, nil
+	l.segs, l.grave.segs = nil, nil
 	l.cache.close()
-	if l.lock != nil {
-		l.hint.release()
-		l.lock.Close() // closing the descriptor drops the flock
-		l.lock = nil
-	}
+	l.lockf.release()
 	return err
 }
 
@@ -320,7 +279,7 @@ func (l *Log) active() *segment {
 // file's hint when it rose, and the durable side mark to side.
 func (l *Log) setDurable(seq Seq, side uint64) {
 	if l.dur.raise(seq) {
-		l.hint.note(seq)
+		l.lockf.hint.note(seq)
 	}
 	l.dur.raiseSide(side)
 }

@@ -122,16 +122,16 @@ func (l *Log) recover() (err error) {
 			return fmt.Errorf("seglog: open: %w", err)
 		}
 		l.segs = append(l.segs, s)
-		if l.front.front == 0 {
+		if l.lockf.front.front == 0 {
 			// A new log knows its front from the start (unsynced: lost,
 			// it is unknown, as in a log of an earlier version).
-			if err := l.writeFrontHint(frontHint{front: start}, false); err != nil {
+			if err := l.lockf.writeFront(frontHint{front: start}, false); err != nil {
 				return fmt.Errorf("seglog: open: %w", err)
 			}
 		}
 	}
 	for _, s := range l.segs[:len(l.segs)-1] {
-		l.closeSealed(s)
+		l.rel.closeFile(s)
 	}
 	act := l.active()
 	if act.last < l.rec.DurableHint {
@@ -165,7 +165,7 @@ func (l *Log) recover() (err error) {
 	l.act = act
 	l.last.Store(uint64(act.last))
 	l.dur.raise(act.last)
-	l.hint.note(act.last)
+	l.lockf.hint.note(act.last)
 	l.rec.Segments = len(l.segs)
 	// The marker must be gone, durably, before the first append (see
 	// dropMarker): otherwise a crash could leave a marker that hides a torn

@@ -56,7 +56,7 @@ const (
 )
 
 // segment is one segment file. first and path never change; f is closed
-// (under Log.relMu) when the segment is sealed; size and data grow (under
+// (under Log.rel.mu) when the segment is sealed; size and data grow (under
 // Log.mu, by the writer) while the segment is active; end, last, index and
 // holes change under Log.mu.
 //

@@ -90,7 +90,7 @@ func TestUnrecycledSegmentDeletedGradually(t *testing.T) {
 	if err := l.TruncateFront(segs[2].First); err != nil { // releases them
 		t.Fatal(err)
 	}
-	l.bgRelease.Wait()
+	l.rel.wait()
 	if left := trashFiles(t, dir); len(left) != 0 {
 		t.Fatalf("trash files left after the release: %v", left)
 	}
@@ -172,7 +172,7 @@ func TestCompressedAwayPlainSegmentDeletedGradually(t *testing.T) {
 	if err := l.TruncateFront(1); err != nil { // drops nothing, releases the old maps
 		t.Fatal(err)
 	}
-	l.bgRelease.Wait()
+	l.rel.wait()
 	if left := trashFiles(t, dir); len(left) != 0 {
 		t.Fatalf("trash left after the release: %v", left)
 	}

@@ -201,5 +201,5 @@ func Uncompress(dir, path string, keep func(path string) error) error {
 // verifies reports whether Open checks the records of s (Options.Verify;
 // with QuickVerify only the segments an earlier Open did not check).
 func (l *Log) verifies(s *segment, isLast bool) bool {
-	return l.opts.Verify && (!l.opts.QuickVerify || isLast || s.first >= l.verified)
+	return l.opts.Verify && (!l.opts.QuickVerify || isLast || s.first >= l.lockf.verified)
 }
