@@ -44,10 +44,8 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first Seq, err error
 	}
 	now := time.Now().UnixNano()
 
-	l.writing.Add(1)
-	defer l.writing.Add(-1)
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
+	l.w.lock()
+	defer l.w.unlock()
 	if err := l.beginWrite(); err != nil {
 		return 0, err
 	}
@@ -57,7 +55,7 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first Seq, err error
 		return 0, err
 	}
 	if syncNow {
-		if serr := l.syncSegment(l.act); serr != nil {
+		if serr := l.syncSegment(l.w.act); serr != nil {
 			return 0, l.dur.fail(serr)
 		}
 		l.setDurable(last, l.dur.sideWritten())
@@ -92,7 +90,7 @@ func (l *Log) checkEntry(e *Entry, i int) (int64, error) {
 	return 0, fmt.Errorf("%w: %s needs %d bytes, a segment holds %d", ErrTooLarge, what, sz, maxRec)
 }
 
-// beginWrite makes the log ready for a write (called with appendMu held):
+// beginWrite makes the log ready for a write (called with w.mu held):
 // not closed, no failed fsync, the clean-shutdown marker gone, a failed
 // write's leftovers zeroed.
 func (l *Log) beginWrite() error {
@@ -102,12 +100,12 @@ func (l *Log) beginWrite() error {
 	if err := l.dur.err(); err != nil {
 		return err
 	}
-	if l.markerLive {
+	if l.w.markerLive {
 		if err := l.dropMarker(); err != nil {
 			return err
 		}
 	}
-	if l.dirty > 0 {
+	if l.w.dirty > 0 {
 		return l.zeroDirty()
 	}
 	return nil
@@ -115,7 +113,7 @@ func (l *Log) beginWrite() error {
 
 // writeBatch encodes and writes entries starting at seq first, rolling to
 // new segments as needed, and publishes them to readers. It returns the
-// last sequence number written. Called with appendMu held.
+// last sequence number written. Called with w.mu held.
 func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 	var total int64
 	for i := range entries {
@@ -124,7 +122,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 	seq := first
 	durable := l.Durable() // for the records' hints: only ever grows
 	for len(entries) > 0 {
-		act := l.act
+		act := l.w.act
 		room := act.limit - act.end
 		// Roll before writing anything when the whole batch would fit in a
 		// fresh segment, so a failed roll (a full disk) leaves no part of
@@ -135,7 +133,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 			}
 			continue
 		}
-		buf, offs := l.buf[:0], make([]int64, 0, len(entries))
+		buf, offs := l.w.buf[:0], make([]int64, 0, len(entries))
 		n := 0
 		for ; n < len(entries); n++ {
 			e := &entries[n]
@@ -150,7 +148,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 			offs = append(offs, act.end+int64(len(buf)))
 			buf = appendRecord(buf, seq+Seq(n), durable, ts, e.Meta, e.Data, e.CRC)
 		}
-		l.buf = buf
+		l.w.buf = buf
 		if n == 0 {
 			if err := l.roll(); err != nil {
 				return 0, err
@@ -163,7 +161,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 			return 0, err
 		}
 		if err := l.writeAt(act, buf, act.end); err != nil {
-			l.dirty = int64(len(buf))
+			l.w.dirty = int64(len(buf))
 			return 0, fmt.Errorf("%w: %s at %d: %w", ErrWriteFailed, act.path, act.end, err)
 		}
 		l.mu.Lock()
@@ -174,9 +172,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 		act.last = seq + Seq(n) - 1
 		l.last.Store(uint64(act.last))
 		l.mu.Unlock()
-		if cap(l.buf) > 4<<20 {
-			l.buf = nil // do not pin a huge buffer after a huge batch
-		}
+		l.w.trimBuf()
 		seq += Seq(n)
 		total -= int64(len(buf))
 		entries = entries[n:]
@@ -199,10 +195,10 @@ func (l *Log) writeAt(s *segment, b []byte, off int64) (err error) {
 // so no stale bytes can ever look like records, and syncs the zeros before
 // anything is written over them: otherwise a crash could bring back the
 // failed write's bytes in one disk page and the new records in the next,
-// which recovery would have to call corruption. Called with appendMu held.
+// which recovery would have to call corruption. Called with w.mu held.
 func (l *Log) zeroDirty() error {
-	act := l.act
-	n := min(l.dirty, act.size-act.end)
+	act := l.w.act
+	n := min(l.w.dirty, act.size-act.end)
 	if n > 0 {
 		if err := l.writeAt(act, make([]byte, n), act.end); err != nil {
 			return fmt.Errorf("%w: clearing a failed write in %s: %w", ErrWriteFailed, act.path, err)
@@ -211,14 +207,14 @@ func (l *Log) zeroDirty() error {
 			return l.dur.fail(err)
 		}
 	}
-	l.dirty = 0
+	l.w.dirty = 0
 	return nil
 }
 
 // roll seals the active segment (fsync, then its index file) and starts a
-// new one. Called with appendMu held. On failure the active segment stays.
+// new one. Called with w.mu held. On failure the active segment stays.
 func (l *Log) roll() error {
-	old := l.act
+	old := l.w.act
 	if err := l.syncSegment(old); err != nil {
 		return l.dur.fail(err)
 	}
@@ -231,7 +227,7 @@ func (l *Log) roll() error {
 	}
 	l.mu.Lock()
 	l.segs = append(l.segs, ns)
-	l.act = ns
+	l.w.act = ns
 	l.mu.Unlock()
 	l.rel.closeFile(old)
 	l.kickCompressor()
@@ -241,7 +237,7 @@ func (l *Log) roll() error {
 // grow preallocates and maps the active segment s up to at least need
 // bytes (need <= s.limit), doubling its allocation so a segment that fills
 // grows a handful of times; when the disk has no room for the doubled
-// size, it takes need alone. Called with appendMu held. On failure (a full
+// size, it takes need alone. Called with w.mu held. On failure (a full
 // disk) the segment is as it was and ErrWriteFailed is returned.
 func (l *Log) grow(s *segment, need int64) error {
 	if need <= s.size {
@@ -297,7 +293,7 @@ func (l *Log) Sync() (Seq, error) {
 	// covers it too (bounded: a steady stream must not hold the fsync
 	// back). It spares the caller an fsync: a writer that syncs behind
 	// itself (the broker's commit) is often mid-write when it asks.
-	for i := 0; i < 8 && l.writing.Load() > 0; i++ {
+	for i := 0; i < 8 && l.w.busy(); i++ {
 		runtime.Gosched()
 	}
 	upto, sideUpto, err := l.syncActive()
@@ -343,13 +339,13 @@ func (l *Log) syncActive() (Seq, uint64, error) {
 // have died before syncing them. Concurrent callers may both sync the
 // directory; that is harmless.
 func (l *Log) syncSegment(s *segment) error {
-	if l.parentPending.Load() {
+	if l.dur.parentPending.Load() {
 		// A parent the process may not open for reading (permission
 		// denied) cannot be synced at all; that is not an I/O failure.
 		if err := l.fs.SyncDir(filepath.Dir(l.dir)); err != nil && !errors.Is(err, os.ErrPermission) {
 			return err
 		}
-		l.parentPending.Store(false)
+		l.dur.parentPending.Store(false)
 	}
 	if s.dirPending.Load() {
 		if err := l.fs.SyncDir(l.dir); err != nil {
@@ -363,7 +359,7 @@ func (l *Log) syncSegment(s *segment) error {
 // dropMarker removes the clean-shutdown marker, durably, before the first
 // write after a clean Open: a marker left behind by a crash after that
 // write would hide the new tail from the next Open's scan. Called with
-// appendMu held.
+// w.mu held.
 func (l *Log) dropMarker() error {
 	if err := l.fs.Remove(filepath.Join(l.dir, cleanName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%w: remove clean marker: %w", ErrWriteFailed, err)
@@ -371,8 +367,8 @@ func (l *Log) dropMarker() error {
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return fmt.Errorf("%w: remove clean marker: %w", ErrWriteFailed, err)
 	}
-	l.act.dirPending.Store(false) // that sync covered its entry too
-	l.markerLive = false
+	l.w.act.dirPending.Store(false) // that sync covered its entry too
+	l.w.markerLive = false
 	return nil
 }
 

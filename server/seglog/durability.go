@@ -18,6 +18,10 @@ type durability struct {
 	// published under Log.mu); sideDone: the highest mark known on disk.
 	sideN, sideDone atomic.Uint64
 	failed          atomic.Pointer[error] // sticky: the first failed fsync
+	// parentPending: the log directory's entry in its parent is not known
+	// durable (Open sets it); synced with the active segment's entry
+	// before the first record is reported durable (see syncSegment).
+	parentPending atomic.Bool
 }
 
 // durable returns the durable point.

@@ -5,41 +5,39 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Log is the file-backed Store: a directory of preallocated, memory-mapped
 // segment files. Create it with Open.
 //
-// Locks, in this order: appendMu (one writer at a time; guards the active
-// segment's write position and the encode buffer) or comp.mu (one segment
+// It is built from owned parts, each a small type with its fields, the
+// methods that touch only them and its tests beside it: the one writer
+// (writer.go) and PolicyNone's background fsync (writebehind.go); what is
+// known durable and the sticky fsync error (durability.go); the LOCK file
+// and its hints (lockfile.go); segments that left the log but stay mapped
+// (graveyard.go) and their release (release.go); the read cursors
+// (readcursor.go); the compressor and the cache of decompressed segments
+// (compress.go); spare and trash files (recycle.go, trash.go). The methods
+// on Log are the glue that needs more than one part.
+//
+// Locks, in this order: w.mu (the one writer; guards the active segment's
+// write position and the encode buffer) or comp.mu (one segment
 // compressed at a time; TruncateFront waits for it), never both; then mu
-// (the segment list and each segment's end/last/index, read-locked by
-// readers); then rel.mu (read-held by Sync during its fsync, write-held to
-// release segment files, so a file is never closed under an fsync). The
-// durable points and the sticky fsync error are atomics, under no lock.
-// Leaf locks, taken last and holding nothing else: fwd.mu (the read
-// cursors), cache.mu, spares.mu, rel.dir.mu, lockf.hint.mu, comp.errMu.
+// (the segment list, the graveyard and each segment's end/last/index,
+// read-locked by readers); then rel.mu (read-held by Sync during its
+// fsync, write-held to close segment files, so a file is never closed
+// under an fsync). The durable points and the sticky fsync error are
+// atomics, under no lock. Leaf locks, taken last and holding nothing
+// else: fwd.mu (the read cursors), each segment's hintMu, cache.mu,
+// spares.mu, rel.dir.mu, lockf.hint.mu, comp.errMu.
 type Log struct {
 	dir   string
 	opts  Options
 	fs    FS
 	lockf lockFile // LOCK: the flock and the hints kept in it (lockfile.go)
 
-	appendMu sync.Mutex
-	writing  atomic.Int32 // appends between entering Append and finishing their write (Sync waits briefly for them)
-	act      *segment     // the active segment, for the writer (also segs[len-1])
-	buf      []byte
-	dirty    int64       // bytes past the active end a failed write may have touched
-	wb       writeBehind // PolicyNone's background fsync (writebehind.go)
-	// markerLive: Open found a valid clean-shutdown marker and left it in
-	// place; the first write removes it (durably), and a Close with no
-	// write in between has nothing to record.
-	markerLive bool
-	// parentPending: the log directory's entry in its parent is not known
-	// durable (Open sets it); synced with the active segment's entry
-	// before the first record is reported durable (see syncSegment).
-	parentPending atomic.Bool
+	w  writer      // the one writer and what it owns (writer.go)
+	wb writeBehind // PolicyNone's background fsync (writebehind.go)
 
 	mu     sync.RWMutex
 	segs   []*segment    // ascending by first; the last one is active
@@ -52,12 +50,10 @@ type Log struct {
 
 	rec Recovery
 
-	comp     compressor    // background compression of sealed segments
-	cache    segCache      // decompressed segments, for reads
-	spares   spareSet      // segment files kept for reuse (recycle.go)
-	trashSeq atomic.Uint64 // names of trash files (trash.go)
-	delStep  int64         // deleteGradually's step and pause (tests change them)
-	delPause time.Duration
+	comp   compressor // background compression of sealed segments
+	cache  segCache   // decompressed segments, for reads
+	spares spareSet   // segment files kept for reuse (recycle.go)
+	trash  trashBin   // truncated files deleted gradually (trash.go)
 }
 
 var _ Store = (*Log)(nil)
@@ -119,7 +115,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, opts: o, fs: o.FS, delStep: deleteStep, delPause: deletePause}
+	l := &Log{dir: dir, opts: o, fs: o.FS, trash: trashBin{step: deleteStep, pause: deletePause}}
 	l.grave.hold = o.HoldSwapped
 	if o.ReadOnly {
 		return openReadOnly(l)
@@ -179,8 +175,8 @@ func (l *Log) Close() error {
 
 func (l *Log) close() error {
 	l.stopCompressor() // before the locks: it takes mu to swap a segment
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
@@ -194,10 +190,10 @@ func (l *Log) close() error {
 	failed := l.dur.err() != nil
 	if failed {
 		err = l.dur.err()
-	} else if l.dirty > 0 {
+	} else if l.w.dirty > 0 {
 		err = l.zeroDirty()
 	}
-	if act := l.active(); err == nil && !failed && act != nil && !l.markerLive {
+	if act := l.active(); err == nil && !failed && act != nil && !l.w.markerLive {
 		var serr error
 		if !l.dur.covers(act.last, l.dur.sideWritten()) {
 			serr = l.syncSegment(act)
@@ -241,8 +237,8 @@ func (l *Log) Abandon() {
 
 func (l *Log) abandon() {
 	l.stopCompressor()
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed.Store(true)
@@ -267,7 +263,7 @@ func (l *Log) releaseAll() error {
 }
 
 // active returns the last segment of the list (nil only while opening).
-// Called with mu held; the writer uses l.act instead.
+// Called with mu held; the writer uses l.w.act instead.
 func (l *Log) active() *segment {
 	if len(l.segs) == 0 {
 		return nil

@@ -59,7 +59,7 @@ func (l *Log) endReadOnly(firsts []Seq) error {
 		l.skipRange(act, SkippedRange{Path: act.path, Offset: act.end, From: act.last + 1, To: l.rec.DurableHint})
 		act.last = l.rec.DurableHint
 	}
-	l.act = act
+	l.w.act = act
 	l.last.Store(uint64(act.last))
 	l.dur.raise(act.last)
 	l.rec.Segments = len(l.segs)

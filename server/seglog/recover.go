@@ -153,7 +153,7 @@ func (l *Log) recover() (err error) {
 	// have died before its first sync): the first sync that reports a
 	// record durable makes them durable (see syncSegment), once per Open.
 	act.dirPending.Store(true)
-	l.parentPending.Store(true)
+	l.dur.parentPending.Store(true)
 	if !l.rec.Clean && act.last >= act.first {
 		// What the scan found may sit only in the page cache (the previous
 		// process died, the machine did not): put it on disk before
@@ -162,7 +162,7 @@ func (l *Log) recover() (err error) {
 			return fmt.Errorf("%w: open: %w", ErrSyncFailed, err)
 		}
 	}
-	l.act = act
+	l.w.act = act
 	l.last.Store(uint64(act.last))
 	l.dur.raise(act.last)
 	l.lockf.hint.note(act.last)
@@ -174,7 +174,7 @@ func (l *Log) recover() (err error) {
 	// not vouch for the last segment (rare: its index was lost) is removed
 	// now, durably, as it always was.
 	if l.rec.Clean {
-		l.markerLive = true
+		l.w.markerLive = true
 	} else if cleanBytes != nil {
 		if err := l.fs.Remove(filepath.Join(l.dir, cleanName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("seglog: remove clean marker: %w", err)

@@ -70,7 +70,7 @@ func TestUnrecycledSegmentDeletedGradually(t *testing.T) {
 	rec := newTruncRecorder()
 	l := recycleLog(t, dir, Options{FS: rec, NoRecycle: true}, 400)
 	defer l.Close()
-	l.delStep = 16 << 10
+	l.trash.step = 16 << 10
 	segs := l.Segments()
 	if len(segs) < 4 {
 		t.Fatalf("want at least 4 segments, got %d", len(segs))
@@ -186,7 +186,7 @@ func TestCloseCutsGradualDeletionShort(t *testing.T) {
 	dir := t.TempDir()
 	rec := newTruncRecorder()
 	l := recycleLog(t, dir, Options{FS: rec, NoRecycle: true}, 300)
-	l.delStep, l.delPause = 1<<10, 20*time.Millisecond // 63 steps, 1.26 s per segment
+	l.trash.step, l.trash.pause = 1<<10, 20*time.Millisecond // 63 steps, 1.26 s per segment
 	segs := l.Segments()
 	if err := l.TruncateFront(segs[2].First); err != nil { // drops 2
 		t.Fatal(err)
