@@ -186,7 +186,7 @@ func (l *Log) openCompressed(first Seq, codec Compression) (*segment, error) {
 	if bad != "" {
 		return nil, &CorruptError{Path: path, Seq: first, Reason: bad}
 	}
-	return &segment{path: path, first: first, codec: codec, size: size, end: h.rawLen, last: h.last, idxLast: h.last, lastIndexed: -1}, nil
+	return &segment{path: path, first: first, codec: codec, size: size, end: h.rawLen, last: h.last, sparseIndex: sparseIndex{idxLast: h.last, lastIndexed: -1}}, nil
 }
 
 // segCache holds the last decompressed segments, for reads. Lock order:
@@ -303,7 +303,7 @@ func (l *Log) decompress(s *segment) (*segment, error) {
 	if !checkSegHeader(raw, s.first) {
 		return corrupt("bad segment header inside the compressed segment")
 	}
-	v := &segment{path: s.path, first: s.first, data: raw, size: h.rawLen, end: h.rawLen, last: h.last, lastIndexed: -1}
+	v := &segment{path: s.path, first: s.first, segMap: segMap{data: raw}, size: h.rawLen, end: h.rawLen, last: h.last, sparseIndex: noIndex()}
 	off, seq := int64(segHeaderSize), s.first
 	for off < h.rawLen {
 		rh, st := checkRecordData(raw, off, false)
@@ -532,7 +532,7 @@ func (l *Log) compressSegment(s *segment) (err error) {
 	if die("dirsynced") {
 		return errCompressDied
 	}
-	ns := &segment{path: final, first: s.first, codec: codec, size: int64(len(file)), end: end, last: last, lastIndexed: -1}
+	ns := &segment{path: final, first: s.first, codec: codec, size: int64(len(file)), end: end, last: last, sparseIndex: noIndex()}
 	l.mu.Lock()
 	for i, x := range l.segs {
 		if x == s {

@@ -211,7 +211,7 @@ func (l *Log) openSegment(first Seq, isLast bool, marker cleanMarker, hasMarker 
 		// keep what it already has, if SegmentSize shrank).
 		limit = max(size, l.opts.SegmentSize)
 	}
-	s := &segment{path: path, first: first, f: f, size: size, limit: limit, end: segHeaderSize, last: first - 1, lastIndexed: -1}
+	s := &segment{path: path, first: first, f: f, size: size, limit: limit, end: segHeaderSize, last: first - 1, sparseIndex: noIndex()}
 	if err := s.mapFile(l.opts.writeViaMap); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("seglog: open segment: %w", err)
@@ -283,10 +283,8 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 		}
 	}
 	if trusted {
-		s.end, s.last, s.index = x.end, x.last, x.entries
-		if n := len(s.index); n > 0 {
-			s.lastIndexed = s.index[n-1].off
-		}
+		s.end, s.last = x.end, x.last
+		s.loadIndex(x.entries)
 		l.restoreSkipped(s, x.skipped, x.last+1)
 		l.rec.Clean = isLast
 		return nil
@@ -296,10 +294,7 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 		// Resume from the last index point if the record there is intact.
 		e := x.entries[len(x.entries)-1]
 		if h, st := checkRecord(s.data, e.off); st == recOK && h.seq == e.seq {
-			s.index = x.entries[:len(x.entries)-1]
-			if n := len(s.index); n > 0 {
-				s.lastIndexed = s.index[n-1].off
-			}
+			s.loadIndex(x.entries[:len(x.entries)-1])
 			l.restoreSkipped(s, x.skipped, e.seq)
 			start, seq = e.off, e.seq
 		}

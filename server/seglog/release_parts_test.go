@@ -48,7 +48,7 @@ func TestDirSyncerFoldsRequests(t *testing.T) {
 func TestGraveyardTake(t *testing.T) {
 	for _, hold := range []bool{false, true} {
 		g := graveyard{hold: hold}
-		cut := &segment{first: 1, trash: "1.trash.tmp"}
+		cut := &segment{first: 1, afterlife: afterlife{trash: "1.trash.tmp"}}
 		g.bury(cut)
 		r1, r2 := &segment{first: 10}, &segment{first: 20}
 		if g.buryReplaced(r1, g.swap()) || g.buryReplaced(r2, g.swap()) {

@@ -140,8 +140,8 @@ func (l *Log) sideRecords(i int, from Seq, out []Record) (_ []Record, more bool,
 
 // skippedAt returns the damaged range skipped with SkipCorrupt that starts
 // at off, if there is one with a length.
-func (s *segment) skippedAt(off int64) (SkippedRange, bool) {
-	for _, r := range s.skipped {
+func (d *damage) skippedAt(off int64) (SkippedRange, bool) {
+	for _, r := range d.skipped {
 		if r.Offset == off && r.Length > 0 {
 			return r, true
 		}
