@@ -60,13 +60,16 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first Seq, err error
 		}
 		l.setDurable(last, l.dur.sideWritten())
 	}
-	if behind {
-		l.wb.wrote(total, l.Durable(), func() Seq {
-			_, _ = l.Sync() // a failure is sticky: later appends report it
-			return l.Durable()
-		})
+	if behind && l.wb.wrote(total, l.Durable()) {
+		go l.wb.run(l.syncBehind) // the method value is made only when one starts
 	}
 	return first, nil
+}
+
+// syncBehind is the background fsync of PolicyNone (writebehind.go).
+func (l *Log) syncBehind() Seq {
+	_, _ = l.Sync() // a failure is sticky: later appends report it
+	return l.Durable()
 }
 
 // checkEntry returns the on-disk size of the record of e, the i-th entry

@@ -31,12 +31,12 @@ type writeBehind struct {
 // add counts n bytes written without deciding anything (a side record).
 func (w *writeBehind) add(n int64) { w.unsynced += n }
 
-// wrote counts n bytes an Append wrote, the log's durable point being
-// durable, and starts sync on a goroutine when enough piled up since the
-// last background fsync and nobody else fsynced meanwhile. sync returns
-// the durable point after its fsync (a failure is sticky: later appends
-// report it). Called by the writer.
-func (w *writeBehind) wrote(n int64, durable Seq, sync func() Seq) {
+// wrote counts n bytes an Append wrote, the log being durable up to
+// durable, and reports whether the background fsync must start now: enough
+// piled up since the last one and nobody else fsynced meanwhile. When it
+// does, it counts as running from here: the caller runs it with run, on a
+// goroutine of its own. Called by the writer.
+func (w *writeBehind) wrote(n int64, durable Seq) (start bool) {
 	w.unsynced += n
 	switch {
 	case w.unsynced < writeBehindBytes:
@@ -53,12 +53,17 @@ func (w *writeBehind) wrote(n int64, durable Seq, sync func() Seq) {
 	case w.running.CompareAndSwap(false, true):
 		w.unsynced = 0
 		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
-			defer w.running.Store(false)
-			w.durable.Store(uint64(sync()))
-		}()
+		return true
 	}
+	return false
+}
+
+// run is the background fsync wrote started: sync fsyncs and returns the
+// durable point after it (a failure is sticky: later appends report it).
+func (w *writeBehind) run(sync func() Seq) {
+	defer w.wg.Done()
+	defer w.running.Store(false)
+	w.durable.Store(uint64(sync()))
 }
 
 // wait waits for a background fsync to end (Close, Abandon).
