@@ -323,7 +323,7 @@ func (l *Log) syncActive() (Seq, uint64, error) {
 		l.mu.RUnlock()
 		return 0, 0, ErrClosed
 	}
-	act := l.active()
+	act := l.segs.active()
 	upto, side := act.last, l.dur.sideWritten()
 	l.rel.mu.RLock()
 	l.mu.RUnlock()

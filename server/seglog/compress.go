@@ -426,7 +426,7 @@ func (l *Log) nextToCompress() *segment {
 	if l.closed.Load() || len(l.segs) < 2 {
 		return nil
 	}
-	for _, s := range l.segs[:len(l.segs)-1] {
+	for _, s := range l.segs.sealed() {
 		if s.codec == CompressionNone && !s.noComp && len(s.skipped) == 0 && len(s.holes) == 0 && s.end > segHeaderSize {
 			return s
 		}
@@ -446,10 +446,7 @@ func (l *Log) compressSegment(s *segment) (err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	l.mu.RLock()
-	sealed := false
-	for _, x := range l.segs[:max(len(l.segs)-1, 0)] {
-		sealed = sealed || x == s
-	}
+	sealed := l.segs.holdsSealed(s)
 	end, last := s.end, s.last
 	l.mu.RUnlock()
 	if !sealed || l.closed.Load() {
@@ -534,11 +531,7 @@ func (l *Log) compressSegment(s *segment) (err error) {
 	}
 	ns := &segment{path: final, first: s.first, codec: codec, size: int64(len(file)), end: end, last: last, sparseIndex: noIndex()}
 	l.mu.Lock()
-	for i, x := range l.segs {
-		if x == s {
-			l.segs[i] = ns
-		}
-	}
+	l.segs.replace(s, ns)
 	swapNo := l.grave.swap()
 	l.mu.Unlock()
 	// Renamed to trash, deleted gradually once its map is released (see

@@ -11,14 +11,15 @@ import (
 // segment files. Create it with Open.
 //
 // It is built from owned parts, each a small type with its fields, the
-// methods that touch only them and its tests beside it: the one writer
-// (writer.go) and PolicyNone's background fsync (writebehind.go); what is
-// known durable and the sticky fsync error (durability.go); the LOCK file
-// and its hints (lockfile.go); segments that left the log but stay mapped
-// (graveyard.go) and their release (release.go); the read cursors
-// (readcursor.go); the compressor and the cache of decompressed segments
-// (compress.go); spare and trash files (recycle.go, trash.go). The methods
-// on Log are the glue that needs more than one part.
+// methods that touch only them and its tests beside it: the segment list
+// (seglist.go); the one writer (writer.go) and PolicyNone's background
+// fsync (writebehind.go); what is known durable and the sticky fsync error
+// (durability.go); the LOCK file and its hints (lockfile.go); segments
+// that left the log but stay mapped (graveyard.go) and their release
+// (release.go); the read cursors (readcursor.go); the compressor and the
+// cache of decompressed segments (compress.go); spare and trash files
+// (recycle.go, trash.go). A segment is built the same way (segment.go).
+// The methods on Log are the glue that needs more than one part.
 //
 // Locks, in this order: w.mu (the one writer; guards the active segment's
 // write position and the encode buffer) or comp.mu (one segment
@@ -28,7 +29,7 @@ import (
 // fsync, write-held to close segment files, so a file is never closed
 // under an fsync). The durable points and the sticky fsync error are
 // atomics, under no lock. Leaf locks, taken last and holding nothing
-// else: fwd.mu (the read cursors), each segment's hintMu, cache.mu,
+// else: fwd.mu (the read cursors), each segment's hint.mu, cache.mu,
 // spares.mu, rel.dir.mu, lockf.hint.mu, comp.errMu.
 type Log struct {
 	dir   string
@@ -40,7 +41,7 @@ type Log struct {
 	wb writeBehind // PolicyNone's background fsync (writebehind.go)
 
 	mu     sync.RWMutex
-	segs   []*segment    // ascending by first; the last one is active
+	segs   segList       // ascending by first; the last one is active (seglist.go)
 	closed atomic.Bool   // set under mu
 	last   atomic.Uint64 // last written sequence number (published under mu)
 	grave  graveyard     // left the log, still mapped (graveyard.go; under mu)
@@ -133,7 +134,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	if l.opts.Verify {
-		l.lockf.writeVerified(l.active().first)
+		l.lockf.writeVerified(l.segs.active().first)
 	}
 	l.startCompressor()
 	return l, nil
@@ -193,7 +194,7 @@ func (l *Log) close() error {
 	} else if l.w.dirty > 0 {
 		err = l.zeroDirty()
 	}
-	if act := l.active(); err == nil && !failed && act != nil && !l.w.markerLive {
+	if act := l.segs.active(); err == nil && !failed && act != nil && !l.w.markerLive {
 		var serr error
 		if !l.dur.covers(act.last, l.dur.sideWritten()) {
 			serr = l.syncSegment(act)
@@ -260,15 +261,6 @@ func (l *Log) releaseAll() error {
 	l.cache.close()
 	l.lockf.release()
 	return err
-}
-
-// active returns the last segment of the list (nil only while opening).
-// Called with mu held; the writer uses l.w.act instead.
-func (l *Log) active() *segment {
-	if len(l.segs) == 0 {
-		return nil
-	}
-	return l.segs[len(l.segs)-1]
 }
 
 // setDurable raises the durable point to seq, noting it in the LOCK

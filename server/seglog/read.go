@@ -3,7 +3,6 @@ package seglog
 import (
 	"fmt"
 	"path/filepath"
-	"sort"
 )
 
 // Read returns record seq, its checksums verified. Meta and Data point into
@@ -35,14 +34,6 @@ func (l *Log) Read(seq Seq) (rec Record, err error) {
 	return recordAt(s.data, off, h), nil
 }
 
-// holdsSealed reports whether s is still one of the log's segments and not
-// the active one (mu held).
-func (l *Log) holdsSealed(s *segment) bool {
-	n := len(l.segs)
-	i := sort.Search(n, func(i int) bool { return l.segs[i].first >= s.first })
-	return i < n-1 && l.segs[i] == s
-}
-
 // segmentFor returns the segment holding seq. Called with mu held.
 func (l *Log) segmentFor(seq Seq) (*segment, error) {
 	last := Seq(l.last.Load())
@@ -53,7 +44,7 @@ func (l *Log) segmentFor(seq Seq) (*segment, error) {
 		}
 		return nil, fmt.Errorf("%w: seq %d outside [%d, %d]", ErrNotFound, seq, first, last)
 	}
-	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].first > seq }) - 1
+	i := l.segs.find(seq)
 	s := l.segs[i]
 	if seq > s.last {
 		// Only after a skipped damaged range can a gap fall between segments.
@@ -115,7 +106,7 @@ func (l *Log) scanOne(seq *Seq, cur *segment, off int64) (rec Record, next int64
 		if *seq < l.segs[0].first {
 			*seq = l.segs[0].first
 		}
-		i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].first > *seq }) - 1
+		i := l.segs.find(*seq)
 		s = l.segs[i]
 		if *seq > s.last { // gap after a skipped range: go to the next segment
 			if i+1 >= len(l.segs) {

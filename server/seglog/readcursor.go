@@ -123,7 +123,7 @@ func (l *Log) readForward(s *segment, off int64) {
 	if to > from {
 		_ = unix.Madvise(s.data[from:to], unix.MADV_DONTNEED) // advice only
 	}
-	if left != nil && l.holdsSealed(left) && left.codec == CompressionNone && len(left.data) > 0 {
+	if left != nil && l.segs.holdsSealed(left) && left.codec == CompressionNone && len(left.data) > 0 {
 		_ = unix.Madvise(left.data, unix.MADV_DONTNEED) // advice only
 	}
 }

@@ -46,10 +46,10 @@ func (l *Log) endReadOnly(firsts []Seq) error {
 		}
 		return nil
 	}
-	for _, s := range l.segs[:len(l.segs)-1] {
+	for _, s := range l.segs.sealed() {
 		l.rel.closeFile(s)
 	}
-	act := l.active()
+	act := l.segs.active()
 	if act.last < l.rec.DurableHint {
 		cerr := &CorruptError{Path: act.path, Offset: act.end, Seq: act.last + 1,
 			Reason: fmt.Sprintf("the log ends at %d, but it had made every record up to %d durable", act.last, l.rec.DurableHint)}

@@ -130,10 +130,10 @@ func (l *Log) recover() (err error) {
 			}
 		}
 	}
-	for _, s := range l.segs[:len(l.segs)-1] {
+	for _, s := range l.segs.sealed() {
 		l.rel.closeFile(s)
 	}
-	act := l.active()
+	act := l.segs.active()
 	if act.last < l.rec.DurableHint {
 		// Records the log had made durable are gone from its end (its
 		// last segment file lost, a sealed segment cut short with none
@@ -466,7 +466,7 @@ func (l *Log) restoreSkipped(s *segment, recorded []SkippedRange, seq Seq) {
 // a range skipped with SkipCorrupt, SkipCorrupt again. Best effort: a
 // missing index costs only a scan.
 func (l *Log) writeRebuiltIndexes() {
-	for _, s := range l.segs[:len(l.segs)-1] {
+	for _, s := range l.segs.sealed() {
 		if s.idxDirty {
 			_ = writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, s.first)), encodeIndex(s), false)
 			s.idxDirty = false

@@ -146,8 +146,9 @@ type locateHint struct {
 
 func (h *locateHint) get() (Seq, int64) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.seq, h.off
+	seq, off := h.seq, h.off
+	h.mu.Unlock()
+	return seq, off
 }
 
 func (h *locateHint) set(seq Seq, off int64) {

@@ -123,7 +123,7 @@ func (l *Log) verifyNext(from Seq) (first Seq, bytes int64, done bool, err error
 		return 0, 0, true, ErrClosed
 	}
 	var s *segment
-	for _, x := range l.segs[:max(len(l.segs)-1, 0)] {
+	for _, x := range l.segs.sealed() {
 		if x.first >= from {
 			s = x
 			break
