@@ -60,7 +60,7 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first Seq, err error
 		}
 		l.setDurable(last, l.dur.sideWritten())
 	}
-	if behind && l.wb.wrote(total, l.Durable()) {
+	if behind && l.wb.add(total) && l.wb.due(l.Durable()) {
 		go l.wb.run(l.syncBehind) // the method value is made only when one starts
 	}
 	return first, nil

@@ -64,7 +64,7 @@ func (l *Log) AppendSide(e Entry) (uint64, error) {
 	mark := l.dur.addSide()
 	l.mu.Unlock()
 	if l.opts.Policy == PolicyNone {
-		l.wb.add(int64(len(l.w.buf)))
+		l.wb.add(int64(len(l.w.buf))) // counted; the next Append decides
 	}
 	l.w.trimBuf()
 	return mark, nil

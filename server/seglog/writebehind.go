@@ -28,18 +28,21 @@ type writeBehind struct {
 	wg       sync.WaitGroup
 }
 
-// add counts n bytes written without deciding anything (a side record).
-func (w *writeBehind) add(n int64) { w.unsynced += n }
-
-// wrote counts n bytes an Append wrote, the log being durable up to
-// durable, and reports whether the background fsync must start now: enough
-// piled up since the last one and nobody else fsynced meanwhile. When it
-// does, it counts as running from here: the caller runs it with run, on a
-// goroutine of its own. Called by the writer.
-func (w *writeBehind) wrote(n int64, durable Seq) (start bool) {
+// add counts n bytes written and reports whether enough piled up since
+// the last background fsync for due to decide on another. Called by the
+// writer; inlined on its path, where it is all that runs most of the time.
+func (w *writeBehind) add(n int64) bool {
 	w.unsynced += n
+	return w.unsynced >= writeBehindBytes
+}
+
+// due reports, once add said enough piled up, whether the background
+// fsync must start now, the log being durable up to durable: not while
+// one runs, and not when someone else fsynced meanwhile. When it must, it
+// counts as running from here: the caller runs it with run, on a
+// goroutine of its own. Called by the writer.
+func (w *writeBehind) due(durable Seq) (start bool) {
 	switch {
-	case w.unsynced < writeBehindBytes:
 	case w.running.Load():
 		// The background fsync is still running. Its own durable point
 		// must not pass for someone else's fsync below (it is set
@@ -58,7 +61,7 @@ func (w *writeBehind) wrote(n int64, durable Seq) (start bool) {
 	return false
 }
 
-// run is the background fsync wrote started: sync fsyncs and returns the
+// run is the background fsync due started: sync fsyncs and returns the
 // durable point after it (a failure is sticky: later appends report it).
 func (w *writeBehind) run(sync func() Seq) {
 	defer w.wg.Done()

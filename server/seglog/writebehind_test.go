@@ -121,7 +121,7 @@ func TestWriteBehindNotSkippedWhileItsFsyncRuns(t *testing.T) {
 	}
 }
 
-// TestWriteBehindPacing: wrote starts the background fsync once
+// TestWriteBehindPacing: add and due start the background fsync once
 // writeBehindBytes piled up, never while one runs, and not when someone
 // else's fsync moved the durable point meanwhile.
 func TestWriteBehindPacing(t *testing.T) {
@@ -130,7 +130,7 @@ func TestWriteBehindPacing(t *testing.T) {
 	at := Seq(0) // the durable point the fake fsync leaves
 	sync := func() Seq { syncs++; return at }
 	wrote := func(n int64, durable Seq) {
-		if w.wrote(n, durable) {
+		if w.add(n) && w.due(durable) {
 			if !w.running.Load() {
 				t.Fatal("a started fsync does not count as running")
 			}
@@ -159,7 +159,7 @@ func TestWriteBehindPacing(t *testing.T) {
 		t.Fatalf("while one runs: %d fsyncs, unsynced %d; want 1, %d", syncs, w.unsynced, writeBehindBytes)
 	}
 	w.running.Store(false)
-	w.add(1)
+	w.add(0)
 	wrote(0, 9)
 	if w.wait(); syncs != 2 {
 		t.Fatalf("once it ended: %d fsyncs, want 2", syncs)
