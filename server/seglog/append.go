@@ -26,17 +26,10 @@ func (l *Log) Append(entries []Entry) (Seq, error) {
 	return l.write(entries, l.opts.Policy == PolicySync, l.opts.Policy == PolicyNone)
 }
 
-// writeBehindBytes: a PolicyNone log that Append wrote this much to since
-// its last background fsync starts another one (see write).
-const writeBehindBytes = 8 << 20
-
 // write validates and writes one batch, fsyncing it before it returns when
 // syncNow is set. It returns the first sequence number given.
-// behind (PolicyNone appends): once writeBehindBytes were written since
-// the last one, an fsync starts on a goroutine of its own, so the dirty
-// pages never pile up: a segment roll, which fsyncs the whole segment on
-// the writer's path, used to flush up to 64 MiB at once (p99 214-241 ms at
-// 14.5k msgs/s of 1 KiB), and a crash loses at most about that much.
+// behind (PolicyNone appends): count the bytes for the background fsync
+// (writebehind.go).
 func (l *Log) write(entries []Entry, syncNow, behind bool) (first Seq, err error) {
 	if len(entries) == 0 {
 		return 0, ErrEmptyBatch
@@ -51,10 +44,8 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first Seq, err error
 	}
 	now := time.Now().UnixNano()
 
-	l.writing.Add(1)
-	defer l.writing.Add(-1)
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
+	l.w.lock()
+	defer l.w.unlock()
 	if err := l.beginWrite(); err != nil {
 		return 0, err
 	}
@@ -64,38 +55,21 @@ func (l *Log) write(entries []Entry, syncNow, behind bool) (first Seq, err error
 		return 0, err
 	}
 	if syncNow {
-		if serr := l.syncSegment(l.act); serr != nil {
-			return 0, l.failSync(serr)
+		if serr := l.syncSegment(l.w.act); serr != nil {
+			return 0, l.dur.fail(serr)
 		}
-		l.setDurable(last)
-		l.setSideDurable(l.sideWritten.Load())
+		l.setDurable(last, l.dur.sideWritten())
 	}
-	if behind {
-		l.unsynced += total
-		switch {
-		case l.unsynced < writeBehindBytes:
-		case l.wbRunning.Load():
-			// The background fsync is still running. Its own durable
-			// point must not pass for someone else's fsync below (it is
-			// set before wbDurable): that skipped the next background
-			// fsync (TestWriteBehindNotSkippedWhileItsFsyncRuns).
-		case uint64(l.Durable()) != l.wbDurable.Load():
-			// Someone else fsyncs this log (a caller's own Sync, a
-			// roll): nothing piles up.
-			l.wbDurable.Store(uint64(l.Durable()))
-			l.unsynced = 0
-		case l.wbRunning.CompareAndSwap(false, true):
-			l.unsynced = 0
-			l.wbWG.Add(1)
-			go func() {
-				defer l.wbWG.Done()
-				defer l.wbRunning.Store(false)
-				_, _ = l.Sync() // a failure is sticky: later appends report it
-				l.wbDurable.Store(uint64(l.Durable()))
-			}()
-		}
+	if behind && l.wb.add(total) && l.wb.due(l.Durable()) {
+		go l.wb.run(l.syncBehind) // the method value is made only when one starts
 	}
 	return first, nil
+}
+
+// syncBehind is the background fsync of PolicyNone (writebehind.go).
+func (l *Log) syncBehind() Seq {
+	_, _ = l.Sync() // a failure is sticky: later appends report it
+	return l.Durable()
 }
 
 // checkEntry returns the on-disk size of the record of e, the i-th entry
@@ -119,22 +93,22 @@ func (l *Log) checkEntry(e *Entry, i int) (int64, error) {
 	return 0, fmt.Errorf("%w: %s needs %d bytes, a segment holds %d", ErrTooLarge, what, sz, maxRec)
 }
 
-// beginWrite makes the log ready for a write (called with appendMu held):
+// beginWrite makes the log ready for a write (called with w.mu held):
 // not closed, no failed fsync, the clean-shutdown marker gone, a failed
 // write's leftovers zeroed.
 func (l *Log) beginWrite() error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	if err := l.stickyErr(); err != nil {
+	if err := l.dur.err(); err != nil {
 		return err
 	}
-	if l.markerLive {
+	if l.w.markerLive {
 		if err := l.dropMarker(); err != nil {
 			return err
 		}
 	}
-	if l.dirty > 0 {
+	if l.w.dirty > 0 {
 		return l.zeroDirty()
 	}
 	return nil
@@ -142,7 +116,7 @@ func (l *Log) beginWrite() error {
 
 // writeBatch encodes and writes entries starting at seq first, rolling to
 // new segments as needed, and publishes them to readers. It returns the
-// last sequence number written. Called with appendMu held.
+// last sequence number written. Called with w.mu held.
 func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 	var total int64
 	for i := range entries {
@@ -151,7 +125,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 	seq := first
 	durable := l.Durable() // for the records' hints: only ever grows
 	for len(entries) > 0 {
-		act := l.act
+		act := l.w.act
 		room := act.limit - act.end
 		// Roll before writing anything when the whole batch would fit in a
 		// fresh segment, so a failed roll (a full disk) leaves no part of
@@ -162,7 +136,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 			}
 			continue
 		}
-		buf, offs := l.buf[:0], make([]int64, 0, len(entries))
+		buf, offs := l.w.buf[:0], make([]int64, 0, len(entries))
 		n := 0
 		for ; n < len(entries); n++ {
 			e := &entries[n]
@@ -177,7 +151,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 			offs = append(offs, act.end+int64(len(buf)))
 			buf = appendRecord(buf, seq+Seq(n), durable, ts, e.Meta, e.Data, e.CRC)
 		}
-		l.buf = buf
+		l.w.buf = buf
 		if n == 0 {
 			if err := l.roll(); err != nil {
 				return 0, err
@@ -190,7 +164,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 			return 0, err
 		}
 		if err := l.writeAt(act, buf, act.end); err != nil {
-			l.dirty = int64(len(buf))
+			l.w.dirty = int64(len(buf))
 			return 0, fmt.Errorf("%w: %s at %d: %w", ErrWriteFailed, act.path, act.end, err)
 		}
 		l.mu.Lock()
@@ -201,9 +175,7 @@ func (l *Log) writeBatch(entries []Entry, first Seq, now int64) (Seq, error) {
 		act.last = seq + Seq(n) - 1
 		l.last.Store(uint64(act.last))
 		l.mu.Unlock()
-		if cap(l.buf) > 4<<20 {
-			l.buf = nil // do not pin a huge buffer after a huge batch
-		}
+		l.w.trimBuf()
 		seq += Seq(n)
 		total -= int64(len(buf))
 		entries = entries[n:]
@@ -226,31 +198,30 @@ func (l *Log) writeAt(s *segment, b []byte, off int64) (err error) {
 // so no stale bytes can ever look like records, and syncs the zeros before
 // anything is written over them: otherwise a crash could bring back the
 // failed write's bytes in one disk page and the new records in the next,
-// which recovery would have to call corruption. Called with appendMu held.
+// which recovery would have to call corruption. Called with w.mu held.
 func (l *Log) zeroDirty() error {
-	act := l.act
-	n := min(l.dirty, act.size-act.end)
+	act := l.w.act
+	n := min(l.w.dirty, act.size-act.end)
 	if n > 0 {
 		if err := l.writeAt(act, make([]byte, n), act.end); err != nil {
 			return fmt.Errorf("%w: clearing a failed write in %s: %w", ErrWriteFailed, act.path, err)
 		}
 		if err := act.f.Sync(); err != nil {
-			return l.failSync(err)
+			return l.dur.fail(err)
 		}
 	}
-	l.dirty = 0
+	l.w.dirty = 0
 	return nil
 }
 
 // roll seals the active segment (fsync, then its index file) and starts a
-// new one. Called with appendMu held. On failure the active segment stays.
+// new one. Called with w.mu held. On failure the active segment stays.
 func (l *Log) roll() error {
-	old := l.act
+	old := l.w.act
 	if err := l.syncSegment(old); err != nil {
-		return l.failSync(err)
+		return l.dur.fail(err)
 	}
-	l.setDurable(old.last)
-	l.setSideDurable(l.sideWritten.Load()) // side records are never written past a roll
+	l.setDurable(old.last, l.dur.sideWritten()) // side records are never written past a roll
 	// Best effort: a missing index only costs a scan at the next Open.
 	_ = writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, old.first)), encodeIndex(old), false)
 	ns, err := l.newSegment(old.last + 1)
@@ -259,29 +230,17 @@ func (l *Log) roll() error {
 	}
 	l.mu.Lock()
 	l.segs = append(l.segs, ns)
-	l.act = ns
+	l.w.act = ns
 	l.mu.Unlock()
-	l.closeSealed(old)
+	l.rel.closeFile(old)
 	l.kickCompressor()
 	return nil
-}
-
-// closeSealed closes the descriptor of a sealed segment: reads go through
-// its map, which outlives the descriptor, so a large log does not hold one
-// descriptor per segment. relMu waits out a Sync still fsyncing it.
-func (l *Log) closeSealed(s *segment) {
-	l.relMu.Lock()
-	defer l.relMu.Unlock()
-	if s.f != nil {
-		_ = s.f.Close() // already fsynced; nothing is lost
-		s.f = nil
-	}
 }
 
 // grow preallocates and maps the active segment s up to at least need
 // bytes (need <= s.limit), doubling its allocation so a segment that fills
 // grows a handful of times; when the disk has no room for the doubled
-// size, it takes need alone. Called with appendMu held. On failure (a full
+// size, it takes need alone. Called with w.mu held. On failure (a full
 // disk) the segment is as it was and ErrWriteFailed is returned.
 func (l *Log) grow(s *segment, need int64) error {
 	if need <= s.size {
@@ -326,18 +285,18 @@ func (l *Log) Sync() (Seq, error) {
 	if l.opts.ReadOnly {
 		return l.Durable(), nil // nothing was written
 	}
-	if err := l.stickyErr(); err != nil {
+	if err := l.dur.err(); err != nil {
 		return l.Durable(), err
 	}
-	side := l.sideWritten.Load() // before last: a side record is published before the records after it
-	if l.Durable() >= Seq(l.last.Load()) && l.sideDurable.Load() >= side {
+	side := l.dur.sideWritten() // before last: a side record is published before the records after it
+	if l.dur.covers(Seq(l.last.Load()), side) {
 		return l.Durable(), nil
 	}
 	// Let an append already on its way finish its write so this fsync
 	// covers it too (bounded: a steady stream must not hold the fsync
 	// back). It spares the caller an fsync: a writer that syncs behind
 	// itself (the broker's commit) is often mid-write when it asks.
-	for i := 0; i < 8 && l.writing.Load() > 0; i++ {
+	for i := 0; i < 8 && l.w.busy(); i++ {
 		runtime.Gosched()
 	}
 	upto, sideUpto, err := l.syncActive()
@@ -347,17 +306,16 @@ func (l *Log) Sync() (Seq, error) {
 	case err != nil && l.closed.Load():
 		return l.Durable(), ErrClosed // Close reports its own sync's outcome
 	case err != nil:
-		return l.Durable(), l.failSync(err)
+		return l.Durable(), l.dur.fail(err)
 	}
-	l.setDurable(upto)
-	l.setSideDurable(sideUpto)
+	l.setDurable(upto, sideUpto)
 	return l.Durable(), nil
 }
 
 // syncActive fsyncs the active segment and returns the last sequence number
 // and side mark it covers (ErrClosed once the log is closed). Records in
 // older segments were synced when they were sealed.
-// It holds relMu (not mu) during the fsync: that keeps the file from being
+// It holds rel.mu (not mu) during the fsync: that keeps the file from being
 // closed meanwhile without stopping appenders from publishing records.
 func (l *Log) syncActive() (Seq, uint64, error) {
 	l.mu.RLock()
@@ -365,11 +323,11 @@ func (l *Log) syncActive() (Seq, uint64, error) {
 		l.mu.RUnlock()
 		return 0, 0, ErrClosed
 	}
-	act := l.active()
-	upto, side := act.last, l.sideWritten.Load()
-	l.relMu.RLock()
+	act := l.segs.active()
+	upto, side := act.last, l.dur.sideWritten()
+	l.rel.mu.RLock()
 	l.mu.RUnlock()
-	defer l.relMu.RUnlock()
+	defer l.rel.mu.RUnlock()
 	if err := l.syncSegment(act); err != nil {
 		return 0, 0, err
 	}
@@ -384,13 +342,13 @@ func (l *Log) syncActive() (Seq, uint64, error) {
 // have died before syncing them. Concurrent callers may both sync the
 // directory; that is harmless.
 func (l *Log) syncSegment(s *segment) error {
-	if l.parentPending.Load() {
+	if l.dur.parentPending.Load() {
 		// A parent the process may not open for reading (permission
 		// denied) cannot be synced at all; that is not an I/O failure.
 		if err := l.fs.SyncDir(filepath.Dir(l.dir)); err != nil && !errors.Is(err, os.ErrPermission) {
 			return err
 		}
-		l.parentPending.Store(false)
+		l.dur.parentPending.Store(false)
 	}
 	if s.dirPending.Load() {
 		if err := l.fs.SyncDir(l.dir); err != nil {
@@ -404,7 +362,7 @@ func (l *Log) syncSegment(s *segment) error {
 // dropMarker removes the clean-shutdown marker, durably, before the first
 // write after a clean Open: a marker left behind by a crash after that
 // write would hide the new tail from the next Open's scan. Called with
-// appendMu held.
+// w.mu held.
 func (l *Log) dropMarker() error {
 	if err := l.fs.Remove(filepath.Join(l.dir, cleanName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%w: remove clean marker: %w", ErrWriteFailed, err)
@@ -412,24 +370,8 @@ func (l *Log) dropMarker() error {
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return fmt.Errorf("%w: remove clean marker: %w", ErrWriteFailed, err)
 	}
-	l.act.dirPending.Store(false) // that sync covered its entry too
-	l.markerLive = false
-	return nil
-}
-
-// failSync records a failed fsync (sticky: the first one stays) and returns
-// the error every later write and Sync reports.
-func (l *Log) failSync(err error) error {
-	e := fmt.Errorf("%w: %w", ErrSyncFailed, err)
-	l.syncErr.CompareAndSwap(nil, &e)
-	return *l.syncErr.Load()
-}
-
-// stickyErr returns the error of a past failed fsync, or nil.
-func (l *Log) stickyErr() error {
-	if e := l.syncErr.Load(); e != nil {
-		return *e
-	}
+	l.w.act.dirPending.Store(false) // that sync covered its entry too
+	l.w.markerLive = false
 	return nil
 }
 

@@ -186,7 +186,7 @@ func (l *Log) openCompressed(first Seq, codec Compression) (*segment, error) {
 	if bad != "" {
 		return nil, &CorruptError{Path: path, Seq: first, Reason: bad}
 	}
-	return &segment{path: path, first: first, codec: codec, size: size, end: h.rawLen, last: h.last, idxLast: h.last, lastIndexed: -1}, nil
+	return &segment{path: path, first: first, codec: codec, size: size, end: h.rawLen, last: h.last, sparseIndex: sparseIndex{idxLast: h.last, lastIndexed: -1}}, nil
 }
 
 // segCache holds the last decompressed segments, for reads. Lock order:
@@ -303,7 +303,7 @@ func (l *Log) decompress(s *segment) (*segment, error) {
 	if !checkSegHeader(raw, s.first) {
 		return corrupt("bad segment header inside the compressed segment")
 	}
-	v := &segment{path: s.path, first: s.first, data: raw, size: h.rawLen, end: h.rawLen, last: h.last, lastIndexed: -1}
+	v := &segment{path: s.path, first: s.first, segMap: segMap{data: raw}, size: h.rawLen, end: h.rawLen, last: h.last, sparseIndex: noIndex()}
 	off, seq := int64(segHeaderSize), s.first
 	for off < h.rawLen {
 		rh, st := checkRecordData(raw, off, false)
@@ -426,7 +426,7 @@ func (l *Log) nextToCompress() *segment {
 	if l.closed.Load() || len(l.segs) < 2 {
 		return nil
 	}
-	for _, s := range l.segs[:len(l.segs)-1] {
+	for _, s := range l.segs.sealed() {
 		if s.codec == CompressionNone && !s.noComp && len(s.skipped) == 0 && len(s.holes) == 0 && s.end > segHeaderSize {
 			return s
 		}
@@ -446,10 +446,7 @@ func (l *Log) compressSegment(s *segment) (err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	l.mu.RLock()
-	sealed := false
-	for _, x := range l.segs[:max(len(l.segs)-1, 0)] {
-		sealed = sealed || x == s
-	}
+	sealed := l.segs.holdsSealed(s)
 	end, last := s.end, s.last
 	l.mu.RUnlock()
 	if !sealed || l.closed.Load() {
@@ -532,15 +529,10 @@ func (l *Log) compressSegment(s *segment) (err error) {
 	if die("dirsynced") {
 		return errCompressDied
 	}
-	ns := &segment{path: final, first: s.first, codec: codec, size: int64(len(file)), end: end, last: last, lastIndexed: -1}
+	ns := &segment{path: final, first: s.first, codec: codec, size: int64(len(file)), end: end, last: last, sparseIndex: noIndex()}
 	l.mu.Lock()
-	for i, x := range l.segs {
-		if x == s {
-			l.segs[i] = ns
-		}
-	}
-	l.swaps++
-	swapNo := l.swaps
+	l.segs.replace(s, ns)
+	swapNo := l.grave.swap()
 	l.mu.Unlock()
 	// Renamed to trash, deleted gradually once its map is released (see
 	// trash.go). Only then does it go to the graveyard, where TruncateFront
@@ -556,11 +548,9 @@ func (l *Log) compressSegment(s *segment) (err error) {
 		}
 	}
 	l.mu.Lock()
-	s.swapNo = swapNo
-	l.graveyard = append(l.graveyard, s)
-	if l.opts.HoldSwapped && swapNo <= l.swapSafe {
+	if l.grave.buryReplaced(s, swapNo) {
 		// ReleaseSwapped passed this swap while the file was moved
-		l.graveyard = l.releaseGraveyard(l.graveyard, false)
+		l.releaseLater(l.grave.take(false))
 	}
 	l.mu.Unlock()
 	if rmErr != nil {
@@ -579,7 +569,7 @@ func (l *Log) compressSegment(s *segment) (err error) {
 func (l *Log) SwapCount() uint64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.swaps
+	return l.grave.swaps
 }
 
 // ReleaseSwapped tells a log opened with HoldSwapped that no record read
@@ -591,32 +581,8 @@ func (l *Log) SwapCount() uint64 {
 func (l *Log) ReleaseSwapped(upto uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed.Load() || upto <= l.swapSafe {
+	if l.closed.Load() || !l.grave.pass(upto) {
 		return
 	}
-	l.swapSafe = upto
-	l.graveyard = l.releaseGraveyard(l.graveyard, false)
-}
-
-// releaseGraveyard hands to releaseLater the graveyard's segments that may
-// go now and returns those that stay: a replaced plain segment of a log
-// with HoldSwapped stays until ReleaseSwapped passes its swap. all: a
-// TruncateFront (which releases the truncated ones too). Called with mu.
-func (l *Log) releaseGraveyard(g []*segment, all bool) []*segment {
-	var keep, dead []*segment
-	for _, s := range g {
-		var free bool
-		if s.swapNo != 0 {
-			free = s.swapNo <= l.swapSafe || (all && !l.opts.HoldSwapped)
-		} else {
-			free = all
-		}
-		if free {
-			dead = append(dead, s)
-		} else {
-			keep = append(keep, s)
-		}
-	}
-	l.releaseLater(dead)
-	return keep
+	l.releaseLater(l.grave.take(false))
 }

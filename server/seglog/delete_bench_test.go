@@ -27,7 +27,7 @@ func BenchmarkDeleteUnderFsync(b *testing.B) {
 	for _, mode := range []string{"none", "unlink", "gradual", "zero", "zerosteps"} {
 		b.Run(mode, func(b *testing.B) {
 			dir := b.TempDir()
-			l := &Log{fs: osFS{}, delStep: deleteStep, delPause: deletePause}
+			l := &Log{fs: osFS{}, trash: trashBin{step: deleteStep, pause: deletePause}}
 			var worst, p50, took []float64
 			for range b.N {
 				path := filepath.Join(dir, "victim")
@@ -51,7 +51,7 @@ func BenchmarkDeleteUnderFsync(b *testing.B) {
 				case "zero":
 					zeroFile(b, path, 64<<20)
 				case "zerosteps":
-					zeroFile(b, path, l.delStep)
+					zeroFile(b, path, l.trash.step)
 				}
 				took = append(took, float64(time.Since(t0))/1e6)
 				time.Sleep(100 * time.Millisecond)

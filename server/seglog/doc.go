@@ -28,6 +28,12 @@
 // OSFS by default); the crash tests pass internal/crashfs, which simulates
 // power cuts and injects I/O errors.
 //
+// Inside, a Log is built from small owned parts (the segment list, the
+// writer, what is known durable, the LOCK file, the segments that left
+// the log and their release, the read cursors, the compressor, spares and
+// trash), each with its own file and tests; the Log type's comment lists
+// them and the order its locks are taken in.
+//
 // # Layout and life of a log
 //
 // A new log's first segment is preallocated with fallocate to 16 KiB, a

@@ -133,27 +133,12 @@ func readFrontHint(f File) frontHint {
 	}
 }
 
-// writeFrontHint writes h into the LOCK file, fsyncing it with sync.
-func (l *Log) writeFrontHint(h frontHint, sync bool) error {
-	if l.lock == nil || l.opts.ReadOnly {
-		return nil
-	}
-	if _, err := l.lock.WriteAt(encodeFrontHint(h), frontOff); err != nil {
-		return err
-	}
-	l.front = h
-	if sync {
-		return l.lock.Sync()
-	}
-	return nil
-}
-
 // checkFront compares the first segment with the front hint (recover, the
 // segments loaded): records missing from the front are corruption, or
 // with SkipCorrupt a range recorded lost. A range recorded earlier is
 // listed again.
 func (l *Log) checkFront() error {
-	h := l.front
+	h := l.lockf.front
 	if h.lostFrom != 0 && h.lostTo >= h.lostFrom {
 		l.rec.Skipped = append(l.rec.Skipped, SkippedRange{Path: filepath.Join(l.dir, segName(h.lostFrom)), From: h.lostFrom, To: h.lostTo, Recorded: true})
 	}
@@ -164,7 +149,7 @@ func (l *Log) checkFront() error {
 	if h.front == 0 {
 		// Unknown (a log of an earlier version, a lost LOCK): from now on
 		// it is known. Unsynced: lost, it is unknown again.
-		return l.writeFrontHint(frontHint{front: first}, false)
+		return l.lockf.writeFront(frontHint{front: first}, false)
 	}
 	if first <= h.front {
 		return nil
@@ -176,7 +161,7 @@ func (l *Log) checkFront() error {
 				h.front, first-1, filepath.Base(l.segs[0].path), h.front)}
 	}
 	l.rec.Skipped = append(l.rec.Skipped, SkippedRange{Path: missing, From: h.front, To: first - 1})
-	return l.writeFrontHint(frontHint{front: first, lostFrom: h.front, lostTo: first - 1}, true)
+	return l.lockf.writeFront(frontHint{front: first, lostFrom: h.front, lostTo: first - 1}, true)
 }
 
 // The verified mark.
@@ -202,14 +187,10 @@ func readVerifiedMark(f File) Seq {
 	return Seq(binary.LittleEndian.Uint64(b[4:]))
 }
 
-// writeVerifiedMark records that every segment below first was checked.
-func (l *Log) writeVerifiedMark(first Seq) {
-	if l.lock == nil || l.opts.ReadOnly {
-		return
-	}
+func encodeVerifiedMark(first Seq) []byte {
 	b := make([]byte, verifiedSize)
 	copy(b, verifiedMagic)
 	binary.LittleEndian.PutUint64(b[4:], uint64(first))
 	binary.LittleEndian.PutUint32(b[12:], crc32.ChecksumIEEE(b[:12]))
-	_, _ = l.lock.WriteAt(b, verifiedOff) // a hint: lost, everything is checked again
+	return b
 }

@@ -10,10 +10,10 @@ import (
 // FuzzDecoders feeds arbitrary bytes to every on-disk decoder: they must
 // reject or accept without panicking, and never accept out-of-range values.
 func FuzzDecoders(f *testing.F) {
-	s := &segment{first: 7, end: segHeaderSize + 64, last: 8, index: []indexEntry{{7, 32}, {8, 64}}}
+	s := &segment{first: 7, end: segHeaderSize + 64, last: 8, sparseIndex: sparseIndex{index: []indexEntry{{7, 32}, {8, 64}}}}
 	f.Add(encodeIndex(s))
-	s2 := &segment{first: 7, end: segHeaderSize + 64, last: 12, index: s.index,
-		skipped: []SkippedRange{{Offset: 96, Length: 40, From: 9, To: 10}, {Offset: 136, From: 11, To: 12}}}
+	s2 := &segment{first: 7, end: segHeaderSize + 64, last: 12, sparseIndex: s.sparseIndex,
+		damage: damage{skipped: []SkippedRange{{Offset: 96, Length: 40, From: 9, To: 10}, {Offset: 136, From: 11, To: 12}}}}
 	f.Add(encodeIndex(s2))
 	f.Add(encodeClean(cleanMarker{segFirst: 7, last: 8, end: 96}))
 	f.Add(appendRecord(nil, 7, 0, 1, []byte("m"), []byte("data"), 0))

@@ -1,92 +1,60 @@
 package seglog
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Log is the file-backed Store: a directory of preallocated, memory-mapped
 // segment files. Create it with Open.
 //
-// Locks, in this order: appendMu (one writer at a time; guards the active
-// segment's write position and the encode buffer) or comp.mu (one segment
+// It is built from owned parts, each a small type with its fields, the
+// methods that touch only them and its tests beside it: the segment list
+// (seglist.go); the one writer (writer.go) and PolicyNone's background
+// fsync (writebehind.go); what is known durable and the sticky fsync error
+// (durability.go); the LOCK file and its hints (lockfile.go); segments
+// that left the log but stay mapped (graveyard.go) and their release
+// (release.go); the read cursors (readcursor.go); the compressor and the
+// cache of decompressed segments (compress.go); spare and trash files
+// (recycle.go, trash.go). A segment is built the same way (segment.go).
+// The methods on Log are the glue that needs more than one part.
+//
+// Locks, in this order: w.mu (the one writer; guards the active segment's
+// write position and the encode buffer) or comp.mu (one segment
 // compressed at a time; TruncateFront waits for it), never both; then mu
-// (the segment list and each segment's end/last/index, read-locked by
-// readers); then relMu (read-held by Sync during its fsync, write-held to
-// release segment files, so a file is never closed under an fsync). The
-// durable points and the sticky fsync error are atomics, under no lock.
-// Leaf locks, taken last and holding nothing else: fwdMu (the read
-// cursors), cache.mu, spares.mu, dirSync.mu, hint.mu, comp.errMu.
+// (the segment list, the graveyard and each segment's end/last/index,
+// read-locked by readers); then rel.mu (read-held by Sync during its
+// fsync, write-held to close segment files, so a file is never closed
+// under an fsync). The durable points and the sticky fsync error are
+// atomics, under no lock. Leaf locks, taken last and holding nothing
+// else: fwd.mu (the read cursors), each segment's hint.mu, cache.mu,
+// spares.mu, rel.dir.mu, lockf.hint.mu, comp.errMu.
 type Log struct {
-	dir  string
-	opts Options
-	fs   FS
-	lock File
+	dir   string
+	opts  Options
+	fs    FS
+	lockf lockFile // LOCK: the flock and the hints kept in it (lockfile.go)
 
-	appendMu sync.Mutex
-	writing  atomic.Int32 // appends between entering Append and finishing their write (Sync waits briefly for them)
-	act      *segment     // the active segment, for the writer (also segs[len-1])
-	buf      []byte
-	dirty    int64 // bytes past the active end a failed write may have touched
-	// unsynced: bytes PolicyNone appends wrote since the last write-behind
-	// fsync started; wbRunning: one is running; wbWG: Close waits for it.
-	unsynced  int64
-	wbDurable atomic.Uint64 // the durable point the last check or write-behind left
-	wbRunning atomic.Bool
-	wbWG      sync.WaitGroup
-	// markerLive: Open found a valid clean-shutdown marker and left it in
-	// place; the first write removes it (durably), and a Close with no
-	// write in between has nothing to record.
-	markerLive bool
-	// parentPending: the log directory's entry in its parent is not known
-	// durable (Open sets it); synced with the active segment's entry
-	// before the first record is reported durable (see syncSegment).
-	parentPending atomic.Bool
+	w  writer      // the one writer and what it owns (writer.go)
+	wb writeBehind // PolicyNone's background fsync (writebehind.go)
 
-	mu    sync.RWMutex
-	relMu sync.RWMutex
-	segs  []*segment // ascending by first; the last one is active
-	// cursors: where readers are, for readForward (readcursor.go).
-	fwdMu     sync.Mutex
-	cursors   [readCursors]readCursor
-	fwdTick   uint64
-	graveyard []*segment     // truncated away or replaced; unmapped at the next TruncateFront (swapped ones: see ReleaseSwapped)
-	swaps     uint64         // segments the compressor replaced so far (under mu)
-	swapSafe  uint64         // ReleaseSwapped's highest argument (under mu)
-	bgRelease sync.WaitGroup // releaseLater and syncDirLater goroutines; Close and Abandon wait
-	dirSync   struct {       // syncDirLater
-		mu      sync.Mutex
-		dirty   bool  // a TruncateFront changed the directory since the last sync began
-		running bool  // a goroutine is syncing
-		err     error // a failed sync, for the next TruncateFront or Close
-	}
-	closed atomic.Bool
-	last   atomic.Uint64 // last written sequence number
-
-	syncErr atomic.Pointer[error] // sticky: the first failed fsync (failSync)
-	durable atomic.Uint64
-	// sideWritten: side records written so far (their marks are 1, 2, ...;
-	// published under mu); sideDurable: the highest mark known on disk.
-	sideWritten, sideDurable atomic.Uint64
-	hint                     durableHint // the durable point, kept in the LOCK file (durablehint.go)
-	front                    frontHint   // the front of the log, kept in the LOCK file (durablehint.go)
-	verified                 Seq         // segments below it were checked by an earlier Open (QuickVerify)
+	mu     sync.RWMutex
+	segs   segList       // ascending by first; the last one is active (seglist.go)
+	closed atomic.Bool   // set under mu
+	last   atomic.Uint64 // last written sequence number (published under mu)
+	grave  graveyard     // left the log, still mapped (graveyard.go; under mu)
+	rel    releaser      // closes, unmaps and deletes what left (release.go)
+	fwd    cursorSet     // where readers are, for readForward (readcursor.go)
+	dur    durability    // the durable points and the sticky fsync error (durability.go)
 
 	rec Recovery
 
-	comp     compressor    // background compression of sealed segments
-	cache    segCache      // decompressed segments, for reads
-	spares   spareSet      // segment files kept for reuse (recycle.go)
-	trashSeq atomic.Uint64 // names of trash files (trash.go)
-	delStep  int64         // deleteGradually's step and pause (tests change them)
-	delPause time.Duration
+	comp   compressor // background compression of sealed segments
+	cache  segCache   // decompressed segments, for reads
+	spares spareSet   // segment files kept for reuse (recycle.go)
+	trash  trashBin   // truncated files deleted gradually (trash.go)
 }
 
 var _ Store = (*Log)(nil)
@@ -148,37 +116,25 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, opts: o, fs: o.FS, delStep: deleteStep, delPause: deletePause}
+	l := &Log{dir: dir, opts: o, fs: o.FS, trash: trashBin{step: deleteStep, pause: deletePause}}
+	l.grave.hold = o.HoldSwapped
 	if o.ReadOnly {
 		return openReadOnly(l)
 	}
 	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("seglog: open %s: %w", dir, err)
 	}
-	lf, err := l.fs.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	hint, err := l.lockf.open(l.fs, dir)
 	if err != nil {
-		return nil, fmt.Errorf("seglog: open lock file: %w", err)
+		return nil, err
 	}
-	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			err := lockedError(dir, lf)
-			lf.Close()
-			return nil, err
-		}
-		lf.Close()
-		return nil, fmt.Errorf("seglog: flock %s: %w", dir, err)
-	}
-	l.lock = lf
-	l.rec.DurableHint = readHint(lf)
-	l.front = readFrontHint(lf)
-	l.verified = readVerifiedMark(lf)
-	l.hint.f, l.hint.last = lf, l.rec.DurableHint
+	l.rec.DurableHint = hint
 	if err := l.recover(); err != nil {
 		l.releaseAll()
 		return nil, err
 	}
 	if l.opts.Verify {
-		l.writeVerifiedMark(l.active().first)
+		l.lockf.writeVerified(l.segs.active().first)
 	}
 	l.startCompressor()
 	return l, nil
@@ -191,7 +147,7 @@ func (l *Log) Recovery() Recovery { return l.rec }
 func (l *Log) Dir() string { return l.dir }
 
 // Durable returns the highest sequence number known to be on disk.
-func (l *Log) Durable() Seq { return Seq(l.durable.Load()) }
+func (l *Log) Durable() Seq { return l.dur.durable() }
 
 // Bounds returns the first retained and the last written sequence numbers.
 // Records past Durable are readable but not yet on disk.
@@ -214,14 +170,14 @@ func (l *Log) Bounds() (first, last Seq) {
 // and losing them to a power cut costs the next Open a scan, not data.
 func (l *Log) Close() error {
 	err := l.close()
-	l.wbWG.Wait() // a write-behind fsync blocked on mu ends once close let go
+	l.wb.wait() // a write-behind fsync blocked on mu ends once close let go
 	return err
 }
 
 func (l *Log) close() error {
 	l.stopCompressor() // before the locks: it takes mu to swap a segment
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
@@ -232,22 +188,21 @@ func (l *Log) close() error {
 		return l.releaseAll()
 	}
 	var err error
-	failed := l.stickyErr() != nil
+	failed := l.dur.err() != nil
 	if failed {
-		err = l.stickyErr()
-	} else if l.dirty > 0 {
+		err = l.dur.err()
+	} else if l.w.dirty > 0 {
 		err = l.zeroDirty()
 	}
-	if act := l.active(); err == nil && !failed && act != nil && !l.markerLive {
+	if act := l.segs.active(); err == nil && !failed && act != nil && !l.w.markerLive {
 		var serr error
-		if l.Durable() < act.last || l.sideDurable.Load() < l.sideWritten.Load() {
+		if !l.dur.covers(act.last, l.dur.sideWritten()) {
 			serr = l.syncSegment(act)
 		}
 		if serr != nil {
 			err = fmt.Errorf("%w: close: %w", ErrSyncFailed, serr)
 		} else {
-			l.setDurable(act.last)
-			l.setSideDurable(l.sideWritten.Load())
+			l.setDurable(act.last, l.dur.sideWritten())
 			// The index and marker spare the next Open its scan; losing
 			// them costs only that scan, so their errors are not fatal.
 			// They need no fsync: their checksums reject a torn file, and
@@ -257,16 +212,11 @@ func (l *Log) close() error {
 			}
 		}
 	}
-	var trash []string // truncated since the last release pass
-	for _, s := range l.graveyard {
-		if s.trash != "" {
-			trash = append(trash, s.trash)
-		}
-	}
+	trash := l.grave.trash() // truncated since the last release pass
 	if rerr := l.releaseAll(); err == nil {
 		err = rerr
 	}
-	if derr := l.takeDirSyncErr(); err == nil {
+	if derr := l.rel.takeDirErr(); err == nil {
 		err = derr
 	}
 	l.removeSpares()
@@ -283,13 +233,13 @@ func (l *Log) close() error {
 // call fails with ErrClosed.
 func (l *Log) Abandon() {
 	l.abandon()
-	l.wbWG.Wait()
+	l.wb.wait()
 }
 
 func (l *Log) abandon() {
 	l.stopCompressor()
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed.Store(true)
@@ -298,44 +248,26 @@ func (l *Log) abandon() {
 
 // releaseAll unmaps and closes all segments and drops the lock.
 func (l *Log) releaseAll() error {
-	l.bgRelease.Wait() // before relMu, which releaseLater takes
-	l.relMu.Lock()
-	defer l.relMu.Unlock()
+	l.rel.wait() // before rel.mu, which releaseLater takes
+	l.rel.mu.Lock()
+	defer l.rel.mu.Unlock()
 	var err error
-	for _, s := range append(l.graveyard, l.segs...) {
+	for _, s := range append(l.grave.segs, l.segs...) {
 		if rerr := s.release(); err == nil && rerr != nil {
 			err = rerr
 		}
 	}
-	l.segs, l.graveyard = nil, nil
+	l.segs, l.grave.segs = nil, nil
 	l.cache.close()
-	if l.lock != nil {
-		l.hint.release()
-		l.lock.Close() // closing the descriptor drops the flock
-		l.lock = nil
-	}
+	l.lockf.release()
 	return err
 }
 
-// active returns the last segment of the list (nil only while opening).
-// Called with mu held; the writer uses l.act instead.
-func (l *Log) active() *segment {
-	if len(l.segs) == 0 {
-		return nil
+// setDurable raises the durable point to seq, noting it in the LOCK
+// file's hint when it rose, and the durable side mark to side.
+func (l *Log) setDurable(seq Seq, side uint64) {
+	if l.dur.raise(seq) {
+		l.lockf.hint.note(seq)
 	}
-	return l.segs[len(l.segs)-1]
-}
-
-// setDurable raises the durable point to seq.
-func (l *Log) setDurable(seq Seq) {
-	for {
-		cur := l.durable.Load()
-		if uint64(seq) <= cur {
-			return
-		}
-		if l.durable.CompareAndSwap(cur, uint64(seq)) {
-			l.hint.note(seq)
-			return
-		}
-	}
+	l.dur.raiseSide(side)
 }

@@ -130,7 +130,7 @@ func BenchmarkOpenAfterCrashInSpare(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				l.bgRelease.Wait()
+				l.rel.wait()
 			}
 			segs := l.Segments()
 			for len(l.Segments()) == len(segs) {

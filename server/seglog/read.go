@@ -3,7 +3,6 @@ package seglog
 import (
 	"fmt"
 	"path/filepath"
-	"sort"
 )
 
 // Read returns record seq, its checksums verified. Meta and Data point into
@@ -35,14 +34,6 @@ func (l *Log) Read(seq Seq) (rec Record, err error) {
 	return recordAt(s.data, off, h), nil
 }
 
-// holdsSealed reports whether s is still one of the log's segments and not
-// the active one (mu held).
-func (l *Log) holdsSealed(s *segment) bool {
-	n := len(l.segs)
-	i := sort.Search(n, func(i int) bool { return l.segs[i].first >= s.first })
-	return i < n-1 && l.segs[i] == s
-}
-
 // segmentFor returns the segment holding seq. Called with mu held.
 func (l *Log) segmentFor(seq Seq) (*segment, error) {
 	last := Seq(l.last.Load())
@@ -53,7 +44,7 @@ func (l *Log) segmentFor(seq Seq) (*segment, error) {
 		}
 		return nil, fmt.Errorf("%w: seq %d outside [%d, %d]", ErrNotFound, seq, first, last)
 	}
-	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].first > seq }) - 1
+	i := l.segs.find(seq)
 	s := l.segs[i]
 	if seq > s.last {
 		// Only after a skipped damaged range can a gap fall between segments.
@@ -115,7 +106,7 @@ func (l *Log) scanOne(seq *Seq, cur *segment, off int64) (rec Record, next int64
 		if *seq < l.segs[0].first {
 			*seq = l.segs[0].first
 		}
-		i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].first > *seq }) - 1
+		i := l.segs.find(*seq)
 		s = l.segs[i]
 		if *seq > s.last { // gap after a skipped range: go to the next segment
 			if i+1 >= len(l.segs) {
@@ -172,17 +163,17 @@ func (l *Log) TruncateFront(seq Seq) error {
 	if l.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	l.graveyard = l.releaseGraveyard(l.graveyard, true)
+	l.releaseLater(l.grave.take(true))
 	n := 0
 	for n < len(l.segs)-1 && l.segs[n+1].first <= seq {
 		n++
 	}
 	if n == 0 {
-		return l.takeDirSyncErr()
+		return l.rel.takeDirErr()
 	}
 	// The new front is durable before any segment goes, so a segment
 	// missing from the front at Open was deleted by someone else.
-	if err := l.writeFrontHint(frontHint{front: l.segs[n].first}, true); err != nil {
+	if err := l.lockf.writeFront(frontHint{front: l.segs[n].first}, true); err != nil {
 		return fmt.Errorf("seglog: truncate front: record the front in %s: %w", filepath.Join(l.dir, lockName), err)
 	}
 	var err error
@@ -209,103 +200,15 @@ func (l *Log) TruncateFront(seq Seq) error {
 		l.cache.forget(s)
 		removed++
 	}
-	l.graveyard = append(l.graveyard, l.segs[:removed]...)
+	l.grave.bury(l.segs[:removed]...)
 	l.segs = append([]*segment(nil), l.segs[removed:]...)
 	if removed > 0 {
 		l.syncDirLater()
 	}
-	if derr := l.takeDirSyncErr(); err == nil {
+	if derr := l.rel.takeDirErr(); err == nil {
 		err = derr
 	}
 	return err
-}
-
-// syncDirLater makes the renames and removals of a TruncateFront durable
-// with an fsync of the log's directory on a goroutine of its own (Close
-// waits for it; calls made while one runs are folded into one more sync).
-// Inline, that fsync stalled the caller (a partition's actor) and every
-// Read and Append behind the log's lock for as long as the file system's
-// journal took to commit: 0.2-0.5 ms usually, 12 ms and 1.4 s in one
-// half-load run on a busy VM. Nothing waits for it: a deletion undone by a
-// crash only brings back records the caller had dropped (it repeats the
-// truncation), and a spare is not written into before the directory sync
-// of the roll that reuses it, which covers the rename that made it one.
-// A failure is returned by the next TruncateFront or Close.
-func (l *Log) syncDirLater() {
-	d := &l.dirSync
-	d.mu.Lock()
-	d.dirty = true
-	if d.running {
-		d.mu.Unlock()
-		return
-	}
-	d.running = true
-	d.mu.Unlock()
-	l.bgRelease.Add(1)
-	go func() {
-		defer l.bgRelease.Done()
-		for {
-			d.mu.Lock()
-			if !d.dirty {
-				d.running = false
-				d.mu.Unlock()
-				return
-			}
-			d.dirty = false
-			d.mu.Unlock()
-			if err := l.fs.SyncDir(l.dir); err != nil {
-				d.mu.Lock()
-				if d.err == nil {
-					d.err = fmt.Errorf("seglog: truncate front: sync directory: %w", err)
-				}
-				d.mu.Unlock()
-			}
-		}
-	}()
-}
-
-// takeDirSyncErr returns and clears the error of a failed syncDirLater.
-func (l *Log) takeDirSyncErr() error {
-	l.dirSync.mu.Lock()
-	defer l.dirSync.mu.Unlock()
-	err := l.dirSync.err
-	l.dirSync.err = nil
-	return err
-}
-
-// releaseLater unmaps truncated segments on a goroutine of its own (Close
-// waits for it). Unmapping a large segment whose file is already unlinked
-// frees its blocks, which took 50-80 ms on an ext4 disk mounted with
-// `discard`: done inline, it stalled the caller (a partition's actor) and
-// every Read and Append behind the log's lock. Nothing else references
-// these segments: they left l.segs at the TruncateFront before this one,
-// and what was read from them is invalid since then.
-func (l *Log) releaseLater(dead []*segment) {
-	if len(dead) == 0 {
-		return
-	}
-	l.bgRelease.Add(1)
-	go func() {
-		defer l.bgRelease.Done()
-		for _, s := range dead {
-			// The descriptor is closed under relMu (a Sync may still be
-			// fsyncing it); the unmap needs no lock.
-			l.relMu.Lock()
-			f := s.f
-			s.f = nil
-			l.relMu.Unlock()
-			if f != nil {
-				_ = f.Close()
-			}
-			_ = s.release()
-			if s.spare != "" {
-				l.offerSpare(s.spare)
-			}
-			if s.trash != "" {
-				l.deleteGradually(s.trash)
-			}
-		}
-	}()
 }
 
 // SegmentInfo describes one segment file, for retention decisions (by

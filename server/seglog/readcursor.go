@@ -1,6 +1,10 @@
 package seglog
 
-import "golang.org/x/sys/unix"
+import (
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
 
 // Dropping what readers have read from the process's resident set.
 //
@@ -28,10 +32,10 @@ import "golang.org/x/sys/unix"
 // least recently used one when all are taken. A wrong guess only costs
 // page faults: dropping mapped file pages never loses data.
 
-// readCursors bounds the readers told apart (consumer groups reading one
+// maxCursors bounds the readers told apart (consumer groups reading one
 // partition at different places); more share cursors, at the cost of
 // faulting pages in again.
-const readCursors = 4
+const maxCursors = 4
 
 // dropChunk is the step in which pages are dropped behind a reader (a
 // multiple of the page size; segments are mapped page-aligned).
@@ -40,49 +44,51 @@ const dropChunk = 1 << 20
 type readCursor struct {
 	seg     *segment
 	dropped int64  // pages of seg below this offset were dropped
-	used    uint64 // Log.fwdTick at its last move (least recently used goes first)
+	used    uint64 // cursorSet.tick at its last move (least recently used goes first)
 }
 
-// readForward notes that a Read went to offset off of segment s and drops
-// what the reader has moved past. Called with mu read-locked: segments in
-// l.segs stay mapped meanwhile.
-func (l *Log) readForward(s *segment, off int64) {
-	if s.codec != CompressionNone {
-		return
-	}
-	l.fwdMu.Lock()
-	l.fwdTick++
-	cs := &l.cursors
+// cursorSet is where the readers are: it decides what they moved past; the
+// Log drops it. A leaf lock: its mutex holds no other.
+type cursorSet struct {
+	mu   sync.Mutex
+	cs   [maxCursors]readCursor
+	tick uint64
+}
+
+// move notes a read at offset off of segment s and returns what the
+// reader has moved past: the pages [from, to) of s (to <= from: none),
+// and a segment left behind that no reader is in any more (nil: none).
+func (c *cursorSet) move(s *segment, off int64) (from, to int64, left *segment) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tick++
+	cs := &c.cs
 	// The same reader moving on in s: the cursor in s furthest along but
 	// not past off.
 	at := -1
 	for i := range cs {
-		if c := &cs[i]; c.seg == s && c.dropped <= off && (at < 0 || c.dropped > cs[at].dropped) {
+		if r := &cs[i]; r.seg == s && r.dropped <= off && (at < 0 || r.dropped > cs[at].dropped) {
 			at = i
 		}
 	}
 	if at >= 0 {
-		c := &cs[at]
-		c.used = l.fwdTick
-		from, to := c.dropped, off&^(dropChunk-1)-dropChunk
+		r := &cs[at]
+		r.used = c.tick
+		from, to = r.dropped, off&^(dropChunk-1)-dropChunk
 		if to <= from {
-			l.fwdMu.Unlock()
-			return
+			return 0, 0, nil
 		}
-		c.dropped = to
-		l.fwdMu.Unlock()
-		_ = unix.Madvise(s.data[from:to], unix.MADV_DONTNEED) // advice only
-		return
+		r.dropped = to
+		return from, to, nil
 	}
 	// A reader that left an earlier segment for s: the cursor in the newest
 	// segment before s. Otherwise a cursor of its own.
 	at = -1
 	for i := range cs {
-		if c := &cs[i]; c.seg != nil && c.seg.first < s.first && (at < 0 || c.seg.first > cs[at].seg.first) {
+		if r := &cs[i]; r.seg != nil && r.seg.first < s.first && (at < 0 || r.seg.first > cs[at].seg.first) {
 			at = i
 		}
 	}
-	var left *segment
 	if at >= 0 {
 		left = cs[at].seg
 	} else {
@@ -97,14 +103,27 @@ func (l *Log) readForward(s *segment, off int64) {
 			}
 		}
 	}
-	cs[at] = readCursor{seg: s, dropped: off &^ (dropChunk - 1), used: l.fwdTick}
+	cs[at] = readCursor{seg: s, dropped: off &^ (dropChunk - 1), used: c.tick}
 	for i := 0; left != nil && i < len(cs); i++ {
 		if cs[i].seg == left {
 			left = nil // another reader is still in it
 		}
 	}
-	l.fwdMu.Unlock()
-	if left != nil && l.holdsSealed(left) && left.codec == CompressionNone && len(left.data) > 0 {
+	return 0, 0, left
+}
+
+// readForward notes that a Read went to offset off of segment s and drops
+// what the reader has moved past. Called with mu read-locked: segments in
+// l.segs stay mapped meanwhile.
+func (l *Log) readForward(s *segment, off int64) {
+	if s.codec != CompressionNone {
+		return
+	}
+	from, to, left := l.fwd.move(s, off)
+	if to > from {
+		_ = unix.Madvise(s.data[from:to], unix.MADV_DONTNEED) // advice only
+	}
+	if left != nil && l.segs.holdsSealed(left) && left.codec == CompressionNone && len(left.data) > 0 {
 		_ = unix.Madvise(left.data, unix.MADV_DONTNEED) // advice only
 	}
 }

@@ -1,12 +1,8 @@
 package seglog
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-
-	"golang.org/x/sys/unix"
 )
 
 // openReadOnly is Open with Options.ReadOnly: the lock is taken shared (a
@@ -16,26 +12,13 @@ func openReadOnly(l *Log) (*Log, error) {
 	if _, err := os.Stat(l.dir); err != nil {
 		return nil, fmt.Errorf("seglog: open %s: %w", l.dir, err)
 	}
-	lf, err := l.fs.OpenFile(filepath.Join(l.dir, lockName), os.O_RDONLY, 0)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		// never opened for writing (or the file was lost): no hint
-		l.rec.BadLock = true
-	case err != nil:
-		return nil, fmt.Errorf("seglog: open lock file: %w", err)
-	default:
-		if err := unix.Flock(int(lf.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
-			lf.Close()
-			if errors.Is(err, unix.EWOULDBLOCK) {
-				return nil, fmt.Errorf("%w: %s", ErrLocked, l.dir)
-			}
-			return nil, fmt.Errorf("seglog: flock %s: %w", l.dir, err)
-		}
-		l.lock = lf
-		l.rec.DurableHint = readHint(lf)
-		l.front = readFrontHint(lf)
-		l.rec.BadLock = badLock(lf)
+	hint, found, err := l.lockf.openShared(l.fs, l.dir)
+	if err != nil {
+		return nil, err
 	}
+	l.rec.DurableHint = hint
+	// No LOCK file: never opened for writing (or the file was lost), no hint.
+	l.rec.BadLock = !found || badLock(l.lockf.f)
 	if err := l.recover(); err != nil {
 		l.releaseAll()
 		return nil, err
@@ -63,10 +46,10 @@ func (l *Log) endReadOnly(firsts []Seq) error {
 		}
 		return nil
 	}
-	for _, s := range l.segs[:len(l.segs)-1] {
-		l.closeSealed(s)
+	for _, s := range l.segs.sealed() {
+		l.rel.closeFile(s)
 	}
-	act := l.active()
+	act := l.segs.active()
 	if act.last < l.rec.DurableHint {
 		cerr := &CorruptError{Path: act.path, Offset: act.end, Seq: act.last + 1,
 			Reason: fmt.Sprintf("the log ends at %d, but it had made every record up to %d durable", act.last, l.rec.DurableHint)}
@@ -76,9 +59,9 @@ func (l *Log) endReadOnly(firsts []Seq) error {
 		l.skipRange(act, SkippedRange{Path: act.path, Offset: act.end, From: act.last + 1, To: l.rec.DurableHint})
 		act.last = l.rec.DurableHint
 	}
-	l.act = act
+	l.w.act = act
 	l.last.Store(uint64(act.last))
-	l.durable.Store(uint64(act.last))
+	l.dur.raise(act.last)
 	l.rec.Segments = len(l.segs)
 	return nil
 }

@@ -122,18 +122,18 @@ func (l *Log) recover() (err error) {
 			return fmt.Errorf("seglog: open: %w", err)
 		}
 		l.segs = append(l.segs, s)
-		if l.front.front == 0 {
+		if l.lockf.front.front == 0 {
 			// A new log knows its front from the start (unsynced: lost,
 			// it is unknown, as in a log of an earlier version).
-			if err := l.writeFrontHint(frontHint{front: start}, false); err != nil {
+			if err := l.lockf.writeFront(frontHint{front: start}, false); err != nil {
 				return fmt.Errorf("seglog: open: %w", err)
 			}
 		}
 	}
-	for _, s := range l.segs[:len(l.segs)-1] {
-		l.closeSealed(s)
+	for _, s := range l.segs.sealed() {
+		l.rel.closeFile(s)
 	}
-	act := l.active()
+	act := l.segs.active()
 	if act.last < l.rec.DurableHint {
 		// Records the log had made durable are gone from its end (its
 		// last segment file lost, a sealed segment cut short with none
@@ -153,7 +153,7 @@ func (l *Log) recover() (err error) {
 	// have died before its first sync): the first sync that reports a
 	// record durable makes them durable (see syncSegment), once per Open.
 	act.dirPending.Store(true)
-	l.parentPending.Store(true)
+	l.dur.parentPending.Store(true)
 	if !l.rec.Clean && act.last >= act.first {
 		// What the scan found may sit only in the page cache (the previous
 		// process died, the machine did not): put it on disk before
@@ -162,10 +162,10 @@ func (l *Log) recover() (err error) {
 			return fmt.Errorf("%w: open: %w", ErrSyncFailed, err)
 		}
 	}
-	l.act = act
+	l.w.act = act
 	l.last.Store(uint64(act.last))
-	l.durable.Store(uint64(act.last))
-	l.hint.note(act.last)
+	l.dur.raise(act.last)
+	l.lockf.hint.note(act.last)
 	l.rec.Segments = len(l.segs)
 	// The marker must be gone, durably, before the first append (see
 	// dropMarker): otherwise a crash could leave a marker that hides a torn
@@ -174,7 +174,7 @@ func (l *Log) recover() (err error) {
 	// not vouch for the last segment (rare: its index was lost) is removed
 	// now, durably, as it always was.
 	if l.rec.Clean {
-		l.markerLive = true
+		l.w.markerLive = true
 	} else if cleanBytes != nil {
 		if err := l.fs.Remove(filepath.Join(l.dir, cleanName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("seglog: remove clean marker: %w", err)
@@ -211,7 +211,7 @@ func (l *Log) openSegment(first Seq, isLast bool, marker cleanMarker, hasMarker 
 		// keep what it already has, if SegmentSize shrank).
 		limit = max(size, l.opts.SegmentSize)
 	}
-	s := &segment{path: path, first: first, f: f, size: size, limit: limit, end: segHeaderSize, last: first - 1, lastIndexed: -1}
+	s := &segment{path: path, first: first, f: f, size: size, limit: limit, end: segHeaderSize, last: first - 1, sparseIndex: noIndex()}
 	if err := s.mapFile(l.opts.writeViaMap); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("seglog: open segment: %w", err)
@@ -283,10 +283,8 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 		}
 	}
 	if trusted {
-		s.end, s.last, s.index = x.end, x.last, x.entries
-		if n := len(s.index); n > 0 {
-			s.lastIndexed = s.index[n-1].off
-		}
+		s.end, s.last = x.end, x.last
+		s.loadIndex(x.entries)
 		l.restoreSkipped(s, x.skipped, x.last+1)
 		l.rec.Clean = isLast
 		return nil
@@ -296,10 +294,7 @@ func (l *Log) loadSegment(s *segment, isLast bool, marker cleanMarker, hasMarker
 		// Resume from the last index point if the record there is intact.
 		e := x.entries[len(x.entries)-1]
 		if h, st := checkRecord(s.data, e.off); st == recOK && h.seq == e.seq {
-			s.index = x.entries[:len(x.entries)-1]
-			if n := len(s.index); n > 0 {
-				s.lastIndexed = s.index[n-1].off
-			}
+			s.loadIndex(x.entries[:len(x.entries)-1])
 			l.restoreSkipped(s, x.skipped, e.seq)
 			start, seq = e.off, e.seq
 		}
@@ -471,7 +466,7 @@ func (l *Log) restoreSkipped(s *segment, recorded []SkippedRange, seq Seq) {
 // a range skipped with SkipCorrupt, SkipCorrupt again. Best effort: a
 // missing index costs only a scan.
 func (l *Log) writeRebuiltIndexes() {
-	for _, s := range l.segs[:len(l.segs)-1] {
+	for _, s := range l.segs.sealed() {
 		if s.idxDirty {
 			_ = writeFileAtomic(l.fs, l.dir, filepath.Base(idxPath(l.dir, s.first)), encodeIndex(s), false)
 			s.idxDirty = false

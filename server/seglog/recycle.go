@@ -30,7 +30,8 @@ import (
 // after writing into unwritten blocks also commits the extent conversion
 // to the journal: 1.6-2.2x the cost of one into written blocks
 // (BenchmarkFdatasyncAfterWrite), so group commits into a reused spare
-// without zeroing are cheaper (BENCHMARKS.md, "Spares without zeroing").
+// without zeroing are cheaper (ARCHITECTURE.md, "Decisions and what was
+// measured").
 // Spares are temp files: Open deletes leftovers (as it does every *.tmp),
 // Close deletes the log's own.
 const maxSpares = 2

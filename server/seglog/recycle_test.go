@@ -88,7 +88,7 @@ func truncateAndRelease(t *testing.T, l *Log, seq Seq) {
 	if err := l.TruncateFront(seq); err != nil {
 		t.Fatal(err)
 	}
-	l.bgRelease.Wait()
+	l.rel.wait()
 }
 
 // TestTruncatedSegmentIsRecycled: full segments dropped by TruncateFront

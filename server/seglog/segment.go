@@ -2,20 +2,15 @@ package seglog
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // Segment file layout: a 32-byte header, then records from offset 32 on.
@@ -56,61 +51,118 @@ const (
 )
 
 // segment is one segment file. first and path never change; f is closed
-// (under Log.relMu) when the segment is sealed; size and data grow (under
+// (under Log.rel.mu) when the segment is sealed; size and data grow (under
 // Log.mu, by the writer) while the segment is active; end, last, index and
-// holes change under Log.mu.
-//
-// The segment reserves limit bytes of address space (PROT_NONE, no memory)
-// when it is mapped, and maps the file into the start of that range as the
-// file grows, so the addresses of mapped records never change (borrowed
-// Record slices stay valid) and nothing is ever mapped past the end of the
-// file.
+// the damage change under Log.mu. Its parts: the map (segMap, segmap.go),
+// the sparse index and what its file said (sparseIndex), the ranges lost
+// to damage (damage), the reader's guess of where the next record starts
+// (locateHint), and where its file goes once it leaves the log (afterlife).
 type segment struct {
-	path string
-	// swapNo: this is a plain segment the compressor replaced, the
-	// swapNo-th replacement of the log (0: not replaced). Its map waits in
-	// the graveyard (see Log.ReleaseSwapped).
-	swapNo   uint64
-	first    Seq
-	f        File   // open while the segment is active; nil once sealed
-	size     int64  // bytes preallocated and mapped (the file's size as the log made it)
-	limit    int64  // the size the segment may grow to
-	data     []byte // the mapped file, read-only (len == size, cap == limit)
-	base     unsafe.Pointer
-	resv     uintptr // bytes reserved at base (limit rounded up to pages)
-	writable bool    // the windows are mapped writable (writeViaMap)
+	path  string
+	first Seq
+	f     File  // open while the segment is active; nil once sealed
+	size  int64 // bytes preallocated and mapped (the file's size as the log made it)
+	limit int64 // the size the segment may grow to
+	segMap
 	// dirPending: the file was created and its directory entry is not
 	// known durable yet; Log.syncSegment syncs the directory before the
 	// first durable point in it is reported.
 	dirPending atomic.Bool
+	hint       locateHint
 
-	// hintSeq/hintOff: where the record after the last one located
-	// starts (locate's guess for forward reads). Readers share the log's
-	// read lock, hence the mutex.
-	hintMu  sync.Mutex
-	hintSeq Seq
-	hintOff int64
-
-	end         int64 // offset just past the last valid record
-	last        Seq   // last sequence number held (first-1 when empty)
-	index       []indexEntry
-	lastIndexed int64 // offset of the last index entry (-1 none)
-	holes       []seqRange
-	// skipped lists the damaged ranges of this segment passed over with
-	// SkipCorrupt; its index file records them (see encodeIndex).
-	skipped []SkippedRange
-	// idxLast: the last sequence number the index file named at Open (0:
-	// no valid index), to tell a segment cut short from one deleted.
-	idxLast Seq
-	// idxDirty: Open changed what the segment's index must say (a scan
-	// rebuilt it, or a skipped range was added) and must write it.
-	idxDirty bool
+	end  int64 // offset just past the last valid record
+	last Seq   // last sequence number held (first-1 when empty)
+	sparseIndex
+	damage
 
 	// codec: the segment is a compressed file (path names it; data is
 	// nil, size is the file's size, end the plain length): reads go
 	// through Log.view. noComp: compression would not pay; keep it plain.
 	codec  Compression
 	noComp bool
+	afterlife
+}
+
+// sparseIndex maps sequence numbers to record offsets, one entry per
+// Options.IndexInterval bytes, and keeps what the segment's index file
+// said at Open.
+type sparseIndex struct {
+	index       []indexEntry
+	lastIndexed int64 // offset of the last index entry (-1 none)
+	// idxLast: the last sequence number the index file named at Open (0:
+	// no valid index), to tell a segment cut short from one deleted.
+	idxLast Seq
+	// idxDirty: Open changed what the segment's index must say (a scan
+	// rebuilt it, or a skipped range was added) and must write it.
+	idxDirty bool
+}
+
+// noIndex is the index of a segment nothing was indexed in yet.
+func noIndex() sparseIndex { return sparseIndex{lastIndexed: -1} }
+
+// addIndex records that seq starts at off if the index interval has passed
+// (or force is set).
+func (x *sparseIndex) addIndex(seq Seq, off int64, interval int, force bool) {
+	if force || x.lastIndexed < 0 || off-x.lastIndexed >= int64(interval) {
+		x.index = append(x.index, indexEntry{seq, off})
+		x.lastIndexed = off
+	}
+}
+
+// loadIndex takes entries (read from an index file) as the index.
+func (x *sparseIndex) loadIndex(entries []indexEntry) {
+	x.index = entries
+	if n := len(entries); n > 0 {
+		x.lastIndexed = entries[n-1].off
+	}
+}
+
+// walkFrom returns the offset a walk to record seq starts at: the last
+// index entry at or below seq, else the first record.
+func (x *sparseIndex) walkFrom(seq Seq) int64 {
+	i := sort.Search(len(x.index), func(i int) bool { return x.index[i].seq > seq }) - 1
+	if i < 0 {
+		return segHeaderSize
+	}
+	return x.index[i].off
+}
+
+// damage is what a segment lost: the ranges passed over with SkipCorrupt
+// (its index file records them, see encodeIndex) and the sequence numbers
+// they held, which reads report as corrupt.
+type damage struct {
+	holes   []seqRange
+	skipped []SkippedRange
+}
+
+// locateHint is where the record after the last one located starts
+// (locate's guess for forward reads). Readers share the log's read lock,
+// hence its own mutex (a leaf lock).
+type locateHint struct {
+	mu  sync.Mutex
+	seq Seq
+	off int64
+}
+
+func (h *locateHint) get() (Seq, int64) {
+	h.mu.Lock()
+	seq, off := h.seq, h.off
+	h.mu.Unlock()
+	return seq, off
+}
+
+func (h *locateHint) set(seq Seq, off int64) {
+	h.mu.Lock()
+	h.seq, h.off = seq, off
+	h.mu.Unlock()
+}
+
+// afterlife is where the segment's file goes once it leaves the log.
+type afterlife struct {
+	// swapNo: this is a plain segment the compressor replaced, the
+	// swapNo-th replacement of the log (0: not replaced). Its map waits in
+	// the graveyard (see Log.ReleaseSwapped).
+	swapNo uint64
 	// spare: TruncateFront renamed the file to this spare path; once the
 	// map is released a roll may reuse it (recycle.go).
 	spare string
@@ -119,12 +171,12 @@ type segment struct {
 	trash string
 }
 
-// skip records a damaged range of s passed over with SkipCorrupt: its
+// skip records a damaged range passed over with SkipCorrupt: its
 // sequence numbers (if any) become a hole that reads report as corrupt.
-func (s *segment) skip(r SkippedRange) {
-	s.skipped = append(s.skipped, r)
+func (d *damage) skip(r SkippedRange) {
+	d.skipped = append(d.skipped, r)
 	if r.From <= r.To {
-		s.holes = append(s.holes, seqRange{r.From, r.To})
+		d.holes = append(d.holes, seqRange{r.From, r.To})
 	}
 }
 
@@ -202,7 +254,7 @@ func stampSegment(fsys FS, f File, path, what string, first Seq, size, limit int
 	if _, err := f.WriteAt(encodeSegHeader(first, limit), 0); err != nil {
 		return failSegment(fsys, f, path, what, err)
 	}
-	s := &segment{path: path, first: first, f: f, size: size, limit: limit, end: segHeaderSize, last: first - 1, lastIndexed: -1}
+	s := &segment{path: path, first: first, f: f, size: size, limit: limit, end: segHeaderSize, last: first - 1, sparseIndex: noIndex()}
 	if err := s.mapFile(writable); err != nil {
 		return failSegment(fsys, f, path, what, err)
 	}
@@ -217,79 +269,9 @@ func failSegment(fsys FS, f File, path, what string, err error) (*segment, error
 	return nil, fmt.Errorf("%w: %s %s: %w", ErrWriteFailed, what, path, err)
 }
 
-// mapFile reserves limit bytes of address space and maps the first size
-// bytes of the file there. The file must be that long: the log never maps
-// past the end of a file, so a read can fault only if someone else shrinks
-// the file (and that fault becomes an error, see guard).
-func (s *segment) mapFile(writable bool) error {
-	s.writable = writable
-	if s.limit == 0 {
-		return nil
-	}
-	pg := uintptr(os.Getpagesize())
-	resv := (uintptr(s.limit) + pg - 1) &^ (pg - 1)
-	p, err := unix.MmapPtr(-1, 0, nil, resv, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
-	if err != nil {
-		return fmt.Errorf("reserve %d bytes for %s: %w", resv, s.path, err)
-	}
-	s.base, s.resv = p, resv
-	s.data = unsafe.Slice((*byte)(p), s.limit)[:0]
-	if err := s.mapWindow(0, s.size); err != nil {
-		unix.MunmapPtr(s.base, s.resv)
-		s.base, s.resv, s.data = nil, 0, nil
-		return err
-	}
-	s.data = s.data[:s.size]
-	return nil
-}
-
-// mapWindow maps file bytes [from, to) at their place in the reservation
-// (from is rounded down to a page; the bytes already mapped there are
-// mapped again, to the same file pages). The caller publishes the new
-// length of data.
-func (s *segment) mapWindow(from, to int64) error {
-	from &^= int64(os.Getpagesize() - 1)
-	if to <= from {
-		return nil
-	}
-	prot := unix.PROT_READ
-	if s.writable {
-		prot |= unix.PROT_WRITE
-	}
-	if _, err := unix.MmapPtr(int(s.f.Fd()), from, unsafe.Add(s.base, from), uintptr(to-from), prot, unix.MAP_SHARED|unix.MAP_FIXED); err != nil {
-		return fmt.Errorf("mmap %s [%d, %d): %w", s.path, from, to, err)
-	}
-	return nil
-}
-
-// release unmaps and closes the segment.
-func (s *segment) release() error {
-	var err error
-	if s.base != nil {
-		err = unix.MunmapPtr(s.base, s.resv)
-		s.base, s.resv, s.data = nil, 0, nil
-	}
-	if s.f != nil {
-		if cerr := s.f.Close(); err == nil {
-			err = cerr
-		}
-		s.f = nil
-	}
-	return err
-}
-
-// addIndex records that seq starts at off if the index interval has passed
-// (or force is set).
-func (s *segment) addIndex(seq Seq, off int64, interval int, force bool) {
-	if force || s.lastIndexed < 0 || off-s.lastIndexed >= int64(interval) {
-		s.index = append(s.index, indexEntry{seq, off})
-		s.lastIndexed = off
-	}
-}
-
 // inHole reports whether seq lies in a range skipped as damaged.
-func (s *segment) inHole(seq Seq) bool {
-	for _, h := range s.holes {
+func (d *damage) inHole(seq Seq) bool {
+	for _, h := range d.holes {
 		if seq >= h.from && seq <= h.to {
 			return true
 		}
@@ -304,38 +286,26 @@ func (s *segment) locate(seq Seq) (int64, recHeader, error) {
 	// Consumers read forward: the record after the one located last
 	// starts where that one ended. The hint is only a guess; the record
 	// found there is checked like any other.
-	s.hintMu.Lock()
-	hseq, hoff := s.hintSeq, s.hintOff
-	s.hintMu.Unlock()
+	hseq, hoff := s.hint.get()
 	if hseq == seq && hoff > 0 && hoff < s.end {
 		hoff = pastSide(s.data[:s.end], hoff)
 	}
 	if hseq == seq && hoff > 0 && hoff < s.end {
 		if h, st := checkRecord(s.data[:s.end], hoff); st == recOK && h.seq == seq {
-			s.setHint(seq+1, hoff+h.size())
+			s.hint.set(seq+1, hoff+h.size())
 			return hoff, h, nil
 		}
 	}
 	off, h, err := s.search(seq)
 	if err == nil {
-		s.setHint(seq+1, off+h.size())
+		s.hint.set(seq+1, off+h.size())
 	}
 	return off, h, err
 }
 
-func (s *segment) setHint(seq Seq, off int64) {
-	s.hintMu.Lock()
-	s.hintSeq, s.hintOff = seq, off
-	s.hintMu.Unlock()
-}
-
 // search is locate without the hint.
 func (s *segment) search(seq Seq) (int64, recHeader, error) {
-	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].seq > seq }) - 1
-	off := int64(segHeaderSize)
-	if i >= 0 {
-		off = s.index[i].off
-	}
+	off := s.walkFrom(seq)
 	for off < s.end {
 		// Records passed on the way are checked by header only; the one
 		// returned has its data checksum verified too.
@@ -368,30 +338,6 @@ func (s *segment) search(seq Seq) (int64, recHeader, error) {
 		off += h.size()
 	}
 	return 0, recHeader{}, &CorruptError{Path: s.path, Offset: off, Seq: seq, Reason: "record missing (damaged range)"}
-}
-
-// guard turns a memory fault on a mapped read (the file was shrunk behind
-// our back) into an error instead of a crash. Use as
-//
-//	defer unguard(&err, path, guard())
-//
-// at the top of any function touching a map (a plain deferred call: no
-// closure is allocated on the read path).
-func guard() (old bool) { return debug.SetPanicOnFault(true) }
-
-// unguard ends what guard started; it must be the deferred call itself
-// (recover works only there).
-func unguard(err *error, path string, old bool) {
-	debug.SetPanicOnFault(old)
-	if r := recover(); r != nil {
-		var re interface{ Addr() uintptr }
-		rerr, isErr := r.(error)
-		if isErr && errors.As(rerr, &re) {
-			*err = &CorruptError{Path: path, Reason: fmt.Sprintf("memory fault reading the map (file shrunk?): %v", r)}
-			return
-		}
-		panic(r)
-	}
 }
 
 func (st recStatus) String() string {

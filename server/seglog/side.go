@@ -34,14 +34,12 @@ func (l *Log) AppendSide(e Entry) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	l.writing.Add(1)
-	defer l.writing.Add(-1)
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
+	l.w.lock()
+	defer l.w.unlock()
 	if err := l.beginWrite(); err != nil {
 		return 0, err
 	}
-	act := l.act
+	act := l.w.act
 	if act.last < act.first {
 		return 0, fmt.Errorf("%w: %s holds no record yet", ErrSideNoRoom, act.path)
 	}
@@ -53,39 +51,27 @@ func (l *Log) AppendSide(e Entry) (uint64, error) {
 		ts = time.Now().UnixNano()
 	}
 	next := act.last + 1
-	l.buf = appendRecordFlags(l.buf[:0], next, encodeSideHint(next, l.Durable()), ts, e.Meta, e.Data, e.CRC)
-	if err := l.grow(act, act.end+int64(len(l.buf))); err != nil {
+	l.w.buf = appendRecordFlags(l.w.buf[:0], next, encodeSideHint(next, l.Durable()), ts, e.Meta, e.Data, e.CRC)
+	if err := l.grow(act, act.end+int64(len(l.w.buf))); err != nil {
 		return 0, err
 	}
-	if err := l.writeAt(act, l.buf, act.end); err != nil {
-		l.dirty = int64(len(l.buf))
+	if err := l.writeAt(act, l.w.buf, act.end); err != nil {
+		l.w.dirty = int64(len(l.w.buf))
 		return 0, fmt.Errorf("%w: %s at %d: %w", ErrWriteFailed, act.path, act.end, err)
 	}
 	l.mu.Lock()
-	act.end += int64(len(l.buf))
-	mark := l.sideWritten.Add(1)
+	act.end += int64(len(l.w.buf))
+	mark := l.dur.addSide()
 	l.mu.Unlock()
 	if l.opts.Policy == PolicyNone {
-		l.unsynced += int64(len(l.buf))
+		l.wb.add(int64(len(l.w.buf))) // counted; the next Append decides
 	}
-	if cap(l.buf) > 4<<20 {
-		l.buf = nil
-	}
+	l.w.trimBuf()
 	return mark, nil
 }
 
 // DurableSide implements Store.
-func (l *Log) DurableSide() uint64 { return l.sideDurable.Load() }
-
-// setSideDurable raises the durable side mark to mark.
-func (l *Log) setSideDurable(mark uint64) {
-	for {
-		cur := l.sideDurable.Load()
-		if mark <= cur || l.sideDurable.CompareAndSwap(cur, mark) {
-			return
-		}
-	}
-}
+func (l *Log) DurableSide() uint64 { return l.dur.sideDurable() }
 
 // ScanSide implements Store. It reads segment by segment and runs fn
 // without locks held, with records borrowed as from Scan.
@@ -154,8 +140,8 @@ func (l *Log) sideRecords(i int, from Seq, out []Record) (_ []Record, more bool,
 
 // skippedAt returns the damaged range skipped with SkipCorrupt that starts
 // at off, if there is one with a length.
-func (s *segment) skippedAt(off int64) (SkippedRange, bool) {
-	for _, r := range s.skipped {
+func (d *damage) skippedAt(off int64) (SkippedRange, bool) {
+	for _, r := range d.skipped {
 		if r.Offset == off && r.Length > 0 {
 			return r, true
 		}

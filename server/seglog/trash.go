@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,11 +30,18 @@ const (
 	deletePause = time.Millisecond
 )
 
+// trashBin names trash files and deletes them gradually.
+type trashBin struct {
+	seq   atomic.Uint64 // names of trash files
+	step  int64         // deleteGradually's step and pause (tests change them)
+	pause time.Duration
+}
+
 // toTrash renames s's file to a fresh trash file, to be deleted gradually
 // once its map is released; false if the rename failed (the file is then
 // still under its name).
 func (l *Log) toTrash(s *segment) bool {
-	tp := filepath.Join(l.dir, fmt.Sprintf("%d%s", l.trashSeq.Add(1), trashExt))
+	tp := filepath.Join(l.dir, fmt.Sprintf("%d%s", l.trash.seq.Add(1), trashExt))
 	if l.fs.Rename(s.path, tp) != nil {
 		return false
 	}
@@ -47,18 +55,24 @@ func (l *Log) toTrash(s *segment) bool {
 // reported: the file is garbage either way, and Open removes what is left
 // of it.
 func (l *Log) deleteGradually(path string) {
-	f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
+	l.trash.deleteGradually(l.fs, path, l.closed.Load)
+}
+
+// deleteGradually deletes the file at path (see Log.deleteGradually),
+// at once when closing reports true.
+func (t *trashBin) deleteGradually(fsys FS, path string, closing func() bool) {
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		_ = l.fs.Remove(path)
+		_ = fsys.Remove(path)
 		return
 	}
 	size, err := f.Size()
-	for err == nil && size > l.delStep && !l.closed.Load() {
-		size -= l.delStep
+	for err == nil && size > t.step && !closing() {
+		size -= t.step
 		if err = f.Truncate(size); err == nil {
-			time.Sleep(l.delPause)
+			time.Sleep(t.pause)
 		}
 	}
 	_ = f.Close()
-	_ = l.fs.Remove(path)
+	_ = fsys.Remove(path)
 }

@@ -70,7 +70,7 @@ func TestUnrecycledSegmentDeletedGradually(t *testing.T) {
 	rec := newTruncRecorder()
 	l := recycleLog(t, dir, Options{FS: rec, NoRecycle: true}, 400)
 	defer l.Close()
-	l.delStep = 16 << 10
+	l.trash.step = 16 << 10
 	segs := l.Segments()
 	if len(segs) < 4 {
 		t.Fatalf("want at least 4 segments, got %d", len(segs))
@@ -90,7 +90,7 @@ func TestUnrecycledSegmentDeletedGradually(t *testing.T) {
 	if err := l.TruncateFront(segs[2].First); err != nil { // releases them
 		t.Fatal(err)
 	}
-	l.bgRelease.Wait()
+	l.rel.wait()
 	if left := trashFiles(t, dir); len(left) != 0 {
 		t.Fatalf("trash files left after the release: %v", left)
 	}
@@ -172,7 +172,7 @@ func TestCompressedAwayPlainSegmentDeletedGradually(t *testing.T) {
 	if err := l.TruncateFront(1); err != nil { // drops nothing, releases the old maps
 		t.Fatal(err)
 	}
-	l.bgRelease.Wait()
+	l.rel.wait()
 	if left := trashFiles(t, dir); len(left) != 0 {
 		t.Fatalf("trash left after the release: %v", left)
 	}
@@ -186,7 +186,7 @@ func TestCloseCutsGradualDeletionShort(t *testing.T) {
 	dir := t.TempDir()
 	rec := newTruncRecorder()
 	l := recycleLog(t, dir, Options{FS: rec, NoRecycle: true}, 300)
-	l.delStep, l.delPause = 1<<10, 20*time.Millisecond // 63 steps, 1.26 s per segment
+	l.trash.step, l.trash.pause = 1<<10, 20*time.Millisecond // 63 steps, 1.26 s per segment
 	segs := l.Segments()
 	if err := l.TruncateFront(segs[2].First); err != nil { // drops 2
 		t.Fatal(err)

@@ -19,7 +19,8 @@ import (
 // the fdatasync also writes the inode), "zerorange" how it prepared a spare
 // (fallocate ZERO_RANGE over written blocks, which makes them unwritten
 // again), "written" a file whose blocks already hold written zeros (no
-// conversion: one I/O per commit). See BENCHMARKS.md "Unwritten extents".
+// conversion: one I/O per commit). See ARCHITECTURE.md, "Decisions and
+// what was measured".
 //
 //	go test ./server/seglog -run '^$' -bench FdatasyncAfterWrite -benchtime 3x
 func BenchmarkFdatasyncAfterWrite(b *testing.B) {

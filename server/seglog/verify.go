@@ -123,7 +123,7 @@ func (l *Log) verifyNext(from Seq) (first Seq, bytes int64, done bool, err error
 		return 0, 0, true, ErrClosed
 	}
 	var s *segment
-	for _, x := range l.segs[:max(len(l.segs)-1, 0)] {
+	for _, x := range l.segs.sealed() {
 		if x.first >= from {
 			s = x
 			break
@@ -201,5 +201,5 @@ func Uncompress(dir, path string, keep func(path string) error) error {
 // verifies reports whether Open checks the records of s (Options.Verify;
 // with QuickVerify only the segments an earlier Open did not check).
 func (l *Log) verifies(s *segment, isLast bool) bool {
-	return l.opts.Verify && (!l.opts.QuickVerify || isLast || s.first >= l.verified)
+	return l.opts.Verify && (!l.opts.QuickVerify || isLast || s.first >= l.lockf.verified)
 }
