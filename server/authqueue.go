@@ -26,8 +26,9 @@ package server
 //     otherwise it is refused. A refused (shed) CONNECT is answered
 //     auth_busy (retriable) and its connection closed.
 //   - Checks spend at most AuthCPUPercent of the CPUs' time, measured on the
-//     checks themselves (a token bucket of CPU time), so logged-in clients
-//     keep the rest whatever the rate of CONNECTs.
+//     checks themselves (a token bucket of CPU time: the worker thread's
+//     CPU clock where there is one, checkcpu_linux.go), so logged-in
+//     clients keep the rest whatever the rate of CONNECTs.
 //   - A check whose connection closed meanwhile (it left, or its auth
 //     timeout, which counts from accept and is never suspended, passed) is
 //     dropped without being computed.
@@ -436,6 +437,7 @@ func (q *authQueue) charge(d time.Duration) {
 
 func (q *authQueue) worker() {
 	defer q.wg.Done()
+	var clock checkClock
 	for {
 		if !q.spend() {
 			return
@@ -467,9 +469,14 @@ func (q *authQueue) worker() {
 			continue
 		}
 		t0 := time.Now()
+		c0, onCPU := clock.read()
 		q.s.stats.authChecks.Add(1)
 		perms, user, ok := q.s.authenticate(&j.o)
-		q.charge(time.Since(t0))
+		cost := time.Since(t0)
+		if c1, ok := clock.read(); onCPU && ok {
+			cost = c1 - c0 // what the check used of the CPU, not its wait for one
+		}
+		q.charge(cost)
 		q.s.creds.remember(j.o.User, j.o.Pass, perms, ok)
 		q.ended(j.src, ok)
 		j.done(authResult{o: j.o, perms: perms, user: user, ok: ok}, true)

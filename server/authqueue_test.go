@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -311,5 +312,39 @@ func TestAuthQueueFailedSourcesBounded(t *testing.T) {
 	}
 	if len(q.failed) != maxFailed {
 		t.Fatalf("%d failed sources remembered, want %d", len(q.failed), maxFailed)
+	}
+}
+
+// TestCheckClockChargesCPUNotWaiting: a check's cost used to be charged in
+// wall time, so on a busy machine the budget waited for CPU the checks
+// never used (a new login then took 0.8 s behind one check). The clock
+// counts the thread's CPU: nothing for a sleep, and work when it works.
+func TestCheckClockChargesCPUNotWaiting(t *testing.T) {
+	done := make(chan struct{})
+	noClock := false
+	go func() { // a goroutine of its own: read locks it to its thread
+		defer close(done)
+		var k checkClock
+		c0, ok := k.read()
+		if !ok {
+			noClock = true
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+		c1, _ := k.read()
+		if c1-c0 > 100*time.Millisecond {
+			t.Errorf("a 200 ms sleep charged %s of CPU", c1-c0)
+		}
+		x := uint64(1)
+		for c := c1; c-c1 < 20*time.Millisecond; c, _ = k.read() {
+			for i := range 100000 {
+				x = x*6364136223846793005 + uint64(i)
+			}
+		}
+		_ = x
+	}()
+	<-done
+	if noClock {
+		t.Skipf("no thread CPU clock on %s: checks are charged their wall time", runtime.GOOS)
 	}
 }
