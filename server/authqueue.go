@@ -166,9 +166,10 @@ func sourceOf(remote string) string {
 	return remote
 }
 
-// submit queues j. It reports false when j is shed (the queue is full and
-// its source is among the busiest); j.done is then not called, and the
-// source counts as failed. A job it evicts to make room gets done(_, false).
+// submit queues j. It reports false when j is shed (its lane is full, and
+// it may take no other check's place); j.done is then not called, and an
+// untrusted source counts as failed. A job it evicts to make room gets
+// done(_, false), and the evicted job's source counts as failed.
 func (q *authQueue) submit(j *authJob) bool {
 	var evicted *authJob
 	q.mu.Lock()

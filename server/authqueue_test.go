@@ -226,8 +226,7 @@ func bareQueue(s *Server, limit int) *authQueue {
 		trusted: map[string]time.Time{}, served: map[string]time.Time{}, limit: limit, wake: make(chan struct{}, 1)}
 }
 
-// queuedJob is a check from src whose connection stays open; shed records
-// whether it was evicted.
+// queuedJob is a check from src whose connection stays open.
 func queuedJob(src string) *authJob {
 	return &authJob{src: src, gone: func() bool { return false }, done: func(authResult, bool) {}}
 }
