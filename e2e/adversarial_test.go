@@ -15,8 +15,13 @@ package e2e
 //     publishes with no consumer), the consumer is cut, and every message
 //     it held is delivered to another consumer.
 //
-// It runs only with FIBRIL_ADVERSARIAL=long (minutes; the machine's other
-// load shows in the figures, which it logs).
+// It runs only with FIBRIL_ADVERSARIAL=long (minutes, past go test's
+// default 10-minute timeout with -peer: give -timeout 30m; the machine's
+// other load shows in the figures, which it logs). One phase runs alone
+// by its subtest name: -run 'TestAdversarialPreAuthLong/slowloris/' (both
+// servers) or '.../slowloris/fibril'. FIBRIL_BIN=path measures another
+// build of fibril (a before and after, side by side), and
+// FIBRIL_ADVERSARIAL_PROFILE=dir writes the server's CPU profile.
 
 import (
 	"bufio"
