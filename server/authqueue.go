@@ -5,29 +5,36 @@ package server
 // milliseconds of CPU and anyone who can connect can ask for one, so checks
 // never run on an event loop and never without bounds:
 //
-//   - At most MaxAuthQueue checks wait. Of the sources (client IP
-//     addresses) with checks waiting, the one served least recently goes
-//     next: sources that keep asking take turns (round-robin), and one
-//     that was not served lately, a new address included, goes before all
-//     of them. One host flooding the server with CONNECTs delays another
-//     host's login by one check, not by the flood; many hosts flooding it
-//     delay a new address's login by one check too, unless every attempt
-//     comes from an address not served before (then it waits behind those
-//     queued before it: at most MaxAuthQueue checks).
-//   - When the queue is full, a CONNECT from a source with fewer waiting
-//     checks than the busiest source takes the place of that source's
-//     newest check; otherwise it is refused. A refused (shed) CONNECT is
-//     answered auth_busy (retriable) and its connection closed.
+//   - At most MaxAuthQueue checks wait. They are served in two lanes. A
+//     source (client IP address) with no unsuccessful attempt in the last
+//     failFor (its check refused, its CONNECT shed or evicted, or its
+//     connection gone before its check) is fresh: its first waiting check
+//     goes in the fresh lane, served first, in order of arrival. Every
+//     other check waits in the main lane, where the source served least
+//     recently goes next: sources that keep asking take turns
+//     (round-robin). So an attack that guesses passwords, even spread over
+//     many addresses (each of them fails, and is then no longer fresh),
+//     delays a new address's login by the check being computed, not by
+//     the attack. Sources are remembered as failed for failFor, at most
+//     maxFailed of them (past that an arbitrary one is forgotten: an
+//     attack from more addresses than that makes some of them fresh again,
+//     and a new address then waits behind at most MaxAuthQueue checks).
+//   - When the queue is full, a fresh source's first check takes the place
+//     of the newest check of the main lane's busiest source; a check for
+//     the main lane from a source with fewer waiting checks than the
+//     busiest source takes the place of that source's newest check;
+//     otherwise it is refused. A refused (shed) CONNECT is answered
+//     auth_busy (retriable) and its connection closed.
 //   - Checks spend at most AuthCPUPercent of the CPUs' time, measured on the
-//     checks themselves (a token bucket of CPU time), so logged-in clients
-//     keep the rest whatever the rate of CONNECTs.
+//     checks themselves (a token bucket of CPU time: the worker thread's
+//     CPU clock where there is one, checkcpu_linux.go), so logged-in
+//     clients keep the rest whatever the rate of CONNECTs.
 //   - A check whose connection closed meanwhile (it left, or its auth
 //     timeout, which counts from accept and is never suspended, passed) is
 //     dropped without being computed.
 //   - Sources that logged in successfully in the last trustFor are served
-//     first, from a lane of their own (bounded like the main one): an
-//     attack from many addresses, which round-robin alone would let delay
-//     a login by one turn per address, does not delay a known client's.
+//     first, from a lane of their own (bounded like the others): an
+//     attack from many addresses does not delay a known client's login.
 
 import (
 	"net"
@@ -57,14 +64,22 @@ type authJob struct {
 type authQueue struct {
 	s *Server
 
-	mu    sync.Mutex
-	wake  chan struct{} // capacity 1: a job was queued
+	mu   sync.Mutex
+	wake chan struct{} // capacity 1: a job was queued
+	// fresh: the fresh lane, FIFO, at most one job per source (inFresh).
+	fresh   []*authJob
+	inFresh map[string]bool
+	// The main lane: jobs per source, and the sources with jobs in order
+	// of arrival.
 	bySrc map[string][]*authJob
-	order []string // sources with jobs, in order of arrival
+	order []string
+	// failed: when each source's last unsuccessful attempt ended (at most
+	// maxFailed; see the top of this file).
+	failed map[string]time.Time
 	// served: when each source's check last started (at most maxServed,
 	// the oldest forgotten first); the least recent is served next.
 	served  map[string]time.Time
-	n       int // jobs queued
+	n       int // jobs queued in the fresh and main lanes
 	limit   int
 	stopped bool
 	// trusted: sources with a successful login, and when (at most
@@ -91,6 +106,13 @@ const (
 	maxServed  = 4096
 )
 
+// Failed sources: how long an unsuccessful attempt keeps its address out
+// of the fresh lane, and how many addresses are remembered.
+const (
+	failFor   = 10 * time.Minute
+	maxFailed = 4096
+)
+
 func newAuthQueue(s *Server) *authQueue {
 	procs := runtime.GOMAXPROCS(0)
 	refill := float64(procs) * float64(s.opts.AuthCPUPercent) / 100 * float64(time.Second)
@@ -98,6 +120,8 @@ func newAuthQueue(s *Server) *authQueue {
 		s:       s,
 		wake:    make(chan struct{}, 1),
 		bySrc:   make(map[string][]*authJob),
+		inFresh: make(map[string]bool),
+		failed:  make(map[string]time.Time),
 		trusted: make(map[string]time.Time),
 		served:  make(map[string]time.Time),
 		limit:   s.opts.MaxAuthQueue,
@@ -142,9 +166,10 @@ func sourceOf(remote string) string {
 	return remote
 }
 
-// submit queues j. It reports false when j is shed (the queue is full and
-// its source is among the busiest); j.done is then not called. A job it
-// evicts to make room gets done(_, false).
+// submit queues j. It reports false when j is shed (its lane is full, and
+// it may take no other check's place); j.done is then not called, and an
+// untrusted source counts as failed. A job it evicts to make room gets
+// done(_, false), and the evicted job's source counts as failed.
 func (q *authQueue) submit(j *authJob) bool {
 	var evicted *authJob
 	q.mu.Lock()
@@ -152,7 +177,8 @@ func (q *authQueue) submit(j *authJob) bool {
 		q.mu.Unlock()
 		return false
 	}
-	if at, ok := q.trusted[j.src]; ok && time.Since(at) < trustFor {
+	now := time.Now()
+	if at, ok := q.trusted[j.src]; ok && now.Sub(at) < trustFor {
 		if len(q.prio) >= q.limit {
 			q.mu.Unlock()
 			q.s.stats.authShed.Add(1)
@@ -163,30 +189,37 @@ func (q *authQueue) submit(j *authJob) bool {
 		q.kick()
 		return true
 	}
+	fresh := !q.inFresh[j.src] && !q.failedLocked(j.src, now)
 	if q.n >= q.limit {
-		q.purgeClosedLocked()
+		q.purgeClosedLocked(now)
 	}
 	if q.n >= q.limit {
-		busiest, most := "", 0
-		for src, js := range q.bySrc {
-			if len(js) > most {
-				busiest, most = src, len(js)
-			}
-		}
-		if most < len(q.bySrc[j.src])+2 {
+		busiest, most := q.busiestLocked()
+		if fresh && most == 0 || !fresh && most < len(q.bySrc[j.src])+2 {
+			q.markFailedLocked(j.src, now)
 			q.mu.Unlock()
 			q.s.stats.authShed.Add(1)
 			return false
 		}
 		js := q.bySrc[busiest]
 		evicted = js[len(js)-1]
+		js[len(js)-1] = nil
 		q.bySrc[busiest] = js[:len(js)-1]
 		q.n--
+		q.markFailedLocked(busiest, now)
+		if len(js) == 1 {
+			q.dropEmptyLocked()
+		}
 	}
-	if len(q.bySrc[j.src]) == 0 {
-		q.order = append(q.order, j.src)
+	if fresh {
+		q.fresh = append(q.fresh, j)
+		q.inFresh[j.src] = true
+	} else {
+		if len(q.bySrc[j.src]) == 0 {
+			q.order = append(q.order, j.src)
+		}
+		q.bySrc[j.src] = append(q.bySrc[j.src], j)
 	}
-	q.bySrc[j.src] = append(q.bySrc[j.src], j)
 	q.n++
 	q.mu.Unlock()
 	q.kick()
@@ -195,6 +228,55 @@ func (q *authQueue) submit(j *authJob) bool {
 		evicted.done(authResult{}, false)
 	}
 	return true
+}
+
+// busiestLocked returns the main lane's source with the most jobs waiting
+// and how many (0 when the lane is empty). q.mu held.
+func (q *authQueue) busiestLocked() (string, int) {
+	busiest, most := "", 0
+	for _, src := range q.order {
+		if n := len(q.bySrc[src]); n > most {
+			busiest, most = src, n
+		}
+	}
+	return busiest, most
+}
+
+// failedLocked reports whether src had an unsuccessful attempt in the last
+// failFor (q.mu held).
+func (q *authQueue) failedLocked(src string, now time.Time) bool {
+	at, ok := q.failed[src]
+	if ok && now.Sub(at) >= failFor {
+		delete(q.failed, src)
+		return false
+	}
+	return ok
+}
+
+// markFailedLocked records an unsuccessful attempt from src (q.mu held).
+// Past maxFailed sources an arbitrary one is forgotten (the map's order):
+// O(1), where finding the oldest would scan them all on every attempt of
+// an attack from many addresses.
+func (q *authQueue) markFailedLocked(src string, now time.Time) {
+	if _, ok := q.failed[src]; !ok && len(q.failed) >= maxFailed {
+		for k := range q.failed {
+			delete(q.failed, k)
+			break
+		}
+	}
+	q.failed[src] = now
+}
+
+// ended records how an attempt from src ended: ok when it logged in (the
+// source is trusted), else unsuccessful (refused, or dropped uncomputed).
+func (q *authQueue) ended(src string, ok bool) {
+	if ok {
+		q.trust(src)
+		return
+	}
+	q.mu.Lock()
+	q.markFailedLocked(src, time.Now())
+	q.mu.Unlock()
 }
 
 // kick wakes a worker.
@@ -221,23 +303,33 @@ func (q *authQueue) trust(src string) {
 	q.trusted[src] = time.Now()
 }
 
-// purgeClosedLocked drops jobs whose connections are closing (q.mu held).
-func (q *authQueue) purgeClosedLocked() {
-	for src, js := range q.bySrc {
+// purgeClosedLocked drops jobs whose connections are closing (q.mu held);
+// their sources count as failed.
+func (q *authQueue) purgeClosedLocked(now time.Time) {
+	keep := func(js []*authJob) []*authJob {
 		k := 0
 		for _, j := range js {
 			if j.gone() {
 				q.n--
 				q.s.stats.authDropped.Add(1)
+				q.markFailedLocked(j.src, now)
 				continue
 			}
 			js[k] = j
 			k++
 		}
 		clear(js[k:])
-		q.bySrc[src] = js[:k]
+		return js[:k]
+	}
+	for src, js := range q.bySrc {
+		q.bySrc[src] = keep(js)
 	}
 	q.dropEmptyLocked()
+	q.fresh = keep(q.fresh)
+	clear(q.inFresh)
+	for _, j := range q.fresh {
+		q.inFresh[j.src] = true
+	}
 }
 
 // dropEmptyLocked removes sources without jobs from the round-robin order.
@@ -255,9 +347,10 @@ func (q *authQueue) dropEmptyLocked() {
 	q.order = q.order[:k]
 }
 
-// pop takes the next job: a trusted source's first, then the first job of
-// the source served least recently (never served counts as longest ago;
-// ties go to the earliest to arrive); nil when none waits.
+// pop takes the next job: a trusted source's first, then the fresh lane's
+// first, then the first job of the main lane's source served least
+// recently (never served counts as longest ago; ties go to the earliest
+// to arrive); nil when none waits.
 func (q *authQueue) pop() *authJob {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -265,6 +358,15 @@ func (q *authQueue) pop() *authJob {
 		j := q.prio[0]
 		q.prio[0] = nil
 		q.prio = q.prio[1:]
+		return j
+	}
+	if len(q.fresh) > 0 {
+		j := q.fresh[0]
+		q.fresh[0] = nil
+		q.fresh = q.fresh[1:]
+		delete(q.inFresh, j.src)
+		q.n--
+		q.markServedLocked(j.src)
 		return j
 	}
 	if q.n == 0 {
@@ -336,6 +438,7 @@ func (q *authQueue) charge(d time.Duration) {
 
 func (q *authQueue) worker() {
 	defer q.wg.Done()
+	var clock checkClock
 	for {
 		if !q.spend() {
 			return
@@ -362,17 +465,21 @@ func (q *authQueue) worker() {
 		}
 		if j.gone() {
 			q.s.stats.authDropped.Add(1)
+			q.ended(j.src, false)
 			j.done(authResult{}, false) // nothing computed for a closed socket
 			continue
 		}
 		t0 := time.Now()
+		c0, onCPU := clock.read()
 		q.s.stats.authChecks.Add(1)
 		perms, user, ok := q.s.authenticate(&j.o)
-		q.charge(time.Since(t0))
-		q.s.creds.remember(j.o.User, j.o.Pass, perms, ok)
-		if ok {
-			q.trust(j.src)
+		cost := time.Since(t0)
+		if c1, ok := clock.read(); onCPU && ok {
+			cost = c1 - c0 // what the check used of the CPU, not its wait for one
 		}
+		q.charge(cost)
+		q.s.creds.remember(j.o.User, j.o.Pass, perms, ok)
+		q.ended(j.src, ok)
 		j.done(authResult{o: j.o, perms: perms, user: user, ok: ok}, true)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -182,14 +183,13 @@ func TestAuthQueueServesANewAddressNext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := &authQueue{s: s, bySrc: map[string][]*authJob{}, trusted: map[string]time.Time{},
-		served: map[string]time.Time{}, limit: 100, wake: make(chan struct{}, 1)}
-	job := func(src string) *authJob {
-		return &authJob{src: src, gone: func() bool { return false }, done: func(authResult, bool) {}}
+	q := bareQueue(s, 100)
+	for i := range 5 {
+		q.ended(fmt.Sprintf("10.0.0.%d", i), false) // attackers: they failed before
 	}
 	for range 4 {
 		for i := range 5 {
-			if !q.submit(job(fmt.Sprintf("10.0.0.%d", i))) {
+			if !q.submit(queuedJob(fmt.Sprintf("10.0.0.%d", i))) {
 				t.Fatal("shed")
 			}
 		}
@@ -201,7 +201,7 @@ func TestAuthQueueServesANewAddressNext(t *testing.T) {
 	if len(seen) != 5 {
 		t.Fatalf("attackers served %v: want each one turn (round-robin)", seen)
 	}
-	q.submit(job("10.0.1.1"))
+	q.submit(queuedJob("10.0.1.1"))
 	if got := q.pop().src; got != "10.0.1.1" {
 		t.Fatalf("after the new address's CONNECT the next check is %s's", got)
 	}
@@ -216,5 +216,134 @@ func TestAuthQueueServesANewAddressNext(t *testing.T) {
 			t.Fatalf("%s served again after %d checks", j.src, i-k)
 		}
 		last[j.src] = i
+	}
+}
+
+// bareQueue is an authQueue of s without workers, holding at most limit
+// checks: tests submit and pop by hand.
+func bareQueue(s *Server, limit int) *authQueue {
+	return &authQueue{s: s, bySrc: map[string][]*authJob{}, inFresh: map[string]bool{}, failed: map[string]time.Time{},
+		trusted: map[string]time.Time{}, served: map[string]time.Time{}, limit: limit, wake: make(chan struct{}, 1)}
+}
+
+// queuedJob is a check from src whose connection stays open.
+func queuedJob(src string) *authJob {
+	return &authJob{src: src, gone: func() bool { return false }, done: func(authResult, bool) {}}
+}
+
+// TestAuthQueueNewAddressAheadOfFailedOnes: with wrong passwords guessed
+// from many addresses, one check each (issue 23's guessing_spread: 1,000
+// addresses), a new address's first login used to find the queue full of
+// checks from single-check sources, with no busiest source to take a
+// place from, and was answered auth_busy (4 of 5 logins; the fifth took
+// 2.27 s). Addresses that failed recently now wait in the main lane: a
+// new address takes the place of one of their checks and is served next,
+// and a source gets one place in the fresh lane, not one per connection.
+func TestAuthQueueNewAddressAheadOfFailedOnes(t *testing.T) {
+	s, err := New(testOptions(t, slowAuth(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := bareQueue(s, 8)
+	shed := 0
+	// The attack starts: every address is new, the queue fills, the rest
+	// are shed (and so count as failed).
+	for i := range 40 {
+		if !q.submit(queuedJob(fmt.Sprintf("10.1.0.%d", i))) {
+			shed++
+		}
+	}
+	if shed != 40-8 {
+		t.Fatalf("%d of 40 first attempts shed with a queue of 8, want 32", shed)
+	}
+	// The queued ones are computed and refused.
+	for range 8 {
+		j := q.pop()
+		q.ended(j.src, false)
+	}
+	if j := q.pop(); j != nil {
+		t.Fatalf("queue not empty after 8 checks: %s", j.src)
+	}
+	// The attackers come back, each from an address that failed: they
+	// fill the main lane, one check each.
+	shed = 0
+	for i := range 40 {
+		if !q.submit(queuedJob(fmt.Sprintf("10.1.0.%d", i))) {
+			shed++
+		}
+	}
+	if shed != 40-8 {
+		t.Fatalf("%d of 40 returning attackers shed, want 32", shed)
+	}
+	// A new address: not shed, and its check is the next one.
+	if !q.submit(queuedJob("10.9.9.9")) {
+		t.Fatal("a new address's first login was shed behind addresses that failed")
+	}
+	if got := q.pop().src; got != "10.9.9.9" {
+		t.Fatalf("after the new address's CONNECT the next check is %s's, want 10.9.9.9", got)
+	}
+	// Its second connection while the first waits does not take a second
+	// place in the fresh lane: it waits its turn in the main lane.
+	q.submit(queuedJob("10.9.9.8"))
+	q.submit(queuedJob("10.9.9.8"))
+	if got := q.pop().src; got != "10.9.9.8" {
+		t.Fatalf("next check %s's, want the new address 10.9.9.8's first", got)
+	}
+	if got := q.pop().src; got == "10.9.9.8" {
+		t.Fatal("a new address's second check went ahead of the main lane: one place per source in the fresh lane")
+	}
+	// Bounded: the lanes hold at most 8 checks together.
+	if q.n > 8 {
+		t.Fatalf("%d checks queued, limit 8", q.n)
+	}
+}
+
+// TestAuthQueueFailedSourcesBounded: the addresses remembered as failed
+// stay at maxFailed however many attack.
+func TestAuthQueueFailedSourcesBounded(t *testing.T) {
+	s, err := New(testOptions(t, slowAuth(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := bareQueue(s, 8)
+	for i := range maxFailed + 100 {
+		q.ended(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), false)
+	}
+	if len(q.failed) != maxFailed {
+		t.Fatalf("%d failed sources remembered, want %d", len(q.failed), maxFailed)
+	}
+}
+
+// TestCheckClockChargesCPUNotWaiting: a check's cost used to be charged in
+// wall time, so on a busy machine the budget waited for CPU the checks
+// never used (a new login then took 0.8 s behind one check). The clock
+// counts the thread's CPU: nothing for a sleep, and work when it works.
+func TestCheckClockChargesCPUNotWaiting(t *testing.T) {
+	done := make(chan struct{})
+	noClock := false
+	go func() { // a goroutine of its own: read locks it to its thread
+		defer close(done)
+		var k checkClock
+		c0, ok := k.read()
+		if !ok {
+			noClock = true
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+		c1, _ := k.read()
+		if c1-c0 > 100*time.Millisecond {
+			t.Errorf("a 200 ms sleep charged %s of CPU", c1-c0)
+		}
+		x := uint64(1)
+		for c := c1; c-c1 < 20*time.Millisecond; c, _ = k.read() {
+			for i := range 100000 {
+				x = x*6364136223846793005 + uint64(i)
+			}
+		}
+		_ = x
+	}()
+	<-done
+	if noClock {
+		t.Skipf("no thread CPU clock on %s: checks are charged their wall time", runtime.GOOS)
 	}
 }

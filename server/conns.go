@@ -24,6 +24,9 @@ type serverStats struct {
 	// Password checks (authqueue.go): computed, shed with auth_busy, and
 	// dropped uncomputed because their connection had closed.
 	authChecks, authShed, authDropped atomic.Uint64
+	// preAuthWakeups counts the input callbacks of connections not yet
+	// authenticated (conn_gnet.go, "Pre-auth reads").
+	preAuthWakeups atomic.Uint64
 }
 
 // traffic counts one connection's messages and bytes; bumped where the

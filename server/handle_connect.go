@@ -27,6 +27,9 @@ type connLogin struct {
 	perms       *access.Identity // input goroutine: who authenticated (never nil once ready)
 	preAuthUsed int              // input goroutine: bytes parsed before authentication
 	pending     *authResult      // under client.mu: a finished off-loop check (state auth_checked)
+	// lowat is the socket's pre-auth read threshold, lowatOff to
+	// lowatRescue (conn_gnet.go, "Pre-auth reads"): any goroutine.
+	lowat atomic.Int32
 }
 
 var (

@@ -28,7 +28,21 @@ func (c *client) heartbeat(now time.Time, interval time.Duration) {
 	if c.wr.stalled.Load() || c.wr.outBusy.Load() || c.stall.sub.Load() != nil {
 		c.tr.wake() // re-check whether its output drained (and the write deadline)
 	}
-	if c.state.load().authClockRuns() && now.Sub(c.live.created) > c.srv.opts.AuthTimeout {
+	age, tick := now.Sub(c.live.created), c.srv.tickEvery()
+	if at := c.srv.opts.AuthTimeout; age >= at-tick && age <= at+2*tick {
+		// Nothing read yet (conn_gnet.go, "Pre-auth reads") and the
+		// timeout is due by the next tick: what did arrive, under
+		// preAuthLowat bytes, is read and answered first, the timeout
+		// waiting a tick or two at most for the loop to get to it.
+		if c.login.lowat.CompareAndSwap(lowatRaised, lowatRescue) {
+			c.tr.wake()
+			return
+		}
+		if c.login.lowat.Load() == lowatRescue {
+			return
+		}
+	}
+	if c.state.load().authClockRuns() && age > c.srv.opts.AuthTimeout {
 		c.fail(protocol.CodeAuthTimeout, "")
 		return
 	}

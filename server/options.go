@@ -102,8 +102,9 @@ type Options struct {
 	PreAuthBytes int
 	// MaxAuthQueue caps the password checks waiting to be computed; past
 	// it a CONNECT is answered auth_busy, unless its source (IP address)
-	// has fewer checks waiting than the busiest one, whose newest check
-	// is shed instead (authqueue.go).
+	// is new (no unsuccessful attempt lately) or has fewer checks waiting
+	// than the busiest one, whose newest check is shed instead
+	// (authqueue.go).
 	MaxAuthQueue int
 	// AuthCPUPercent caps the share of the CPUs' time (GOMAXPROCS) spent
 	// on password checks, 1 to 100.

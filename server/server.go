@@ -350,8 +350,12 @@ func (s *Server) tick(now time.Time) time.Duration {
 		}
 		c.heartbeat(now, pi)
 	}
-	next := min(pi/4, s.opts.AuthTimeout/4)
-	return max(next, 5*time.Millisecond)
+	return s.tickEvery()
+}
+
+// tickEvery is the period of tick.
+func (s *Server) tickEvery() time.Duration {
+	return max(min(s.opts.PingInterval/4, s.opts.AuthTimeout/4), 5*time.Millisecond)
 }
 
 // infoLine is the INFO frame sent to connection c: the server's fields
