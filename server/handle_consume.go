@@ -19,6 +19,7 @@ import (
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/server/stagetime"
 )
 
 // maxPollBatch caps one POLL's max so its answer stays bounded.
@@ -170,6 +171,11 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 			q.commit(protocol.AppendPollDone(q.room(&c.srv.outBufs, pollDoneSize), len(ds)))
 			if !c.completeOwned(slot, &q) {
 				c.nackAll(ds) // cut or closing: back to ready at once
+				return
+			}
+			if st := c.srv.stages(); st != nil && len(ds) > 0 {
+				// one sample per answer: its first delivery, from its append
+				st.Observe(stagetime.DeliveryWritten, time.Since(ds[0].Time))
 			}
 		})
 		if err != nil {

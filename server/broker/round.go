@@ -28,6 +28,7 @@ type command struct {
 	// max_unsettled_* (Topic.reserve), given back once the round's
 	// counters include it (publishStats).
 	reserved bool
+	recv     int64 // Message.Received (0: not sampled)
 	// settle
 	h       Handle
 	op      SettleOp
@@ -49,6 +50,9 @@ type roundInput struct {
 	// resMsgs, resBytes: reservations of the round's publishes, given
 	// back in publishStats (takeReserved).
 	resMsgs, resBytes int64
+	// sample: the earliest Message.Received of the round's sampled
+	// publishes (0: none), the origin of the round's stage samples.
+	sample int64
 }
 
 // take (actor) takes what arrived in m: at most max commands, and every
@@ -63,6 +67,9 @@ func (in *roundInput) idle() bool { return len(in.cmds) == 0 && len(in.ctls) == 
 // addPublish gathers a publish command and the reservation it holds.
 func (in *roundInput) addPublish(c *command) {
 	in.pubs = append(in.pubs, c)
+	if c.recv != 0 && (in.sample == 0 || c.recv < in.sample) {
+		in.sample = c.recv
+	}
 	if c.reserved {
 		in.resMsgs++
 		in.resBytes += int64(len(c.body))
@@ -120,4 +127,5 @@ func (in *roundInput) reset() {
 	for i := range in.cmds {
 		in.cmds[i] = command{}
 	}
+	in.sample = 0
 }

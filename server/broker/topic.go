@@ -200,6 +200,7 @@ func (t *Topic) PublishAsyncTo(m Message, done PublishDone) error {
 		return err
 	}
 	c.pubDone, c.reserved = done, reserved
+	c.recv = m.Received
 	if err := t.partFor(m.Key).push(&c); err != nil {
 		if reserved {
 			t.unreserve(1, size)

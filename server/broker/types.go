@@ -77,6 +77,10 @@ type Message struct {
 	// the producer computed it; a mismatch fails the publish with
 	// ErrCRCMismatch. Zero means "not given".
 	CRC uint32
+	// Received, when non-zero, marks a sampled publish for the stage
+	// accounting (Options.Stages): when it was received, as
+	// stagetime.Now. Zero: not sampled.
+	Received int64
 }
 
 // Delivery is one message handed to a consumer of a group.
