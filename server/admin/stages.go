@@ -16,11 +16,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// stageBounds are the exported bucket bounds in seconds: one per octave
-// of the recorder's buckets (every subBuckets-th), 1.024 µs .. 17 s.
+// exportEvery: the exported buckets are every second one of the
+// recorder's, two per octave (bounds a factor of about 1.4 apart).
+const exportEvery = 2
+
+// stageBounds are the exported bucket bounds in seconds, 1.024 µs .. 34 s.
 var stageBounds = func() []float64 {
 	var b []float64
-	for i := 0; i < stagetime.NumBuckets; i += 4 {
+	for i := 0; i < stagetime.NumBuckets; i += exportEvery {
 		b = append(b, stagetime.UpperBound(i).Seconds())
 	}
 	return b
@@ -53,7 +56,7 @@ func (c *stageCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 	for s := stagetime.Stage(0); s < stagetime.NumStages; s++ {
 		snap := c.rec.Snapshot(s)
-		buckets := octaveCounts(snap)
+		buckets := exportedCounts(snap)
 		ch <- prometheus.MustNewConstHistogram(c.stage, snap.Count, snap.Sum.Seconds(), buckets, s.Chain(), s.String())
 	}
 	samples := []metrics.Sample{{Name: "/sched/pauses/total/gc:seconds"}, {Name: "/sched/latencies:seconds"}}
@@ -67,14 +70,14 @@ func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// octaveCounts is a snapshot's cumulative count at each exported bound
-// (the exported bounds are the bounds of every fourth bucket).
-func octaveCounts(s stagetime.Snapshot) map[float64]uint64 {
+// exportedCounts is a snapshot's cumulative count at each exported bound
+// (the bounds of every exportEvery-th bucket).
+func exportedCounts(s stagetime.Snapshot) map[float64]uint64 {
 	out := make(map[float64]uint64, len(stageBounds))
 	var cum uint64
 	for i, n := range s.Counts {
 		cum += n
-		if i%4 == 0 {
+		if i%exportEvery == 0 {
 			out[stagetime.UpperBound(i).Seconds()] = cum
 		}
 	}
