@@ -58,6 +58,20 @@ func (c *Conn) route(t *transport, f *frame, b *answerBatch) error {
 			c.cfg.logger.Warn("fibril: server closes the connection", "err", pe)
 			return fmt.Errorf("fibril: server: %w", pe)
 		}
+	case fMsg, fBadMsg:
+		if f.sidOK && f.sid == 0 {
+			// for the POLL at the head once the answers before it are
+			// settled: it joins b, in order
+			m, bad := c.newMsg(t.fr, f)
+			if b.addDelivery(m, bad) {
+				return c.settle(t, b)
+			}
+			return nil
+		}
+		if err := c.settle(t, b); err != nil {
+			return err
+		}
+		return c.dispatch(t, f)
 	default:
 		if err := c.settle(t, b); err != nil {
 			return err

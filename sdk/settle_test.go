@@ -182,3 +182,80 @@ func TestSettleAnswerWithNoRequest(t *testing.T) {
 		t.Fatalf("closed for %v, want ErrProtocol", err)
 	}
 }
+
+// TestSettleDeliveriesInOneRead: a confirm, a POLL's deliveries and its
+// +OK in one write: the confirm completes its publish and the deliveries
+// go to the POLL (the head of the fifo once the confirm took its publish),
+// in order.
+func TestSettleDeliveriesInOneRead(t *testing.T) {
+	ctx := settleCtx(t)
+	done := make(chan struct{})
+	addr := scriptedServer(t, 16, func(r *bufio.Reader, nc net.Conn) {
+		if !readPubs(r, 1) {
+			return
+		}
+		if l, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(l, "POLL ") {
+			return
+		}
+		_, _ = nc.Write([]byte("+OK 0:1\r\nMSG t 0 $F.1.1.0.1.1 1\r\na\r\nMSG t 0 $F.1.1.0.2.1 1\r\nb\r\n+OK 2\r\n"))
+		<-done
+	})
+	defer close(done)
+	c, err := Connect(ctx, addr, WithCRC(false), WithoutReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f, err := c.PublishAsync(ctx, "t", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := c.Fetch(ctx, "t", "g", 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := f.Wait(ctx); err != nil || p.Seq != 1 {
+		t.Fatalf("publish: %v, %v; want 0:1", p, err)
+	}
+	if len(msgs) != 2 || string(msgs[0].Data) != "a" || string(msgs[1].Data) != "b" {
+		t.Fatalf("POLL got %d messages %v", len(msgs), msgs)
+	}
+}
+
+// TestSettleDeliveryWithNoPoll: a sid-0 delivery where the head of the
+// fifo is not a POLL gives the connection up; the confirm before it in
+// the same read still completes its publish.
+func TestSettleDeliveryWithNoPoll(t *testing.T) {
+	ctx := settleCtx(t)
+	done := make(chan struct{})
+	addr := scriptedServer(t, 16, func(r *bufio.Reader, nc net.Conn) {
+		if readPubs(r, 2) {
+			_, _ = nc.Write([]byte("+OK 0:1\r\nMSG t 0 $F.1.1.0.1.1 1\r\na\r\n+OK 0:2\r\n"))
+		}
+		<-done
+	})
+	defer close(done)
+	c, err := Connect(ctx, addr, WithCRC(false), WithoutReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f1, err := c.PublishAsync(ctx, "t", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2, err := c.PublishAsync(ctx, "t", []byte("y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := f1.Wait(ctx); err != nil || p.Seq != 1 {
+		t.Fatalf("publish 1: %v, %v; want 0:1", p, err)
+	}
+	if p, err := f2.Wait(ctx); err == nil {
+		t.Fatalf("publish 2 confirmed (%v) after a delivery out of step", p)
+	}
+	<-c.closed
+	if err := c.closeReason(); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("closed for %v, want ErrProtocol", err)
+	}
+}
