@@ -20,8 +20,10 @@ import (
 )
 
 // maxAnswerBatch bounds an answerBatch: past it the batch is settled at
-// once (a read of 128 KiB holds at most a few thousand answers).
-const maxAnswerBatch = 512
+// once. A read of 128 KiB can hold a few thousand confirms; settling every
+// 64 keeps a publisher blocked on the window fed while the rest of the
+// read is parsed (the lock is still taken once per 64, not per answer).
+const maxAnswerBatch = 64
 
 // answer is one answer frame, copied out of the reader's reused frame;
 // text is borrowed from the read buffer, valid until the reader's next

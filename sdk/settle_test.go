@@ -106,7 +106,7 @@ func TestSettleConfirmsBeforeTheLoss(t *testing.T) {
 // window through.
 func TestSettleFullWindowInOneRead(t *testing.T) {
 	ctx := settleCtx(t)
-	const window = 4
+	const window = 100 // over maxAnswerBatch: the read is settled in pieces
 	done := make(chan struct{})
 	addr := scriptedServer(t, window, func(r *bufio.Reader, nc net.Conn) {
 		if !readPubs(r, window) {
