@@ -164,7 +164,6 @@ func (c *client) publishTo(t *broker.Topic, msg broker.Message, slot *answer, re
 		err = t.PublishAsync(msg, c.confirmer(t.Name(), req, nil))
 	}
 	if err == nil {
-		c.srv.stages().Since(stagetime.Enqueued, msg.Received)
 		return
 	}
 	wait := errors.Is(err, broker.ErrQueueFull) ||

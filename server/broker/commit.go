@@ -73,6 +73,7 @@ type syncBatch struct {
 	minDeliv     Seq    // lowest offset delivered in the round (0: none)
 	swap         uint64 // the data log's SwapCount before the round read anything
 	sample       int64  // origin of the round's stage samples (roundInput.sample)
+	appended     int64  // when the round's append returned (roundInput.appended)
 	err          error  // the round's events (or their fsync) failed
 	dataErr      error  // publishes are not confirmed, deliveries not handed out (fail)
 	pubs         []pubResult
@@ -125,8 +126,9 @@ func (c *commitPipeline) complete(b *syncBatch) {
 	if b.sample != 0 && c.lastData.start >= b.sample {
 		// the data fsync the actor learnt of last is the one that made
 		// the batch durable: none before it began after the batch's append
-		c.stages.At(stagetime.FsyncStart, b.sample, c.lastData.start)
-		c.stages.At(stagetime.FsyncEnd, b.sample, c.lastData.end)
+		start := max(c.lastData.start, b.appended)
+		c.stages.At(stagetime.FsyncStart, b.sample, start)
+		c.stages.At(stagetime.FsyncEnd, b.sample, max(c.lastData.end, start))
 	}
 	if len(b.pubs) > 0 && b.dataErr == nil {
 		c.stages.Since(stagetime.Confirmed, b.sample)

@@ -61,8 +61,9 @@ type Options struct {
 	// sizes (see Observer). Broker.Stats keeps totals either way.
 	Observer Observer
 	// Stages, when set, records the engine's stages of sampled publishes
-	// (Message.Received): actor pick-up, append, the fsync that made them
-	// durable, the completion (server/stagetime).
+	// (Message.Received): the ring enqueue, the actor's pick-up, the
+	// append, the fsync that made them durable, the completion
+	// (server/stagetime).
 	Stages *stagetime.Recorder
 	// ScrubRate is how many bytes a second the background scrub reads to
 	// check every stored record again, sealed segments from disk (scrub.go).

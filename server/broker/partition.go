@@ -192,7 +192,7 @@ func (p *partition) appendData() {
 		p.commit.confirm(c.pubDone, Position{Partition: p.idx, Seq: first + Seq(i)})
 	}
 	p.t.b.noteWriteOK()
-	p.commit.stages.Since(stagetime.Appended, p.in.sample)
+	p.in.noteAppended(p.commit.stages)
 	p.last = first + Seq(len(p.in.pubs)) - 1
 	if !p.commit.pipelined {
 		p.commit.durData = p.last
@@ -213,7 +213,7 @@ func (p *partition) finishRound() {
 		}
 		return
 	}
-	b := p.commit.seal(syncBatch{data: p.last, events: p.evw.last, side: p.side.mark, low: p.lowFrontier(), swap: p.swaps.round, sample: p.in.sample})
+	b := p.commit.seal(syncBatch{data: p.last, events: p.evw.last, side: p.side.mark, low: p.lowFrontier(), swap: p.swaps.round, sample: p.in.sample, appended: p.in.appended})
 	if !p.commit.pipelined || (len(p.commit.pending) == 0 && p.batchDurable(&b)) {
 		if err := p.syncFailure(); err != nil {
 			b.fail(err)

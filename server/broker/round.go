@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/fibrilmq/fibril/server/seglog"
+	"github.com/fibrilmq/fibril/server/stagetime"
 )
 
 type cmdKind uint8
@@ -51,8 +52,9 @@ type roundInput struct {
 	// back in publishStats (takeReserved).
 	resMsgs, resBytes int64
 	// sample: the earliest Message.Received of the round's sampled
-	// publishes (0: none), the origin of the round's stage samples.
-	sample int64
+	// publishes (0: none), the origin of the round's stage samples;
+	// appended: when their append returned (noteAppended).
+	sample, appended int64
 }
 
 // take (actor) takes what arrived in m: at most max commands, and every
@@ -127,5 +129,17 @@ func (in *roundInput) reset() {
 	for i := range in.cmds {
 		in.cmds[i] = command{}
 	}
-	in.sample = 0
+	in.sample, in.appended = 0, 0
+}
+
+// noteAppended records the round's sample reaching stagetime.Appended and
+// keeps the time: the fsync that makes the round durable is counted as
+// begun no earlier (a lane already fsyncing may start the fsync that
+// covers the round's records before the actor reads the clock).
+func (in *roundInput) noteAppended(r *stagetime.Recorder) {
+	if in.sample == 0 || r == nil {
+		return
+	}
+	in.appended = stagetime.Now()
+	r.At(stagetime.Appended, in.sample, in.appended)
 }

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/fibrilmq/fibril/server/stagetime"
 )
 
 // Limits derived from the data log's record format: the subject travels in
@@ -201,6 +202,7 @@ func (t *Topic) PublishAsyncTo(m Message, done PublishDone) error {
 	}
 	c.pubDone, c.reserved = done, reserved
 	c.recv = m.Received
+	t.b.opts.Stages.Since(stagetime.Enqueued, m.Received) // before the push: the actor may take it at once
 	if err := t.partFor(m.Key).push(&c); err != nil {
 		if reserved {
 			t.unreserve(1, size)

@@ -11,7 +11,7 @@ type Stage uint8
 // the ACK): AckParsed, AckDurable.
 const (
 	Parsed          Stage = iota // the PUB was parsed and reached its handler
-	Enqueued                     // it is in its partition's ring
+	Enqueued                     // checked and copied, it enters its partition's ring
 	PickedUp                     // the partition actor took it into a round
 	Appended                     // the round's data append returned
 	FsyncStart                   // the data fsync that made it durable began
