@@ -15,6 +15,7 @@ package server
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
@@ -313,6 +314,7 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 	// auto) a delivery is acked once it is on the socket, so its credit
 	// returns only then.
 	ackOnWrite := !strict && !explicit
+	var pushed atomic.Uint64 // deliveries queued; every pushSampleEvery-th is a stage sample
 	deliver := func(d broker.Delivery) {
 		if !c.queueDurable(&d, sub.sid, crc, headers, ackOnWrite, slot) {
 			// Closing (or just cut): this lease and the rest go back
@@ -325,6 +327,9 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 			return
 		}
 		c.countOutMsgs(1)
+		if pushed.Add(1)%pushSampleEvery == 1 {
+			c.srv.stages().Observe(stagetime.DeliveryWritten, time.Since(d.Time))
+		}
 	}
 	bs, err := g.Subscribe(c.owner(), maxInflight, deliver)
 	if err != nil {

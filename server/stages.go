@@ -5,13 +5,18 @@ package server
 // durable PUB and its first settle (ACK, NACK, ...) carry it through the
 // engine. The read's time is the one feedFrames reads anyway for the
 // heartbeat, so a read costs no clock read of its own; a sampled command
-// costs one per stage it reaches here.
+// costs one per stage it reaches here. A POLL answer samples its first
+// delivery; a push subscription every pushSampleEvery-th (a clock read per
+// delivery would cost more than the rest of the accounting).
 
 import (
 	"time"
 
 	"github.com/fibrilmq/fibril/server/stagetime"
 )
+
+// pushSampleEvery: one push delivery in this many is a stage sample.
+const pushSampleEvery = 64
 
 // stageSample is a connection's sample of its current read (input
 // goroutine only): when the read was taken, and whether its first durable
