@@ -40,8 +40,11 @@ func (s *Server) openDurable() error {
 			log.Warn(strings.TrimPrefix(msg, "WARN "))
 		}
 	}
-	stages := stagetime.NewRecorder()
-	bo.Stages = stages
+	stages := bo.Stages // an embedder's (tests sample every command)
+	if stages == nil {
+		stages = stagetime.NewRecorder(stagetime.DefaultGap)
+		bo.Stages = stages
+	}
 	b, err := broker.Open(s.opts.DataDir, bo)
 	if err != nil {
 		return fmt.Errorf("server: open durable engine in %s: %w", s.opts.DataDir, err)

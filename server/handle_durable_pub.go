@@ -28,7 +28,7 @@ var natsExpected = []byte("\r\nNats-Expected-")
 // publishDurable delivers m to plain subscribers, then stores it when a
 // topic captures (or may be created for) its subject, and answers it.
 func (c *client) publishDurable(m *pubMsg) {
-	recv := c.stage.pub()
+	recv := c.stage.pub(c.srv.stages())
 	c.srv.stages().Since(stagetime.Parsed, recv)
 	delivered := c.fanOut(m) > 0
 	slot, ok, busy := c.reserveConfirm()

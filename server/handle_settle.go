@@ -22,7 +22,7 @@ import (
 // handleSettle answers ACK (one or more handles), NACK, REJECT, EXTEND
 // with one +OK once every handle is settled, or the first error.
 func (c *client) handleSettle(hs []protocol.Handle, op broker.SettleOp) {
-	recv := c.stage.settle()
+	recv := c.stage.settle(c.srv.stages())
 	c.srv.stages().Since(stagetime.AckParsed, recv)
 	slot := c.reserve()
 	own := append([]protocol.Handle(nil), hs...)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/server/stagetime"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -64,6 +65,7 @@ func TestStagesInMetrics(t *testing.T) {
 	s := startServer(t, func(o *Options) {
 		durableFiles(o)
 		o.HTTPListen = "127.0.0.1:0"
+		o.Engine.Stages = stagetime.NewRecorder(0) // every read a sample
 	})
 	base := "http://" + s.HTTPAddr().String()
 	w := fibrilConn(t, s, "")

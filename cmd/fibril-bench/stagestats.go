@@ -152,7 +152,7 @@ func histQuantile(h *dto.Histogram, q float64) float64 {
 }
 
 func (s *StageStats) writeText(w io.Writer) {
-	fmt.Fprintf(w, "stages    server, sampled (first PUB / settle of each read; first delivery of each POLL answer, every 64th pushed); from each chain's origin:\n")
+	fmt.Fprintf(w, "stages    server, sampled (first PUB / settle of a read, at most one each per 0.5 ms; first delivery of each POLL answer, every 64th pushed); from each chain's origin:\n")
 	fmt.Fprintf(w, "          %-8s %-16s %8s %9s %9s %9s %9s %9s\n", "chain", "stage", "samples", "mean", "+mean", "p50", "p99", "p99.9")
 	prev := map[string]float64{}
 	for _, f := range s.Stages {

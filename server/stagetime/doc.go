@@ -9,11 +9,11 @@
 // stages of one chain are cumulative: a publish's "appended" is the time
 // from the socket read that brought it to the end of the data append that
 // holds it. Chains are sampled, not per message: the server marks the
-// first durable PUB (and the first ACK) of each socket read and the first
-// delivery of each POLL answer (every 64th of a push subscription), and
-// the engine reads the clock once per round that carries a marked publish, so
-// the cost is a few clock reads per read and per round, never an
-// allocation.
+// first durable PUB (and the first ACK) of a socket read, at most one a
+// Gate's gap server-wide (DefaultGap), the first delivery of each POLL
+// answer and every 64th of a push subscription, and the engine reads the
+// clock once per round that carries a marked publish: a few clock reads
+// per sample, a bounded number of samples a second, never an allocation.
 //
 // It must never block, allocate per observation, or be required: a nil
 // *Recorder ignores every observation.

@@ -104,7 +104,7 @@ func repeat(d time.Duration, n int) []time.Duration {
 func TestRecorder(t *testing.T) {
 	var nilRec *Recorder
 	nilRec.Since(Parsed, Now()) // must not panic
-	r := NewRecorder()
+	r := NewRecorder(0)
 	r.Since(Parsed, 0)
 	if n := r.Snapshot(Parsed).Count; n != 0 {
 		t.Fatalf("an unsampled origin was recorded (%d)", n)
@@ -130,9 +130,43 @@ func TestRecorder(t *testing.T) {
 
 // TestObserveAllocs: an observation allocates nothing.
 func TestObserveAllocs(t *testing.T) {
-	r := NewRecorder()
+	r := NewRecorder(0)
 	o := Now()
 	if n := testing.AllocsPerRun(1000, func() { r.Since(FsyncEnd, o) }); n != 0 {
 		t.Fatalf("%v allocations per observation", n)
+	}
+}
+
+// TestGate: a gate lets one sample through per gap of origin times; a
+// zero gap lets every one through; a nil gate, and an origin of 0, none.
+func TestGate(t *testing.T) {
+	ms := int64(time.Millisecond)
+	cases := []struct {
+		name    string
+		gap     time.Duration
+		origins []int64
+		want    []bool
+	}{
+		{"zero gap", 0, []int64{1, 1, 2}, []bool{true, true, true}},
+		{"one per ms", time.Millisecond, []int64{1, 2, ms, ms + 1, 3 * ms}, []bool{true, false, false, true, true}},
+		{"not sampled", time.Millisecond, []int64{0, 5}, []bool{false, true}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewGate(tc.gap)
+			for i, o := range tc.origins {
+				if got := g.Open(o); got != tc.want[i] {
+					t.Fatalf("Open(%d) #%d = %v, want %v", o, i, got, tc.want[i])
+				}
+			}
+		})
+	}
+	var nilGate *Gate
+	if nilGate.Open(Now()) {
+		t.Fatal("a nil gate opened")
+	}
+	var nilRec *Recorder
+	if nilRec.SamplePub(Now()) != 0 {
+		t.Fatal("a nil recorder sampled")
 	}
 }

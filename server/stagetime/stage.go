@@ -1,6 +1,9 @@
 package stagetime
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Stage is one point of a chain, measured from the chain's origin.
 type Stage uint8
@@ -65,10 +68,37 @@ func Mono(t time.Time) int64 { return int64(t.Sub(base)) + 1 }
 // and do nothing on a nil *Recorder.
 type Recorder struct {
 	h [NumStages]Hist
+	// pubs and sets bound the publish and ack chains' samples
+	pubs, sets *Gate
 }
 
-// NewRecorder returns an empty Recorder.
-func NewRecorder() *Recorder { return &Recorder{} }
+// DefaultGap is the least time between two samples of a chain, server
+// wide: at most 2,000 a second, a few hundred microseconds of clock reads.
+const DefaultGap = 500 * time.Microsecond
+
+// NewRecorder returns an empty Recorder whose gates let a sample of each
+// chain through every gap (0: every one).
+func NewRecorder(gap time.Duration) *Recorder {
+	return &Recorder{pubs: NewGate(gap), sets: NewGate(gap)}
+}
+
+// SamplePub returns origin when a publish received then may be a sample
+// of the publish chain (its gate is open), else 0 (never for a nil
+// Recorder).
+func (r *Recorder) SamplePub(origin int64) int64 {
+	if r == nil || !r.pubs.Open(origin) {
+		return 0
+	}
+	return origin
+}
+
+// SampleSettle is SamplePub for the ack chain.
+func (r *Recorder) SampleSettle(origin int64) int64 {
+	if r == nil || !r.sets.Open(origin) {
+		return 0
+	}
+	return origin
+}
 
 // Since records stage s of a chain whose origin is origin (a Now value),
 // reading the clock; an origin of 0 (not sampled) records nothing.
@@ -104,4 +134,27 @@ func (r *Recorder) Observe(s Stage, d time.Duration) {
 		return
 	}
 	r.h[s].Observe(d)
+}
+
+// Gate lets samples through at most once per gap of their origins'
+// times, whoever asks (a server-wide bound on the accounting's cost: a
+// few clock reads per sample, however many connections and reads there
+// are). The zero value lets every sample through. Safe for concurrent
+// use; two callers at the same moment may both pass.
+type Gate struct {
+	gap  int64
+	next atomic.Int64
+}
+
+// NewGate returns a Gate that lets one sample through per gap.
+func NewGate(gap time.Duration) *Gate { return &Gate{gap: int64(gap)} }
+
+// Open reports whether a sample whose origin is now (a Now value) may be
+// taken, and if so closes the gate until now+gap. A nil Gate is shut.
+func (g *Gate) Open(now int64) bool {
+	if g == nil || now == 0 || now < g.next.Load() {
+		return false
+	}
+	g.next.Store(now + g.gap)
+	return true
 }
