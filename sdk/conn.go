@@ -49,7 +49,7 @@ type Conn struct {
 	acks        []queuedAck // AckAsync calls not written yet (ackcoalesce.go)
 
 	maxPayload atomic.Int64  // info.MaxPayload, read by every publish without c.mu
-	window     chan struct{} // one token per unconfirmed publish
+	window     *window       // one token per unconfirmed publish (window.go)
 	frames     chan []byte   // encoded publishes whose confirm came, for reuse (framepool.go)
 	closed     chan struct{} // closed by Close
 	wg         sync.WaitGroup
@@ -107,7 +107,7 @@ func Connect(ctx context.Context, rawURL string, opts ...Option) (*Conn, error) 
 	if cfg.maxInFlightPb > 0 && cfg.maxInFlightPb < n {
 		n = cfg.maxInFlightPb
 	}
-	c.window = make(chan struct{}, n)
+	c.window = newWindow(n)
 	c.frames = make(chan []byte, n)
 	c.mu.Lock()
 	c.setInfoLocked(info)

@@ -185,7 +185,7 @@ func (c *Conn) PublishAsync(ctx context.Context, subject string, data []byte, op
 	r.frame = appendPub(c.takeFrame(), subject, hdr, data, c.cfg.crc)
 	if err := c.send(r); err != nil {
 		r.frame = nil
-		<-c.window
+		c.window.release(1)
 		return nil, fmt.Errorf("fibril: publish: %w", err)
 	}
 	return f, nil
@@ -194,19 +194,13 @@ func (c *Conn) PublishAsync(ctx context.Context, subject string, data []byte, op
 // takeWindow takes a token of the unconfirmed-publish window, waiting
 // while it is full until ctx is done or the Conn closes.
 func (c *Conn) takeWindow(ctx context.Context) error {
-	select { // the common case, without a three-way select
-	case c.window <- struct{}{}:
-		return nil
-	default:
+	if err := c.window.take(ctx, c.closed); err != nil {
+		if err == errWindowClosed {
+			return c.closeReason()
+		}
+		return err
 	}
-	select {
-	case c.window <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.closed:
-		return c.closeReason()
-	}
+	return nil
 }
 
 // OutMsg is one message of a PublishBatch.

@@ -10,22 +10,82 @@ import (
 // readLoop decodes server frames on t and routes them: answers to the head of
 // the fifo, sid-0 MSGs to the POLL at the head, other MSGs to their
 // subscription. One per transport; it never blocks on anything but the socket.
+// The answers among the frames of one read are settled together (settle.go).
 func (c *Conn) readLoop(t *transport) {
 	defer c.wg.Done()
+	var b answerBatch
 	for {
 		f, err := t.fr.next()
-		if err != nil {
-			c.lost(t, fmt.Errorf("fibril: read: %w", err))
+		for err == nil && f != nil {
+			if derr := c.route(t, f, &b); derr != nil {
+				c.dropConn(t, derr)
+				return
+			}
+			f, err = t.fr.buffered()
+		}
+		// the answers that came are settled before anything else happens
+		// to the fifo: a lost connection would replay confirmed publishes
+		if serr := c.settle(t, &b); serr != nil {
+			c.dropConn(t, serr)
 			return
 		}
-		if err := c.dispatch(t, f); err != nil {
-			c.cfg.logger.Error("fibril: dropping connection", "err", err)
-			c.lost(t, err)
+		if err != nil {
+			c.lost(t, fmt.Errorf("fibril: read: %w", err))
 			return
 		}
 	}
 }
 
+func (c *Conn) dropConn(t *transport, err error) {
+	c.cfg.logger.Error("fibril: dropping connection", "err", err)
+	c.lost(t, err)
+}
+
+// route handles one frame: an answer joins b (settled when b is full, or
+// before any other frame, or when the read's frames are used up), anything
+// else is handled now.
+func (c *Conn) route(t *transport, f *frame, b *answerBatch) error {
+	switch f.kind {
+	case fOK, fPong:
+	case fErr:
+		if pe := protocol.ParseErrText([]byte(f.arg)); pe.Fatal() && connectionLevel(pe.Code) {
+			// not an answer: the server is about to close (shutting down,
+			// stale, slow); unanswered publishes are replayed after the
+			// reconnect instead of failing
+			if err := c.settle(t, b); err != nil {
+				return err
+			}
+			c.cfg.logger.Warn("fibril: server closes the connection", "err", pe)
+			return fmt.Errorf("fibril: server: %w", pe)
+		}
+	case fMsg, fBadMsg:
+		if f.sidOK && f.sid == 0 {
+			// for the POLL at the head once the answers before it are
+			// settled: it joins b, in order
+			m, bad := c.newMsg(t.fr, f)
+			if b.addDelivery(m, bad) {
+				return c.settle(t, b)
+			}
+			return nil
+		}
+		if err := c.settle(t, b); err != nil {
+			return err
+		}
+		return c.dispatch(t, f)
+	default:
+		if err := c.settle(t, b); err != nil {
+			return err
+		}
+		return c.dispatch(t, f)
+	}
+	// +OK, -ERR, PONG: the answer to the oldest request not yet answered
+	if b.add(f) {
+		return c.settle(t, b)
+	}
+	return nil
+}
+
+// dispatch handles a frame that is not an answer.
 func (c *Conn) dispatch(t *transport, f *frame) error {
 	switch f.kind {
 	case fPing:
@@ -49,36 +109,7 @@ func (c *Conn) dispatch(t *transport, f *frame) error {
 	case fMsg, fBadMsg:
 		return c.deliver(t, f)
 	}
-	if f.kind == fErr {
-		if pe := protocol.ParseErrText([]byte(f.arg)); pe.Fatal() && connectionLevel(pe.Code) {
-			// not an answer: the server is about to close (shutting down,
-			// stale, slow); unanswered publishes are replayed after the
-			// reconnect instead of failing
-			c.cfg.logger.Warn("fibril: server closes the connection", "err", pe)
-			return fmt.Errorf("fibril: server: %w", pe)
-		}
-	}
-	// +OK, -ERR, PONG: the answer to the oldest request
-	c.mu.Lock()
-	if c.tr != t {
-		c.mu.Unlock()
-		return nil
-	}
-	t.pingsOut = 0
-	if len(c.fifo) == 0 {
-		c.mu.Unlock()
-		if f.kind == fErr {
-			se := protocol.ParseErrText([]byte(f.arg))
-			c.cfg.logger.Warn("fibril: server error", "err", se)
-			return nil // a fatal one is followed by the server closing
-		}
-		return fmt.Errorf("%w: answer with no request pending", ErrProtocol)
-	}
-	r := c.fifo[0]
-	c.fifo[0] = nil
-	c.fifo = c.fifo[1:]
-	c.mu.Unlock()
-	return c.answer(r, f)
+	return fmt.Errorf("%w: unexpected frame %v", ErrProtocol, f.kind)
 }
 
 // connectionLevel reports whether a fatal error code is about the
@@ -90,35 +121,6 @@ func connectionLevel(code protocol.Code) bool {
 		return true
 	}
 	return false
-}
-
-// answer completes r with the answer frame f.
-func (c *Conn) answer(r *request, f *frame) error {
-	if f.kind == fErr {
-		err := protocol.ParseErrText([]byte(f.arg))
-		if r.kind == reqSub {
-			c.cfg.logger.Error("fibril: re-subscribe refused", "err", err)
-		}
-		c.finish(r, err)
-		return nil
-	}
-	switch r.kind {
-	case reqPing:
-		if f.kind != fPong {
-			return fmt.Errorf("%w: PING answered by %v", ErrProtocol, f.kind)
-		}
-	default:
-		if f.kind != fOK {
-			return fmt.Errorf("%w: request answered by PONG", ErrProtocol)
-		}
-	}
-	if r.kind == reqPub {
-		r.pos, r.posErr = parseOKPosition(f.text)
-	} else {
-		r.arg = string(f.text)
-	}
-	c.finish(r, nil)
-	return nil
 }
 
 // deliver turns a MSG/HMSG into a *Msg and hands it to the POLL at the head

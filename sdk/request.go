@@ -123,17 +123,31 @@ func (c *Conn) roundTrip(ctx context.Context, kind requestKind, frame []byte) (*
 // finish completes r with err (nil for success). Called exactly once per
 // request, by whoever removed it from the fifo.
 func (c *Conn) finish(r *request, err error) {
-	r.err = err
-	// answered: never replayed again, so the encoded command (a publish's
-	// whole payload) need not outlive it in a PubFuture; a publish's goes
-	// back to the frame pool, before its window token, so that the
-	// publish the token lets in can reuse it
+	if c.retire(r) {
+		c.window.release(1)
+	}
+	c.fire(r, err)
+}
+
+// retire is the first half of finish: r was answered, so it is never
+// replayed again and the encoded command (a publish's whole payload) need
+// not outlive it in a PubFuture; a publish's goes back to the frame pool,
+// before its window token, so that the publish the token lets in can reuse
+// it. It reports whether r holds a window token, which the caller gives
+// back before fire (the read loop gives back a whole read's at once).
+func (c *Conn) retire(r *request) (token bool) {
 	if r.window {
 		c.recycleFrame(r.frame)
-		r.frame = nil
-		<-c.window
+		token = true
 	}
 	r.frame = nil
+	return token
+}
+
+// fire is the second half of finish: it records err and wakes r's waiter,
+// or releases what an abandoned r's caller will never see.
+func (c *Conn) fire(r *request, err error) {
+	r.err = err
 	if r.state.CompareAndSwap(0, 1) {
 		r.done.fire()
 	} else {

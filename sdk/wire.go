@@ -139,30 +139,42 @@ func (fr *frameReader) HandleCommand(c *protocol.Command) error {
 // next blocks until one whole frame has arrived.
 func (fr *frameReader) next() (*frame, error) {
 	for {
-		if fr.start < fr.end {
-			fr.cur = nil
-			n, err := fr.p.Parse(fr.buf[fr.start:fr.end], fr)
-			raw := fr.buf[fr.start : fr.start+n]
-			fr.start += n
-			switch {
-			case err == errStop:
-				return fr.cur, nil
-			case err != nil:
-				var pe *protocol.Error
-				if errors.As(err, &pe) && !pe.Fatal() && n > 0 {
-					if f := refusedDelivery(raw, pe); f != nil {
-						return f, nil
-					}
-				}
-				return nil, fmt.Errorf("%w: %w", ErrProtocol, err)
-			case n > 0:
-				continue // empty lines
-			}
+		if f, err := fr.buffered(); f != nil || err != nil {
+			return f, err
 		}
 		if err := fr.fill(); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// buffered decodes the next frame already in the read buffer; it returns
+// nil and no error when the buffer holds only part of one, or nothing. It
+// never reads, so the text of the frames decoded since the last read stays
+// valid (fill moves the buffer).
+func (fr *frameReader) buffered() (*frame, error) {
+	for fr.start < fr.end {
+		fr.cur = nil
+		n, err := fr.p.Parse(fr.buf[fr.start:fr.end], fr)
+		raw := fr.buf[fr.start : fr.start+n]
+		fr.start += n
+		switch {
+		case err == errStop:
+			return fr.cur, nil
+		case err != nil:
+			var pe *protocol.Error
+			if errors.As(err, &pe) && !pe.Fatal() && n > 0 {
+				if f := refusedDelivery(raw, pe); f != nil {
+					return f, nil
+				}
+			}
+			return nil, fmt.Errorf("%w: %w", ErrProtocol, err)
+		case n == 0:
+			return nil, nil // a partial frame
+		}
+		// n > 0: empty lines
+	}
+	return nil, nil
 }
 
 // fill reads more bytes, compacting and growing the buffer as needed.

@@ -80,6 +80,7 @@ func (s *Server) startAdmin(sm *admin.SyncMetrics) error {
 		ServerName:   name,
 		Version:      Version,
 		Sync:         sm,
+		Stages:       s.stages(),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: admin %s: %w", ErrListen, s.opts.HTTPListen, err)

@@ -46,6 +46,9 @@ type answer struct {
 	// confirmOf: the connection of a publish confirm slot (reserveConfirm),
 	// which the broker reports to through PublishDone.
 	confirmOf *client
+	// recv: the stage-accounting origin of a sampled publish's confirm
+	// (stages.go; 0: not sampled).
+	recv int64
 }
 
 // answerQueue is a connection's answer slots in command order, and its

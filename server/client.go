@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server/stagetime"
 )
 
 // transport is what a client needs from the connection under it: the gnet
@@ -54,6 +55,7 @@ type client struct {
 
 	// Input goroutine only.
 	parser   *protocol.Parser
+	stage    stageSample  // the stage-accounting sample of the current read (stages.go)
 	frameBuf []byte       // scratch for encoding one frame
 	subjects subjectCache // the strings of subjects published to
 	wakeSet  []*client    // subscribers to wake when this feed ends (wakeLater)
@@ -233,6 +235,10 @@ func (c *client) releaseLocked() bool {
 			c.addWriteAckLocked(ah)
 		}
 		h.tail, h.tailAcks = nil, nil
+		if h.recv != 0 {
+			c.srv.stages().Since(stagetime.ConfirmWritten, h.recv)
+			h.recv = 0
+		}
 		h.written.Store(true)
 	}
 	q.dropLocked(len(head), bytes)

@@ -36,7 +36,8 @@
 // gnet is handed), heartbeat.go, lane.go, durable.go (engine binding),
 // conns.go (connection listing and traffic counters), admin_listener.go
 // (the HTTP admin listener of server/admin, on with Options.HTTPListen,
-// with the same credentials as clients).
+// with the same credentials as clients), stages.go (the network layer's
+// part of the stage accounting of server/stagetime: each read a sample).
 //
 // The package must never block an event loop on disk, on another connection
 // or on a slow consumer, never retain gnet's Peek slices past the callback

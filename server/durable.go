@@ -11,13 +11,15 @@ import (
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/server/stagetime"
 )
 
 type durableEngine = *durableBinding
 
 // durableBinding holds the engine.
 type durableBinding struct {
-	b *broker.Broker
+	b      *broker.Broker
+	stages *stagetime.Recorder // the stage accounting, engine and network (stages.go)
 }
 
 // durableSub is the push side of a SUB bound to a durable group.
@@ -38,11 +40,16 @@ func (s *Server) openDurable() error {
 			log.Warn(strings.TrimPrefix(msg, "WARN "))
 		}
 	}
+	stages := bo.Stages // an embedder's (tests sample every command)
+	if stages == nil {
+		stages = stagetime.NewRecorder(stagetime.DefaultGap)
+		bo.Stages = stages
+	}
 	b, err := broker.Open(s.opts.DataDir, bo)
 	if err != nil {
 		return fmt.Errorf("server: open durable engine in %s: %w", s.opts.DataDir, err)
 	}
-	s.durable = &durableBinding{b: b}
+	s.durable = &durableBinding{b: b, stages: stages}
 	if err := s.openJetStream(); err != nil {
 		s.durable = nil
 		_ = b.Close()

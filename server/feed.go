@@ -26,7 +26,9 @@ func (c *client) feed(buf []byte) int {
 
 // feedFrames is feed without the traffic count.
 func (c *client) feedFrames(buf []byte) int {
-	c.sawInput(time.Now().UnixNano())
+	now := time.Now()
+	c.sawInput(now.UnixNano())
+	c.stage.begin(now)
 	if !c.resumeConnect() || c.lane.stall.Load() || c.consumerStall() {
 		return 0
 	}

@@ -15,10 +15,12 @@ package server
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/server/stagetime"
 )
 
 // maxPollBatch caps one POLL's max so its answer stays bounded.
@@ -170,6 +172,11 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 			q.commit(protocol.AppendPollDone(q.room(&c.srv.outBufs, pollDoneSize), len(ds)))
 			if !c.completeOwned(slot, &q) {
 				c.nackAll(ds) // cut or closing: back to ready at once
+				return
+			}
+			if st := c.srv.stages(); st != nil && len(ds) > 0 {
+				// one sample per answer: its first delivery, from its append
+				st.Observe(stagetime.DeliveryWritten, time.Since(ds[0].Time))
 			}
 		})
 		if err != nil {
@@ -307,6 +314,7 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 	// auto) a delivery is acked once it is on the socket, so its credit
 	// returns only then.
 	ackOnWrite := !strict && !explicit
+	var pushed atomic.Uint64 // deliveries queued; every pushSampleEvery-th is a stage sample
 	deliver := func(d broker.Delivery) {
 		if !c.queueDurable(&d, sub.sid, crc, headers, ackOnWrite, slot) {
 			// Closing (or just cut): this lease and the rest go back
@@ -319,6 +327,9 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 			return
 		}
 		c.countOutMsgs(1)
+		if pushed.Add(1)%pushSampleEvery == 1 {
+			c.srv.stages().Observe(stagetime.DeliveryWritten, time.Since(d.Time))
+		}
 	}
 	bs, err := g.Subscribe(c.owner(), maxInflight, deliver)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/server/stagetime"
 )
 
 // natsExpected starts JetStream's Nats-Expected-* publish headers.
@@ -27,10 +28,15 @@ var natsExpected = []byte("\r\nNats-Expected-")
 // publishDurable delivers m to plain subscribers, then stores it when a
 // topic captures (or may be created for) its subject, and answers it.
 func (c *client) publishDurable(m *pubMsg) {
+	recv := c.stage.pub(c.srv.stages())
+	c.srv.stages().Since(stagetime.Parsed, recv)
 	delivered := c.fanOut(m) > 0
 	slot, ok, busy := c.reserveConfirm()
 	if !ok {
 		return
+	}
+	if slot != nil {
+		slot.recv = recv
 	}
 	// A NATS-mode request is answered like a JetStream publish when a
 	// topic stores it, with 503 when nobody receives it (handle_noresp.go).
@@ -39,7 +45,7 @@ func (c *client) publishDurable(m *pubMsg) {
 		req.reply = m.reply
 		req.noResp = !delivered && c.wantsNoResponders()
 	}
-	msg := broker.Message{Subject: m.subject, Data: m.body[m.hdrLen:]}
+	msg := broker.Message{Subject: m.subject, Data: m.body[m.hdrLen:], Received: recv}
 	if m.hdrLen > 0 && req.reply != "" && bytes.Contains(m.body[:m.hdrLen], natsExpected) {
 		// JetStream's optimistic-concurrency headers (handle_expected.go):
 		// the last message id is checked, the others are refused rather
@@ -253,7 +259,7 @@ func clonePub(m broker.Message) broker.Message {
 	buf = append(buf, m.Header...)
 	buf = append(buf, m.Data...)
 	buf = append(buf, m.Key...)
-	out := broker.Message{Subject: m.Subject, CRC: m.CRC, ExpectLastMsgID: m.ExpectLastMsgID}
+	out := broker.Message{Subject: m.Subject, CRC: m.CRC, ExpectLastMsgID: m.ExpectLastMsgID, Received: m.Received}
 	if m.Header != nil {
 		out.Header = buf[:len(m.Header):len(m.Header)]
 	}

@@ -16,16 +16,19 @@ import (
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/server/stagetime"
 )
 
 // handleSettle answers ACK (one or more handles), NACK, REJECT, EXTEND
 // with one +OK once every handle is settled, or the first error.
 func (c *client) handleSettle(hs []protocol.Handle, op broker.SettleOp) {
+	recv := c.stage.settle(c.srv.stages())
+	c.srv.stages().Since(stagetime.AckParsed, recv)
 	slot := c.reserve()
 	own := append([]protocol.Handle(nil), hs...)
 	op = op.As(c.principal())
 	run := func(bool) {
-		st := &settleState{c: c, slot: slot}
+		st := &settleState{c: c, slot: slot, recv: recv}
 		st.left.Store(int64(len(own)))
 		done := st.done // one method value per command, not per handle
 		for _, wh := range own {
@@ -72,6 +75,7 @@ func (c *client) settle(h broker.Handle, op broker.SettleOp, done func(error)) {
 type settleState struct {
 	c     *client
 	slot  *answer
+	recv  int64 // the stage-accounting origin (stages.go; 0: not sampled)
 	left  atomic.Int64
 	mu    sync.Mutex
 	first error
@@ -95,6 +99,7 @@ func (st *settleState) done(err error) {
 		st.c.complete(st.slot, st.c.errAnswer(first))
 		return
 	}
+	st.c.srv.stages().Since(stagetime.AckDurable, st.recv)
 	st.c.complete(st.slot, okLine)
 }
 

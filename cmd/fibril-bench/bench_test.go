@@ -287,6 +287,20 @@ func TestStartsFibrilServe(t *testing.T) {
 	if f := res.ServerFsyncs; f == nil || f.Count < 2 || f.Seconds <= 0 || f.MaxBelowS <= 0 {
 		t.Fatalf("server fsyncs %+v", res.ServerFsyncs)
 	}
+	// and its stage accounting: every publish stage sampled
+	st := res.ServerStages
+	if st == nil {
+		t.Fatalf("no server stages: %s", res.ServerStagesError)
+	}
+	seen := map[string]uint64{}
+	for _, f := range st.Stages {
+		seen[f.Stage] = f.Count
+	}
+	for _, s := range []string{"parsed", "appended", "fsync_end", "confirm_written", "delivery_written", "ack_durable"} {
+		if seen[s] == 0 {
+			t.Fatalf("stage %s not sampled: %+v", s, st.Stages)
+		}
+	}
 }
 
 // TestNATSSide runs the NATS driver when nats-server is installed.

@@ -69,6 +69,10 @@ type Result struct {
 	// ServerFsyncsError says why ServerFsyncs is missing for a started
 	// Fibril server (its /metrics could not be read).
 	ServerFsyncsError string `json:"server_fsyncs_error,omitempty"`
+	// ServerStages is a started Fibril server's stage accounting at the
+	// end (stagestats.go); ServerStagesError says why it is missing.
+	ServerStages      *StageStats `json:"server_stages,omitempty"`
+	ServerStagesError string      `json:"server_stages_error,omitempty"`
 
 	Verify Verification `json:"verify"`
 }
@@ -208,6 +212,11 @@ func (r *Result) writeText(w io.Writer) {
 		f.writeText(w)
 	} else if r.ServerFsyncsError != "" {
 		fmt.Fprintf(w, "server    fsyncs unknown: %s\n", r.ServerFsyncsError)
+	}
+	if s := r.ServerStages; s != nil {
+		s.writeText(w)
+	} else if r.ServerStagesError != "" {
+		fmt.Fprintf(w, "stages    unknown: %s\n", r.ServerStagesError)
 	}
 	if c := r.CPU; c != nil {
 		fmt.Fprintf(w, "machine   CPU over the run: user %.0f%%  system %.0f%%  irq %.0f%%  iowait %.0f%%  idle %.0f%%  steal %.0f%%\n",

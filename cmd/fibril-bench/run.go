@@ -348,6 +348,7 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	res.RSSAnonKiB, res.RSSFileKiB = memPeaks()
 	if srv.httpURL != "" {
 		res.ServerFsyncs, res.ServerFsyncsError = serverFsyncs(ctx, srv.httpURL)
+		res.ServerStages, res.ServerStagesError = serverStages(ctx, srv.httpURL)
 	}
 	if cpuEnd, ok := readCPUTimes(); ok && cpuOK {
 		if share, ok := cpuEnd.share(cpuStart); ok {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/server/stagetime"
 )
 
 // ErrInvalidOptions is wrapped by every error New returns for bad Options.
@@ -45,6 +46,9 @@ type Options struct {
 	// histograms to /metrics; the same value must be the engine's
 	// broker.Options.Observer for them to move.
 	Sync *SyncMetrics
+	// Stages, when set, adds the stage accounting (fibril_stage_seconds)
+	// and the Go runtime's pauses to /metrics (stages.go).
+	Stages *stagetime.Recorder
 }
 
 // ConnSource lists the server's client connections. Connections is called

@@ -201,6 +201,9 @@ func newRegistry(s *Server) (*prometheus.Registry, error) {
 	if s.opts.Sync != nil {
 		cs = append(cs, s.opts.Sync.collectors()...)
 	}
+	if s.opts.Stages != nil {
+		cs = append(cs, newStageCollector(s.opts.Stages))
+	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err

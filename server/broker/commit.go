@@ -1,6 +1,10 @@
 package broker
 
-import "cmp"
+import (
+	"cmp"
+
+	"github.com/fibrilmq/fibril/server/stagetime"
+)
 
 // commitPipeline (actor) is the partition's commit: each round's
 // completions (publish confirms, settle answers, deliveries and other work
@@ -37,7 +41,15 @@ type commitPipeline struct {
 	// collecting: polls served while a commit's fsync was in flight; they
 	// take what arrives until the actor learns that fsync ended (see collect).
 	collecting []*pollWaiter
+
+	// stages records the stages of sampled publishes (nil: off);
+	// lastData is the span of the last data fsync the actor learnt of.
+	stages   *stagetime.Recorder
+	lastData fsyncSpan
 }
+
+// fsyncSpan is when an fsync began and ended, as stagetime.Now.
+type fsyncSpan struct{ start, end int64 }
 
 // pubResult is a publish completion waiting for its batch to be durable.
 type pubResult struct {
@@ -60,6 +72,8 @@ type syncBatch struct {
 	low          Seq    // lowest group frontier after the round
 	minDeliv     Seq    // lowest offset delivered in the round (0: none)
 	swap         uint64 // the data log's SwapCount before the round read anything
+	sample       int64  // origin of the round's stage samples (roundInput.sample)
+	appended     int64  // when the round's append returned (roundInput.appended)
 	err          error  // the round's events (or their fsync) failed
 	dataErr      error  // publishes are not confirmed, deliveries not handed out (fail)
 	pubs         []pubResult
@@ -109,6 +123,16 @@ func (c *commitPipeline) seal(b syncBatch) syncBatch {
 // outcome. A batch without error makes its low the durable frontier.
 func (c *commitPipeline) complete(b *syncBatch) {
 	c.err, c.dataErr = b.err, b.dataErr
+	if b.sample != 0 && c.lastData.start >= b.sample {
+		// the data fsync the actor learnt of last is the one that made
+		// the batch durable: none before it began after the batch's append
+		start := max(c.lastData.start, b.appended)
+		c.stages.At(stagetime.FsyncStart, b.sample, start)
+		c.stages.At(stagetime.FsyncEnd, b.sample, max(c.lastData.end, start))
+	}
+	if len(b.pubs) > 0 && b.dataErr == nil {
+		c.stages.Since(stagetime.Confirmed, b.sample)
+	}
 	for _, r := range b.pubs {
 		// the data is durable even if the round's events failed
 		if b.dataErr != nil {

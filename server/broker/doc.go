@@ -54,7 +54,9 @@
 // the snapshot and recounted from the events after it, so they survive a
 // restart;
 // TopicInfo, GroupInfo and Broker.Stats read those without waiting for the
-// actors. Options.Observer sees every commit's fsync time and batch size.
+// actors. Options.Observer sees every commit's fsync time and batch size;
+// Options.Stages records the stages of sampled publishes (Message.Received:
+// pick-up, append, the fsync that made them durable, the completion).
 // Topic.Browse, SeqAt, Events and History read a partition's messages and state
 // events on its actor (copies: retention may unmap the log under a reader).
 // Byte limits and gauges use the size ledger (4 bytes per retained message).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/server/seglog"
+	"github.com/fibrilmq/fibril/server/stagetime"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -64,6 +65,11 @@ type Options struct {
 	// Observer, when set, receives fsync latencies and group-commit batch
 	// sizes (see Observer). Broker.Stats keeps totals either way.
 	Observer Observer
+	// Stages, when set, records the engine's stages of sampled publishes
+	// (Message.Received): the ring enqueue, the actor's pick-up, the
+	// append, the fsync that made them durable, the completion
+	// (server/stagetime).
+	Stages *stagetime.Recorder
 	// ScrubRate is how many bytes a second the background scrub reads to
 	// check every stored record again, sealed segments from disk (scrub.go).
 	// Default 32 MiB/s; negative: no scrub.

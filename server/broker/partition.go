@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fibrilmq/fibril/server/seglog"
+	"github.com/fibrilmq/fibril/server/stagetime"
 )
 
 // groupPart is a group's state in one partition plus who waits on it. Only
@@ -159,6 +160,7 @@ func (p *partition) takeCommands() {
 			p.addPoll(c.poll)
 		}
 	}
+	p.commit.stages.Since(stagetime.PickedUp, p.in.sample)
 }
 
 // expireLeases ends the leases and nack delays that are due.
@@ -196,6 +198,7 @@ func (p *partition) appendData() {
 		p.commit.confirm(c.pubDone, Position{Partition: p.idx, Seq: first + Seq(i)})
 	}
 	p.t.b.noteWriteOK()
+	p.in.noteAppended(p.commit.stages)
 	p.last = first + Seq(len(p.in.pubs)) - 1
 	if !p.commit.pipelined {
 		p.commit.durData = p.last
@@ -216,7 +219,7 @@ func (p *partition) finishRound() {
 		}
 		return
 	}
-	b := p.commit.seal(syncBatch{data: p.last, events: p.evw.last, side: p.side.mark, low: p.lowFrontier(), swap: p.swaps.round})
+	b := p.commit.seal(syncBatch{data: p.last, events: p.evw.last, side: p.side.mark, low: p.lowFrontier(), swap: p.swaps.round, sample: p.in.sample, appended: p.in.appended})
 	if !p.commit.pipelined || (len(p.commit.pending) == 0 && p.batchDurable(&b)) {
 		if err := p.syncFailure(); err != nil {
 			b.fail(err)

@@ -30,7 +30,7 @@ func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error)
 		// Under durability group and sync the partition owns fsync
 		// (syncer.go: the actor writes, the commit fsyncs), so the logs
 		// themselves do not.
-		commit: commitPipeline{pipelined: t.cfg.Durability != DurabilityNone},
+		commit: commitPipeline{pipelined: t.cfg.Durability != DurabilityNone, stages: o.Stages},
 		lanes:  syncLanes{stop: make(chan struct{})},
 	}
 	p.role.follow(p, rep) // before the state is read: a change meanwhile is seen at the first round

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/fibrilmq/fibril/server/seglog"
+	"github.com/fibrilmq/fibril/server/stagetime"
 )
 
 type cmdKind uint8
@@ -32,6 +33,7 @@ type command struct {
 	// max_unsettled_* (Topic.reserve), given back once the round's
 	// counters include it (publishStats).
 	reserved bool
+	recv     int64 // Message.Received (0: not sampled)
 	// settle
 	h       Handle
 	op      SettleOp
@@ -53,6 +55,10 @@ type roundInput struct {
 	// resMsgs, resBytes: reservations of the round's publishes, given
 	// back in publishStats (takeReserved).
 	resMsgs, resBytes int64
+	// sample: the earliest Message.Received of the round's sampled
+	// publishes (0: none), the origin of the round's stage samples;
+	// appended: when their append returned (noteAppended).
+	sample, appended int64
 }
 
 // take (actor) takes what arrived in m: at most max commands, and every
@@ -67,6 +73,9 @@ func (in *roundInput) idle() bool { return len(in.cmds) == 0 && len(in.ctls) == 
 // addPublish gathers a publish command and the reservation it holds.
 func (in *roundInput) addPublish(c *command) {
 	in.pubs = append(in.pubs, c)
+	if c.recv != 0 && (in.sample == 0 || c.recv < in.sample) {
+		in.sample = c.recv
+	}
 	if c.reserved {
 		in.resMsgs++
 		in.resBytes += int64(len(c.body))
@@ -124,4 +133,17 @@ func (in *roundInput) reset() {
 	for i := range in.cmds {
 		in.cmds[i] = command{}
 	}
+	in.sample, in.appended = 0, 0
+}
+
+// noteAppended records the round's sample reaching stagetime.Appended and
+// keeps the time: the fsync that makes the round durable is counted as
+// begun no earlier (a lane already fsyncing may start the fsync that
+// covers the round's records before the actor reads the clock).
+func (in *roundInput) noteAppended(r *stagetime.Recorder) {
+	if in.sample == 0 || r == nil {
+		return
+	}
+	in.appended = stagetime.Now()
+	r.At(stagetime.Appended, in.sample, in.appended)
 }

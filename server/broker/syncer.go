@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/server/seglog"
+	"github.com/fibrilmq/fibril/server/stagetime"
 )
 
 // The partition's commit: the one owner of fsync for durability group and
@@ -44,6 +45,9 @@ type syncLane struct {
 	// refuses to report anything durable after it, and the partition
 	// confirms nothing more (synced).
 	failed error
+	// span: the last fsync's (whoever runs syncLog: the lane goroutine,
+	// or the actor under durability sync), for the stage accounting.
+	span fsyncSpan
 }
 
 func newSyncLane(log seglog.Store, data bool) *syncLane {
@@ -136,7 +140,8 @@ func (p *partition) syncLoop(l *syncLane) {
 		for more := true; more; {
 			upto, side, err := p.syncLog(l)
 			more = err == nil && !p.lanes.stopRequested() && l.behind()
-			p.control(func(p *partition) { p.synced(l, upto, side, err, more) })
+			span := l.span
+			p.control(func(p *partition) { p.noteSpan(l, span); p.synced(l, upto, side, err, more) })
 		}
 	}
 }
@@ -147,13 +152,15 @@ func (p *partition) syncLog(l *syncLane) (Seq, uint64, error) {
 	before := l.log.Durable()
 	t0 := time.Now()
 	upto, err := l.log.Sync()
+	t1 := time.Now()
 	side := l.durableSide()
+	l.span = fsyncSpan{start: stagetime.Mono(t0), end: stagetime.Mono(t1)}
 	if err == nil {
 		recs := 0
 		if l.data {
 			recs = int(max(upto, before) - before)
 		}
-		p.t.b.observeSync(time.Since(t0), recs)
+		p.t.b.observeSync(t1.Sub(t0), recs)
 	}
 	return upto, side, err
 }
@@ -184,6 +191,7 @@ func (p *partition) syncRound() {
 	for i, l := range p.lanes.all() {
 		if need[i] {
 			upto, side, err := p.syncLog(l)
+			p.noteSpan(l, l.span)
 			p.tookSync(l, upto, side, err, false)
 		}
 	}
@@ -209,6 +217,14 @@ func (p *partition) synced(l *syncLane, upto Seq, side uint64, err error, more b
 		p.requestSync()
 	}
 	p.releaseSwapped()
+}
+
+// noteSpan (actor) keeps the span of a data fsync for the stage
+// accounting of the batches it completes.
+func (p *partition) noteSpan(l *syncLane, s fsyncSpan) {
+	if l == p.lanes.data {
+		p.commit.lastData = s
+	}
 }
 
 // tookSync (actor) takes a lane's result: its durable point, or its

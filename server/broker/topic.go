@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/fibrilmq/fibril/server/stagetime"
 )
 
 // Limits derived from the data log's record format: the subject travels in
@@ -217,6 +218,8 @@ func (t *Topic) PublishAsyncTo(m Message, done PublishDone) error {
 		return err
 	}
 	c.pubDone, c.reserved = done, reserved
+	c.recv = m.Received
+	t.b.opts.Stages.Since(stagetime.Enqueued, m.Received) // before the push: the actor may take it at once
 	if err := t.partForPub(m.Key, &c).push(&c); err != nil {
 		if reserved {
 			t.unreserve(1, size)

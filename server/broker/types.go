@@ -90,6 +90,11 @@ type Message struct {
 	ExpectLastMsgID string
 
 	noDedup bool // a requeue: stored whatever its message id (dedup.go)
+
+	// Received, when non-zero, marks a sampled publish for the stage
+	// accounting (Options.Stages): when it was received, as
+	// stagetime.Now. Zero: not sampled.
+	Received int64
 }
 
 // Delivery is one message handed to a consumer of a group.
