@@ -15,6 +15,10 @@ const (
 	HeaderMsgID = wire.HeaderMsgID
 	// HeaderTTL sets one message's TTL (SPEC.md 12, on a topic with allow_msg_ttl).
 	HeaderTTL = wire.HeaderTTL
+	// HeaderDelay holds a message back after it is stored (on a topic with allow_msg_delay).
+	HeaderDelay = wire.HeaderDelay
+	// HeaderDeliverAt holds a message back until a time (on a topic with allow_msg_delay).
+	HeaderDeliverAt = wire.HeaderDeliverAt
 	// HeaderReason says why a message was dead-lettered: max_deliveries, rejected or expired.
 	HeaderReason = wire.HeaderReason
 	// HeaderSubject is the original subject of a dead-lettered message.

@@ -18,6 +18,8 @@ const (
 	HeaderKey        = protocol.HeaderKey        // partition key: xxhash64(key) % partitions
 	HeaderMsgID      = protocol.HeaderMsgID      // message id, for de-duplication
 	HeaderTTL        = protocol.HeaderTTL        // the message's TTL (WithTTL)
+	HeaderDelay      = protocol.HeaderDelay      // hold it back after it is stored (WithDelay)
+	HeaderDeliverAt  = protocol.HeaderDeliverAt  // hold it back until a time (WithDeliverAt)
 	HeaderReason     = protocol.HeaderReason     // dead letters: max_deliveries | rejected | expired
 	HeaderSubject    = protocol.HeaderSubject    // dead letters: original subject
 	HeaderPartition  = protocol.HeaderPartition  // dead letters: original partition

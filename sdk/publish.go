@@ -68,6 +68,22 @@ func WithTTL(ttl time.Duration) PubOption {
 	}
 }
 
+// WithDelay holds the message back from every group for d after it is
+// stored (header Fibril-Delay, on a topic created with AllowMsgDelay): it
+// is confirmed at once and handed out once due. Sent in whole ms, at
+// least 1.
+func WithDelay(d time.Duration) PubOption {
+	return func(o *pubOpts) {
+		o.set(HeaderDelay, strconv.FormatInt(max(d.Milliseconds(), 1), 10)+"ms")
+	}
+}
+
+// WithDeliverAt holds the message back from every group until at (header
+// Fibril-Deliver-At, RFC 3339, on a topic created with AllowMsgDelay).
+func WithDeliverAt(at time.Time) PubOption {
+	return func(o *pubOpts) { o.set(HeaderDeliverAt, at.UTC().Format(time.RFC3339Nano)) }
+}
+
 // WithHeader adds one header value.
 func WithHeader(key, value string) PubOption {
 	return func(o *pubOpts) {

@@ -82,10 +82,11 @@ func cmdPub(args []string, stdout, stderr io.Writer) int {
 	plain := fs.Bool("plain", false, "publish to plain subscribers only: no topic need capture the subject")
 	msgID := fs.String("msg-id", "", "message id (sent as the Nats-Msg-Id header): stored once within the topic's duplicate window")
 	ttl := fs.Duration("ttl", 0, "time to live (sent as the Nats-TTL header; the topic needs allow_msg_ttl), e.g. 30s")
+	delay := fs.Duration("delay", 0, "hold the message back this long (sent as the Fibril-Delay header; the topic needs allow_msg_delay), e.g. 10m")
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
-	if *ttl < 0 {
+	if *ttl < 0 || *delay < 0 {
 		return badArgs(stderr, "pub")
 	}
 	if fs.NArg() != 2 {
@@ -106,6 +107,9 @@ func cmdPub(args []string, stdout, stderr io.Writer) int {
 	}
 	if *ttl > 0 {
 		opts = append(opts, fibril.WithTTL(*ttl))
+	}
+	if *delay > 0 {
+		opts = append(opts, fibril.WithDelay(*delay))
 	}
 	cctx, cancel := cf.call(ctx)
 	defer cancel()

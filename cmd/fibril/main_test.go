@@ -514,4 +514,9 @@ func TestPubTTL(t *testing.T) {
 	if code := run([]string{"pub", "-s", addr, "-ttl", "1m", "plain", "x"}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "invalid_header") {
 		t.Fatalf("pub -ttl to a topic without allow_msg_ttl: %d %s", code, errb.String())
 	}
+	runOK(t, "topics", "-s", addr, "create", "later", `{"allow_msg_delay":true}`)
+	runOK(t, "pub", "-s", addr, "-delay", "1h", "later", "held")
+	if out := runOK(t, "poll", "-s", addr, "-wait", "200", "later", "g"); !strings.Contains(out, "0 message(s)") {
+		t.Fatalf("poll of a held-back message: %s", out)
+	}
 }

@@ -258,7 +258,16 @@ export class Connection implements AsyncDisposable {
     if (opts.ttlMs !== undefined && !(Number.isFinite(opts.ttlMs) && opts.ttlMs > 0)) {
       throw new InvalidArgumentError(`ttlMs ${opts.ttlMs}: a TTL is more than 0 ms`);
     }
-    if (opts.headers !== undefined || opts.key !== undefined || opts.msgId !== undefined || opts.ttlMs !== undefined) {
+    if (opts.delayMs !== undefined && !(Number.isFinite(opts.delayMs) && opts.delayMs > 0)) {
+      throw new InvalidArgumentError(`delayMs ${opts.delayMs}: a delay is more than 0 ms`);
+    }
+    if (opts.deliverAt !== undefined && Number.isNaN(opts.deliverAt.getTime())) {
+      throw new InvalidArgumentError('deliverAt is not a valid Date');
+    }
+    if (
+      opts.headers !== undefined || opts.key !== undefined || opts.msgId !== undefined || opts.ttlMs !== undefined ||
+      opts.delayMs !== undefined || opts.deliverAt !== undefined
+    ) {
       hdrs = new MsgHeaders(opts.headers instanceof MsgHeaders ? [...opts.headers] : opts.headers);
       if (opts.headers instanceof MsgHeaders) {
         hdrs.status = opts.headers.status;
@@ -267,6 +276,8 @@ export class Connection implements AsyncDisposable {
       if (opts.key !== undefined) hdrs.set(HeaderNames.Key, opts.key);
       if (opts.msgId !== undefined) hdrs.set(HeaderNames.MsgId, opts.msgId);
       if (opts.ttlMs !== undefined) hdrs.set(HeaderNames.TTL, `${Math.max(1, Math.round(opts.ttlMs))}ms`);
+      if (opts.delayMs !== undefined) hdrs.set(HeaderNames.Delay, `${Math.max(1, Math.round(opts.delayMs))}ms`);
+      if (opts.deliverAt !== undefined) hdrs.set(HeaderNames.DeliverAt, opts.deliverAt.toISOString());
     }
     const header = hdrs !== undefined ? hdrs.encode() : undefined;
     const size = (header?.length ?? 0) + payload.length;

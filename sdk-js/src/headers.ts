@@ -13,6 +13,10 @@ export const HeaderNames = {
   MsgId: 'Nats-Msg-Id',
   /** TTL: a message's time to live (on a topic with allow_msg_ttl). */
   TTL: 'Nats-TTL',
+  /** Delay: hold a message back after it is stored (on a topic with allow_msg_delay). */
+  Delay: 'Fibril-Delay',
+  /** DeliverAt: hold a message back until a time (RFC 3339). */
+  DeliverAt: 'Fibril-Deliver-At',
   /** Reason: why a message was dead-lettered (max_deliveries | rejected). */
   Reason: 'Fibril-Reason',
   /** Subject: original subject of a dead-lettered message. */

@@ -40,6 +40,8 @@ export interface TopicConfig {
   messageTtlMs?: number;
   /** allowMsgTtl lets publishes set their own TTL (ttlMs, the Nats-TTL header). */
   allowMsgTtl?: boolean;
+  /** allowMsgDelay lets publishes hold a message back (delayMs, deliverAt). */
+  allowMsgDelay?: boolean;
   /** @deprecated use maxAgeMs */
   max_age_ms?: number;
   /** @deprecated use maxBytes */

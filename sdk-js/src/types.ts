@@ -34,6 +34,13 @@ export interface PublishOptions {
    * (the group's onExpiry).
    */
   ttlMs?: number;
+  /**
+   * delayMs holds the message back from every group this long after it is
+   * stored (Fibril-Delay header, on a topic created with allowMsgDelay).
+   */
+  delayMs?: number;
+  /** deliverAt holds the message back until this time (Fibril-Deliver-At header). */
+  deliverAt?: Date;
   /** reply is a reply-to subject for plain request/reply. */
   reply?: string;
   /** signal stops waiting: before sending, the publish is dropped; after, only the wait ends. */

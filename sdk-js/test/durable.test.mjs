@@ -221,6 +221,21 @@ test('publish ttlMs: past it the group dead-letters the message (onExpiry), Fibr
   await assert.rejects(nc.publish('ttl', 'x', { ttlMs: 0 }), /a TTL is more than 0/);
 });
 
+test('publish delayMs and deliverAt hold a message back; the ones after it flow on', async (t) => {
+  const { nc } = await setup(t);
+  if (!nc) return;
+  await nc.topics.create('later', { allowMsgDelay: true });
+  await nc.publish('later', 'in an hour', { delayMs: 3600_000 });
+  await nc.publish('later', 'tomorrow', { deliverAt: new Date(Date.now() + 86400_000) });
+  await nc.publish('later', 'soon', { delayMs: 50 });
+  await nc.publish('later', 'now');
+  assert.deepEqual((await nc.fetch('later', 'w', { max: 10 })).map((m) => m.string()), ['now']);
+  assert.deepEqual((await nc.fetch('later', 'w', { max: 10, waitMs: 5000 })).map((m) => m.string()), ['soon']);
+  await nc.topics.create('laterplain');
+  await assert.rejects(nc.publish('laterplain', 'x', { delayMs: 5000 }), InvalidHeaderError);
+  await assert.rejects(nc.publish('later', 'x', { delayMs: -1 }), /a delay is more than 0/);
+});
+
 test('consume: push delivery bounded by maxInFlight, ack, abort ends the loop', async (t) => {
   const { nc } = await setup(t);
   if (!nc) return;

@@ -223,15 +223,16 @@ def to_bytes(data: Data) -> bytes:
     return bytes(data)
 
 
-def ttl_ms(ttl: Duration) -> int:
-    """Converts a TTL (seconds or a timedelta) to whole milliseconds, at least 1.
+def ttl_ms(ttl: Duration, what: str = "ttl") -> int:
+    """Converts a TTL or delay (seconds or a timedelta) to whole milliseconds,
+    at least 1.
 
     Raises:
-        ValueError: The TTL is not more than 0.
+        ValueError: It is not more than 0.
     """
     secs = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
     if not secs > 0:
-        raise ValueError(f"ttl of {secs} s: a TTL is more than 0")
+        raise ValueError(f"{what} of {secs} s: it must be more than 0")
     return max(1, round(secs * 1000))
 
 
@@ -245,6 +246,8 @@ def publish_frame(
     crc: bool,
     max_payload: int,
     ttl: Duration | None = None,
+    delay: Duration | None = None,
+    deliver_at: datetime | None = None,
 ) -> bytes:
     """Validates a publish and returns its PUB/HPUB frame.
 
@@ -263,6 +266,12 @@ def publish_frame(
         pairs.append((proto.HEADER_MSG_ID, msg_id))
     if ttl is not None:
         pairs.append(("Nats-TTL", f"{ttl_ms(ttl)}ms"))
+    if delay is not None:
+        pairs.append(("Fibril-Delay", f"{ttl_ms(delay, 'delay')}ms"))
+    if deliver_at is not None:
+        if deliver_at.tzinfo is None:
+            raise ValueError("deliver_at must be timezone-aware (the server compares it with its own clock)")
+        pairs.append(("Fibril-Deliver-At", deliver_at.isoformat()))
     header = proto.encode_headers(pairs) if pairs else None
     size = len(body) + (len(header) if header else 0)
     if size > max_payload:
@@ -307,6 +316,7 @@ def topic_config(
     duplicate_max_ids: int | None = None,
     message_ttl_ms: int | None = None,
     allow_msg_ttl: bool | None = None,
+    allow_msg_delay: bool | None = None,
 ) -> dict[str, Any]:
     """Returns the TOPIC CREATE JSON with the given (non-None) fields."""
     cfg: dict[str, Any] = {
@@ -325,6 +335,7 @@ def topic_config(
         "compression": compression,
         "message_ttl_ms": message_ttl_ms,
         "allow_msg_ttl": allow_msg_ttl,
+        "allow_msg_delay": allow_msg_delay,
     }
     return {k: v for k, v in cfg.items() if v is not None}
 

@@ -44,6 +44,7 @@ class _Manage:
         duplicate_max_ids: int | None = None,
         message_ttl: Duration | None = None,
         allow_msg_ttl: bool | None = None,
+        allow_msg_delay: bool | None = None,
         config: Mapping[str, Any] | None = None,
         exist_ok: bool = False,
         max_age_ms: int | None = None,
@@ -78,6 +79,8 @@ class _Manage:
                 TTL (seconds or a timedelta; default forever).
             allow_msg_ttl: Publishes may set their own TTL (``ttl=``, header
                 ``Nats-TTL``).
+            allow_msg_delay: Publishes may hold a message back (``delay=``,
+                ``deliver_at=``).
             config: More fields sent as they are (a server newer than this SDK);
                 the named options above win over the same keys here.
             exist_ok: When the topic exists with another configuration, return
@@ -104,6 +107,7 @@ class _Manage:
             duplicate_max_ids=duplicate_max_ids,
             message_ttl_ms=None if message_ttl is None else ttl_ms(message_ttl),
             allow_msg_ttl=allow_msg_ttl,
+            allow_msg_delay=allow_msg_delay,
         )
         try:
             return await self._call(encode_manage("TOPIC", "CREATE", name, config=cfg), _JSON)

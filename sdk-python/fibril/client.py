@@ -20,6 +20,7 @@ import asyncio
 import collections
 import ssl
 from collections.abc import Awaitable, Generator, Iterable
+from datetime import datetime
 from typing import Any
 
 from . import _proto as proto
@@ -485,6 +486,8 @@ class Client(_Manage):
         headers: HeadersArg = None,
         msg_id: str | None = None,
         ttl: Duration | None = None,
+        delay: Duration | None = None,
+        deliver_at: datetime | None = None,
     ) -> asyncio.Future[Position | None]:
         """Sends a publish and returns a future of its confirm (pipelined publishing).
 
@@ -502,6 +505,11 @@ class Client(_Manage):
             ttl: Time to live (seconds or a timedelta; header ``Nats-TTL``, on
                 a topic created with ``allow_msg_ttl=True``): past it a group
                 drops the message or dead-letters it (its ``on_expiry``).
+            delay: Hold the message back from every group this long after it
+                is stored (seconds or a timedelta; header ``Fibril-Delay``, on
+                a topic created with ``allow_msg_delay=True``).
+            deliver_at: Hold it back until this timezone-aware time (header
+                ``Fibril-Deliver-At``).
 
         Returns:
             A future resolving to the :class:`Position` (or None when no durable
@@ -512,7 +520,7 @@ class Client(_Manage):
             ClientClosedError: The client is closed.
         """
         frame = publish_frame(
-            subject, data, key=key, headers=headers, msg_id=msg_id, crc=self._crc, max_payload=self._max_payload, ttl=ttl
+            subject, data, key=key, headers=headers, msg_id=msg_id, crc=self._crc, max_payload=self._max_payload, ttl=ttl, delay=delay, deliver_at=deliver_at
         )
         return await self._publish_frame(frame)
 
@@ -542,6 +550,8 @@ class Client(_Manage):
         headers: HeadersArg = None,
         msg_id: str | None = None,
         ttl: Duration | None = None,
+        delay: Duration | None = None,
+        deliver_at: datetime | None = None,
     ) -> Position | None:
         """Publishes one message and waits for its confirm.
 
@@ -558,6 +568,11 @@ class Client(_Manage):
             ttl: Time to live (seconds or a timedelta; header ``Nats-TTL``, on
                 a topic created with ``allow_msg_ttl=True``): past it a group
                 drops the message or dead-letters it (its ``on_expiry``).
+            delay: Hold the message back from every group this long after it
+                is stored (seconds or a timedelta; header ``Fibril-Delay``, on
+                a topic created with ``allow_msg_delay=True``).
+            deliver_at: Hold it back until this timezone-aware time (header
+                ``Fibril-Deliver-At``).
 
         Returns:
             Where the message was stored, or None when no durable topic captured
@@ -568,7 +583,7 @@ class Client(_Manage):
             FibrilError: The server refused it (for example a full topic).
             ClientClosedError: The client was closed before the confirm.
         """
-        fut = await self.publish_async(subject, data, key=key, headers=headers, msg_id=msg_id, ttl=ttl)
+        fut = await self.publish_async(subject, data, key=key, headers=headers, msg_id=msg_id, ttl=ttl, delay=delay, deliver_at=deliver_at)
         return await fut
 
     # ------------------------------------------------------------------

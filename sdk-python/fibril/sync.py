@@ -25,7 +25,7 @@ import concurrent.futures
 import ssl
 import threading
 from collections.abc import Coroutine, Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from . import client as _aclient
@@ -131,6 +131,8 @@ class Client:
         headers: HeadersArg = None,
         msg_id: str | None = None,
         ttl: Duration | None = None,
+        delay: Duration | None = None,
+        deliver_at: datetime | None = None,
     ) -> Position | None:
         """Publishes one message and waits for its confirm.
 
@@ -149,6 +151,11 @@ class Client:
             ttl: Time to live (seconds or a timedelta; header ``Nats-TTL``, on
                 a topic created with ``allow_msg_ttl=True``): past it a group
                 drops the message or dead-letters it (its ``on_expiry``).
+            delay: Hold the message back from every group this long after it
+                is stored (seconds or a timedelta; header ``Fibril-Delay``, on
+                a topic created with ``allow_msg_delay=True``).
+            deliver_at: Hold it back until this timezone-aware time (header
+                ``Fibril-Deliver-At``).
 
         Returns:
             Where it was stored, or None when no durable topic captured it.
@@ -159,7 +166,7 @@ class Client:
             TimedOutError: No confirm within ``timeout`` (it may still be stored).
             ClientClosedError: The client was closed first.
         """
-        return self._run(self._ac.publish(subject, data, key=key, headers=headers, msg_id=msg_id, ttl=ttl))
+        return self._run(self._ac.publish(subject, data, key=key, headers=headers, msg_id=msg_id, ttl=ttl, delay=delay, deliver_at=deliver_at))
 
     def publish_async(
         self,
@@ -170,6 +177,8 @@ class Client:
         headers: HeadersArg = None,
         msg_id: str | None = None,
         ttl: Duration | None = None,
+        delay: Duration | None = None,
+        deliver_at: datetime | None = None,
     ) -> concurrent.futures.Future[Position | None]:
         """Sends a publish and returns a future of its confirm (pipelined publishing).
 
@@ -187,7 +196,7 @@ class Client:
         # keep the whole window in flight.
         ac = self._ac
         frame = publish_frame(
-            subject, data, key=key, headers=headers, msg_id=msg_id, crc=ac._crc, max_payload=ac._max_payload, ttl=ttl
+            subject, data, key=key, headers=headers, msg_id=msg_id, crc=ac._crc, max_payload=ac._max_payload, ttl=ttl, delay=delay, deliver_at=deliver_at
         )
         if self._loop.stopped:
             raise ClientClosedError("client closed")

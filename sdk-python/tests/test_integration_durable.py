@@ -345,6 +345,28 @@ def test_publish_ttl(durable: Server) -> None:
     run(body())
 
 
+def test_publish_delay(durable: Server) -> None:
+    topic = unique("t")
+
+    async def body() -> None:
+        async with fibril.connect(durable.url) as c:
+            await c.create_topic(topic, allow_msg_delay=True)
+            await c.publish(topic, b"in an hour", delay=timedelta(hours=1))
+            await c.publish(topic, b"tomorrow", deliver_at=datetime.now(timezone.utc) + timedelta(days=1))
+            await c.publish(topic, b"soon", delay=0.05)
+            await c.publish(topic, b"now")
+            assert [m.data for m in await c.fetch(topic, "g", 10)] == [b"now"]
+            assert [m.data for m in await c.fetch(topic, "g", 10, wait=5)] == [b"soon"]
+            with pytest.raises(ValueError):
+                await c.publish(topic, b"x", deliver_at=datetime.now())  # naive
+            plain = unique("t")
+            await c.create_topic(plain)
+            with pytest.raises(fibril.errors.InvalidHeaderError):
+                await c.publish(plain, b"x", delay=5)
+
+    run(body())
+
+
 def test_corrupt_delivery_raises_and_is_redelivered(durable: Server) -> None:
     topic = unique("t")
 
