@@ -161,6 +161,12 @@ func (c Config[T]) engine(name string) (broker.TopicConfig, groupDecl, error) {
 		group = "workers"
 	}
 	dlq := strings.HasPrefix(name, "$DLQ.")
+	if dlq {
+		// The broker makes dead-letter topics without de-duplication (a
+		// dead letter keeps its original's message id): declare it alike.
+		off := int64(0)
+		tc.DuplicateWindowMs = &off
+	}
 	if c.DeadLetter == "-" && !dlq {
 		return tc, zero, fmt.Errorf("%w: a typed queue needs a dead-letter queue (undecodable messages go there)", ErrInvalid)
 	}
