@@ -25,7 +25,9 @@ type groupPart struct {
 // turn. Each part owns its fields and the methods that touch only them,
 // with its tests beside it (doc.go lists them); the methods on partition
 // are the glue that needs more than one part. Other goroutines touch only
-// box and st.
+// box and st. Its 29 fields are that many concerns, not loose state: the
+// identity and logs (6), the parts (17, each a type with its own fields)
+// and four flags of the round; a new concern comes as a part.
 type partition struct {
 	t      *Topic
 	idx    Partition
