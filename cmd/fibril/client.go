@@ -279,39 +279,44 @@ func cmdTopics(args []string, stdout, stderr io.Writer) int {
 	default:
 		return badArgs(stderr, "topics")
 	}
+	return manageCall(cf, "topics", stdout, stderr, func(ctx context.Context, c *fibril.Conn) (out any, err error) {
+		switch rest[0] {
+		case "list":
+			var l protocol.TopicList
+			l.Topics, err = c.Topics(ctx)
+			if l.Topics == nil {
+				l.Topics = []string{}
+			}
+			return l, err
+		case "create":
+			return c.CreateTopic(ctx, rest[1], cfg)
+		case "info":
+			return c.Topic(ctx, rest[1])
+		case "delete":
+			return protocol.Deleted{Topic: rest[1]}, c.DeleteTopic(ctx, rest[1])
+		}
+		return c.Requeue(ctx, rest[1], sel)
+	})
+}
+
+// manageCall dials, runs one management call under the request timeout
+// and prints its answer as indented JSON, or the error as `fibril <cmd>:`.
+func manageCall(cf *clientFlags, cmd string, stdout, stderr io.Writer, call func(context.Context, *fibril.Conn) (any, error)) int {
 	ctx := context.Background()
 	c, err := cf.dial(ctx)
 	if err != nil {
-		return fail(stderr, "topics", err)
+		return fail(stderr, cmd, err)
 	}
 	defer c.Close()
 	cctx, cancel := cf.call(ctx)
 	defer cancel()
-	var out any
-	switch rest[0] {
-	case "list":
-		var l protocol.TopicList
-		l.Topics, err = c.Topics(cctx)
-		if l.Topics == nil {
-			l.Topics = []string{}
-		}
-		out = l
-	case "create":
-		out, err = c.CreateTopic(cctx, rest[1], cfg)
-	case "info":
-		out, err = c.Topic(cctx, rest[1])
-	case "delete":
-		err = c.DeleteTopic(cctx, rest[1])
-		out = protocol.Deleted{Topic: rest[1]}
-	case "requeue":
-		out, err = c.Requeue(cctx, rest[1], sel)
-	}
+	out, err := call(cctx, c)
 	if err != nil {
-		return fail(stderr, "topics", err)
+		return fail(stderr, cmd, err)
 	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
-		return fail(stderr, "topics", fmt.Errorf("encoding the answer: %w", err))
+		return fail(stderr, cmd, fmt.Errorf("encoding the answer: %w", err))
 	}
 	fmt.Fprintf(stdout, "%s\n", b)
 	return 0
@@ -338,39 +343,20 @@ func cmdGroups(args []string, stdout, stderr io.Writer) int {
 	default:
 		return badArgs(stderr, "groups")
 	}
-	ctx := context.Background()
-	c, err := cf.dial(ctx)
-	if err != nil {
-		return fail(stderr, "groups", err)
-	}
-	defer c.Close()
-	cctx, cancel := cf.call(ctx)
-	defer cancel()
-	var out any
-	switch rest[0] {
-	case "list":
-		var l protocol.GroupList
-		l.Topic = rest[1]
-		l.Groups, err = c.Groups(cctx, rest[1])
-		if l.Groups == nil {
-			l.Groups = []string{}
+	return manageCall(cf, "groups", stdout, stderr, func(ctx context.Context, c *fibril.Conn) (out any, err error) {
+		switch rest[0] {
+		case "list":
+			l := protocol.GroupList{Topic: rest[1]}
+			l.Groups, err = c.Groups(ctx, rest[1])
+			if l.Groups == nil {
+				l.Groups = []string{}
+			}
+			return l, err
+		case "create":
+			return c.CreateGroup(ctx, rest[1], rest[2], cfg)
+		case "info":
+			return c.Group(ctx, rest[1], rest[2])
 		}
-		out = l
-	case "create":
-		out, err = c.CreateGroup(cctx, rest[1], rest[2], cfg)
-	case "info":
-		out, err = c.Group(cctx, rest[1], rest[2])
-	case "delete":
-		err = c.DeleteGroup(cctx, rest[1], rest[2])
-		out = protocol.Deleted{Topic: rest[1], Group: rest[2]}
-	}
-	if err != nil {
-		return fail(stderr, "groups", err)
-	}
-	b, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return fail(stderr, "groups", fmt.Errorf("encoding the answer: %w", err))
-	}
-	fmt.Fprintf(stdout, "%s\n", b)
-	return 0
+		return protocol.Deleted{Topic: rest[1], Group: rest[2]}, c.DeleteGroup(ctx, rest[1], rest[2])
+	})
 }
