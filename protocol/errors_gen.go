@@ -90,6 +90,8 @@ const (
 	CodeInternal Code = "internal"
 	// CodeShuttingDown (server is shutting down): The server is stopping; reconnect (to another server) later.
 	CodeShuttingDown Code = "shutting_down"
+	// CodeNotLeader (this node does not serve the partition): In a cluster, the command names a partition whose replicas this node does not lead now (another node leads it, or an election is under way); nothing was stored or changed by it. A publish or settle that was in flight when the leadership moved has an unknown outcome (it may still be committed): retry it, with a message id for publishes. Retry after a back-off, or on another node.
+	CodeNotLeader Code = "not_leader"
 )
 
 // Sentinel errors for errors.Is: an *Error matches the sentinel with the same Code.
@@ -180,6 +182,8 @@ var (
 	ErrInternal = &Error{Code: CodeInternal}
 	// ErrShuttingDown is the sentinel for CodeShuttingDown.
 	ErrShuttingDown = &Error{Code: CodeShuttingDown}
+	// ErrNotLeader is the sentinel for CodeNotLeader.
+	ErrNotLeader = &Error{Code: CodeNotLeader}
 )
 
 // lookupSpec returns the table row of c.
@@ -271,6 +275,8 @@ func lookupSpec(c Code) (ErrorSpec, bool) {
 		return ErrorSpec{Code: c, Text: "internal server error", NATSText: "", Fatal: false, NATSFatal: false, Retriable: true, Description: "The server failed (a storage error, such as a failed fsync): the command's effect is unknown, since what was written before the failure can still reach the disk, and the partition confirms nothing more until the server restarts. Retrying may succeed."}, true
 	case CodeShuttingDown:
 		return ErrorSpec{Code: c, Text: "server is shutting down", NATSText: "", Fatal: true, NATSFatal: true, Retriable: true, Description: "The server is stopping; reconnect (to another server) later."}, true
+	case CodeNotLeader:
+		return ErrorSpec{Code: c, Text: "this node does not serve the partition", NATSText: "", Fatal: false, NATSFatal: false, Retriable: true, Description: "In a cluster, the command names a partition whose replicas this node does not lead now (another node leads it, or an election is under way); nothing was stored or changed by it. A publish or settle that was in flight when the leadership moved has an unknown outcome (it may still be committed): retry it, with a message id for publishes. Retry after a back-off, or on another node."}, true
 	}
 	return ErrorSpec{}, false
 }
@@ -321,5 +327,6 @@ func Codes() []Code {
 		CodeTooManyFiles,
 		CodeInternal,
 		CodeShuttingDown,
+		CodeNotLeader,
 	}
 }

@@ -101,6 +101,8 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeTooManyFiles
 	case errors.Is(err, broker.ErrClosed):
 		return protocol.CodeShuttingDown
+	case errors.Is(err, broker.ErrNotLeader):
+		return protocol.CodeNotLeader
 	case errors.Is(err, broker.ErrTopicExists):
 		return protocol.CodeTopicExists
 	case errors.Is(err, broker.ErrNoTopic):

@@ -47,6 +47,7 @@ export const ErrorCodes = {
   TooManyFiles: "too_many_files",
   Internal: "internal",
   ShuttingDown: "shutting_down",
+  NotLeader: "not_leader",
 } as const;
 
 /** ERROR_TABLE is protocol/errors.json keyed by code. */
@@ -94,6 +95,7 @@ export const ERROR_TABLE: Readonly<Record<string, ErrorSpec>> = Object.freeze({
   too_many_files: {"code":"too_many_files","natsText":"","text":"server open-files limit reached","fatal":false,"retriable":true,"description":"The server reached its open-files limit while opening a topic's logs or a new segment; nothing was created or stored. The server logs it at ERROR (at most once a minute) and counts it in /metrics (fibril_file_limit_errors_total); it works again once descriptors are freed or the limit is raised. Retry after a back-off."},
   internal: {"code":"internal","natsText":"","text":"internal server error","fatal":false,"retriable":true,"description":"The server failed (a storage error, such as a failed fsync): the command's effect is unknown, since what was written before the failure can still reach the disk, and the partition confirms nothing more until the server restarts. Retrying may succeed."},
   shutting_down: {"code":"shutting_down","natsText":"","text":"server is shutting down","fatal":true,"retriable":true,"description":"The server is stopping; reconnect (to another server) later."},
+  not_leader: {"code":"not_leader","natsText":"","text":"this node does not serve the partition","fatal":false,"retriable":true,"description":"In a cluster, the command names a partition whose replicas this node does not lead now (another node leads it, or an election is under way); nothing was stored or changed by it. A publish or settle that was in flight when the leadership moved has an unknown outcome (it may still be committed): retry it, with a message id for publishes. Retry after a back-off, or on another node."},
 });
 
 /** UnknownOpError is the `unknown_op` error: The first token of a control line is not a verb this side accepts. Fibril clients get the error and the line is skipped; NATS clients are disconnected, as NATS does. */
@@ -526,6 +528,16 @@ export class ShuttingDownError extends FibrilError {
   }
 }
 
+/** NotLeaderError is the `not_leader` error: In a cluster, the command names a partition whose replicas this node does not lead now (another node leads it, or an election is under way); nothing was stored or changed by it. A publish or settle that was in flight when the leadership moved has an unknown outcome (it may still be committed): retry it, with a message id for publishes. Retry after a back-off, or on another node. */
+export class NotLeaderError extends FibrilError {
+  /** code is always "not_leader". */
+  static readonly code = "not_leader";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("not_leader", message ?? "this node does not serve the partition", { cause: options.cause, retriable: true, fatal: false });
+  }
+}
+
 /** ERROR_CLASSES maps each code to its class. */
 export const ERROR_CLASSES: Readonly<Record<string, new (message?: string, options?: { cause?: unknown }) => FibrilError>> = Object.freeze({
   unknown_op: UnknownOpError,
@@ -571,4 +583,5 @@ export const ERROR_CLASSES: Readonly<Record<string, new (message?: string, optio
   too_many_files: TooManyFilesError,
   internal: InternalError,
   shutting_down: ShuttingDownError,
+  not_leader: NotLeaderError,
 });

@@ -436,6 +436,16 @@ class ShuttingDownError(FibrilError):
     fatal = True
 
 
+class NotLeaderError(FibrilError):
+    """In a cluster, the command names a partition whose replicas this node does not lead now (another node leads it, or an election is under way); nothing was stored or changed by it. A publish or settle that was in flight when the leadership moved has an unknown outcome (it may still be committed): retry it, with a message id for publishes. Retry after a back-off, or on another node.
+
+    Wire code ``not_leader``; text: this node does not serve the partition."""
+
+    code = 'not_leader'
+    retriable = True
+    fatal = False
+
+
 #: Error class by wire code.
 ERRORS: dict[str, type[FibrilError]] = {
     'unknown_op': UnknownOpError,
@@ -481,6 +491,7 @@ ERRORS: dict[str, type[FibrilError]] = {
     'too_many_files': TooManyFilesError,
     'internal': InternalError,
     'shutting_down': ShuttingDownError,
+    'not_leader': NotLeaderError,
 }
 
 #: Error class by NATS error text (for non-Fibril -ERR lines).
@@ -544,6 +555,7 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ('too_many_files', 'server open-files limit reached', ''),
     ('internal', 'internal server error', ''),
     ('shutting_down', 'server is shutting down', ''),
+    ('not_leader', 'this node does not serve the partition', ''),
 )
 
 __all__ = [
@@ -590,6 +602,7 @@ __all__ = [
     'TooManyFilesError',
     'InternalError',
     'ShuttingDownError',
+    'NotLeaderError',
     "ERRORS",
     "NATS_TEXTS",
     "TABLE",
