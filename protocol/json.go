@@ -289,6 +289,7 @@ type RequeueRequest struct {
 	Filter  []string `json:"filter,omitempty"`   // on the original subject (Fibril-Subject); none: all
 	FromSeq uint64   `json:"from_seq,omitempty"` // offsets from, in every partition (0: the first)
 	ToSeq   uint64   `json:"to_seq,omitempty"`   // offsets up to (0: the last)
+	To      string   `json:"to,omitempty"`       // a topic to publish them to (default: the one capturing each original subject)
 }
 
 // Requeued answers TOPIC REQUEUE: how many moved and, when it stopped at

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
@@ -21,7 +22,8 @@ const (
 
 // requeue runs TOPIC REQUEUE for identity id: the identity must manage the
 // dead-letter topic (as for TOPIC DELETE) and may move a message only to a
-// subject it may publish to; a refusal stops the requeue there and the
+// subject it may publish to, or to a named topic ("to") all of whose
+// subjects it may publish to; a refusal stops the requeue there and the
 // message stays. A request that moved some messages and then stopped
 // answers +OK with the count and the reason.
 func requeue(b *broker.Broker, id *access.Identity, name string, js []byte) (any, error) {
@@ -37,6 +39,20 @@ func requeue(b *broker.Broker, id *access.Identity, name string, js []byte) (any
 	}
 	sel := broker.RequeueSelect{Max: req.Max, Filter: req.Filter, FromSeq: broker.Seq(req.FromSeq), ToSeq: broker.Seq(req.ToSeq),
 		Allow: id.Publish}
+	if req.To != "" {
+		// A named target needs publish rights over all of it, as a
+		// dead_letter target does; the original subjects then need none.
+		mayPublish := func(t access.Topic) error {
+			if !id.PublishTopic(t) {
+				return protocol.NewError(protocol.CodePermissionDenied, "Publish to topic "+strconv.Quote(t.Name))
+			}
+			return nil
+		}
+		if _, err := lookupTopic(b, req.To, seeErr(id), mayPublish); err != nil {
+			return nil, err
+		}
+		sel.To, sel.Allow = broker.TopicName(req.To), nil
+	}
 	if err := sel.Check(); err != nil {
 		return nil, err
 	}

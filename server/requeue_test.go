@@ -82,8 +82,8 @@ func TestTopicRequeue(t *testing.T) {
 
 // TestTopicRequeueNeedsRights: TOPIC REQUEUE needs the rights TOPIC
 // DELETE needs over the dead-letter topic, and moves a message only to a
-// subject the user may publish to: a refusal stops it there, and the
-// message stays.
+// subject the user may publish to, or to a named topic ("to") it may
+// publish all of: a refusal stops it there, and the message stays.
 func TestTopicRequeueNeedsRights(t *testing.T) {
 	s := startPermServer(t)
 	root := loginAs(t, s, "root")
@@ -98,6 +98,17 @@ func TestTopicRequeueNeedsRights(t *testing.T) {
 	thief.expect(deniedRe)
 	owner.send("TOPIC REQUEUE $DLQ.orders.g\r\n") // orders.secret is on its publish deny list
 	owner.expect(deniedRe)
+	waitTopicMsgs(t, root, "$DLQ.orders.g", 1)
+	root.send("TOPIC CREATE billing\r\n")
+	root.expect(`^\+OK `)
+	owner.send(`TOPIC REQUEUE $DLQ.orders.g {"to":"billing"}` + "\r\n") // no publish rights over billing
+	owner.expect(deniedRe)
+	root.send(`TOPIC REQUEUE $DLQ.orders.g {"to":"billing"}` + "\r\n")
+	root.expect(`^\+OK \{"topic":"\$DLQ\.orders\.g","requeued":1\}$`)
+	root.send("POLL billing b 1 5000\r\n")
+	root.expectDelivery(`^MSG orders\.secret 0 `, "x") // under its original subject
+	root.expect(`^\+OK 1$`)
+	deadLetters(t, root, owner, "orders.secret")
 	waitTopicMsgs(t, root, "$DLQ.orders.g", 1)
 	root.send("TOPIC REQUEUE $DLQ.orders.g\r\n")
 	root.expect(`^\+OK \{"topic":"\$DLQ\.orders\.g","requeued":1\}$`)

@@ -181,6 +181,8 @@ export interface RequeueOptions {
   /** The lowest and highest offsets, in every partition. */
   fromSeq?: number;
   toSeq?: number;
+  /** A topic to publish them to (default: the one capturing each original subject now). */
+  to?: string;
 }
 
 /** Requeued is what topics.requeue resolves with. */

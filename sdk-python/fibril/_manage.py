@@ -136,6 +136,7 @@ class _Manage:
         filter: Iterable[str] | None = None,
         from_seq: int | None = None,
         to_seq: int | None = None,
+        to: str | None = None,
     ) -> Any:
         """Moves dead letters of ``topic`` back to the topics that capture their
         original subjects (``TOPIC REQUEUE``, SPEC.md section 10).
@@ -146,6 +147,9 @@ class _Manage:
             filter: Subject filters on the original subject (none: any).
             from_seq: The lowest offset, in every partition.
             to_seq: The highest offset, in every partition.
+            to: A topic to publish them to (default: the one that captures each
+                original subject now; the way back for a deleted topic's dead
+                letters).
 
         Returns:
             ``{"topic": ..., "requeued": n}``, with ``"error"`` saying why it
@@ -156,6 +160,7 @@ class _Manage:
             "filter": None if filter is None else list(filter),
             "from_seq": from_seq,
             "to_seq": to_seq,
+            "to": to,
         }
         cfg = {k: v for k, v in cfg.items() if v is not None}
         return await self._call(encode_manage("TOPIC", "REQUEUE", topic, config=cfg or None), _JSON)

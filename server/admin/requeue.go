@@ -38,6 +38,7 @@ type requeueRequest struct {
 	Filter  []string `json:"filter"`
 	FromSeq uint64   `json:"from_seq"`
 	ToSeq   uint64   `json:"to_seq"`
+	To      string   `json:"to"`
 }
 
 // handleRequeue moves up to max messages of a dead-letter topic (those
@@ -69,7 +70,7 @@ func (s *Server) handleRequeue(w http.ResponseWriter, r *http.Request, b *broker
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
-	sel := broker.RequeueSelect{Max: req.Max, Filter: req.Filter, FromSeq: broker.Seq(req.FromSeq), ToSeq: broker.Seq(req.ToSeq)}
+	sel := broker.RequeueSelect{Max: req.Max, Filter: req.Filter, FromSeq: broker.Seq(req.FromSeq), ToSeq: broker.Seq(req.ToSeq), To: broker.TopicName(req.To)}
 	if err := sel.Check(); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

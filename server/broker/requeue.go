@@ -44,11 +44,11 @@ func (b *Broker) Requeue(ctx context.Context, dlq TopicName, max int) (int, erro
 func (b *Broker) RequeueFrom(ctx context.Context, dlq TopicName, group GroupName, max int) (int, error) {
 	b.requeueMu.Lock()
 	defer b.requeueMu.Unlock()
-	return b.requeueFromLocked(ctx, dlq, group, max, nil)
+	return b.requeueFromLocked(ctx, dlq, group, max, requeueTarget{})
 }
 
 // requeueFromLocked is RequeueFrom for a caller holding b.requeueMu.
-func (b *Broker) requeueFromLocked(ctx context.Context, dlq TopicName, group GroupName, max int, allow func(string) error) (int, error) {
+func (b *Broker) requeueFromLocked(ctx context.Context, dlq TopicName, group GroupName, max int, to requeueTarget) (int, error) {
 	if max < 1 {
 		return 0, fmt.Errorf("requeue %s: %w: max %d < 1", dlq, ErrInvalid, max)
 	}
@@ -70,7 +70,7 @@ func (b *Broker) requeueFromLocked(ctx context.Context, dlq TopicName, group Gro
 			return moved, nil
 		}
 		for i, d := range ds {
-			if err := b.requeueOne(ctx, d, allow); err != nil {
+			if err := b.requeueOne(ctx, d, to); err != nil {
 				for _, rest := range ds[i:] {
 					_ = b.Settle(rest.Handle, Nack(0), nil) // back to ready; a failure leaves it to its lease
 				}
@@ -82,32 +82,42 @@ func (b *Broker) requeueFromLocked(ctx context.Context, dlq TopicName, group Gro
 	return moved, nil
 }
 
-func (b *Broker) requeueOne(ctx context.Context, d Delivery, allow func(string) error) error {
-	if err := b.republish(ctx, d, allow); err != nil {
+func (b *Broker) requeueOne(ctx context.Context, d Delivery, to requeueTarget) error {
+	if err := b.republish(ctx, d, to); err != nil {
 		return err
 	}
 	return b.settleWait(ctx, d.Handle, Ack())
 }
 
-// republish publishes dead letter d (its header, payload and key) again to
-// the topic that now captures its Fibril-Subject, once allow (when set)
-// takes that subject, and returns once the publish is durable.
-func (b *Broker) republish(ctx context.Context, d Delivery, allow func(string) error) error {
+// requeueTarget says where a requeue publishes: to topic to when set,
+// else to the topic that now captures each message's original subject,
+// once allow (when set) takes that subject.
+type requeueTarget struct {
+	to    *Topic
+	allow func(subject string) error
+}
+
+// republish publishes dead letter d (its header, payload and key, under
+// its original subject) again to its target, and returns once the publish
+// is durable.
+func (b *Broker) republish(ctx context.Context, d Delivery, to requeueTarget) error {
 	subject := headerValue(d.Header, wire.HeaderSubject)
 	if subject == "" {
 		return fmt.Errorf("%w: no Fibril-Subject header", ErrInvalid)
 	}
-	if allow != nil {
-		if err := allow(subject); err != nil {
-			return err
-		}
-	}
-	dest := b.Route(subject)
+	dest := to.to
 	if dest == nil {
-		// Its topic was deleted (deleting a topic leaves its dead-letter
-		// topics): refused, and the message stays, until a topic captures
-		// the subject again.
-		return fmt.Errorf("%w: no topic captures %q now (deleted? create a topic for it to requeue, or delete this dead-letter topic)", ErrNoTopic, subject)
+		if to.allow != nil {
+			if err := to.allow(subject); err != nil {
+				return err
+			}
+		}
+		if dest = b.Route(subject); dest == nil {
+			// Its topic was deleted (deleting a topic leaves its
+			// dead-letter topics): refused, and the message stays, until
+			// a topic captures the subject again or a requeue names one.
+			return fmt.Errorf("%w: no topic captures %q now (deleted? create a topic for it, requeue to a topic you name, or delete this dead-letter topic)", ErrNoTopic, subject)
+		}
 	}
 	// A requeue stores the message again on purpose: not a duplicate of
 	// the original, whose id it keeps.

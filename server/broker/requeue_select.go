@@ -28,14 +28,32 @@ type RequeueSelect struct {
 	// FromSeq and ToSeq bound the offsets, in every partition of the
 	// dead-letter topic (0: no bound).
 	FromSeq, ToSeq Seq
+	// To, when set, is the topic every moved message is published to
+	// (under its original subject), instead of the topic that captures
+	// that subject now: the way back for a deleted topic's dead letters.
+	To TopicName
 	// Allow, when set, decides each message's original subject before it
-	// is published there (a server's permission check); a refusal stops
-	// the requeue with its error and the message stays.
+	// is published to the topic that captures it (a server's permission
+	// check; a server checks To itself); a refusal stops the requeue with
+	// its error and the message stays.
 	Allow func(subject string) error
 }
 
 // all reports whether s selects every message (no filter, no range).
 func (s RequeueSelect) all() bool { return len(s.Filter) == 0 && s.FromSeq == 0 && s.ToSeq == 0 }
+
+// target resolves To.
+func (s RequeueSelect) target(b *Broker) (requeueTarget, error) {
+	rt := requeueTarget{allow: s.Allow}
+	if s.To != "" {
+		t, ok := b.Topic(s.To)
+		if !ok {
+			return rt, fmt.Errorf("%w: requeue target %s", ErrNoTopic, s.To)
+		}
+		rt.to = t
+	}
+	return rt, nil
+}
 
 // Check reports a selection RequeueSelected refuses (ErrInvalid).
 func (s RequeueSelect) Check() error {
@@ -78,10 +96,14 @@ func (b *Broker) RequeueSelected(ctx context.Context, dlq TopicName, sel Requeue
 	if err := sel.Check(); err != nil {
 		return 0, fmt.Errorf("requeue %s: %w", dlq, err)
 	}
+	to, err := sel.target(b)
+	if err != nil {
+		return 0, fmt.Errorf("requeue %s: %w", dlq, err)
+	}
 	b.requeueMu.Lock()
 	defer b.requeueMu.Unlock()
 	if sel.all() {
-		return b.requeueFromLocked(ctx, dlq, RequeueGroup, sel.Max, sel.Allow)
+		return b.requeueFromLocked(ctx, dlq, RequeueGroup, sel.Max, to)
 	}
 	t, ok := b.Topic(dlq)
 	if !ok {
@@ -111,7 +133,7 @@ func (b *Broker) RequeueSelected(ctx context.Context, dlq TopicName, sel Requeue
 				if moved == sel.Max || !sel.matches(headerValue(m.Header, wire.HeaderSubject)) {
 					continue
 				}
-				n, err := b.requeueStored(ctx, t, g, m, sel.Allow)
+				n, err := b.requeueStored(ctx, t, g, m, to)
 				moved += n
 				if err != nil {
 					return moved, fmt.Errorf("requeue %s: offset %d:%d: %w", dlq, part, m.Seq, err)
@@ -130,7 +152,7 @@ func (b *Broker) RequeueSelected(ctx context.Context, dlq TopicName, sel Requeue
 // (RequeueGroup) settled or leased it already: its publish first, then its
 // settle in g by offset, durable before it returns. It returns how many
 // moved (0 or 1).
-func (b *Broker) requeueStored(ctx context.Context, t *Topic, g *Group, m StoredMessage, allow func(string) error) (int, error) {
+func (b *Broker) requeueStored(ctx context.Context, t *Topic, g *Group, m StoredMessage, to requeueTarget) (int, error) {
 	var open bool
 	if err := t.onActor(ctx, m.Partition, func(p *partition) {
 		gp := p.groups[g.id]
@@ -146,7 +168,7 @@ func (b *Broker) requeueStored(ctx context.Context, t *Topic, g *Group, m Stored
 		return 0, nil
 	}
 	d := Delivery{Subject: m.Subject, Header: m.Header, Data: m.Data}
-	if err := b.republish(ctx, d, allow); err != nil {
+	if err := b.republish(ctx, d, to); err != nil {
 		return 0, err
 	}
 	done := make(chan struct{})

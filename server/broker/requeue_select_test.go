@@ -111,3 +111,37 @@ func TestRequeueSelectedInvalid(t *testing.T) {
 		t.Errorf("unknown topic: %v", err)
 	}
 }
+
+// TestRequeueToANamedTopic: a deleted topic's dead letters are refused by
+// a plain requeue (no topic captures their subject) and go back with To,
+// under their original subject; an unknown To is ErrNoTopic.
+func TestRequeueToANamedTopic(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("old", TopicConfig{})
+	g := e.group(tp, "g", GroupConfig{})
+	e.publish(tp, "x")
+	if err := e.settle(e.poll(g, 1)[0], Reject()); err != nil {
+		t.Fatal(err)
+	}
+	dlq := TopicName(DeadLetterTopic("old", "g"))
+	waitFor(t, "the dead letter", func() bool { d, ok := e.b.Topic(dlq); return ok && d.Info().Messages == 1 })
+	if err := e.b.DeleteTopic("old"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if n, err := e.b.RequeueSelected(ctx, dlq, RequeueSelect{Max: 10}); n != 0 || !errors.Is(err, ErrNoTopic) {
+		t.Fatalf("plain requeue of a deleted topic's dead letters: %d %v", n, err)
+	}
+	if _, err := e.b.RequeueSelected(ctx, dlq, RequeueSelect{Max: 10, To: "nosuch"}); !errors.Is(err, ErrNoTopic) {
+		t.Fatalf("unknown To: %v", err)
+	}
+	nt := e.topic("new", TopicConfig{})
+	ng := e.group(nt, "g", GroupConfig{})
+	if n, err := e.b.RequeueSelected(ctx, dlq, RequeueSelect{Max: 10, To: "new"}); n != 1 || err != nil {
+		t.Fatalf("requeue to new: %d %v", n, err)
+	}
+	d := e.poll(ng, 10)
+	if len(d) != 1 || string(d[0].Data) != "x" || d[0].Subject != "old" {
+		t.Fatalf("got %v (subject %q)", datas(d), d[0].Subject)
+	}
+}
