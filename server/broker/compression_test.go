@@ -297,10 +297,12 @@ func TestCompressedTopicReleasesReplacedMaps(t *testing.T) {
 		}
 	}
 	dataDir := filepath.Join(e.b.topicDir(tp.ID()), "0", dataLogName)
-	waitFor(t, "compressed segments", func() bool { return len(compressedFiles(t, dataDir)) >= 2 })
+	waitForUpTo(t, 30*time.Second, "compressed segments", func() bool { return len(compressedFiles(t, dataDir)) >= 2 })
 	// Rounds after the compressor's replacements (here the lease timers'
-	// and retention's) release the maps no delivery borrows.
-	waitFor(t, "the replaced segments' files to go", func() bool { return trashFiles(t, dataDir) == 0 })
+	// and retention's) release the maps no delivery borrows. Both waits are
+	// on background work a loaded machine delays (this test used to fail
+	// at 5 s under load, never for want of the release).
+	waitForUpTo(t, 30*time.Second, "the replaced segments' files to go", func() bool { return trashFiles(t, dataDir) == 0 })
 	if _, err := g.InfoCurrent(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -179,7 +179,14 @@ func (e *testEnv) settle(d Delivery, op SettleOp) error {
 // waitFor polls cond until it holds or 5s pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	waitForUpTo(t, 5*time.Second, what, cond)
+}
+
+// waitForUpTo is waitFor bounded by d, for background work (compression,
+// file removal) that a loaded machine can delay past 5 s.
+func waitForUpTo(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
