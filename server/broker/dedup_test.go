@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/fibrilmq/fibril/internal/crashfs"
 	"github.com/fibrilmq/fibril/internal/memstore"
-	"github.com/fibrilmq/fibril/server/seglog"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -226,14 +224,7 @@ func TestDuplicateAcrossPowerCut(t *testing.T) {
 	for _, durSync := range []bool{false, true} {
 		t.Run(fmt.Sprint("sync=", durSync), func(t *testing.T) {
 			clk := newFakeClock()
-			c := &powerCutEnv{testEnv: &testEnv{t: t, dir: t.TempDir(), clock: clk, durSync: durSync},
-				dataFS: crashfs.New(seglog.OSFS()), evFS: crashfs.New(seglog.OSFS())}
-			c.start()
-			t.Cleanup(func() {
-				if c.b != nil {
-					c.b.Close()
-				}
-			})
+			c := newClockedPowerCutEnv(t, clk, durSync)
 			tp := c.topic("q", TopicConfig{})
 			var want []Position
 			for i := range 20 {

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fibrilmq/fibril/internal/crashfs"
-	"github.com/fibrilmq/fibril/server/seglog"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -201,14 +199,7 @@ func TestDelayedAcrossPowerCut(t *testing.T) {
 	for _, durSync := range []bool{false, true} {
 		t.Run(fmt.Sprint("sync=", durSync), func(t *testing.T) {
 			clk := newFakeClock()
-			c := &powerCutEnv{testEnv: &testEnv{t: t, dir: t.TempDir(), clock: clk, durSync: durSync},
-				dataFS: crashfs.New(seglog.OSFS()), evFS: crashfs.New(seglog.OSFS())}
-			c.start()
-			t.Cleanup(func() {
-				if c.b != nil {
-					c.b.Close()
-				}
-			})
+			c := newClockedPowerCutEnv(t, clk, durSync)
 			tp := c.topic("q", TopicConfig{AllowMsgDelay: true})
 			g := c.group(tp, "g", GroupConfig{})
 			publishHdr(t, tp, "late", wire.HeaderDelay, "5s")

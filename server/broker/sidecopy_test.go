@@ -41,6 +41,21 @@ func newPowerCutEnv(t *testing.T, noSide bool) *powerCutEnv {
 	return c
 }
 
+// newClockedPowerCutEnv is a started power-cut environment on clock clk,
+// durability sync when durSync (else the topics' default).
+func newClockedPowerCutEnv(t *testing.T, clk Clock, durSync bool) *powerCutEnv {
+	t.Helper()
+	c := &powerCutEnv{testEnv: &testEnv{t: t, dir: t.TempDir(), clock: clk, durSync: durSync},
+		dataFS: crashfs.New(seglog.OSFS()), evFS: crashfs.New(seglog.OSFS())}
+	c.start()
+	t.Cleanup(func() {
+		if c.b != nil {
+			c.b.Close()
+		}
+	})
+	return c
+}
+
 func (c *powerCutEnv) start() {
 	c.t.Helper()
 	o := c.opts()
