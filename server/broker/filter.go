@@ -71,3 +71,13 @@ func (p *partition) deliverable(gp *groupPart) bool {
 	p.anotherRound()
 	return false
 }
+
+// anotherRound asks the actor for one more round (at most one asked at a
+// time), for what deliverable leaves to the next: filtered, expired and
+// held-back records past filterScan.
+func (p *partition) anotherRound() {
+	if !p.scanWake {
+		p.scanWake = true
+		p.control(func(p *partition) { p.scanWake = false })
+	}
+}

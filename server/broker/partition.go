@@ -57,7 +57,7 @@ type partition struct {
 	timer       actorTimer     // the actor's one timer (timer.go)
 	lastSubject string         // subject of the last record delivered (decodeMetaReuse)
 	dlqRetry    bool           // a dead-letter copy was refused: retry soon (dlq.go)
-	filterWake  bool           // a round is asked for to go on skipping filtered records (filter.go)
+	scanWake    bool           // a round is asked for to go on scanning a group's head (filter.go)
 	stopping    bool           // the mailbox closed: shut down after the next idle round
 	closeErr    error          // set by the actor before done closes
 	sleep       logSleep       // the open-logs cache (idle.go)

@@ -171,7 +171,7 @@ func (p *partition) rebuild() error {
 	p.evw.sink.chunk = chunk
 	p.ret = retention{}
 	p.holes = holeSet{}
-	p.dlqRetry, p.filterWake, p.lastSubject = false, false, ""
+	p.dlqRetry, p.scanWake, p.lastSubject = false, false, ""
 	p.useLogs(p.data, p.events)
 	p.first, p.last = p.data.Bounds()
 	p.commit.durData = p.last

@@ -84,16 +84,6 @@ func (t *Topic) expiredAt(storedNs int64, hdr []byte, now int64) bool {
 	return ttl > 0 && now >= storedNs+int64(ttl)
 }
 
-// anotherRound asks the actor for one more round (at most one asked at a
-// time), for work a round leaves to the next: filtered and expired
-// records to settle past filterScan.
-func (p *partition) anotherRound() {
-	if !p.filterWake {
-		p.filterWake = true
-		p.control(func(p *partition) { p.filterWake = false })
-	}
-}
-
 // expired settles seq for the group without delivery, or starts its
 // dead-letter copy (Fibril-Reason: expired): its TTL ran out. seq is one
 // take returned: never delivered, or ready again.
