@@ -61,6 +61,10 @@ type Options struct {
 	Engine broker.Options
 	// ServerName is reported in INFO; empty means the generated server id.
 	ServerName string
+	// ConnectURLs are the client addresses (host:port) INFO's
+	// connect_urls lists, so a client given one node finds the others
+	// (SPEC.md 11.1); at most 64, none by default.
+	ConnectURLs []string
 
 	// EventLoops is the number of gnet event loops; default half of
 	// GOMAXPROCS, at least 1 (defaultEventLoops says why).
@@ -214,6 +218,10 @@ func DefaultOptions() Options {
 // header, subject and the headers a dead letter gains.
 const maxPayloadSlack = 128 << 10
 
+// maxConnectURLs bounds INFO's connect_urls (SPEC.md 11.1: a client keeps
+// at most 64 servers).
+const maxConnectURLs = 64
+
 func (o *Options) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
@@ -280,6 +288,14 @@ func (o *Options) validate() error {
 	if !o.NoBroker && o.Engine.SegmentSize == 0 && int64(o.MaxPayload)+maxPayloadSlack > seglog.DefaultSegmentSize {
 		return bad("MaxPayload (%d) must leave %d bytes of room in a log segment (%d)",
 			o.MaxPayload, maxPayloadSlack, seglog.DefaultSegmentSize)
+	}
+	if len(o.ConnectURLs) > maxConnectURLs {
+		return bad("ConnectURLs: at most %d, got %d", maxConnectURLs, len(o.ConnectURLs))
+	}
+	for _, u := range o.ConnectURLs {
+		if _, _, err := net.SplitHostPort(u); err != nil {
+			return bad("ConnectURLs %q: want host:port: %v", u, err)
+		}
 	}
 	if o.AuthCPUPercent > 100 {
 		return bad("AuthCPUPercent must be in [1, 100], got %d", o.AuthCPUPercent)

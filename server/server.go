@@ -396,5 +396,6 @@ func (s *Server) info(tls bool) protocol.Info {
 		// never advertised (a client seeing it may try TLS and fail).
 		Fibril: 1, MaxUnconfirmed: s.opts.MaxUnconfirmed, HeartbeatMillis: s.opts.PingInterval.Milliseconds(),
 		MaxInflight: s.opts.MaxInflight, CRC: true, MaxControlLine: s.opts.MaxControlLine,
+		ConnectURLs: s.opts.ConnectURLs,
 	}
 }

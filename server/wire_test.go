@@ -351,3 +351,33 @@ func TestInvalidUTF8SubjectRefusedAtTheDoor(t *testing.T) {
 		t.Fatal("topic pay.\\xff was created")
 	}
 }
+
+// TestInfoConnectURLs: INFO lists Options.ConnectURLs (SPEC.md 11.1) and
+// omits the field on a node that names none; a bad entry or more than 64
+// are refused at New.
+func TestInfoConnectURLs(t *testing.T) {
+	urls := []string{"127.0.0.1:4301", "127.0.0.1:4302"}
+	s := startServer(t, func(o *Options) { o.ConnectURLs = urls })
+	w := dial(t, s.Addr().String())
+	l := w.expect(`^INFO `)
+	info, err := protocol.ParseInfo([]byte(strings.TrimPrefix(l, "INFO ")))
+	if err != nil {
+		t.Fatalf("INFO json: %v", err)
+	}
+	if fmt.Sprint(info.ConnectURLs) != fmt.Sprint(urls) {
+		t.Fatalf("connect_urls %v, want %v", info.ConnectURLs, urls)
+	}
+	plain := dial(t, startServer(t, nil).Addr().String()).expect(`^INFO `)
+	if strings.Contains(plain, "connect_urls") {
+		t.Fatalf("INFO of a single node names connect_urls: %s", plain)
+	}
+	many := make([]string, maxConnectURLs+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("127.0.0.1:%d", 5000+i)
+	}
+	for _, bad := range [][]string{{"nohostport"}, many} {
+		if _, err := New(testOptions(t, func(o *Options) { o.ConnectURLs = bad })); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("ConnectURLs %d entries (%.20q...): err %v, want ErrInvalidOptions", len(bad), bad[0], err)
+		}
+	}
+}

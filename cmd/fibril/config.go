@@ -165,6 +165,17 @@ var settings = []setting{
 			}
 			return nil
 		}, false},
+	{"client-advertise", "comma-separated host:port client addresses INFO's connect_urls lists, so clients given one node find the others (SPEC.md 11.1; at most 64)",
+		func(o *server.Options) string { return strings.Join(o.ConnectURLs, ",") },
+		func(o *server.Options, _ *serveConfig, v string) error {
+			o.ConnectURLs = nil
+			for a := range strings.SplitSeq(v, ",") {
+				if a = strings.TrimSpace(a); a != "" {
+					o.ConnectURLs = append(o.ConnectURLs, a)
+				}
+			}
+			return nil
+		}, false},
 	boolSetting("tls-handshake-first", "TLS listener: also accept clients that start TLS before INFO (nats --tlsfirst; waits 50 ms for them)", func(o *server.Options, _ *serveConfig) *bool { return &o.TLSHandshakeFirst }),
 	boolSetting("auto-create-groups", "create a missing group on POLL or durable SUB", func(o *server.Options, _ *serveConfig) *bool { return &o.AutoCreateGroups }),
 	boolSetting("no-durable", "serve the plain NATS core only (no data directory)", func(o *server.Options, _ *serveConfig) *bool { return &o.NoBroker }),
