@@ -62,7 +62,12 @@ class Reconnect:
         max_delay: Largest delay in seconds.
         multiplier: Growth factor between attempts.
         jitter: Fraction of each delay randomised (0.2 = ±20 %).
-        max_attempts: Give up after this many failed attempts in a row (None = never).
+        max_attempts: Give up after this many failed passes in a row (None =
+            never). A pass tries every server of the list once; with one
+            server it is one attempt.
+
+    The delay is waited before each pass over the server list and grows
+    after each failed pass, not after each server.
     """
 
     enabled: bool = True
@@ -73,7 +78,7 @@ class Reconnect:
     max_attempts: int | None = None
 
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:
-        """Returns the delay before reconnect attempt ``attempt`` (0-based)."""
+        """Returns the delay before reconnect pass ``attempt`` (0-based)."""
         d = min(self.max_delay, self.initial * (self.multiplier**attempt))
         r = (rng or random).uniform(-self.jitter, self.jitter)
         return max(0.0, d * (1.0 + r))

@@ -5,13 +5,19 @@ answered exactly once, in order, so the client keeps one FIFO of pending
 requests and matches each answer to its head. MSG/HMSG for subscriptions, server
 PINGs and INFO updates are the only unsolicited frames.
 
-Reconnect: when the connection drops, unconfirmed publishes (and pending POLLs)
-stay queued and are sent again, in their original order, on the next connection
-before anything else; subscriptions are renewed. Other pending requests (acks,
-management) fail with :class:`ConnectionClosedError` because whether the server
-acted on them is unknown. A publish whose confirm arrived is durable on the
-server and is never sent again, so nothing confirmed is lost; an unconfirmed one
-may be stored twice (at-least-once).
+Servers and failover (SPEC.md 11.1): the client holds a list of servers
+(``_servers.ServerList``: those given, then those INFO's ``connect_urls``
+names) and connects to the first that completes the handshake. When the
+connection drops it tries the next one, wrapping around, and backs off after
+each full pass over the list. Unconfirmed publishes stay queued and are sent
+again on the next connection before anything else, in their original order;
+then subscriptions are renewed and waiting POLLs sent again. Other pending
+requests (acks, management) fail with :class:`ConnectionClosedError` because
+whether the server acted on them is unknown. A publish whose confirm arrived is
+durable on the server and is never sent again, so nothing confirmed is lost; an
+unconfirmed one may be stored twice (at least once; once with a message id).
+A publish answered ``not_leader`` is parked and sent again on the same
+connection after a short backoff, holding its place in the publish window.
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ import asyncio
 import collections
 import ssl
 from collections.abc import Awaitable, Generator, Iterable
-from datetime import datetime
 from typing import Any
 
 from . import _proto as proto
@@ -32,25 +37,23 @@ from ._common import (
     KIND_POLL,
     KIND_PUB,
     PAYLOAD_SLACK,
-    Data,
     Duration,
-    HeadersArg,
-    Position,
     Reconnect,
     ack_frames,
     connect_options,
     json_answer,
     max_control_line,
-    parse_url,
     poll_frame,
     position_from,
-    publish_frame,
     tls_context,
 )
 from ._acks import AckQueue
 from ._conn import _Conn
 from ._errbase import FibrilError
 from ._manage import _Manage
+from ._publish import _Publish
+from ._requests import Request, not_leader_wait
+from ._servers import ServerList, endpoint_url, no_server_error, parse_servers, refused_for_good
 from .errors import ClientClosedError, ConnectionClosedError, ProtocolError, TLSError, error_from_wire
 from .message import Msg
 from .subscription import Subscription, make_msg
@@ -58,30 +61,11 @@ from .subscription import Subscription, make_msg
 _PLAIN, _PUB, _POLL, _JSON = KIND_PLAIN, KIND_PUB, KIND_POLL, KIND_JSON
 
 
-class _Request:
-    __slots__ = ("frame", "future", "kind", "retry", "msgs")
-
-    def __init__(self, frame: bytes, future: asyncio.Future[Any] | None, kind: int = _PLAIN, retry: bool = False):
-        self.frame = frame
-        self.future = future
-        self.kind = kind
-        self.retry = retry
-        self.msgs: list[proto.Msg] = []
-
-    def resolve(self, value: Any) -> None:
-        if self.future is not None and not self.future.done():
-            self.future.set_result(value)
-
-    def fail(self, err: BaseException) -> None:
-        if self.future is not None and not self.future.done():
-            self.future.set_exception(err)
-
-
 async def _done() -> None:
     return None
 
 
-class Client(_Manage):
+class Client(_Publish, _Manage):
     """A connection to a Fibril server. Create it with :func:`connect`.
 
     All methods must be called from the event loop that connected it.
@@ -89,8 +73,10 @@ class Client(_Manage):
 
     def __init__(
         self,
-        url: str,
+        url: str | None = None,
         *,
+        servers: Iterable[str] | str | None = None,
+        discover: bool = True,
         name: str | None = None,
         token: str | None = None,
         user: str | None = None,
@@ -102,13 +88,20 @@ class Client(_Manage):
         drain_timeout: float = 5.0,
         ping_interval: float = 30.0,
         max_pings_out: int = 2,
+        not_leader_timeout: float = 10.0,
     ) -> None:
         if ping_interval <= 0 or max_pings_out < 1:
             raise ValueError("ping_interval must be positive and max_pings_out at least 1")
+        if not not_leader_timeout >= 0:
+            raise ValueError("not_leader_timeout must not be negative")
         self._ping_interval = ping_interval
         self._max_pings_out = max_pings_out
-        self._endpoint = parse_url(url)
-        self._tls = tls_context(tls, self._endpoint)
+        self._not_leader_timeout = not_leader_timeout
+        self._servers = ServerList(parse_servers(url, servers), discover=discover)
+        #: Index in _servers of the server connected to (or last tried).
+        self._current = -1
+        self._endpoint = self._servers[0]
+        self._tls_arg = tls
         self._name = name
         self._token = token
         self._user = user
@@ -121,8 +114,10 @@ class Client(_Manage):
         self._drain_timeout = drain_timeout
         self._info: dict[str, Any] = {}
         self._conn: _Conn | None = None
-        self._pending: collections.deque[_Request] = collections.deque()
-        self._resend: collections.deque[_Request] = collections.deque()
+        self._pending: collections.deque[Request] = collections.deque()
+        self._resend: collections.deque[Request] = collections.deque()
+        #: Publishes answered not_leader, waiting out their backoff (in order).
+        self._parked: dict[Request, asyncio.TimerHandle] = {}
         self._subs: dict[str, Subscription] = {}
         self._acks = AckQueue(self._send_ack, lambda: max_control_line(self._info))
         self._next_sid = 0
@@ -146,6 +141,17 @@ class Client(_Manage):
         return dict(self._info)
 
     @property
+    def servers(self) -> list[str]:
+        """The server list, as URLs without credentials: the addresses given,
+        then those learnt from INFO ``connect_urls`` (at most 64 in all)."""
+        return self._servers.urls()
+
+    @property
+    def server_url(self) -> str:
+        """The URL (without credentials) of the server connected to, or last tried."""
+        return endpoint_url(self._endpoint)
+
+    @property
     def is_connected(self) -> bool:
         """True while a connection is up and usable."""
         return self._connected.is_set() and not self._closed
@@ -156,29 +162,51 @@ class Client(_Manage):
         return int(self._info.get("max_unconfirmed") or DEFAULT_MAX_UNCONFIRMED)
 
     async def _start(self) -> None:
-        await self._open()
+        # One pass, no backoff: the first connect is never retried, so
+        # configuration errors surface at once.
+        tried: list[tuple[str, FibrilError]] = []
+        for i in self._servers.pass_after(-1):
+            try:
+                await self._open(i)
+                return
+            except FibrilError as e:
+                tried.append((endpoint_url(self._servers[i]), e))
+        err = no_server_error(tried)
+        if len(tried) == 1:
+            raise err
+        raise err from tried[-1][1]
 
-    async def _open(self) -> None:
+    async def _open(self, index: int) -> None:
+        """Connects to server ``index`` of the list and replays the session on it.
+
+        Raises:
+            ConnectionClosedError: Unreachable, timed out or lost during the handshake.
+            TLSError: The TLS handshake failed.
+            FibrilError: The server refused the CONNECT or is not a Fibril server.
+        """
         loop = asyncio.get_running_loop()
         # Management answers are single JSON lines of any length: the client
         # is lenient about line length (the server's limit protects the server).
         parser = proto.Parser(max_control_line=CLIENT_MAX_LINE, max_json_line=CLIENT_MAX_LINE)
         conn = _Conn(parser, self._on_events, self._on_lost)
         self._opening = True
+        self._current = index
+        ep = self._endpoint = self._servers[index]
+        tls = tls_context(self._tls_arg, ep)
         try:
-            ep = self._endpoint
             await asyncio.wait_for(loop.create_connection(lambda: conn, ep.host, ep.port), self._connect_timeout)
             self._conn = conn
             info = await asyncio.wait_for(asyncio.shield(conn.info), self._connect_timeout)
             self._info = dict(info.fields)
+            self._servers.learn(self._info.get("connect_urls"), ep)
             if not self._info.get("fibril"):
                 raise ProtocolError("the server does not speak the Fibril protocol (no fibril in INFO)")
             self._max_payload = int(self._info.get("max_payload") or proto.DEFAULT_MAX_PAYLOAD)
             # Slack for headers the server adds (dead-letter headers) to a maximal body.
             parser.max_payload = self._max_payload + PAYLOAD_SLACK
-            use_tls = self._tls is not None or bool(self._info.get("tls_required"))
+            use_tls = tls is not None or bool(self._info.get("tls_required"))
             if use_tls:
-                ctx = self._tls or ssl.create_default_context()
+                ctx = tls or ssl.create_default_context()
                 assert conn.transport is not None
                 t = await asyncio.wait_for(
                     loop.start_tls(conn.transport, conn, ctx, server_hostname=ep.host), self._connect_timeout
@@ -199,22 +227,30 @@ class Client(_Manage):
             # nothing it sends before our CONNECT is a MSG, so flip now.
             parser.crc = self._crc
             fut: asyncio.Future[Any] = loop.create_future()
-            self._write_req(conn, _Request(proto.encode_connect(opts), fut))
+            self._write_req(conn, Request(proto.encode_connect(opts), fut))
             await asyncio.wait_for(asyncio.shield(fut), self._connect_timeout)
             if self._window is None:
                 self._window = asyncio.Semaphore(self.max_unconfirmed)
+            # Unconfirmed publishes first, in their original order (SPEC.md
+            # 11.1), then the subscriptions, then waiting POLLs: a POLL holds
+            # back every later answer while it waits.
+            polls = [r for r in self._resend if r.kind == _POLL]
+            for r in self._resend:
+                if r.kind != _POLL:
+                    self._write_req(conn, r)
+            self._resend.clear()
             for sub in list(self._subs.values()):
-                self._write_req(conn, _Request(sub.sub_frame(), sub.sub_answer(loop)))
-            while self._resend:
-                self._write_req(conn, self._resend.popleft())
+                self._write_req(conn, Request(sub.sub_frame(), sub.sub_answer(loop)))
+            for r in polls:
+                self._write_req(conn, r)
         except BaseException as e:
             conn.abort()
             if isinstance(e, asyncio.TimeoutError):
-                raise ConnectionClosedError(f"connect to {self._endpoint.host}:{self._endpoint.port} timed out") from None
+                raise ConnectionClosedError(f"connect to {ep.host}:{ep.port} timed out") from None
             if isinstance(e, ssl.SSLError):
-                raise TLSError(f"TLS with {self._endpoint.host}:{self._endpoint.port}: {e}") from e
+                raise TLSError(f"TLS with {ep.host}:{ep.port}: {e}") from e
             if isinstance(e, OSError):
-                raise ConnectionClosedError(f"connect to {self._endpoint.host}:{self._endpoint.port}: {e}") from e
+                raise ConnectionClosedError(f"connect to {ep.host}:{ep.port}: {e}") from e
             raise
         finally:
             self._opening = False
@@ -263,7 +299,7 @@ class Client(_Manage):
             self._reconnect_task.cancel()
         if self.is_connected and self._conn is not None:
             fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            self._write_req(self._conn, _Request(proto.PING, fut))
+            self._write_req(self._conn, Request(proto.PING, fut))
             try:
                 await asyncio.wait_for(fut, self._drain_timeout)
             except (FibrilError, asyncio.TimeoutError):
@@ -277,7 +313,10 @@ class Client(_Manage):
                 t.cancel()
         self._close_error = err
         conn, self._conn = self._conn, None
-        pending = list(self._pending) + list(self._resend)
+        pending = list(self._parked) + list(self._pending) + list(self._resend)
+        for timer in self._parked.values():
+            timer.cancel()
+        self._parked.clear()
         self._pending.clear()
         self._resend.clear()
         for r in pending:
@@ -353,7 +392,11 @@ class Client(_Manage):
                     conn.abort()
                     return
                 elif pending:
-                    pending.popleft().fail(err)
+                    req = pending.popleft()
+                    if req.kind == _PUB and err.code == "not_leader":
+                        self._park(conn, req, err)
+                    else:
+                        req.fail(err)
             elif isinstance(ev, proto.Ping):
                 conn.write(proto.PONG)
             elif isinstance(ev, proto.Pong):
@@ -361,6 +404,27 @@ class Client(_Manage):
                     pending.popleft().resolve(None)
             elif isinstance(ev, proto.Info):
                 self._info.update(ev.fields)
+                self._servers.learn(ev.fields.get("connect_urls"), self._endpoint)
+
+    def _park(self, conn: _Conn, req: Request, err: FibrilError) -> None:
+        """Holds a publish answered not_leader and sends it again on ``conn``
+        after its backoff (SPEC.md 11.1, 50 ms doubling to 1 s), or fails it
+        with ``err`` once ``not_leader_timeout`` has passed since its first
+        not_leader answer. It keeps its publish-window token meanwhile, so
+        parked publishes are bounded by ``max_unconfirmed``."""
+        if req.given_up:
+            return  # its window token is already back
+        wait = not_leader_wait(req, conn.loop.time(), self._not_leader_timeout)
+        if wait is None:
+            req.fail(err)
+            return
+        self._parked[req] = conn.loop.call_later(wait, self._unpark, conn, req)
+
+    def _unpark(self, conn: _Conn, req: Request) -> None:
+        if self._parked.pop(req, None) is None:
+            return  # moved to _resend by a loss, or failed by close
+        if not req.given_up and conn is self._conn:
+            self._write_req(conn, req)
 
     def _stray(self, frame: proto.Msg) -> None:
         # A durable delivery nobody wants any more (closed subscription, POLL
@@ -379,7 +443,12 @@ class Client(_Manage):
         self._conn = None
         self._connected.clear()
         self._acks.fail_all(err)
-        keep = [r for r in self._pending if r.retry and not (r.future is not None and r.future.done())]
+        # Parked publishes were sent before those still pending: they go first.
+        for timer in self._parked.values():
+            timer.cancel()
+        keep = [r for r in self._parked if not r.given_up]
+        self._parked.clear()
+        keep += [r for r in self._pending if r.retry and not r.given_up]
         for r in self._pending:
             if not r.retry:
                 r.fail(err)
@@ -397,32 +466,39 @@ class Client(_Manage):
         self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect_loop(err))
 
     async def _reconnect_loop(self, err: FibrilError) -> None:
-        attempt = 0
+        # A pass tries every server once, starting after the one lost; the
+        # backoff grows per failed pass, not per server (SPEC.md 11.1).
+        passes = 0
         while not self._closed:
-            await asyncio.sleep(self._reconnect.delay(attempt))
+            await asyncio.sleep(self._reconnect.delay(passes))
+            tried: list[tuple[str, FibrilError]] = []
+            for i in self._servers.pass_after(self._current):
+                if self._closed:
+                    return
+                try:
+                    await self._open(i)
+                    return
+                except FibrilError as e:
+                    tried.append((endpoint_url(self._servers[i]), e))
+                except OSError as e:
+                    tried.append((endpoint_url(self._servers[i]), ConnectionClosedError(str(e))))
             if self._closed:
                 return
-            try:
-                await self._open()
+            err = no_server_error(tried)
+            if all(refused_for_good(e) for _, e in tried):
+                # Every server refused for good (credentials, TLS trust, not
+                # a Fibril server): retrying cannot help.
+                self._shutdown(err)
                 return
-            except FibrilError as e:
-                err = e
-                if not e.retriable and not isinstance(e, ConnectionClosedError):
-                    # Refused for good (credentials, TLS trust, not a Fibril
-                    # server): retrying cannot help.
-                    self._shutdown(e)
-                    return
-            except OSError as e:
-                err = ConnectionClosedError(str(e))
-            attempt += 1
-            if self._reconnect.max_attempts is not None and attempt >= self._reconnect.max_attempts:
+            passes += 1
+            if self._reconnect.max_attempts is not None and passes >= self._reconnect.max_attempts:
                 self._shutdown(err)
                 return
 
     # ------------------------------------------------------------------
     # requests
 
-    def _write_req(self, conn: _Conn, req: _Request) -> None:
+    def _write_req(self, conn: _Conn, req: Request) -> None:
         if self._acks:
             self._acks.flush()  # acks queued earlier go first: they were issued first
         conn.write(req.frame)
@@ -438,15 +514,15 @@ class Client(_Manage):
             raise ConnectionClosedError("not connected: the delivery will come again")
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         conn.write(frame)
-        self._pending.append(_Request(frame, fut))
+        self._pending.append(Request(frame, fut))
         return fut
 
     def _fire(self, frame: bytes) -> None:
         """Sends a request whose answer nobody awaits (best effort)."""
         if self._conn is not None and self._connected.is_set():
-            self._write_req(self._conn, _Request(frame, None))
+            self._write_req(self._conn, Request(frame, None))
 
-    async def _submit(self, req: _Request) -> None:
+    async def _submit(self, req: Request) -> None:
         while True:
             if self._closed:
                 raise self._close_error or ClientClosedError("client closed")
@@ -460,7 +536,7 @@ class Client(_Manage):
 
     async def _call(self, frame: bytes, kind: int = _PLAIN, *, retry: bool = False) -> Any:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        await self._submit(_Request(frame, fut, kind, retry))
+        await self._submit(Request(frame, fut, kind, retry))
         return await fut
 
     async def _settle(self, frame: bytes) -> None:
@@ -473,118 +549,6 @@ class Client(_Manage):
             ConnectionClosedError: The connection dropped first.
         """
         await self._call(proto.PING)
-
-    # ------------------------------------------------------------------
-    # publish
-
-    async def publish_async(
-        self,
-        subject: str,
-        data: Data,
-        *,
-        key: str | bytes | None = None,
-        headers: HeadersArg = None,
-        msg_id: str | None = None,
-        ttl: Duration | None = None,
-        delay: Duration | None = None,
-        deliver_at: datetime | None = None,
-    ) -> asyncio.Future[Position | None]:
-        """Sends a publish and returns a future of its confirm (pipelined publishing).
-
-        Blocks only while the publish window (INFO ``max_unconfirmed``) is full or
-        the socket is backed up, so one task can keep many confirms outstanding.
-
-        Args:
-            subject: Destination subject (no wildcards).
-            data: Body; str is encoded as UTF-8.
-            key: Partition key (sent as header ``Fibril-Key``).
-            headers: Extra headers.
-            msg_id: Producer message id (header ``Nats-Msg-Id``): stored once
-                within the topic's duplicate window; a repeat is confirmed with
-                the first one's Position, ``duplicate`` set.
-            ttl: Time to live (seconds or a timedelta; header ``Nats-TTL``, on
-                a topic created with ``allow_msg_ttl=True``): past it a group
-                drops the message or dead-letters it (its ``on_expiry``).
-            delay: Hold the message back from every group this long after it
-                is stored (seconds or a timedelta; header ``Fibril-Delay``, on
-                a topic created with ``allow_msg_delay=True``).
-            deliver_at: Hold it back until this timezone-aware time (header
-                ``Fibril-Deliver-At``).
-
-        Returns:
-            A future resolving to the :class:`Position` (or None when no durable
-            topic captured the subject), or failing with the server's error.
-
-        Raises:
-            ValueError: Bad subject/headers, or larger than the server's max_payload.
-            ClientClosedError: The client is closed.
-        """
-        frame = publish_frame(
-            subject, data, key=key, headers=headers, msg_id=msg_id, crc=self._crc, max_payload=self._max_payload, ttl=ttl, delay=delay, deliver_at=deliver_at
-        )
-        return await self._publish_frame(frame)
-
-    async def _publish_frame(self, frame: bytes) -> asyncio.Future[Position | None]:
-        """Sends a validated PUB/HPUB frame; :meth:`publish_async` without the encoding."""
-        if self._closed:
-            raise self._close_error or ClientClosedError("client closed")
-        window = self._window
-        assert window is not None, "publish before connect"
-        await window.acquire()
-        fut: asyncio.Future[Position | None] = asyncio.get_running_loop().create_future()
-        fut.add_done_callback(lambda _f: window.release())
-        try:
-            await self._submit(_Request(frame, fut, _PUB, retry=True))
-        except BaseException:
-            if not fut.done():
-                fut.cancel()
-            raise
-        return fut
-
-    async def publish(
-        self,
-        subject: str,
-        data: Data,
-        *,
-        key: str | bytes | None = None,
-        headers: HeadersArg = None,
-        msg_id: str | None = None,
-        ttl: Duration | None = None,
-        delay: Duration | None = None,
-        deliver_at: datetime | None = None,
-    ) -> Position | None:
-        """Publishes one message and waits for its confirm.
-
-        Many tasks may publish at once; their publishes are pipelined.
-
-        Args:
-            subject: Destination subject (no wildcards).
-            data: Body; str is encoded as UTF-8.
-            key: Partition key (header ``Fibril-Key``): same key, same partition.
-            headers: Extra headers.
-            msg_id: Producer message id (header ``Nats-Msg-Id``): stored once
-                within the topic's duplicate window; a repeat is confirmed with
-                the first one's Position, ``duplicate`` set.
-            ttl: Time to live (seconds or a timedelta; header ``Nats-TTL``, on
-                a topic created with ``allow_msg_ttl=True``): past it a group
-                drops the message or dead-letters it (its ``on_expiry``).
-            delay: Hold the message back from every group this long after it
-                is stored (seconds or a timedelta; header ``Fibril-Delay``, on
-                a topic created with ``allow_msg_delay=True``).
-            deliver_at: Hold it back until this timezone-aware time (header
-                ``Fibril-Deliver-At``).
-
-        Returns:
-            Where the message was stored, or None when no durable topic captured
-            the subject (it reached only plain subscribers, or nobody).
-
-        Raises:
-            ValueError: Bad subject/headers or oversized message.
-            FibrilError: The server refused it (for example a full topic).
-            ClientClosedError: The client was closed before the confirm.
-        """
-        fut = await self.publish_async(subject, data, key=key, headers=headers, msg_id=msg_id, ttl=ttl, delay=delay, deliver_at=deliver_at)
-        return await fut
 
     # ------------------------------------------------------------------
     # consume
@@ -638,7 +602,7 @@ class Client(_Manage):
         if self._subs.pop(sub.sid, None) is None or not self.is_connected or self._conn is None:
             return _done()
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._write_req(self._conn, _Request(proto.encode_unsub(sub.sid), fut))
+        self._write_req(self._conn, Request(proto.encode_unsub(sub.sid), fut))
 
         async def answered() -> None:
             try:
@@ -713,8 +677,10 @@ class _Connect:
 
 
 def connect(
-    url: str = "nats://127.0.0.1:4222",
+    url: str | None = None,
     *,
+    servers: Iterable[str] | str | None = None,
+    discover: bool = True,
     name: str | None = None,
     token: str | None = None,
     user: str | None = None,
@@ -726,15 +692,33 @@ def connect(
     drain_timeout: float = 5.0,
     ping_interval: float = 30.0,
     max_pings_out: int = 2,
+    not_leader_timeout: float = 10.0,
 ) -> _Connect:
-    """Connects to a Fibril server.
+    """Connects to a Fibril server, or to the first of several that answers.
 
     Use ``async with connect(url) as c:`` or ``c = await connect(url)`` (then
     ``await c.close()``).
 
+    Servers and failover (SPEC.md 11.1): the addresses are tried in order and
+    the first to complete the handshake is used; when none does, the error
+    names each address tried. With ``discover`` the ``connect_urls`` of every
+    INFO (the client addresses of a cluster's nodes) are added to the end of
+    the list, once each, up to 64 addresses in all; they take the scheme, TLS
+    and credentials of the URL connected with. After a drop the client tries
+    the next server, wrapping around, and backs off (``reconnect``) after
+    each full pass over the list. Unconfirmed publishes are sent again first,
+    in order, so a confirmed publish is never lost and an unconfirmed one may
+    be stored twice (at least once); with a ``msg_id`` it is stored once
+    within the topic's duplicate window.
+
     Args:
         url: ``nats://host:port`` (also ``fibril://``, ``tls://``); credentials
-            may be in the URL (``user:pass@`` or ``token@``).
+            may be in the URL (``user:pass@`` or ``token@``). Several servers:
+            comma-separated URLs (``"nats://a:4222,nats://b:4222"``). Default
+            ``nats://127.0.0.1:4222``.
+        servers: The servers as a list of URLs (instead of ``url``), each
+            with the rules of ``url``.
+        discover: Add the servers INFO ``connect_urls`` names to the list.
         name: Connection name shown by the server.
         token: Auth token.
         user: User name (with ``password``).
@@ -747,15 +731,26 @@ def connect(
         ping_interval: Seconds between keepalive PINGs on a quiet connection.
         max_pings_out: Silent intervals tolerated before the connection is
             considered dead and dropped (then reconnect starts).
+        not_leader_timeout: Seconds a publish answered ``not_leader`` (a
+            cluster electing a partition's leader) is sent again, on the same
+            connection after a backoff of 50 ms doubling to 1 s, counted from
+            its first such answer; then it raises
+            :class:`~fibril.errors.NotLeaderError` (retriable). 0 = never
+            resend. Other commands answered ``not_leader`` raise it at once.
 
     Raises:
-        ConnectionClosedError: The server cannot be reached (the first connect
-            is not retried).
-        FibrilError: The server refused the CONNECT (for example bad credentials).
+        ValueError: A bad option, or a bad or empty server address.
+        ConnectionClosedError: No server can be reached (the first connect is
+            a single pass over the list, not retried); with several servers
+            its message names each address and what went wrong there.
+        FibrilError: The only server given refused the CONNECT (for example
+            bad credentials).
     """
     return _Connect(
         Client(
             url,
+            servers=servers,
+            discover=discover,
             name=name,
             token=token,
             user=user,
@@ -767,5 +762,6 @@ def connect(
             drain_timeout=drain_timeout,
             ping_interval=ping_interval,
             max_pings_out=max_pings_out,
+            not_leader_timeout=not_leader_timeout,
         )
     )

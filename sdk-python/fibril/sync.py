@@ -73,6 +73,16 @@ class Client:
         return self._ac.server_info
 
     @property
+    def servers(self) -> list[str]:
+        """The server list as URLs without credentials: given, then discovered."""
+        return self._ac.servers
+
+    @property
+    def server_url(self) -> str:
+        """The URL (without credentials) of the server connected to, or last tried."""
+        return self._ac.server_url
+
+    @property
     def is_connected(self) -> bool:
         """True while a connection is up and usable (False while reconnecting or closed)."""
         return self._ac.is_connected
@@ -310,8 +320,10 @@ class Client:
 
 
 def connect(
-    url: str = "nats://127.0.0.1:4222",
+    url: str | None = None,
     *,
+    servers: Iterable[str] | str | None = None,
+    discover: bool = True,
     name: str | None = None,
     token: str | None = None,
     user: str | None = None,
@@ -323,28 +335,39 @@ def connect(
     drain_timeout: float = 5.0,
     ping_interval: float = 30.0,
     max_pings_out: int = 2,
+    not_leader_timeout: float = 10.0,
     timeout: float | None = 30.0,
 ) -> Client:
     """Connects and performs the Fibril handshake; returns a blocking :class:`Client`.
 
-    Options are those of :func:`fibril.connect` plus ``timeout``.
+    Options are those of :func:`fibril.connect` plus ``timeout``; servers,
+    discovery and failover work as described there (SPEC.md 11.1).
 
     Args:
         url: ``nats://host:port`` (also ``fibril://``, ``tls://``); credentials
-            may be in the URL.
-        reconnect: Reconnect after a drop (True, False or a :class:`fibril.Reconnect`);
-            the first connect is never retried.
+            may be in the URL. Several servers: comma-separated URLs, tried in
+            order. Default ``nats://127.0.0.1:4222``.
+        servers: The servers as a list of URLs (instead of ``url``).
+        discover: Add the servers INFO ``connect_urls`` names to the list
+            (once each, up to 64 in all).
+        reconnect: Reconnect after a drop (True, False or a :class:`fibril.Reconnect`),
+            trying the next server, backing off after each full pass over the
+            list; the first connect is a single pass, never retried.
         connect_timeout: Seconds allowed for TCP connect plus handshake.
         drain_timeout: Seconds ``close`` waits for outstanding answers.
         ping_interval: Seconds between keepalive PINGs on a quiet connection.
         max_pings_out: Silent intervals tolerated before the connection is dropped.
+        not_leader_timeout: Seconds a publish answered ``not_leader`` is sent
+            again (50 ms doubling to 1 s) before it raises NotLeaderError; a
+            ``timeout`` that ends first raises TimedOutError instead.
         timeout: Seconds any blocking request (publish, ack, management, ...)
             waits for its answer, reconnect time included; None = no limit.
             ``Subscription.next`` takes its own timeout.
 
     Raises:
-        ValueError: A bad option or URL.
-        ConnectionClosedError: The server cannot be reached.
+        ValueError: A bad option, or a bad or empty server address.
+        ConnectionClosedError: No server can be reached (with several, the
+            message names each address tried).
         FibrilError: The server refused the CONNECT (for example bad credentials).
     """
     if timeout is not None and timeout <= 0:
@@ -355,6 +378,8 @@ def connect(
         # Built on the loop thread: its asyncio objects belong to that loop.
         c = _aclient.Client(
             url,
+            servers=servers,
+            discover=discover,
             name=name,
             token=token,
             user=user,
@@ -366,6 +391,7 @@ def connect(
             drain_timeout=drain_timeout,
             ping_interval=ping_interval,
             max_pings_out=max_pings_out,
+            not_leader_timeout=not_leader_timeout,
         )
         await c._start()
         return c
