@@ -39,6 +39,8 @@ def parse_servers(url: str | None, servers: Iterable[str] | str | None) -> list[
     """
     if url is not None and servers is not None:
         raise ValueError("give url or servers, not both")
+    if url is not None and not isinstance(url, str):
+        raise ValueError(f"url must be a string, got {type(url).__name__}; give a list as servers=[...]")
     if servers is None:
         raw: list[str] = (url if url is not None else "nats://127.0.0.1:4222").split(",")
     elif isinstance(servers, str):

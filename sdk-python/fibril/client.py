@@ -66,7 +66,8 @@ async def _done() -> None:
 
 
 class Client(_Publish, _Manage):
-    """A connection to a Fibril server. Create it with :func:`connect`.
+    """A connection to a Fibril server, failing over between the servers of
+    its list (:attr:`servers`). Create it with :func:`connect`.
 
     All methods must be called from the event loop that connected it.
     """
@@ -423,8 +424,12 @@ class Client(_Publish, _Manage):
     def _unpark(self, conn: _Conn, req: Request) -> None:
         if self._parked.pop(req, None) is None:
             return  # moved to _resend by a loss, or failed by close
-        if not req.given_up and conn is self._conn:
+        if req.given_up:
+            return
+        if conn is self._conn:
             self._write_req(conn, req)
+        else:
+            self._resend.append(req)  # not reached: a loss moves parked ones first
 
     def _stray(self, frame: proto.Msg) -> None:
         # A durable delivery nobody wants any more (closed subscription, POLL

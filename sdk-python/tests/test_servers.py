@@ -37,6 +37,7 @@ def test_parse_servers(url: str | None, servers: object, want: list[Endpoint]) -
     "url, servers, words",
     [
         ("a:1", ["b:2"], "not both"),
+        (["a:1"], None, "give a list as servers"),
         ("a:1,,b:2", None, "address 2 of 3 is empty"),
         ("a:1,", None, "address 2 of 2 is empty"),
         (None, ["a:1", " "], "empty"),
