@@ -199,9 +199,9 @@ class Client(_Publish, _Manage):
             self._conn = conn
             info = await asyncio.wait_for(asyncio.shield(conn.info), self._connect_timeout)
             self._info = dict(info.fields)
-            self._servers.learn(self._info.get("connect_urls"), ep)
             if not self._info.get("fibril"):
                 raise ProtocolError("the server does not speak the Fibril protocol (no fibril in INFO)")
+            self._servers.learn(self._info.get("connect_urls"), ep)
             self._max_payload = int(self._info.get("max_payload") or proto.DEFAULT_MAX_PAYLOAD)
             # Slack for headers the server adds (dead-letter headers) to a maximal body.
             parser.max_payload = self._max_payload + PAYLOAD_SLACK

@@ -12,7 +12,7 @@ from helpers import HANG_UP, NOT_LEADER, FakePeer, run, wait_for
 
 import fibril
 from fibril import sync
-from fibril.errors import NotLeaderError, PermissionDeniedError
+from fibril.errors import NotLeaderError, PermissionDeniedError, ProtocolError
 
 FAST = fibril.Reconnect(initial=0.01, max_delay=0.05)
 
@@ -235,3 +235,19 @@ def test_sync_client_takes_the_same_arguments() -> None:
         loop.call_soon_threadsafe(loop.stop)
         t.join(10)
         loop.close()
+
+
+def test_a_server_that_is_not_fibril_adds_no_servers() -> None:
+    peer = FakePeer(info={"fibril": 0, "connect_urls": ["127.0.0.1:1"]})
+
+    async def body() -> None:
+        await peer.start()
+        try:
+            c = fibril.Client(peer.url, crc=False)
+            with pytest.raises(ProtocolError):
+                await c._start()
+            assert c.servers == [peer.url]
+        finally:
+            await peer.close()
+
+    run(body())
