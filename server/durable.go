@@ -11,6 +11,7 @@ import (
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/server/clusternode"
 	"github.com/fibrilmq/fibril/server/stagetime"
 )
 
@@ -45,14 +46,24 @@ func (s *Server) openDurable() error {
 		stages = stagetime.NewRecorder(stagetime.DefaultGap)
 		bo.Stages = stages
 	}
-	b, err := broker.Open(s.opts.DataDir, bo)
+	var b *broker.Broker
+	var err error
+	if s.opts.Cluster != nil {
+		var n *clusternode.Node
+		n, err = s.openClusterNode(clusternode.Config{Engine: bo, Logf: bo.Logf})
+		if n != nil {
+			b = n.Broker()
+		}
+	} else {
+		b, err = broker.Open(s.opts.DataDir, bo)
+	}
 	if err != nil {
 		return fmt.Errorf("server: open durable engine in %s: %w", s.opts.DataDir, err)
 	}
 	s.durable = &durableBinding{b: b, stages: stages}
 	if err := s.openJetStream(); err != nil {
 		s.durable = nil
-		_ = b.Close()
+		s.closeEngine(b)
 		return fmt.Errorf("server: open the JetStream API: %w", err)
 	}
 	return nil
@@ -66,7 +77,18 @@ func (s *Server) closeDurable() {
 	if s.js != nil {
 		s.js.Close()
 	}
-	if err := s.durable.b.Close(); err != nil {
+	s.closeEngine(s.durable.b)
+}
+
+// closeEngine closes b, or the cluster node b runs in.
+func (s *Server) closeEngine(b *broker.Broker) {
+	var err error
+	if s.cluster != nil {
+		err = s.cluster.node.Close()
+	} else {
+		err = b.Close()
+	}
+	if err != nil {
 		s.log.Error("closing durable engine", "err", err)
 	}
 }

@@ -65,6 +65,9 @@ type Options struct {
 	// connect_urls lists, so a client given one node finds the others
 	// (SPEC.md 11.1); at most 64, none by default.
 	ConnectURLs []string
+	// Cluster makes the server one node of a cluster (cluster_opts.go);
+	// nil, the default, runs a single node.
+	Cluster *ClusterOptions
 
 	// EventLoops is the number of gnet event loops; default half of
 	// GOMAXPROCS, at least 1 (defaultEventLoops says why).
@@ -288,6 +291,14 @@ func (o *Options) validate() error {
 	if !o.NoBroker && o.Engine.SegmentSize == 0 && int64(o.MaxPayload)+maxPayloadSlack > seglog.DefaultSegmentSize {
 		return bad("MaxPayload (%d) must leave %d bytes of room in a log segment (%d)",
 			o.MaxPayload, maxPayloadSlack, seglog.DefaultSegmentSize)
+	}
+	if o.Cluster != nil {
+		if o.NoBroker {
+			return bad("Cluster needs the durable engine (NoBroker is set)")
+		}
+		if err := o.Cluster.validate(); err != nil {
+			return err
+		}
 	}
 	if len(o.ConnectURLs) > maxConnectURLs {
 		return bad("ConnectURLs: at most %d, got %d", maxConnectURLs, len(o.ConnectURLs))

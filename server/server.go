@@ -47,7 +47,8 @@ type Server struct {
 
 	subs    *sublist
 	durable durableEngine
-	js      *jsapi.API // the JetStream API (handle_js.go); nil without the engine
+	cluster *clusterState // nil on a single node (cluster_opts.go)
+	js      *jsapi.API    // the JetStream API (handle_js.go); nil without the engine
 	stats   serverStats
 	admin   *adminListener // nil unless Options.HTTPListen; set before Ready
 	engine  atomic.Pointer[broker.Broker]
@@ -221,6 +222,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if s.durable != nil {
 		s.engine.Store(s.durable.b)
+	}
+	if s.cluster != nil {
+		s.cluster.node.Announce(s.Addr().String())
 	}
 	close(s.ready)
 	s.log.Info("listening", "addr", s.Addr(), "tls", s.TLSAddr(), "http", s.HTTPAddr(), "event_loops", s.opts.EventLoops)
@@ -396,6 +400,6 @@ func (s *Server) info(tls bool) protocol.Info {
 		// never advertised (a client seeing it may try TLS and fail).
 		Fibril: 1, MaxUnconfirmed: s.opts.MaxUnconfirmed, HeartbeatMillis: s.opts.PingInterval.Milliseconds(),
 		MaxInflight: s.opts.MaxInflight, CRC: true, MaxControlLine: s.opts.MaxControlLine,
-		ConnectURLs: s.opts.ConnectURLs,
+		ConnectURLs: s.connectURLs(),
 	}
 }

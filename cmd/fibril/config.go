@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/server"
+	"github.com/fibrilmq/fibril/server/cluster"
 )
 
 // setting is one configurable value.
@@ -176,6 +177,30 @@ var settings = []setting{
 			}
 			return nil
 		}, false},
+	clusterSetting("cluster-name", "this node's name in a cluster (a DNS label its certificate carries; turns clustering on, README \"Running a cluster\")", func(c *server.ClusterOptions) *string { return &c.Name }),
+	clusterSetting("cluster-listen", "host:port of this node's cluster links (mutual TLS)", func(c *server.ClusterOptions) *string { return &c.Listen }),
+	clusterSetting("cluster-ca", "PEM file of the cluster's CA", func(c *server.ClusterOptions) *string { return &c.TLS.CA }),
+	clusterSetting("cluster-cert", "PEM certificate file of this node (fibril certs makes one)", func(c *server.ClusterOptions) *string { return &c.TLS.Cert }),
+	clusterSetting("cluster-key", "PEM key file of this node", func(c *server.ClusterOptions) *string { return &c.TLS.Key }),
+	{"cluster-peers", "the other nodes of the cluster, comma-separated name@host:port of their cluster links (3 or 5 nodes in all)",
+		func(o *server.Options) string {
+			if o.Cluster == nil {
+				return ""
+			}
+			var parts []string
+			for _, p := range o.Cluster.Peers {
+				parts = append(parts, p.Name+"@"+p.Addr)
+			}
+			return strings.Join(parts, ",")
+		},
+		func(o *server.Options, _ *serveConfig, v string) error {
+			peers, err := cluster.ParsePeers(v)
+			if err != nil {
+				return fmt.Errorf("cluster-peers: %w", err)
+			}
+			clusterOf(o).Peers = peers
+			return nil
+		}, false},
 	boolSetting("tls-handshake-first", "TLS listener: also accept clients that start TLS before INFO (nats --tlsfirst; waits 50 ms for them)", func(o *server.Options, _ *serveConfig) *bool { return &o.TLSHandshakeFirst }),
 	boolSetting("auto-create-groups", "create a missing group on POLL or durable SUB", func(o *server.Options, _ *serveConfig) *bool { return &o.AutoCreateGroups }),
 	boolSetting("no-durable", "serve the plain NATS core only (no data directory)", func(o *server.Options, _ *serveConfig) *bool { return &o.NoBroker }),
@@ -186,6 +211,27 @@ var settings = []setting{
 		func(_ *server.Options, sc *serveConfig, v string) error {
 			return sc.logLevel.UnmarshalText([]byte(v))
 		}, false},
+}
+
+// clusterOf returns o's cluster options, making them on first use.
+func clusterOf(o *server.Options) *server.ClusterOptions {
+	if o.Cluster == nil {
+		o.Cluster = &server.ClusterOptions{}
+	}
+	return o.Cluster
+}
+
+// clusterSetting is a string setting of the cluster options: giving one
+// turns clustering on.
+func clusterSetting(name, usage string, p func(c *server.ClusterOptions) *string) setting {
+	return setting{name, usage,
+		func(o *server.Options) string {
+			if o.Cluster == nil {
+				return ""
+			}
+			return *p(o.Cluster)
+		},
+		func(o *server.Options, _ *serveConfig, v string) error { *p(clusterOf(o)) = v; return nil }, false}
 }
 
 func envName(flagName string) string {

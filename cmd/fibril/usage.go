@@ -52,6 +52,9 @@ var commands = []command{
 	{"tui", "watch messages move, in a terminal", "[flags]", nil},
 	{"verify", "check a stopped server's data, change nothing", "[--data dir] [--json]", nil},
 	{"repair", "quarantine damage, list what each group loses", "[--data dir] [--adopt] [--json]", nil},
+	{"certs", "make a cluster CA and a certificate for each node, to try a cluster on this machine", "[--dir dir] [--days n] <node>...", [][2]string{
+		{"<node>...", "the nodes' names (their certificates name them and 127.0.0.1, ::1, localhost)"},
+	}},
 	{"version", "print the version, commit and build date", "", nil},
 }
 

@@ -23,6 +23,19 @@ func (g *Group) Resume() error { return g.setPaused(false) }
 func (g *Group) Paused() bool { return g.paused.Load() }
 
 func (g *Group) setPaused(paused bool) error {
+	if b := g.t.b; b.opts.Catalog != nil {
+		kind := opResume
+		if paused {
+			kind = opPause
+		}
+		_, err := b.proposeOp(catOp{Kind: kind, Topic: g.t.name, Group: g.name})
+		return err
+	}
+	return g.setPausedHere(paused)
+}
+
+// setPausedHere is setPaused made here.
+func (g *Group) setPausedHere(paused bool) error {
 	b := g.t.b
 	b.mu.Lock()
 	defer b.mu.Unlock()

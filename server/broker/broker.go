@@ -24,6 +24,10 @@ type Broker struct {
 	// requeue_select.go), so no two move the same dead letter.
 	requeueMu sync.Mutex
 
+	// catApply runs a replicated catalog's applies one at a time
+	// (catrepl.go); taken before mu.
+	catApply sync.Mutex
+
 	// mu serializes catalog changes (create/delete of topics and groups)
 	// and guards cat and every Topic.groups. It is never held on the
 	// publish/poll/settle path and partition actors never take it.
@@ -259,12 +263,26 @@ func (b *Broker) Route(subject string) *Topic { return b.table.Load().route(subj
 // run at once: each reserves its name and id under the catalog lock, makes
 // its files without it, and shares the catalog journal's fsync with the
 // others (group commit); it returns once its catalog change is durable.
+//
+// With Options.Catalog the create is ordered with every broker's catalog
+// changes first (catrepl.go) and made on each by ApplyCatalog.
 func (b *Broker) CreateTopic(name TopicName, cfg TopicConfig) (*Topic, error) {
+	if b.opts.Catalog != nil {
+		v, err := b.proposeOp(catOp{Kind: opCreateTopic, Topic: name, TopicConfig: &cfg})
+		t, _ := v.(*Topic)
+		return t, err
+	}
+	return b.createTopic(name, cfg, 0)
+}
+
+// createTopic is CreateTopic made here, with the id given (0: the next
+// free one).
+func (b *Broker) createTopic(name TopicName, cfg TopicConfig, id TopicID) (*Topic, error) {
 	if err := validTopicName(name, false); err != nil {
 		return nil, fmt.Errorf("create topic: %w", err)
 	}
 	b.mu.Lock()
-	ch, err := b.reserveTopicLocked(name, cfg)
+	ch, err := b.reserveTopicLocked(name, cfg, id)
 	b.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -279,7 +297,7 @@ func (b *Broker) CreateTopic(name TopicName, cfg TopicConfig) (*Topic, error) {
 // createTopicLocked is CreateTopic for a caller holding b.mu (a group
 // creating its dead-letter topic).
 func (b *Broker) createTopicLocked(name TopicName, cfg TopicConfig) (*Topic, error) {
-	ch, err := b.reserveTopicLocked(name, cfg)
+	ch, err := b.reserveTopicLocked(name, cfg, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -305,8 +323,9 @@ func (b *Broker) finishCreateLocked(name TopicName, ch catChange, t *Topic, err 
 
 // reserveTopicLocked checks a new topic against the topics and the creates
 // in flight, reserves its name, filters and id (b.pending, b.nextID) and
-// returns its catalog change (with the counters as they are now).
-func (b *Broker) reserveTopicLocked(name TopicName, cfg TopicConfig) (catChange, error) {
+// returns its catalog change (with the counters as they are now). A
+// non-zero want is the id to take (a replicated catalog's restore).
+func (b *Broker) reserveTopicLocked(name TopicName, cfg TopicConfig, want TopicID) (catChange, error) {
 	if b.closed.Load() {
 		return catChange{}, ErrClosed
 	}
@@ -338,10 +357,13 @@ func (b *Broker) reserveTopicLocked(name TopicName, cfg TopicConfig) (catChange,
 	// before the catalog was written, an orphan) is never reused or
 	// removed: the new topic takes the next id whose directory is free.
 	id, err := b.freeTopicID()
+	if want != 0 {
+		id, err = want, nil
+	}
 	if err != nil {
 		return catChange{}, fmt.Errorf("create topic %s: %w", name, err)
 	}
-	b.nextID = id + 1
+	b.nextID = max(b.nextID, id+1)
 	if b.pending == nil {
 		b.pending = map[TopicName][]string{}
 	}
@@ -389,6 +411,15 @@ func (t *Topic) stopUnstarted() {
 // DeleteTopic stops the topic's partitions and deletes its data. Its id is
 // never reused. Pending async callbacks of the topic get ErrClosed.
 func (b *Broker) DeleteTopic(name TopicName) error {
+	if b.opts.Catalog != nil {
+		_, err := b.proposeOp(catOp{Kind: opDeleteTopic, Topic: name})
+		return err
+	}
+	return b.deleteTopic(name)
+}
+
+// deleteTopic is DeleteTopic made here.
+func (b *Broker) deleteTopic(name TopicName) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t, ok := b.Topic(name)

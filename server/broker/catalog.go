@@ -36,6 +36,9 @@ type catalog struct {
 	NextTopicID TopicID    `json:"next_topic_id"`
 	NextGroupID GroupID    `json:"next_group_id"`
 	Topics      []catTopic `json:"topics"`
+	// Index is the replicated catalog's index applied last (catrepl.go);
+	// 0 on a broker without one.
+	Index uint64 `json:"index,omitempty"`
 }
 
 type catTopic struct {

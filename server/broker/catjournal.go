@@ -51,6 +51,9 @@ type catChange struct {
 	NextGroupID GroupID   `json:"next_group_id"`
 	Topic       *catTopic `json:"topic,omitempty"`
 	Deleted     TopicID   `json:"deleted,omitempty"`
+	// Index is the replicated catalog's index of the last change applied
+	// (catrepl.go), on the record that ends that change; 0 elsewhere.
+	Index uint64 `json:"index,omitempty"`
 }
 
 // apply makes the change in c: counters only grow, the entry replaces the
@@ -58,9 +61,12 @@ type catChange struct {
 func (c *catalog) apply(ch catChange) {
 	c.NextTopicID = max(c.NextTopicID, ch.NextTopicID)
 	c.NextGroupID = max(c.NextGroupID, ch.NextGroupID)
+	c.Index = max(c.Index, ch.Index)
 	id := ch.Deleted
 	if ch.Topic != nil {
 		id = ch.Topic.ID
+	} else if id == 0 {
+		return // counters and index only (catrepl.go's mark)
 	}
 	for i := range c.Topics {
 		if c.Topics[i].ID != id {

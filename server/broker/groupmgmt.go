@@ -11,11 +11,25 @@ import (
 // Group returns the group named name, creating it with cfg when missing
 // (cfg is ignored for an existing group). Creating a group also creates its
 // dead-letter topic when missing. It blocks on disk I/O and on the
-// partitions recording where the group starts.
+// partitions recording where the group starts. With Options.Catalog a
+// missing group is made through the replicated catalog (catrepl.go).
 func (t *Topic) Group(name GroupName, cfg GroupConfig) (*Group, error) {
 	if err := validTopicName(TopicName(name), false); name != RequeueGroup && (err != nil || strings.Contains(string(name), ".")) {
 		return nil, fmt.Errorf("%w: group name %q (one token, no wildcards)", ErrInvalid, name)
 	}
+	if t.b.opts.Catalog != nil {
+		if g, ok := t.FindGroup(name); ok {
+			return g, nil
+		}
+		v, err := t.b.proposeOp(catOp{Kind: opGroup, Topic: t.name, Group: name, GroupConfig: &cfg})
+		g, _ := v.(*Group)
+		return g, err
+	}
+	return t.group(name, cfg, 0)
+}
+
+// group is Group made here, with the group id given (0: the next one).
+func (t *Topic) group(name GroupName, cfg GroupConfig, id GroupID) (*Group, error) {
 	b := t.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -54,16 +68,23 @@ func (t *Topic) Group(name GroupName, cfg GroupConfig) (*Group, error) {
 			}
 		}
 	}
-	g := &Group{t: t, id: b.cat.NextGroupID, name: name, cfg: cfg, parts: make([]*groupPart, len(t.parts))}
+	if id == 0 {
+		id = b.cat.NextGroupID
+	}
+	g := &Group{t: t, id: id, name: name, cfg: cfg, parts: make([]*groupPart, len(t.parts))}
 	ct, ok := b.cat.entry(t.id)
 	if !ok {
 		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, ErrNoTopic)
 	}
-	// Reserve the id on disk first, so a crash can never hand it out twice.
-	ch := b.cat.changeOf(ct)
-	ch.NextGroupID++
-	if err := b.commitCatalog(ch); err != nil {
-		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, err)
+	if b.opts.Catalog == nil {
+		// Reserve the id on disk first, so a crash can never hand it out
+		// twice. A replicated catalog needs no reservation: a crash before
+		// the group's change applies it again with the same id.
+		ch := b.cat.changeOf(ct)
+		ch.NextGroupID = max(ch.NextGroupID, id+1)
+		if err := b.commitCatalog(ch); err != nil {
+			return nil, fmt.Errorf("group %s/%s: %w", t.name, name, err)
+		}
 	}
 	errs := make(chan error, len(t.parts))
 	for _, p := range t.parts {
@@ -80,7 +101,9 @@ func (t *Topic) Group(name GroupName, cfg GroupConfig) (*Group, error) {
 		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, addErr)
 	}
 	ct.Groups = append(ct.Groups, catGroup{ID: g.id, Name: name, Config: cfg})
-	if err := b.commitCatalog(b.cat.changeOf(ct)); err != nil {
+	fin := b.cat.changeOf(ct)
+	fin.NextGroupID = max(fin.NextGroupID, id+1)
+	if err := b.commitCatalog(fin); err != nil {
 		t.dropGroupState(g.id)
 		return nil, fmt.Errorf("group %s/%s: %w", t.name, name, err)
 	}
@@ -119,6 +142,15 @@ func (t *Topic) Groups() []*Group {
 // answered with ErrClosed and its subscriptions stop. Its id is never reused.
 // The dead-letter topic stays.
 func (t *Topic) DeleteGroup(name GroupName) error {
+	if t.b.opts.Catalog != nil {
+		_, err := t.b.proposeOp(catOp{Kind: opDeleteGroup, Topic: t.name, Group: name})
+		return err
+	}
+	return t.deleteGroup(name)
+}
+
+// deleteGroup is DeleteGroup made here.
+func (t *Topic) deleteGroup(name GroupName) error {
 	b := t.b
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -39,6 +39,10 @@ type Options struct {
 	// (role.go): a replicated partition serves only on the node its
 	// Replica names.
 	OpenPartition PartitionOpener
+	// Catalog, when set, orders every catalog change (topic and group
+	// creates, deletes, pauses) with other brokers' (catrepl.go): the
+	// change is proposed to it and made by ApplyCatalog on each broker.
+	Catalog CatalogLog
 	// SegmentSize is the segment size of the default data logs. Default
 	// seglog.DefaultSegmentSize (64 MiB); each segment is preallocated.
 	SegmentSize int64

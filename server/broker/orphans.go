@@ -61,6 +61,12 @@ func (b *Broker) loadCatalog() error {
 // freeTopicID returns the next topic id whose directory does not exist.
 func (b *Broker) freeTopicID() (TopicID, error) {
 	id := max(b.cat.NextTopicID, b.nextID) // ids reserved by creates in flight too
+	if b.opts.Catalog != nil {
+		// Every broker of a replicated catalog takes the same id for the
+		// same change; a directory of that id is this change's own, left
+		// by an apply a crash interrupted (catrepl.go).
+		return id, nil
+	}
 	for ; ; id++ {
 		_, err := os.Lstat(b.topicDir(id))
 		if os.IsNotExist(err) {

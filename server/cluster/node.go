@@ -57,8 +57,14 @@ type NodeConfig struct {
 	TLS transport.TLSFiles
 	// Groups lists the partition groups the node runs besides MetaGroup.
 	Groups []uint64
-	// NewStateMachine returns the state machine of a group (required).
+	// NewStateMachine returns the state machine of a group (required,
+	// unless MetaLater and no Groups).
 	NewStateMachine func(group uint64) (StateMachine, error)
+	// MetaLater leaves the metadata group closed at Start: its owner
+	// opens it with OpenMeta once its state machine can answer (a broker
+	// whose partitions are groups of this node opens after Start). The
+	// peer book is still read and linked at Start.
+	MetaLater bool
 	// Tick is raft's tick (default 100 ms); ElectionTicks, HeartbeatTicks,
 	// SnapshotEvery, MaxEntryBytes and MaxUncommittedBytes are as in
 	// Config.
@@ -86,8 +92,8 @@ func NodeID(name string) uint64 {
 }
 
 func (c NodeConfig) validate() (ids []uint64, err error) {
-	if c.Name == "" || c.Listen == "" || c.Dir == "" || c.NewStateMachine == nil {
-		return nil, errors.New("cluster: a node needs a name, a listen address, a directory and NewStateMachine")
+	if c.Name == "" || c.Listen == "" || c.Dir == "" || (c.NewStateMachine == nil && !(c.MetaLater && len(c.Groups) == 0)) {
+		return nil, errors.New("cluster: a node needs a name, a listen address, a directory and NewStateMachine (or MetaLater and no Groups)")
 	}
 	if err := checkName(c.Name); err != nil {
 		return nil, fmt.Errorf("cluster: node %w", err)
@@ -245,7 +251,15 @@ func (n *Node) open() (*transport.Transport, map[uint64]*Group, *peerBook, error
 	}
 	var book *peerBook
 	groups := map[uint64]*Group{}
+	if n.cfg.MetaLater {
+		if book, err = openPeerBook(n.cfg.Dir, n.cfg.Name, nil, link); err != nil {
+			return tr, groups, nil, err
+		}
+	}
 	for _, g := range append([]uint64{MetaGroup}, n.cfg.Groups...) {
+		if g == MetaGroup && n.cfg.MetaLater {
+			continue
+		}
 		sm, err := n.cfg.NewStateMachine(g)
 		if err != nil {
 			return tr, groups, nil, fmt.Errorf("state machine of group %d: %w", g, err)
@@ -268,7 +282,7 @@ func (n *Node) open() (*transport.Transport, map[uint64]*Group, *peerBook, error
 // groupConfig is the Config of this node's replica of group g with
 // members peers (raft IDs, this node's among them unless join).
 func (n *Node) groupConfig(g uint64, peers []uint64, join bool) Config {
-	return Config{ID: n.id, Peers: peers, Join: join, Dir: n.groupDir(g),
+	return Config{ID: n.id, Peers: peers, Join: join, Dir: n.groupDir(g), ForwardProposals: g == MetaGroup,
 		ElectionTicks: n.cfg.ElectionTicks, HeartbeatTicks: n.cfg.HeartbeatTicks, SnapshotEvery: n.cfg.SnapshotEvery,
 		MaxEntryBytes: n.cfg.MaxEntryBytes, MaxUncommittedBytes: n.cfg.MaxUncommittedBytes}
 }

@@ -25,6 +25,14 @@ var ErrNoGroup = errors.New("cluster: no such group")
 // the metadata group, for a group already running (ErrGroupExists), past
 // the node's bound on groups, and before Start or after Stop.
 func (n *Node) AddGroup(id uint64, members []string, sm StateMachine) (*Group, error) {
+	return n.AddGroupWith(id, members, sm, nil)
+}
+
+// AddGroupWith is AddGroup with the group's Config adjusted by tune
+// before it opens (a replicated partition's: its raft log in the
+// partition's directory, its OnLeader, CompactBehindMatch, limits). tune
+// may change anything but ID, Peers and Join, which stay the node's.
+func (n *Node) AddGroupWith(id uint64, members []string, sm StateMachine, tune func(*Config)) (*Group, error) {
 	if id == MetaGroup || id >= maxGroupID {
 		return nil, fmt.Errorf("cluster: node %s: group ID %d is not a partition group's (1..%d)", n.cfg.Name, id, maxGroupID-1)
 	}
@@ -58,7 +66,12 @@ func (n *Node) AddGroup(id uint64, members []string, sm StateMachine) (*Group, e
 	tr := n.tr
 	n.mu.Unlock()
 
-	g, err := OpenGroup(n.groupConfig(id, peers, false), sm, tr.Group(id), n.cfg.Tick)
+	gc := n.groupConfig(id, peers, false)
+	if tune != nil {
+		tune(&gc)
+		gc.ID, gc.Peers, gc.Join = n.id, peers, false
+	}
+	g, err := OpenGroup(gc, sm, tr.Group(id), n.cfg.Tick)
 
 	n.mu.Lock()
 	delete(n.opening, id)
@@ -140,6 +153,51 @@ func (n *Node) DropGroup(id uint64) error {
 	}
 	if err := os.RemoveAll(n.groupDir(id)); err != nil {
 		return fmt.Errorf("cluster: node %s: remove group %d: %w", n.cfg.Name, id, err)
+	}
+	return nil
+}
+
+// OpenMeta opens the metadata group of a node started with
+// NodeConfig.MetaLater, sm its state machine (wrapped by the peer book as
+// at Start). Until then the node drops the group's messages, counted as
+// for an unknown group (raft sends them again).
+func (n *Node) OpenMeta(sm StateMachine) error {
+	if sm == nil {
+		return fmt.Errorf("cluster: node %s: the metadata group needs a state machine", n.cfg.Name)
+	}
+	n.mu.Lock()
+	switch {
+	case !n.cfg.MetaLater:
+		n.mu.Unlock()
+		return fmt.Errorf("cluster: node %s opened its metadata group at Start", n.cfg.Name)
+	case n.state != 1 || n.tr == nil:
+		n.mu.Unlock()
+		return fmt.Errorf("cluster: node %s is not running", n.cfg.Name)
+	case n.hasGroupLocked(MetaGroup):
+		n.mu.Unlock()
+		return fmt.Errorf("cluster: node %s: metadata group: %w", n.cfg.Name, ErrGroupExists)
+	}
+	if n.opening == nil {
+		n.opening = map[uint64]bool{}
+	}
+	n.opening[MetaGroup] = true
+	tr, book := n.tr, n.book
+	n.mu.Unlock()
+	book.inner = sm // no group runs the book yet: nothing reads it meanwhile
+	g, err := OpenGroup(n.groupConfig(MetaGroup, n.ids, n.cfg.Join), book, tr.Group(MetaGroup), n.cfg.Tick)
+	n.mu.Lock()
+	delete(n.opening, MetaGroup)
+	if err == nil && n.state != 1 {
+		n.mu.Unlock()
+		g.Close()
+		return fmt.Errorf("cluster: node %s stopped while its metadata group opened", n.cfg.Name)
+	}
+	if err == nil {
+		n.groups[MetaGroup] = g
+	}
+	n.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("cluster: node %s: metadata group: %w", n.cfg.Name, err)
 	}
 	return nil
 }

@@ -113,6 +113,14 @@ type Config struct {
 	// committed (default DefaultMaxUncommittedBytes); past it proposals
 	// fail with ErrBusy.
 	MaxUncommittedBytes uint64
+	// ForwardProposals lets a follower propose: raft hands the entry to
+	// the leader, and the proposal completes once the entry is applied
+	// here as on the leader (the metadata group's, whose changes come
+	// from any node). A forwarded entry the network loses completes only
+	// when the leader or term next changes (ErrLeaderChanged), so a
+	// caller bounds its wait with its ctx. Off by default: a partition's
+	// proposals come from the serving leader only.
+	ForwardProposals bool
 	// MaxPendingProposals bounds the ProposeAsync proposals queued or in
 	// flight (default DefaultMaxPendingProposals); past it ProposeAsync
 	// fails with ErrBusy.
@@ -255,7 +263,7 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 	rc := &raft.Config{
 		ID: cfg.ID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTicks,
 		Storage: st, Applied: snapIdx, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: cfg.MaxUncommittedBytes,
-		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true, StepDownOnRemoval: true, AsyncStorageWrites: true,
+		CheckQuorum: true, PreVote: true, DisableProposalForwarding: !cfg.ForwardProposals, StepDownOnRemoval: true, AsyncStorageWrites: true,
 		Logger: quietLogger{},
 	}
 	if cfg.manualElections {

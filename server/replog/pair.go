@@ -57,6 +57,12 @@ type Config struct {
 	MarkEvery int
 	// Logf reports background errors (default: dropped).
 	Logf func(format string, args ...any)
+	// OpenGroup, when set, opens the raft group instead of
+	// cluster.OpenGroup over Transport and Tick (a cluster.Node's group,
+	// which routes its messages: Node.AddGroupWith); CloseGroup then
+	// closes it (Node.CloseGroup). Open hands it the Config it would use.
+	OpenGroup  func(gc cluster.Config, sm cluster.StateMachine) (*cluster.Group, error)
+	CloseGroup func(g *cluster.Group) error
 }
 
 const (
@@ -172,7 +178,12 @@ func Open(dir string, cfg Config) (*Pair, error) {
 	}
 	gc := cfg.Group
 	gc.Dir, gc.OnLeader, gc.CompactBehindMatch = filepath.Join(dir, "raft"), p.onLeader, true
-	g, err := cluster.OpenGroup(gc, p, cfg.Transport, cfg.Tick)
+	var g *cluster.Group
+	if cfg.OpenGroup != nil {
+		g, err = cfg.OpenGroup(gc, p)
+	} else {
+		g, err = cluster.OpenGroup(gc, p, cfg.Transport, cfg.Tick)
+	}
 	if err != nil {
 		p.closeLocal()
 		return nil, fmt.Errorf("replog: %s: %w", dir, err)
@@ -452,6 +463,9 @@ func (p *Pair) CloseGroup() error {
 	p.mu.Unlock()
 	if changed {
 		p.fire()
+	}
+	if p.cfg.CloseGroup != nil {
+		return p.cfg.CloseGroup(p.g)
 	}
 	return p.g.Close()
 }

@@ -1,0 +1,94 @@
+package server
+
+// A server as one node of a cluster (README "Running a cluster"): the
+// engine runs under package clusternode, its catalog and partitions
+// replicated on every node; INFO's connect_urls lists the nodes' client
+// addresses as they announce them.
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/fibrilmq/fibril/server/cluster"
+	clustertransport "github.com/fibrilmq/fibril/server/cluster/transport"
+	"github.com/fibrilmq/fibril/server/clusternode"
+	"github.com/fibrilmq/fibril/server/metacat"
+)
+
+// ClusterOptions make the server one node of a cluster; nil (the
+// default) runs a single node.
+type ClusterOptions struct {
+	// Name is this node's name, a DNS label its certificate carries.
+	Name string
+	// Listen is the cluster listen address (host:port).
+	Listen string
+	// Peers are the other nodes, each name@host:port of its cluster
+	// address; the cluster has 3 or 5 nodes, each started with the same
+	// set.
+	Peers []cluster.PeerConfig
+	// TLS names this node's certificate and key and the cluster's CA
+	// (mutual TLS on every cluster link; required).
+	TLS clustertransport.TLSFiles
+	// Tick and ElectionTicks are raft's timing (defaults 100 ms, 10).
+	Tick          time.Duration
+	ElectionTicks int
+}
+
+func (c *ClusterOptions) validate() error {
+	if c.Name == "" || c.Listen == "" {
+		return fmt.Errorf("%w: Cluster needs Name and Listen", ErrInvalidOptions)
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("%w: Cluster.Listen %q: %v", ErrInvalidOptions, c.Listen, err)
+	}
+	if c.TLS.CA == "" || c.TLS.Cert == "" || c.TLS.Key == "" {
+		return fmt.Errorf("%w: Cluster.TLS needs the CA, the node's certificate and its key (fibril certs makes them)", ErrInvalidOptions)
+	}
+	if n := len(c.Peers) + 1; n != 3 && n != 5 {
+		return fmt.Errorf("%w: a cluster has 3 or 5 nodes, Cluster names %d", ErrInvalidOptions, n)
+	}
+	return nil
+}
+
+// clusterState is the server's part of a cluster node.
+type clusterState struct {
+	node *clusternode.Node
+	urls atomic.Pointer[[]string] // the nodes' client addresses (connect_urls)
+}
+
+// openClusterNode opens the engine as a cluster node in DataDir.
+func (s *Server) openClusterNode(engine clusternode.Config) (*clusternode.Node, error) {
+	c := s.opts.Cluster
+	cs := &clusterState{}
+	engine.Name, engine.Listen, engine.Peers, engine.TLS = c.Name, c.Listen, c.Peers, c.TLS
+	engine.Dir, engine.Tick, engine.ElectionTicks = s.opts.DataDir, c.Tick, c.ElectionTicks
+	engine.OnNodes = func(nodes map[string]metacat.NodeInfo) {
+		urls := make([]string, 0, len(nodes))
+		for _, name := range slices.Sorted(maps.Keys(nodes)) {
+			urls = append(urls, nodes[name].Client)
+		}
+		cs.urls.Store(&urls)
+	}
+	n, err := clusternode.Open(engine)
+	if err != nil {
+		return nil, err
+	}
+	cs.node = n
+	s.cluster = cs
+	return n, nil
+}
+
+// connectURLs is INFO's connect_urls: the option's, else the cluster's.
+func (s *Server) connectURLs() []string {
+	if len(s.opts.ConnectURLs) > 0 || s.cluster == nil {
+		return s.opts.ConnectURLs
+	}
+	if u := s.cluster.urls.Load(); u != nil {
+		return *u
+	}
+	return nil
+}
