@@ -9,22 +9,20 @@
 // twice; give them a msgId to let the server de-duplicate). Other commands
 // outstanding at the drop reject with DisconnectedError (their fate is
 // unknown); commands made while reconnecting wait for the next link.
-import { encodeAck, encodeExtend, encodeNack, encodePing, encodePoll, encodePub, encodeReject, encodeSub, encodeUnsub } from './encoder.js';
+import { encodeAck, encodeExtend, encodeNack, encodePing, encodePoll, encodePublish, encodeReject, encodeSub, encodeUnsub } from './encoder.js';
 import {
   ConnectionClosedError,
   DeliveryCorruptError,
   DisconnectedError,
-  ERROR_CLASSES,
   errorFromWire,
   FibrilError,
   InvalidArgumentError,
   NoServersError,
 } from './errors.js';
 import { parseHandle } from './handle.js';
-import { HeaderNames, MsgHeaders } from './headers.js';
 import { Link, openLink, type ServerInfo } from './link.js';
 import { Fifo } from './fifo.js';
-import { AckQueue } from './acks.js';
+import { AckQueue, ackLines } from './acks.js';
 import { Groups, Topics } from './manage.js';
 import { Msg } from './message.js';
 import { backoff, type ConnectOptions, resolve, type Resolved } from './options.js';
@@ -48,8 +46,6 @@ interface Req {
   corrupt?(e: DeliveryCorruptError, c: Command): void;
 }
 
-const EMPTY = new Uint8Array(0);
-const enc = new TextEncoder();
 
 type State = 'connected' | 'reconnecting' | 'closing' | 'closed';
 
@@ -178,7 +174,7 @@ export class Connection implements AsyncDisposable {
     let bytes: Buffer;
     try {
       if (this.#state === 'closing' || this.#state === 'closed') throw new ConnectionClosedError();
-      bytes = this.#encodePublish(subject, data, opts);
+      bytes = encodePublish(subject, data, opts, this.#info.max_payload, this.#o.crc);
     } catch (e) {
       return Promise.reject(e);
     }
@@ -250,44 +246,6 @@ export class Connection implements AsyncDisposable {
         );
       }
     });
-  }
-
-  #encodePublish(subject: string, data: Uint8Array | string | undefined, opts: PublishOptions): Buffer {
-    const payload = data === undefined ? EMPTY : typeof data === 'string' ? enc.encode(data) : data;
-    let hdrs: MsgHeaders | undefined;
-    if (opts.ttlMs !== undefined && !(Number.isFinite(opts.ttlMs) && opts.ttlMs > 0)) {
-      throw new InvalidArgumentError(`ttlMs ${opts.ttlMs}: a TTL is more than 0 ms`);
-    }
-    if (opts.delayMs !== undefined && !(Number.isFinite(opts.delayMs) && opts.delayMs > 0)) {
-      throw new InvalidArgumentError(`delayMs ${opts.delayMs}: a delay is more than 0 ms`);
-    }
-    if (opts.deliverAt !== undefined && Number.isNaN(opts.deliverAt.getTime())) {
-      throw new InvalidArgumentError('deliverAt is not a valid Date');
-    }
-    if (
-      opts.headers !== undefined || opts.key !== undefined || opts.msgId !== undefined || opts.ttlMs !== undefined ||
-      opts.delayMs !== undefined || opts.deliverAt !== undefined
-    ) {
-      hdrs = new MsgHeaders(opts.headers instanceof MsgHeaders ? [...opts.headers] : opts.headers);
-      if (opts.headers instanceof MsgHeaders) {
-        hdrs.status = opts.headers.status;
-        hdrs.description = opts.headers.description;
-      }
-      if (opts.key !== undefined) hdrs.set(HeaderNames.Key, opts.key);
-      if (opts.msgId !== undefined) hdrs.set(HeaderNames.MsgId, opts.msgId);
-      if (opts.ttlMs !== undefined) hdrs.set(HeaderNames.TTL, `${Math.max(1, Math.round(opts.ttlMs))}ms`);
-      if (opts.delayMs !== undefined) hdrs.set(HeaderNames.Delay, `${Math.max(1, Math.round(opts.delayMs))}ms`);
-      if (opts.deliverAt !== undefined) hdrs.set(HeaderNames.DeliverAt, opts.deliverAt.toISOString());
-    }
-    const header = hdrs !== undefined ? hdrs.encode() : undefined;
-    const size = (header?.length ?? 0) + payload.length;
-    const max = this.#info.max_payload;
-    if (typeof max === 'number' && size > max) {
-      const cls = ERROR_CLASSES['max_payload'];
-      const msg = `message of ${size} bytes exceeds max_payload ${max}`;
-      throw cls !== undefined ? new cls(msg) : new InvalidArgumentError(msg);
-    }
-    return encodePub({ subject, reply: opts.reply, header, payload, crc: this.#o.crc ? true : undefined });
   }
 
   #pubRelease(): void {
@@ -453,20 +411,7 @@ export class Connection implements AsyncDisposable {
    */
   async ackAll(msgs: Msg[], opts: { signal?: AbortSignal } = {}): Promise<void> {
     const handles = msgs.filter((m) => m.durable).map((m) => m.reply!);
-    const limit = (typeof this.#info.max_control_line === 'number' ? this.#info.max_control_line : 4096) - 8;
-    const lines: string[][] = [];
-    let cur: string[] = [];
-    let len = 3;
-    for (const h of handles) {
-      if (cur.length > 0 && len + 1 + h.length > limit) {
-        lines.push(cur);
-        cur = [];
-        len = 3;
-      }
-      cur.push(h);
-      len += 1 + h.length;
-    }
-    if (cur.length > 0) lines.push(cur);
+    const lines = ackLines(handles, (typeof this.#info.max_control_line === 'number' ? this.#info.max_control_line : 4096) - 8);
     const results = await Promise.allSettled(lines.map((l) => this.#request(encodeAck(l), opts.signal)));
     const bad = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (bad !== undefined) throw bad.reason;
