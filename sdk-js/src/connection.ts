@@ -101,9 +101,10 @@ function reason(e: unknown): string {
 }
 
 /**
- * Connection is a client connection. Create it with connect(). It survives
- * lost links when reconnect is on; closed() resolves once it is closed for
- * good.
+ * Connection is a client connection. Create it with connect(). When
+ * reconnect is on it survives lost links, moving to the next server of its
+ * list (SPEC.md 11.1: see servers, publish); closed() resolves once it is
+ * closed for good.
  */
 export class Connection implements AsyncDisposable {
   /** topics manages durable topics. */
