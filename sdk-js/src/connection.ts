@@ -89,15 +89,11 @@ export async function connect(opts: ConnectOptions = {}): Promise<Connection> {
     } catch (e) {
       if (opts.signal?.aborted) throw e;
       if (e instanceof FibrilError && e.fatal && !e.retriable) throw e;
-      tried.push(`${addrName(addr)} (${reason(e)})`);
+      tried.push(`${addrName(addr)} (${asError(e).message})`);
       last = e;
     }
   }
   throw new NoServersError(`could not connect to any server: ${tried.join(', ')}`, { cause: last });
-}
-
-function reason(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /**
@@ -679,7 +675,11 @@ export class Connection implements AsyncDisposable {
     this.#state = 'reconnecting';
     // Sent and unanswered, or parked: each may have been stored, so each is
     // sent again, in call order, before anything else (SPEC.md 11.1).
-    const resend = [...this.#resend, ...parked];
+    const resend = [...this.#resend];
+    for (const r of parked) {
+      if (r.gone?.()) r.fail(undefined); // abandoned while parked: not sent again
+      else resend.push(r);
+    }
     for (const r of pending) {
       if (r.kind === 'pub') resend.push(r);
       else r.fail(lost);
@@ -711,7 +711,7 @@ export class Connection implements AsyncDisposable {
       } catch (e) {
         last = e;
         attempts++;
-        tried.set(addrName(addr), reason(e));
+        tried.set(addrName(addr), asError(e).message);
         if (e instanceof FibrilError && e.fatal && !e.retriable) break;
       }
     }

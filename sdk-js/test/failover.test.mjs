@@ -231,3 +231,21 @@ test('a publish parked on not_leader when the link drops is resent on the next l
   assert.deepEqual(await p, { partition: 3, seq: 9n, duplicate: false });
   assert.deepEqual(p2.pubs(0), ['x']);
 });
+
+test('a publish abandoned while parked on not_leader gives its window slot back and is not sent again', { timeout: 60000 }, async (t) => {
+  const p1 = await fakePeer(t, { answer: (c) => (isPub(c) ? NOT_LEADER : '+OK') });
+  const p2 = await fakePeer(t, { answer: (c) => (isPub(c) ? '+OK 0:1' : '+OK') });
+  const nc = await connect({ servers: [p1.url, p2.url], timeoutMs: 60000, reconnect: quick });
+  t.after(() => nc.close());
+  const stop = new AbortController();
+  const p = nc.publish('t', 'x', { signal: stop.signal });
+  await waitFor(() => p1.pubs(0).length >= 2, { what: 'a resend on the first peer' });
+  stop.abort(new Error('caller gave up'));
+  await assert.rejects(p, /caller gave up/);
+  await waitFor(() => nc.unconfirmed === 0, { what: 'the window slot back' });
+  const sent = p1.pubs(0).length;
+  p1.cut();
+  assert.equal((await nc.publish('t', 'y')).seq, 1n);
+  assert.deepEqual(p2.pubs(0), ['y']);
+  assert.equal(p1.pubs(0).length, sent, 'not sent again after it was abandoned');
+});
