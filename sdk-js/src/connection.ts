@@ -673,8 +673,8 @@ export class Connection implements AsyncDisposable {
       return;
     }
     this.#state = 'reconnecting';
-    // Sent and unanswered, or parked: each may have been stored, so each is
-    // sent again, in call order, before anything else (SPEC.md 11.1).
+    // Sent and unanswered (each may have been stored) or parked (refused
+    // for now): sent again, in call order, before anything else (SPEC.md 11.1).
     const resend = [...this.#resend];
     for (const r of parked) {
       if (r.gone?.()) r.fail(undefined); // abandoned while parked: not sent again
