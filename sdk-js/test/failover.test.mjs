@@ -249,3 +249,19 @@ test('a publish abandoned while parked on not_leader gives its window slot back 
   assert.deepEqual(p2.pubs(0), ['y']);
   assert.equal(p1.pubs(0).length, sent, 'not sent again after it was abandoned');
 });
+
+test('a discovered server is reached with the credentials of the server that listed it, and INFO updates add to the list', { timeout: 60000 }, async (t) => {
+  const p2 = await fakePeer(t);
+  const p3 = await fakePeer(t);
+  const p1 = await fakePeer(t, { info: { connect_urls: [p2.addr] } });
+  const nc = await connect({ servers: `nats://s3cret@${p1.addr}`, reconnect: quick });
+  t.after(() => nc.close());
+  assert.deepEqual(nc.servers, [`nats://s3cret@${p1.addr}`, p2.url]);
+  p1.conns[0].sock.write(`INFO ${JSON.stringify({ server_id: 'peer', fibril: 1, connect_urls: [p2.addr, p3.addr] })}\r\n`);
+  await waitFor(() => nc.servers.length === 3, { what: 'the INFO update learnt' });
+  assert.deepEqual(nc.servers, [`nats://s3cret@${p1.addr}`, p2.url, p3.url]);
+  p1.cut();
+  await waitFor(() => nc.reconnects >= 1 && nc.isConnected, { what: 'the reconnect' });
+  const hello = p2.conns[0].cmds.find((c) => c.op === 'CONNECT');
+  assert.equal(JSON.parse(hello.line.slice(8)).auth_token, 's3cret');
+});
