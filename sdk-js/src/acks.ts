@@ -24,6 +24,24 @@ interface Waiter {
   rej: (e: unknown) => void;
 }
 
+/**
+ * ackLines splits handles, in order, into the handle lists of ACK lines of
+ * at most limit bytes ("ACK h1 h2 ...", without CRLF); a handle longer than
+ * that still gets a line of its own.
+ */
+export function ackLines(handles: readonly string[], limit: number): string[][] {
+  const lines: string[][] = [];
+  let i = 0;
+  while (i < handles.length) {
+    let size = 4 + handles[i]!.length; // "ACK " and the first handle always go
+    let j = i + 1;
+    while (j < handles.length && size + 1 + handles[j]!.length <= limit) size += 1 + handles[j++]!.length;
+    lines.push(handles.slice(i, j));
+    i = j;
+  }
+  return lines;
+}
+
 /** AckQueue holds the handles acked since the last flush. */
 export class AckQueue {
   #handles: string[] = [];
@@ -63,14 +81,10 @@ export class AckQueue {
     if (handles.length === 0) return;
     this.#handles = [];
     this.#waiters = [];
-    const limit = this.#maxLine();
     let i = 0;
-    while (i < handles.length) {
-      let size = 4 + handles[i]!.length; // "ACK " and the first handle always go
-      let j = i + 1;
-      while (j < handles.length && size + 1 + handles[j]!.length <= limit) size += 1 + handles[j++]!.length;
-      this.#line(handles.slice(i, j), waiters.slice(i, j));
-      i = j;
+    for (const line of ackLines(handles, this.#maxLine())) {
+      this.#line(line, waiters.slice(i, i + line.length));
+      i += line.length;
     }
   }
 

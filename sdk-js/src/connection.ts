@@ -3,32 +3,36 @@
 // of outstanding requests; MSG/HMSG for subscriptions, server PINGs, fatal
 // -ERRs and INFO updates are the only unsolicited frames.
 //
-// Reconnect rule: a publish resolves only on its confirm. Publishes still
-// unconfirmed when the link drops are written again, in order, on the next
-// link, so a confirmed publish is never lost (unconfirmed ones may be stored
-// twice; give them a msgId to let the server de-duplicate). Other commands
-// outstanding at the drop reject with DisconnectedError (their fate is
-// unknown); commands made while reconnecting wait for the next link.
-import { encodeAck, encodeExtend, encodeNack, encodePing, encodePoll, encodePub, encodeReject, encodeSub, encodeUnsub } from './encoder.js';
+// Failover (SPEC.md 11.1; the server list and its order are servers.ts's):
+// a publish resolves only on its confirm. Publishes still unconfirmed when
+// the link drops are written again, in their order, first thing on the next
+// link (to whichever server answers), then the subscriptions, then the
+// commands made while reconnecting; so a confirmed publish is never lost
+// (unconfirmed ones may be stored twice; give them a msgId to let the
+// server de-duplicate). Other commands outstanding at the drop reject with
+// DisconnectedError (their fate is unknown). A publish answered not_leader
+// is parked and written again on the same link after a backoff, keeping its
+// place in the publish window, until timeoutMs after its first not_leader.
+import { encodeAck, encodeExtend, encodeNack, encodePing, encodePoll, encodePublish, encodeReject, encodeSub, encodeUnsub } from './encoder.js';
 import {
   ConnectionClosedError,
   DeliveryCorruptError,
   DisconnectedError,
-  ERROR_CLASSES,
+  ErrorCodes,
   errorFromWire,
   FibrilError,
   InvalidArgumentError,
   NoServersError,
 } from './errors.js';
 import { parseHandle } from './handle.js';
-import { HeaderNames, MsgHeaders } from './headers.js';
 import { Link, openLink, type ServerInfo } from './link.js';
 import { Fifo } from './fifo.js';
-import { AckQueue } from './acks.js';
+import { AckQueue, ackLines } from './acks.js';
 import { Groups, Topics } from './manage.js';
 import { Msg } from './message.js';
 import { backoff, type ConnectOptions, resolve, type Resolved } from './options.js';
 import type { Command, ParseFailure } from './parser.js';
+import { addrName, ServerList } from './servers.js';
 import { Subscription } from './subscription.js';
 import { type ConsumeOptions, type FetchOptions, parsePosition, type Position, type PublishOptions } from './types.js';
 
@@ -42,47 +46,61 @@ type Answer = { op: '+OK' | '-ERR' | 'PONG'; text?: string };
 interface Req {
   kind: 'pub' | 'sub' | 'poll' | 'other';
   bytes: Buffer;
+  /** seq orders publishes by call, for the resend after a lost link. */
+  seq?: number;
+  /** gone says the caller stopped waiting (a parked publish is then dropped). */
+  gone?(): boolean;
+  /** notLeader is the resend schedule of a publish answered not_leader. */
+  notLeader?: { deadline: number; delayMs: number; timer?: NodeJS.Timeout };
   answer(a: Answer): void;
   fail(e: unknown): void;
   msg?(c: Command): void;
   corrupt?(e: DeliveryCorruptError, c: Command): void;
 }
 
-const EMPTY = new Uint8Array(0);
-const enc = new TextEncoder();
 
 type State = 'connected' | 'reconnecting' | 'closing' | 'closed';
+
+// The resend backoff of a publish answered not_leader (SPEC.md 11.1 point 5).
+const NOT_LEADER_FIRST_MS = 50;
+const NOT_LEADER_MAX_MS = 1000;
 
 function abortReason(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException('aborted', 'AbortError');
 }
 
 /**
- * connect connects to the first reachable server of opts.servers and
- * completes the handshake. It rejects with InvalidArgumentError for bad
- * options, the server's typed error (e.g. authorization), or NoServersError
- * when no server could be reached.
+ * connect tries opts.servers in order, each once (up to timeoutMs each), and
+ * completes the handshake with the first that answers. It rejects with
+ * InvalidArgumentError for bad options, a server's non-retriable fatal error
+ * at once (e.g. authorization, NotFibrilError), signal's reason, or
+ * NoServersError naming every address tried and why it failed (cause: the
+ * last failure).
  */
 export async function connect(opts: ConnectOptions = {}): Promise<Connection> {
   const o = resolve(opts);
+  const servers = new ServerList(o.servers, o.discover);
+  const tried: string[] = [];
   let last: unknown;
-  for (const addr of o.servers) {
+  for (const addr of servers.all) {
     try {
       const link = await openLink(addr, o, opts.signal);
-      return new Connection(o, link);
+      return new Connection(o, servers, link);
     } catch (e) {
       if (opts.signal?.aborted) throw e;
       if (e instanceof FibrilError && e.fatal && !e.retriable) throw e;
+      tried.push(`${addrName(addr)} (${asError(e).message})`);
       last = e;
     }
   }
-  throw new NoServersError(`could not connect to ${o.servers.map((s) => s.url).join(', ')}`, { cause: last });
+  throw new NoServersError(`could not connect to any server: ${tried.join(', ')}`, { cause: last });
 }
 
 /**
- * Connection is a client connection. Create it with connect(). It survives
- * lost links when reconnect is on; closed() resolves once it is closed for
- * good.
+ * Connection is a client connection. Create it with connect(). When
+ * reconnect is on it survives lost links, moving to the next server of its
+ * list (SPEC.md 11.1: see servers, publish); closed() resolves once it is
+ * closed for good.
  */
 export class Connection implements AsyncDisposable {
   /** topics manages durable topics. */
@@ -91,10 +109,17 @@ export class Connection implements AsyncDisposable {
   readonly groups: Groups;
 
   #o: Resolved;
+  #servers: ServerList;
   #link: Link | undefined;
   #state: State = 'connected';
   #pending = new Fifo<Req>();
+  // Publishes unconfirmed at a link loss, by seq: the next link's first commands.
+  #resend: Req[] = [];
+  // Commands made while reconnecting, in call order.
   #backlog: Req[] = [];
+  // Publishes answered not_leader, waiting for their resend timer.
+  #parked = new Set<Req>();
+  #pubSeq = 0;
   #pubCount = 0;
   #pubWaiters = new Fifo<{ go: () => void; stop: (e: unknown) => void; cancelled: boolean }>();
   #subs = new Map<string, Subscription>();
@@ -117,8 +142,9 @@ export class Connection implements AsyncDisposable {
   #quietUntil = 0;
 
   /** @internal Use connect(). */
-  constructor(o: Resolved, link: Link) {
+  constructor(o: Resolved, servers: ServerList, link: Link) {
     this.#o = o;
+    this.#servers = servers;
     this.#info = link.info;
     this.topics = new Topics((b, s) => this.#request(b, s));
     this.groups = new Groups((b, s) => this.#request(b, s));
@@ -129,6 +155,14 @@ export class Connection implements AsyncDisposable {
   /** info is the INFO of the server currently (or last) connected to. */
   get info(): ServerInfo {
     return this.#info;
+  }
+
+  /**
+   * servers lists the servers this connection may use, in the order it tries
+   * them: those given, then those learnt from connect_urls (discover).
+   */
+  get servers(): string[] {
+    return this.#servers.all.map((a) => a.url);
   }
 
   /** reconnects counts successful reconnections. */
@@ -171,14 +205,21 @@ export class Connection implements AsyncDisposable {
    * publish sends a message and resolves with its Position once the server
    * confirmed it durable, or null when no durable topic captured it. At most
    * maxUnconfirmed publishes are outstanding; further calls wait their turn
-   * (in call order). Rejects with the server's typed error (e.g. a full
-   * topic), InvalidArgumentError, ConnectionClosedError, or signal's reason.
+   * (in call order). A publish unconfirmed when the link drops is sent
+   * again on the next link, to whichever server answers (SPEC.md 11.1): it
+   * may be stored twice unless it has a msgId. One answered not_leader (an
+   * election is under way) is sent again on the same link after 50 ms,
+   * doubling up to 1 s, holding its place in the window, until confirmed or
+   * refused otherwise; timeoutMs after its first not_leader it rejects with
+   * NotLeaderError (retriable). Rejects with the server's typed error (e.g.
+   * a full topic), InvalidArgumentError, ConnectionClosedError, or signal's
+   * reason.
    */
   publish(subject: string, data?: Uint8Array | string, opts: PublishOptions = {}): Promise<Position | null> {
     let bytes: Buffer;
     try {
       if (this.#state === 'closing' || this.#state === 'closed') throw new ConnectionClosedError();
-      bytes = this.#encodePublish(subject, data, opts);
+      bytes = encodePublish(subject, data, opts, this.#info.max_payload, this.#o.crc);
     } catch (e) {
       return Promise.reject(e);
     }
@@ -191,39 +232,38 @@ export class Connection implements AsyncDisposable {
         done = true;
         rej(abortReason(signal!));
       };
+      // finish ends the publish: its window slot is given back exactly once,
+      // whether or not the caller still waits.
+      const finish = (f: () => void) => {
+        this.#pubRelease();
+        signal?.removeEventListener('abort', onAbort);
+        if (done) return;
+        done = true;
+        f();
+      };
       const req: Req = {
         kind: 'pub',
         bytes,
+        seq: ++this.#pubSeq,
+        gone: () => done,
         answer: (a) => {
-          this.#pubRelease();
-          signal?.removeEventListener('abort', onAbort);
-          if (done) return;
-          done = true;
           if (a.op === '+OK') {
             const pos = parsePosition(a.text ?? '');
-            if (pos === undefined) rej(new FibrilError('client_protocol_violation', `bad publish confirm ${JSON.stringify(a.text)}`));
-            else res(pos);
+            finish(() => (pos === undefined ? rej(new FibrilError('client_protocol_violation', `bad publish confirm ${JSON.stringify(a.text)}`)) : res(pos)));
           } else if (a.op === '-ERR') {
-            rej(errorFromWire(a.text ?? ''));
+            const err = errorFromWire(a.text ?? '');
+            if (err.code === ErrorCodes.NotLeader && !done && this.#parkNotLeader(req)) return;
+            finish(() => rej(err));
           } else {
-            rej(new FibrilError('client_protocol_violation', 'PONG where a publish confirm was expected'));
+            finish(() => rej(new FibrilError('client_protocol_violation', 'PONG where a publish confirm was expected')));
           }
         },
-        fail: (e) => {
-          this.#pubRelease();
-          signal?.removeEventListener('abort', onAbort);
-          if (done) return;
-          done = true;
-          rej(e);
-        },
+        fail: (e) => finish(() => rej(e)),
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       const send = () => {
-        if (done) {
-          this.#pubRelease();
-          return;
-        }
-        this.#enqueue(req);
+        if (done) req.fail(undefined); // gives the slot back
+        else this.#enqueue(req);
       };
       if (this.#pubWaiters.length === 0 && this.#pubCount < this.maxUnconfirmed) {
         this.#pubCount++;
@@ -252,42 +292,25 @@ export class Connection implements AsyncDisposable {
     });
   }
 
-  #encodePublish(subject: string, data: Uint8Array | string | undefined, opts: PublishOptions): Buffer {
-    const payload = data === undefined ? EMPTY : typeof data === 'string' ? enc.encode(data) : data;
-    let hdrs: MsgHeaders | undefined;
-    if (opts.ttlMs !== undefined && !(Number.isFinite(opts.ttlMs) && opts.ttlMs > 0)) {
-      throw new InvalidArgumentError(`ttlMs ${opts.ttlMs}: a TTL is more than 0 ms`);
-    }
-    if (opts.delayMs !== undefined && !(Number.isFinite(opts.delayMs) && opts.delayMs > 0)) {
-      throw new InvalidArgumentError(`delayMs ${opts.delayMs}: a delay is more than 0 ms`);
-    }
-    if (opts.deliverAt !== undefined && Number.isNaN(opts.deliverAt.getTime())) {
-      throw new InvalidArgumentError('deliverAt is not a valid Date');
-    }
-    if (
-      opts.headers !== undefined || opts.key !== undefined || opts.msgId !== undefined || opts.ttlMs !== undefined ||
-      opts.delayMs !== undefined || opts.deliverAt !== undefined
-    ) {
-      hdrs = new MsgHeaders(opts.headers instanceof MsgHeaders ? [...opts.headers] : opts.headers);
-      if (opts.headers instanceof MsgHeaders) {
-        hdrs.status = opts.headers.status;
-        hdrs.description = opts.headers.description;
-      }
-      if (opts.key !== undefined) hdrs.set(HeaderNames.Key, opts.key);
-      if (opts.msgId !== undefined) hdrs.set(HeaderNames.MsgId, opts.msgId);
-      if (opts.ttlMs !== undefined) hdrs.set(HeaderNames.TTL, `${Math.max(1, Math.round(opts.ttlMs))}ms`);
-      if (opts.delayMs !== undefined) hdrs.set(HeaderNames.Delay, `${Math.max(1, Math.round(opts.delayMs))}ms`);
-      if (opts.deliverAt !== undefined) hdrs.set(HeaderNames.DeliverAt, opts.deliverAt.toISOString());
-    }
-    const header = hdrs !== undefined ? hdrs.encode() : undefined;
-    const size = (header?.length ?? 0) + payload.length;
-    const max = this.#info.max_payload;
-    if (typeof max === 'number' && size > max) {
-      const cls = ERROR_CLASSES['max_payload'];
-      const msg = `message of ${size} bytes exceeds max_payload ${max}`;
-      throw cls !== undefined ? new cls(msg) : new InvalidArgumentError(msg);
-    }
-    return encodePub({ subject, reply: opts.reply, header, payload, crc: this.#o.crc ? true : undefined });
+  // #parkNotLeader holds a publish answered not_leader and writes it again
+  // on this link once its backoff passed (SPEC.md 11.1 point 5). It keeps
+  // its window slot meanwhile, so the window bounds parked publishes too.
+  // False (the caller rejects with not_leader) once timeoutMs passed since
+  // the first not_leader, or when the link is going away.
+  #parkNotLeader(req: Req): boolean {
+    if (this.#state !== 'connected') return false;
+    const now = Date.now();
+    const nl = (req.notLeader ??= { deadline: now + this.#o.timeoutMs, delayMs: NOT_LEADER_FIRST_MS });
+    if (now >= nl.deadline) return false;
+    const wait = Math.min(nl.delayMs, nl.deadline - now);
+    nl.delayMs = Math.min(2 * nl.delayMs, NOT_LEADER_MAX_MS);
+    this.#parked.add(req);
+    nl.timer = setTimeout(() => {
+      this.#parked.delete(req);
+      if (req.gone?.()) req.fail(undefined);
+      else this.#enqueue(req);
+    }, wait);
+    return true;
   }
 
   #pubRelease(): void {
@@ -453,20 +476,7 @@ export class Connection implements AsyncDisposable {
    */
   async ackAll(msgs: Msg[], opts: { signal?: AbortSignal } = {}): Promise<void> {
     const handles = msgs.filter((m) => m.durable).map((m) => m.reply!);
-    const limit = (typeof this.#info.max_control_line === 'number' ? this.#info.max_control_line : 4096) - 8;
-    const lines: string[][] = [];
-    let cur: string[] = [];
-    let len = 3;
-    for (const h of handles) {
-      if (cur.length > 0 && len + 1 + h.length > limit) {
-        lines.push(cur);
-        cur = [];
-        len = 3;
-      }
-      cur.push(h);
-      len += 1 + h.length;
-    }
-    if (cur.length > 0) lines.push(cur);
+    const lines = ackLines(handles, (typeof this.#info.max_control_line === 'number' ? this.#info.max_control_line : 4096) - 8);
     const results = await Promise.allSettled(lines.map((l) => this.#request(encodeAck(l), opts.signal)));
     const bad = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (bad !== undefined) throw bad.reason;
@@ -527,13 +537,19 @@ export class Connection implements AsyncDisposable {
     this.#info = link.info;
     this.#state = 'connected';
     this.#pending = new Fifo<Req>();
+    this.#servers.use(link.addr);
+    this.#servers.learn(link.info.connect_urls, link.addr);
     link.onParseError = (e) => this.#onParseError(link, e);
     link.takeOver(
       (c) => this.#onCommand(link, c),
       (err) => this.#onLinkClosed(link, err),
     );
     if (link.closed) return;
-    // Re-establish subscriptions, then resend unconfirmed publishes in order.
+    // SPEC.md 11.1 point 4: the publishes unconfirmed at the loss first, in
+    // their order; then the subscriptions; then what was asked meanwhile.
+    const resend = this.#resend;
+    this.#resend = [];
+    for (const r of resend) this.#enqueue(r);
     for (const sub of this.#subs.values()) {
       this.#sendSub(sub, encodeSub(sub.subject, sub.sid, sub.group, sub.maxInFlight));
     }
@@ -569,6 +585,7 @@ export class Connection implements AsyncDisposable {
         return;
       case 'INFO':
         this.#info = link.info;
+        this.#servers.learn(link.info.connect_urls, link.addr);
         return;
       case '-ERR': {
         const err = errorFromWire(c.text ?? '');
@@ -644,29 +661,44 @@ export class Connection implements AsyncDisposable {
     this.#link = undefined;
     clearInterval(this.#pinger);
     const pending = this.#pending.drain();
+    const parked = [...this.#parked];
+    this.#parked.clear();
+    for (const r of parked) clearTimeout(r.notLeader!.timer);
     const fatal = err instanceof FibrilError && err.fatal ? err : undefined;
     const giveUp = this.#state === 'closing' || this.#o.reconnect === undefined || (fatal !== undefined && !fatal.retriable);
     const lost = fatal ?? new DisconnectedError('connection lost', { cause: err });
     if (giveUp) {
-      for (const r of pending) r.fail(this.#state === 'closing' ? new ConnectionClosedError() : lost);
+      for (const r of [...pending, ...parked]) r.fail(this.#state === 'closing' ? new ConnectionClosedError() : lost);
       this.#finalize(this.#state === 'closing' ? undefined : asError(err ?? lost));
       return;
     }
     this.#state = 'reconnecting';
+    // Sent and unanswered (each may have been stored) or parked (refused
+    // for now): sent again, in call order, before anything else (SPEC.md 11.1).
+    const resend = [...this.#resend];
+    for (const r of parked) {
+      if (r.gone?.()) r.fail(undefined); // abandoned while parked: not sent again
+      else resend.push(r);
+    }
     for (const r of pending) {
-      if (r.kind === 'pub') this.#backlog.push(r);
+      if (r.kind === 'pub') resend.push(r);
       else r.fail(lost);
     }
+    this.#resend = resend.sort((a, b) => a.seq! - b.seq!);
     void this.#reconnectLoop();
   }
 
+  // #reconnectLoop tries the servers after the lost one, wrapping around;
+  // the backoff before each attempt grows once per full pass over the list.
   async #reconnectLoop(): Promise<void> {
     const r = this.#o.reconnect!;
+    const tried = new Map<string, string>(); // each address's latest failure, for the error
     let last: unknown;
+    let attempts = 0;
     for (let n = 0; r.maxAttempts < 0 || n < r.maxAttempts; n++) {
-      await new Promise((res) => setTimeout(res, backoff(r, n)));
+      const { addr, pass } = this.#servers.attempt(n);
+      await new Promise((res) => setTimeout(res, backoff(r, pass)));
       if (this.#state !== 'reconnecting') return;
-      const addr = this.#o.servers[n % this.#o.servers.length]!;
       try {
         const link = await openLink(addr, this.#o);
         if (this.#state !== 'reconnecting') {
@@ -678,11 +710,14 @@ export class Connection implements AsyncDisposable {
         return;
       } catch (e) {
         last = e;
+        attempts++;
+        tried.set(addrName(addr), asError(e).message);
         if (e instanceof FibrilError && e.fatal && !e.retriable) break;
       }
     }
     if (this.#state === 'reconnecting') {
-      this.#finalize(new NoServersError('reconnect failed', { cause: last }));
+      const why = [...tried].map(([a, e]) => `${a} (${e})`).join(', ');
+      this.#finalize(new NoServersError(`reconnect failed after ${attempts} attempts: ${why}`, { cause: last }));
     }
   }
 
@@ -691,7 +726,10 @@ export class Connection implements AsyncDisposable {
     this.#state = 'closed';
     clearInterval(this.#pinger);
     const closedErr = new ConnectionClosedError('connection closed', { cause: err });
-    for (const r of this.#backlog) r.fail(closedErr);
+    for (const r of this.#parked) clearTimeout(r.notLeader!.timer);
+    for (const r of [...this.#resend, ...this.#parked, ...this.#backlog]) r.fail(closedErr);
+    this.#resend = [];
+    this.#parked.clear();
     this.#backlog = [];
     for (const w of this.#pubWaiters.drain()) w.stop(closedErr);
     for (const sub of this.#subs.values()) {

@@ -6,7 +6,9 @@
 // InvalidArgumentError; nothing is written.
 import { crc32, crcHex } from './crc.js';
 import { ERROR_CLASSES, InvalidArgumentError } from './errors.js';
+import { HeaderNames, MsgHeaders } from './headers.js';
 import { checkSubject, validGroupName, validToken } from './parser.js';
+import type { PublishOptions } from './types.js';
 
 const CRLF = '\r\n';
 
@@ -166,4 +168,57 @@ export function encodeManage(verb: 'TOPIC' | 'GROUP', action: string, args: stri
   });
   if (config !== undefined) line += ' ' + JSON.stringify(config);
   return Buffer.from(line + CRLF);
+}
+
+const EMPTY = new Uint8Array(0);
+const utf8 = new TextEncoder();
+
+/**
+ * encodePublish turns a publish call into its PUB or HPUB frame: opts' key,
+ * msgId, ttlMs, delayMs and deliverAt become headers beside opts.headers;
+ * crc adds the checksum token. Throws InvalidArgumentError for a bad
+ * option and MaxPayloadError when the body exceeds maxPayload (INFO
+ * max_payload, if known).
+ */
+export function encodePublish(
+  subject: string,
+  data: Uint8Array | string | undefined,
+  opts: PublishOptions,
+  maxPayload: number | undefined,
+  crc: boolean,
+): Buffer {
+  const payload = data === undefined ? EMPTY : typeof data === 'string' ? utf8.encode(data) : data;
+  let hdrs: MsgHeaders | undefined;
+  if (opts.ttlMs !== undefined && !(Number.isFinite(opts.ttlMs) && opts.ttlMs > 0)) {
+    throw new InvalidArgumentError(`ttlMs ${opts.ttlMs}: a TTL is more than 0 ms`);
+  }
+  if (opts.delayMs !== undefined && !(Number.isFinite(opts.delayMs) && opts.delayMs > 0)) {
+    throw new InvalidArgumentError(`delayMs ${opts.delayMs}: a delay is more than 0 ms`);
+  }
+  if (opts.deliverAt !== undefined && Number.isNaN(opts.deliverAt.getTime())) {
+    throw new InvalidArgumentError('deliverAt is not a valid Date');
+  }
+  if (
+    opts.headers !== undefined || opts.key !== undefined || opts.msgId !== undefined || opts.ttlMs !== undefined ||
+    opts.delayMs !== undefined || opts.deliverAt !== undefined
+  ) {
+    hdrs = new MsgHeaders(opts.headers instanceof MsgHeaders ? [...opts.headers] : opts.headers);
+    if (opts.headers instanceof MsgHeaders) {
+      hdrs.status = opts.headers.status;
+      hdrs.description = opts.headers.description;
+    }
+    if (opts.key !== undefined) hdrs.set(HeaderNames.Key, opts.key);
+    if (opts.msgId !== undefined) hdrs.set(HeaderNames.MsgId, opts.msgId);
+    if (opts.ttlMs !== undefined) hdrs.set(HeaderNames.TTL, `${Math.max(1, Math.round(opts.ttlMs))}ms`);
+    if (opts.delayMs !== undefined) hdrs.set(HeaderNames.Delay, `${Math.max(1, Math.round(opts.delayMs))}ms`);
+    if (opts.deliverAt !== undefined) hdrs.set(HeaderNames.DeliverAt, opts.deliverAt.toISOString());
+  }
+  const header = hdrs !== undefined ? hdrs.encode() : undefined;
+  const size = (header?.length ?? 0) + payload.length;
+  if (typeof maxPayload === 'number' && size > maxPayload) {
+    const cls = ERROR_CLASSES['max_payload'];
+    const msg = `message of ${size} bytes exceeds max_payload ${maxPayload}`;
+    throw cls !== undefined ? new cls(msg) : new InvalidArgumentError(msg);
+  }
+  return encodePub({ subject, reply: opts.reply, header, payload, crc: crc ? true : undefined });
 }

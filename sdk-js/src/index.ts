@@ -11,9 +11,9 @@
  * ```
  *
  * Owns: the wire codec (parser, encoders, headers, handles), the connection
- * with its request FIFO, publish window and reconnect. Never: retries a
- * settle on its own, matches errors by message text, or depends on any
- * package at run time.
+ * with its request FIFO, publish window, reconnect and failover across
+ * servers (servers.ts). Never: retries a settle on its own, matches errors
+ * by message text, or depends on any package at run time.
  */
 export { connect, Connection, parsePosition } from './connection.js';
 export type { ConsumeOptions, FetchOptions, Position, PublishOptions } from './connection.js';

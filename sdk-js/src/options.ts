@@ -5,9 +5,12 @@ import { InvalidArgumentError } from './errors.js';
 
 /** ReconnectOptions tune reconnection after a lost connection. */
 export interface ReconnectOptions {
-  /** maxAttempts before giving up (-1 = forever; default -1). */
+  /** maxAttempts is how many servers are tried, one attempt each, before giving up (-1 = forever; default -1). */
   maxAttempts?: number;
-  /** initialDelayMs is the first backoff delay (default 100). */
+  /**
+   * initialDelayMs is the delay before each attempt of the first pass over
+   * servers; it doubles after each full pass (default 100).
+   */
   initialDelayMs?: number;
   /** maxDelayMs caps the backoff delay (default 5000). */
   maxDelayMs?: number;
@@ -17,8 +20,20 @@ export interface ReconnectOptions {
 
 /** ConnectOptions configure connect(). Every field is optional. */
 export interface ConnectOptions {
-  /** servers: "host:port", "nats://host:port" or "tls://host:port" (default "127.0.0.1:4222"). */
+  /**
+   * servers: "host:port", "nats://host:port" or "tls://host:port", one or a
+   * list (default "127.0.0.1:4222"). connect tries them in order and uses
+   * the first that answers; after a lost link the reconnect tries the next
+   * one, wrapping around (SPEC.md 11.1).
+   */
   servers?: string | string[];
+  /**
+   * discover adds the servers each INFO lists in connect_urls (the other
+   * nodes of a cluster) to the end of servers, once each and up to 64 in
+   * all, with the scheme, TLS and credentials of the server that listed
+   * them; false keeps to the given servers (default true).
+   */
+  discover?: boolean;
   /** name is sent in CONNECT and shows in server logs. */
   name?: string;
   /** token authenticates with a token. */
@@ -33,7 +48,10 @@ export interface ConnectOptions {
   crc?: boolean;
   /** reconnect: false disables it; an object tunes it (default on). */
   reconnect?: boolean | ReconnectOptions;
-  /** timeoutMs bounds connecting and the handshake (default 10000). */
+  /**
+   * timeoutMs bounds connecting and the handshake with each server, and how
+   * long after its first not_leader answer a publish is resent (default 10000).
+   */
   timeoutMs?: number;
   /** pingIntervalMs is how often an idle connection is probed (default INFO heartbeat_ms, else 30000). */
   pingIntervalMs?: number;
@@ -60,6 +78,7 @@ export interface ServerAddr {
 /** Resolved is ConnectOptions after validation, with defaults applied. */
 export interface Resolved {
   servers: ServerAddr[];
+  discover: boolean;
   name: string | undefined;
   token: string | undefined;
   user: string | undefined;
@@ -108,6 +127,7 @@ export function resolve(opts: ConnectOptions): Resolved {
   const list = opts.servers === undefined ? ['127.0.0.1:4222'] : Array.isArray(opts.servers) ? opts.servers : [opts.servers];
   if (list.length === 0) throw new InvalidArgumentError('servers is empty');
   const servers = list.map(parseServer);
+  if (opts.discover !== undefined && typeof opts.discover !== 'boolean') throw new InvalidArgumentError('discover must be a boolean');
   if ((opts.user === undefined) !== (opts.pass === undefined)) throw new InvalidArgumentError('user and pass go together');
   let reconnect: Required<ReconnectOptions> | undefined;
   if (opts.reconnect !== false) {
@@ -123,6 +143,7 @@ export function resolve(opts: ConnectOptions): Resolved {
   const tls = opts.tls === true ? {} : opts.tls === false || opts.tls === undefined ? undefined : { ...opts.tls };
   return {
     servers,
+    discover: opts.discover ?? true,
     name: opts.name,
     token: opts.token,
     user: opts.user,
@@ -135,7 +156,7 @@ export function resolve(opts: ConnectOptions): Resolved {
   };
 }
 
-/** backoff returns the delay before reconnect attempt n (0-based). */
+/** backoff returns the delay before each reconnect attempt of pass n (0-based) over the servers. */
 export function backoff(r: Required<ReconnectOptions>, n: number, rand: () => number = Math.random): number {
   const base = Math.min(r.maxDelayMs, r.initialDelayMs * 2 ** Math.min(n, 30));
   const j = base * r.jitter * (rand() * 2 - 1);
