@@ -28,6 +28,8 @@ type config struct {
 	maxPingsOut   int
 	logger        *slog.Logger
 	maxInFlightPb int
+	servers       []string // WithServers, after Connect's own
+	noDiscovery   bool
 }
 
 // ReconnectPolicy says whether and how a Conn reconnects after it loses its
@@ -189,6 +191,23 @@ func WithRequestTimeout(d time.Duration) Option {
 		c.reqTimeout = d
 		return nil
 	}
+}
+
+// WithServers adds servers to the list Connect tries, after those of its
+// URL argument (which may then be empty). Each is a URL as Connect takes
+// (its scheme and credentials apply to it alone); a repeated address is
+// kept once. The list, discovered servers included, holds at most 64.
+func WithServers(urls ...string) Option {
+	return func(c *config) error {
+		c.servers = append(c.servers, urls...)
+		return nil
+	}
+}
+
+// WithoutDiscovery keeps the server list to the servers given: the
+// connect_urls of the servers' INFO are not added to it.
+func WithoutDiscovery() Option {
+	return func(c *config) error { c.noDiscovery = true; return nil }
 }
 
 // WithReconnect sets the reconnect policy (see ReconnectPolicy).
