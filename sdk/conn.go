@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,9 @@ type Conn struct {
 	replayBytes int // encoded bytes queued while disconnected
 	reconnects  int
 	acks        []queuedAck // AckAsync calls not written yet (ackcoalesce.go)
+	sendSeq     uint64      // requests sent so far: each request's seq
+	held        []*request  // publishes answered not_leader, in seq order (notleader.go)
+	heldTimer   *time.Timer // armed while held is not empty and connected
 
 	maxPayload atomic.Int64  // info.MaxPayload, read by every publish without c.mu
 	window     *window       // one token per unconfirmed publish (window.go)
@@ -320,15 +324,40 @@ func (c *Conn) closeReason() error {
 	return c.closeErr
 }
 
-// Drain waits until every publish sent so far is confirmed (or ctx is done),
-// then closes the Conn.
+// Drain waits until every publish sent so far is confirmed or has failed
+// (those answered not_leader included, see Publish), or ctx is done, then
+// closes the Conn.
 func (c *Conn) Drain(ctx context.Context) error {
 	err := c.Flush(ctx)
+	if err == nil {
+		err = c.waitResends(ctx)
+	}
 	c.Close()
 	if errors.Is(err, ErrClosed) {
 		return nil
 	}
 	return err
+}
+
+// waitResends waits until the publishes answered not_leader so far (held
+// for a resend, or resent and unanswered) are finished, or ctx is done.
+func (c *Conn) waitResends(ctx context.Context) error {
+	c.mu.Lock()
+	rs := slices.Clone(c.held)
+	for _, r := range c.fifo {
+		if r.kind == reqPub && r.nlTries > 0 {
+			rs = append(rs, r)
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range rs {
+		select {
+		case <-r.done.wait():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 func (c *Conn) closeWith(why error) {
@@ -350,7 +379,7 @@ func (c *Conn) closeLocked(why error) (cleanup func()) {
 	close(c.closed)
 	t := c.tr
 	c.tr = nil
-	pending := c.fifo
+	pending := append(c.fifo, c.takeHeldLocked()...)
 	c.fifo = nil
 	subs := c.subs
 	c.subs = map[uint64]*Subscription{}

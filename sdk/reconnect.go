@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -47,6 +48,9 @@ func (c *Conn) lost(t *transport, why error) {
 		} else {
 			failed = append(failed, r)
 		}
+	}
+	for _, r := range c.held {
+		c.replayBytes += len(r.frame)
 	}
 	c.fifo = keep
 	c.state = stateReconnecting
@@ -122,7 +126,10 @@ func (c *Conn) reconnectLoop() {
 		c.state = stateConnected
 		c.reconnects++
 		t := c.install(nc, fr)
-		queued := c.fifo
+		// unconfirmed publishes in the order first sent (a resent one went
+		// back into the fifo behind later ones), then what came meanwhile
+		queued := append(c.fifo, c.takeHeldLocked()...)
+		slices.SortStableFunc(queued, bySeq)
 		c.fifo = nil
 		for _, s := range c.subs {
 			r := newRequest(reqSub, s.subFrame())
