@@ -344,3 +344,41 @@ func TestNotLeaderDelay(t *testing.T) {
 		t.Errorf("notLeaderDelay(255) = %v", got)
 	}
 }
+
+// TestDrainWaitsForNotLeaderResend: Drain returns once a publish answered
+// not_leader has been resent and confirmed, not when the PING sent after
+// it is answered (Close would then fail it with ErrClosed). The peer
+// answers not_leader and the PONG in one write, so both are settled in
+// one batch.
+func TestDrainWaitsForNotLeaderResend(t *testing.T) {
+	ctx := settleCtx(t)
+	addr := peer(t, func(n int, r *bufio.Reader, nc net.Conn) {
+		if _, ok := readPayloads(r, nc, 1); !ok {
+			return
+		}
+		if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "PING") {
+			return
+		}
+		if _, err := nc.Write([]byte(notLeaderErr + "PONG\r\n")); err != nil {
+			return
+		}
+		if _, ok := readPayloads(r, nc, 1); ok {
+			_, _ = nc.Write([]byte("+OK 0:7\r\n"))
+		}
+		_, _ = r.ReadString('\n')
+	})
+	c, err := Connect(ctx, addr, WithCRC(false), WithoutReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := c.PublishAsync(ctx, "s", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := f.Result(); err != nil || p.Seq != 7 {
+		t.Fatalf("publish after Drain: %v %v, want 0:7 (Drain must wait for the resend)", p, err)
+	}
+}
