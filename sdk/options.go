@@ -33,9 +33,13 @@ type config struct {
 }
 
 // ReconnectPolicy says whether and how a Conn reconnects after it loses its
-// server. Delays grow from InitialDelay by Multiplier up to MaxDelay, each with
-// up to Jitter (a fraction, 0..1) of random spread. MaxAttempts 0 means retry
-// until Close; a negative value disables reconnecting. BufferBytes bounds the
+// server. Each attempt dials the next server of the list (see Connect), after
+// a delay that grows from InitialDelay by Multiplier up to MaxDelay once per
+// full pass over the list, each with up to Jitter (a fraction, 0..1) of
+// random spread. MaxAttempts counts attempts, one per server tried; 0 means
+// retry until Close; a negative value disables reconnecting. A refusal no
+// retry can change (wrong credentials) from every server of a pass in a row
+// closes the Conn. BufferBytes bounds the
 // publishes (encoded size) kept for replay while disconnected; a publish that
 // does not fit fails with ErrReconnectBufferFull.
 type ReconnectPolicy struct {
