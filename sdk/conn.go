@@ -28,8 +28,9 @@ const (
 	stateClosed
 )
 
-// Conn is a connection to a Fibril server. It is safe for concurrent use.
-// It reconnects by itself (see ReconnectPolicy) until Close.
+// Conn is a connection to a Fibril server, one of a list (see Connect). It
+// is safe for concurrent use. It reconnects by itself, to the next server
+// of the list (see ReconnectPolicy), until Close.
 type Conn struct {
 	cfg config
 

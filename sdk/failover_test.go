@@ -278,3 +278,35 @@ func TestDiscoveryReachesAdvertisedServer(t *testing.T) {
 		})
 	}
 }
+
+// TestServerCredentialsPerURL: the user info of each URL is the credentials
+// of that server alone, and a discovered server takes those of the server
+// that advertised it (here a token both servers require).
+func TestServerCredentialsPerURL(t *testing.T) {
+	ctx := testCtx(t)
+	b := startServer(t, "--token", "s3cret")
+	a := startServer(t, "--token", "s3cret", "--client-advertise", b.Addr)
+
+	// a's URL carries a wrong token: refused there, accepted by b with its own
+	c := connect(t, "fibril://wrong@"+a.Addr+",fibril://s3cret@"+b.Addr, fibril.WithoutDiscovery())
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := fibril.Connect(ctx, "fibril://wrong@"+a.Addr+",fibril://"+b.Addr)
+	if !errors.Is(err, fibril.ErrNoServers) || !errors.Is(err, fibril.ErrAuthViolation) {
+		t.Fatalf("Connect with no valid credentials: %v, want ErrNoServers wrapping ErrAuthViolation", err)
+	}
+
+	// b learnt from a's INFO is dialled with the token of a's URL
+	d := connect(t, "fibril://s3cret@"+a.Addr, fastReconnect)
+	if got := d.Servers(); !slices.Equal(got, []string{a.Addr, b.Addr}) {
+		t.Fatalf("Servers() = %v, want [%s %s]", got, a.Addr, b.Addr)
+	}
+	if err := a.Stop(true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "a reconnect to b with a's token", func() bool { return d.Reconnects() >= 1 })
+	if err := d.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

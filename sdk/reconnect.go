@@ -54,10 +54,11 @@ func (c *Conn) lost(t *transport, why error) {
 	}
 	c.fifo = keep
 	c.state = stateReconnecting
+	replaying := len(keep) + len(c.held)
 	c.wg.Add(1)
 	go c.reconnectLoop()
 	c.mu.Unlock()
-	c.cfg.logger.Warn("fibril: connection lost", "addr", addr, "err", why, "replaying", len(keep))
+	c.cfg.logger.Warn("fibril: connection lost", "addr", addr, "err", why, "replaying", replaying)
 	for _, r := range failed {
 		c.finish(r, lostErr)
 	}
