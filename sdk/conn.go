@@ -346,7 +346,7 @@ func (c *Conn) waitResends(ctx context.Context) error {
 	c.mu.Lock()
 	rs := slices.Clone(c.held)
 	for _, r := range c.fifo {
-		if r.kind == reqPub && r.nlTries > 0 {
+		if r.kind == reqPub && r.nl != nil {
 			rs = append(rs, r)
 		}
 	}

@@ -29,6 +29,14 @@ const (
 	notLeaderPatience = 30 * time.Second
 )
 
+// notLeaderState is a publish's resend state, made at its first
+// not_leader (so that a publish never answered not_leader, nearly all of
+// them, does not carry it).
+type notLeaderState struct {
+	until time.Time // its patience ends
+	tries uint8     // resends so far
+}
+
 // notLeaderDelay is the wait before resend number tries+1.
 func notLeaderDelay(tries uint8) time.Duration {
 	d := notLeaderFirstDelay
@@ -47,19 +55,19 @@ func (c *Conn) resendable(r *request, err error, now time.Time) bool {
 	if r.kind != reqPub || !errors.As(err, &pe) || pe.Code != protocol.CodeNotLeader {
 		return false
 	}
-	if r.nlUntil.IsZero() {
+	if r.nl == nil {
 		patience := notLeaderPatience
 		if c.cfg.reqTimeout > 0 {
 			patience = c.cfg.reqTimeout
 		}
-		r.nlUntil = now.Add(patience)
+		r.nl = &notLeaderState{until: now.Add(patience)}
 		if r.ctx != nil {
 			if dl, ok := r.ctx.Deadline(); ok {
-				r.nlUntil = dl
+				r.nl.until = dl
 			}
 		}
 	}
-	if r.ctx != nil && r.ctx.Err() != nil || !now.Before(r.nlUntil) {
+	if r.ctx != nil && r.ctx.Err() != nil || !now.Before(r.nl.until) {
 		return false
 	}
 	r.err = err // what it fails with if its patience runs out while held
@@ -85,7 +93,7 @@ func (c *Conn) hold(rs []*request) {
 		c.held = slices.Insert(c.held, i, r)
 	}
 	if c.heldTimer == nil {
-		c.heldTimer = time.AfterFunc(notLeaderDelay(rs[0].nlTries), c.resendHeld)
+		c.heldTimer = time.AfterFunc(notLeaderDelay(rs[0].nl.tries), c.resendHeld)
 	}
 	c.mu.Unlock()
 }
@@ -105,11 +113,11 @@ func (c *Conn) resendHeld() {
 	var expired []*request
 	c.flushAcksLocked(c.tr) // queued acks were issued first
 	for _, r := range c.held {
-		if r.ctx != nil && r.ctx.Err() != nil || !now.Before(r.nlUntil) {
+		if r.ctx != nil && r.ctx.Err() != nil || !now.Before(r.nl.until) {
 			expired = append(expired, r)
 			continue
 		}
-		r.nlTries++
+		r.nl.tries++
 		c.fifo = append(c.fifo, r)
 		c.writeLocked(c.tr, r.frame)
 	}

@@ -40,11 +40,9 @@ type request struct {
 	seq     uint64 // send order (Conn.sendSeq), kept across resends
 
 	// publishes only: ctx is PublishAsync's, which bounds not_leader
-	// resends (notleader.go) with nlUntil, set at the first not_leader;
-	// nlTries counts the resends
-	ctx     context.Context
-	nlUntil time.Time
-	nlTries uint8
+	// resends (notleader.go); nl is set at the first not_leader
+	ctx context.Context
+	nl  *notLeaderState
 
 	// POLL only: when its wait ends; until then (and a heartbeat more) a
 	// missing PONG is no sign of a dead server (see heartbeatLoop)
