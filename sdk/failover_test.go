@@ -170,7 +170,8 @@ func TestFailoverToSecondServerLosesNothing(t *testing.T) {
 	if err := a.Stop(true); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "the move to the second server", func() bool { return c.Reconnects() >= 1 })
+	// the move is logged just after Reconnects counts it: wait for the log
+	waitFor(t, 15*time.Second, "the move to the second server", func() bool { return len(logs.addrs("fibril: reconnected")) >= 1 })
 	if got := logs.addrs("fibril: reconnected"); len(got) != 1 || got[0] != b.Addr {
 		t.Fatalf("reconnected to %v, want the second server %s", got, b.Addr)
 	}
