@@ -71,17 +71,18 @@
 //
 // What is promised across a failover: a publish is reported confirmed only
 // once a server confirmed it, and is stored at least once. Publishes not
-// confirmed when the connection dropped are resent to the next server first,
-// in the order first sent (each may have been stored already, so it may be
-// stored twice); give a publish an id (WithMsgID) and a cluster stores it
-// once within the topic's duplicate window, the resend confirmed as
-// Duplicate with the first one's Position. Independent servers (not a
-// cluster) share nothing: a resend to another server is a new message
-// there. A publish answered not_leader (a cluster is electing its
-// partition's leader) is resent on the same connection after a short
-// backoff until it is confirmed or its context ends (see Publish). A
-// delivery not settled before the loss comes again after its lease; a
-// settle answered before the loss stays settled.
+// confirmed when the connection dropped are resent to the next server
+// before any publish made since, in the order first sent (each may have
+// been stored already, so it may be stored twice); give a publish an id
+// (WithMsgID) and a cluster stores it once within the topic's duplicate
+// window, the resend confirmed as Duplicate with the first one's Position.
+// Independent servers (not a cluster) share nothing: a resend to another
+// server is a new message there. A publish answered not_leader (a cluster
+// is electing its partition's leader) is resent on the same connection
+// after a short backoff until it is confirmed or its context ends (see
+// Publish). A delivery not settled before the loss comes again after its
+// lease; in a cluster, a settle answered before the loss stays settled on
+// the new leader.
 //
 // Every blocking call takes a context.Context first and returns when it is
 // done. A Conn is safe for concurrent use by many goroutines.
