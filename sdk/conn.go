@@ -6,8 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
-	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,14 +28,14 @@ const (
 	stateClosed
 )
 
-// Conn is a connection to a Fibril server. It is safe for concurrent use.
-// It reconnects by itself (see ReconnectPolicy) until Close.
+// Conn is a connection to a Fibril server, one of a list (see Connect). It
+// is safe for concurrent use. It reconnects by itself, to the next server
+// of the list (see ReconnectPolicy), until Close.
 type Conn struct {
-	cfg        config
-	addr       string
-	serverName string // for TLS verification
+	cfg config
 
 	mu          sync.Mutex // guards everything below; never held across I/O
+	servers     serverList // where to connect (servers.go)
 	tr          *transport // nil while disconnected
 	fifo        []*request // requests awaiting their answer, in send order
 	subs        map[uint64]*Subscription
@@ -47,6 +46,9 @@ type Conn struct {
 	replayBytes int // encoded bytes queued while disconnected
 	reconnects  int
 	acks        []queuedAck // AckAsync calls not written yet (ackcoalesce.go)
+	sendSeq     uint64      // requests sent so far: each request's seq
+	held        []*request  // publishes answered not_leader, in seq order (notleader.go)
+	heldTimer   *time.Timer // armed while held is not empty and connected
 
 	maxPayload atomic.Int64  // info.MaxPayload, read by every publish without c.mu
 	window     *window       // one token per unconfirmed publish (window.go)
@@ -66,10 +68,16 @@ type transport struct {
 	pingsOut int           // guarded by Conn.mu
 }
 
-// Connect dials the server at rawURL (fibril://host:port, nats://host:port,
-// tls://host:port or host:port), performs the handshake and returns a
-// connected Conn. It blocks until connected, ctx is done, or the handshake
-// fails (it does not retry the first connection).
+// Connect dials the servers of rawURL, a comma-separated list of URLs
+// (fibril://host:port, nats://host:port, tls://host:port or host:port; a
+// tls:// URL turns TLS on for that server, user info in a URL is its
+// credentials unless WithToken or WithUserPassword gives some), followed
+// by those of WithServers. It tries them in order, performs the handshake
+// with the first that answers and returns a connected Conn; the servers
+// of each INFO's connect_urls join the list (see WithoutDiscovery). It
+// blocks until connected, ctx is done, or every server has failed once (it
+// does not retry the first connection); that error wraps ErrNoServers and
+// each server's failure, naming each address.
 func Connect(ctx context.Context, rawURL string, opts ...Option) (*Conn, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -77,90 +85,56 @@ func Connect(ctx context.Context, rawURL string, opts ...Option) (*Conn, error) 
 			return nil, fmt.Errorf("fibril: %w: %w", ErrInvalidArgument, err)
 		}
 	}
-	addr, useTLS, err := parseURL(rawURL)
+	servers, err := parseServers(rawURL, cfg.servers)
 	if err != nil {
 		return nil, err
-	}
-	if useTLS && cfg.tls == nil {
-		cfg.tls = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	if u, p, ok := urlUser(rawURL); ok && cfg.user == "" && cfg.token == "" {
-		if p == "" {
-			cfg.token = u
-		} else {
-			cfg.user, cfg.pass = u, p
-		}
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("fibril: %w: %w", ErrInvalidArgument, err)
 	}
-	host, _, _ := net.SplitHostPort(addr)
-	c := &Conn{cfg: cfg, addr: addr, serverName: host, subs: map[uint64]*Subscription{}, closed: make(chan struct{})}
-	nc, fr, info, err := c.dial(ctx)
-	if err != nil {
-		return nil, err
+	c := &Conn{cfg: cfg, servers: servers, subs: map[uint64]*Subscription{}, closed: make(chan struct{})}
+	var failed noServersError
+	for i, s := range servers.s {
+		if i > 0 && ctx.Err() != nil {
+			break // the rest would fail the same way
+		}
+		nc, fr, info, err := c.dial(ctx, s)
+		if err != nil {
+			failed.addrs, failed.errs = append(failed.addrs, s.addr), append(failed.errs, err)
+			c.cfg.logger.Info("fibril: connect failed", "addr", s.addr, "err", err)
+			continue
+		}
+		n := info.MaxUnconfirmed
+		if n <= 0 {
+			n = 1024
+		}
+		if cfg.maxInFlightPb > 0 && cfg.maxInFlightPb < n {
+			n = cfg.maxInFlightPb
+		}
+		c.window = newWindow(n)
+		c.frames = make(chan []byte, n)
+		c.mu.Lock()
+		c.servers.cur = i
+		logDiscovered := c.setInfoLocked(info)
+		c.state = stateConnected
+		c.install(nc, fr)
+		c.mu.Unlock()
+		logDiscovered()
+		return c, nil
 	}
-	n := info.MaxUnconfirmed
-	if n <= 0 {
-		n = 1024
-	}
-	if cfg.maxInFlightPb > 0 && cfg.maxInFlightPb < n {
-		n = cfg.maxInFlightPb
-	}
-	c.window = newWindow(n)
-	c.frames = make(chan []byte, n)
-	c.mu.Lock()
-	c.setInfoLocked(info)
-	c.state = stateConnected
-	c.install(nc, fr)
-	c.mu.Unlock()
-	return c, nil
+	return nil, &failed
 }
 
-func parseURL(raw string) (addr string, useTLS bool, err error) {
-	if !strings.Contains(raw, "://") {
-		raw = "fibril://" + raw
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", false, fmt.Errorf("fibril: %w: url %q: %w", ErrInvalidArgument, raw, err)
-	}
-	switch u.Scheme {
-	case "fibril", "nats", "tcp":
-	case "tls", "fibrils":
-		useTLS = true
-	default:
-		return "", false, fmt.Errorf("fibril: %w: url scheme %q", ErrInvalidArgument, u.Scheme)
-	}
-	host, port := u.Hostname(), u.Port()
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	if port == "" {
-		port = "4222"
-	}
-	return net.JoinHostPort(host, port), useTLS, nil
-}
-
-func urlUser(raw string) (user, pass string, ok bool) {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return "", "", false
-	}
-	p, _ := u.User.Password()
-	return u.User.Username(), p, true
-}
-
-// dial opens one connection and completes the handshake: INFO, CONNECT,
-// +OK. It holds no lock.
-func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, error) {
+// dial opens one connection to s and completes the handshake: INFO,
+// CONNECT, +OK. It holds no lock.
+func (c *Conn) dial(ctx context.Context, s server) (net.Conn, *frameReader, ServerInfo, error) {
 	var info ServerInfo
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.dialTimeout)
 	defer cancel()
 	d := net.Dialer{}
-	nc, err := d.DialContext(ctx, "tcp", c.addr)
+	nc, err := d.DialContext(ctx, "tcp", s.addr)
 	if err != nil {
-		return nil, nil, info, fmt.Errorf("fibril: dial %s: %w", c.addr, err)
+		return nil, nil, info, fmt.Errorf("fibril: dial %s: %w", s.addr, err)
 	}
 	fail := func(err error) (net.Conn, *frameReader, ServerInfo, error) {
 		nc.Close()
@@ -172,7 +146,7 @@ func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, er
 	fr := newFrameReader(nc)
 	f, err := fr.next()
 	if err != nil {
-		return fail(fmt.Errorf("fibril: reading INFO from %s: %w", c.addr, err))
+		return fail(fmt.Errorf("fibril: reading INFO from %s: %w", s.addr, err))
 	}
 	if f.kind != fInfo {
 		return fail(fmt.Errorf("%w: first frame is not INFO", ErrProtocol))
@@ -181,7 +155,7 @@ func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, er
 		return fail(fmt.Errorf("%w: INFO: %w", ErrProtocol, err))
 	}
 	// TLS as in NATS: INFO in clear text, then the client's handshake
-	if c.cfg.tls != nil || info.TLSRequired {
+	if c.cfg.tls != nil || s.tls || info.TLSRequired {
 		if fr.start < fr.end {
 			return fail(fmt.Errorf("%w: clear-text bytes after INFO on a TLS connection", ErrProtocol))
 		}
@@ -190,23 +164,23 @@ func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, er
 			tc = c.cfg.tls.Clone()
 		}
 		if tc.ServerName == "" {
-			tc.ServerName = c.serverName
+			tc.ServerName = s.host
 		}
 		tlsConn := tls.Client(nc, tc)
 		if err := tlsConn.HandshakeContext(ctx); err != nil {
-			return fail(fmt.Errorf("fibril: tls handshake with %s: %w", c.addr, err))
+			return fail(fmt.Errorf("fibril: tls handshake with %s: %w", s.addr, err))
 		}
 		nc = tlsConn
 		fr = newFrameReader(nc)
 	}
 	fr.setMaxPayload(int(info.MaxPayload))
 	if info.Fibril < 1 {
-		return fail(fmt.Errorf("%w: server at %s does not speak fibril (INFO has no \"fibril\")", ErrProtocol, c.addr))
+		return fail(fmt.Errorf("%w: server at %s does not speak fibril (INFO has no \"fibril\")", ErrProtocol, s.addr))
 	}
 	if c.cfg.crc && !info.CRC {
-		return fail(fmt.Errorf("%w: server at %s does not offer CRC mode (use WithCRC(false))", ErrProtocol, c.addr))
+		return fail(fmt.Errorf("%w: server at %s does not offer CRC mode (use WithCRC(false))", ErrProtocol, s.addr))
 	}
-	line, err := c.connectLine()
+	line, err := c.connectLine(s)
 	if err != nil {
 		return fail(fmt.Errorf("fibril: encoding CONNECT: %w", err))
 	}
@@ -217,7 +191,7 @@ func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, er
 	for {
 		f, err := fr.next()
 		if err != nil {
-			return fail(fmt.Errorf("fibril: handshake with %s: %w", c.addr, err))
+			return fail(fmt.Errorf("fibril: handshake with %s: %w", s.addr, err))
 		}
 		switch f.kind {
 		case fOK:
@@ -240,10 +214,20 @@ func (c *Conn) dial(ctx context.Context) (net.Conn, *frameReader, ServerInfo, er
 	}
 }
 
-func (c *Conn) connectLine() ([]byte, error) {
+// connectLine encodes CONNECT for s: the credentials of WithToken or
+// WithUserPassword, else those of s's URL (a user alone is a token).
+func (c *Conn) connectLine(s server) ([]byte, error) {
+	token, user, pass := c.cfg.token, c.cfg.user, c.cfg.pass
+	if token == "" && user == "" && s.hasUser {
+		if s.pass == "" {
+			token = s.user
+		} else {
+			user, pass = s.user, s.pass
+		}
+	}
 	cn := protocol.Connect{
 		Lang: "go", Version: Version, Protocol: 1, Headers: true,
-		Name: c.cfg.name, AuthToken: c.cfg.token, User: c.cfg.user, Pass: c.cfg.pass,
+		Name: c.cfg.name, AuthToken: token, User: user, Pass: pass,
 		Fibril: 1, CRC: c.cfg.crc, Confirm: true,
 	}
 	return protocol.AppendConnect(nil, &cn)
@@ -264,10 +248,34 @@ func (c *Conn) install(nc net.Conn, fr *frameReader) *transport {
 	return t
 }
 
-// setInfoLocked adopts the server's INFO. Caller holds c.mu.
-func (c *Conn) setInfoLocked(info ServerInfo) {
+// setInfoLocked adopts the INFO of the server connected to and adds its
+// connect_urls to the server list (unless WithoutDiscovery). Caller holds
+// c.mu; it calls the returned func, which logs what was learnt, once c.mu
+// is released.
+func (c *Conn) setInfoLocked(info ServerInfo) (logAfter func()) {
 	c.info = info
 	c.maxPayload.Store(info.MaxPayload)
+	if c.cfg.noDiscovery || len(info.ConnectURLs) == 0 {
+		return func() {}
+	}
+	from := c.servers.s[c.servers.cur].addr
+	added, bad := c.servers.discover(c.servers.cur, info.ConnectURLs)
+	return func() {
+		if len(added) > 0 {
+			c.cfg.logger.Info("fibril: servers discovered", "from", from, "added", added)
+		}
+		if len(bad) > 0 {
+			c.cfg.logger.Warn("fibril: connect_urls entries that are not host:port skipped", "from", from, "entries", bad)
+		}
+	}
+}
+
+// Servers returns the addresses of the server list: those given to
+// Connect, then those discovered, in the order they are tried.
+func (c *Conn) Servers() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.servers.addrs()
 }
 
 // Info returns the INFO of the server this Conn is (or was last) connected to.
@@ -317,15 +325,40 @@ func (c *Conn) closeReason() error {
 	return c.closeErr
 }
 
-// Drain waits until every publish sent so far is confirmed (or ctx is done),
-// then closes the Conn.
+// Drain waits until every publish sent so far is confirmed or has failed
+// (those answered not_leader included, see Publish), or ctx is done, then
+// closes the Conn.
 func (c *Conn) Drain(ctx context.Context) error {
 	err := c.Flush(ctx)
+	if err == nil {
+		err = c.waitResends(ctx)
+	}
 	c.Close()
 	if errors.Is(err, ErrClosed) {
 		return nil
 	}
 	return err
+}
+
+// waitResends waits until the publishes answered not_leader so far (held
+// for a resend, or resent and unanswered) are finished, or ctx is done.
+func (c *Conn) waitResends(ctx context.Context) error {
+	c.mu.Lock()
+	rs := slices.Clone(c.held)
+	for _, r := range c.fifo {
+		if r.kind == reqPub && r.nl != nil {
+			rs = append(rs, r)
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range rs {
+		select {
+		case <-r.done.wait():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 func (c *Conn) closeWith(why error) {
@@ -347,7 +380,7 @@ func (c *Conn) closeLocked(why error) (cleanup func()) {
 	close(c.closed)
 	t := c.tr
 	c.tr = nil
-	pending := c.fifo
+	pending := append(c.fifo, c.takeHeldLocked()...)
 	c.fifo = nil
 	subs := c.subs
 	c.subs = map[uint64]*Subscription{}

@@ -1,7 +1,8 @@
 // Package fibril is the Go client for the Fibril message broker.
 //
 // It owns one thing: speaking the Fibril wire protocol (SPEC.md) over one TCP
-// or TLS connection on behalf of an application, in fibril mode (strict
+// or TLS connection at a time, to one server of a list (see "Several servers
+// and failover"), on behalf of an application, in fibril mode (strict
 // answers, publish confirms, end-to-end CRC-32), built on the protocol
 // package's parser, encoders and error table.
 //
@@ -51,6 +52,37 @@
 // lost. Polls, settles and management requests that were on the wire when
 // the connection dropped fail with ErrConnectionLost instead (their effect is
 // unknown); push subscriptions are renewed on the new connection.
+//
+// # Several servers and failover
+//
+// Connect takes a comma-separated list of URLs ("nats://a:4222,nats://b:4222")
+// and WithServers adds more; each URL keeps its own scheme (tls:// turns
+// TLS on for that server) and credentials. Connect tries them in order and
+// returns the first that completes the handshake, or an error wrapping
+// ErrNoServers that names each address tried and why it failed. Each INFO's
+// connect_urls (the client addresses of a cluster's nodes) join the end of
+// the list, once each and at most 64 servers in all, with the scheme and
+// credentials of the server that sent them, so a Conn given one node finds
+// the others; WithoutDiscovery keeps the list to the servers given, and
+// Conn.Servers returns it. On a lost connection the Conn tries the next
+// server of the list, wrapping around; the ReconnectPolicy delay grows once
+// per full pass over the list, not per server, and the move is logged
+// ("fibril: reconnected", with the new and the old address).
+//
+// What is promised across a failover: a publish is reported confirmed only
+// once a server confirmed it, and is stored at least once. Publishes not
+// confirmed when the connection dropped are resent to the next server
+// before any publish made since, in the order first sent (each may have
+// been stored already, so it may be stored twice); give a publish an id
+// (WithMsgID) and a cluster stores it once within the topic's duplicate
+// window, the resend confirmed as Duplicate with the first one's Position.
+// Independent servers (not a cluster) share nothing: a resend to another
+// server is a new message there. A publish answered not_leader (a cluster
+// is electing its partition's leader) is resent on the same connection
+// after a short backoff until it is confirmed or its context ends (see
+// Publish). A delivery not settled before the loss comes again after its
+// lease; in a cluster, a settle answered before the loss stays settled on
+// the new leader.
 //
 // Every blocking call takes a context.Context first and returns when it is
 // done. A Conn is safe for concurrent use by many goroutines.

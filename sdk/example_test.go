@@ -231,3 +231,32 @@ func ExampleError() {
 	// true
 	// wildcard_not_allowed false
 }
+
+// Several servers: Connect tries them in order (here the first is down) and,
+// once connected, moves to the next of the list when it loses its server.
+// WithMsgID makes a publish resent after a failover stored once (in a
+// cluster, within the topic's duplicate window).
+func ExampleConnect_severalServers() {
+	ctx := context.Background()
+	c, err := fibril.Connect(ctx, "fibril://127.0.0.1:1,"+serverURL,
+		fibril.WithServers("fibril://127.0.0.1:2"), // tried after the others
+		fibril.WithoutDiscovery())                  // only these three
+	if err != nil {
+		log.Fatal(err) // wraps fibril.ErrNoServers, naming each address tried
+	}
+	defer c.Close()
+	fmt.Println(len(c.Servers()), "servers; connected:", c.IsConnected())
+
+	orders := exampleTopic("failover")
+	if _, err := c.CreateTopic(ctx, orders, fibril.TopicConfig{Partitions: 1}); err != nil {
+		log.Fatal(err)
+	}
+	pos, err := c.Publish(ctx, orders, []byte("order 43"), fibril.WithMsgID("order-43"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("stored at", pos)
+	// Output:
+	// 3 servers; connected: true
+	// stored at 0:1
+}

@@ -28,12 +28,18 @@ type config struct {
 	maxPingsOut   int
 	logger        *slog.Logger
 	maxInFlightPb int
+	servers       []string // WithServers, after Connect's own
+	noDiscovery   bool
 }
 
 // ReconnectPolicy says whether and how a Conn reconnects after it loses its
-// server. Delays grow from InitialDelay by Multiplier up to MaxDelay, each with
-// up to Jitter (a fraction, 0..1) of random spread. MaxAttempts 0 means retry
-// until Close; a negative value disables reconnecting. BufferBytes bounds the
+// server. Each attempt dials the next server of the list (see Connect), after
+// a delay that grows from InitialDelay by Multiplier up to MaxDelay once per
+// full pass over the list, each with up to Jitter (a fraction, 0..1) of
+// random spread. MaxAttempts counts attempts, one per server tried; 0 means
+// retry until Close; a negative value disables reconnecting. A refusal no
+// retry can change (wrong credentials) from every server of a pass in a row
+// closes the Conn. BufferBytes bounds the
 // publishes (encoded size) kept for replay while disconnected; a publish that
 // does not fit fails with ErrReconnectBufferFull.
 type ReconnectPolicy struct {
@@ -189,6 +195,23 @@ func WithRequestTimeout(d time.Duration) Option {
 		c.reqTimeout = d
 		return nil
 	}
+}
+
+// WithServers adds servers to the list Connect tries, after those of its
+// URL argument (which may then be empty). Each is a URL as Connect takes
+// (its scheme and credentials apply to it alone); a repeated address is
+// kept once. The list, discovered servers included, holds at most 64.
+func WithServers(urls ...string) Option {
+	return func(c *config) error {
+		c.servers = append(c.servers, urls...)
+		return nil
+	}
+}
+
+// WithoutDiscovery keeps the server list to the servers given: the
+// connect_urls of the servers' INFO are not added to it.
+func WithoutDiscovery() Option {
+	return func(c *config) error { c.noDiscovery = true; return nil }
 }
 
 // WithReconnect sets the reconnect policy (see ReconnectPolicy).

@@ -162,6 +162,13 @@ func (f *PubFuture) Wait(ctx context.Context) (Position, error) {
 // connection drops first, the publish is sent again after the reconnect, so
 // it may be stored twice but never lost once confirmed. If ctx ends first,
 // Publish returns ctx.Err() but the publish goes on and may still be stored.
+// A publish answered not_leader (a cluster is electing its partition's
+// leader) is sent again on the same connection after a backoff of 50 ms
+// doubling to 1 s, until it is confirmed or refused otherwise, or until ctx
+// ends (with no deadline: WithRequestTimeout, else 30 s after the first
+// not_leader); then it fails with ErrNotLeader, which is retriable. Resent
+// publishes keep their order among themselves; publishes sent after them
+// may be stored before them.
 // A refusal is an *Error (errors.Is with ErrInvalidSubject, ErrTopicFull,
 // ...); a payload over the server's max_payload is refused before sending
 // (ErrMaxPayload). data is copied.
@@ -175,7 +182,9 @@ func (c *Conn) Publish(ctx context.Context, subject string, data []byte, opts ..
 
 // PublishAsync queues a publish and returns at once with its future. It
 // blocks only while the unconfirmed-publish window (the server's
-// max_unconfirmed) is full, until ctx is done. data is copied.
+// max_unconfirmed) is full, until ctx is done. ctx also bounds the resends
+// of the publish if it is answered not_leader (see Publish): a publish whose
+// ctx has ended by then fails with ErrNotLeader. data is copied.
 func (c *Conn) PublishAsync(ctx context.Context, subject string, data []byte, opts ...PubOption) (*PubFuture, error) {
 	if err := checkSubject(subject); err != nil {
 		return nil, err
@@ -197,7 +206,7 @@ func (c *Conn) PublishAsync(ctx context.Context, subject string, data []byte, op
 	}
 	f := &PubFuture{}
 	r := &f.r
-	r.kind, r.window = reqPub, true
+	r.kind, r.window, r.ctx = reqPub, true, ctx
 	r.frame = appendPub(c.takeFrame(), subject, hdr, data, c.cfg.crc)
 	if err := c.send(r); err != nil {
 		r.frame = nil

@@ -103,8 +103,13 @@ func (c *Conn) dispatch(t *transport, f *frame) error {
 		}
 		t.fr.setMaxPayload(int(info.MaxPayload))
 		c.mu.Lock()
-		c.setInfoLocked(info)
+		if c.tr != t {
+			c.mu.Unlock()
+			return nil
+		}
+		logAfter := c.setInfoLocked(info)
 		c.mu.Unlock()
+		logAfter()
 		return nil
 	case fMsg, fBadMsg:
 		return c.deliver(t, f)

@@ -36,7 +36,13 @@ type request struct {
 	posErr  error    // the confirm did not parse
 	msgs    []*Msg
 	corrupt []error
-	window  bool // holds a c.window token
+	window  bool   // holds a c.window token
+	seq     uint64 // send order (Conn.sendSeq), kept across resends
+
+	// publishes only: ctx is PublishAsync's, which bounds not_leader
+	// resends (notleader.go); nl is set at the first not_leader
+	ctx context.Context
+	nl  *notLeaderState
 
 	// POLL only: when its wait ends; until then (and a heartbeat more) a
 	// missing PONG is no sign of a dead server (see heartbeatLoop)
@@ -65,6 +71,8 @@ func (c *Conn) sendAll(rs []*request) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, r := range rs {
+		c.sendSeq++
+		r.seq = c.sendSeq
 		switch c.state {
 		case stateClosed:
 			return i, c.closeErr
@@ -140,7 +148,7 @@ func (c *Conn) retire(r *request) (token bool) {
 		c.recycleFrame(r.frame)
 		token = true
 	}
-	r.frame = nil
+	r.frame, r.ctx = nil, nil
 	return token
 }
 

@@ -15,6 +15,7 @@ package fibril
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 )
@@ -46,7 +47,8 @@ type answerBatch struct {
 	rs      []*request // the requests answered, in order
 	ans     []int      // the index in a of each one's answer
 	errs    []error
-	release []*Msg // refused deliveries to nack once settled
+	release []*Msg     // refused deliveries to nack once settled
+	held    []*request // publishes answered not_leader, to resend (notleader.go)
 }
 
 // add keeps f's answer; it reports whether the batch is full.
@@ -123,14 +125,33 @@ func (c *Conn) settle(t *transport, b *answerBatch) error {
 		b.errs = append(b.errs, err)
 	}
 	tokens := 0
-	for _, r := range b.rs {
+	var now time.Time
+	for i, r := range b.rs {
+		if err := b.errs[i]; err != nil && err != protoErr && r.kind == reqPub {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if c.resendable(r, err, now) {
+				// answered not_leader: held for a resend, not finished
+				b.held = append(b.held, r)
+				b.rs[i] = nil
+				continue
+			}
+		}
 		if c.retire(r) {
 			tokens++
 		}
 	}
 	c.window.release(tokens)
+	if len(b.held) > 0 {
+		// before the answers after them fire: a Flush (Drain) answered in
+		// this batch must find them held
+		c.hold(b.held)
+	}
 	for i, r := range b.rs {
-		c.fire(r, b.errs[i])
+		if r != nil {
+			c.fire(r, b.errs[i])
+		}
 	}
 	for _, m := range b.release {
 		c.releaseAsync(m)
@@ -185,5 +206,6 @@ func (b *answerBatch) reset() {
 	clear(b.rs)
 	clear(b.errs)
 	clear(b.release)
-	b.a, b.rs, b.ans, b.errs, b.release = b.a[:0], b.rs[:0], b.ans[:0], b.errs[:0], b.release[:0]
+	clear(b.held)
+	b.a, b.rs, b.ans, b.errs, b.release, b.held = b.a[:0], b.rs[:0], b.ans[:0], b.errs[:0], b.release[:0], b.held[:0]
 }

@@ -68,26 +68,6 @@ func TestReconnectDelay(t *testing.T) {
 	}
 }
 
-func TestParseURL(t *testing.T) {
-	tests := []struct {
-		in, addr string
-		tls, ok  bool
-	}{
-		{"fibril://127.0.0.1:4333", "127.0.0.1:4333", false, true},
-		{"nats://h:1", "h:1", false, true},
-		{"tls://h", "h:4222", true, true},
-		{"127.0.0.1:5", "127.0.0.1:5", false, true},
-		{"http://h:1", "", false, false},
-		{"fibril://[::1]:7", "[::1]:7", false, true},
-	}
-	for _, tt := range tests {
-		addr, tls, err := parseURL(tt.in)
-		if (err == nil) != tt.ok || addr != tt.addr || tls != tt.tls {
-			t.Errorf("parseURL(%q) = %q %v %v", tt.in, addr, tls, err)
-		}
-	}
-}
-
 func TestHeaderRoundTrip(t *testing.T) {
 	tests := []struct {
 		name string
