@@ -75,6 +75,12 @@ type Connect struct {
 	CRC bool `json:"crc,omitempty"`
 	// Confirm asks for a +OK/-ERR answer to every PUB/HPUB.
 	Confirm bool `json:"confirm,omitempty"`
+	// Forward is the token a cluster node presents when it forwards
+	// commands to another (SPEC.md 11.2): the one the target announced
+	// in the cluster's metadata group. As names the user the forwarded
+	// commands run as ("" for a token or no-auth client).
+	Forward string `json:"fibril_forward,omitempty"`
+	As      string `json:"fibril_as,omitempty"`
 }
 
 // EchoOn reports whether the client wants its own publishes delivered to its

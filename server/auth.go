@@ -56,6 +56,25 @@ func (s *Server) authenticate(o *protocol.Connect) (*access.Identity, string, bo
 	return nil, "", false
 }
 
+// authenticateForward checks a forwarding node's CONNECT (SPEC.md 11.2):
+// the token this node announced, and the user it forwards for, who then
+// holds that user's permissions here.
+func (s *Server) authenticateForward(o *protocol.Connect) (*access.Identity, string, bool) {
+	if s.cluster == nil || subtle.ConstantTimeCompare([]byte(o.Forward), []byte(s.cluster.token)) != 1 {
+		return nil, o.As, false
+	}
+	if o.As == "" {
+		// Only a client with no auth or with the shared token has no user.
+		return access.Unrestricted(), "", !s.opts.authRequired() || s.opts.Token != ""
+	}
+	for i := range s.opts.Users {
+		if s.opts.Users[i].Name == o.As {
+			return s.ids[i], o.As, true
+		}
+	}
+	return nil, o.As, false
+}
+
 // principal is this connection's identity in lease records.
 func (c *client) principal() broker.Principal {
 	if c.login.perms == nil {

@@ -6,6 +6,8 @@ package server
 // addresses as they announce them.
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"net"
@@ -15,7 +17,9 @@ import (
 
 	"github.com/fibrilmq/fibril/server/cluster"
 	clustertransport "github.com/fibrilmq/fibril/server/cluster/transport"
+	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/clusternode"
+	"github.com/fibrilmq/fibril/server/forward"
 	"github.com/fibrilmq/fibril/server/metacat"
 )
 
@@ -56,14 +60,20 @@ func (c *ClusterOptions) validate() error {
 
 // clusterState is the server's part of a cluster node.
 type clusterState struct {
-	node *clusternode.Node
-	urls atomic.Pointer[[]string] // the nodes' client addresses (connect_urls)
+	node  *clusternode.Node
+	token string // what a node forwarding here presents (SPEC.md 11.2), fresh at each start
+	urls    atomic.Pointer[[]string]       // the nodes' client addresses (connect_urls)
+	targets atomic.Pointer[forwardTargets] // where to forward, by raft ID (forwarding.go)
 }
 
 // openClusterNode opens the engine as a cluster node in DataDir.
 func (s *Server) openClusterNode(engine clusternode.Config) (*clusternode.Node, error) {
 	c := s.opts.Cluster
-	cs := &clusterState{}
+	var tok [24]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return nil, fmt.Errorf("server: forwarding token: %w", err)
+	}
+	cs := &clusterState{token: hex.EncodeToString(tok[:])}
 	engine.Name, engine.Listen, engine.Peers, engine.TLS = c.Name, c.Listen, c.Peers, c.TLS
 	engine.Dir, engine.Tick, engine.ElectionTicks = s.opts.DataDir, c.Tick, c.ElectionTicks
 	engine.OnNodes = func(nodes map[string]metacat.NodeInfo) {
@@ -72,6 +82,8 @@ func (s *Server) openClusterNode(engine clusternode.Config) (*clusternode.Node, 
 			urls = append(urls, nodes[name].Client)
 		}
 		cs.urls.Store(&urls)
+		tm := targetsOf(nodes)
+		cs.targets.Store(&tm)
 	}
 	n, err := clusternode.Open(engine)
 	if err != nil {
@@ -79,6 +91,8 @@ func (s *Server) openClusterNode(engine clusternode.Config) (*clusternode.Node, 
 	}
 	cs.node = n
 	s.cluster = cs
+	s.forwards = forward.New(forward.Options{Name: "fibril-forward " + c.Name, Window: s.opts.MaxUnconfirmed, MaxLine: s.opts.MaxControlLine + protocol.DefaultMaxJSONLine,
+		Logf: func(f string, a ...any) { s.log.Warn(fmt.Sprintf(f, a...)) }})
 	return n, nil
 }
 

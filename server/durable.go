@@ -84,6 +84,7 @@ func (s *Server) closeDurable() {
 func (s *Server) closeEngine(b *broker.Broker) {
 	var err error
 	if s.cluster != nil {
+		s.forwards.Close()
 		err = s.cluster.node.Close()
 	} else {
 		err = b.Close()

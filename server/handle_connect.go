@@ -25,6 +25,8 @@ type connModes struct {
 // connLogin is who authenticated and a password check's answer.
 type connLogin struct {
 	perms       *access.Identity // input goroutine: who authenticated (never nil once ready)
+	user        string           // input goroutine: the user name authenticated ("" for a token, no auth)
+	forwarded   bool             // input goroutine: a cluster node forwarding as user (SPEC.md 11.2): never forwards on
 	preAuthUsed int              // input goroutine: bytes parsed before authentication
 	pending     *authResult      // under client.mu: a finished off-loop check (state auth_checked)
 	// lowat is the socket's pre-auth read threshold, lowatOff to
@@ -69,6 +71,13 @@ func (c *client) handleConnect(js []byte) error {
 	if c.isReady() {
 		c.applyConnect(o)
 		return nil
+	}
+	if o.Forward != "" {
+		// A cluster node forwarding (SPEC.md 11.2): a token compare, no
+		// password check.
+		perms, user, ok := c.srv.authenticateForward(&o)
+		c.finishAuth(authResult{o: o, perms: perms, user: user, ok: ok})
+		return c.stopIfClosing()
 	}
 	if o.User != "" && len(c.srv.opts.Users) > 0 {
 		// A password verified (or refused) a moment ago is answered at
@@ -166,7 +175,7 @@ func (c *client) finishAuth(r authResult) {
 		c.fail(protocol.CodeAuthViolation, "bad credentials")
 		return
 	}
-	c.login.perms = r.perms
+	c.login.perms, c.login.user, c.login.forwarded = r.perms, r.user, r.o.Forward != ""
 	c.bindLeases()
 	if _, ok := c.state.to(stateReady); !ok {
 		return // closing meanwhile

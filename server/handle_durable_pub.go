@@ -30,7 +30,9 @@ var natsExpected = []byte("\r\nNats-Expected-")
 func (c *client) publishDurable(m *pubMsg) {
 	recv := c.stage.pub(c.srv.stages())
 	c.srv.stages().Since(stagetime.Parsed, recv)
-	delivered := c.fanOut(m) > 0
+	// A forwarded publish was delivered to plain subscribers where it was
+	// sent (forwarding.go).
+	delivered := !c.login.forwarded && c.fanOut(m) > 0
 	slot, ok, busy := c.reserveConfirm()
 	if !ok {
 		return
@@ -162,6 +164,12 @@ func (c *client) finishConfirm(slot *answer, data []byte) {
 // connection's later durable commands: the publish window then stops the
 // publisher instead of dropping or refusing.
 func (c *client) publishTo(t *broker.Topic, msg broker.Message, slot *answer, req reqReply, onLane bool) {
+	if c.mayForward() {
+		if idx, here := t.PublishTarget(msg); !here {
+			c.forwardPublish(t, idx, msg, slot, req)
+			return
+		}
+	}
 	var err error
 	if slot != nil {
 		err = t.PublishAsyncTo(msg, slot) // the slot is the completion: no closure per publish

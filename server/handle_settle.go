@@ -49,6 +49,16 @@ func (c *client) handleSettle(hs []protocol.Handle, op broker.SettleOp) {
 // connection may consume h's topic; done gets the outcome, always once.
 func (c *client) settle(h broker.Handle, op broker.SettleOp, done func(error)) {
 	b := c.srv.durable.b
+	if c.mayForward() {
+		if t, served, ok := b.HandleServed(h); ok && !served {
+			if err := c.login.perms.ConsumeTopic(accessTopic(t)); err != nil {
+				done(err)
+				return
+			}
+			c.forwardSettle(t, h, op, done)
+			return
+		}
+	}
 	if c.login.perms.AllSubjects() {
 		if err := b.Settle(h, op, done); err != nil {
 			done(err)

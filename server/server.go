@@ -16,7 +16,9 @@ import (
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/access"
 	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/server/forward"
 	"github.com/fibrilmq/fibril/server/jsapi"
+	"github.com/fibrilmq/fibril/server/metacat"
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -47,7 +49,8 @@ type Server struct {
 
 	subs    *sublist
 	durable durableEngine
-	cluster *clusterState // nil on a single node (cluster_opts.go)
+	cluster  *clusterState // nil on a single node (cluster_opts.go)
+	forwards *forward.Pool // a cluster's forwarding connections (forwarding.go)
 	js      *jsapi.API    // the JetStream API (handle_js.go); nil without the engine
 	stats   serverStats
 	admin   *adminListener // nil unless Options.HTTPListen; set before Ready
@@ -224,7 +227,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.engine.Store(s.durable.b)
 	}
 	if s.cluster != nil {
-		s.cluster.node.Announce(s.Addr().String())
+		s.cluster.node.Announce(metacat.NodeInfo{Client: s.Addr().String(), Forward: s.cluster.token})
 	}
 	close(s.ready)
 	s.log.Info("listening", "addr", s.Addr(), "tls", s.TLSAddr(), "http", s.HTTPAddr(), "event_loops", s.opts.EventLoops)

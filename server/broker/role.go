@@ -211,3 +211,55 @@ func (p *partition) writeState(name string, data []byte) error {
 	}
 	return writeFileAtomic(p.dir, name, data)
 }
+
+// servedNow reports whether this node serves p now (any goroutine: the
+// Replica is set before the actor starts and its Serving is safe).
+func (p *partition) servedNow() bool {
+	if p.role.rep == nil {
+		return true
+	}
+	ok, _ := p.role.rep.Serving()
+	return ok
+}
+
+// Served reports whether this node serves the topic's partition idx now
+// (always, for a topic whose partitions are not replicated).
+func (t *Topic) Served(idx Partition) bool {
+	return int(idx) < len(t.parts) && t.parts[idx].servedNow()
+}
+
+// PublishTarget returns the partition a publish of m would be stored in
+// and whether this node serves it now: a keyed one (Fibril-Key, else the
+// message id) has its partition; an unkeyed one goes to a partition
+// served here when there is one, else to the next in round robin. A
+// caller that finds it not served hands the publish to the node that
+// serves the partition.
+func (t *Topic) PublishTarget(m Message) (Partition, bool) {
+	key := m.Key
+	if len(key) == 0 {
+		if id, err := t.msgIDOf(m.Header, m.noDedup); err == nil && id.n > 0 {
+			key = id.of(m.Header)
+		}
+	}
+	if len(key) > 0 || len(t.parts) == 1 {
+		p := t.partFor(key)
+		return p.idx, p.servedNow()
+	}
+	for _, p := range t.parts {
+		if p.servedNow() {
+			return p.idx, true
+		}
+	}
+	return t.partFor(nil).idx, false
+}
+
+// HandleServed reports whether this node serves the partition of
+// delivery h now, and the partition; ok is false for a handle of no
+// topic here.
+func (b *Broker) HandleServed(h Handle) (topic *Topic, served, ok bool) {
+	p, err := b.partitionOf(h)
+	if err != nil {
+		return nil, false, false
+	}
+	return p.t, p.servedNow(), true
+}

@@ -73,7 +73,17 @@ func (t *Topic) partFor(key []byte) *partition {
 	if len(key) > 0 {
 		return t.parts[xxhash.Sum64(key)%n]
 	}
-	return t.parts[t.rr.Add(1)%n]
+	p := t.parts[t.rr.Add(1)%n]
+	if p.role.rep != nil && !p.servedNow() {
+		// Replicated: an unkeyed publish goes to a partition served here
+		// when there is one (role.go, PublishTarget).
+		for i := uint64(1); i < n; i++ {
+			if q := t.parts[(uint64(p.idx)+i)%n]; q.servedNow() {
+				return q
+			}
+		}
+	}
+	return p
 }
 
 // unsettled returns the topic's messages stored and not settled by every

@@ -153,19 +153,21 @@ func (n *Node) Raft() *cluster.Node { return n.raft }
 // Members are the cluster's node names, sorted.
 func (n *Node) Members() []string { return slices.Clone(n.members) }
 
-// Announce records in the cluster that this node serves clients at
-// client, retrying in the background until the metadata group takes it
-// or the node closes.
-func (n *Node) Announce(client string) {
+// Announce records in the cluster how this node serves clients (its
+// address, its forwarding token), retrying in the background until the
+// metadata group takes it or the node closes.
+func (n *Node) Announce(info metacat.NodeInfo) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-			err := n.cat.Announce(metacat.NodeInfo{Client: client})
+			err := n.cat.Announce(info)
 			if err == nil {
 				return
 			}
-			n.cfg.Logf("WARN announcing this node's client address %s: %v (retrying)", client, err)
+			if wait >= time.Second {
+				n.cfg.Logf("WARN announcing this node's client address %s: %v (retrying)", info.Client, err)
+			}
 			select {
 			case <-n.stop:
 				return

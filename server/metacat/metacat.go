@@ -84,6 +84,10 @@ type Config struct {
 type NodeInfo struct {
 	// Client is the host:port the node serves clients on.
 	Client string `json:"client"`
+	// Forward is the token another node presents to forward commands
+	// there (SPEC.md 11.2); a secret of the cluster's, never shown to
+	// clients.
+	Forward string `json:"forward,omitempty"`
 }
 
 // Entry tags (the first byte of an entry).

@@ -1,0 +1,171 @@
+package server
+
+// Forwarding (SPEC.md 11.2): in a cluster, a publish for a partition
+// this node does not serve, and a settle of a delivery whose partition
+// another node serves, go to the node that serves it over a forwarding
+// connection (package forward) as the user who sent them, after this
+// node checked their permissions; the answer fills the command's slot,
+// so answers stay in command order. A forwarding connection's own
+// commands are never forwarded again: they are answered not_leader
+// (retriable) when leadership moved meanwhile.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/server/cluster"
+	"github.com/fibrilmq/fibril/server/clusternode"
+	"github.com/fibrilmq/fibril/server/forward"
+	"github.com/fibrilmq/fibril/server/metacat"
+)
+
+// forwardTargets maps a raft ID to the node's forwarding target.
+type forwardTargets map[uint64]forward.Target
+
+func targetsOf(nodes map[string]metacat.NodeInfo) forwardTargets {
+	out := forwardTargets{}
+	for name, info := range nodes {
+		if info.Forward != "" {
+			out[cluster.NodeID(name)] = forward.Target{Node: name, Addr: info.Client, Token: info.Forward}
+		}
+	}
+	return out
+}
+
+// forwardTo returns where partition idx of t is served, or a retriable
+// not_leader error when no other node is known to lead it.
+func (s *Server) forwardTo(t *broker.Topic, idx broker.Partition) (forward.Target, error) {
+	cs := s.cluster
+	g := cs.node.Raft().Group(clusternode.GroupOf(t.ID(), int(idx)))
+	lead := uint64(0)
+	if g != nil {
+		lead = g.Leader()
+	}
+	notLeader := func(why string) error {
+		return protocol.NewError(protocol.CodeNotLeader, fmt.Sprintf("topic %s partition %d: %s", t.Name(), idx, why))
+	}
+	switch {
+	case lead == 0:
+		return forward.Target{}, notLeader("no leader elected yet")
+	case lead == cs.node.Raft().ID():
+		return forward.Target{}, notLeader("this node leads it and is catching up")
+	}
+	if tm := cs.targets.Load(); tm != nil {
+		if tg, ok := (*tm)[lead]; ok {
+			return tg, nil
+		}
+	}
+	return forward.Target{}, notLeader("its leader has not announced its address yet")
+}
+
+// forwardErr is the answer error of a forwarding failure.
+func forwardErr(err error) error {
+	var pe *protocol.Error
+	switch {
+	case errors.As(err, &pe):
+		return err
+	case errors.Is(err, forward.ErrBusy):
+		return protocol.NewError(protocol.CodeQueueFull, err.Error())
+	default:
+		return protocol.NewError(protocol.CodeNotLeader, err.Error())
+	}
+}
+
+// answerErr turns a forwarded -ERR line into the error it names.
+func answerErr(line []byte) error {
+	text := line
+	if len(text) > 5 {
+		text = text[5:] // "-ERR "
+	}
+	if pe := protocol.ParseErrText(text); pe != nil {
+		return pe
+	}
+	return protocol.NewError(protocol.CodeInternal, string(line))
+}
+
+// mayForward reports whether c's commands for partitions served elsewhere
+// are forwarded: in a cluster, from a client (not a forwarding node).
+func (c *client) mayForward() bool { return c.srv.cluster != nil && !c.login.forwarded }
+
+// forwardPublish sends msg to the node serving partition idx of t; the
+// answer fills slot and answers req as a local store would.
+func (c *client) forwardPublish(t *broker.Topic, idx broker.Partition, msg broker.Message, slot *answer, req reqReply) {
+	fail := func(err error) {
+		if slot == nil {
+			c.log.Debug("unconfirmed durable publish not forwarded", "subject", msg.Subject, "err", err)
+		}
+		c.finishConfirm(slot, c.errAnswer(err))
+		req.stored(c, t.Name(), broker.Position{}, err)
+	}
+	if msg.CRC != 0 && crc32.Update(crc32.ChecksumIEEE(msg.Header), crc32.IEEETable, msg.Data) != msg.CRC {
+		fail(fmt.Errorf("publish to %s: %w", t.Name(), broker.ErrCRCMismatch))
+		return
+	}
+	tg, err := c.srv.forwardTo(t, idx)
+	if err != nil {
+		fail(err)
+		return
+	}
+	var cmd []byte
+	if len(msg.Header) > 0 {
+		cmd = protocol.AppendHPub(nil, msg.Subject, "", msg.Header, msg.Data, protocol.NoCRC)
+	} else {
+		cmd = protocol.AppendPub(nil, msg.Subject, "", msg.Data, protocol.NoCRC)
+	}
+	c.srv.forwards.Send(tg, c.login.user, cmd, func(line []byte, err error) {
+		if err != nil {
+			fail(forwardErr(err))
+			return
+		}
+		if line[0] == '-' {
+			fail(answerErr(line))
+			return
+		}
+		p, stored, perr := protocol.ParseConfirm(bytes.TrimPrefix(line, []byte("+OK")))
+		if perr != nil || !stored {
+			fail(protocol.NewError(protocol.CodeInternal, fmt.Sprintf("forwarded publish answered %q", line)))
+			return
+		}
+		pos := broker.Position{Partition: broker.Partition(p.Partition), Seq: broker.Seq(p.Seq), Duplicate: p.Duplicate}
+		c.confirmed(slot, pos, nil)
+		req.stored(c, t.Name(), pos, nil)
+	})
+}
+
+// forwardSettle sends a settle of h to the node serving its partition.
+func (c *client) forwardSettle(t *broker.Topic, h broker.Handle, op broker.SettleOp, done func(error)) {
+	tg, err := c.srv.forwardTo(t, h.Partition)
+	if err != nil {
+		done(err)
+		return
+	}
+	wh := toWireHandle(h)
+	var cmd []byte
+	switch op.Kind {
+	case broker.SettleAck:
+		cmd = protocol.AppendAck(nil, wh)
+	case broker.SettleNack:
+		cmd = protocol.AppendNack(nil, wh, op.Delay.Milliseconds())
+	case broker.SettleReject:
+		cmd = protocol.AppendReject(nil, wh)
+	case broker.SettleExtend:
+		cmd = protocol.AppendExtend(nil, wh, op.Delay.Milliseconds())
+	default:
+		done(fmt.Errorf("%w: settle kind %d", broker.ErrInvalid, op.Kind))
+		return
+	}
+	c.srv.forwards.Send(tg, c.login.user, cmd, func(line []byte, err error) {
+		switch {
+		case err != nil:
+			done(forwardErr(err))
+		case line[0] == '-':
+			done(answerErr(line))
+		default:
+			done(nil)
+		}
+	})
+}
