@@ -15,9 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/cluster"
 	clustertransport "github.com/fibrilmq/fibril/server/cluster/transport"
-	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/clusternode"
 	"github.com/fibrilmq/fibril/server/forward"
 	"github.com/fibrilmq/fibril/server/metacat"
@@ -60,8 +60,8 @@ func (c *ClusterOptions) validate() error {
 
 // clusterState is the server's part of a cluster node.
 type clusterState struct {
-	node  *clusternode.Node
-	token string // what a node forwarding here presents (SPEC.md 11.2), fresh at each start
+	node    *clusternode.Node
+	token   string                         // what a node forwarding here presents (SPEC.md 11.2), fresh at each start
 	urls    atomic.Pointer[[]string]       // the nodes' client addresses (connect_urls)
 	targets atomic.Pointer[forwardTargets] // where to forward, by raft ID (forwarding.go)
 }

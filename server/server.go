@@ -47,14 +47,14 @@ type Server struct {
 	log  *slog.Logger
 	id   string
 
-	subs    *sublist
-	durable durableEngine
+	subs     *sublist
+	durable  durableEngine
 	cluster  *clusterState // nil on a single node (cluster_opts.go)
 	forwards *forward.Pool // a cluster's forwarding connections (forwarding.go)
-	js      *jsapi.API    // the JetStream API (handle_js.go); nil without the engine
-	stats   serverStats
-	admin   *adminListener // nil unless Options.HTTPListen; set before Ready
-	engine  atomic.Pointer[broker.Broker]
+	js       *jsapi.API    // the JetStream API (handle_js.go); nil without the engine
+	stats    serverStats
+	admin    *adminListener // nil unless Options.HTTPListen; set before Ready
+	engine   atomic.Pointer[broker.Broker]
 
 	nextCID atomic.Uint64
 	ran     atomic.Bool
