@@ -42,6 +42,9 @@ type client struct {
 	srv *Server
 	id  uint64
 	tr  transport
+	// pollTurn picks the partition a forwarded POLL goes to (any
+	// goroutine; forwarding.go).
+	pollTurn atomic.Uint32
 	log *slog.Logger
 	// ctx ends when the connection is torn down; waits on its behalf
 	// (a blocked publish on the lane) use it.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
+	"github.com/fibrilmq/fibril/server/broker"
 	"github.com/fibrilmq/fibril/server/cluster"
 	"github.com/fibrilmq/fibril/server/cluster/certgen"
 	clustertransport "github.com/fibrilmq/fibril/server/cluster/transport"
@@ -174,4 +175,67 @@ func TestClusterForwardKeepsPermissions(t *testing.T) {
 	owner := loginAs(t, srvs[(lead+2)%3], "orders")
 	owner.send("ACK " + handle + "\r\n")
 	owner.expect(`^\+OK$`)
+}
+
+// leaderOf returns the index of the server leading the topic's
+// partition 0, waiting for one that serves it.
+func leaderOf(t *testing.T, srvs []*Server, topic string) int {
+	t.Helper()
+	lead := -1
+	waitFor(t, 30*time.Second, "a leader serving "+topic, func() bool {
+		for i, s := range srvs {
+			tp, ok := s.durable.b.Topic(broker.TopicName(topic))
+			if ok && tp.Served(0) {
+				lead = i
+				return true
+			}
+		}
+		return false
+	})
+	return lead
+}
+
+// TestClusterPollOnAnyNode: a POLL on a node that leads no partition of
+// the topic is forwarded and delivers, the deliveries are acked through
+// that node, and closing the consumer gives its unacked leases back at
+// once on the leader (its forwarding connection closes with it).
+func TestClusterPollOnAnyNode(t *testing.T) {
+	srvs := startCluster(t, false)
+	w0 := fibrilConn(t, srvs[0], "")
+	untilOK(t, w0, "TOPIC CREATE jobs\r\n", `^\+OK \{`)
+	untilOK(t, w0, "GROUP CREATE jobs w {\"lease_ms\":600000}\r\n", `^\+OK \{`)
+	for k := range 4 {
+		untilOK(t, w0, fmt.Sprintf("PUB jobs - 2\r\nm%d\r\n", k), `^\+OK 0:\d+$`)
+	}
+	lead := leaderOf(t, srvs, "jobs")
+	follower := srvs[(lead+1)%3]
+	c := fibrilConn(t, follower, "")
+	c.send("POLL jobs w 2\r\n")
+	var handles []string
+	for range 2 {
+		l := c.expect(`^MSG jobs 0 \S+ 2`)
+		handles = append(handles, strings.Fields(l)[3])
+		c.expect(`^m[0-3]$`)
+	}
+	c.expect(`^\+OK 2$`)
+	c.send("ACK " + handles[0] + "\r\n")
+	c.expect(`^\+OK$`)
+	c.nc.Close() // handles[1] stays unacked, leased for 10 minutes
+	d := fibrilConn(t, srvs[(lead+2)%3], "")
+	got := map[string]bool{}
+	waitFor(t, 30*time.Second, "the unacked lease given back", func() bool {
+		d.send("POLL jobs w 10\r\n")
+		for {
+			l := d.expect(`^(MSG|\+OK)`)
+			if strings.HasPrefix(l, "+OK") {
+				break
+			}
+			body, err := d.line()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[body] = true
+		}
+		return len(got) == 3
+	})
 }

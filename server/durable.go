@@ -99,6 +99,7 @@ func (s *Server) releaseDurable(c *client) {
 	if s.durable != nil {
 		s.durable.b.ReleaseOwner(c.owner())
 	}
+	s.forwardClosed(c)
 }
 
 // owner is this connection's lease owner id in the engine.

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"strconv"
+	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
@@ -116,7 +118,7 @@ func (c *client) forwardPublish(t *broker.Topic, idx broker.Partition, msg broke
 	} else {
 		cmd = protocol.AppendPub(nil, msg.Subject, "", msg.Data, protocol.NoCRC)
 	}
-	c.srv.forwards.Send(tg, c.login.user, cmd, func(line []byte, err error) {
+	c.srv.forwards.Send(tg, c.login.user, "", cmd, func(line []byte, _ []forward.Msg, err error) {
 		if err != nil {
 			fail(forwardErr(err))
 			return
@@ -158,7 +160,7 @@ func (c *client) forwardSettle(t *broker.Topic, h broker.Handle, op broker.Settl
 		done(fmt.Errorf("%w: settle kind %d", broker.ErrInvalid, op.Kind))
 		return
 	}
-	c.srv.forwards.Send(tg, c.login.user, cmd, func(line []byte, err error) {
+	c.srv.forwards.Send(tg, c.login.user, "", cmd, func(line []byte, _ []forward.Msg, err error) {
 		switch {
 		case err != nil:
 			done(forwardErr(err))
@@ -167,5 +169,64 @@ func (c *client) forwardSettle(t *broker.Topic, h broker.Handle, op broker.Settl
 		default:
 			done(nil)
 		}
+	})
+}
+
+// forwardTag is the tag of c's own forwarding connections (its POLLs',
+// closed with it: forwardClosed).
+func (c *client) forwardTag() string { return "c" + strconv.FormatUint(c.id, 10) }
+
+// forwardClosed ends c's own forwarding connections: the leases their
+// POLLs took on other nodes end at once, as c's own do here.
+func (s *Server) forwardClosed(c *client) {
+	if s.forwards != nil {
+		s.forwards.CloseTag(c.forwardTag())
+	}
+}
+
+// forwardPoll sends a POLL that no partition served here could take to
+// the node leading one of t's partitions (in turn), on c's own
+// forwarding connection, and answers slot with what it delivers,
+// encoded for c. Deliveries that cannot be written (c cut, closing) stay
+// leased on that node until c's forwarding connection closes with c.
+func (c *client) forwardPoll(t *broker.Topic, group string, most int, wait time.Duration, slot *answer, crc, headers bool) {
+	idx := broker.Partition(c.pollTurn.Add(1) % uint32(max(1, t.Config().Partitions)))
+	tg, err := c.srv.forwardTo(t, idx)
+	if err != nil {
+		c.complete(slot, c.errAnswer(err))
+		return
+	}
+	cmd := protocol.AppendPoll(nil, string(t.Name()), group, most, wait.Milliseconds())
+	c.srv.forwards.Send(tg, c.login.user, c.forwardTag(), cmd, func(line []byte, msgs []forward.Msg, err error) {
+		switch {
+		case err != nil:
+			c.complete(slot, c.errAnswer(forwardErr(err)))
+			return
+		case line[0] == '-':
+			c.complete(slot, c.errAnswer(answerErr(line)))
+			return
+		}
+		ds := make([]broker.Delivery, 0, len(msgs))
+		for _, m := range msgs {
+			wh, perr := protocol.ParseHandle([]byte(m.Reply))
+			h, ok := toBrokerHandle(wh)
+			if perr != nil || !ok {
+				c.complete(slot, c.errLine(protocol.CodeInternal, fmt.Sprintf("forwarded delivery with handle %q", m.Reply)))
+				return
+			}
+			ds = append(ds, broker.Delivery{Handle: h, Subject: m.Subject, Header: m.Header, Data: m.Data, Attempt: h.Attempt,
+				CRC: crc32.Update(crc32.ChecksumIEEE(m.Header), crc32.IEEETable, m.Data)})
+		}
+		if c.wouldPassPending(pollAnswerSize(ds)) {
+			c.slowConsumer(c.overReason())
+			return
+		}
+		c.countOutMsgs(len(ds))
+		var q chunks
+		for i := range ds {
+			q.appendDelivery(&c.srv.outBufs, deliverySize(&ds[i]), &ds[i], "0", crc, headers)
+		}
+		q.commit(protocol.AppendPollDone(q.room(&c.srv.outBufs, pollDoneSize), len(ds)))
+		c.completeOwned(slot, &q)
 	})
 }

@@ -13,6 +13,7 @@ package server
 // filter; a handle settles only for the identity it was delivered to.
 
 import (
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -146,6 +147,10 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 		}
 		err := g.PollAsyncBytes(max, int64(budget), wait, c.owner(), func(ds []broker.Delivery, err error) {
 			c.unreservePoll(budget)
+			if err != nil && errors.Is(err, broker.ErrNotLeader) && c.mayForward() {
+				c.forwardPoll(g.Topic(), group, max, wait, slot, crc, headers)
+				return
+			}
 			if err != nil {
 				c.complete(slot, c.errAnswer(err))
 				return

@@ -32,7 +32,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,15 +66,26 @@ type Options struct {
 	DialTimeout time.Duration
 	// MaxLine bounds an answer line (default 1 MiB).
 	MaxLine int
+	// MaxAnswer bounds the bytes of the deliveries one answer carries
+	// (a forwarded POLL's; default 32 MiB); past it the connection is
+	// cut.
+	MaxAnswer int
 	// Name is the connections' CONNECT name (the forwarding node's).
 	Name string
 	// Logf reports connection failures.
 	Logf func(format string, args ...any)
 }
 
-// Done receives a command's answer line (without its line end) or an
-// error. It runs on the connection's reader goroutine: it must be quick.
-type Done func(answer []byte, err error)
+// Done receives a command's answer line (without its line end) and the
+// deliveries (MSG/HMSG frames) that came before it, or an error. It runs
+// on the connection's reader goroutine: it must be quick.
+type Done func(answer []byte, msgs []Msg, err error)
+
+// Msg is one delivery frame of an answer (a forwarded POLL's).
+type Msg struct {
+	Subject, Reply string
+	Header, Data   []byte
+}
 
 // Pool is a node's forwarding connections. Safe for concurrent use.
 type Pool struct {
@@ -81,7 +95,7 @@ type Pool struct {
 	closed bool
 }
 
-type key struct{ node, addr, token, user string }
+type key struct{ node, addr, token, user, tag string }
 
 // New returns an empty pool.
 func New(o Options) *Pool {
@@ -97,28 +111,33 @@ func New(o Options) *Pool {
 	if o.MaxLine <= 0 {
 		o.MaxLine = 1 << 20
 	}
+	if o.MaxAnswer <= 0 {
+		o.MaxAnswer = 32 << 20
+	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
 	return &Pool{o: o, conns: map[key]*conn{}}
 }
 
-// Send forwards cmd (whole commands, each line and body with its line
-// ends) to t as user; done gets its answer. cmd must hold exactly one
-// command that is answered with one line. cmd is copied.
-func (p *Pool) Send(t Target, user string, cmd []byte, done Done) {
-	k := key{t.Node, t.Addr, t.Token, user}
+// Send forwards cmd (one whole command, its line and body with their
+// line ends) to t as user, on the connection tagged tag ("" is the shared
+// one; a tag of its own keeps a waiting POLL from holding back other
+// commands' answers, and CloseTag ends it); done gets its answer. cmd is
+// copied.
+func (p *Pool) Send(t Target, user, tag string, cmd []byte, done Done) {
+	k := key{t.Node, t.Addr, t.Token, user, tag}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		done(nil, ErrLost)
+		done(nil, nil, ErrLost)
 		return
 	}
 	c := p.conns[k]
 	if c == nil {
 		if len(p.conns) >= p.o.MaxConns {
 			p.mu.Unlock()
-			done(nil, fmt.Errorf("%w: %d forwarding connections open", ErrBusy, p.o.MaxConns))
+			done(nil, nil, fmt.Errorf("%w: %d forwarding connections open", ErrBusy, p.o.MaxConns))
 			return
 		}
 		c = p.newConn(k)
@@ -138,6 +157,26 @@ func (p *Pool) Close() {
 	p.mu.Unlock()
 	for _, c := range conns {
 		c.fail(errors.New("pool closed"))
+	}
+}
+
+// CloseTag closes the connections tagged tag (the client they forwarded
+// for is gone: the leases they hold on the target end with them).
+func (p *Pool) CloseTag(tag string) {
+	if tag == "" {
+		return
+	}
+	p.mu.Lock()
+	var cs []*conn
+	for k, c := range p.conns {
+		if k.tag == tag {
+			cs = append(cs, c)
+			delete(p.conns, k)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range cs {
+		c.fail(nil)
 	}
 }
 
@@ -175,12 +214,12 @@ func (c *conn) send(cmd []byte, done Done) {
 	c.mu.Lock()
 	if err := c.err; err != nil {
 		c.mu.Unlock()
-		done(nil, fmt.Errorf("%w: %v", ErrLost, err))
+		done(nil, nil, fmt.Errorf("%w: %v", ErrLost, err))
 		return
 	}
 	if len(c.pending) >= c.p.o.Window {
 		c.mu.Unlock()
-		done(nil, fmt.Errorf("%w: %d commands unanswered on the connection to %s", ErrBusy, c.p.o.Window, c.k.node))
+		done(nil, nil, fmt.Errorf("%w: %d commands unanswered on the connection to %s", ErrBusy, c.p.o.Window, c.k.node))
 		return
 	}
 	c.pending = append(c.pending, done)
@@ -210,7 +249,7 @@ func (c *conn) fail(why error) {
 		c.p.o.Logf("WARN forwarding to %s (%s): %v", c.k.node, c.k.addr, why)
 	}
 	for _, d := range pending {
-		d(nil, fmt.Errorf("%w: %v", ErrLost, why))
+		d(nil, nil, fmt.Errorf("%w: %v", ErrLost, why))
 	}
 }
 
@@ -290,6 +329,40 @@ func (c *conn) dial() (net.Conn, *bufio.Reader, error) {
 	return nc, r, nil
 }
 
+// frame reads the body of the delivery whose line is line: "MSG
+// <subject> <sid> <reply> <#bytes>" or "HMSG <subject> <sid> <reply>
+// <#header> <#total>" (the connection is not in CRC mode: no token).
+func (c *conn) frame(r *bufio.Reader, line []byte) (Msg, error) {
+	f := strings.Fields(string(line))
+	hdrLen, total := 0, 0
+	var err error
+	switch {
+	case f[0] == "MSG" && len(f) == 5:
+		total, err = strconv.Atoi(f[4])
+	case f[0] == "HMSG" && len(f) == 6:
+		if hdrLen, err = strconv.Atoi(f[4]); err == nil {
+			total, err = strconv.Atoi(f[5])
+		}
+	default:
+		return Msg{}, fmt.Errorf("delivery line %q", line)
+	}
+	if err != nil || hdrLen < 0 || total < hdrLen || total > c.p.o.MaxAnswer {
+		return Msg{}, fmt.Errorf("delivery line %q: bad sizes", line)
+	}
+	body := make([]byte, total+2)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return Msg{}, err
+	}
+	if !bytes.HasSuffix(body, []byte("\r\n")) {
+		return Msg{}, fmt.Errorf("delivery %q: body not ended by CRLF", line)
+	}
+	m := Msg{Subject: f[1], Reply: f[3], Data: body[hdrLen:total]}
+	if hdrLen > 0 {
+		m.Header = body[:hdrLen]
+	}
+	return m, nil
+}
+
 // line reads one line without its end, at most MaxLine bytes.
 func (c *conn) line(r *bufio.Reader) ([]byte, error) {
 	var out []byte
@@ -309,8 +382,11 @@ func (c *conn) line(r *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// read hands each answer to the oldest waiting command.
+// read hands each answer, with the deliveries before it, to the oldest
+// waiting command.
 func (c *conn) read(r *bufio.Reader) {
+	var msgs []Msg
+	size := 0
 	for {
 		line, err := c.line(r)
 		if err != nil {
@@ -336,7 +412,21 @@ func (c *conn) read(r *bufio.Reader) {
 			c.pending[0] = nil
 			c.pending = c.pending[1:]
 			c.mu.Unlock()
-			d(line, nil)
+			d(line, msgs, nil)
+			msgs, size = nil, 0
+		case bytes.HasPrefix(line, []byte("MSG ")) || bytes.HasPrefix(line, []byte("HMSG ")):
+			m, err := c.frame(r, line)
+			if err == nil {
+				size += len(m.Subject) + len(m.Header) + len(m.Data)
+				if size > c.p.o.MaxAnswer {
+					err = fmt.Errorf("an answer's deliveries over %d bytes", c.p.o.MaxAnswer)
+				}
+			}
+			if err != nil {
+				c.fail(err)
+				return
+			}
+			msgs = append(msgs, m)
 		case bytes.Equal(line, []byte("PONG")), bytes.HasPrefix(line, []byte("INFO ")):
 		default:
 			c.fail(fmt.Errorf("unexpected line %q", line))
