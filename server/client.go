@@ -45,7 +45,7 @@ type client struct {
 	// pollTurn picks the partition a forwarded POLL goes to (any
 	// goroutine; forwarding.go).
 	pollTurn atomic.Uint32
-	log *slog.Logger
+	log      *slog.Logger
 	// ctx ends when the connection is torn down; waits on its behalf
 	// (a blocked publish on the lane) use it.
 	ctx    context.Context
