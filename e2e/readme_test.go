@@ -216,7 +216,9 @@ func command(line string) string {
 	return strings.ReplaceAll(line, "go run ./cmd/fibril", "fibril")
 }
 
-func isServe(cmd string) bool { return strings.HasPrefix(cmd, "fibril serve") }
+func isServe(cmd string) bool {
+	return strings.HasPrefix(cmd, "fibril serve") || strings.HasPrefix(cmd, "fibril try-cluster")
+}
 
 func (d *docRun) sh(b mdBlock) {
 	t := d.t

@@ -5,6 +5,8 @@ package main
 // cluster"). A deployment may bring certificates from its own PKI.
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -20,6 +22,9 @@ func cmdCerts(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "fibril-certs", "directory to write ca.pem, <node>.pem and <node>-key.pem into")
 	days := fs.Int("days", 365, "validity in days")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	names := fs.Args()

@@ -69,6 +69,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdVerify(args[1:], stdout, stderr)
 	case "repair":
 		return cmdRepair(args[1:], stdout, stderr)
+	case "try-cluster":
+		return cmdTryCluster(args[1:], stdout, stderr)
 	case "certs":
 		return cmdCerts(args[1:], stdout, stderr)
 	case "version":

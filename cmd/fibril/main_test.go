@@ -520,3 +520,54 @@ func TestPubTTL(t *testing.T) {
 		t.Fatalf("poll of a held-back message: %s", out)
 	}
 }
+
+// TestREADMEClusterConfigLoads: the root README's cluster node config
+// (Running a cluster) loads into the cluster options and validates.
+func TestREADMEClusterConfigLoads(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "## Running a cluster")
+	_, rest, ok2 := strings.Cut(rest, "```json\n")
+	block, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("no cluster config example in README.md")
+	}
+	cfg := filepath.Join(t.TempDir(), "n1.json")
+	if err := os.WriteFile(cfg, []byte(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, _, err := serveOptions([]string{"--config", cfg, "--listen", "127.0.0.1:0", "--data", t.TempDir()}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Cluster
+	if c == nil || c.Name != "n1" || len(c.Peers) != 2 || c.Peers[1].Name != "n3" || c.TLS.Key != "certs/n1-key.pem" {
+		t.Fatalf("cluster options %+v", c)
+	}
+	if _, err := server.New(o); err != nil {
+		t.Fatalf("the example does not validate: %v", err)
+	}
+}
+
+// TestCertsWritesACAAndAKeyPerNode: fibril certs writes ca.pem and each
+// node's certificate and key (the key readable by its owner only), and
+// prints the flags that name them; without names it refuses.
+func TestCertsWritesACAAndAKeyPerNode(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	out := runOK(t, "certs", "--dir", dir, "n1", "n2", "n3")
+	for _, n := range []string{"n1", "n2", "n3"} {
+		if !strings.Contains(out, n+": --cluster-ca "+filepath.Join(dir, "ca.pem")+" --cluster-cert "+filepath.Join(dir, n+".pem")) {
+			t.Errorf("output lacks %s's flags:\n%s", n, out)
+		}
+		fi, err := os.Stat(filepath.Join(dir, n+"-key.pem"))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s's key: %v, mode %v", n, err, fi)
+		}
+	}
+	var stderr strings.Builder
+	if code := run([]string{"certs", "--dir", dir}, io.Discard, &stderr); code != 2 {
+		t.Fatalf("certs without names: exit %d, %s", code, stderr.String())
+	}
+}

@@ -52,6 +52,7 @@ var commands = []command{
 	{"tui", "watch messages move, in a terminal", "[flags]", nil},
 	{"verify", "check a stopped server's data, change nothing", "[--data dir] [--json]", nil},
 	{"repair", "quarantine damage, list what each group loses", "[--data dir] [--adopt] [--json]", nil},
+	{"try-cluster", "run a cluster of 3 (or 5) nodes in this process, to try one on this machine", "[--nodes 3] [--dir fibril-cluster] [--port 4222]", nil},
 	{"certs", "make a cluster CA and a certificate for each node, to try a cluster on this machine", "[--dir dir] [--days n] <node>...", [][2]string{
 		{"<node>...", "the nodes' names (their certificates name them and 127.0.0.1, ::1, localhost)"},
 	}},

@@ -42,6 +42,10 @@ import (
 	"github.com/fibrilmq/fibril/protocol"
 )
 
+// errClosed ends a connection its owner closed (CloseTag, Close): not
+// reported.
+var errClosed = errors.New("forwarding connection closed")
+
 // Errors of forwarding; both are retriable.
 var (
 	// ErrBusy: no room for the command (window or connections full).
@@ -156,7 +160,7 @@ func (p *Pool) Close() {
 	p.conns = map[key]*conn{}
 	p.mu.Unlock()
 	for _, c := range conns {
-		c.fail(errors.New("pool closed"))
+		c.fail(errClosed)
 	}
 }
 
@@ -176,7 +180,7 @@ func (p *Pool) CloseTag(tag string) {
 	}
 	p.mu.Unlock()
 	for _, c := range cs {
-		c.fail(nil)
+		c.fail(errClosed)
 	}
 }
 
@@ -245,8 +249,8 @@ func (c *conn) fail(why error) {
 		nc.Close()
 	}
 	c.p.drop(c)
-	if why != nil {
-		c.p.o.Logf("WARN forwarding to %s (%s): %v", c.k.node, c.k.addr, why)
+	if why != errClosed {
+		c.p.o.Logf("forwarding to %s (%s): %v", c.k.node, c.k.addr, why)
 	}
 	for _, d := range pending {
 		d(nil, nil, fmt.Errorf("%w: %v", ErrLost, why))

@@ -219,3 +219,38 @@ func TestFrameTable(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseTagEndsOnlyThoseConns: CloseTag fails the tagged
+// connection's waiting commands (ErrLost) and reports nothing; the
+// shared connection goes on.
+func TestCloseTagEndsOnlyThoseConns(t *testing.T) {
+	p := newPeer(t, func(cmd string) string {
+		if strings.HasPrefix(cmd, "POLL") {
+			return "" // a waiting POLL
+		}
+		return "+OK\r\n"
+	})
+	var logged []string
+	var mu sync.Mutex
+	pl := New(Options{Logf: func(f string, a ...any) { mu.Lock(); logged = append(logged, fmt.Sprintf(f, a...)); mu.Unlock() }})
+	defer pl.Close()
+	tg := Target{Node: "n2", Addr: p.ln.Addr().String(), Token: "tok"}
+	ch := make(chan result, 1)
+	pl.Send(tg, "u", "c7", []byte("POLL t g 1 5000\r\n"), func(line []byte, msgs []Msg, err error) { ch <- result{string(line), msgs, err} })
+	if r := wait(t, send(pl, tg, "ACK x\r\n")); r.err != nil {
+		t.Fatal(r.err)
+	}
+	pl.CloseTag("c7")
+	if r := wait(t, ch); !errors.Is(r.err, ErrLost) {
+		t.Fatalf("the tagged POLL: %v, want ErrLost", r.err)
+	}
+	if r := wait(t, send(pl, tg, "ACK y\r\n")); r.err != nil || r.line != "+OK" {
+		t.Fatalf("shared connection after CloseTag: %q %v", r.line, r.err)
+	}
+	time.Sleep(20 * time.Millisecond) // the closed conn's reader ends
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logged) != 0 {
+		t.Fatalf("CloseTag reported %q", logged)
+	}
+}
