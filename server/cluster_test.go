@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/fibrilmq/fibril/server/broker"
 	"github.com/fibrilmq/fibril/server/cluster"
 	"github.com/fibrilmq/fibril/server/cluster/certgen"
+	"github.com/fibrilmq/fibril/server/clusternode"
 	clustertransport "github.com/fibrilmq/fibril/server/cluster/transport"
 )
 
@@ -238,4 +241,59 @@ func TestClusterPollOnAnyNode(t *testing.T) {
 		}
 		return len(got) == 3
 	})
+}
+
+// TestClusterPollDrainsEveryPartition: with each partition of a topic led
+// by a different node, a consumer on one node gets the messages of every
+// partition (its POLLs go round them), not only those of the partition
+// its node leads.
+func TestClusterPollDrainsEveryPartition(t *testing.T) {
+	srvs := startCluster(t, false)
+	w0 := fibrilConn(t, srvs[0], "")
+	untilOK(t, w0, "TOPIC CREATE jobs {\"partitions\":3}\r\n", `^\+OK \{`)
+	untilOK(t, w0, "GROUP CREATE jobs w\r\n", `^\+OK \{`)
+	tp, _ := srvs[0].durable.b.Topic("jobs")
+	for i := range 3 { // partition i led by node i
+		g := srvs[i].cluster.node.Raft().Group(clusternodeGroupOf(tp, i))
+		to := srvs[i].cluster.node.Raft().ID()
+		waitFor(t, 30*time.Second, fmt.Sprintf("partition %d led by node %d", i, i), func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = g.TransferLeadership(ctx, to)
+			return tp.Served(broker.Partition(i)) == (i == 0) && srvsServe(srvs, i)
+		})
+	}
+	const n = 12
+	for k := range n { // keyed into every partition
+		body := fmt.Sprintf("m%02d", k)
+		untilOK(t, w0, fmt.Sprintf("HPUB jobs %d %d\r\nNATS/1.0\r\nFibril-Key: %d\r\n\r\n%s\r\n", 26+len(strconv.Itoa(k)), 26+len(strconv.Itoa(k))+len(body), k, body), `^\+OK \d:\d+$`)
+	}
+	c := fibrilConn(t, srvs[0], "")
+	got := map[string]bool{}
+	for range 60 {
+		c.send("POLL jobs w 100\r\n")
+		for {
+			l := c.expect(`^(HMSG|MSG|\+OK|-ERR)`)
+			if !strings.HasPrefix(l, "HMSG") {
+				break
+			}
+			c.expect(`^NATS/1.0`)
+			c.expect(`^Fibril-Key`)
+			c.expect(`^$`)
+			body := c.expect(`^m\d\d$`)
+			got[body] = true
+		}
+		if len(got) == n {
+			return
+		}
+	}
+	t.Fatalf("a consumer on node 0 got %d of %d messages: %v", len(got), n, got)
+}
+
+func clusternodeGroupOf(tp *broker.Topic, i int) uint64 { return clusternode.GroupOf(tp.ID(), i) }
+
+// srvsServe reports whether node i serves partition i.
+func srvsServe(srvs []*Server, i int) bool {
+	tp, ok := srvs[i].durable.b.Topic("jobs")
+	return ok && tp.Served(broker.Partition(i))
 }

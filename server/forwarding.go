@@ -191,6 +191,34 @@ func (s *Server) forwardClosed(c *client) {
 // leased on that node until c's forwarding connection closes with c.
 func (c *client) forwardPoll(t *broker.Topic, group string, most int, wait time.Duration, slot *answer, crc, headers bool) {
 	idx := broker.Partition(c.pollTurn.Add(1) % uint32(max(1, t.Config().Partitions)))
+	c.forwardPollTo(t, idx, group, most, wait, slot, crc, headers)
+}
+
+// pollElsewhere picks, for a POLL of t from a client in a cluster where
+// this node serves some of t's partitions but not all, whether this turn
+// goes to the leader of partition idx instead of the partitions served
+// here: the turns go round the partitions, so a consumer on any node
+// drains every partition (a POLL here takes only those served here).
+func (c *client) pollElsewhere(t *broker.Topic) (idx broker.Partition, remote bool) {
+	n := t.Config().Partitions
+	if !c.mayForward() || n < 2 {
+		return 0, false
+	}
+	served := 0
+	for i := range n {
+		if t.Served(broker.Partition(i)) {
+			served++
+		}
+	}
+	if served == 0 || served == n {
+		return 0, false // none: the POLL is answered not_leader and forwarded; all: nothing elsewhere
+	}
+	idx = broker.Partition(c.pollTurn.Add(1) % uint32(n))
+	return idx, !t.Served(idx)
+}
+
+// forwardPollTo is forwardPoll to the leader of partition idx.
+func (c *client) forwardPollTo(t *broker.Topic, idx broker.Partition, group string, most int, wait time.Duration, slot *answer, crc, headers bool) {
 	tg, err := c.srv.forwardTo(t, idx)
 	if err != nil {
 		c.complete(slot, c.errAnswer(err))

@@ -145,6 +145,11 @@ func (c *client) handlePoll(topic, group string, max int, waitMS int64) {
 		if st != groupFound {
 			return
 		}
+		if idx, remote := c.pollElsewhere(g.Topic()); remote {
+			c.unreservePoll(budget)
+			c.forwardPollTo(g.Topic(), idx, group, max, wait, slot, crc, headers)
+			return
+		}
 		err := g.PollAsyncBytes(max, int64(budget), wait, c.owner(), func(ds []broker.Delivery, err error) {
 			c.unreservePoll(budget)
 			if err != nil && errors.Is(err, broker.ErrNotLeader) && c.mayForward() {
