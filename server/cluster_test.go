@@ -297,3 +297,25 @@ func srvsServe(srvs []*Server, i int) bool {
 	tp, ok := srvs[i].durable.b.Topic("jobs")
 	return ok && tp.Served(broker.Partition(i))
 }
+
+// TestClusterTopicMadeElsewhereIsFoundAtOnce: a topic and group created
+// on one node are found at once on the others (they catch up with the
+// catalog before answering unknown_topic, unknown_group, or not storing
+// a confirmed publish): regression for GROUP CREATE on a second node
+// answered unknown_topic right after TOPIC CREATE on the first.
+func TestClusterTopicMadeElsewhereIsFoundAtOnce(t *testing.T) {
+	srvs := startCluster(t, false)
+	a, b, c := fibrilConn(t, srvs[0], ""), fibrilConn(t, srvs[1], ""), fibrilConn(t, srvs[2], "")
+	for i := range 5 {
+		topic := fmt.Sprintf("t%d", i)
+		untilOK(t, a, "TOPIC CREATE "+topic+"\r\n", `^\+OK \{`)
+		b.send("GROUP CREATE " + topic + " w\r\n")
+		b.expect(`^\+OK \{`)
+		untilOK(t, c, "PUB "+topic+" - 1\r\nx\r\n", `^\+OK 0:1$`)
+		a.send("POLL " + topic + " w 1\r\n")
+		if l := a.expect(`^(MSG|-ERR 'not_leader)`); strings.HasPrefix(l, "MSG") {
+			a.expect(`^x$`)
+			a.expect(`^\+OK 1$`)
+		}
+	}
+}

@@ -11,6 +11,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -257,4 +258,45 @@ func (c *client) forwardPollTo(t *broker.Topic, idx broker.Partition, group stri
 		q.commit(protocol.AppendPollDone(q.room(&c.srv.outBufs, pollDoneSize), len(ds)))
 		c.completeOwned(slot, &q)
 	})
+}
+
+// catalogTimeout bounds a lookup's wait for the cluster's catalog.
+const catalogTimeout = 2 * time.Second
+
+// catalogCaughtUp waits (bounded) until this node applied every catalog
+// change committed before the call, so a topic or group made on another
+// node a moment ago is found here (read your writes across nodes); it
+// reports whether it did. Lane only: it blocks. False on a single node.
+func (s *Server) catalogCaughtUp() bool {
+	if s.cluster == nil {
+		return false
+	}
+	g := s.cluster.node.Raft().Group(cluster.MetaGroup)
+	if g == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
+	defer cancel()
+	_, err := g.ReadIndex(ctx)
+	return err == nil
+}
+
+// catalogMissing reports whether a management verb names a topic (or
+// group) this node does not hold: in a cluster it is looked up again
+// after catalogCaughtUp.
+func catalogMissing(b *broker.Broker, op protocol.Op, name, group string) bool {
+	switch op {
+	case protocol.OpTopicCreate, protocol.OpTopicList:
+		return false
+	}
+	t, ok := b.Topic(broker.TopicName(name))
+	if !ok {
+		return true
+	}
+	switch op {
+	case protocol.OpGroupInfo, protocol.OpGroupDelete:
+		_, ok := t.FindGroup(broker.GroupName(group))
+		return !ok
+	}
+	return false
 }

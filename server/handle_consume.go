@@ -59,6 +59,21 @@ func (c *client) handleDurable(cmd *protocol.Command) {
 // are answered in slot (groupFailed).
 func (c *client) findGroup(topic, group string, slot *answer, onLane bool, again laneFunc) (*broker.Group, groupState) {
 	t, ok := c.srv.durable.b.Topic(broker.TopicName(topic))
+	hasGroup := false
+	if ok {
+		_, hasGroup = t.FindGroup(broker.GroupName(group))
+	}
+	if (!ok || !hasGroup) && c.srv.cluster != nil {
+		// Made on another node a moment ago? Look again once this node
+		// applied the catalog as committed now (on the lane: it waits).
+		if !onLane {
+			c.toLane(again)
+			return nil, groupDeferred
+		}
+		if c.srv.catalogCaughtUp() {
+			t, ok = c.srv.durable.b.Topic(broker.TopicName(topic))
+		}
+	}
 	if !ok {
 		c.complete(slot, c.errLine(protocol.CodeUnknownTopic, strconv.Quote(topic)))
 		return nil, groupFailed

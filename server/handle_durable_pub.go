@@ -72,7 +72,10 @@ func (c *client) publishDurable(m *pubMsg) {
 			c.publishTo(t, msg, slot, req, false)
 			return
 		}
-		if !c.srv.autoCreatable(m.subject) {
+		// In a cluster a confirmed publish no topic captures here looks
+		// again on the lane (storeRouted): the topic may have been made on
+		// another node a moment ago.
+		if !c.srv.autoCreatable(m.subject) && (slot == nil || c.srv.cluster == nil) {
 			c.finishConfirm(slot, okNone)
 			req.notStored(c)
 			return
@@ -100,6 +103,9 @@ func (c *client) publishDurable(m *pubMsg) {
 func (c *client) storeRouted(msg broker.Message, slot *answer, req reqReply) {
 	b := c.srv.durable.b
 	t := b.Route(msg.Subject)
+	if t == nil && slot != nil && c.srv.catalogCaughtUp() {
+		t = b.Route(msg.Subject)
+	}
 	if t == nil && c.srv.autoCreatable(msg.Subject) {
 		var err error
 		t, err = b.CreateTopic(broker.TopicName(msg.Subject), autoTopicConfig())

@@ -28,6 +28,9 @@ func (c *client) handleManage(cmd *protocol.Command) {
 	b := c.srv.durable.b
 	id := c.login.perms
 	run := func() {
+		if c.srv.cluster != nil && catalogMissing(b, op, name, group) {
+			c.srv.catalogCaughtUp() // made on another node a moment ago?
+		}
 		v, err := manage(b, id, op, name, group, js)
 		if err != nil {
 			c.complete(slot, c.errAnswer(err))
