@@ -14,8 +14,8 @@ import (
 	"github.com/fibrilmq/fibril/server/broker"
 	"github.com/fibrilmq/fibril/server/cluster"
 	"github.com/fibrilmq/fibril/server/cluster/certgen"
-	"github.com/fibrilmq/fibril/server/clusternode"
 	clustertransport "github.com/fibrilmq/fibril/server/cluster/transport"
+	"github.com/fibrilmq/fibril/server/clusternode"
 )
 
 // startCluster runs three servers in this process, each a node of one
