@@ -27,7 +27,9 @@
 // offset's delivery count. An ordered group (GroupConfig.Ordered
 // "partition") hands out only its lowest unsettled offset, and only while
 // no other is pending, so each partition's messages go out one after
-// another in offset order (groupState.takeOrdered). On a topic with TTLs
+// another in offset order (groupState.takeOrdered); one ordered by key
+// ("key") does so per Fibril-Key, parking a record whose key another
+// offset holds and promoting it when that one settles (keyorder.go). On a topic with TTLs
 // (message_ttl_ms, allow_msg_ttl and the Nats-TTL header) a group's head
 // record past its deadline is settled undelivered or dead-lettered
 // (GroupConfig.OnExpiry) before anything is handed out (ttl.go); on a

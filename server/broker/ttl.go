@@ -100,4 +100,5 @@ func (g *groupState) expired(seq Seq, deadLetter bool) {
 	if g.acks.add(seq) {
 		g.emit(evSettle, seq, settleExpired)
 	}
+	g.unhold(seq)
 }
