@@ -328,3 +328,45 @@ func TestOrderedKeyAcrossPowerCut(t *testing.T) {
 		})
 	}
 }
+
+// TestOrderedKeyParkBound: at the parking bound the group hands out
+// nothing newer (head-of-line) and loses nothing: each parked message of
+// the busy key goes out in order as the one before it is acked, and the
+// other key's message once there is room to reach it.
+func TestOrderedKeyParkBound(t *testing.T) {
+	e := newEnv(t, nil)
+	tp := e.topic("q", TopicConfig{})
+	g := e.group(tp, "bykey", GroupConfig{Ordered: wire.OrderKey})
+	set := make(chan struct{})
+	tp.parts[0].control(func(p *partition) { p.groups[g.id].keys.max = 2; close(set) })
+	<-set
+	for _, m := range [][2]string{{"a", "a1"}, {"a", "a2"}, {"a", "a3"}, {"a", "a4"}, {"a", "a5"}, {"b", "b1"}} {
+		publishKeyed(t, tp, m[0], m[1])
+	}
+	ds := pollOnly(t, e, g, 0, []string{"a1"}, nil) // a2, a3 parked; a4 finds no room
+	for _, want := range [][]string{{"a2"}, {"a3", "b1"}, {"a4"}, {"a5"}} {
+		if err := e.settle(ds[0], Ack()); err != nil {
+			t.Fatal(err)
+		}
+		ds = pollOnly(t, e, g, 0, want, nil)
+	}
+}
+
+// TestOrderedKeyExpiredParked: a parked message whose TTL ran out while
+// it waited is settled when its turn comes, and the next of its key
+// follows at once.
+func TestOrderedKeyExpiredParked(t *testing.T) {
+	clk := newFakeClock()
+	e := newEnv(t, clk)
+	tp := e.topic("q", TopicConfig{AllowMsgTTL: true})
+	g := e.group(tp, "bykey", GroupConfig{Ordered: wire.OrderKey})
+	publishKeyed(t, tp, "a", "a1")
+	publishKeyed(t, tp, "a", "a2", wire.HeaderTTL, "1s")
+	publishKeyed(t, tp, "a", "a3")
+	ds := pollOnly(t, e, g, 0, []string{"a1"}, nil)
+	clk.Advance(2 * time.Second)
+	if err := e.settle(ds[0], Ack()); err != nil {
+		t.Fatal(err)
+	}
+	pollOnly(t, e, g, 0, []string{"a3"}, nil)
+}
