@@ -28,7 +28,7 @@ package broker
 // when its key is held it is parked (next moves past it) and costs one of
 // the round's filterScan reads; at keyParkMax parked offsets the group
 // stops advancing (head-of-line: later keys wait until a parked offset
-// is promoted). When a holding offset settles (ack, dead letter, expiry,
+// is promoted; behind a message held back for an hour, an hour). When a holding offset settles (ack, dead letter, expiry,
 // retention, damage) its key's lowest parked offset is promoted, so it
 // goes out before any later offset of the key, and nothing is read again
 // to find it. Slots and heads are bounded by the group's pending offsets
