@@ -381,17 +381,26 @@ func (g *groupState) dropLost(seq Seq) {
 
 // drop settles seq without delivering it (its record is gone: retention).
 func (g *groupState) drop(seq Seq) {
-	if p, ok := g.pending[seq]; ok {
+	p, pend := g.pending[seq]
+	if pend {
 		g.endLease(seq, p)
 		delete(g.pending, seq)
 	}
-	if seq >= g.next {
-		g.next = seq + 1
-	}
+	g.passOver(seq, pend)
 	if g.acks.add(seq) {
 		g.emit(evSettle, seq, settleDropped)
 	}
 	g.unhold(seq)
+}
+
+// passOver moves next past seq, an offset take gave, unless it was
+// pending: a group ordered by key restarts next below its pending
+// offsets (keysRestored), and moving it past one would pass over the
+// never-delivered offsets between.
+func (g *groupState) passOver(seq Seq, pending bool) {
+	if !pending && seq >= g.next {
+		g.next = seq + 1
+	}
 }
 
 // filtered settles seq, the next never-delivered offset, without

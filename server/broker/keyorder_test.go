@@ -370,3 +370,26 @@ func TestOrderedKeyExpiredParked(t *testing.T) {
 	}
 	pollOnly(t, e, g, 0, []string{"a3"}, nil)
 }
+
+// TestOrderedKeyRestartHeldBackKeepsParked: after a restart a message
+// held back before it is held back again without moving the group's head
+// past the messages parked below it (next restarts at the frontier): the
+// parked message of the busy key still goes out once the key is free.
+func TestOrderedKeyRestartHeldBackKeepsParked(t *testing.T) {
+	clk := newFakeClock()
+	e := newEnv(t, clk)
+	tp := e.topic("q", TopicConfig{AllowMsgDelay: true})
+	g := e.group(tp, "bykey", GroupConfig{Ordered: wire.OrderKey})
+	publishKeyed(t, tp, "a", "a1")
+	publishKeyed(t, tp, "a", "a2")
+	publishKeyed(t, tp, "", "later", wire.HeaderDelay, "1h")
+	pollOnly(t, e, g, 0, []string{"a1"}, nil)
+	e.restart()
+	tp, _ = e.b.Topic("q")
+	g, _ = tp.FindGroup("bykey")
+	ds := pollOnly(t, e, g, 0, []string{"a1"}, []uint32{2})
+	if err := e.settle(ds[0], Ack()); err != nil {
+		t.Fatal(err)
+	}
+	pollOnly(t, e, g, 0, []string{"a2"}, nil)
+}
