@@ -15,13 +15,15 @@ import (
 )
 
 // TestRandomPowerCutsKeepKeyOrder drives a group ordered by key with
-// random keyed and keyless publishes (some held back by Fibril-Delay),
-// polls by several owners, acks,
-// rejects, nacks, owner releases, clock steps past leases and power cuts.
+// random keyed and keyless publishes (some held back by Fibril-Delay,
+// some with a Nats-TTL, and in half of the runs some to a subject the
+// group's filter leaves out), polls by several owners, acks, rejects,
+// nacks, owner releases, clock steps past leases and power cuts.
 // Whatever the interleaving, no delivery of a key comes while another
 // delivery of that key is still leased, every delivery of a key is its
-// lowest offset not settled (by an answered ack or reject), and at the
-// end every unsettled message is delivered, each key in offset order.
+// lowest offset not settled (by an answered ack or reject, the filter or
+// its TTL), and at the end every unsettled message is delivered, each key
+// in offset order.
 func TestRandomPowerCutsKeepKeyOrder(t *testing.T) {
 	const seeds, steps, leaseMs = 12, 150, 1000
 	for seed := uint64(0); seed < seeds; seed++ {
@@ -41,22 +43,34 @@ func TestRandomPowerCutsKeepKeyOrder(t *testing.T) {
 			// actor, which powerCut's Abandon can unmap under it (a race of
 			// the harness, not of key order).
 			off := int64(0)
-			tp := c.topic("q", TopicConfig{DuplicateWindowMs: &off, AllowMsgDelay: true})
-			g := c.group(tp, "bykey", GroupConfig{Ordered: wire.OrderKey, LeaseMs: leaseMs, MaxDeliveries: -1, DeadLetter: "-"})
+			tp := c.topic("q", TopicConfig{Subjects: []string{"q.>"}, DuplicateWindowMs: &off, AllowMsgDelay: true, AllowMsgTTL: true})
+			gcfg := GroupConfig{Ordered: wire.OrderKey, LeaseMs: leaseMs, MaxDeliveries: -1, DeadLetter: "-"}
+			filtered := seed%2 == 1
+			if filtered {
+				gcfg.Filter = []string{"q.in"}
+			}
+			g := c.group(tp, "bykey", gcfg)
 			type held struct {
 				d     Delivery
 				owner OwnerID
 				until time.Time
 			}
 			var (
-				keyOf   = map[Seq]string{} // confirmed offsets and their keys
-				settled = map[Seq]bool{}
+				keyOf   = map[Seq]string{}    // confirmed offsets and their keys
+				settled = map[Seq]bool{}      // answered acks and rejects, filtered out
+				dies    = map[Seq]time.Time{} // TTL deadlines
 				hold    []held
 				trace   []string
 			)
 			fail := func(format string, args ...any) {
 				t.Helper()
 				t.Fatalf("after ...%v: %s", trace[max(len(trace)-40, 0):], fmt.Sprintf(format, args...))
+			}
+			// gone: settled, or past its TTL (the group settles it when its
+			// head reaches it; a delivery before that may still be out).
+			gone := func(s Seq, now time.Time) bool {
+				d, ok := dies[s]
+				return settled[s] || ok && !now.Before(d)
 			}
 			check := func(ds []Delivery, owner OwnerID) {
 				now := clk.Now()
@@ -68,6 +82,8 @@ func TestRandomPowerCutsKeepKeyOrder(t *testing.T) {
 						fail("delivered %d, never confirmed", s)
 					case settled[s]:
 						fail("delivered %d, settled already", s)
+					case gone(s, now):
+						fail("delivered %d past its TTL", s)
 					}
 					for _, h := range hold {
 						if h.until.After(now) && h.d.Handle.Seq == s {
@@ -79,7 +95,7 @@ func TestRandomPowerCutsKeepKeyOrder(t *testing.T) {
 					}
 					if k != "" {
 						for q, kq := range keyOf {
-							if kq == k && q < s && !settled[q] {
+							if kq == k && q < s && !gone(q, now) {
 								fail("delivered %d of key %s before %d of that key is settled", s, k, q)
 							}
 						}
@@ -98,13 +114,24 @@ func TestRandomPowerCutsKeepKeyOrder(t *testing.T) {
 				switch op := r.IntN(40); {
 				case op < 12:
 					k := []string{"a", "b", "c", ""}[r.IntN(4)]
-					m := Message{Subject: "q", Header: keyHdr(k), Data: fmt.Appendf(nil, "%d", step)}
-					delayed := r.IntN(6) == 0
+					subj := "q.in"
+					if filtered && r.IntN(4) == 0 {
+						subj = "q.out"
+					}
+					var kv []string
+					if k != "" {
+						kv = append(kv, wire.HeaderKey, k)
+					}
+					delayed, ttl := r.IntN(6) == 0, 0
 					if delayed {
-						kv := []string{wire.HeaderDelay, fmt.Sprint(1+r.IntN(3), "s")}
-						if k != "" {
-							kv = append(kv, wire.HeaderKey, k)
-						}
+						kv = append(kv, wire.HeaderDelay, fmt.Sprint(1+r.IntN(3), "s"))
+					}
+					if r.IntN(6) == 0 {
+						ttl = 1 + r.IntN(3)
+						kv = append(kv, wire.HeaderTTL, fmt.Sprint(ttl, "s"))
+					}
+					m := Message{Subject: subj, Data: fmt.Appendf(nil, "%d", step)}
+					if len(kv) > 0 {
 						m.Header = wire.AppendHeader(nil, kv...)
 					}
 					pos, err := tp.Publish(context.Background(), m)
@@ -112,7 +139,13 @@ func TestRandomPowerCutsKeepKeyOrder(t *testing.T) {
 						fail("publish: %v", err)
 					}
 					keyOf[pos.Seq] = k
-					trace = append(trace, fmt.Sprintf("pub%d(%s,delayed=%v)", pos.Seq, k, delayed))
+					if subj == "q.out" {
+						settled[pos.Seq] = true
+					}
+					if ttl > 0 {
+						dies[pos.Seq] = clk.Now().Add(time.Duration(ttl) * time.Second)
+					}
+					trace = append(trace, fmt.Sprintf("pub%d(%s,%s,delayed=%v,ttl=%d)", pos.Seq, k, subj, delayed, ttl))
 				case op < 22:
 					owner := OwnerID(1 + r.IntN(3))
 					ds := c.pollNow(g, 1+r.IntN(5), owner)
@@ -157,7 +190,7 @@ func TestRandomPowerCutsKeepKeyOrder(t *testing.T) {
 			// Drain: ack everything handed out; each key's next follows.
 			unsettled := func() (n int) {
 				for s := range keyOf {
-					if !settled[s] {
+					if !gone(s, clk.Now()) {
 						n++
 					}
 				}
