@@ -39,11 +39,7 @@ func TestRandomPowerCutsKeepKeyOrder(t *testing.T) {
 					c.b.Close()
 				}
 			})
-			// No duplicate window: its reload scans the data log on the
-			// actor, which powerCut's Abandon can unmap under it (a race of
-			// the harness, not of key order).
-			off := int64(0)
-			tp := c.topic("q", TopicConfig{Subjects: []string{"q.>"}, DuplicateWindowMs: &off, AllowMsgDelay: true, AllowMsgTTL: true})
+			tp := c.topic("q", TopicConfig{Subjects: []string{"q.>"}, AllowMsgDelay: true, AllowMsgTTL: true})
 			gcfg := GroupConfig{Ordered: wire.OrderKey, LeaseMs: leaseMs, MaxDeliveries: -1, DeadLetter: "-"}
 			filtered := seed%2 == 1
 			if filtered {
