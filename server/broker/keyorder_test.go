@@ -393,3 +393,30 @@ func TestOrderedKeyRestartHeldBackKeepsParked(t *testing.T) {
 	}
 	pollOnly(t, e, g, 0, []string{"a2"}, nil)
 }
+
+// TestKeyOrderCompact: after a burst of keys the maps are rebuilt at the
+// size of what still holds a key (Go maps do not shrink), keeping it.
+func TestKeyOrderCompact(t *testing.T) {
+	k := newKeyOrder()
+	const n = 1<<16 + 100
+	for i := range n {
+		k.hold(Seq(i+1), uint64(i))
+	}
+	k.compact()
+	if k.peak != n {
+		t.Fatalf("compacted at its peak: peak %d", k.peak)
+	}
+	never := func(Seq) bool { return false }
+	for i := 10; i < n; i++ {
+		k.release(Seq(i+1), never)
+	}
+	k.compact()
+	if k.peak != 10 || len(k.heads) != 10 || len(k.slots) != 10 {
+		t.Fatalf("after the burst: peak %d, %d heads, %d slots, want 10 each", k.peak, len(k.heads), len(k.slots))
+	}
+	for i := range 10 {
+		if !k.holds(Seq(i + 1)) {
+			t.Fatalf("offset %d lost its key in the rebuild", i+1)
+		}
+	}
+}
