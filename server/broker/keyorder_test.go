@@ -420,3 +420,29 @@ func TestKeyOrderCompact(t *testing.T) {
 		}
 	}
 }
+
+// TestOrderedKeyRetention: when retention removes a key's holder and
+// messages parked behind it, the key goes on with its first message that
+// is still stored, in order.
+func TestOrderedKeyRetention(t *testing.T) {
+	clk := newFakeClock()
+	e := newMemEnv(t, clk) // the test store truncates exactly, not by segment
+	tp := e.topic("q", TopicConfig{Retention: RetentionLimits, MaxMsgs: 4})
+	g := e.group(tp, "bykey", GroupConfig{Ordered: wire.OrderKey})
+	for _, m := range [][2]string{{"a", "a1"}, {"a", "a2"}, {"a", "a3"}, {"b", "b1"}} {
+		publishKeyed(t, tp, m[0], m[1])
+	}
+	pollOnly(t, e, g, 0, []string{"a1", "b1"}, nil)
+	publishKeyed(t, tp, "a", "a4")
+	publishKeyed(t, tp, "a", "a5") // a1 and a2 go
+	clk.Advance(time.Second)       // let a retention pass run
+	waitFor(t, "max_msgs", func() bool { return tp.Info().Messages == 4 })
+	ds := pollOnly(t, e, g, 0, []string{"a3"}, nil)
+	for _, want := range []string{"a4", "a5"} {
+		pollOnly(t, e, g, 0, nil, nil)
+		if err := e.settle(ds[0], Ack()); err != nil {
+			t.Fatal(err)
+		}
+		ds = pollOnly(t, e, g, 0, []string{want}, nil)
+	}
+}
