@@ -162,7 +162,9 @@
 // (swapGuard: maps of replaced compressed segments), retention.go
 // (retention, retentionCut), lost.go (holeSet), timer.go (actorTimer),
 // stats.go (partStats), dedup.go (dedupIndex: the message ids of the
-// duplicate window, rebuilt from the data log). groupstate.go is each group's state machine;
+// duplicate window, rebuilt from the data log), keyorder.go (keyOrder: the
+// keys a group ordered by key holds, and what waits behind them).
+// groupstate.go is each group's state machine;
 // dispatch.go serves polls and subscriptions; partition.go holds the loop,
 // the round and the glue between parts.
 //
