@@ -57,6 +57,12 @@ const (
 	// processed in offset order, one after another, and the next is
 	// handed out only once the one before it is settled.
 	OrderPartition Ordering = "partition"
+	// OrderKey: in each partition at most one message per Fibril-Key is
+	// out at a time, and it is the lowest unsettled offset of that key:
+	// each key is processed in offset order while different keys run in
+	// parallel. A message without a key is its own key (unordered against
+	// the others).
+	OrderKey Ordering = "key"
 )
 
 // Expiry says what a group does with a message whose TTL ran out before
@@ -101,8 +107,8 @@ type GroupConfig struct {
 	// DeadLetter is the dead-letter topic; default "$DLQ.<topic>.<group>",
 	// "-" means none (a message that reaches MaxDeliveries is then dropped).
 	DeadLetter string `json:"dead_letter,omitempty"`
-	// Ordered is the group's ordering (OrderNone, the default, or
-	// OrderPartition). "none" is stored as "".
+	// Ordered is the group's ordering (OrderNone, the default,
+	// OrderPartition or OrderKey). "none" is stored as "".
 	Ordered Ordering `json:"ordered,omitempty"`
 	// OnExpiry is what the group does with a message whose TTL ran out
 	// (TopicConfig.MessageTTLMs, the Nats-TTL header) before it was

@@ -151,6 +151,8 @@ def client_to_server():
                  [cmd("GROUP CREATE", subject="orders", group="retry", json='{"backoff_ms":[1000,5000,30000]}')], canonical=True))
     v.append(vec("group/create-ordered", 'GROUP CREATE orders fifo {"ordered":"partition"}\r\n',
                  [cmd("GROUP CREATE", subject="orders", group="fifo", json='{"ordered":"partition"}')], canonical=True))
+    v.append(vec("group/create-ordered-key", 'GROUP CREATE orders per-customer {"ordered":"key"}\r\n',
+                 [cmd("GROUP CREATE", subject="orders", group="per-customer", json='{"ordered":"key"}')], canonical=True))
     v.append(vec("group/create-on-expiry", 'GROUP CREATE orders late {"on_expiry":"dead_letter"}\r\n',
                  [cmd("GROUP CREATE", subject="orders", group="late", json='{"on_expiry":"dead_letter"}')], canonical=True))
     v.append(vec("group/create-filter", 'GROUP CREATE orders eu {"filter":["orders.eu.>"]}\r\n',

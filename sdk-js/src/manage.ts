@@ -73,8 +73,12 @@ export interface GroupConfig {
   backoffMs?: number[];
   /** Subject filters (wildcards allowed): the group receives only matching messages (at most 64). */
   filter?: string[];
-  /** 'partition': one message out at a time per partition, in offset order (the next only once the one before is settled); 'none' (default): in parallel. */
-  ordered?: 'none' | 'partition';
+  /**
+   * 'partition': one message out at a time per partition, in offset order (the next only once the one before is settled);
+   * 'key': the same per Fibril-Key (publish option key), keys in parallel, messages without a key unordered;
+   * 'none' (default): in parallel.
+   */
+  ordered?: 'none' | 'partition' | 'key';
   /** What the group does with a message whose TTL ran out before delivery: 'drop' (default) or 'dead_letter'. */
   onExpiry?: 'drop' | 'dead_letter';
   leaseMs?: number;

@@ -174,7 +174,27 @@ test('an ordered group hands out one message at a time, a NACKed one first again
   await m2.ack();
   const [m3] = await nc.fetch('fifo', 'w', { max: 10, waitMs: 5000 });
   assert.equal(m3.string(), 'b');
-  await assert.rejects(nc.groups.create('fifo', 'bad', { ordered: 'key' }), InvalidConfigError);
+  await assert.rejects(nc.groups.create('fifo', 'bad', { ordered: 'message' }), InvalidConfigError);
+});
+
+test('a group ordered by key hands out one message per key at a time, keys in parallel', async (t) => {
+  const { nc } = await setup(t);
+  if (!nc) return;
+  await nc.topics.create('bykey');
+  const gi = await nc.groups.create('bykey', 'w', { ordered: 'key' });
+  assert.equal(gi.config.ordered, 'key');
+  await nc.publish('bykey', 'a1', { key: 'a' });
+  await nc.publish('bykey', 'a2', { key: 'a' });
+  await nc.publish('bykey', 'b1', { key: 'b' });
+  const ms = await nc.fetch('bykey', 'w', { max: 10, waitMs: 5000 });
+  assert.deepEqual(ms.map((m) => m.string()), ['a1', 'b1']);
+  await ms[0].nack();
+  const [m2] = await nc.fetch('bykey', 'w', { max: 10, waitMs: 5000 });
+  assert.equal(m2.string(), 'a1');
+  assert.equal(m2.deliveryCount, 2);
+  await m2.ack();
+  const [m3] = await nc.fetch('bykey', 'w', { max: 10, waitMs: 5000 });
+  assert.equal(m3.string(), 'a2');
 });
 
 test('topics.requeue moves the dead letters a filter picks, then the rest', async (t) => {

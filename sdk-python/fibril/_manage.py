@@ -204,7 +204,9 @@ class _Manage:
                 only the messages whose subject matches one (at most 64).
             ordered: ``"partition"``: one message out at a time per partition,
                 in offset order (the next only once the one before is
-                settled); ``"none"`` (default): in parallel.
+                settled); ``"key"``: the same per ``Fibril-Key`` (the
+                ``key=`` of a publish), keys in parallel, messages without a
+                key unordered; ``"none"`` (default): in parallel.
             on_expiry: What the group does with a message whose TTL ran out
                 before delivery: ``"drop"`` (default) or ``"dead_letter"``.
             max_deliveries: Deliveries before a message is dead-lettered.

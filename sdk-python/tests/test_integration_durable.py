@@ -289,7 +289,29 @@ def test_group_ordered(durable: Server) -> None:
             (m,) = await c.fetch(topic, "fifo", 10, wait=5)
             assert m.data == b"b"
             with pytest.raises(fibril.errors.InvalidConfigError):
-                await c.create_group(topic, "bad", ordered="key")
+                await c.create_group(topic, "bad", ordered="message")
+
+    run(body())
+
+
+def test_group_ordered_key(durable: Server) -> None:
+    topic = unique("t")
+
+    async def body() -> None:
+        async with fibril.connect(durable.url) as c:
+            await c.create_topic(topic)
+            info = await c.create_group(topic, "bykey", ordered="key")
+            assert info["config"]["ordered"] == "key"
+            for key, d in (("a", b"a1"), ("a", b"a2"), ("b", b"b1")):
+                await c.publish(topic, d, key=key)
+            ms = await c.fetch(topic, "bykey", 10, wait=5)
+            assert [m.data for m in ms] == [b"a1", b"b1"]  # a2 waits for a1
+            await ms[0].nack()
+            (m,) = await c.fetch(topic, "bykey", 10, wait=5)
+            assert (m.data, m.delivery_count) == (b"a1", 2)
+            await m.ack()
+            (m,) = await c.fetch(topic, "bykey", 10, wait=5)
+            assert m.data == b"a2"
 
     run(body())
 

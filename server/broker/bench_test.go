@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // BenchmarkQueue compares the lock-free ring with a buffered channel, in
@@ -220,4 +222,77 @@ func TestMemoryUnacked(t *testing.T) {
 		got += len(ds)
 	}
 	report("1M stored and leased (in flight, un-acked)")
+}
+
+// BenchmarkOrderedByKey is publish → push → ack through one partition for
+// an unordered group and one ordered by key, 1 KiB messages spread over
+// 1000 keys (Fibril-Key): the cost of reading each record's key at the
+// group's head and of parking the ones whose key is out.
+func BenchmarkOrderedByKey(b *testing.B) {
+	for _, ord := range []wire.Ordering{wire.OrderNone, wire.OrderKey} {
+		b.Run(fmt.Sprintf("ordered=%s", ord), func(b *testing.B) {
+			br, err := Open(b.TempDir(), Options{Logf: func(string, ...any) {}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer br.Close()
+			tp, err := br.CreateTopic("bench", TopicConfig{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			g, err := tp.Group("g", GroupConfig{Ordered: ord})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var acked atomic.Int64
+			allAcked := make(chan struct{})
+			var ackErr atomic.Value
+			sub, err := g.Subscribe(1, 4096, func(d Delivery) {
+				if err := br.Settle(d.Handle, Ack(), func(err error) {
+					if err != nil {
+						ackErr.Store(err)
+					}
+					if acked.Add(1) == int64(b.N) {
+						close(allAcked)
+					}
+				}); err != nil {
+					ackErr.Store(err)
+				}
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sub.Close()
+			hdrs := make([][]byte, 1000)
+			for i := range hdrs {
+				hdrs[i] = wire.AppendHeader(nil, wire.HeaderKey, fmt.Sprint("k", i))
+			}
+			payload := make([]byte, 1024)
+			window := make(chan struct{}, 8192)
+			b.SetBytes(1024)
+			b.ResetTimer()
+			start := time.Now()
+			for i := range b.N {
+				window <- struct{}{}
+				m := Message{Subject: "bench", Header: hdrs[i%len(hdrs)], Data: payload}
+				for tp.PublishAsync(m, func(_ Position, err error) {
+					if err != nil {
+						ackErr.Store(err)
+					}
+					<-window
+				}) != nil {
+					runtime.Gosched() // queue full: retry
+				}
+			}
+			select {
+			case <-allAcked:
+			case <-time.After(60 * time.Second):
+				b.Fatalf("only %d of %d acked", acked.Load(), b.N)
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+			if err, _ := ackErr.Load().(error); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
 }

@@ -81,10 +81,8 @@ func (t *Topic) dueAt(storedNs int64, hdr []byte) int64 {
 // deferUntil holds seq back until at: a message take gave (never delivered,
 // or pending without a delivery after a restart) that is not yet due.
 func (g *groupState) deferUntil(seq Seq, at int64) {
-	p := g.pending[seq]
-	if seq >= g.next {
-		g.next = seq + 1
-	}
+	p, pend := g.pending[seq]
+	g.passOver(seq, pend)
 	p.state = stDelayed
 	p.deadline = at
 	g.pending[seq] = p

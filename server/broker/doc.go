@@ -27,7 +27,9 @@
 // offset's delivery count. An ordered group (GroupConfig.Ordered
 // "partition") hands out only its lowest unsettled offset, and only while
 // no other is pending, so each partition's messages go out one after
-// another in offset order (groupState.takeOrdered). On a topic with TTLs
+// another in offset order (groupState.takeOrdered); one ordered by key
+// ("key") does so per Fibril-Key, parking a record whose key another
+// offset holds and promoting it when that one settles (keyorder.go). On a topic with TTLs
 // (message_ttl_ms, allow_msg_ttl and the Nats-TTL header) a group's head
 // record past its deadline is settled undelivered or dead-lettered
 // (GroupConfig.OnExpiry) before anything is handed out (ttl.go); on a
@@ -160,7 +162,9 @@
 // (swapGuard: maps of replaced compressed segments), retention.go
 // (retention, retentionCut), lost.go (holeSet), timer.go (actorTimer),
 // stats.go (partStats), dedup.go (dedupIndex: the message ids of the
-// duplicate window, rebuilt from the data log). groupstate.go is each group's state machine;
+// duplicate window, rebuilt from the data log), keyorder.go (keyOrder: the
+// keys a group ordered by key holds, and what waits behind them).
+// groupstate.go is each group's state machine;
 // dispatch.go serves polls and subscriptions; partition.go holds the loop,
 // the round and the glue between parts.
 //

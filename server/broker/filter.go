@@ -29,11 +29,17 @@ func (gp *groupPart) matches(subject string) bool {
 // deliverable (actor) reports whether gp's take now gives an offset to
 // deliver, first settling the records at its head that gp's filter does
 // not match (never-delivered ones: a redelivery matched when first
-// delivered), on a topic with TTLs those whose TTL ran out (ttl.go), and
-// on a topic with delays holding back those not yet due (delay.go).
-// A record that cannot be read is left to deliverOne (retention, damage).
+// delivered), in a group ordered by key parking those whose key another
+// offset holds (keyorder.go), on a topic with TTLs settling those whose
+// TTL ran out (ttl.go), and on a topic with delays holding back those not
+// yet due (delay.go). A record that cannot be read is left to deliverOne
+// (retention, damage).
 func (p *partition) deliverable(gp *groupPart) bool {
-	ttl, delays := p.t.hasTTL(), p.t.hasDelays()
+	ttl, delays, keyed := p.t.hasTTL(), p.t.hasDelays(), gp.keys != nil
+	if keyed && !p.learnKeys(gp) {
+		p.anotherRound()
+		return false
+	}
 	for range filterScan {
 		seq, ok := gp.take(p.last)
 		if !ok {
@@ -42,7 +48,8 @@ func (p *partition) deliverable(gp *groupPart) bool {
 		po, redelivery := gp.pending[seq]
 		filter := len(gp.g.cfg.Filter) > 0 && !redelivery
 		delay := delays && po.attempts == 0 // never delivered (a held-back one comes back after a restart)
-		if !filter && !ttl && !delay {
+		key := keyed && !redelivery && !gp.keys.holds(seq)
+		if !filter && !ttl && !delay && !key {
 			return true
 		}
 		rec, err := p.data.Read(seq)
@@ -53,13 +60,23 @@ func (p *partition) deliverable(gp *groupPart) bool {
 		if err != nil || hdrLen > len(rec.Data) {
 			return true
 		}
+		if filter && !gp.matches(subject) {
+			gp.filtered(seq)
+			continue
+		}
+		if key {
+			switch gp.claimKey(seq, rec.Data[:hdrLen]) {
+			case keyParked:
+				continue
+			case keyWait:
+				return false // a settle promotes a parked offset, and the actor runs a round then
+			}
+		}
 		var due int64
 		if delay {
 			due = p.t.dueAt(rec.Time, rec.Data[:hdrLen])
 		}
 		switch {
-		case filter && !gp.matches(subject):
-			gp.filtered(seq)
 		case ttl && p.t.expiredAt(rec.Time, rec.Data[:hdrLen], p.now):
 			gp.expired(seq, gp.g.cfg.OnExpiry == wire.ExpiryDeadLetter)
 		case due > p.now:
@@ -73,8 +90,9 @@ func (p *partition) deliverable(gp *groupPart) bool {
 }
 
 // anotherRound asks the actor for one more round (at most one asked at a
-// time), for what deliverable leaves to the next: filtered, expired and
-// held-back records past filterScan.
+// time), for what deliverable leaves to the next: filtered, parked,
+// expired and held-back records past filterScan, and keys not yet read
+// after a restart.
 func (p *partition) anotherRound() {
 	if !p.scanWake {
 		p.scanWake = true

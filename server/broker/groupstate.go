@@ -72,6 +72,9 @@ type groupState struct {
 	// ordered: at most one offset out at a time, the lowest unsettled
 	// (GroupConfig.Ordered "partition"; takeOrdered).
 	ordered bool
+	// keys: the key bookkeeping of a group ordered by key, nil otherwise
+	// (GroupConfig.Ordered "key"; keyorder.go).
+	keys *keyOrder
 
 	next Seq // lowest offset never delivered
 	// damaged: the lowest offset whose record could not be read (0:
@@ -129,6 +132,9 @@ func stateFor(g *Group, start Seq) *groupState {
 	gs := newGroupState(g.id, g.cfg.LeaseMs*1e6, g.cfg.MaxDeliveries, start)
 	gs.backoffNs = g.cfg.backoffNs()
 	gs.ordered = g.cfg.Ordered == wire.OrderPartition
+	if g.cfg.Ordered == wire.OrderKey {
+		gs.keys = newKeyOrder()
+	}
 	return gs
 }
 
@@ -137,6 +143,10 @@ func stateFor(g *Group, start Seq) *groupState {
 func (g *groupState) fresh(start Seq) *groupState {
 	n := newGroupState(g.id, g.leaseNs, g.maxDeliveries, start)
 	n.backoffNs, n.ordered = g.backoffNs, g.ordered
+	if g.keys != nil {
+		n.keys = newKeyOrder()
+		n.keys.max = g.keys.max
+	}
 	return n
 }
 
@@ -159,8 +169,9 @@ func (g *groupState) emitBy(kind byte, seq Seq, arg uint64, owner OwnerID) {
 }
 
 // take returns the next offset to deliver, at most last: the lowest stReady
-// redelivery first, then the lowest never-delivered offset. It does not
-// change state; deliver does.
+// redelivery first, then (ordered by key) the lowest freed offset, then
+// the lowest never-delivered offset. It does not change state; deliver
+// does.
 func (g *groupState) take(last Seq) (Seq, bool) {
 	if g.damaged != 0 {
 		last = min(last, g.damaged-1)
@@ -168,24 +179,42 @@ func (g *groupState) take(last Seq) (Seq, bool) {
 	if g.ordered {
 		return g.takeOrdered(last)
 	}
-	for {
-		s, ok := g.ready.peek()
-		if !ok {
-			break
-		}
-		if p, ok := g.pending[s]; ok && p.state == stReady {
-			if s > last {
-				break // past a damaged record
-			}
+	if s, ok := g.takeReady(last); ok {
+		return s, true
+	}
+	if g.keys != nil {
+		if s, ok := g.takeFreed(last); ok {
 			return s, true
 		}
-		g.ready.pop() // stale entry
+		// After a restart next restarts at the frontier (keysRestored):
+		// the pending offsets it meets are not never-delivered ones.
+		for {
+			g.next = g.acks.nextUnsettled(g.next)
+			if _, ok := g.pending[g.next]; !ok {
+				break
+			}
+			g.next++
+		}
 	}
 	g.next = g.acks.nextUnsettled(g.next)
 	if g.next <= last {
 		return g.next, true
 	}
 	return 0, false
+}
+
+// takeReady returns the lowest stReady redelivery, at most last.
+func (g *groupState) takeReady(last Seq) (Seq, bool) {
+	for {
+		s, ok := g.ready.peek()
+		if !ok {
+			return 0, false
+		}
+		if p, ok := g.pending[s]; ok && p.state == stReady {
+			return s, s <= last // past last: beyond a damaged record
+		}
+		g.ready.pop() // stale entry
+	}
 }
 
 // takeOrdered is take for an ordered group: the lowest unsettled offset,
@@ -221,6 +250,9 @@ func (g *groupState) takeOrdered(last Seq) (Seq, bool) {
 // answer; it is at least 1.
 func (g *groupState) readyBound(last Seq) int {
 	n := len(g.ready)
+	if g.keys != nil {
+		n += len(g.keys.freed)
+	}
 	if last >= g.next {
 		n += int(min(last-g.next+1, 1<<20))
 	}
@@ -268,6 +300,12 @@ func (g *groupState) compact() {
 	if len(g.ready) > 2*len(g.pending)+4096 {
 		g.rebuildReady()
 	}
+	if k := g.keys; k != nil {
+		if len(k.freed) > 2*len(k.heads)+4096 {
+			g.rebuildFreed()
+		}
+		k.compact()
+	}
 	if g.peakPending > 1<<16 && len(g.pending) < g.peakPending/8 {
 		g.rebuildPending()
 	}
@@ -294,6 +332,17 @@ func (g *groupState) rebuildReady() {
 	}
 	kept.init()
 	g.ready = kept
+}
+
+func (g *groupState) rebuildFreed() {
+	var kept seqHeap
+	for _, s := range g.keys.freed {
+		if _, pend := g.pending[s]; !pend && g.keys.holds(s) && !g.acks.contains(s) {
+			kept = append(kept, s)
+		}
+	}
+	kept.init()
+	g.keys.freed = kept
 }
 
 func (g *groupState) rebuildPending() {
@@ -327,19 +376,30 @@ func (g *groupState) dropLost(seq Seq) {
 	if g.acks.add(seq) {
 		g.emit(evSettle, seq, settleLost)
 	}
+	g.unhold(seq)
 }
 
 // drop settles seq without delivering it (its record is gone: retention).
 func (g *groupState) drop(seq Seq) {
-	if p, ok := g.pending[seq]; ok {
+	p, pend := g.pending[seq]
+	if pend {
 		g.endLease(seq, p)
 		delete(g.pending, seq)
 	}
-	if seq >= g.next {
-		g.next = seq + 1
-	}
+	g.passOver(seq, pend)
 	if g.acks.add(seq) {
 		g.emit(evSettle, seq, settleDropped)
+	}
+	g.unhold(seq)
+}
+
+// passOver moves next past seq, an offset take gave, unless it was
+// pending: a group ordered by key restarts next below its pending
+// offsets (keysRestored), and moving it past one would pass over the
+// never-delivered offsets between.
+func (g *groupState) passOver(seq Seq, pending bool) {
+	if !pending && seq >= g.next {
+		g.next = seq + 1
 	}
 }
 
@@ -352,6 +412,7 @@ func (g *groupState) filtered(seq Seq) {
 	if g.acks.add(seq) {
 		g.emit(evSettle, seq, settleFiltered)
 	}
+	g.unhold(seq)
 }
 
 // endLease releases the lease bookkeeping of an inflight offset.
@@ -416,6 +477,7 @@ func (g *groupState) deadLettered(seq Seq) {
 	if g.acks.add(seq) {
 		g.emit(evSettle, seq, settleDeadLettered)
 	}
+	g.unhold(seq)
 }
 
 // settle applies a settle operation for (seq, attempt) and reports whether
@@ -460,6 +522,7 @@ func (g *groupState) settle(seq Seq, attempt uint32, op SettleOp, now int64) err
 		delete(g.pending, seq)
 		g.acks.add(seq)
 		g.emitBy(evSettle, seq, settleAck, p.owner)
+		g.unhold(seq)
 	case SettleNack:
 		if p.state == stInflight {
 			g.cnt.Nacked++
@@ -563,6 +626,7 @@ func (g *groupState) truncatedTo(first Seq) {
 	if g.next < first {
 		g.next = first
 	}
+	g.keysTruncatedTo(first)
 	// dead letters below first can no longer be copied
 	k := 0
 	for _, d := range g.dlq {
@@ -612,6 +676,7 @@ func (g *groupState) restored() {
 		}
 		g.pending[seq] = p
 	}
+	g.keysRestored()
 }
 
 // apply replays one persisted event. It counts the event in cnt as the

@@ -395,9 +395,9 @@ func (c GroupConfig) withDefaults(topic TopicName, group GroupName) (GroupConfig
 	switch c.Ordered {
 	case "", wire.OrderNone:
 		c.Ordered = "" // absent and "none" are one configuration
-	case wire.OrderPartition:
+	case wire.OrderPartition, wire.OrderKey:
 	default:
-		return c, fmt.Errorf("%w: ordered %q (none or partition)", ErrInvalid, c.Ordered)
+		return c, fmt.Errorf("%w: ordered %q (none, partition or key)", ErrInvalid, c.Ordered)
 	}
 	if c.MaxDeliveries == 0 {
 		c.MaxDeliveries = 5

@@ -144,12 +144,12 @@ func TestOrderedGroupRelease(t *testing.T) {
 	}
 }
 
-// TestOrderedGroupInvalid: ordered takes none or partition; none is
+// TestOrderedGroupInvalid: ordered takes none, partition or key; none is
 // stored as no setting.
 func TestOrderedGroupInvalid(t *testing.T) {
 	e := newEnv(t, nil)
 	tp := e.topic("q", TopicConfig{})
-	for _, o := range []wire.Ordering{"key", "Partition", "yes"} {
+	for _, o := range []wire.Ordering{"keys", "Partition", "yes"} {
 		if _, err := tp.Group("g", GroupConfig{Ordered: o}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("ordered %q: err %v, want ErrInvalid", o, err)
 		}

@@ -92,15 +92,30 @@ func (c *powerCutEnv) start() {
 }
 
 // powerCut drops the logs as if the machine died, loses every write not
-// fsynced, and opens the broker again.
+// fsynced, and opens the broker again. The partition actors are held
+// while the logs are abandoned: Abandon unmaps the segments, and an actor
+// still reading a record it was handed before (a round on its own timer
+// or upkeep) would fault; reads after Abandon fail with ErrClosed.
 func (c *powerCutEnv) powerCut() {
 	c.t.Helper()
+	release := make(chan struct{})
+	var held sync.WaitGroup
+	for _, tp := range c.b.Topics() {
+		for _, p := range tp.parts {
+			held.Add(1)
+			if err := p.controlChecked(func(*partition) { held.Done(); <-release }); err != nil {
+				held.Done() // closing already
+			}
+		}
+	}
+	held.Wait()
 	c.mu.Lock()
 	for _, l := range c.logs {
 		l.Abandon()
 	}
 	c.logs = nil
 	c.mu.Unlock()
+	close(release)
 	c.b.Close() // the logs are gone: no snapshot, no clean marker
 	c.b = nil
 	for _, fs := range []*crashfs.FS{c.dataFS, c.evFS} {

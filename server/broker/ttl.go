@@ -88,10 +88,8 @@ func (t *Topic) expiredAt(storedNs int64, hdr []byte, now int64) bool {
 // dead-letter copy (Fibril-Reason: expired): its TTL ran out. seq is one
 // take returned: never delivered, or ready again.
 func (g *groupState) expired(seq Seq, deadLetter bool) {
-	p := g.pending[seq]
-	if seq >= g.next {
-		g.next = seq + 1
-	}
+	p, pend := g.pending[seq]
+	g.passOver(seq, pend)
 	if deadLetter {
 		g.toDeadLetter(seq, p, reasonExpired, 0)
 		return
@@ -100,4 +98,5 @@ func (g *groupState) expired(seq Seq, deadLetter bool) {
 	if g.acks.add(seq) {
 		g.emit(evSettle, seq, settleExpired)
 	}
+	g.unhold(seq)
 }

@@ -70,7 +70,8 @@ type Message struct {
 	// Subject the message was published to. Stored and delivered with it.
 	Subject string
 	// Key, when non-empty, picks the partition: xxhash64(Key) % Partitions.
-	// Without a key partitions are used round robin.
+	// Without a key partitions are used round robin. It is not stored: a
+	// group ordered by key reads the Fibril-Key header (wire.HeaderKey).
 	Key []byte
 	// Header is the raw NATS/1.0 header block (including its final CRLF CRLF),
 	// or nil.
