@@ -54,7 +54,7 @@ type StateEvent struct {
 
 var eventKindNames = [...]string{
 	evDeliver: "deliver", evSettle: "settle", evDeadLetter: "dead_letter", evInit: "init", evPurge: "purge",
-	evNack: "nack", evExpire: "expire", evRelease: "release", evDefer: "defer",
+	evNack: "nack", evExpire: "expire", evRelease: "release", evDefer: "defer", evLease: "lease",
 }
 
 var settleHowNames = [...]string{settleUnknown: "", settleAck: "ack", settleDeadLettered: "dead_lettered", settleDropped: "dropped", settleLost: "lost", settleFiltered: "filtered", settleExpired: "expired", settleRequeued: "requeued"}

@@ -17,6 +17,9 @@ import (
 //     record lease ends that return an offset to ready. Replay ignores the
 //     owner and kinds 6-8 (leases are not persisted).
 //   - v3: kind 9 (evDefer), a delayed message held back.
+//   - v4: kind 10 (evLease), a lease's deadline, written by replicated
+//     partitions only, so that a new leader keeps the leases of the
+//     deliveries in flight (their lease ends, kinds 6-8, then end it).
 const (
 	evDeliver    byte = 1 // arg: the new delivery count
 	evSettle     byte = 2 // arg: settleHow* (0 in v1 logs: not recorded)
@@ -33,8 +36,12 @@ const (
 	// ns); replay keeps it pending so that it is neither lost behind the
 	// group's head nor handed out early.
 	evDefer byte = 9
+	// evLease: offset's delivery is leased until arg (unix ns) to the
+	// principal in the owner field: after evDeliver and at each EXTEND,
+	// in replicated partitions only.
+	evLease byte = 10
 
-	evLastKind = evDefer
+	evLastKind = evLease
 	// evHasOwner flags a kind byte whose event carries an owner id.
 	evHasOwner byte = 0x80
 )

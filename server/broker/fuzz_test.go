@@ -50,6 +50,8 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	f.Add(good[:len(good)-3])
 	f.Add([]byte("FBS1"))
 	f.Add([]byte("FBS2"))
+	g.durableLeases = true
+	f.Add(encodeSnapshot(9, []*groupState{g}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		seq, gs, err := decodeSnapshot(b)
 		if err != nil {
@@ -96,6 +98,44 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	b[6] ^= 1
 	if _, _, err := decodeSnapshot(b); !errors.Is(err, ErrCorruptState) {
 		t.Fatalf("flipped bit: %v", err)
+	}
+}
+
+// TestSnapshotKeepsLeasesOfReplicatedGroups: a replicated group's
+// snapshot (FBS3) carries each lease's deadline, so a new leader keeps
+// it (restored); a group that is not replicated writes FBS2 without
+// them, as older versions read.
+func TestSnapshotKeepsLeasesOfReplicatedGroups(t *testing.T) {
+	g := newGroupState(4, 1000, 5, 1)
+	for s := Seq(1); s <= 3; s++ {
+		g.deliver(s, 100, 0, 7, nil) // leased to principal 7 until 100+1000
+	}
+	g.settle(2, 1, Ack(), 100)
+	if b := encodeSnapshot(9, []*groupState{g}); string(b[:4]) != snapMagic {
+		t.Fatalf("a group not replicated wrote %q", b[:4])
+	}
+	g.durableLeases = true
+	b := encodeSnapshot(9, []*groupState{g})
+	if string(b[:4]) != snapMagicV3 {
+		t.Fatalf("a replicated group with leases wrote %q", b[:4])
+	}
+	_, gs, err := decodeSnapshot(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newGroupState(4, 1000, 5, 1)
+	r.durableLeases = true
+	r.next, r.pending = gs[0].next, gs[0].pending
+	r.restored(500)
+	if r.nInflight != 2 || r.pending[1].state != stInflight || r.pending[1].deadline != 1100 || r.pending[3].deadline != 1100 || r.pending[1].holder != 7 {
+		t.Fatalf("restored at 500: inflight %d, pending %+v", r.nInflight, r.pending)
+	}
+	late := newGroupState(4, 1000, 5, 1)
+	late.durableLeases = true
+	late.next, late.pending = gs[0].next, gs[0].pending
+	late.restored(2000) // past the deadlines: ready again
+	if late.nInflight != 0 || late.pending[1].state != stReady {
+		t.Fatalf("restored at 2000: inflight %d, pending %+v", late.nInflight, late.pending)
 	}
 }
 

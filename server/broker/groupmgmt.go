@@ -198,6 +198,7 @@ func (p *partition) addGroup(g *Group, errs chan<- error) {
 	}
 	gs := stateFor(g, start)
 	gs.ev = &p.evw.sink
+	gs.durableLeases = p.role.rep != nil
 	gs.emit(evInit, start, 0)
 	gp := &groupPart{groupState: gs, g: g}
 	p.groups[g.id] = gp

@@ -92,6 +92,9 @@ type groupState struct {
 	cnt         GroupCounters // over the group's life: in snapshots, recounted by apply
 
 	ev *evSink // event sink (nil: events are dropped, e.g. while replaying)
+	// durableLeases: the partition is replicated, so leases are recorded
+	// (evLease) and a new leader keeps them (restored).
+	durableLeases bool
 }
 
 // evSink collects the events of one actor round. cuts marks where records
@@ -283,6 +286,9 @@ func (g *groupState) deliver(seq Seq, now int64, owner OwnerID, holder Principal
 	g.nInflight++
 	g.timers.push(timerEntry{at: p.deadline, seq: seq, attempt: p.attempts})
 	g.emitBy(evDeliver, seq, uint64(p.attempts), owner)
+	if g.durableLeases {
+		g.emitBy(evLease, seq, uint64(p.deadline), OwnerID(p.holder))
+	}
 	if len(g.pending) > g.peakPending {
 		g.peakPending = len(g.pending)
 	}
@@ -550,6 +556,9 @@ func (g *groupState) settle(seq Seq, attempt uint32, op SettleOp, now int64) err
 		p.deadline = now + d
 		g.pending[seq] = p
 		g.timers.push(timerEntry{at: p.deadline, seq: seq, attempt: p.attempts})
+		if g.durableLeases {
+			g.emitBy(evLease, seq, uint64(p.deadline), OwnerID(p.holder))
+		}
 	default:
 		return fmt.Errorf("%w: settle kind %d", ErrInvalid, op.Kind)
 	}
@@ -655,16 +664,24 @@ func (g *groupState) clampTo(last Seq) {
 	}
 }
 
-// restored is called after replay: leases are not persisted, so every
-// pending offset is ready again (dead letters stay due).
-func (g *groupState) restored() {
+// restored is called after replay: every pending offset is ready again
+// (dead letters stay due), except, in a replicated partition, one whose
+// replayed lease (evLease) ends after now: a new leader keeps it leased.
+func (g *groupState) restored(now int64) {
 	g.ready = g.ready[:0]
 	g.timers = g.timers[:0]
 	g.dlq = g.dlq[:0]
 	g.nInflight = 0
 	for seq, p := range g.pending {
+		leasedUntil, holder := p.deadline, p.holder // an evLease replayed (replicated partitions only)
 		p.owner, p.sub, p.deadline, p.holder = 0, nil, 0, 0
-		if p.state == stDeadLettering {
+		if g.durableLeases && p.state != stDeadLettering && leasedUntil > now && p.attempts > 0 {
+			// Still leased: the principal it was leased to may settle it
+			// until the lease ends (no owner: no connection here holds it).
+			p.state, p.deadline, p.holder = stInflight, leasedUntil, holder
+			g.nInflight++
+			g.timers.push(timerEntry{at: p.deadline, seq: seq, attempt: p.attempts})
+		} else if p.state == stDeadLettering {
 			g.dlq = append(g.dlq, deadLetter{seq: seq, attempts: p.attempts, reason: p.reason})
 		} else if g.maxDeliveries > 0 && p.attempts >= uint32(g.maxDeliveries) {
 			p.state = stDeadLettering
@@ -710,6 +727,11 @@ func (g *groupState) apply(kind byte, seq Seq, arg uint64) {
 		}
 	case evPurge:
 		g.truncatedTo(seq)
+	case evNack, evExpire, evRelease:
+		if p, ok := g.pending[seq]; ok { // the lease ended
+			p.deadline, p.holder = 0, 0
+			g.pending[seq] = p
+		}
 	case evDefer:
 		if g.acks.contains(seq) {
 			return
@@ -731,6 +753,15 @@ func (g *groupState) apply(kind byte, seq Seq, arg uint64) {
 		if seq >= g.next { // an expired offset is dead-lettered undelivered
 			g.next = seq + 1
 		}
+	}
+}
+
+// applyLease replays an evLease: seq is leased until deadline (unix ns)
+// to holder.
+func (g *groupState) applyLease(seq Seq, deadline int64, holder Principal) {
+	if p, ok := g.pending[seq]; ok && p.state != stDeadLettering {
+		p.deadline, p.holder = deadline, holder
+		g.pending[seq] = p
 	}
 }
 

@@ -308,12 +308,12 @@ func TestGroupStateModel(t *testing.T) {
 				g2 := g.fresh(sgs[0].frontier) // the rules carried as recoverState carries them
 				g2.next, g2.pending = sgs[0].next, sgs[0].pending
 				g2.acks.setSpans(sgs[0].spans)
-				g2.restored()
+				g2.restored(0)
 				g3 := g.fresh(1)
 				if err := decodeEvents(history, func(e event) { g3.apply(e.kind, e.seq, e.arg) }); err != nil {
 					fail("events: %v", err)
 				}
-				g3.restored()
+				g3.restored(0)
 				for s := Seq(1); s <= last; s++ {
 					s2, a2 := implState(g2, s)
 					s3, a3 := implState(g3, s)

@@ -37,7 +37,7 @@ func TestSettleAsBindsToTheHolder(t *testing.T) {
 	if p := g.pending[1]; p.attempts != 1 || g.cnt.Acked != 0 {
 		t.Fatalf("a refused settle changed the state: %+v acked %d", p, g.cnt.Acked)
 	}
-	g.restored()
+	g.restored(0)
 	if err := g.settle(1, 1, Ack().As(3), 0); err != nil {
 		t.Fatalf("after a restart the binding is forgotten: %v", err)
 	}

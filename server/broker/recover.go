@@ -62,13 +62,14 @@ func (p *partition) loadState() error {
 	for _, gp := range p.order {
 		gp.clampTo(p.last)
 		gp.ev = &p.evw.sink
+		gp.durableLeases = p.role.rep != nil
 	}
 	// Before truncatedTo: a range lost from the front of the data log
 	// lies below its first record and is listed too.
 	p.settleHoles()
 	for _, gp := range p.order {
 		gp.truncatedTo(p.first)
-		gp.restored()
+		gp.restored(p.clock.Now().UnixNano())
 	}
 	p.sampleSizes()
 	if p.last >= p.first {
@@ -202,6 +203,10 @@ func (p *partition) replay(e event) {
 	}
 	if kind == evInit {
 		gp.groupState = gp.fresh(seq)
+		return
+	}
+	if kind == evLease {
+		gp.applyLease(seq, int64(arg), Principal(e.owner))
 		return
 	}
 	gp.apply(kind, seq, arg)

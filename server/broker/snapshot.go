@@ -15,16 +15,27 @@ import (
 // and its counters (delivered, redelivered, acked, nacked, rejected,
 // dead-lettered, expired); finally the CRC-32 (IEEE) of everything before
 // it, 4 bytes little endian. "FBS1" snapshots (before the counters) are
-// read with the counters at zero.
+// read with the counters at zero. "FBS3" (written only by a replicated
+// partition with a lease to keep, so that older versions still read the
+// others) adds state 2: leased, its deadline (unix ns) and the principal
+// it is leased to (uvarints) after the reason, so a new leader keeps the
+// leases (restored).
 const (
 	snapMagic   = "FBS2"
 	snapMagicV1 = "FBS1"
+	snapMagicV3 = "FBS3"
 )
 
 const snapName = "state.snap"
 
 func encodeSnapshot(eventSeq Seq, groups []*groupState) []byte {
-	b := []byte(snapMagic)
+	magic := snapMagic
+	for _, g := range groups {
+		if g.durableLeases && g.nInflight > 0 {
+			magic = snapMagicV3
+		}
+	}
+	b := []byte(magic)
 	b = binary.AppendUvarint(b, uint64(eventSeq))
 	b = binary.AppendUvarint(b, uint64(len(groups)))
 	for _, g := range groups {
@@ -45,12 +56,20 @@ func encodeSnapshot(eventSeq Seq, groups []*groupState) []byte {
 		for _, s := range seqs {
 			p := g.pending[s]
 			st := byte(0)
-			if p.state == stDeadLettering {
+			leased := magic == snapMagicV3 && g.durableLeases && p.state == stInflight && p.deadline > 0
+			switch {
+			case p.state == stDeadLettering:
 				st = 1
+			case leased:
+				st = 2
 			}
 			b = binary.AppendUvarint(b, uint64(s))
 			b = binary.AppendUvarint(b, uint64(p.attempts))
 			b = append(b, st, p.reason)
+			if leased {
+				b = binary.AppendUvarint(b, uint64(p.deadline))
+				b = binary.AppendUvarint(b, uint64(p.holder))
+			}
 		}
 		c := &g.cnt
 		for _, v := range [...]uint64{c.Delivered, c.Redelivered, c.Acked, c.Nacked, c.Rejected, c.DeadLettered, c.Expired} {
@@ -71,10 +90,14 @@ type snapGroup struct {
 }
 
 func decodeSnapshot(b []byte) (eventSeq Seq, groups []snapGroup, err error) {
-	if len(b) < len(snapMagic)+4 || (string(b[:len(snapMagic)]) != snapMagic && string(b[:len(snapMagic)]) != snapMagicV1) {
+	var magic string
+	if len(b) >= len(snapMagic)+4 {
+		magic = string(b[:len(snapMagic)])
+	}
+	if magic != snapMagic && magic != snapMagicV1 && magic != snapMagicV3 {
 		return 0, nil, fmt.Errorf("%w: snapshot header", ErrCorruptState)
 	}
-	counters := string(b[:len(snapMagic)]) == snapMagic
+	counters, leases := magic != snapMagicV1, magic == snapMagicV3
 	body := b[:len(b)-4]
 	if crc32.ChecksumIEEE(body) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
 		return 0, nil, fmt.Errorf("%w: snapshot checksum", ErrCorruptState)
@@ -106,10 +129,16 @@ func decodeSnapshot(b []byte) (eventSeq Seq, groups []snapGroup, err error) {
 				break
 			}
 			p := pendingOff{attempts: a, reason: r[1]}
-			if r[0] == 1 {
-				p.state = stDeadLettering
-			}
+			st := r[0]
 			r = r[2:]
+			switch {
+			case st == 1:
+				p.state = stDeadLettering
+			case st == 2 && leases:
+				p.deadline, p.holder = int64(u()), Principal(u()) // leased: restored keeps it
+			case st != 0:
+				bad = true
+			}
 			g.pending[s] = p
 		}
 		if counters {

@@ -202,7 +202,7 @@ func TestExpiredDeadLetterReplay(t *testing.T) {
 	if err := decodeEvents(ev.b, func(e event) { r.apply(e.kind, e.seq, e.arg) }); err != nil {
 		t.Fatal(err)
 	}
-	r.restored()
+	r.restored(0)
 	if len(r.dlq) != 1 || r.dlq[0].seq != 1 || r.dlq[0].reason != reasonExpired {
 		t.Fatalf("dead letters due after replay: %+v", r.dlq)
 	}
