@@ -65,18 +65,7 @@ func (c clusterSource) ClusterView(ctx context.Context) admin.ClusterView {
 			LeaderOfMeta: metaLead != 0 && cluster.NodeID(name) == metaLead})
 	}
 
-	ask := func(g *cluster.Group) (admin.RaftGroup, bool) {
-		if ctx.Err() != nil {
-			return admin.RaftGroup{}, false
-		}
-		gctx, cancel := context.WithTimeout(ctx, groupStatusTimeout)
-		defer cancel()
-		st, err := g.Status(gctx)
-		if err != nil {
-			return admin.RaftGroup{}, false
-		}
-		return raftGroupOf(st, byID), true
-	}
+	ask := func(g *cluster.Group) (admin.RaftGroup, bool) { return askStatus(ctx, g, byID) }
 	if g := rn.Group(cluster.MetaGroup); g != nil {
 		if rg, ok := ask(g); ok {
 			v.Meta = &rg
@@ -99,6 +88,27 @@ func (c clusterSource) ClusterView(ctx context.Context) admin.ClusterView {
 		}
 	}
 	return v
+}
+
+// statusAsker is what the view needs of a group (*cluster.Group).
+type statusAsker interface {
+	Status(ctx context.Context) (cluster.Status, error)
+}
+
+// askStatus asks g for its status within groupStatusTimeout and ctx, and
+// names its replicas; false when it did not answer (or ctx had ended, in
+// which case g is not asked).
+func askStatus(ctx context.Context, g statusAsker, byID map[uint64]string) (admin.RaftGroup, bool) {
+	if ctx.Err() != nil {
+		return admin.RaftGroup{}, false
+	}
+	gctx, cancel := context.WithTimeout(ctx, groupStatusTimeout)
+	defer cancel()
+	st, err := g.Status(gctx)
+	if err != nil {
+		return admin.RaftGroup{}, false
+	}
+	return raftGroupOf(st, byID), true
 }
 
 // raftGroupOf names the replicas of st by byID (a replica of no known

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/server/access"
+	"github.com/fibrilmq/fibril/server/admin"
+	"github.com/fibrilmq/fibril/server/cluster"
 )
 
 // series returns the samples of metric name in a /metrics text, keyed by
@@ -267,5 +271,59 @@ func TestClusterAPISingleNode(t *testing.T) {
 	_, m := httpGet(t, base+"/metrics", "s3cret")
 	if strings.Contains(string(m), "fibril_raft_") || strings.Contains(string(m), "fibril_cluster_") {
 		t.Fatalf("single node exports cluster series")
+	}
+}
+
+// stuckGroup is a group whose goroutine never answers: Status waits for
+// its context. asked counts the calls.
+type stuckGroup struct{ asked int }
+
+func (g *stuckGroup) Status(ctx context.Context) (cluster.Status, error) {
+	g.asked++
+	<-ctx.Done()
+	return cluster.Status{}, ctx.Err()
+}
+
+// TestAskStatusBoundsAStuckGroup: a group that never answers costs the
+// view its own bound (askStatus returns, unanswered, even under a context
+// without a deadline), and once the caller's context has ended no group is
+// asked at all.
+func TestAskStatusBoundsAStuckGroup(t *testing.T) {
+	g := &stuckGroup{}
+	if _, ok := askStatus(context.Background(), g, nil); ok || g.asked != 1 {
+		t.Fatalf("stuck group: answered %v, asked %d", ok, g.asked)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, ok := askStatus(ctx, g, nil); ok || g.asked != 1 {
+		t.Fatalf("after the deadline: answered %v, asked %d times", ok, g.asked)
+	}
+}
+
+func TestRaftGroupOf(t *testing.T) {
+	n1, n2, n3 := cluster.NodeID("n1"), cluster.NodeID("n2"), cluster.NodeID("n3")
+	byID := map[uint64]string{n1: "n1", n2: "n2", n3: "n3"}
+	for _, tc := range []struct {
+		name string
+		st   cluster.Status
+		want admin.RaftGroup
+	}{
+		{"follower", cluster.Status{ID: n2, Leader: n1, Role: "follower", Term: 4, Commit: 9, Applied: 8, Last: 9, Campaigns: 1, Dropped: 2},
+			admin.RaftGroup{Role: "follower", Leader: "n1", Term: 4, Commit: 9, Applied: 8, Last: 9, Campaigns: 1, Dropped: 2}},
+		{"no leader", cluster.Status{ID: n2, Role: "candidate", Term: 5},
+			admin.RaftGroup{Role: "candidate", Term: 5}},
+		{"leader", cluster.Status{ID: n1, Leader: n1, Role: "leader", Term: 4, Commit: 9, Last: 10,
+			Match: map[uint64]uint64{n1: 10, n3: 4, n2: 10}},
+			admin.RaftGroup{Role: "leader", Leader: "n1", Term: 4, Commit: 9, Last: 10,
+				Followers: []admin.Follower{{Name: "n2", Match: 10}, {Name: "n3", Match: 4, Lag: 6}}}},
+		{"match past last, unknown replica", cluster.Status{ID: n1, Leader: n1, Role: "leader", Last: 10,
+			Match: map[uint64]uint64{n1: 10, 0xab: 12}},
+			admin.RaftGroup{Role: "leader", Leader: "n1", Last: 10, Followers: []admin.Follower{{Name: "id-ab", Match: 12}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := raftGroupOf(tc.st, byID); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
 	}
 }
