@@ -161,7 +161,11 @@ func TestClusterMetricsAndAPI(t *testing.T) {
 		}
 		metaLeaders += int(series(txt, "fibril_raft_leader")[meta])
 		lag := series(txt, "fibril_raft_follower_lag")
-		leads := series(txt, "fibril_raft_leader")[part] == 1
+		l, ok := series(txt, "fibril_raft_leader")[part]
+		if !ok || (l != 0 && l != 1) {
+			t.Errorf("%s: fibril_raft_leader %v (present %v), want 0 or 1", name, l, ok)
+		}
+		leads := l == 1
 		want := 0
 		if leads {
 			want = 2
