@@ -81,6 +81,7 @@ func (s *Server) startAdmin(sm *admin.SyncMetrics) error {
 		Version:      Version,
 		Sync:         sm,
 		Stages:       s.stages(),
+		Cluster:      s.adminCluster(),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: admin %s: %w", ErrListen, s.opts.HTTPListen, err)

@@ -20,8 +20,8 @@ import (
 
 // startCluster runs three servers in this process, each a node of one
 // cluster over mutual TLS on loopback, with users (permUsers) when
-// users is set.
-func startCluster(t *testing.T, users bool) []*Server {
+// users is set; mutate, if given, changes each node's options last.
+func startCluster(t *testing.T, users bool, mutate ...func(*Options)) []*Server {
 	t.Helper()
 	names := []string{"n1", "n2", "n3"}
 	paths, err := certgen.WriteCluster(t.TempDir(), time.Hour, names...)
@@ -52,6 +52,9 @@ func startCluster(t *testing.T, users bool) []*Server {
 				Tick: 20 * time.Millisecond, ElectionTicks: 10}
 			if users {
 				o.Users = permUsers(t)
+			}
+			for _, m := range mutate {
+				m(o)
 			}
 		}))
 	}

@@ -12,7 +12,8 @@ const (
 	// ReadMessages: stored payloads (.../messages, .../messages/{seq}/history)
 	// and the consumer-state events of a topic (.../events).
 	ReadMessages
-	// ViewMetrics: GET /metrics.
+	// ViewMetrics: GET /metrics, and GET /api/cluster (the nodes, each
+	// partition's leader and its followers' lag).
 	ViewMetrics
 	// ViewConnections: GET /api/connections, and which connection (user,
 	// address) an event or history entry names.

@@ -49,6 +49,11 @@ type Options struct {
 	// Stages, when set, adds the stage accounting (fibril_stage_seconds)
 	// and the Go runtime's pauses to /metrics (stages.go).
 	Stages *stagetime.Recorder
+	// Cluster, when set, is the cluster this server is a node of: it adds
+	// GET /api/cluster's nodes and partitions and the fibril_raft_* and
+	// fibril_cluster_* series of /metrics (cluster.go). Nil is a single
+	// node.
+	Cluster ClusterSource
 }
 
 // ConnSource lists the server's client connections. Connections is called

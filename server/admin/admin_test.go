@@ -317,6 +317,7 @@ func TestDashboardServed(t *testing.T) {
 		{"/", `<span class="server">demo&lt;1&gt;</span>`},
 		{"/ui/dashboard.js", `fetch("/api/topics"`},
 		{"/ui/dashboard.css", `table`},
+		{"/ui/cluster.js", `fetch("/api/cluster"`},
 	} {
 		code, body := get(t, s.URL()+tc.path)
 		if code != 200 || !strings.Contains(string(body), tc.want) {

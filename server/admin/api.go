@@ -85,6 +85,7 @@ func (s *Server) endpoints() []endpoint {
 		{"GET /api/topics/{name}/partitions/{p}/messages/{seq}/history", access.ReadMessages, b(s.handleHistory)},
 		{"GET /api/topics/{name}/partitions/{p}/events", access.ReadMessages, b(s.handleEvents)},
 		{"GET /api/connections", access.ViewConnections, http.HandlerFunc(s.handleConnections)},
+		{"GET /api/cluster", access.ViewMetrics, b(s.handleCluster)},
 		{"GET /{$}", 0, http.HandlerFunc(s.handleDashboard)},
 		{"GET /ui/", 0, s.staticHandler()},
 	}

@@ -3,9 +3,7 @@ package admin
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,71 +12,16 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/fibrilmq/fibril/internal/browsertest"
 	"github.com/fibrilmq/fibril/server/broker"
 )
 
-// findChromium returns the browser binary: $FIBRIL_CHROMIUM, or the first of
-// the usual names on PATH; "" when there is none.
-func findChromium() string {
-	if p := os.Getenv("FIBRIL_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
+// browser starts headless Chromium for the test (browsertest.Start).
+func browser(t *testing.T) context.Context { return browsertest.Start(t) }
 
-// browser starts headless Chromium for the test and returns a tab context.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	bin := findChromium()
-	if bin == "" {
-		t.Skip("chromium not found: install it (apt-get install -y chromium) or set FIBRIL_CHROMIUM to run the dashboard browser test")
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(bin),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 800),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(func() { cancelTab(); cancelAlloc() })
-	// Start the browser now so a broken install fails here, with its error.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	return ctx
-}
-
-// textOf reads the text of the first element matching sel (within 10 s),
-// "" when there is none. It reads in one script call because the page
-// rebuilds its tables on every poll, which would stale a node looked up first.
+// textOf reads the text of the first element matching sel (browsertest.Text).
 func textOf(t *testing.T, ctx context.Context, sel string) string {
-	t.Helper()
-	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	q, err := json.Marshal(sel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := chromedp.Run(tctx, chromedp.Evaluate[string](`(document.querySelector(`+string(q)+`) || {textContent: ""}).textContent`))
-	if err != nil {
-		t.Fatalf("read %s: %v", sel, err)
-	}
-	return strings.TrimSpace(s)
+	return browsertest.Text(t, ctx, sel)
 }
 
 // traffic publishes to tp and consumes from g until stop is called. Each
@@ -207,6 +150,11 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		return len(seen) >= 3 && sawRate && textOf(t, ctx, settledCell) != settled0
 	})
+
+	// A single node has no Cluster panel (several polls have passed).
+	if hidden, err := chromedp.Run(nctx, chromedp.Evaluate[bool](`document.getElementById("cluster").hidden`)); err != nil || !hidden {
+		t.Errorf("the Cluster panel shows on a single node (hidden %v, %v)", hidden, err)
+	}
 
 	// The requeue button moves the dead letter back to orders.
 	if got := textOf(t, ctx, dlqRow); got != "1" {

@@ -3,8 +3,10 @@
 // connections, operator actions (POST, JSON content type: pause/resume a
 // group, purge a topic, requeue a dead-letter topic through
 // broker.Requeue), the event-log browser (a partition's messages by offset
-// or time, its consumer-state events, one message's history), and the
-// embedded web dashboard that polls that API.
+// or time, its consumer-state events, one message's history), the cluster
+// view of a clustered server (GET /api/cluster and the fibril_raft_*
+// series, from Options.Cluster; cluster.go), and the embedded web
+// dashboard that polls that API.
 //
 // What it owns: one net/http server on its own address (off unless a caller
 // constructs one), a private Prometheus registry (no global state), the
@@ -16,7 +18,8 @@
 // What it must never do: mutate the engine except through its exported API,
 // hold a lock or wait on a partition actor while answering a scrape (the
 // browser and the operator actions do wait, bounded, on their own
-// requests), serve anything but /healthz and /readyz without the configured
+// requests; the cluster view waits on the raft groups' status, bounded by
+// clusterTimeout in all), serve anything but /healthz and /readyz without the configured
 // authentication, serve an endpoint beyond what package access allows the
 // caller's identity (403), accept a state change without a JSON content
 // type, or log a secret.

@@ -204,6 +204,9 @@ func newRegistry(s *Server) (*prometheus.Registry, error) {
 	if s.opts.Stages != nil {
 		cs = append(cs, newStageCollector(s.opts.Stages))
 	}
+	if s.opts.Cluster != nil {
+		cs = append(cs, newClusterCollector(s))
+	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
