@@ -25,10 +25,10 @@
 // # Caveats
 //
 //   - Every topic is replicated on every node of the cluster (3 or 5
-//     nodes); placing a partition's replicas on some nodes only, and
-//     forwarding commands to the node that leads a partition, are not
-//     built yet: a command for a partition another node leads is
-//     answered not_leader (retriable).
+//     nodes); placing a partition's replicas on some nodes only is not
+//     built yet. Commands for a partition another node leads are the
+//     server's to forward (server/forwarding.go); the broker answers
+//     them not_leader.
 //   - Partition groups are not compressed (replog's caveat).
 package clusternode
 
