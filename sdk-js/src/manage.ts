@@ -15,6 +15,8 @@ export type ManageRequest = (bytes: Buffer, signal?: AbortSignal) => Promise<str
 export interface TopicConfig {
   subjects?: string[];
   partitions?: number;
+  /** replicas: nodes holding each partition in a cluster; leave it out for every node (3 or 5; 1 on a single node). */
+  replicas?: number;
   durability?: 'sync' | 'group' | 'none';
   retention?: 'workqueue' | 'limits';
   maxAgeMs?: number;

@@ -20,6 +20,9 @@ test('management: topics and groups', async (t) => {
   assert.equal(ti.name, 'orders');
   assert.equal(ti.config.partitions, 2);
   await assert.rejects(nc.topics.create('orders', { partitions: 3 }), TopicExistsError);
+  // replicas: a single node holds each partition once
+  assert.equal((await nc.topics.create('orders.r1', { subjects: ['r1'], replicas: 1 })).config.replicas, 1);
+  await assert.rejects(nc.topics.create('orders.r3', { subjects: ['r3'], replicas: 3 }), (e) => e.code === 'invalid_config');
   const gi = await nc.groups.create('orders', 'billing', { leaseMs: 5000, maxDeliveries: 3 });
   assert.equal(gi.name, 'billing');
   assert.equal(gi.config.max_deliveries, 3);

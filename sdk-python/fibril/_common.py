@@ -308,6 +308,7 @@ def topic_config(
     *,
     subjects: Iterable[str] | None = None,
     partitions: int | None = None,
+    replicas: int | None = None,
     durability: str | None = None,
     retention: str | None = None,
     max_age_ms: int | None = None,
@@ -327,6 +328,7 @@ def topic_config(
     cfg: dict[str, Any] = {
         "subjects": list(subjects) if subjects is not None else None,
         "partitions": partitions,
+        "replicas": replicas,
         "durability": durability,
         "retention": retention,
         "max_age_ms": max_age_ms,

@@ -31,6 +31,7 @@ class _Manage:
         *,
         subjects: Iterable[str] | None = None,
         partitions: int | None = None,
+        replicas: int | None = None,
         durability: str | None = None,
         retention: str | None = None,
         max_age: Duration | None = None,
@@ -58,6 +59,8 @@ class _Manage:
             name: Topic name (a subject without wildcards).
             subjects: Filters capturing publishes (default ``[name]``).
             partitions: Partition count (1..4096).
+            replicas: Nodes holding each partition in a cluster; leave it
+                out for every node (3 or 5; 1 on a single node).
             durability: ``sync``, ``group`` or ``none``.
             retention: ``workqueue`` or ``limits``.
             max_age: Oldest messages removed after this age (seconds or a
@@ -100,7 +103,7 @@ class _Manage:
             max_age = max_age_ms / 1000
         cfg = dict(config or {})
         cfg |= topic_config(
-            subjects=subjects, partitions=partitions, durability=durability, retention=retention,
+            subjects=subjects, partitions=partitions, replicas=replicas, durability=durability, retention=retention,
             max_age_ms=to_ms(max_age, "max_age"), max_bytes=max_bytes, max_msgs=max_msgs,
             max_unsettled_msgs=max_unsettled_msgs, max_unsettled_bytes=max_unsettled_bytes, full_policy=full_policy,
             compression=compression, duplicate_window_ms=to_ms(duplicate_window, "duplicate_window"),

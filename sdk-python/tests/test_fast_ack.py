@@ -189,6 +189,11 @@ def test_create_exist_ok(durable: Server) -> None:
             await c.create_group(topic, "g", max_deliveries=2)
             g = await c.create_group(topic, "g", max_deliveries=3, exist_ok=True)
             assert g["config"]["max_deliveries"] == 2
+            # replicas: a single node holds each partition once
+            assert (await c.create_topic(unique("r"), replicas=1))["config"]["replicas"] == 1
+            with pytest.raises(fibril.errors.FibrilError) as e:
+                await c.create_topic(unique("r"), replicas=3)
+            assert e.value.code == "invalid_config"
 
     run(body())
 

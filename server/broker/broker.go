@@ -333,6 +333,10 @@ func (b *Broker) reserveTopicLocked(name TopicName, cfg TopicConfig, want TopicI
 	if err != nil {
 		return catChange{}, fmt.Errorf("create topic %s: %w", name, err)
 	}
+	if r := cfg.Replicas; r != 0 && r != b.opts.Replicas {
+		return catChange{}, fmt.Errorf("create topic %s: %w: replicas %d: every partition is on all %d node(s) here (placing one on fewer is not built yet); leave replicas out or give %d",
+			name, ErrInvalid, r, b.opts.Replicas, b.opts.Replicas)
+	}
 	tt := b.table.Load()
 	if _, busy := b.pending[name]; busy || tt.topic(name) != nil {
 		return catChange{}, fmt.Errorf("create topic %s: %w", name, ErrTopicExists)

@@ -39,6 +39,9 @@ type Options struct {
 	// (role.go): a replicated partition serves only on the node its
 	// Replica names.
 	OpenPartition PartitionOpener
+	// Replicas is how many nodes hold each partition (a cluster's node
+	// count; default 1): a topic asking for another number is refused.
+	Replicas int
 	// Catalog, when set, orders every catalog change (topic and group
 	// creates, deletes, pauses) with other brokers' (catrepl.go): the
 	// change is proposed to it and made by ApplyCatalog on each broker.
@@ -148,6 +151,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ScrubEvery == 0 {
 		o.ScrubEvery = time.Hour
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 1
 	}
 	if o.MaxOpenPartitions == 0 {
 		o.MaxOpenPartitions = defaultMaxOpenPartitions()

@@ -124,7 +124,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.cat = cat
 	bo := cfg.Engine
-	bo.Catalog, bo.OpenPartition = cat, n.openPartition
+	bo.Catalog, bo.OpenPartition, bo.Replicas = cat, n.openPartition, len(n.members)
 	b, err := broker.Open(cfg.Dir, bo)
 	if err != nil {
 		rn.Stop()
