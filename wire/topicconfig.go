@@ -67,13 +67,13 @@ const (
 type TopicConfig struct {
 	// Subjects are the filters (wildcards allowed) whose publishes the topic
 	// captures; default: the topic name alone.
-	Subjects   []string   `json:"subjects,omitempty"`
-	Partitions int        `json:"partitions,omitempty"` // default 1
+	Subjects   []string `json:"subjects,omitempty"`
+	Partitions int      `json:"partitions,omitempty"` // default 1
 	// Replicas is how many nodes hold each partition: 0 (the default)
 	// means every node of a cluster (3 or 5), 1 on a single node; any
 	// other value is refused (placing partitions on fewer nodes than the
 	// cluster has is not built yet).
-	Replicas int `json:"replicas,omitempty"`
+	Replicas   int        `json:"replicas,omitempty"`
 	Durability Durability `json:"durability,omitempty"` // default group
 	Retention  Retention  `json:"retention,omitempty"`  // default workqueue
 	MaxAgeMs   int64      `json:"max_age_ms,omitempty"` // 0: unlimited
