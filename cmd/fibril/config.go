@@ -182,6 +182,36 @@ var settings = []setting{
 	clusterSetting("cluster-ca", "PEM file of the cluster's CA", func(c *server.ClusterOptions) *string { return &c.TLS.CA }),
 	clusterSetting("cluster-cert", "PEM certificate file of this node (fibril certs makes one)", func(c *server.ClusterOptions) *string { return &c.TLS.Cert }),
 	clusterSetting("cluster-key", "PEM key file of this node", func(c *server.ClusterOptions) *string { return &c.TLS.Key }),
+	{"cluster-tick", "raft's tick in a cluster; a leader unheard for cluster-election-ticks ticks is replaced (default 100ms)",
+		func(o *server.Options) string {
+			if o.Cluster == nil || o.Cluster.Tick == 0 {
+				return "100ms"
+			}
+			return o.Cluster.Tick.String()
+		},
+		func(o *server.Options, _ *serveConfig, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Millisecond || d > 10*time.Second {
+				return fmt.Errorf("cluster-tick %q: want a duration from 1ms to 10s", v)
+			}
+			clusterOf(o).Tick = d
+			return nil
+		}, false},
+	{"cluster-election-ticks", "ticks without a leader's heartbeat before a follower stands for election (default 10: a dead leader is replaced in about 1-2 s)",
+		func(o *server.Options) string {
+			if o.Cluster == nil || o.Cluster.ElectionTicks == 0 {
+				return "10"
+			}
+			return strconv.Itoa(o.Cluster.ElectionTicks)
+		},
+		func(o *server.Options, _ *serveConfig, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 2 || n > 1000 {
+				return fmt.Errorf("cluster-election-ticks %q: want 2 to 1000", v)
+			}
+			clusterOf(o).ElectionTicks = n
+			return nil
+		}, false},
 	{"cluster-peers", "the other nodes of the cluster, comma-separated name@host:port of their cluster links (3 or 5 nodes in all)",
 		func(o *server.Options) string {
 			if o.Cluster == nil {

@@ -571,3 +571,20 @@ func TestCertsWritesACAAndAKeyPerNode(t *testing.T) {
 		t.Fatalf("certs without names: exit %d, %s", code, stderr.String())
 	}
 }
+
+// TestClusterTimingFlags: --cluster-tick and --cluster-election-ticks set
+// raft's timing; values out of range are refused.
+func TestClusterTimingFlags(t *testing.T) {
+	o, _, err := serveOptions([]string{"--cluster-name", "n1", "--cluster-tick", "50ms", "--cluster-election-ticks", "20"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Cluster == nil || o.Cluster.Tick != 50*time.Millisecond || o.Cluster.ElectionTicks != 20 {
+		t.Fatalf("cluster options %+v", o.Cluster)
+	}
+	for _, bad := range [][]string{{"--cluster-tick", "0s"}, {"--cluster-tick", "1h"}, {"--cluster-election-ticks", "1"}, {"--cluster-election-ticks", "x"}} {
+		if _, _, err := serveOptions(bad, env(nil), io.Discard); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
