@@ -109,7 +109,10 @@
 //     record's prefix (0xFF "fibril-peer" 0x00).
 //   - At open the replica resumes after the state machine's durable
 //     applied index (StateMachine.Applied) when it is at or past the
-//     latest snapshot, else restores that snapshot: an in-memory state
+//     latest snapshot, else restores that snapshot, as the apply
+//     worker's first job (OpenGroup does not wait for it: a state
+//     machine may fetch its data from a peer, package replog's does;
+//     nothing counts as applied before it ends): an in-memory state
 //     machine reports 0 and is rebuilt, a durable one (a partition's
 //     segment log) is never handed an entry it holds. Applied past the
 //     raft log's end is refused as ErrCorrupt (directories that do not

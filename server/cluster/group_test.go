@@ -379,3 +379,86 @@ func TestGroupReadIndex(t *testing.T) {
 		t.Fatalf("a leader cut off from its quorum served a read at %d", i)
 	}
 }
+
+// gatedSM is a lockedSM whose Restore waits for its gate (a state machine
+// fetching its data from a peer).
+type gatedSM struct {
+	lockedSM
+	gate     chan struct{}
+	entered  chan struct{}
+	restored chan uint64
+}
+
+func (g *gatedSM) Restore(i uint64, d []byte) error {
+	close(g.entered)
+	<-g.gate
+	if err := g.lockedSM.Restore(i, d); err != nil {
+		return err
+	}
+	g.restored <- i
+	return nil
+}
+
+// TestOpenRestoresOnApplyWorker: a replica reopened with a state machine
+// behind its latest snapshot opens at once (the restore runs on the apply
+// worker, not in OpenGroup), applies nothing before the restore ends, and
+// the entries after the snapshot follow it.
+func TestOpenRestoresOnApplyWorker(t *testing.T) {
+	dir := t.TempDir()
+	net := &chanNet{groups: map[uint64]*Group{}}
+	cfg := Config{ID: 1, Peers: []uint64{1}, Dir: dir, SnapshotEvery: 4}
+	sm := &lockedSM{sm: newTestSM()}
+	g, err := OpenGroup(cfg, sm, net, 2*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	net.set(1, g)
+	waitFor(t, "a leader", func() bool { return g.Leader() == 1 })
+	var last uint64
+	for i := 0; i < 10; i++ {
+		if last, err = g.Propose(context.Background(), []byte(fmt.Sprintf("e%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := func() (*pb.Snapshot, error) {
+		st, err := OpenStorage(dir, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer st.Close()
+		return st.Snapshot()
+	}()
+	if err != nil || snap.GetMetadata().GetIndex() < 4 {
+		t.Fatalf("snapshot at %d (%v), want one at 4 or later", snap.GetMetadata().GetIndex(), err)
+	}
+	gsm := &gatedSM{lockedSM: lockedSM{sm: newTestSM()}, gate: make(chan struct{}), entered: make(chan struct{}), restored: make(chan uint64, 1)}
+	g, err = OpenGroup(cfg, gsm, net, 2*time.Millisecond) // returns with the restore still waiting
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	net.set(1, g)
+	<-gsm.entered
+	if got := gsm.Applied(); got != 0 {
+		t.Fatalf("applied %d before the restore ended", got)
+	}
+	close(gsm.gate)
+	if got := <-gsm.restored; got != snap.GetMetadata().GetIndex() {
+		t.Fatalf("restored %d, want the snapshot's %d", got, snap.GetMetadata().GetIndex())
+	}
+	waitFor(t, "the entries after the snapshot", func() bool { return gsm.Applied() >= last })
+	gsm.mu.Lock()
+	defer gsm.mu.Unlock()
+	if gsm.sm.bad != nil {
+		t.Fatal(gsm.sm.bad)
+	}
+	for i := 0; i < 10; i++ {
+		want := fmt.Sprintf("e%d", i)
+		if _, ok := gsm.sm.seen[want]; !ok {
+			t.Fatalf("%s missing after the restore and replay: %v", want, gsm.sm.byIndex)
+		}
+	}
+}

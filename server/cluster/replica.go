@@ -255,7 +255,7 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 	snap, _ := st.Snapshot()
 	_, cs, _ := st.InitialState()
 	snapIdx := snap.GetMetadata().GetIndex()
-	applied, err := resume(st, sm, snap)
+	applied, restore, err := resume(st, sm, snap)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -278,14 +278,25 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 	var compactTo, acked atomic.Uint64
 	compactTo.Store(math.MaxUint64)
 	acked.Store(snapIdx)
-	return &replica{cfg: cfg, st: st, rn: rn, tr: tr, cs: cs, nonce: rand.Uint64(), savedHS: hs,
+	r := &replica{cfg: cfg, st: st, rn: rn, tr: tr, cs: cs, nonce: rand.Uint64(), savedHS: hs,
 		pending: map[uint64]*Proposal{}, reads: map[uint64]*Proposal{}, applied: snapIdx,
-		ap: &applier{st: st, sm: sm, every: cfg.SnapshotEvery, applied: snapIdx, snapIndex: snapIdx, skipTo: applied, compactTo: &compactTo, acked: &acked}}, nil
+		ap: &applier{st: st, sm: sm, every: cfg.SnapshotEvery, applied: snapIdx, snapIndex: snapIdx, skipTo: applied, compactTo: &compactTo, acked: &acked}}
+	if restore {
+		// The snapshot is restored by the apply worker, as its first job:
+		// a state machine that fetches its data from a peer (package
+		// replog's) must not hold up the open. Until it is done, nothing
+		// counts as applied here (a read waits for it).
+		r.applied = 0
+		r.applyq = append(r.applyq, &applyJob{snap: snap})
+		r.jobs++
+	}
+	return r, nil
 }
 
 // resume returns the index the state machine resumes applying after: its
 // durable applied index when it is at or past the snapshot, else the
-// snapshot's, restored into it. Raft still replays every committed entry
+// snapshot's, with restore set: the caller queues the snapshot's restore
+// before any entry. Raft still replays every committed entry
 // after the snapshot, so that the conf changes among them rebuild its
 // configuration; applySM skips the rest up to this index. Every entry up
 // to the state machine's index was committed before it was applied, but
@@ -293,20 +304,17 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 // does not ask for a sync when only the commit index moves), so the
 // storage's commit index is raised to it; an index past the log's last
 // means the two directories do not belong together.
-func resume(st *Storage, sm StateMachine, snap *pb.Snapshot) (uint64, error) {
+func resume(st *Storage, sm StateMachine, snap *pb.Snapshot) (uint64, bool, error) {
 	idx := snap.GetMetadata().GetIndex()
 	applied := sm.Applied()
 	if applied < idx {
-		if err := sm.Restore(idx, snap.Data); err != nil {
-			return 0, fmt.Errorf("cluster: restore snapshot %d: %w", idx, err)
-		}
-		return idx, nil
+		return idx, true, nil
 	}
 	if last, _ := st.LastIndex(); applied > last {
-		return 0, fmt.Errorf("%w: %s: state machine applied %d, past the raft log's last index %d", ErrCorrupt, st.dir, applied, last)
+		return 0, false, fmt.Errorf("%w: %s: state machine applied %d, past the raft log's last index %d", ErrCorrupt, st.dir, applied, last)
 	}
 	st.commitAtLeast(applied)
-	return applied, nil
+	return applied, false, nil
 }
 
 func (r *replica) envelope(data []byte) []byte {
