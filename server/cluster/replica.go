@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"sync/atomic"
@@ -139,6 +141,12 @@ type Config struct {
 	// OnLeader, if set, is called on the group's goroutine when the known
 	// leader or the term changes (lead 0: unknown). It must not block.
 	OnLeader func(lead, term uint64)
+	// Fetch, if set, opens a stream from the replica to of this group:
+	// what its state machine's server (Group.ServeFetch) answers to req.
+	// A Node sets it to its cluster link (package transport). It is for
+	// a state machine whose snapshots name data they do not carry
+	// (package replog's), which fetches it through Group.Fetch.
+	Fetch func(ctx context.Context, to uint64, req []byte) (io.ReadCloser, error)
 
 	// ackOnLocalAppend is a test hook that breaks the contract: proposals
 	// succeed once appended and fsynced here, before a quorum holds them.
