@@ -69,6 +69,12 @@
 //     Start, and each resumes from its log. TransferLeadership hands the
 //     groups it leads to followers, for a restart without an election.
 //     ParsePeers (peers.go) reads a seed list (name@host:port, ...).
+//   - Fetches (fetch.go): a state machine whose snapshots are
+//     descriptors of data they do not carry fetches that data from
+//     another replica (Group.Fetch, through Config.Fetch); the replica
+//     asked answers with what its owner registered (Group.ServeFetch).
+//     A Node sets every group's Config.Fetch to its transport's Fetch
+//     and routes the fetches it receives to the group's replica here.
 //   - The peer book (peerbook.go): the metadata group's state machine
 //     wraps the caller's and takes out peer records (Node.ProposePeer):
 //     once one is applied on a node, the node links to that peer, and its
@@ -144,7 +150,9 @@
 //     assembled in Dir/snap-in, up to transport.Options.MaxSnapshot (1 GiB
 //     by default; a larger one is dropped each time, counted as
 //     Oversize). The snapshot's state-machine bytes still ride inside the
-//     raft message rather than streaming from the snapshot file.
+//     raft message rather than streaming from the snapshot file; a
+//     state machine with large data keeps it out of the snapshot and
+//     fetches it (Group.Fetch), as package replog does.
 //   - Reads: Group.ReadIndex (read.go) waits until the replica applied
 //     everything committed before the call, confirmed by a quorum, so a
 //     state machine read after it is linearizable; a read raft drops

@@ -146,6 +146,10 @@ type trio struct {
 	pairs map[uint64]*Pair
 	fss   map[uint64]*gateFS // each replica's raft log file system
 	cfg   Config
+	// nodes, when set, runs each replica's group on a cluster.Node (over
+	// real TCP and mutual TLS), by its raft ID.
+	nodes map[uint64]*cluster.Node
+	names []string // the nodes' names
 }
 
 func newTrio(t *testing.T, cfg Config) *trio {
@@ -168,10 +172,30 @@ func newTrio(t *testing.T, cfg Config) *trio {
 func (tr *trio) open(id uint64) *Pair {
 	cfg := tr.cfg
 	every := cfg.Group.SnapshotEvery
-	cfg.Group = testGroupCfg(id, []uint64{1, 2, 3})
+	peers := []uint64{1, 2, 3}
+	if tr.nodes != nil {
+		peers = nil
+		for nid := range tr.nodes {
+			peers = append(peers, nid)
+		}
+	}
+	cfg.Group = testGroupCfg(id, peers)
 	cfg.Group.SnapshotEvery = every
 	cfg.Transport, cfg.Tick = tr.net, 2*time.Millisecond
 	cfg.Group.Fetch = tr.net.fetcher(id)
+	if n := tr.nodes[id]; n != nil {
+		members := tr.names
+		cfg.OpenGroup = func(gc cluster.Config, sm cluster.StateMachine) (*cluster.Group, error) {
+			// As a broker's node opens a partition: the node's own
+			// link, ID and members.
+			return n.AddGroupWith(nodeGroup, members, sm, func(c *cluster.Config) {
+				c.Dir, c.OnLeader, c.CompactBehindMatch = gc.Dir, gc.OnLeader, gc.CompactBehindMatch
+				c.SnapshotEvery, c.MaxEntryBytes = gc.SnapshotEvery, gc.MaxEntryBytes
+			})
+		}
+		cfg.CloseGroup = func(*cluster.Group) error { return n.CloseGroup(nodeGroup) }
+		cfg.Group.Fetch = nil
+	}
 	if tr.fss[id] == nil {
 		tr.fss[id] = &gateFS{FS: seglog.OSFS()}
 	}
@@ -180,7 +204,9 @@ func (tr *trio) open(id uint64) *Pair {
 	if err != nil {
 		tr.t.Fatal(err)
 	}
-	tr.net.set(id, p.Group())
+	if tr.nodes == nil {
+		tr.net.set(id, p.Group())
+	}
 	tr.pairs[id] = p
 	return p
 }
