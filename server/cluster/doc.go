@@ -124,9 +124,13 @@
 //     raft log's end is refused as ErrCorrupt (directories that do not
 //     belong together).
 //   - Config.CompactBehindMatch keeps a leader's log compaction behind
-//     the lowest match index of its replicas (as the leader last heard
-//     it, refreshed each tick), for state machines whose snapshots
-//     cannot carry their data (package replog's); a follower, which
+//     the lowest match index of the replicas its log still reaches (as
+//     the leader last heard it, refreshed each tick; one already behind
+//     the log's first index, as a replica added later, needs a snapshot
+//     anyway and holds nothing back), for state machines whose data
+//     their snapshots do not carry (package replog's, which fetches it:
+//     Group.Fetch); a snapshot it held back is taken on the tick the
+//     replicas catch up, with no entry needed; a follower, which
 //     does not know the others' progress, compacts as SnapshotEvery
 //     says, so a lagging replica may still need a snapshot after that
 //     follower becomes leader.

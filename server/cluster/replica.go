@@ -132,11 +132,13 @@ type Config struct {
 	SnapshotEvery uint64
 	// CompactBehindMatch keeps raft log compaction conservative: a
 	// leader snapshots (and drops raft log entries) only up to the
-	// lowest index every replica's log is known to match, so that a
-	// lagging replica catches up from the log and never needs a
-	// snapshot (for a state machine whose snapshot is a descriptor of
-	// files it cannot send, as package replog's). A follower, which does
-	// not know the others' progress, compacts as SnapshotEvery says.
+	// lowest index the log of every replica it still reaches is known
+	// to match, so that a lagging replica catches up from the log
+	// rather than by a snapshot (for a state machine whose snapshot is a
+	// descriptor of data restored by a costly fetch, as package
+	// replog's). A replica behind the log's first index holds nothing
+	// back. A follower, which does not know the others' progress,
+	// compacts as SnapshotEvery says.
 	CompactBehindMatch bool
 	// OnLeader, if set, is called on the group's goroutine when the known
 	// leader or the term changes (lead 0: unknown). It must not block.
@@ -517,16 +519,34 @@ func (r *replica) noteLeader(rd raft.Ready) {
 
 // noteMatch (loop, each tick) tells the apply worker how far it may
 // compact under CompactBehindMatch: on a leader, the lowest match index
-// of the replicas; elsewhere no bound.
+// of the replicas the log still reaches; elsewhere no bound. A replica
+// already behind the log's first index (one added later, or one behind
+// a follower's compaction before it led) needs a snapshot anyway and
+// holds nothing back: the leader must go on taking snapshots, or none
+// would ever hold a configuration that includes a replica added after
+// the last one (raft refuses to restore such a snapshot).
 func (r *replica) noteMatch() {
 	if !r.cfg.CompactBehindMatch {
 		return
 	}
 	to := uint64(math.MaxUint64)
 	if r.rn.BasicStatus().RaftState == raft.StateLeader {
-		r.rn.WithProgress(func(_ uint64, _ raft.ProgressType, pr tracker.Progress) { to = min(to, pr.Match) })
+		first, err := r.st.FirstIndex()
+		if err != nil {
+			first = 0
+		}
+		r.rn.WithProgress(func(_ uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if pr.Match+1 >= first {
+				to = min(to, pr.Match)
+			}
+		})
 	}
 	r.ap.compactTo.Store(to)
+	if r.ap.due.Load() && r.applied <= to && !r.flushing && r.jobs < maxLocalJobs {
+		r.flushing = true // the flush job takes the snapshot held back (apply.go)
+		r.applyq = append(r.applyq, &applyJob{flush: true})
+		r.jobs++
+	}
 }
 
 // close stops the replica: sync=false drops it as a crash would.

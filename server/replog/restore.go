@@ -410,12 +410,8 @@ func (p *Pair) switchTo(gen, index uint64, m mark, logs []*seglog.Log) error {
 	p.cutMu.Lock()
 	olds := [...]*seglog.Log{p.data.local.Swap(logs[0]), p.events.local.Swap(logs[1])}
 	p.cutMu.Unlock()
-	p.mu.Lock()
-	p.data.applyNext, p.events.applyNext = m.nextData, m.nextEv
-	p.mu.Unlock()
 	p.applied, p.stateAt, p.gen = index, m.stateAt, gen
 	p.sinceMark, p.markBytes = 0, 0
-	p.seen.Store(index)
 	var errs []error
 	for _, l := range olds {
 		if err := l.Close(); err != nil {
@@ -428,6 +424,12 @@ func (p *Pair) switchTo(gen, index uint64, m mark, logs []*seglog.Log) error {
 	if err := settleGen(p.dir, gen); err != nil {
 		return fmt.Errorf("%w: %w", errAfterSwitch, err)
 	}
+	// Published last: what Durable and the fetch server report, once the
+	// state files are in place too.
+	p.mu.Lock()
+	p.data.applyNext, p.events.applyNext = m.nextData, m.nextEv
+	p.mu.Unlock()
+	p.seen.Store(index)
 	return nil
 }
 

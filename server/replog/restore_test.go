@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fibrilmq/fibril/server/cluster"
 	"github.com/fibrilmq/fibril/server/seglog"
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 // lagBehindSnapshot stops replica lag of a trio, writes past several
@@ -258,4 +260,72 @@ func TestPairRestoreRefusesCorruptStream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPairRestoreNewReplica: a replica added to the group later, on an
+// empty directory, catches up from a peer's logs (the leader compacted
+// its raft log long before), then from the log.
+func TestPairRestoreNewReplica(t *testing.T) {
+	tr := newTrio(t, restoreCfg())
+	lead := tr.leader()
+	p := tr.pairs[lead]
+	for i := 0; i < 50; i++ {
+		if _, err := p.Data().Append(recs(2, fmt.Sprintf("n%d-", i))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Data().Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.WriteState("state.snap", []byte("S")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Data().TruncateFront(40); err != nil {
+		t.Fatal(err)
+	}
+	add := pb.ConfChangeType_ConfChangeAddNode
+	id := uint64(4)
+	if _, err := p.Group().ProposeConfChange(context.Background(), &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: &add, NodeId: &id}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Past another snapshot, the first whose configuration holds 4.
+	for i := 0; i < 12; i++ {
+		if _, err := p.Data().Append(recs(1, fmt.Sprintf("c%d-", i))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Data().Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := tr.cfg
+	every := cfg.Group.SnapshotEvery
+	cfg.Group = testGroupCfg(4, []uint64{1, 2, 3, 4})
+	cfg.Group.SnapshotEvery, cfg.Group.Join = every, true
+	cfg.Group.Fetch = tr.net.fetcher(4)
+	cfg.Transport, cfg.Tick = tr.net, 2*time.Millisecond
+	n, err := Open(filepath.Join(tr.base, "4"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.net.set(4, n.Group())
+	tr.pairs[4] = n
+	t.Cleanup(func() {
+		if t.Failed() {
+			for id, q := range tr.pairs {
+				st, err := q.Group().Status(context.Background())
+				t.Logf("%d: seen %d data %d ev %d err %v/%v status %+v", id, q.seen.Load(), q.Data().Durable(), q.Events().Durable(), q.Err(), err, st)
+			}
+		}
+	})
+	sameLogs(t, n, p)
+	if m, _, _ := readMark(n.dir); m.gen != 1 {
+		t.Fatalf("mark names generation %d, want 1 (restored from a peer)", m.gen)
+	}
+	if _, err := p.Data().Append(recs(1, "after")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Data().Sync(); err != nil {
+		t.Fatal(err)
+	}
+	sameLogs(t, n, p)
 }
