@@ -76,7 +76,10 @@ type StateMachine interface {
 	// Snapshot returns the state as of the last applied index.
 	Snapshot() ([]byte, error)
 	// Restore replaces the state with a snapshot taken at index, which is
-	// past the last applied index (the state never goes back).
+	// past the last applied index (the state never goes back). It may
+	// block (a state machine fetching its data from a peer: Group.Fetch);
+	// nothing after the snapshot is applied until it returns, and an
+	// error stops the group.
 	Restore(index uint64, data []byte) error
 }
 

@@ -121,11 +121,6 @@ type Pair struct {
 	sending atomic.Bool
 	// restoreFailures counts failed attempts to restore from a peer.
 	restoreFailures atomic.Uint64
-	// Test hooks (restore.go): testFetched runs once a fetch stream is
-	// open, testBeforeSwitch before the mark switches (an error stops
-	// the attempt there, as a crash would).
-	testFetched      func()
-	testBeforeSwitch func() error
 	// cutMu keeps the local logs' fronts in place while the fetch server
 	// copies a batch of records out of them (seglog invalidates records
 	// read from a segment TruncateFront removed): the apply worker holds

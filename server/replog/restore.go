@@ -231,9 +231,6 @@ func (p *Pair) fetchInstall(to, index uint64, m mark) (err error) {
 		return err
 	}
 	defer rc.Close()
-	if p.testFetched != nil {
-		p.testFetched()
-	}
 	cr := &crcReader{r: bufio.NewReaderSize(rc, 64<<10), crc: crc32.NewIEEE()}
 	magic := make([]byte, len(streamMagic))
 	if err := cr.full(magic); err != nil || string(magic) != streamMagic {
@@ -397,11 +394,6 @@ func (p *Pair) receiveStates(cr *crcReader, dir string) error {
 // state files moved into place and the old generation removed.
 func (p *Pair) switchTo(gen, index uint64, m mark, logs []*seglog.Log) error {
 	nm := mark{index: index, nextData: m.nextData, nextEv: m.nextEv, stateAt: m.stateAt, gen: gen}
-	if p.testBeforeSwitch != nil {
-		if err := p.testBeforeSwitch(); err != nil {
-			return err
-		}
-	}
 	if err := writeFileAtomic(p.dir, appliedName, encodeMark(nm)); err != nil {
 		return err // the old mark may be in place or the new one: the next open settles either
 	}

@@ -2,7 +2,9 @@ package replog
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -328,4 +330,54 @@ func TestPairRestoreNewReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameLogs(t, n, p)
+}
+
+// TestSettleGen: Open after a crash past the switch to generation 1
+// moves the staged state files into place and removes the old
+// generation and a newer one a failed restore left; an old-format mark
+// (no generation) names generation 0.
+func TestSettleGen(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(path, data string) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk(filepath.Join(dir, "data", "x.seg"), "old")
+	mk(filepath.Join(dir, "events", "x.seg"), "old")
+	mk(filepath.Join(dir, "state.snap"), "old state")
+	mk(filepath.Join(dir, "logs.1", "data", "x.seg"), "new")
+	mk(filepath.Join(dir, "logs.1", "state", "state.snap"), "new state")
+	mk(filepath.Join(dir, "logs.2", "data", "x.seg"), "partial")
+	if err := settleGen(dir, 1); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"state.snap": "new state", "logs.1/data/x.seg": "new"} {
+		if b, err := os.ReadFile(filepath.Join(dir, path)); err != nil || string(b) != want {
+			t.Fatalf("%s: %q %v, want %q", path, b, err, want)
+		}
+	}
+	for _, gone := range []string{"data", "events", "logs.2", "logs.1/state"} {
+		if _, err := os.Stat(filepath.Join(dir, gone)); !os.IsNotExist(err) {
+			t.Fatalf("%s still there (%v)", gone, err)
+		}
+	}
+	if err := settleGen(dir, 1); err != nil { // again, as a second crash would
+		t.Fatal(err)
+	}
+	old := []byte(markV1Magic)
+	for _, v := range []uint64{7, 3, 2, 0} {
+		old = binary.AppendUvarint(old, v)
+	}
+	old = binary.LittleEndian.AppendUint32(old, crc32.ChecksumIEEE(old))
+	if m, err := decodeMark(old); err != nil || m != (mark{index: 7, nextData: 3, nextEv: 2}) {
+		t.Fatalf("old mark decodes to %+v, %v", m, err)
+	}
+	m := mark{index: 9, nextData: 4, nextEv: 5, stateAt: 8, gen: 3}
+	if got, err := decodeMark(encodeMark(m)); err != nil || got != m {
+		t.Fatalf("mark round trip: %+v, %v", got, err)
+	}
 }
