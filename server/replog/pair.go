@@ -40,7 +40,9 @@ var (
 type Config struct {
 	// Group is the raft replica's configuration (ID, Peers, timeouts,
 	// limits; SnapshotEvery defaults to 4096 entries). Open sets Dir,
-	// OnLeader and CompactBehindMatch.
+	// OnLeader and CompactBehindMatch. Its Fetch carries restores from
+	// peers (a cluster.Node's groups have it); without one a replica
+	// handed a snapshot past its logs retries, logging, until closed.
 	Group cluster.Config
 	// Transport carries the group's raft messages; its receiving end
 	// hands them to Pair.Group().Step.
@@ -537,6 +539,8 @@ func (p *Pair) logClosed() error {
 }
 
 func (p *Pair) closeLocal() error {
+	p.cutMu.Lock() // not while the fetch server copies records out
+	defer p.cutMu.Unlock()
 	var errs []error
 	for _, l := range [...]*Log{p.data, p.events} {
 		if l != nil {

@@ -295,6 +295,23 @@ func (p *Pair) receiveLog(cr *crcReader, dir string, need seglog.Seq) (*seglog.L
 	next := seglog.Seq(max(first, 1))
 	maxData := uint64(p.cfg.Group.MaxEntryBytes)
 	var ents []seglog.Entry
+	held := 0 // bytes in ents: appended at batchBytes, whatever the batch
+	add := func() error {
+		if len(ents) == 0 {
+			return nil
+		}
+		got, err := l.Append(ents)
+		if err != nil {
+			return err
+		}
+		if got != next {
+			return fmt.Errorf("%w: %s gave seq %d, want %d", ErrCorrupt, dir, got, next)
+		}
+		next += seglog.Seq(len(ents))
+		clear(ents)
+		ents, held = ents[:0], 0
+		return nil
+	}
 	for {
 		n, err := cr.uvarint("batch", batchRecords)
 		if err != nil {
@@ -304,12 +321,12 @@ func (p *Pair) receiveLog(cr *crcReader, dir string, need seglog.Seq) (*seglog.L
 		if n == 0 {
 			break
 		}
-		ents = ents[:0]
 		for i := uint64(0); i < n; i++ {
+			seq := next + seglog.Seq(len(ents))
 			var hdr [12]byte
 			if err := cr.full(hdr[:]); err != nil {
 				l.Close()
-				return nil, fmt.Errorf("read record %d: %w", next+seglog.Seq(i), err)
+				return nil, fmt.Errorf("read record %d: %w", seq, err)
 			}
 			e := seglog.Entry{Time: int64(binary.LittleEndian.Uint64(hdr[:])), CRC: binary.LittleEndian.Uint32(hdr[8:])}
 			ml, err := cr.uvarint("meta length", seglog.MaxMetaSize)
@@ -326,24 +343,23 @@ func (p *Pair) receiveLog(cr *crcReader, dir string, need seglog.Seq) (*seglog.L
 				err = cr.full(e.Data)
 			}
 			if err == nil && crc32.ChecksumIEEE(e.Data) != e.CRC {
-				err = fmt.Errorf("%w: record %d: data checksum mismatch", ErrCorrupt, next+seglog.Seq(i))
+				err = fmt.Errorf("%w: record %d: data checksum mismatch", ErrCorrupt, seq)
+			}
+			if err == nil {
+				ents = append(ents, e)
+				if held += len(e.Meta) + len(e.Data); held >= batchBytes {
+					err = add()
+				}
 			}
 			if err != nil {
 				l.Close()
 				return nil, err
 			}
-			ents = append(ents, e)
 		}
-		got, err := l.Append(ents)
-		if err != nil {
+		if err := add(); err != nil {
 			l.Close()
 			return nil, err
 		}
-		if got != next {
-			l.Close()
-			return nil, fmt.Errorf("%w: %s gave seq %d, want %d", ErrCorrupt, dir, got, next)
-		}
-		next += seglog.Seq(n)
 	}
 	if next-1 < need {
 		l.Close()
