@@ -33,6 +33,13 @@ import (
 // the staged state files are moved into dir and the old generation is
 // removed, steps Open finishes if a crash cut them short (settleGen).
 //
+// etcd sends its database beside the raft snapshot message, before raft
+// sees the message; here the data is pulled after raft stored the
+// descriptor (the entries after it keep arriving and are fsynced into
+// the raft log meanwhile): raft's log stays the only source of order, a
+// failed transfer is retried without raft, and a crash resumes it at
+// open, from the snapshot raft stored.
+//
 // An attempt asks the leader first, then the other voters; a failed
 // one is logged and retried after a backoff until it succeeds or the
 // pair closes (the apply worker waits meanwhile: nothing after the
