@@ -78,6 +78,13 @@ type applier struct {
 	// a flush job once raft knows it applied (applyDone): the snapshot is
 	// stored even when no other entry comes.
 	heldAt atomic.Uint64
+	// due: a snapshot was due but held back by compactTo; the loop then
+	// queues a flush job once compactTo reaches the applied index, which
+	// takes it (an idle group would otherwise never snapshot, and a
+	// replica added after the last snapshot never get one it may
+	// restore). cs is the conf state at applied, for that snapshot.
+	due atomic.Bool
+	cs  *pb.ConfState
 }
 
 // heldSnap is a state machine snapshot waiting to be stored.
@@ -95,6 +102,9 @@ func (a *applier) run(j *applyJob) error {
 	}
 	if j.flush {
 		j.applied = a.applied
+		if a.due.Load() && a.cs != nil {
+			return a.maybeSnapshot(a.cs)
+		}
 		return nil
 	}
 	if j.snap != nil {
@@ -102,7 +112,8 @@ func (a *applier) run(j *applyJob) error {
 		if err := a.sm.Restore(m.GetIndex(), j.snap.Data); err != nil {
 			return fmt.Errorf("cluster: restore snapshot %d: %w", m.GetIndex(), err)
 		}
-		a.applied, a.snapIndex = m.GetIndex(), m.GetIndex()
+		a.applied, a.snapIndex, a.cs = m.GetIndex(), m.GetIndex(), m.GetConfState()
+		a.due.Store(false)
 		if a.held != nil && a.held.index <= a.applied {
 			a.held = nil // the received snapshot is newer
 			a.heldAt.Store(0)
@@ -124,6 +135,9 @@ func (a *applier) run(j *applyJob) error {
 		a.applied = idx
 	}
 	j.applied = a.applied
+	if j.cs != nil {
+		a.cs = j.cs
+	}
 	return a.maybeSnapshot(j.cs)
 }
 
@@ -133,9 +147,14 @@ func (a *applier) run(j *applyJob) error {
 func (a *applier) maybeSnapshot(cs *pb.ConfState) error {
 	// Below skipTo the state machine is ahead of a.applied: a snapshot
 	// of it would not be the state at a.applied.
-	if a.every == 0 || a.applied < a.skipTo || a.applied-a.snapIndex < a.every || a.applied > a.compactTo.Load() {
+	if a.every == 0 || a.applied < a.skipTo || a.applied-a.snapIndex < a.every {
 		return nil
 	}
+	if a.applied > a.compactTo.Load() {
+		a.due.Store(true)
+		return nil
+	}
+	a.due.Store(false)
 	if a.held != nil {
 		return nil // one at a time
 	}

@@ -69,6 +69,12 @@
 //     Start, and each resumes from its log. TransferLeadership hands the
 //     groups it leads to followers, for a restart without an election.
 //     ParsePeers (peers.go) reads a seed list (name@host:port, ...).
+//   - Fetches (fetch.go): a state machine whose snapshots are
+//     descriptors of data they do not carry fetches that data from
+//     another replica (Group.Fetch, through Config.Fetch); the replica
+//     asked answers with what its owner registered (Group.ServeFetch).
+//     A Node sets every group's Config.Fetch to its transport's Fetch
+//     and routes the fetches it receives to the group's replica here.
 //   - The peer book (peerbook.go): the metadata group's state machine
 //     wraps the caller's and takes out peer records (Node.ProposePeer):
 //     once one is applied on a node, the node links to that peer, and its
@@ -109,15 +115,22 @@
 //     record's prefix (0xFF "fibril-peer" 0x00).
 //   - At open the replica resumes after the state machine's durable
 //     applied index (StateMachine.Applied) when it is at or past the
-//     latest snapshot, else restores that snapshot: an in-memory state
+//     latest snapshot, else restores that snapshot, as the apply
+//     worker's first job (OpenGroup does not wait for it: a state
+//     machine may fetch its data from a peer, package replog's does;
+//     nothing counts as applied before it ends): an in-memory state
 //     machine reports 0 and is rebuilt, a durable one (a partition's
 //     segment log) is never handed an entry it holds. Applied past the
 //     raft log's end is refused as ErrCorrupt (directories that do not
 //     belong together).
 //   - Config.CompactBehindMatch keeps a leader's log compaction behind
-//     the lowest match index of its replicas (as the leader last heard
-//     it, refreshed each tick), for state machines whose snapshots
-//     cannot carry their data (package replog's); a follower, which
+//     the lowest match index of the replicas its log still reaches (as
+//     the leader last heard it, refreshed each tick; one already behind
+//     the log's first index, as a replica added later, needs a snapshot
+//     anyway and holds nothing back), for state machines whose data
+//     their snapshots do not carry (package replog's, which fetches it:
+//     Group.Fetch); a snapshot it held back is taken on the tick the
+//     replicas catch up, with no entry needed; a follower, which
 //     does not know the others' progress, compacts as SnapshotEvery
 //     says, so a lagging replica may still need a snapshot after that
 //     follower becomes leader.
@@ -141,7 +154,9 @@
 //     assembled in Dir/snap-in, up to transport.Options.MaxSnapshot (1 GiB
 //     by default; a larger one is dropped each time, counted as
 //     Oversize). The snapshot's state-machine bytes still ride inside the
-//     raft message rather than streaming from the snapshot file.
+//     raft message rather than streaming from the snapshot file; a
+//     state machine with large data keeps it out of the snapshot and
+//     fetches it (Group.Fetch), as package replog does.
 //   - Reads: Group.ReadIndex (read.go) waits until the replica applied
 //     everything committed before the call, confirmed by a quorum, so a
 //     state machine read after it is linearizable; a read raft drops

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,7 +35,7 @@ type Group struct {
 	tick     time.Duration
 	once     sync.Once
 	closeErr error      // the storage's close, set once inside once
-	mu       sync.Mutex // guards err, leadCh and snaps
+	mu       sync.Mutex // guards err, leadCh, snaps and server
 	err      error
 	leadCh   chan struct{} // closed (and replaced) when the known leader changes
 	// snaps holds the snapshot outcomes reported and not yet handed to
@@ -42,6 +44,8 @@ type Group struct {
 	snaps  map[uint64]bool
 	snapc  chan struct{}
 	onLead func(lead, term uint64)
+	fetch  func(ctx context.Context, to uint64, req []byte) (io.ReadCloser, error)
+	server FetchServer // under mu (fetch.go)
 	// The local workers (apply.go): each gets its jobs in order on a
 	// channel and hands each back done on another. Every channel holds
 	// maxLocalJobs+2, more than the jobs a replica holds (process stops
@@ -78,7 +82,7 @@ type propReply struct {
 // ticks). It fails if the storage cannot be opened.
 func OpenGroup(cfg Config, sm StateMachine, tr Transport, tick time.Duration) (*Group, error) {
 	g := &Group{propc: make(chan propReq), async: newAsyncQueue(cfg.MaxPendingProposals), recvc: make(chan *pb.Message, 1024), statc: make(chan chan Status), unrc: make(chan uint64, 64),
-		xferc: make(chan uint64), leadCh: make(chan struct{}), snaps: map[uint64]bool{}, snapc: make(chan struct{}, 1), stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader,
+		xferc: make(chan uint64), leadCh: make(chan struct{}), snaps: map[uint64]bool{}, snapc: make(chan struct{}, 1), stopc: make(chan struct{}), donec: make(chan struct{}), tick: tick, onLead: cfg.OnLeader, fetch: cfg.Fetch,
 		appendc: make(chan *pb.Message, maxLocalJobs+2), appended: make(chan appendResult, maxLocalJobs+2),
 		applyc: make(chan *applyJob, maxLocalJobs+2), appliedc: make(chan *applyJob, maxLocalJobs+2)}
 	cfg.OnLeader = func(lead, term uint64) {
@@ -249,6 +253,9 @@ type Status struct {
 	// the leader's (the leader's own included); only the leader has it.
 	// A follower's lag is the leader's Last minus its match.
 	Match map[uint64]uint64
+	// Voters lists the voting replicas of the configuration this
+	// replica knows, itself included.
+	Voters []uint64
 }
 
 var roleNames = map[raft.StateType]string{raft.StateFollower: "follower", raft.StateCandidate: "candidate",
@@ -274,6 +281,10 @@ func (g *Group) status() Status {
 	last, _ := g.r.st.LastIndex()
 	s := Status{ID: st.ID, Leader: st.Lead, Role: roleNames[st.RaftState], Term: st.HardState.GetTerm(), Commit: st.HardState.GetCommit(),
 		Applied: g.r.applied, Last: last, Campaigns: g.r.campaigns, Dropped: g.drops.Load()}
+	for id := range st.Config.Voters.IDs() {
+		s.Voters = append(s.Voters, id)
+	}
+	slices.Sort(s.Voters)
 	if len(st.Progress) > 0 {
 		s.Match = make(map[uint64]uint64, len(st.Progress))
 		s.Progress = make(map[uint64]string, len(st.Progress))

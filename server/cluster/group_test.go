@@ -379,3 +379,127 @@ func TestGroupReadIndex(t *testing.T) {
 		t.Fatalf("a leader cut off from its quorum served a read at %d", i)
 	}
 }
+
+// gatedSM is a lockedSM whose Restore waits for its gate (a state machine
+// fetching its data from a peer).
+type gatedSM struct {
+	lockedSM
+	gate     chan struct{}
+	entered  chan struct{}
+	restored chan uint64
+}
+
+func (g *gatedSM) Restore(i uint64, d []byte) error {
+	close(g.entered)
+	<-g.gate
+	if err := g.lockedSM.Restore(i, d); err != nil {
+		return err
+	}
+	g.restored <- i
+	return nil
+}
+
+// TestOpenRestoresOnApplyWorker: a replica reopened with a state machine
+// behind its latest snapshot opens at once (the restore runs on the apply
+// worker, not in OpenGroup), applies nothing before the restore ends, and
+// the entries after the snapshot follow it.
+func TestOpenRestoresOnApplyWorker(t *testing.T) {
+	dir := t.TempDir()
+	net := &chanNet{groups: map[uint64]*Group{}}
+	cfg := Config{ID: 1, Peers: []uint64{1}, Dir: dir, SnapshotEvery: 4}
+	sm := &lockedSM{sm: newTestSM()}
+	g, err := OpenGroup(cfg, sm, net, 2*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	net.set(1, g)
+	waitFor(t, "a leader", func() bool { return g.Leader() == 1 })
+	var last uint64
+	for i := 0; i < 10; i++ {
+		if last, err = g.Propose(context.Background(), []byte(fmt.Sprintf("e%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := func() (*pb.Snapshot, error) {
+		st, err := OpenStorage(dir, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer st.Close()
+		return st.Snapshot()
+	}()
+	if err != nil || snap.GetMetadata().GetIndex() < 4 {
+		t.Fatalf("snapshot at %d (%v), want one at 4 or later", snap.GetMetadata().GetIndex(), err)
+	}
+	gsm := &gatedSM{lockedSM: lockedSM{sm: newTestSM()}, gate: make(chan struct{}), entered: make(chan struct{}), restored: make(chan uint64, 1)}
+	g, err = OpenGroup(cfg, gsm, net, 2*time.Millisecond) // returns with the restore still waiting
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	net.set(1, g)
+	<-gsm.entered
+	if got := gsm.Applied(); got != 0 {
+		t.Fatalf("applied %d before the restore ended", got)
+	}
+	close(gsm.gate)
+	if got := <-gsm.restored; got != snap.GetMetadata().GetIndex() {
+		t.Fatalf("restored %d, want the snapshot's %d", got, snap.GetMetadata().GetIndex())
+	}
+	waitFor(t, "the entries after the snapshot", func() bool { return gsm.Applied() >= last })
+	gsm.mu.Lock()
+	defer gsm.mu.Unlock()
+	if gsm.sm.bad != nil {
+		t.Fatal(gsm.sm.bad)
+	}
+	for i := 0; i < 10; i++ {
+		want := fmt.Sprintf("e%d", i)
+		if _, ok := gsm.sm.seen[want]; !ok {
+			t.Fatalf("%s missing after the restore and replay: %v", want, gsm.sm.byIndex)
+		}
+	}
+}
+
+// TestCompactBehindMatchSnapshotsOnceCaughtUp: under
+// CompactBehindMatch a leader whose snapshot was held back by a
+// follower that was away takes it once that follower caught up, though
+// no entry comes after (an idle group never snapshotted, and a replica
+// added after its last snapshot could never get one it may restore).
+func TestCompactBehindMatchSnapshotsOnceCaughtUp(t *testing.T) {
+	base := t.TempDir()
+	net := &chanNet{groups: map[uint64]*Group{}}
+	groups := map[uint64]*Group{}
+	for _, id := range []uint64{1, 2, 3} {
+		g, err := OpenGroup(Config{ID: id, Peers: []uint64{1, 2, 3}, Dir: filepath.Join(base, strconv.Itoa(int(id))), SnapshotEvery: 4,
+			CompactBehindMatch: true}, &lockedSM{sm: newTestSM()}, net, 2*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		groups[id] = g
+		net.set(id, g)
+	}
+	var lead uint64
+	waitFor(t, "a leader", func() bool { lead = groups[1].Leader(); return lead != 0 })
+	away := lead%3 + 1
+	net.set(away, nil) // what is sent to it is lost
+	var last uint64
+	for i := 0; i < 12; i++ {
+		var err error
+		if last, err = groups[lead].Propose(context.Background(), []byte(fmt.Sprintf("p%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snapAt := func() uint64 {
+		s, _ := groups[lead].r.st.Snapshot()
+		return s.GetMetadata().GetIndex()
+	}
+	if at := snapAt(); at >= last {
+		t.Fatalf("snapshot at %d with a follower away since before %d", at, last)
+	}
+	net.set(away, groups[away])
+	waitFor(t, "the leader's snapshot once the follower caught up", func() bool { return snapAt() >= last })
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -236,7 +237,7 @@ func (n *Node) open() (*transport.Transport, map[uint64]*Group, *peerBook, error
 		return nil, nil, nil, err
 	}
 	o.ID, o.Name, o.Listen, o.Creds, o.Handler, o.OnUnreachable = n.id, n.cfg.Name, n.cfg.Listen, creds, n.deliver, n.unreachable
-	o.OnSnapshot = n.snapshotDone
+	o.OnSnapshot, o.OnFetch = n.snapshotDone, n.answerFetch
 	tr, err := transport.New(o)
 	if err != nil {
 		return nil, nil, nil, err
@@ -284,7 +285,26 @@ func (n *Node) open() (*transport.Transport, map[uint64]*Group, *peerBook, error
 func (n *Node) groupConfig(g uint64, peers []uint64, join bool) Config {
 	return Config{ID: n.id, Peers: peers, Join: join, Dir: n.groupDir(g), ForwardProposals: g == MetaGroup,
 		ElectionTicks: n.cfg.ElectionTicks, HeartbeatTicks: n.cfg.HeartbeatTicks, SnapshotEvery: n.cfg.SnapshotEvery,
-		MaxEntryBytes: n.cfg.MaxEntryBytes, MaxUncommittedBytes: n.cfg.MaxUncommittedBytes}
+		MaxEntryBytes: n.cfg.MaxEntryBytes, MaxUncommittedBytes: n.cfg.MaxUncommittedBytes,
+		Fetch: func(ctx context.Context, to uint64, req []byte) (io.ReadCloser, error) {
+			n.mu.RLock()
+			tr := n.tr
+			n.mu.RUnlock()
+			if tr == nil {
+				return nil, fmt.Errorf("cluster: node %s is not running", n.cfg.Name)
+			}
+			return tr.Fetch(ctx, to, g, req)
+		}}
+}
+
+// answerFetch is the transport's OnFetch: the group's replica here
+// answers (Group.AnswerFetch), ErrNoGroup for a group it does not run.
+func (n *Node) answerFetch(from, group uint64, req []byte, w io.Writer) error {
+	g := n.Group(group)
+	if g == nil {
+		return fmt.Errorf("cluster: node %s: group %d: %w", n.cfg.Name, group, ErrNoGroup)
+	}
+	return g.AnswerFetch(from, req, w)
 }
 
 // groupDir is where group g's raft log lives.

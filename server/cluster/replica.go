@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"sync/atomic"
@@ -74,7 +76,10 @@ type StateMachine interface {
 	// Snapshot returns the state as of the last applied index.
 	Snapshot() ([]byte, error)
 	// Restore replaces the state with a snapshot taken at index, which is
-	// past the last applied index (the state never goes back).
+	// past the last applied index (the state never goes back). It may
+	// block (a state machine fetching its data from a peer: Group.Fetch);
+	// nothing after the snapshot is applied until it returns, and an
+	// error stops the group.
 	Restore(index uint64, data []byte) error
 }
 
@@ -130,15 +135,23 @@ type Config struct {
 	SnapshotEvery uint64
 	// CompactBehindMatch keeps raft log compaction conservative: a
 	// leader snapshots (and drops raft log entries) only up to the
-	// lowest index every replica's log is known to match, so that a
-	// lagging replica catches up from the log and never needs a
-	// snapshot (for a state machine whose snapshot is a descriptor of
-	// files it cannot send, as package replog's). A follower, which does
-	// not know the others' progress, compacts as SnapshotEvery says.
+	// lowest index the log of every replica it still reaches is known
+	// to match, so that a lagging replica catches up from the log
+	// rather than by a snapshot (for a state machine whose snapshot is a
+	// descriptor of data restored by a costly fetch, as package
+	// replog's). A replica behind the log's first index holds nothing
+	// back. A follower, which does not know the others' progress,
+	// compacts as SnapshotEvery says.
 	CompactBehindMatch bool
 	// OnLeader, if set, is called on the group's goroutine when the known
 	// leader or the term changes (lead 0: unknown). It must not block.
 	OnLeader func(lead, term uint64)
+	// Fetch, if set, opens a stream from the replica to of this group:
+	// what its state machine's server (Group.ServeFetch) answers to req.
+	// A Node sets it to its cluster link (package transport). It is for
+	// a state machine whose snapshots name data they do not carry
+	// (package replog's), which fetches it through Group.Fetch.
+	Fetch func(ctx context.Context, to uint64, req []byte) (io.ReadCloser, error)
 
 	// ackOnLocalAppend is a test hook that breaks the contract: proposals
 	// succeed once appended and fsynced here, before a quorum holds them.
@@ -255,7 +268,7 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 	snap, _ := st.Snapshot()
 	_, cs, _ := st.InitialState()
 	snapIdx := snap.GetMetadata().GetIndex()
-	applied, err := resume(st, sm, snap)
+	applied, restore, err := resume(st, sm, snap)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -278,14 +291,25 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 	var compactTo, acked atomic.Uint64
 	compactTo.Store(math.MaxUint64)
 	acked.Store(snapIdx)
-	return &replica{cfg: cfg, st: st, rn: rn, tr: tr, cs: cs, nonce: rand.Uint64(), savedHS: hs,
+	r := &replica{cfg: cfg, st: st, rn: rn, tr: tr, cs: cs, nonce: rand.Uint64(), savedHS: hs,
 		pending: map[uint64]*Proposal{}, reads: map[uint64]*Proposal{}, applied: snapIdx,
-		ap: &applier{st: st, sm: sm, every: cfg.SnapshotEvery, applied: snapIdx, snapIndex: snapIdx, skipTo: applied, compactTo: &compactTo, acked: &acked}}, nil
+		ap: &applier{st: st, sm: sm, every: cfg.SnapshotEvery, applied: snapIdx, snapIndex: snapIdx, skipTo: applied, compactTo: &compactTo, acked: &acked}}
+	if restore {
+		// The snapshot is restored by the apply worker, as its first job:
+		// a state machine that fetches its data from a peer (package
+		// replog's) must not hold up the open. Until it is done, nothing
+		// counts as applied here (a read waits for it).
+		r.applied = 0
+		r.applyq = append(r.applyq, &applyJob{snap: snap})
+		r.jobs++
+	}
+	return r, nil
 }
 
 // resume returns the index the state machine resumes applying after: its
 // durable applied index when it is at or past the snapshot, else the
-// snapshot's, restored into it. Raft still replays every committed entry
+// snapshot's, with restore set: the caller queues the snapshot's restore
+// before any entry. Raft still replays every committed entry
 // after the snapshot, so that the conf changes among them rebuild its
 // configuration; applySM skips the rest up to this index. Every entry up
 // to the state machine's index was committed before it was applied, but
@@ -293,20 +317,17 @@ func newReplica(cfg Config, sm StateMachine, tr Transport) (*replica, error) {
 // does not ask for a sync when only the commit index moves), so the
 // storage's commit index is raised to it; an index past the log's last
 // means the two directories do not belong together.
-func resume(st *Storage, sm StateMachine, snap *pb.Snapshot) (uint64, error) {
+func resume(st *Storage, sm StateMachine, snap *pb.Snapshot) (uint64, bool, error) {
 	idx := snap.GetMetadata().GetIndex()
 	applied := sm.Applied()
 	if applied < idx {
-		if err := sm.Restore(idx, snap.Data); err != nil {
-			return 0, fmt.Errorf("cluster: restore snapshot %d: %w", idx, err)
-		}
-		return idx, nil
+		return idx, true, nil
 	}
 	if last, _ := st.LastIndex(); applied > last {
-		return 0, fmt.Errorf("%w: %s: state machine applied %d, past the raft log's last index %d", ErrCorrupt, st.dir, applied, last)
+		return 0, false, fmt.Errorf("%w: %s: state machine applied %d, past the raft log's last index %d", ErrCorrupt, st.dir, applied, last)
 	}
 	st.commitAtLeast(applied)
-	return applied, nil
+	return applied, false, nil
 }
 
 func (r *replica) envelope(data []byte) []byte {
@@ -501,16 +522,34 @@ func (r *replica) noteLeader(rd raft.Ready) {
 
 // noteMatch (loop, each tick) tells the apply worker how far it may
 // compact under CompactBehindMatch: on a leader, the lowest match index
-// of the replicas; elsewhere no bound.
+// of the replicas the log still reaches; elsewhere no bound. A replica
+// already behind the log's first index (one added later, or one behind
+// a follower's compaction before it led) needs a snapshot anyway and
+// holds nothing back: the leader must go on taking snapshots, or none
+// would ever hold a configuration that includes a replica added after
+// the last one (raft refuses to restore such a snapshot).
 func (r *replica) noteMatch() {
 	if !r.cfg.CompactBehindMatch {
 		return
 	}
 	to := uint64(math.MaxUint64)
 	if r.rn.BasicStatus().RaftState == raft.StateLeader {
-		r.rn.WithProgress(func(_ uint64, _ raft.ProgressType, pr tracker.Progress) { to = min(to, pr.Match) })
+		first, err := r.st.FirstIndex()
+		if err != nil {
+			first = 0
+		}
+		r.rn.WithProgress(func(_ uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if pr.Match+1 >= first {
+				to = min(to, pr.Match)
+			}
+		})
 	}
 	r.ap.compactTo.Store(to)
+	if r.ap.due.Load() && r.applied <= to && !r.flushing && r.jobs < maxLocalJobs {
+		r.flushing = true // the flush job takes the snapshot held back (apply.go)
+		r.applyq = append(r.applyq, &applyJob{flush: true})
+		r.jobs++
+	}
 }
 
 // close stops the replica: sync=false drops it as a crash would.

@@ -18,13 +18,21 @@ import (
 // holds; raft replays the entries after it, which the state machine
 // applies again by the same rule (records already present are skipped).
 //
-// Layout: "FRA1", index, next data seq, next event seq, the index of
-// the last state file written (uvarints), the CRC-32 (IEEE) of what
-// precedes, 4 bytes little endian. The same bytes are the raft snapshot
-// (Pair.Snapshot): a descriptor of the logs, not their contents.
+// Layout: "FRA2", index, next data seq, next event seq, the index of
+// the last state file written, the generation of the local logs
+// (uvarints), the CRC-32 (IEEE) of what precedes, 4 bytes little
+// endian; "FRA1" is the same without the generation (0). The same bytes
+// are the raft snapshot (Pair.Snapshot): a descriptor of the logs, not
+// their contents.
+//
+// Generation 0's local logs are dir/data and dir/events; generation g's
+// are dir/logs.g/data and dir/logs.g/events, made by a restore from a
+// peer (restore.go), which switches to them by writing the mark that
+// names them: the rename of the mark is the one atomic step.
 const (
 	appliedName  = "applied"
-	appliedMagic = "FRA1"
+	appliedMagic = "FRA2"
+	markV1Magic  = "FRA1"
 )
 
 // mark is the state machine's durable position.
@@ -32,6 +40,7 @@ type mark struct {
 	index            uint64
 	nextData, nextEv seglog.Seq
 	stateAt          uint64
+	gen              uint64
 }
 
 func encodeMark(m mark) []byte {
@@ -40,11 +49,18 @@ func encodeMark(m mark) []byte {
 	b = binary.AppendUvarint(b, uint64(m.nextData))
 	b = binary.AppendUvarint(b, uint64(m.nextEv))
 	b = binary.AppendUvarint(b, m.stateAt)
+	b = binary.AppendUvarint(b, m.gen)
 	return binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 }
 
 func decodeMark(b []byte) (mark, error) {
-	if len(b) < len(appliedMagic)+4 || string(b[:len(appliedMagic)]) != appliedMagic {
+	fields := 5
+	switch {
+	case len(b) < len(appliedMagic)+4:
+		return mark{}, fmt.Errorf("%w: applied mark header", ErrCorrupt)
+	case string(b[:len(markV1Magic)]) == markV1Magic:
+		fields = 4
+	case string(b[:len(appliedMagic)]) != appliedMagic:
 		return mark{}, fmt.Errorf("%w: applied mark header", ErrCorrupt)
 	}
 	body := b[:len(b)-4]
@@ -52,8 +68,8 @@ func decodeMark(b []byte) (mark, error) {
 		return mark{}, fmt.Errorf("%w: applied mark checksum", ErrCorrupt)
 	}
 	r := body[len(appliedMagic):]
-	var v [4]uint64
-	for i := range v {
+	var v [5]uint64
+	for i := range v[:fields] {
 		x, n := binary.Uvarint(r)
 		if n <= 0 {
 			return mark{}, fmt.Errorf("%w: applied mark body", ErrCorrupt)
@@ -63,7 +79,7 @@ func decodeMark(b []byte) (mark, error) {
 	if len(r) != 0 || v[1] == 0 || v[2] == 0 {
 		return mark{}, fmt.Errorf("%w: applied mark body", ErrCorrupt)
 	}
-	return mark{index: v[0], nextData: seglog.Seq(v[1]), nextEv: seglog.Seq(v[2]), stateAt: v[3]}, nil
+	return mark{index: v[0], nextData: seglog.Seq(v[1]), nextEv: seglog.Seq(v[2]), stateAt: v[3], gen: v[4]}, nil
 }
 
 // readMark reads dir's applied mark; ok false when there is none.

@@ -44,8 +44,11 @@ func (p *Pair) Apply(index uint64, data []byte) error {
 		}
 	case tagTruncData, tagTruncEvents:
 		l := p.logOf(e.tag - (tagTruncData - tagData))
-		if err := l.local.TruncateFront(e.first); err != nil {
-			return fmt.Errorf("replog %s: entry %d: truncate %s below %d: %w", p.dir, index, l.local.Dir(), e.first, err)
+		p.cutMu.Lock() // not while the fetch server copies records (serve.go)
+		err := l.loc().TruncateFront(e.first)
+		p.cutMu.Unlock()
+		if err != nil {
+			return fmt.Errorf("replog %s: entry %d: truncate %s below %d: %w", p.dir, index, l.loc().Dir(), e.first, err)
 		}
 	case tagState:
 		if err := checkStateName(e.name); err != nil {
@@ -87,6 +90,7 @@ func (p *Pair) skipped(e *entry) {
 // due (force: now).
 func (p *Pair) noteApplied(index uint64, n int, force bool) error {
 	p.applied = index
+	p.seen.Store(index)
 	p.sinceMark++
 	p.markBytes += n
 	if !force && p.sinceMark < p.cfg.MarkEvery && p.markBytes < markBytes {
@@ -98,8 +102,8 @@ func (p *Pair) noteApplied(index uint64, n int, force bool) error {
 // syncLocal fsyncs both local logs.
 func (p *Pair) syncLocal() error {
 	for _, l := range [...]*Log{p.data, p.events} {
-		if _, err := l.local.Sync(); err != nil {
-			return fmt.Errorf("replog: sync %s: %w", l.local.Dir(), err)
+		if _, err := l.loc().Sync(); err != nil {
+			return fmt.Errorf("replog: sync %s: %w", l.loc().Dir(), err)
 		}
 	}
 	return nil
@@ -121,7 +125,7 @@ func (p *Pair) writeMark() error {
 func (p *Pair) mark() mark {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return mark{index: p.applied, nextData: p.data.applyNext, nextEv: p.events.applyNext, stateAt: p.stateAt}
+	return mark{index: p.applied, nextData: p.data.applyNext, nextEv: p.events.applyNext, stateAt: p.stateAt, gen: p.gen}
 }
 
 // Snapshot returns a descriptor of the logs (the mark, written first):
@@ -133,10 +137,14 @@ func (p *Pair) Snapshot() ([]byte, error) {
 	return encodeMark(p.mark()), nil
 }
 
-// Restore takes a snapshot at index. The logs' contents are not in it:
-// it succeeds only when this replica already holds everything it
-// describes (every record and the last state file), else it fails with
-// ErrNeedsFiles, and the group stops rather than pretend.
+// Restore takes a snapshot at index. Its data is a descriptor (the
+// mark), not the logs: when the local logs already hold what it
+// describes (every record, the last state file) it only moves the mark;
+// else it fetches the logs from another replica and switches to them
+// (restore.go), retrying until that succeeds or the pair closes. The
+// logs may then hold more than the mark: the entries raft sends after
+// the snapshot are applied by the usual rule, the records present
+// skipped.
 func (p *Pair) Restore(index uint64, data []byte) error {
 	m := mark{index: index, nextData: 1, nextEv: 1} // a new group's snapshot (bootstrap) is empty
 	if len(data) > 0 {
@@ -145,12 +153,14 @@ func (p *Pair) Restore(index uint64, data []byte) error {
 			return fmt.Errorf("replog %s: snapshot %d: %w", p.dir, index, err)
 		}
 	}
-	have := p.mark()
-	if have.nextData != m.nextData || have.nextEv != m.nextEv || m.stateAt > have.index {
-		return fmt.Errorf("%w: %s: snapshot at %d describes data to %d, events to %d, state of entry %d; this replica holds data to %d, events to %d, applied %d",
-			ErrNeedsFiles, p.dir, index, m.nextData-1, m.nextEv-1, m.stateAt, have.nextData-1, have.nextEv-1, have.index)
+	if !p.holds(m) {
+		return p.restoreFromPeer(index, m)
 	}
-	p.applied = index
+	p.mu.Lock()
+	p.data.applyNext, p.events.applyNext = m.nextData, m.nextEv
+	p.mu.Unlock()
+	p.applied, p.stateAt = index, max(p.stateAt, m.stateAt)
+	p.seen.Store(index)
 	return p.writeMark()
 }
 
@@ -160,10 +170,10 @@ func (l *Log) applyRecords(e *entry) (ok bool, err error) {
 	if e.first != l.applyNext { // written only by this goroutine
 		return false, nil
 	}
-	_, last := l.local.Bounds()
+	_, last := l.loc().Bounds()
 	end := e.first + seglog.Seq(len(e.recs)) - 1
 	if last+1 < e.first {
-		return false, fmt.Errorf("%w: %s ends at %d, the entry applied next starts at %d: records lost", ErrCorrupt, l.local.Dir(), last, e.first)
+		return false, fmt.Errorf("%w: %s ends at %d, the entry applied next starts at %d: records lost", ErrCorrupt, l.loc().Dir(), last, e.first)
 	}
 	if last < end {
 		recs := e.recs[last+1-e.first:]
@@ -171,12 +181,12 @@ func (l *Log) applyRecords(e *entry) (ok bool, err error) {
 		for i, r := range recs {
 			ents[i] = seglog.Entry{Meta: r.Meta, Data: r.Data, Time: r.Time, CRC: r.CRC}
 		}
-		got, err := l.local.Append(ents)
+		got, err := l.loc().Append(ents)
 		if err != nil {
-			return false, fmt.Errorf("replog: apply to %s: %w", l.local.Dir(), err)
+			return false, fmt.Errorf("replog: apply to %s: %w", l.loc().Dir(), err)
 		}
 		if got != last+1 {
-			return false, fmt.Errorf("%w: %s gave seq %d, want %d", ErrCorrupt, l.local.Dir(), got, last+1)
+			return false, fmt.Errorf("%w: %s gave seq %d, want %d", ErrCorrupt, l.loc().Dir(), got, last+1)
 		}
 	}
 	p := l.p

@@ -1,6 +1,7 @@
 package replog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +18,8 @@ func newLocalPair(t *testing.T, dir string) *Pair {
 	t.Helper()
 	p := &Pair{dir: dir, cfg: Config{MarkEvery: 1000}, id: 1, open: 2}
 	p.cond = sync.NewCond(&p.mu)
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.cancel() // no group: a restore from a peer stops at once
 	m, ok, err := readMark(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +38,8 @@ func newLocalPair(t *testing.T, dir string) *Pair {
 		if err != nil {
 			t.Fatal(err)
 		}
-		*x.l = &Log{p: p, tag: x.tag, local: local, applyNext: x.next}
+		*x.l = &Log{p: p, tag: x.tag, applyNext: x.next}
+		(*x.l).local.Store(local)
 	}
 	t.Cleanup(func() { p.closeLocal() })
 	return p
@@ -104,7 +108,7 @@ func TestApply(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := readAll(t, p.data.local); fmt.Sprint(got) != fmt.Sprint(tc.data) {
+			if got := readAll(t, p.data.loc()); fmt.Sprint(got) != fmt.Sprint(tc.data) {
 				t.Fatalf("data log %v, want %v", got, tc.data)
 			}
 			if p.data.applyNext != tc.next {
@@ -132,7 +136,7 @@ func TestApplyReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := p.data.local.Sync(); err != nil {
+	if _, err := p.data.loc().Sync(); err != nil {
 		t.Fatal(err)
 	}
 	p.closeLocal()
@@ -146,7 +150,7 @@ func TestApplyReplay(t *testing.T) {
 		}
 	}
 	want := []string{"a0", "a1", "a2", "b0", "b1", "c0", "c1"}
-	if got := readAll(t, q.data.local); fmt.Sprint(got) != fmt.Sprint(want) {
+	if got := readAll(t, q.data.loc()); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after replay %v, want %v", got, want)
 	}
 }
@@ -161,7 +165,7 @@ func TestApplyGapRefused(t *testing.T) {
 	if !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("got %v, want ErrCorrupt", err)
 	}
-	if _, last := p.data.local.Bounds(); last != 0 {
+	if _, last := p.data.loc().Bounds(); last != 0 {
 		t.Fatalf("the local log got records up to %d", last)
 	}
 }
@@ -225,14 +229,15 @@ func TestApplyStateAndTruncate(t *testing.T) {
 	if err := p.Apply(3, appendUvarint(header(nil, tagTruncEvents, 1, 1), 3)); err != nil {
 		t.Fatal(err)
 	}
-	if first, _ := p.events.local.Bounds(); first > 3 {
+	if first, _ := p.events.loc().Bounds(); first > 3 {
 		t.Fatalf("truncation dropped records at or above 3: first %d", first)
 	}
 }
 
-// TestRestore: a snapshot describing exactly what the replica holds is
-// taken; one past it (records or a state file this replica lacks) fails
-// with ErrNeedsFiles.
+// TestRestore: a snapshot describing what the replica holds, or less
+// than it holds, is taken by moving the mark; one past it (records or a
+// state file this replica lacks) needs a restore from a peer (which,
+// with no group, stops at once and moves nothing).
 func TestRestore(t *testing.T) {
 	cases := []struct {
 		name string
@@ -240,8 +245,9 @@ func TestRestore(t *testing.T) {
 		want error
 	}{
 		{"holds it all", mark{index: 9, nextData: 4, nextEv: 1}, nil},
-		{"records missing", mark{index: 9, nextData: 8, nextEv: 1}, ErrNeedsFiles},
-		{"state missing", mark{index: 9, nextData: 4, nextEv: 1, stateAt: 7}, ErrNeedsFiles},
+		{"holds more", mark{index: 9, nextData: 3, nextEv: 1}, nil},
+		{"records missing", mark{index: 9, nextData: 8, nextEv: 1}, errRestoreStopped},
+		{"state missing", mark{index: 9, nextData: 4, nextEv: 1, stateAt: 7}, errRestoreStopped},
 		{"garbage", mark{}, ErrCorrupt},
 	}
 	for _, tc := range cases {
@@ -258,8 +264,11 @@ func TestRestore(t *testing.T) {
 			if !errors.Is(err, tc.want) && !(tc.want == nil && err == nil) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
-			if tc.want == nil && p.Applied() != tc.m.index {
-				t.Fatalf("applied %d after restore, want %d", p.Applied(), tc.m.index)
+			if tc.want == nil && (p.Applied() != tc.m.index || p.data.applyNext != tc.m.nextData) {
+				t.Fatalf("applied %d, next data seq %d after restore, want %d, %d", p.Applied(), p.data.applyNext, tc.m.index, tc.m.nextData)
+			}
+			if tc.want != nil && p.Applied() != 1 {
+				t.Fatalf("applied %d after a failed restore, want 1", p.Applied())
 			}
 		})
 	}

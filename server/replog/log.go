@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/fibrilmq/fibril/server/seglog"
@@ -17,9 +18,11 @@ import (
 // applied. Everywhere, reads go to the local log the state machine
 // writes. Seqs are the same on every replica.
 type Log struct {
-	p     *Pair
-	tag   byte // tagData or tagEvents
-	local *seglog.Log
+	p   *Pair
+	tag byte // tagData or tagEvents
+	// local is the local log the state machine writes; a restore from a
+	// peer swaps it for its replacement (restore.go).
+	local atomic.Pointer[seglog.Log]
 
 	// Under p.mu. applyNext is written by the apply worker only.
 	applyNext seglog.Seq      // the seq the next applied record gets
@@ -30,6 +33,9 @@ type Log struct {
 }
 
 var _ seglog.Store = (*Log)(nil)
+
+// loc returns the local log.
+func (l *Log) loc() *seglog.Log { return l.local.Load() }
 
 // Append stamps entries (time, CRC), proposes them as one or more raft
 // entries and returns the first seq, without waiting for any. It fails,
@@ -149,7 +155,7 @@ func (l *Log) Durable() seglog.Seq {
 // Bounds returns the local log's first seq and the last seq: the last
 // appended on the serving leader, the last applied elsewhere.
 func (l *Log) Bounds() (first, last seglog.Seq) {
-	first, _ = l.local.Bounds()
+	first, _ = l.loc().Bounds()
 	l.p.mu.Lock()
 	defer l.p.mu.Unlock()
 	last = l.applyNext - 1
@@ -169,7 +175,7 @@ func (l *Log) Read(seq seglog.Seq) (seglog.Record, error) {
 	}
 	// Not pending: applied (the local log is written before a record
 	// leaves the buffer), truncated, or never appended.
-	return l.local.Read(seq)
+	return l.loc().Read(seq)
 }
 
 // Scan passes the local log's records from seq, then the pending ones
@@ -196,10 +202,10 @@ func (l *Log) Scan(from seglog.Seq, maxBytes int, fn func(seglog.Record) bool) e
 		}
 		return true
 	}
-	if err := l.local.Scan(from, maxBytes, pass); err != nil {
+	if err := l.loc().Scan(from, maxBytes, pass); err != nil {
 		return err
 	}
-	if _, localLast := l.local.Bounds(); stopped || n > 0 && seen < localLast {
+	if _, localLast := l.loc().Bounds(); stopped || n > 0 && seen < localLast {
 		return nil // fn said stop, or the byte budget ended in the local log
 	}
 	for _, r := range pend {

@@ -1,12 +1,15 @@
 package replog
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fibrilmq/fibril/server/cluster"
@@ -28,17 +31,18 @@ var (
 	// decode, or a local log lacks records its mark or the raft log say
 	// it holds. The replica refuses to go on (nothing is truncated).
 	ErrCorrupt = errors.New("replog: corrupt")
-	// ErrNeedsFiles: raft sent this replica a snapshot past what its
-	// local logs hold; catching up needs the leader's segment files,
-	// which are not transferred yet. The group stops with this error.
-	ErrNeedsFiles = errors.New("replog: snapshot needs the segment files (not transferred yet)")
+	// errRestoreStopped: a restore from a peer was cut short by
+	// CloseGroup. The group stops with it; nothing was installed.
+	errRestoreStopped = errors.New("replog: restore from a peer stopped by close")
 )
 
 // Config describes one replica of a partition's replicated logs.
 type Config struct {
 	// Group is the raft replica's configuration (ID, Peers, timeouts,
 	// limits; SnapshotEvery defaults to 4096 entries). Open sets Dir,
-	// OnLeader and CompactBehindMatch.
+	// OnLeader and CompactBehindMatch. Its Fetch carries restores from
+	// peers (a cluster.Node's groups have it); without one a replica
+	// handed a snapshot past its logs retries, logging, until closed.
 	Group cluster.Config
 	// Transport carries the group's raft messages; its receiving end
 	// hands them to Pair.Group().Step.
@@ -52,6 +56,11 @@ type Config struct {
 	// SegmentSize is the local logs' segment size (default
 	// seglog.DefaultSegmentSize).
 	SegmentSize int64
+	// RestoreTimeout bounds one attempt to fetch the local logs from a
+	// peer for a snapshot past them (default 30 min); a failed attempt is
+	// retried, from another peer first, until it succeeds or the pair
+	// closes.
+	RestoreTimeout time.Duration
 	// MarkEvery writes the applied mark every that many applied entries
 	// (default 256), and at least every 8 MiB applied.
 	MarkEvery int
@@ -104,7 +113,24 @@ type Pair struct {
 	closing  bool // Close began: serve nothing more
 	retry    *time.Timer
 
+	// Restores from a peer (restore.go): ctx ends at CloseGroup, opened
+	// is closed once g is set; seen is the applied index for the fetch
+	// server (serve.go), which serves one fetch at a time (sending).
+	ctx     context.Context
+	cancel  context.CancelFunc
+	opened  chan struct{}
+	seen    atomic.Uint64
+	sending atomic.Bool
+	// restoreFailures counts failed attempts to restore from a peer.
+	restoreFailures atomic.Uint64
+	// cutMu keeps the local logs' fronts in place while the fetch server
+	// copies a batch of records out of them (seglog invalidates records
+	// read from a segment TruncateFront removed): the apply worker holds
+	// it to truncate. It is never taken with mu held, nor mu under it.
+	cutMu sync.Mutex
+
 	// The apply worker's own (Applied, Apply, Snapshot, Restore).
+	gen       uint64 // the local logs' generation (applied.go)
 	applied   uint64
 	stateAt   uint64
 	sinceMark int
@@ -126,6 +152,9 @@ func Open(dir string, cfg Config) (*Pair, error) {
 	if cfg.SegmentSize == 0 {
 		cfg.SegmentSize = seglog.DefaultSegmentSize
 	}
+	if cfg.RestoreTimeout <= 0 {
+		cfg.RestoreTimeout = 30 * time.Minute
+	}
 	if cfg.MarkEvery <= 0 {
 		cfg.MarkEvery = 256
 	}
@@ -145,8 +174,13 @@ func Open(dir string, cfg Config) (*Pair, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pair{dir: dir, cfg: cfg, id: cfg.Group.ID, open: 2, applied: m.index, stateAt: m.stateAt}
+	if err := settleGen(dir, m.gen); err != nil {
+		return nil, err
+	}
+	p := &Pair{dir: dir, cfg: cfg, id: cfg.Group.ID, open: 2, applied: m.index, stateAt: m.stateAt, gen: m.gen, opened: make(chan struct{})}
+	p.seen.Store(m.index)
 	p.cond = sync.NewCond(&p.mu)
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	opts := seglog.Options{Policy: seglog.PolicyCaller, SegmentSize: cfg.SegmentSize, Verify: true}
 	for _, x := range []struct {
 		l    **Log
@@ -154,7 +188,8 @@ func Open(dir string, cfg Config) (*Pair, error) {
 		tag  byte
 		next seglog.Seq
 	}{{&p.data, "data", tagData, m.nextData}, {&p.events, "events", tagEvents, m.nextEv}} {
-		local, err := seglog.Open(filepath.Join(dir, x.name), opts)
+		ldir := logDir(dir, m.gen, x.name)
+		local, err := seglog.Open(ldir, opts)
 		if err != nil {
 			p.closeLocal()
 			return nil, fmt.Errorf("replog: %s log: %w", x.name, err)
@@ -165,16 +200,17 @@ func Open(dir string, cfg Config) (*Pair, error) {
 				local.Close()
 				p.closeLocal()
 				return nil, fmt.Errorf("%w: %s holds records up to %d but %s has no applied mark: not a replicated log", ErrCorrupt,
-					filepath.Join(dir, x.name), last, dir)
+					ldir, last, dir)
 			}
 			x.next = last + 1
 		}
 		if last+1 < x.next {
 			local.Close()
 			p.closeLocal()
-			return nil, fmt.Errorf("%w: %s ends at %d, its applied mark says %d", ErrCorrupt, filepath.Join(dir, x.name), last, x.next-1)
+			return nil, fmt.Errorf("%w: %s ends at %d, its applied mark says %d", ErrCorrupt, ldir, last, x.next-1)
 		}
-		*x.l = &Log{p: p, tag: x.tag, local: local, applyNext: x.next}
+		*x.l = &Log{p: p, tag: x.tag, applyNext: x.next}
+		(*x.l).local.Store(local)
 	}
 	gc := cfg.Group
 	gc.Dir, gc.OnLeader, gc.CompactBehindMatch = filepath.Join(dir, "raft"), p.onLeader, true
@@ -185,11 +221,14 @@ func Open(dir string, cfg Config) (*Pair, error) {
 		g, err = cluster.OpenGroup(gc, p, cfg.Transport, cfg.Tick)
 	}
 	if err != nil {
+		p.cancel()
 		p.closeLocal()
 		return nil, fmt.Errorf("replog: %s: %w", dir, err)
 	}
+	g.ServeFetch(p.serveFetch)
 	p.mu.Lock()
 	p.g = g
+	close(p.opened) // a restore the apply worker began may use the group now
 	if p.lead == p.id {
 		p.proposeBarrierLocked()
 	}
@@ -201,8 +240,8 @@ func Open(dir string, cfg Config) (*Pair, error) {
 // receiving end and for status).
 func (p *Pair) Group() *cluster.Group { return p.g }
 
-// Err returns the error that stopped the group (ErrNeedsFiles, a
-// corrupt entry, a failed fsync), if any: the replica then serves and
+// Err returns the error that stopped the group (a corrupt entry, a
+// failed fsync), if any: the replica then serves and
 // applies nothing until it is opened again.
 func (p *Pair) Err() error { return p.g.Err() }
 
@@ -446,7 +485,7 @@ func (p *Pair) WriteState(name string, data []byte) error {
 func checkStateName(name string) error {
 	switch {
 	case name == "" || filepath.Base(name) != name || name == "." || name == "..":
-	case name == appliedName || name == "data" || name == "events" || name == "raft":
+	case name == appliedName || name == "data" || name == "events" || name == "raft" || strings.HasPrefix(name, genPrefix):
 	default:
 		return nil
 	}
@@ -464,10 +503,17 @@ func (p *Pair) CloseGroup() error {
 	if changed {
 		p.fire()
 	}
+	p.cancel() // a restore from a peer stops; the next open starts it again
+	var err error
 	if p.cfg.CloseGroup != nil {
-		return p.cfg.CloseGroup(p.g)
+		err = p.cfg.CloseGroup(p.g)
+	} else {
+		err = p.g.Close()
 	}
-	return p.g.Close()
+	if errors.Is(err, errRestoreStopped) {
+		err = nil // the mark was not moved: the next open restores again
+	}
+	return err
 }
 
 // logClosed closes the pair once both of its logs are closed: the
@@ -493,11 +539,13 @@ func (p *Pair) logClosed() error {
 }
 
 func (p *Pair) closeLocal() error {
+	p.cutMu.Lock() // not while the fetch server copies records out
+	defer p.cutMu.Unlock()
 	var errs []error
 	for _, l := range [...]*Log{p.data, p.events} {
 		if l != nil {
-			if err := l.local.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("replog: close %s: %w", l.local.Dir(), err))
+			if err := l.loc().Close(); err != nil {
+				errs = append(errs, fmt.Errorf("replog: close %s: %w", l.loc().Dir(), err))
 			}
 		}
 	}

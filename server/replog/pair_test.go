@@ -1,9 +1,11 @@
 package replog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,6 +29,34 @@ func testGroupCfg(id uint64, peers []uint64) cluster.Config {
 type Net struct {
 	mu     sync.Mutex
 	groups map[uint64]*cluster.Group
+	// wrap, if set, stands between a fetch server and its stream (to
+	// damage or hold it).
+	wrap func(w io.Writer) io.Writer
+}
+
+// fetcher is replica from's cluster.Config.Fetch over n: the replica
+// asked answers into a pipe, cut when ctx ends (as a link's deadline
+// would).
+func (n *Net) fetcher(from uint64) func(ctx context.Context, to uint64, req []byte) (io.ReadCloser, error) {
+	return func(ctx context.Context, to uint64, req []byte) (io.ReadCloser, error) {
+		n.mu.Lock()
+		g, wrap := n.groups[to], n.wrap
+		n.mu.Unlock()
+		if g == nil {
+			return nil, fmt.Errorf("replica %d unreachable", to)
+		}
+		pr, pw := io.Pipe()
+		var w io.Writer = pw
+		if wrap != nil {
+			w = wrap(pw)
+		}
+		go func() { pw.CloseWithError(g.AnswerFetch(from, bytes.Clone(req), w)) }()
+		go func() {
+			<-ctx.Done()
+			pr.CloseWithError(ctx.Err())
+		}()
+		return pr, nil
+	}
 }
 
 func (*Net) ReportsSnapshots() bool { return false }
@@ -116,6 +146,10 @@ type trio struct {
 	pairs map[uint64]*Pair
 	fss   map[uint64]*gateFS // each replica's raft log file system
 	cfg   Config
+	// nodes, when set, runs each replica's group on a cluster.Node (over
+	// real TCP and mutual TLS), by its raft ID.
+	nodes map[uint64]*cluster.Node
+	names []string // the nodes' names
 }
 
 func newTrio(t *testing.T, cfg Config) *trio {
@@ -138,9 +172,30 @@ func newTrio(t *testing.T, cfg Config) *trio {
 func (tr *trio) open(id uint64) *Pair {
 	cfg := tr.cfg
 	every := cfg.Group.SnapshotEvery
-	cfg.Group = testGroupCfg(id, []uint64{1, 2, 3})
+	peers := []uint64{1, 2, 3}
+	if tr.nodes != nil {
+		peers = nil
+		for nid := range tr.nodes {
+			peers = append(peers, nid)
+		}
+	}
+	cfg.Group = testGroupCfg(id, peers)
 	cfg.Group.SnapshotEvery = every
 	cfg.Transport, cfg.Tick = tr.net, 2*time.Millisecond
+	cfg.Group.Fetch = tr.net.fetcher(id)
+	if n := tr.nodes[id]; n != nil {
+		members := tr.names
+		cfg.OpenGroup = func(gc cluster.Config, sm cluster.StateMachine) (*cluster.Group, error) {
+			// As a broker's node opens a partition: the node's own
+			// link, ID and members.
+			return n.AddGroupWith(nodeGroup, members, sm, func(c *cluster.Config) {
+				c.Dir, c.OnLeader, c.CompactBehindMatch = gc.Dir, gc.OnLeader, gc.CompactBehindMatch
+				c.SnapshotEvery, c.MaxEntryBytes = gc.SnapshotEvery, gc.MaxEntryBytes
+			})
+		}
+		cfg.CloseGroup = func(*cluster.Group) error { return n.CloseGroup(nodeGroup) }
+		cfg.Group.Fetch = nil
+	}
 	if tr.fss[id] == nil {
 		tr.fss[id] = &gateFS{FS: seglog.OSFS()}
 	}
@@ -149,7 +204,9 @@ func (tr *trio) open(id uint64) *Pair {
 	if err != nil {
 		tr.t.Fatal(err)
 	}
-	tr.net.set(id, p.Group())
+	if tr.nodes == nil {
+		tr.net.set(id, p.Group())
+	}
 	tr.pairs[id] = p
 	return p
 }
@@ -227,7 +284,7 @@ func TestPairReplicates(t *testing.T) {
 	}
 	for id, q := range tr.pairs {
 		waitFor(t, "replica to apply", func() bool { return q.Data().Durable() == 100 && q.Events().Durable() == 20 })
-		if got := readAll(t, q.data.local); fmt.Sprint(got) != fmt.Sprint(want) {
+		if got := readAll(t, q.data.loc()); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("replica %d holds %v", id, got)
 		}
 		waitFor(t, "the state file", func() bool {
@@ -350,7 +407,7 @@ func TestPairLeaderLoss(t *testing.T) {
 	end := q.Data().Durable()
 	r := tr.open(old)
 	waitFor(t, "the old leader to catch up", func() bool { return r.Data().Durable() == end })
-	if got, want := readAll(t, r.data.local), readAll(t, q.data.local); fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, want := readAll(t, r.data.loc()), readAll(t, q.data.loc()); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("old leader holds %v, new leader %v", got, want)
 	}
 }
@@ -394,7 +451,7 @@ func TestPairLostEntryEndsEpoch(t *testing.T) {
 	if _, err := p.Data().Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if got := readAll(t, p.data.local); fmt.Sprint(got) != "[a0 a1 a2 b0]" {
+	if got := readAll(t, p.data.loc()); fmt.Sprint(got) != "[a0 a1 a2 b0]" {
 		t.Fatalf("data log %v", got)
 	}
 }

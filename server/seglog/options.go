@@ -80,6 +80,11 @@ type Options struct {
 	// until the next TruncateFront. For owners whose borrowed records can
 	// outlive a TruncateFront (the broker's deliveries wait for an fsync).
 	HoldSwapped bool
+	// Start is the sequence number the first record of a new log gets
+	// (default 1): a log made as the copy of another whose front was
+	// truncated keeps its numbers. A directory that holds segments goes
+	// on from them and ignores it.
+	Start Seq
 	// NoRecycle deletes every segment TruncateFront drops (gradually, see
 	// trash.go). By default up to two full-size plain segments are kept as
 	// spare files and reused, old bytes and all, by the next rolls (see

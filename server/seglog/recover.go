@@ -113,7 +113,7 @@ func (l *Log) recover() (err error) {
 		// disk, goes on from that segment's first number (its name), not
 		// from 1. Starting over would hand out numbers a reader of the log
 		// (a consumer group's frontier) already counts as consumed.
-		start := Seq(1)
+		start := max(1, l.opts.Start)
 		if len(firsts) > 0 {
 			start = firsts[len(firsts)-1]
 		}

@@ -29,6 +29,15 @@
 //     too large or too slow cuts the connection and drops the file.
 //     Every MsgSnap's outcome (written, or dropped) goes to
 //     Options.OnSnapshot, so raft can send another after a failure.
+//   - Fetches (fetch.go): a stream a node pulls from a peer for one
+//     group (a replica restoring its logs from another's), each on a
+//     connection of its own with the same mutual TLS, told apart from
+//     a raft link by ALPN: one request frame, then chunks of at most
+//     ChunkSize, each with its CRC-32, checked on arrival (a bad one
+//     fails the stream: ErrBadChunk), ended by an end or error chunk.
+//     Options.OnFetch writes the stream; Fetch reads it. At most
+//     MaxFetches are served and as many made at once (ErrFetchBusy),
+//     each within FetchTimeout and MaxFetchBytes.
 //
 // # What it must never do
 //
@@ -38,6 +47,8 @@
 //     rather than delivered stale later.
 //   - Accept a raft message from a connection without a certificate of the
 //     cluster's CA naming a known peer, or one whose From is not that peer.
+//   - Serve or make more than Options.MaxFetches fetches at once, or
+//     pass a fetch chunk to its reader before its CRC is checked.
 //   - Hold more than Options.MaxInbound accepted connections, queue more
 //     than Options.QueueLen messages per peer, or read a frame it has not
 //     checked against the maximum.

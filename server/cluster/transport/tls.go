@@ -46,6 +46,7 @@ func (c *Credentials) server() *tls.Config {
 		ClientCAs:    c.pool,
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		MinVersion:   tls.VersionTLS13,
+		NextProtos:   []string{raftProto, fetchProto}, // a client offering none gets a raft link
 	}
 }
 
@@ -57,6 +58,7 @@ func (c *Credentials) client(name string) *tls.Config {
 		RootCAs:      c.pool,
 		ServerName:   name,
 		MinVersion:   tls.VersionTLS13,
+		NextProtos:   []string{raftProto},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -84,6 +85,19 @@ type Options struct {
 	MaxSnapshot, ChunkSize int
 	SnapshotTimeout        time.Duration
 	SnapshotDir            string
+	// OnFetch, if set, answers a peer's fetch (fetch.go) for group: it
+	// writes the stream req asks for to w (cut into chunks of
+	// ChunkSize) and returns nil at its end, or an error the fetching
+	// peer reads as the stream's. It runs on the fetch connection's
+	// goroutine and may block on w, within FetchTimeout. Without it
+	// fetches are answered with an error.
+	OnFetch func(from, group uint64, req []byte, w io.Writer) error
+	// MaxFetches bounds the fetches served at once, and those made at
+	// once (default 4; past it ErrFetchBusy). FetchTimeout bounds one
+	// (default 30 min), MaxFetchBytes its stream (default 1 TiB).
+	MaxFetches    int
+	FetchTimeout  time.Duration
+	MaxFetchBytes int64
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -117,6 +131,11 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.MaxSnapshot, 1<<30)
 	def(&o.ChunkSize, min(1<<20, o.MaxFrame-8-chunkHeader))
 	defd(&o.SnapshotTimeout, time.Minute)
+	def(&o.MaxFetches, 4)
+	defd(&o.FetchTimeout, 30*time.Minute)
+	if o.MaxFetchBytes <= 0 {
+		o.MaxFetchBytes = 1 << 40
+	}
 	if o.SnapshotDir == "" {
 		o.SnapshotDir = os.TempDir()
 	}
@@ -157,12 +176,17 @@ type Stats struct {
 	// in chunks; SnapshotsFailed those whose transfer failed either way
 	// (a write error or timeout, a bad chunk, no room to assemble).
 	SnapshotsSent, SnapshotsReceived, SnapshotsFailed uint64
+	// Fetches counts fetches made, FetchesServed those served to their
+	// end, FetchErrors fetches that failed either way (refused busy, a
+	// bad chunk, a server's error, a cut or slow stream).
+	Fetches, FetchesServed, FetchErrors uint64
 }
 
 type counters struct {
 	sent, received, droppedFull, unreachable, noPeer, oversize  atomic.Uint64
 	dials, dialFailures, linkErrors, refused, badFrames, forged atomic.Uint64
 	snapsSent, snapsReceived, snapsFailed                       atomic.Uint64
+	fetches, fetchesServed, fetchErrors                         atomic.Uint64
 }
 
 // Transport links this node to its peers. Its methods are safe for
@@ -177,6 +201,11 @@ type Transport struct {
 	wg     sync.WaitGroup
 	st     counters
 	xfers  atomic.Uint64 // snapshot transfers started, numbering them
+	// fetchIn and fetchOut hold a token per fetch served and made.
+	fetchIn, fetchOut chan struct{}
+	// testChunk, for tests, may replace a data chunk's bytes after its
+	// CRC is taken (a chunk damaged in transit).
+	testChunk func(i int, p []byte) []byte
 
 	mu      sync.RWMutex // guards the fields below
 	closed  bool
@@ -198,7 +227,7 @@ func New(opts Options) (*Transport, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{opts: o, ln: ln, srvTLS: o.Creds.server(), sem: make(chan struct{}, o.MaxInbound),
-		ctx: ctx, cancel: cancel, peers: map[uint64]*peer{}, inbound: map[uint64]net.Conn{}, conns: map[net.Conn]struct{}{}}
+		ctx: ctx, cancel: cancel, fetchIn: make(chan struct{}, o.MaxFetches), fetchOut: make(chan struct{}, o.MaxFetches), peers: map[uint64]*peer{}, inbound: map[uint64]net.Conn{}, conns: map[net.Conn]struct{}{}}
 	t.wg.Add(1)
 	go t.accept()
 	return t, nil
@@ -333,7 +362,8 @@ func (t *Transport) Stats() Stats {
 		Unreachable: c.unreachable.Load(), NoPeer: c.noPeer.Load(), Oversize: c.oversize.Load(),
 		Dials: c.dials.Load(), DialFailures: c.dialFailures.Load(), LinkErrors: c.linkErrors.Load(),
 		Refused: c.refused.Load(), BadFrames: c.badFrames.Load(), Forged: c.forged.Load(),
-		SnapshotsSent: c.snapsSent.Load(), SnapshotsReceived: c.snapsReceived.Load(), SnapshotsFailed: c.snapsFailed.Load()}
+		SnapshotsSent: c.snapsSent.Load(), SnapshotsReceived: c.snapsReceived.Load(), SnapshotsFailed: c.snapsFailed.Load(),
+		Fetches: c.fetches.Load(), FetchesServed: c.fetchesServed.Load(), FetchErrors: c.fetchErrors.Load()}
 }
 
 // Close stops listening, cuts every link and waits for every goroutine
@@ -417,6 +447,10 @@ func (t *Transport) serve(c net.Conn) {
 	pr, err := t.identify(tc.ConnectionState())
 	if err != nil {
 		t.st.refused.Add(1)
+		return
+	}
+	if tc.ConnectionState().NegotiatedProtocol == fetchProto {
+		t.serveFetch(tc, pr) // a fetch's own connection, not the peer's link
 		return
 	}
 	t.mu.Lock()
