@@ -326,3 +326,49 @@ func TestClusterTopicMadeElsewhereIsFoundAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterDurableSubOnAnyNode: a durable SUB on a node that does not
+// lead the topic's partition gets its messages pushed (the SUB is
+// forwarded to the leader), and their acks, sent to that node, settle
+// them; a stock NATS queue subscriber there consumes at most once, its
+// deliveries acked once written.
+func TestClusterDurableSubOnAnyNode(t *testing.T) {
+	srvs := startCluster(t, false)
+	w0 := fibrilConn(t, srvs[0], "")
+	untilOK(t, w0, "TOPIC CREATE jobs\r\n", `^\+OK \{`)
+	untilOK(t, w0, "GROUP CREATE jobs w {\"lease_ms\":600000}\r\n", `^\+OK \{`)
+	untilOK(t, w0, "GROUP CREATE jobs auto\r\n", `^\+OK \{`)
+	lead := leaderOf(t, srvs, "jobs")
+	follower := srvs[(lead+1)%3]
+	sub := fibrilConn(t, follower, "")
+	sub.send("SUB jobs w 5 10\r\n")
+	sub.expect(`^\+OK$`)
+	nats := dialInfo(t, follower)
+	nats.send("CONNECT {\"verbose\":false}\r\nSUB jobs auto 9\r\nPING\r\n")
+	nats.expect(`^PONG$`)
+	for k := range 3 {
+		untilOK(t, w0, fmt.Sprintf("PUB jobs - 2\r\nm%d\r\n", k), `^\+OK 0:\d+$`)
+	}
+	var handles []string
+	for range 3 {
+		l := sub.expect(`^MSG jobs 5 \S+ 2`)
+		handles = append(handles, strings.Fields(l)[3])
+		sub.expect(`^m[0-2]$`)
+	}
+	sub.send("ACK " + strings.Join(handles, " ") + "\r\n")
+	sub.expect(`^\+OK$`)
+	for range 3 {
+		nats.expect(`^MSG jobs 9 `)
+		nats.expect(`^m[0-2]$`)
+	}
+	tp, _ := srvs[lead].durable.b.Topic("jobs")
+	for _, name := range []broker.GroupName{"w", "auto"} {
+		g, _ := tp.FindGroup(name)
+		waitFor(t, 30*time.Second, "group "+string(name)+" settled on the leader", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			in, err := g.InfoCurrent(ctx)
+			return err == nil && in.Inflight == 0 && in.Ready == 0
+		})
+	}
+}

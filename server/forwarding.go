@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/fibrilmq/fibril/protocol"
@@ -299,4 +300,123 @@ func catalogMissing(b *broker.Broker, op protocol.Op, name, group string) bool {
 		return !ok
 	}
 	return false
+}
+
+// pushEvery is how often a forwarded durable SUB looks for the leaders
+// of the partitions this node does not serve.
+const pushEvery = 250 * time.Millisecond
+
+// remotePush carries a durable SUB to the leaders of the partitions its
+// node does not serve: one subscription on each such leader, each on a
+// forwarding connection of its own (tagged for this client, SUB and
+// node), whose deliveries are queued for the client as local ones are.
+// Every pushEvery it follows leadership: it subscribes on a node that
+// came to lead such a partition and drops a node that no longer does.
+// It ends with the SUB (stop), closing its connections, so the leases
+// they hold end at once on those nodes.
+type remotePush struct {
+	c                        *client
+	t                        *broker.Topic
+	group, sid               string
+	max                      int
+	crc, headers, ackOnWrite bool
+	subOK                    *answer
+	stopc                    chan struct{}
+	once                     sync.Once
+
+	mu    sync.Mutex
+	nodes map[string]bool // subscribed (or subscribing) on these nodes
+}
+
+func (c *client) startRemotePush(t *broker.Topic, group, sid string, max int, crc, headers, ackOnWrite bool, subOK *answer) *remotePush {
+	rp := &remotePush{c: c, t: t, group: group, sid: sid, max: max, crc: crc, headers: headers, ackOnWrite: ackOnWrite,
+		subOK: subOK, stopc: make(chan struct{}), nodes: map[string]bool{}}
+	go rp.run()
+	return rp
+}
+
+func (rp *remotePush) stop() { rp.once.Do(func() { close(rp.stopc) }) }
+
+func (rp *remotePush) tag(node string) string {
+	return rp.c.forwardTag() + "/s" + rp.sid + "/" + node
+}
+
+func (rp *remotePush) run() {
+	tick := time.NewTicker(pushEvery)
+	defer tick.Stop()
+	for {
+		rp.follow()
+		select {
+		case <-rp.stopc:
+			rp.c.srv.forwards.CloseTag(rp.c.forwardTag() + "/s" + rp.sid)
+			return
+		case <-rp.c.ctx.Done():
+			return // forwardClosed closes the connections
+		case <-tick.C:
+		}
+	}
+}
+
+// follow subscribes on each node now leading a partition not served here
+// and drops the nodes that lead none.
+func (rp *remotePush) follow() {
+	want := map[string]forward.Target{}
+	for i := range rp.t.Config().Partitions {
+		idx := broker.Partition(i)
+		if rp.t.Served(idx) {
+			continue
+		}
+		if tg, err := rp.c.srv.forwardTo(rp.t, idx); err == nil {
+			want[tg.Node] = tg
+		}
+	}
+	rp.mu.Lock()
+	var drop []string
+	for node := range rp.nodes {
+		if _, ok := want[node]; !ok {
+			drop = append(drop, node)
+			delete(rp.nodes, node)
+		}
+	}
+	var add []forward.Target
+	for node, tg := range want {
+		if !rp.nodes[node] {
+			rp.nodes[node] = true
+			add = append(add, tg)
+		}
+	}
+	rp.mu.Unlock()
+	for _, node := range drop {
+		rp.c.srv.forwards.CloseTag(rp.tag(node))
+	}
+	for _, tg := range add {
+		node := tg.Node
+		cmd := protocol.AppendSub(nil, string(rp.t.Name()), rp.group, rp.sid, rp.max)
+		rp.c.srv.forwards.Subscribe(tg, rp.c.login.user, rp.tag(node), cmd, rp.push, func(line []byte, _ []forward.Msg, err error) {
+			if err == nil && line[0] == '+' {
+				return
+			}
+			// Refused or lost: the next follow subscribes again.
+			rp.c.log.Debug("forwarded durable SUB ended", "node", node, "answer", string(line), "err", err)
+			rp.mu.Lock()
+			delete(rp.nodes, node)
+			rp.mu.Unlock()
+			rp.c.srv.forwards.CloseTag(rp.tag(node))
+		})
+	}
+}
+
+// push queues one delivery a leader pushed for the client.
+func (rp *remotePush) push(m forward.Msg) {
+	wh, err := protocol.ParseHandle([]byte(m.Reply))
+	h, ok := toBrokerHandle(wh)
+	if err != nil || !ok {
+		rp.c.log.Warn("forwarded delivery with a bad handle", "handle", m.Reply)
+		return
+	}
+	d := broker.Delivery{Handle: h, Subject: m.Subject, Header: m.Header, Data: m.Data, Attempt: h.Attempt,
+		CRC: crc32.Update(crc32.ChecksumIEEE(m.Header), crc32.IEEETable, m.Data)}
+	if rp.c.queueDurable(&d, rp.sid, rp.crc, rp.headers, rp.ackOnWrite, rp.subOK) {
+		rp.c.countOutMsgs(1)
+	}
 }

@@ -259,16 +259,20 @@ func (c *client) nackAll(ds []broker.Delivery) {
 type pushSub struct {
 	mu      sync.Mutex
 	s       *broker.Subscription
+	remote  *remotePush // in a cluster: the partitions led elsewhere (forwarding.go)
 	stopped bool
 }
 
 func (p *pushSub) stop() {
 	p.mu.Lock()
 	p.stopped = true
-	s := p.s
+	s, r := p.s, p.remote
 	p.mu.Unlock()
 	if s != nil {
 		s.Close()
+	}
+	if r != nil {
+		r.stop()
 	}
 }
 
@@ -363,6 +367,16 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 		return
 	}
 	ps.attach(bs) // an UNSUB or close may have raced the subscribe
+	if c.mayForward() {
+		r := c.startRemotePush(g.Topic(), sub.queue, sub.sid, maxInflight, crc, headers, ackOnWrite, slot)
+		ps.mu.Lock()
+		ps.remote = r
+		stopped := ps.stopped
+		ps.mu.Unlock()
+		if stopped {
+			r.stop()
+		}
+	}
 	c.complete(slot, okAnswer)
 }
 

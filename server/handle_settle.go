@@ -177,6 +177,12 @@ func (c *client) settleWritten(hs []broker.Handle) {
 		return
 	}
 	for _, h := range hs {
+		if c.mayForward() {
+			if t, served, ok := c.srv.durable.b.HandleServed(h); ok && !served {
+				c.forwardSettle(t, h, broker.Ack(), c.ackOnWriteDone) // a forwarded delivery
+				continue
+			}
+		}
 		if err := c.srv.durable.b.Settle(h, broker.Ack(), c.ackOnWriteDone); err != nil {
 			c.ackOnWriteDone(err)
 		}

@@ -85,10 +85,12 @@ type Options struct {
 // on the connection's reader goroutine: it must be quick.
 type Done func(answer []byte, msgs []Msg, err error)
 
-// Msg is one delivery frame of an answer (a forwarded POLL's).
+// Msg is one delivery frame: of an answer (a forwarded POLL's), or
+// pushed to a durable SUB (Subscribe).
 type Msg struct {
 	Subject, Reply string
 	Header, Data   []byte
+	sid            string
 }
 
 // Pool is a node's forwarding connections. Safe for concurrent use.
@@ -130,6 +132,19 @@ func New(o Options) *Pool {
 // commands' answers, and CloseTag ends it); done gets its answer. cmd is
 // copied.
 func (p *Pool) Send(t Target, user, tag string, cmd []byte, done Done) {
+	p.send(t, user, tag, cmd, nil, done)
+}
+
+// Subscribe is Send for a durable SUB: onPush gets each delivery the
+// target pushes for it (frames whose sid is not POLL's "0"), on the
+// connection's reader goroutine, until the connection ends (CloseTag, a
+// failure: then done has been called, and onPush is called no more). The
+// connection should be tagged for this subscription alone.
+func (p *Pool) Subscribe(t Target, user, tag string, cmd []byte, onPush func(Msg), done Done) {
+	p.send(t, user, tag, cmd, onPush, done)
+}
+
+func (p *Pool) send(t Target, user, tag string, cmd []byte, onPush func(Msg), done Done) {
 	k := key{t.Node, t.Addr, t.Token, user, tag}
 	p.mu.Lock()
 	if p.closed {
@@ -148,6 +163,11 @@ func (p *Pool) Send(t Target, user, tag string, cmd []byte, done Done) {
 		p.conns[k] = c
 	}
 	p.mu.Unlock()
+	if onPush != nil {
+		c.mu.Lock()
+		c.onPush = onPush
+		c.mu.Unlock()
+	}
 	c.send(cmd, done)
 }
 
@@ -164,8 +184,9 @@ func (p *Pool) Close() {
 	}
 }
 
-// CloseTag closes the connections tagged tag (the client they forwarded
-// for is gone: the leases they hold on the target end with them).
+// CloseTag closes the connections tagged tag or tag + "/..." (the client
+// they forwarded for is gone: the leases they hold on the target end with
+// them).
 func (p *Pool) CloseTag(tag string) {
 	if tag == "" {
 		return
@@ -173,7 +194,7 @@ func (p *Pool) CloseTag(tag string) {
 	p.mu.Lock()
 	var cs []*conn
 	for k, c := range p.conns {
-		if k.tag == tag {
+		if k.tag == tag || strings.HasPrefix(k.tag, tag+"/") {
 			cs = append(cs, c)
 			delete(p.conns, k)
 		}
@@ -202,6 +223,7 @@ type conn struct {
 	cond    *sync.Cond // signalled when out grows or the conn fails
 	out     [][]byte   // commands not yet written
 	pending []Done     // commands written or queued, oldest first
+	onPush  func(Msg)  // a durable SUB's deliveries (Subscribe)
 	err     error      // set once: the conn failed
 	nc      net.Conn
 }
@@ -360,7 +382,7 @@ func (c *conn) frame(r *bufio.Reader, line []byte) (Msg, error) {
 	if !bytes.HasSuffix(body, []byte("\r\n")) {
 		return Msg{}, fmt.Errorf("delivery %q: body not ended by CRLF", line)
 	}
-	m := Msg{Subject: f[1], Reply: f[3], Data: body[hdrLen:total]}
+	m := Msg{Subject: f[1], Reply: f[3], Data: body[hdrLen:total], sid: f[2]}
 	if hdrLen > 0 {
 		m.Header = body[:hdrLen]
 	}
@@ -429,6 +451,13 @@ func (c *conn) read(r *bufio.Reader) {
 			if err != nil {
 				c.fail(err)
 				return
+			}
+			c.mu.Lock()
+			push := c.onPush
+			c.mu.Unlock()
+			if push != nil && m.sid != "0" {
+				push(m)
+				continue
 			}
 			msgs = append(msgs, m)
 		case bytes.Equal(line, []byte("PONG")), bytes.HasPrefix(line, []byte("INFO ")):
