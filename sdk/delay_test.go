@@ -24,7 +24,9 @@ func TestPublishDelay(t *testing.T) {
 	if _, err := c.Publish(ctx, topic, []byte("tomorrow"), fibril.WithDeliverAt(time.Now().Add(24*time.Hour))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Publish(ctx, topic, []byte("soon"), fibril.WithDelay(50*time.Millisecond)); err != nil {
+	// Long enough to be still held back at the first Fetch on a loaded
+	// machine (it was 50 ms, and "soon" was due by then: two messages).
+	if _, err := c.Publish(ctx, topic, []byte("soon"), fibril.WithDelay(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Publish(ctx, topic, []byte("now")); err != nil {
@@ -34,7 +36,7 @@ func TestPublishDelay(t *testing.T) {
 	if err != nil || len(ms) != 1 || string(ms[0].Data) != "now" {
 		t.Fatalf("at once: %v %v, want only now", ms, err)
 	}
-	ms, err = c.Fetch(ctx, topic, "g", 10, 5*time.Second)
+	ms, err = c.Fetch(ctx, topic, "g", 10, 10*time.Second)
 	if err != nil || len(ms) != 1 || string(ms[0].Data) != "soon" {
 		t.Fatalf("once soon is due: %v %v", ms, err)
 	}
