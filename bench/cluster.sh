@@ -74,6 +74,14 @@ FIBRIL="$OUT/bin/fibril"; BENCH="$OUT/bin/fibril-bench"
   echo "nats-server: $("$NATS_BIN" --version)"
   echo "reps: $REPS  msgs: $N (sync_interval always: $NS)  quick: $QUICK"
 } | tee "$OUT/env.txt"
+# The disk alone, before and after (fibril-bench --disk-probe: 128 KiB
+# blocks written and fdatasynced back to back where the data dirs are).
+probe_disk() {
+  "$BENCH" --disk-probe 5s --disk-probe-dir "$OUT" --json > "$OUT/runs/disk.$1.json" 2>/dev/null \
+    && echo "disk $1: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.0f fdatasyncs/s, p50 %.2f ms, p99 %.2f ms" % (r["fsyncs_per_sec"], r["p50_us"]/1e3, r["p99_us"]/1e3))' "$OUT/runs/disk.$1.json")" \
+    || echo "disk $1: probe failed"
+}
+probe_disk before | tee -a "$OUT/env.txt"
 
 # freeports K: K free loopback ports, one a line.
 freeports() {
@@ -228,6 +236,7 @@ for rep in $(seq "$REPS"); do
   bench w1 "$rep" natsr3sync --msgs "$NS" --size 1024
 done
 echo "== done in $(( $(date +%s) - T0 )) s; load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/env.txt"
+probe_disk after | tee -a "$OUT/env.txt"
 
 python3 - "$OUT" "$REPS" <<'PY' | tee "$OUT/summary.md"
 import glob, json, statistics, sys
@@ -286,14 +295,15 @@ if rs and rs[len(rs) // 2].get("server_stages"):
     if f: print(f"  leader's fibril_fsync_seconds: {f.get('count', 0):,} fsyncs, {f.get('seconds', 0):.2f} s in them, "
                 f"mean {f.get('seconds', 0) / max(f.get('count', 1), 1) * 1e3:.1f} ms")
 cpu = {}
-for v in ("r3leader", "r3follower", "natsr3", "natsr3sync"):
+for v in ("single", "r3leader", "r3follower", "natsr3", "natsr3sync"):
     per = []
     for fj in glob.glob(f"{out}/runs/w1.{v}.*.json"):
         try:
             r, c = json.load(open(fj)), open(fj[:-5] + ".cpu").read().split()
         except Exception: continue
-        t = [int(x) / float(c[0]) for x in c[1:]]
-        if t and r.get("published"): per.append(sum(t) / r["published"] * 1e6)
+        # the clusters: each node's ticks (cpu file); one node: fibril-bench's server_cpu_s
+        t = [int(x) / float(c[0]) for x in c[1:]] or [r.get("server_cpu_s", 0)]
+        if sum(t) and r.get("published"): per.append(sum(t) / r["published"] * 1e6)
     if per: cpu[v] = statistics.median(per)
 if cpu:
     print("\nServer CPU per message, all nodes, start to stop (µs): " + ", ".join(f"{k} {v:,.1f}" for k, v in cpu.items()))

@@ -58,8 +58,11 @@ type Result struct {
 	// came in order; absent for the Go SDK client and without confirms).
 	ConfirmUS *Latency `json:"confirm_latency_us,omitempty"`
 
-	RSSKiB        int64 `json:"server_rss_hwm_kib"`
-	RSSBacklogKiB int64 `json:"server_rss_hwm_backlog_kib,omitempty"`
+	RSSKiB int64 `json:"server_rss_hwm_kib"`
+	// ServerCPUSeconds is a started server's user+system CPU time over
+	// its life until the end of the run (start and setup included).
+	ServerCPUSeconds float64 `json:"server_cpu_s,omitempty"`
+	RSSBacklogKiB    int64   `json:"server_rss_hwm_backlog_kib,omitempty"`
 	// RSSAnonKiB and RSSFileKiB are the peaks of RssAnon (heap, stacks) and
 	// RssFile (mapped files: the segment log's page cache) sampled every
 	// 100 ms; VmHWM counts both.

@@ -368,6 +368,9 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	conWG.Wait()
 	stopProgress()
 	res.RSSKiB = srv.rssKiB()
+	if srv.started && !srv.embed {
+		res.ServerCPUSeconds, _ = procCPUSeconds(srv.pid)
+	}
 	res.RSSAnonKiB, res.RSSFileKiB = memPeaks()
 	if srv.httpURL != "" {
 		res.ServerFsyncs, res.ServerFsyncsError = serverFsyncs(ctx, srv.httpURL)
