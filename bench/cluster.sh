@@ -267,11 +267,14 @@ names = [("single", "Fibril, one node"), ("r3leader", "Fibril, 3 nodes, clients 
          ("natsr3", "JetStream R3, default sync"), ("natsr3sync", "JetStream R3, sync_interval: always")]
 print(f"Replicated W1, medians of {reps} run(s) (min–max): 1 KiB, 1 publisher (confirms pipelined, window 1,024) + 1 consumer acking;")
 print("end to end = first publish -> the server reports the group empty (every message delivered, acked, ack applied).\n")
-print("| system | msgs/s end to end | p50 end to end | p99 end to end | p50 publish -> confirm |")
-print("|---|---:|---:|---:|---:|")
+idle = lambda r: (r.get("machine_cpu") or {}).get("idle_pct")
+print("| system | msgs/s end to end | p50 end to end | p99 end to end | p50 publish -> confirm | machine CPU idle |")
+print("|---|---:|---:|---:|---:|---:|")
 for v, label in names:
     if runs(v):
-        print(f"| {label} | {fmt(med(v))} | {fmt(med(v, p50), 'ms')} | {fmt(med(v, p99), 'ms')} | {fmt(med(v, cp50), 'ms')} |")
+        i = med(v, idle)
+        print(f"| {label} | {fmt(med(v))} | {fmt(med(v, p50), 'ms')} | {fmt(med(v, p99), 'ms')} | {fmt(med(v, cp50), 'ms')} | "
+              + ("—" if i is None else f"{i[0]:.1f} %") + " |")
 s, l, fo, n, a = med("single"), med("r3leader"), med("r3follower"), med("natsr3"), med("natsr3sync")
 print()
 print(f"- Fibril R3 (leader) / JetStream R3 default sync: {ratio(l, n)} (target ≥ 2×): {'MET' if l and n and l[0] >= 2 * n[0] else 'NOT MET'}")
