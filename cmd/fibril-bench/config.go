@@ -253,6 +253,9 @@ Examples:
   fibril-bench --system nats --msgs 200000          # JetStream work queue
   fibril-bench --system nats --mode plain           # NATS core
   fibril-bench --disk-probe 5s                      # the disk's fsync latency and stalls
+  fibril-bench --url nats://h:1,nats://h:2,nats://h:3 --http-urls http://h:4,http://h:5,http://h:6
+                                                    # a Fibril cluster, clients on the leader (bench/cluster.sh)
+  fibril-bench --system nats --url nats://h:1,nats://h:2,nats://h:3 --nats-replicas 3   # JetStream R3
 
 Flags:
 `
