@@ -148,7 +148,7 @@ bench-full:
 # Replicated W1 (issue 26): a 3-node Fibril cluster (3 `fibril serve`
 # processes) against a 3-node JetStream cluster with an R3 stream (default
 # sync and sync_interval: always) and single-node Fibril, interleaved, 3 reps
-# of 100k x 1 KiB, about 5 min (bench/cluster.sh; CLUSTER_BENCH_FLAGS=--quick
+# of 100k x 1 KiB, about 3 min (bench/cluster.sh; CLUSTER_BENCH_FLAGS=--quick
 # is a 1-rep smoke run of about 40 s). Writes under /tmp/fibril-cluster-bench.
 CLUSTER_BENCH_FLAGS ?=
 bench-cluster:

@@ -6,7 +6,7 @@
 # (medians of REPS interleaved runs) and writes it with every raw JSON
 # result under $OUT.
 #
-#   bash bench/cluster.sh                 # 3 reps, 100k messages (about 5 min on 2 vCPUs)
+#   bash bench/cluster.sh                 # 3 reps, 100k messages (about 3 min on 2 vCPUs; 5 reps 3.5 min)
 #   bash bench/cluster.sh --quick         # 1 rep, small counts (about 1 min), a smoke test
 #   bash bench/cluster.sh --reps 5 --msgs 200000 --out /tmp/clb
 #
