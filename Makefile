@@ -5,7 +5,7 @@ FUZZTIME ?= 20s
 PYTHON ?= python3
 
 .PHONY: test test-go test-fuzz test-python test-js build vet conformance bench bench-full faults perm-matrix test-corruption test-adversarial
-.PHONY: test-stock test-stock-js test-stock-py test-natscli test-stock-long bench-nats
+.PHONY: test-stock test-stock-js test-stock-py test-natscli test-stock-long bench-nats bench-cluster
 
 test: vet test-go test-fuzz test-python test-js test-stock
 
@@ -144,6 +144,15 @@ bench:
 
 bench-full:
 	bash bench/compare.sh
+
+# Replicated W1 (issue 26): a 3-node Fibril cluster (3 `fibril serve`
+# processes) against a 3-node JetStream cluster with an R3 stream (default
+# sync and sync_interval: always) and single-node Fibril, interleaved, 3 reps
+# of 100k x 1 KiB, about 3 min (bench/cluster.sh; CLUSTER_BENCH_FLAGS=--quick
+# is a 1-rep smoke run of about 40 s). Writes under /tmp/fibril-cluster-bench.
+CLUSTER_BENCH_FLAGS ?=
+bench-cluster:
+	bash bench/cluster.sh $(CLUSTER_BENCH_FLAGS)
 
 # nats bench core pub/sub, Fibril vs nats-server alternating (bench/natsbench.sh,
 # 3 reps of 1M messages at 16 B and 1 KiB, then the multi-subject flood).

@@ -270,7 +270,7 @@ func TestStartsFibrilServe(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	for _, want := range []string{`"ok":true`, `"published":2000`, `"consumed":2000`, `"server_rss_hwm_kib":`} {
+	for _, want := range []string{`"ok":true`, `"published":2000`, `"consumed":2000`, `"server_rss_hwm_kib":`, `"server_cpu_s":`} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("JSON lacks %s: %s", want, out.String())
 		}

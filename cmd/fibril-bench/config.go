@@ -15,10 +15,20 @@ type Config struct {
 	Client string // Fibril: "wire" (protocol package) or "sdk" (the Go SDK)
 	Mode   string // "durable" (topic + group / JetStream work queue) or "plain" (core pub/sub)
 
-	URL       string // server to use; empty: start one
-	ServerPID int    // with URL: read this process's VmHWM
-	FibrilBin string // `fibril` binary started when URL is empty
-	NatsBin   string // `nats-server` binary started when URL is empty
+	URL string // server to use; empty: start one. Several, comma-separated: a cluster's nodes (cluster.go)
+	// HTTPURLs are the admin listeners of a Fibril cluster's nodes, in
+	// --url's order (the leader is found from their /metrics).
+	HTTPURLs string
+	// Target is the node a cluster run's clients connect to: leader or
+	// follower.
+	Target string
+	// NatsReplicas is the JetStream stream's (and consumer's) replicas.
+	NatsReplicas int
+	// clusterAddrs is --url split, host:port each, when it names several nodes.
+	clusterAddrs []string
+	ServerPID    int    // with URL: read this process's VmHWM
+	FibrilBin    string // `fibril` binary started when URL is empty
+	NatsBin      string // `nats-server` binary started when URL is empty
 	// NatsSyncAlways starts nats-server with jetstream sync_interval: always.
 	NatsSyncAlways bool
 	// Embed runs the Fibril server inside this process (for profiling).
@@ -72,7 +82,7 @@ func defaultConfig() Config {
 	return Config{System: "fibril", Client: "wire", Mode: "durable", FibrilBin: "fibril", NatsBin: "nats-server",
 		Pubs: 1, Subs: 1, Size: 1024, Msgs: 100_000, Topic: "bench", Group: "bench",
 		Partitions: 1, Durability: "group", Confirm: true, Window: 1024, CRC: true,
-		Consume: "pull", Batch: 500, PollDepth: 2, Credit: 1000, Ack: "batch",
+		Consume: "pull", Batch: 500, Target: "leader", NatsReplicas: 1, PollDepth: 2, Credit: 1000, Ack: "batch",
 		Progress: time.Second, Timeout: 10 * time.Minute, Stall: 20 * time.Second}
 }
 
@@ -122,6 +132,36 @@ func (c *Config) validate() error {
 		return bad("--cpuprofile/--memprofile/--trace need --embed (they profile this process)")
 	case c.ServerPID != 0 && c.URL == "":
 		return bad("--server-pid goes with --url")
+	case c.Target != "leader" && c.Target != "follower":
+		return bad("--target %q: want leader or follower", c.Target)
+	case c.NatsReplicas != 1 && c.NatsReplicas != 3 && c.NatsReplicas != 5:
+		return bad("--nats-replicas %d: want 1, 3 or 5", c.NatsReplicas)
+	}
+	return c.validateCluster()
+}
+
+// validateCluster checks the flags of a run against a cluster (--url with
+// several nodes) and fills clusterAddrs.
+func (c *Config) validateCluster() error {
+	urls := splitList(c.URL)
+	if len(urls) < 2 {
+		c.clusterAddrs = nil
+		if c.Target != "leader" || c.HTTPURLs != "" {
+			return fmt.Errorf("%w: --target and --http-urls go with a cluster (--url with several nodes)", errUsage)
+		}
+		return nil
+	}
+	c.clusterAddrs = c.clusterAddrs[:0]
+	for _, u := range urls {
+		h, err := hostOf(u)
+		if err != nil {
+			return err
+		}
+		c.clusterAddrs = append(c.clusterAddrs, h)
+	}
+	if c.System == "fibril" && (len(splitList(c.HTTPURLs)) != len(urls) || c.Client != "wire" ||
+		c.Partitions != 1 || c.Mode != "durable") {
+		return fmt.Errorf("%w: a Fibril cluster run needs --http-urls for every node of --url, --client wire, --partitions 1 and durable mode", errUsage)
 	}
 	return nil
 }
@@ -138,7 +178,10 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.System, "system", c.System, "server under test: fibril or nats (JetStream / NATS core via nats.go)")
 	fs.StringVar(&c.Client, "client", c.Client, "Fibril client: wire (raw protocol package, pipelined; the default) or sdk (the Go SDK: PublishAsync, a Fetcher with prefetch 2, AckAllAsync per batch)")
 	fs.StringVar(&c.Mode, "mode", c.Mode, "durable (Fibril topic+group, JetStream work-queue stream+durable pull consumer) or plain (core pub/sub, nothing stored)")
-	fs.StringVar(&c.URL, "url", "", "use this server (nats://host:port) instead of starting one")
+	fs.StringVar(&c.URL, "url", "", "use this server (nats://host:port) instead of starting one; several, comma-separated: a cluster's nodes, the clients connect to the leader (--target)")
+	fs.StringVar(&c.HTTPURLs, "http-urls", "", "with a Fibril cluster --url: the nodes' admin listeners (http://host:port, same order), to find partition 0's leader and read its stages")
+	fs.StringVar(&c.Target, "target", c.Target, "with a cluster --url: the clients connect to the leader, or to a follower (Fibril forwards to the leader)")
+	fs.IntVar(&c.NatsReplicas, "nats-replicas", c.NatsReplicas, "JetStream stream replicas (3 or 5 on a nats-server cluster given with --url)")
 	fs.IntVar(&c.ServerPID, "server-pid", 0, "with --url: PID of the server, to report its peak RSS (VmHWM)")
 	fs.StringVar(&c.FibrilBin, "fibril-bin", c.FibrilBin, "fibril binary to start (`fibril serve` on a temp dir, port 0)")
 	fs.StringVar(&c.NatsBin, "nats-bin", c.NatsBin, "nats-server binary to start (JetStream, file storage, temp dir)")
@@ -210,6 +253,9 @@ Examples:
   fibril-bench --system nats --msgs 200000          # JetStream work queue
   fibril-bench --system nats --mode plain           # NATS core
   fibril-bench --disk-probe 5s                      # the disk's fsync latency and stalls
+  fibril-bench --url nats://h:1,nats://h:2,nats://h:3 --http-urls http://h:4,http://h:5,http://h:6
+                                                    # a Fibril cluster, clients on the leader (bench/cluster.sh)
+  fibril-bench --system nats --url nats://h:1,nats://h:2,nats://h:3 --nats-replicas 3   # JetStream R3
 
 Flags:
 `

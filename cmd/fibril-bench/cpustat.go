@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -90,4 +91,28 @@ func (to cpuTimes) share(from cpuTimes) (s CPUShare, ok bool) {
 		User: pct(d[0] + d[1]), System: pct(d[2]), Idle: pct(d[3]), IOWait: pct(d[4]),
 		IRQ: pct(d[5] + d[6]), Steal: pct(d[7]),
 	}, true
+}
+
+// procCPUSeconds returns the user+system CPU time process pid used so far
+// (/proc/<pid>/stat fields 14 and 15, in 10 ms ticks: USER_HZ is 100).
+func procCPUSeconds(pid int) (float64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:])) // f[0] is field 3
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	s, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return float64(u+s) / 100, true
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseCPUTimes(t *testing.T) {
@@ -60,5 +62,28 @@ func TestCPUShareTooShortIsNotReported(t *testing.T) {
 	enough[3] += minShareTicks - minShareTicks/2
 	if s, ok := enough.share(from); !ok || s.User != 50 || s.Idle != 50 {
 		t.Fatalf("%d ticks: %+v, %v", minShareTicks, s, ok)
+	}
+}
+
+// TestProcCPUSeconds reads this process's own CPU time, which grows as it
+// works (a busy loop until it moved by a tick, given up after 10 s).
+func TestProcCPUSeconds(t *testing.T) {
+	before, ok := procCPUSeconds(os.Getpid())
+	if !ok {
+		t.Skip("no /proc/<pid>/stat")
+	}
+	grew := false
+	for end, x := time.Now().Add(10*time.Second), 0; !grew && time.Now().Before(end); x++ {
+		for i := 0; i < 1_000_000; i++ {
+			x ^= i
+		}
+		now, _ := procCPUSeconds(os.Getpid())
+		grew = now > before
+	}
+	if !grew {
+		t.Fatalf("CPU time stayed at %.2f s through 10 s of busy work", before)
+	}
+	if _, ok := procCPUSeconds(1 << 30); ok {
+		t.Fatal("CPU time of a process that does not exist")
 	}
 }

@@ -20,6 +20,7 @@ package main
 // to read. Plain mode: NATS-mode connections, SUB without a group.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,7 +34,8 @@ import (
 type fibrilDriver struct {
 	cfg   *Config
 	addr  string
-	admin *wconn // management connection, kept for settled()
+	admin *wconn        // management connection, kept for settled()
+	place *ClusterStats // a cluster run's placement (cluster.go); nil on one node
 	conns openConns[*wconn]
 }
 
@@ -52,21 +54,26 @@ func (d *fibrilDriver) setup(ctx context.Context) error {
 	d.track(c)
 	d.admin = c
 	// A fresh topic each run (with --url an old one may hold messages).
-	if _, err := c.request(protocol.AppendTopicDelete(nil, d.cfg.Topic)); err != nil {
+	if _, err := d.manage(c, protocol.AppendTopicDelete(nil, d.cfg.Topic)); err != nil {
 		var pe *protocol.Error
 		if !errors.As(err, &pe) && !errors.Is(err, errServer) {
 			return err
 		}
 	}
 	tc := fmt.Sprintf(`{"partitions":%d,"durability":%q}`, d.cfg.Partitions, d.cfg.Durability)
-	if _, err := c.request(protocol.AppendTopicCreate(nil, d.cfg.Topic, []byte(tc))); err != nil {
+	if _, err := d.manage(c, protocol.AppendTopicCreate(nil, d.cfg.Topic, []byte(tc))); err != nil {
 		return fmt.Errorf("TOPIC CREATE %s %s: %w", d.cfg.Topic, tc, err)
 	}
-	if _, err := c.request(protocol.AppendGroupCreate(nil, d.cfg.Topic, d.cfg.Group, []byte(`{"start":"earliest"}`))); err != nil {
+	if _, err := d.manage(c, protocol.AppendGroupCreate(nil, d.cfg.Topic, d.cfg.Group, []byte(`{"start":"earliest"}`))); err != nil {
 		return fmt.Errorf("GROUP CREATE %s %s: %w", d.cfg.Topic, d.cfg.Group, err)
+	}
+	if len(d.cfg.clusterAddrs) > 0 {
+		return d.placeFibril(ctx)
 	}
 	return nil
 }
+
+func (d *fibrilDriver) placement() *ClusterStats { return d.place }
 
 func (d *fibrilDriver) settled(context.Context) (bool, error) {
 	text, err := d.admin.request(protocol.AppendGroupInfo(nil, d.cfg.Topic, d.cfg.Group))
@@ -321,6 +328,13 @@ func (a *ackLines) add(handle []byte) {
 	a.inLine++
 }
 
+// addLine adds a whole ACK line (its CRLF included) sent before.
+func (a *ackLines) addLine(line []byte) {
+	a.end()
+	a.buf = append(a.buf, line...)
+	a.lines++
+}
+
 func (a *ackLines) end() {
 	if a.lineLen > 0 {
 		a.buf = append(a.buf, "\r\n"...)
@@ -393,9 +407,21 @@ func (d *fibrilDriver) consume(ctx context.Context, idx int, st *runState, ready
 	var ackErrs int
 	var bad atomic.Int64
 
+	// sentAcks holds the ACK lines awaiting their answer, in order, so a
+	// retriable refusal (queue_full: a follower's forwarding window to the
+	// leader is full) is sent again with the next flush. The lines stay
+	// valid: take never reuses the bytes it returned.
+	var sentAcks [][]byte
+	resend := false // a refused ACK line waits in acks
 	flushAcks := func(withPoll bool) error {
+		resend = false
 		b, n := acks.take()
 		aq.push(ansAck, n)
+		for rest := b; len(rest) > 0; {
+			i := bytes.Index(rest, []byte("\r\n")) + 2
+			sentAcks = append(sentAcks, rest[:i])
+			rest = rest[i:]
+		}
 		out = append(out[:0], b...)
 		if withPoll && !st.isDone() {
 			out = append(out, pollFrame...)
@@ -421,15 +447,31 @@ func (d *fibrilDriver) consume(ctx context.Context, idx int, st *runState, ready
 			switch aq.pop() {
 			case ansPoll:
 				return flushAcks(true)
-			case ansAck, ansSub:
+			case ansAck:
+				sentAcks = sentAcks[1:]
+			case ansSub:
 			default:
 				return fmt.Errorf("unexpected +OK %q", cmd.Text)
 			}
 		case protocol.OpErr:
 			k := aq.pop()
-			if k == ansAck {
+			retriable := protocol.ParseErrText(cmd.Text).Retriable()
+			switch {
+			case k == ansAck:
+				line := sentAcks[0]
+				sentAcks = sentAcks[1:]
+				if retriable {
+					st.ackRetries.Add(1)
+					acks.addLine(line)
+					resend = true
+					return nil
+				}
 				ackErrs++
+				st.ackRefused(string(cmd.Text))
 				return nil
+			case k == ansPoll && retriable:
+				st.pollRetries.Add(1)
+				return flushAcks(true)
 			}
 			return fmt.Errorf("%w: -ERR '%s'", errServer, cmd.Text)
 		case protocol.OpPing:
@@ -438,7 +480,9 @@ func (d *fibrilDriver) consume(ctx context.Context, idx int, st *runState, ready
 		return nil
 	})
 	idle := func() error {
-		if push && pending > 0 {
+		// Pull mode flushes acks with each POLL; one refused for a moment
+		// after the last POLL is resent here.
+		if (push && pending > 0) || resend {
 			return flushAcks(false)
 		}
 		return nil

@@ -57,6 +57,9 @@ type serverProc struct {
 
 // startServer starts the server cfg asks for, or describes the one at --url.
 func startServer(ctx context.Context, cfg *Config) (*serverProc, error) {
+	if len(cfg.clusterAddrs) > 0 {
+		return &serverProc{addr: cfg.clusterAddrs[0], pid: cfg.ServerPID}, nil
+	}
 	if cfg.URL != "" {
 		u, err := url.Parse(cfg.URL)
 		if err != nil || u.Host == "" {

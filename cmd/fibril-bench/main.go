@@ -12,6 +12,9 @@
 // bench/README.md for the method and bench/compare.sh for the side-by-side
 // run.
 //
+// Against a cluster (--url with several nodes) the clients connect to the
+// node leading what they use, or to a follower (cluster.go).
+//
 // It must never report a run as good when a message was lost, doubled or
 // damaged, and never leave a server it started running: it stops them by
 // PID (SIGTERM, then SIGKILL after 10 s).

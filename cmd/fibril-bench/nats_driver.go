@@ -24,17 +24,20 @@ import (
 const natsStream = "BENCH"
 
 type natsDriver struct {
-	cfg   *Config
-	url   string
-	cons  jetstream.Consumer // admin handle for settled()
-	conns openConns[*nats.Conn]
+	cfg *Config
+	// url is where setup connects; pubURL and conURL where publishers and
+	// consumers do (on a cluster: the leaders' nodes, cluster.go).
+	url, pubURL, conURL string
+	cons                jetstream.Consumer // admin handle for settled()
+	place               *ClusterStats
+	conns               openConns[*nats.Conn]
 }
 
-func (d *natsDriver) connect() (*nats.Conn, error) {
-	nc, err := nats.Connect(d.url, nats.Name("fibril-bench"), nats.NoReconnect(),
+func (d *natsDriver) connect(url string) (*nats.Conn, error) {
+	nc, err := nats.Connect(url, nats.Name("fibril-bench"), nats.NoReconnect(),
 		nats.ReconnectBufSize(-1))
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", d.url, err)
+		return nil, fmt.Errorf("connect %s: %w", url, err)
 	}
 	d.conns.add(nc)
 	return nc, nil
@@ -43,10 +46,11 @@ func (d *natsDriver) connect() (*nats.Conn, error) {
 func (d *natsDriver) close() { d.conns.closeAll((*nats.Conn).Close) }
 
 func (d *natsDriver) setup(ctx context.Context) error {
+	d.pubURL, d.conURL = d.url, d.url
 	if d.cfg.Mode == "plain" {
 		return nil
 	}
-	nc, err := d.connect()
+	nc, err := d.connect(d.url)
 	if err != nil {
 		return err
 	}
@@ -58,7 +62,7 @@ func (d *natsDriver) setup(ctx context.Context) error {
 		return fmt.Errorf("delete stream: %w", err)
 	}
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: natsStream, Subjects: []string{d.cfg.Topic},
-		Storage: jetstream.FileStorage, Retention: jetstream.WorkQueuePolicy, Replicas: 1,
+		Storage: jetstream.FileStorage, Retention: jetstream.WorkQueuePolicy, Replicas: d.cfg.NatsReplicas,
 		Discard: jetstream.DiscardOld}); err != nil {
 		return fmt.Errorf("create stream: %w", err)
 	}
@@ -69,8 +73,13 @@ func (d *natsDriver) setup(ctx context.Context) error {
 		return fmt.Errorf("create consumer: %w", err)
 	}
 	d.cons = cons
+	if len(d.cfg.clusterAddrs) > 0 {
+		return d.placeNATS(ctx, js)
+	}
 	return nil
 }
+
+func (d *natsDriver) placement() *ClusterStats { return d.place }
 
 func (d *natsDriver) settled(ctx context.Context) (bool, error) {
 	ci, err := d.cons.Info(ctx)
@@ -82,7 +91,7 @@ func (d *natsDriver) settled(ctx context.Context) (bool, error) {
 
 func (d *natsDriver) publish(ctx context.Context, idx int, n int64, st *runState) (pubStats, error) {
 	var ps pubStats
-	nc, err := d.connect()
+	nc, err := d.connect(d.pubURL)
 	if err != nil {
 		return ps, err
 	}
@@ -200,7 +209,7 @@ func (d *natsDriver) publish(ctx context.Context, idx int, n int64, st *runState
 }
 
 func (d *natsDriver) consume(ctx context.Context, idx int, st *runState, ready func()) error {
-	nc, err := d.connect()
+	nc, err := d.connect(d.conURL)
 	if err != nil {
 		return err
 	}

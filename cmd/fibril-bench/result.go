@@ -27,6 +27,14 @@ type Result struct {
 	// counts every delivery, redeliveries included.
 	Consumed   uint64 `json:"consumed"`
 	Deliveries uint64 `json:"deliveries"`
+	// AckErrors counts ACK lines answered -ERR (Fibril wire client; the
+	// settled check then fails), FirstAckError is the first one's text.
+	AckErrors     int64  `json:"ack_errors,omitempty"`
+	FirstAckError string `json:"first_ack_error,omitempty"`
+	// AckRetries and PollRetries count ACK lines and POLLs answered with a
+	// retriable -ERR and sent again.
+	AckRetries  int64 `json:"ack_retries,omitempty"`
+	PollRetries int64 `json:"poll_retries,omitempty"`
 	// ConSeconds: concurrent runs: first publish → last message received
 	// (end to end); backlog runs: consumers start → last message received.
 	ConSeconds float64 `json:"con_seconds"`
@@ -50,8 +58,11 @@ type Result struct {
 	// came in order; absent for the Go SDK client and without confirms).
 	ConfirmUS *Latency `json:"confirm_latency_us,omitempty"`
 
-	RSSKiB        int64 `json:"server_rss_hwm_kib"`
-	RSSBacklogKiB int64 `json:"server_rss_hwm_backlog_kib,omitempty"`
+	RSSKiB int64 `json:"server_rss_hwm_kib"`
+	// ServerCPUSeconds is a started server's user+system CPU time over
+	// its life until the end of the run (start and setup included).
+	ServerCPUSeconds float64 `json:"server_cpu_s,omitempty"`
+	RSSBacklogKiB    int64   `json:"server_rss_hwm_backlog_kib,omitempty"`
 	// RSSAnonKiB and RSSFileKiB are the peaks of RssAnon (heap, stacks) and
 	// RssFile (mapped files: the segment log's page cache) sampled every
 	// 100 ms; VmHWM counts both.
@@ -73,6 +84,10 @@ type Result struct {
 	// end (stagestats.go); ServerStagesError says why it is missing.
 	ServerStages      *StageStats `json:"server_stages,omitempty"`
 	ServerStagesError string      `json:"server_stages_error,omitempty"`
+
+	// Cluster says where a run against a cluster's clients connected
+	// and where the leaders were (cluster.go).
+	Cluster *ClusterStats `json:"cluster,omitempty"`
 
 	Verify Verification `json:"verify"`
 }
@@ -227,6 +242,20 @@ func (r *Result) writeText(w io.Writer) {
 		status = "FAILED"
 	}
 	fmt.Fprintf(w, "verify    %s: %s (redelivered %d)\n", status, r.Verify.Summary, r.Verify.Redelivered)
+	if r.AckRetries > 0 || r.PollRetries > 0 {
+		fmt.Fprintf(w, "retries   %d ACK lines and %d POLLs refused for a moment (retriable) and sent again\n", r.AckRetries, r.PollRetries)
+	}
+	if r.AckErrors > 0 {
+		fmt.Fprintf(w, "acks      %d ACK lines refused, the first: -ERR '%s'\n", r.AckErrors, r.FirstAckError)
+	}
+	if c := r.Cluster; c != nil {
+		fmt.Fprintf(w, "cluster   leader %s", c.Leader)
+		if c.ConsumerLeader != "" {
+			fmt.Fprintf(w, " (consumer %s)", c.ConsumerLeader)
+		}
+		fmt.Fprintf(w, ", publishers on %s, consumers on %s (--target %s), PUBs per node %v, leader moved %v\n",
+			c.PubNode, c.ConNode, c.Target, c.InMsgs, c.LeaderMoved)
+	}
 }
 
 func fmtUS(us float64) string {

@@ -24,6 +24,9 @@ type driver interface {
 	// settled reports whether the durable group has nothing pending and
 	// nothing in flight (every message acked and the acks applied).
 	settled(ctx context.Context) (bool, error)
+	// placement says which nodes a cluster run's clients use (nil on one
+	// node); it is set by setup.
+	placement() *ClusterStats
 	close()
 }
 
@@ -56,6 +59,19 @@ type runState struct {
 	// out of the latency percentiles (they are still verified and counted).
 	measureFrom atomic.Int64
 	warmedUp    atomic.Int64 // first deliveries left out
+	// ackErrs counts ACK lines the server refused (Fibril wire client),
+	// firstAckErr is the first refusal's text.
+	ackErrs     atomic.Int64
+	firstAckErr atomic.Pointer[string]
+	// ackRetries and pollRetries count ACK lines and POLLs refused with a
+	// retriable error and sent again.
+	ackRetries, pollRetries atomic.Int64
+}
+
+// ackRefused records an ACK answered -ERR.
+func (st *runState) ackRefused(text string) {
+	st.ackErrs.Add(1)
+	st.firstAckErr.CompareAndSwap(nil, &text)
 }
 
 // measured reports whether a message sent at sent (Unix nanos) counts in
@@ -194,6 +210,10 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 	defer d.close()
 	if err := d.setup(ctx); err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
+	}
+	if p := d.placement(); p != nil {
+		res.Cluster = p
+		srv.httpURL = p.leaderHTTP
 	}
 
 	st := newRunState(&cfg)
@@ -341,10 +361,16 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
+	if p := d.placement(); p != nil && p.atEnd != nil {
+		p.atEnd(ctx)
+	}
 	stopConsumers()
 	conWG.Wait()
 	stopProgress()
 	res.RSSKiB = srv.rssKiB()
+	if srv.started && !srv.embed {
+		res.ServerCPUSeconds, _ = procCPUSeconds(srv.pid)
+	}
 	res.RSSAnonKiB, res.RSSFileKiB = memPeaks()
 	if srv.httpURL != "" {
 		res.ServerFsyncs, res.ServerFsyncsError = serverFsyncs(ctx, srv.httpURL)
@@ -362,6 +388,11 @@ func runBench(ctx context.Context, cfg Config, progress io.Writer) (*Result, err
 		res.Consumed += uint64(t.Unique())
 	}
 	res.Deliveries = uint64(st.delivered.Load())
+	res.AckErrors = st.ackErrs.Load()
+	res.AckRetries, res.PollRetries = st.ackRetries.Load(), st.pollRetries.Load()
+	if e := st.firstAckErr.Load(); e != nil {
+		res.FirstAckError = *e
+	}
 	from := pubStart
 	if cfg.Backlog {
 		from = conStart

@@ -229,7 +229,7 @@ func (c *wconn) request(frame []byte) (string, error) {
 		case protocol.OpOK:
 			text, done = string(cmd.Text), true
 		case protocol.OpErr:
-			rerr, done = fmt.Errorf("%w: '%s'", errServer, cmd.Text), true
+			rerr, done = &replyError{text: string(cmd.Text), pe: protocol.ParseErrText(cmd.Text)}, true
 		case protocol.OpPing:
 			return c.pong()
 		}
@@ -247,6 +247,16 @@ func (c *wconn) request(frame []byte) (string, error) {
 	}
 	return text, rerr
 }
+
+// replyError is an -ERR answer to a request: errServer, and the answer's
+// code as a *protocol.Error.
+type replyError struct {
+	text string
+	pe   *protocol.Error
+}
+
+func (e *replyError) Error() string   { return fmt.Sprintf("%v: '%s'", errServer, e.text) }
+func (e *replyError) Unwrap() []error { return []error{errServer, e.pe} }
 
 // errStop ends a Parse early once the awaited answer arrived.
 var errStop = errors.New("stop")
