@@ -91,7 +91,7 @@ func (s *Server) openClusterNode(engine clusternode.Config) (*clusternode.Node, 
 	}
 	cs.node = n
 	s.cluster = cs
-	s.forwards = forward.New(forward.Options{Name: "fibril-forward " + c.Name, Window: s.opts.MaxUnconfirmed, MaxLine: s.opts.MaxControlLine + protocol.DefaultMaxJSONLine,
+	s.forwards = forward.New(forward.Options{Name: "fibril-forward " + c.Name, Window: s.opts.MaxUnconfirmed * forwardWindow, MaxLine: s.opts.MaxControlLine + protocol.DefaultMaxJSONLine,
 		Logf: func(f string, a ...any) { s.log.Warn(fmt.Sprintf(f, a...)) }})
 	return n, nil
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/server/cluster"
+	"github.com/fibrilmq/fibril/server/metacat"
 )
 
 // TestCodeOfEngineErrors: each engine sentinel, wrapped as the engine wraps
@@ -21,6 +23,13 @@ func TestCodeOfEngineErrors(t *testing.T) {
 		{broker.ErrInvalidHeader, protocol.CodeInvalidHeader},
 		{broker.ErrInvalid, protocol.CodeInvalidConfig},
 		{broker.ErrNoTopic, protocol.CodeUnknownTopic},
+		// The cluster's catalog before it has a leader (a fresh cluster's
+		// first TOPIC CREATE was answered internal), mid-election, timed out.
+		{fmt.Errorf("metacat: propose a catalog change: %w", cluster.ErrNotLeader), protocol.CodeNotLeader},
+		{cluster.ErrLeaderChanged, protocol.CodeNotLeader},
+		{metacat.ErrTimeout, protocol.CodeNotLeader},
+		{metacat.ErrNotReady, protocol.CodeNotLeader},
+		{metacat.ErrBusy, protocol.CodeQueueFull},
 		{fmt.Errorf("something else"), protocol.CodeInternal},
 	} {
 		wrapped := fmt.Errorf("publish to t: %w", tc.err)

@@ -11,7 +11,9 @@ import (
 
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/server/cluster"
 	"github.com/fibrilmq/fibril/server/clusternode"
+	"github.com/fibrilmq/fibril/server/metacat"
 	"github.com/fibrilmq/fibril/server/stagetime"
 )
 
@@ -125,8 +127,14 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodeTooManyFiles
 	case errors.Is(err, broker.ErrClosed):
 		return protocol.CodeShuttingDown
-	case errors.Is(err, broker.ErrNotLeader):
+	case errors.Is(err, broker.ErrNotLeader),
+		// The cluster's catalog: no leader yet, one changing, no quorum in
+		// time (outcome unknown), the node starting: retriable.
+		errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrLeaderChanged),
+		errors.Is(err, metacat.ErrNotReady), errors.Is(err, metacat.ErrTimeout):
 		return protocol.CodeNotLeader
+	case errors.Is(err, metacat.ErrBusy), errors.Is(err, cluster.ErrBusy):
+		return protocol.CodeQueueFull
 	case errors.Is(err, broker.ErrTopicExists):
 		return protocol.CodeTopicExists
 	case errors.Is(err, broker.ErrNoTopic):

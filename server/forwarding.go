@@ -91,6 +91,20 @@ func answerErr(line []byte) error {
 	return protocol.NewError(protocol.CodeInternal, string(line))
 }
 
+// forwardWindow is how many of a client's publish windows one forwarding
+// connection may hold unanswered (the clients of one user share it).
+const forwardWindow = 16
+
+// publishWindow is c's publish window: max_unconfirmed, times
+// forwardWindow for a forwarding node's connection (bounded all the
+// same).
+func (c *client) publishWindow() int {
+	if c.login.forwarded {
+		return c.srv.opts.MaxUnconfirmed * forwardWindow
+	}
+	return c.srv.opts.MaxUnconfirmed
+}
+
 // mayForward reports whether c's commands for partitions served elsewhere
 // are forwarded: in a cluster, from a client (not a forwarding node).
 func (c *client) mayForward() bool { return c.srv.cluster != nil && !c.login.forwarded }

@@ -143,10 +143,10 @@ func (c *client) reserveConfirm() (slot *answer, ok, laneBusy bool) {
 		return nil, true, laneBusy
 	}
 	c.answers.mu.Lock()
-	a, ok := c.answers.reserveConfirmLocked(c, c.srv.opts.MaxUnconfirmed)
+	a, ok := c.answers.reserveConfirmLocked(c, c.publishWindow())
 	c.answers.mu.Unlock()
 	if !ok {
-		c.reject(protocol.CodeMaxUnconfirmed, "window "+strconv.Itoa(c.srv.opts.MaxUnconfirmed))
+		c.reject(protocol.CodeMaxUnconfirmed, "window "+strconv.Itoa(c.publishWindow()))
 		return nil, false, false
 	}
 	c.mu.Lock()
