@@ -3,18 +3,15 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/internal/clustertest"
 	"github.com/fibrilmq/fibril/protocol"
 	"github.com/fibrilmq/fibril/server/broker"
-	"github.com/fibrilmq/fibril/server/cluster"
-	"github.com/fibrilmq/fibril/server/cluster/certgen"
-	clustertransport "github.com/fibrilmq/fibril/server/cluster/transport"
 	"github.com/fibrilmq/fibril/server/clusternode"
 )
 
@@ -24,37 +21,20 @@ import (
 func startCluster(t *testing.T, users bool, mutate ...func(*Options)) []*Server {
 	t.Helper()
 	names := []string{"n1", "n2", "n3"}
-	paths, err := certgen.WriteCluster(t.TempDir(), time.Hour, names...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs := map[string]string{}
-	for _, n := range names {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[n] = ln.Addr().String()
-		ln.Close()
-	}
+	members := clustertest.Members(t, names...)
 	var srvs []*Server
 	for _, n := range names {
-		var peers []cluster.PeerConfig
-		for _, o := range names {
-			if o != n {
-				peers = append(peers, cluster.PeerConfig{Name: o, Addr: addrs[o]})
-			}
-		}
+		m := members[n]
 		srvs = append(srvs, startServer(t, func(o *Options) {
 			o.NoBroker = false
 			o.Engine.SegmentSize, o.Engine.EventSegmentSize = 4<<20, 1<<20
-			o.Cluster = &ClusterOptions{Name: n, Listen: addrs[n], Peers: peers, TLS: clustertransport.TLSFiles(paths[n]),
+			o.Cluster = &ClusterOptions{Name: n, Listen: m.Addr, Peers: m.Peers, TLS: m.TLS,
 				Tick: 20 * time.Millisecond, ElectionTicks: 10}
 			if users {
 				o.Users = permUsers(t)
 			}
-			for _, m := range mutate {
-				m(o)
+			for _, fn := range mutate {
+				fn(o)
 			}
 		}))
 	}

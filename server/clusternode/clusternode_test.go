@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/internal/clustertest"
 	"github.com/fibrilmq/fibril/server/broker"
-	"github.com/fibrilmq/fibril/server/cluster"
-	"github.com/fibrilmq/fibril/server/cluster/certgen"
-	"github.com/fibrilmq/fibril/server/cluster/transport"
 	"github.com/fibrilmq/fibril/server/replog"
 )
 
@@ -26,29 +23,12 @@ type testCluster struct {
 
 func newTestCluster(t *testing.T) *testCluster {
 	names := []string{"n1", "n2", "n3"}
-	paths, err := certgen.WriteCluster(t.TempDir(), time.Hour, names...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs := map[string]string{}
-	for _, n := range names {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[n] = ln.Addr().String()
-		ln.Close()
-	}
+	members := clustertest.Members(t, names...)
 	base := t.TempDir()
 	c := &testCluster{t: t, cfgs: map[string]Config{}, live: map[string]*Node{}}
 	for _, n := range names {
-		var peers []cluster.PeerConfig
-		for _, o := range names {
-			if o != n {
-				peers = append(peers, cluster.PeerConfig{Name: o, Addr: addrs[o]})
-			}
-		}
-		c.cfgs[n] = Config{Name: n, Listen: addrs[n], Peers: peers, TLS: transport.TLSFiles(paths[n]),
+		m := members[n]
+		c.cfgs[n] = Config{Name: n, Listen: m.Addr, Peers: m.Peers, TLS: m.TLS,
 			Dir: filepath.Join(base, n), Tick: 20 * time.Millisecond, ElectionTicks: 10,
 			Engine: broker.Options{SegmentSize: 1 << 20, EventSegmentSize: 1 << 20},
 			Logf:   func(f string, a ...any) { t.Logf(n+": "+f, a...) }}

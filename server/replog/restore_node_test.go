@@ -1,13 +1,12 @@
 package replog
 
 import (
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/internal/clustertest"
 	"github.com/fibrilmq/fibril/server/cluster"
-	"github.com/fibrilmq/fibril/server/cluster/certgen"
 	"github.com/fibrilmq/fibril/server/cluster/transport"
 )
 
@@ -19,30 +18,13 @@ const nodeGroup = 5
 // cluster link.
 func newNodeTrio(t *testing.T, cfg Config) *trio {
 	names := []string{"r1", "r2", "r3"}
-	paths, err := certgen.WriteCluster(t.TempDir(), time.Hour, names...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs := map[string]string{}
-	for _, n := range names {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[n] = ln.Addr().String()
-		ln.Close()
-	}
+	members := clustertest.Members(t, names...)
 	tr := &trio{t: t, base: t.TempDir(), net: &Net{groups: map[uint64]*cluster.Group{}}, pairs: map[uint64]*Pair{}, fss: map[uint64]*gateFS{},
 		cfg: cfg, nodes: map[uint64]*cluster.Node{}, names: names}
 	for _, n := range names {
-		var seeds []cluster.PeerConfig
-		for _, o := range names {
-			if o != n {
-				seeds = append(seeds, cluster.PeerConfig{Name: o, Addr: addrs[o]})
-			}
-		}
-		node, err := cluster.NewNode(cluster.NodeConfig{Name: n, Listen: addrs[n], Seeds: seeds, Dir: filepath.Join(tr.base, "node-"+n),
-			TLS: transport.TLSFiles(paths[n]), MetaLater: true, Tick: 5 * time.Millisecond, ElectionTicks: 40,
+		m := members[n]
+		node, err := cluster.NewNode(cluster.NodeConfig{Name: n, Listen: m.Addr, Seeds: m.Peers, Dir: filepath.Join(tr.base, "node-"+n),
+			TLS: m.TLS, MetaLater: true, Tick: 5 * time.Millisecond, ElectionTicks: 40,
 			Transport: transport.Options{MaxBackoff: 50 * time.Millisecond, ChunkSize: 4096}})
 		if err != nil {
 			t.Fatal(err)
