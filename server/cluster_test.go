@@ -204,6 +204,9 @@ func TestClusterPollOnAnyNode(t *testing.T) {
 		c.expect(`^m[0-3]$`)
 	}
 	c.expect(`^\+OK 2$`)
+	// A node that does not lead the partition still counts what it holds.
+	c.send("TOPIC INFO jobs\r\n")
+	c.expect(`^\+OK \{.*"msgs":4`)
 	c.send("ACK " + handles[0] + "\r\n")
 	c.expect(`^\+OK$`)
 	c.nc.Close() // handles[1] stays unacked, leased for 10 minutes

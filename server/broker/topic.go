@@ -378,6 +378,15 @@ func (t *Topic) Info() TopicInfo {
 	for _, p := range t.parts {
 		pi := p.st.info()
 		pi.Partition, pi.DiskBytes = p.idx, p.diskBytes()
+		if p.role.rep != nil && !p.servedNow() {
+			// Served elsewhere: the actor keeps no state here, the
+			// replicated log holds what is committed (role.go).
+			first, last := p.data.Bounds()
+			pi.FirstSeq, pi.LastSeq, pi.Messages = first, last, 0
+			if last >= first && last > 0 {
+				pi.Messages = int64(last - first + 1)
+			}
+		}
 		in.Partitions = append(in.Partitions, pi)
 		in.Messages += pi.Messages
 		in.Unsettled += pi.Unsettled
