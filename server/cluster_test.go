@@ -207,6 +207,8 @@ func TestClusterPollOnAnyNode(t *testing.T) {
 	// A node that does not lead the partition still counts what it holds.
 	c.send("TOPIC INFO jobs\r\n")
 	c.expect(`^\+OK \{.*"msgs":4`)
+	c.send("GROUP INFO jobs w\r\n") // the group's state is the leader's
+	c.expect(`^\+OK \{.*"inflight":2`)
 	c.send("ACK " + handles[0] + "\r\n")
 	c.expect(`^\+OK$`)
 	c.nc.Close() // handles[1] stays unacked, leased for 10 minutes

@@ -434,3 +434,36 @@ func (rp *remotePush) push(m forward.Msg) {
 		rp.c.countOutMsgs(1)
 	}
 }
+
+// forwardGroupInfo sends GROUP INFO to the leader of the topic's first
+// partition when this node serves none of its partitions (a group's
+// state lives where its partitions are served), after the same
+// permission check; it reports whether it did. A topic whose partitions
+// are led by several nodes is described from here (each partition by
+// the node that serves it: the others show what this node last knew).
+func (c *client) forwardGroupInfo(topic, group string, slot *answer) bool {
+	if !c.mayForward() {
+		return false
+	}
+	t, ok := c.srv.durable.b.Topic(broker.TopicName(topic))
+	if !ok || !c.login.perms.SeeTopic(accessTopic(t)) {
+		return false // answered here: unknown_topic or permission_denied
+	}
+	for i := range t.Config().Partitions {
+		if t.Served(broker.Partition(i)) {
+			return false
+		}
+	}
+	tg, err := c.srv.forwardTo(t, 0)
+	if err != nil {
+		return false
+	}
+	c.srv.forwards.Send(tg, c.login.user, "", protocol.AppendGroupInfo(nil, topic, group), func(line []byte, _ []forward.Msg, err error) {
+		if err != nil {
+			c.complete(slot, c.errAnswer(forwardErr(err)))
+			return
+		}
+		c.complete(slot, append(line, '\r', '\n'))
+	})
+	return true
+}

@@ -31,6 +31,9 @@ func (c *client) handleManage(cmd *protocol.Command) {
 		if c.srv.cluster != nil && catalogMissing(b, op, name, group) {
 			c.srv.catalogCaughtUp() // made on another node a moment ago?
 		}
+		if op == protocol.OpGroupInfo && c.forwardGroupInfo(name, group, slot) {
+			return
+		}
 		v, err := manage(b, id, op, name, group, js)
 		if err != nil {
 			c.complete(slot, c.errAnswer(err))
