@@ -81,6 +81,10 @@ type Connect struct {
 	// commands run as ("" for a token or no-auth client).
 	Forward string `json:"fibril_forward,omitempty"`
 	As      string `json:"fibril_as,omitempty"`
+	// Plain (with Forward) marks a connection that carries another
+	// node's publishes to this node's plain subscribers only: nothing it
+	// sends is stored or forwarded again.
+	Plain bool `json:"fibril_plain,omitempty"`
 }
 
 // EchoOn reports whether the client wants its own publishes delivered to its

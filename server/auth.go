@@ -64,8 +64,9 @@ func (s *Server) authenticateForward(o *protocol.Connect) (*access.Identity, str
 		return nil, o.As, false
 	}
 	if o.As == "" {
-		// Only a client with no auth or with the shared token has no user.
-		return access.Unrestricted(), "", !s.opts.authRequired() || s.opts.Token != ""
+		// A node's plain interest (interest.go) runs as the cluster; only
+		// a client with no auth or with the shared token has no user.
+		return access.Unrestricted(), "", o.Plain || !s.opts.authRequired() || s.opts.Token != ""
 	}
 	for i := range s.opts.Users {
 		if s.opts.Users[i].Name == o.As {

@@ -64,6 +64,7 @@ type clusterState struct {
 	token   string                         // what a node forwarding here presents (SPEC.md 11.2), fresh at each start
 	urls    atomic.Pointer[[]string]       // the nodes' client addresses (connect_urls)
 	targets atomic.Pointer[forwardTargets] // where to forward, by raft ID (forwarding.go)
+	interest *interest // plain subscriptions carried to the other nodes (interest.go)
 }
 
 // openClusterNode opens the engine as a cluster node in DataDir.
@@ -90,9 +91,11 @@ func (s *Server) openClusterNode(engine clusternode.Config) (*clusternode.Node, 
 		return nil, err
 	}
 	cs.node = n
-	s.cluster = cs
 	s.forwards = forward.New(forward.Options{Name: "fibril-forward " + c.Name, Window: s.opts.MaxUnconfirmed * forwardWindow, MaxLine: s.opts.MaxControlLine + protocol.DefaultMaxJSONLine,
 		Logf: func(f string, a ...any) { s.log.Warn(fmt.Sprintf(f, a...)) }})
+	cs.interest = newInterest(s)
+	s.cluster = cs
+	cs.interest.start() // after s.cluster and s.forwards: its loop reads them
 	return n, nil
 }
 

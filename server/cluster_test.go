@@ -357,3 +357,134 @@ func TestClusterDurableSubOnAnyNode(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterPlainPubSubSpansNodes: NATS core interest spans the
+// cluster: a SUB on one node gets a PUB made on another (once, with its
+// headers), a queue group with members on two nodes delivers each
+// message to one member, a request is answered across nodes, and an
+// UNSUB stops the deliveries from the other nodes.
+func TestClusterPlainPubSubSpansNodes(t *testing.T) {
+	srvs := startCluster(t, false)
+	sub := dialInfo(t, srvs[1])
+	sub.send("CONNECT {\"headers\":true}\r\nSUB news.* 1\r\nSUB work w 2\r\nSUB rpc 3\r\nPING\r\n")
+	sub.expect(`^PONG$`)
+	other := dialInfo(t, srvs[2])
+	other.send("CONNECT {}\r\nSUB work w 7\r\nPING\r\n")
+	other.expect(`^PONG$`)
+	pub := dialInfo(t, srvs[0])
+	pub.send("CONNECT {\"headers\":true}\r\nSUB _INBOX.x 9\r\nPING\r\n")
+	pub.expect(`^PONG$`)
+	// The nodes learn the subscriptions within a reconcile: publish until
+	// the first arrives.
+	waitFor(t, 30*time.Second, "a publish on node 0 reaching node 1", func() bool {
+		pub.send("PUB news.probe 1\r\nx\r\n")
+		_ = sub.nc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		l, err := sub.r.ReadString('\n')
+		return err == nil && strings.HasPrefix(l, "MSG news.probe 1")
+	})
+	// Drain probes still in flight, then one message with headers.
+	time.Sleep(300 * time.Millisecond)
+	for {
+		_ = sub.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		if _, err := sub.r.ReadString('\n'); err != nil {
+			break
+		}
+	}
+	pub.send("HPUB news.a 12 14\r\nNATS/1.0\r\n\r\nhi\r\n")
+	sub.expect(`^HMSG news.a 1 12 14$`)
+	sub.expectBody("NATS/1.0\r\n\r\nhi")
+	// A queue group over nodes 1 and 2: each message to one member.
+	waitFor(t, 30*time.Second, "node 2's member known to node 0", func() bool {
+		return len(srvs[0].subs.matchResult("work").queues) == 1 && len(srvs[0].subs.matchResult("work").queues[0]) == 2
+	})
+	const n = 40
+	for k := range n {
+		pub.send(fmt.Sprintf("PUB work 2\r\n%02d\r\n", k))
+	}
+	got := map[string]int{}
+	count := func(w *wireConn) {
+		for {
+			_ = w.nc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			l, err := w.r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if strings.HasPrefix(l, "MSG work") {
+				body, _ := w.r.ReadString('\n')
+				got[strings.TrimSpace(body)]++
+			}
+		}
+	}
+	count(sub)
+	count(other)
+	if len(got) != n {
+		t.Fatalf("queue group got %d distinct of %d: %v", len(got), n, got)
+	}
+	for body, k := range got {
+		if k != 1 {
+			t.Fatalf("message %s delivered %d times in the queue group", body, k)
+		}
+	}
+	// Request on node 0, answered on node 1.
+	pub.send("PUB rpc _INBOX.x 4\r\nping\r\n")
+	l := sub.expect(`^MSG rpc 3 _INBOX.x 4$`)
+	_ = l
+	sub.expectBody("ping")
+	sub.send("PUB _INBOX.x 4\r\npong\r\n")
+	pub.expect(`^MSG _INBOX.x 9 4$`)
+	pub.expectBody("pong")
+	// After UNSUB, node 0 stops sending news.* to node 1.
+	sub.send("UNSUB 1\r\nPING\r\n")
+	sub.expect(`^PONG$`)
+	waitFor(t, 30*time.Second, "node 1's news.* interest gone from node 0", func() bool {
+		return len(srvs[0].subs.matchResult("news.z").plain) == 0
+	})
+	pub.send("PUB news.z 1\r\nz\r\nPING\r\n")
+	pub.expect(`^PONG$`)
+	sub.send("PING\r\n")
+	sub.expect(`^PONG$`)
+	// A publish a topic captures, made on every node (forwarded to the
+	// leader from two of them), reaches a plain subscriber once each:
+	// regression for forwarding connections to a server without auth
+	// taken for clients (their publishes fanned out again, and the
+	// nodes' subscriptions carried on: a loop).
+	fc := fibrilConn(t, srvs[0], "")
+	untilOK(t, fc, "TOPIC CREATE cap\r\n", `^\+OK \{`)
+	leaderOf(t, srvs, "cap") // a publish refused meanwhile (not_leader) still reaches plain subscribers
+	waitFor(t, 30*time.Second, "every node knowing the leader of cap", func() bool {
+		for _, s := range srvs {
+			tp, ok := s.durable.b.Topic("cap")
+			if !ok {
+				return false
+			}
+			if _, err := s.forwardTo(tp, 0); err != nil && !tp.Served(0) {
+				return false
+			}
+		}
+		return true
+	})
+	sub.send("SUB cap 11\r\nPING\r\n")
+	sub.expect(`^PONG$`)
+	waitFor(t, 30*time.Second, "node 1's cap interest on node 2", func() bool {
+		return len(srvs[2].subs.matchResult("cap").plain) == 1
+	})
+	for i, s := range srvs {
+		w := fibrilConn(t, s, "")
+		untilOK(t, w, fmt.Sprintf("PUB cap - 2\r\nc%d\r\n", i), `^\+OK 0:\d+$`)
+	}
+	seen := map[string]int{}
+	for {
+		_ = sub.nc.SetReadDeadline(time.Now().Add(time.Second))
+		l, err := sub.r.ReadString('\n')
+		if err != nil {
+			break
+		}
+		if strings.HasPrefix(l, "MSG cap 11") {
+			body, _ := sub.r.ReadString('\n')
+			seen[strings.TrimSpace(body)]++
+		}
+	}
+	if len(seen) != 3 || seen["c0"] != 1 || seen["c1"] != 1 || seen["c2"] != 1 {
+		t.Fatalf("captured publishes reached the plain subscriber %v, want c0, c1, c2 once each", seen)
+	}
+}

@@ -86,6 +86,7 @@ func (s *Server) closeDurable() {
 func (s *Server) closeEngine(b *broker.Broker) {
 	var err error
 	if s.cluster != nil {
+		s.cluster.interest.close()
 		s.forwards.Close()
 		err = s.cluster.node.Close()
 	} else {

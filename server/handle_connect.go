@@ -27,6 +27,7 @@ type connLogin struct {
 	perms       *access.Identity // input goroutine: who authenticated (never nil once ready)
 	user        string           // input goroutine: the user name authenticated ("" for a token, no auth)
 	forwarded   bool             // input goroutine: a cluster node forwarding as user (SPEC.md 11.2): never forwards on
+	plainOnly   bool             // input goroutine: a forwarded connection carrying another node's publishes to plain subscribers only
 	preAuthUsed int              // input goroutine: bytes parsed before authentication
 	pending     *authResult      // under client.mu: a finished off-loop check (state auth_checked)
 	// lowat is the socket's pre-auth read threshold, lowatOff to
@@ -69,6 +70,17 @@ func (c *client) handleConnect(js []byte) error {
 		return errStop
 	}
 	if c.isReady() {
+		if o.Forward != "" && !c.login.forwarded {
+			// A node forwarding to a server without auth (ready at once):
+			// its token still decides that it is one (SPEC.md 11.2).
+			perms, user, ok := c.srv.authenticateForward(&o)
+			if !ok {
+				c.log.Warn("forwarding node refused: bad token")
+				c.fail(protocol.CodeAuthViolation, "bad credentials")
+				return errStop
+			}
+			c.login.perms, c.login.user, c.login.forwarded, c.login.plainOnly = perms, user, true, o.Plain
+		}
 		c.applyConnect(o)
 		return nil
 	}
@@ -176,6 +188,7 @@ func (c *client) finishAuth(r authResult) {
 		return
 	}
 	c.login.perms, c.login.user, c.login.forwarded = r.perms, r.user, r.o.Forward != ""
+	c.login.plainOnly = r.o.Forward != "" && r.o.Plain
 	c.bindLeases()
 	if _, ok := c.state.to(stateReady); !ok {
 		return // closing meanwhile

@@ -306,7 +306,7 @@ func (c *client) subGroup(sub *subscription, maxInflight int, slot *answer, onLa
 		// Plain queue group. Lock order: client.mu, then sublist.mu.
 		c.mu.Lock()
 		if c.subs[sub.sid] == sub {
-			c.srv.subs.insert(sub)
+			c.srv.insertPlain(sub)
 		}
 		c.mu.Unlock()
 		c.complete(slot, okAnswer)

@@ -45,7 +45,7 @@ func (c *client) publishDurable(m *pubMsg) {
 	req := reqReply{subject: m.subject}
 	if m.reply != "" && !c.modes.strict.Load() {
 		req.reply = m.reply
-		req.noResp = !delivered && c.wantsNoResponders()
+		req.noResp = !delivered && c.wantsNoResponders() && c.srv.cluster == nil // a cluster's subscriber may be elsewhere
 	}
 	msg := broker.Message{Subject: m.subject, Data: m.body[m.hdrLen:], Received: recv}
 	if m.hdrLen > 0 && req.reply != "" && bytes.Contains(m.body[:m.hdrLen], natsExpected) {

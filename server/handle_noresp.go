@@ -30,7 +30,9 @@ func (c *client) wantsNoResponders() bool {
 // publishPlain delivers m to plain subscribers only (nothing is stored)
 // and answers it.
 func (c *client) publishPlain(m *pubMsg) {
-	if c.fanOut(m) == 0 && m.reply != "" && c.wantsNoResponders() {
+	// In a cluster a subscriber may be on another node (spread), so no
+	// 503 is sent for a request nobody here received.
+	if c.fanOut(m) == 0 && m.reply != "" && c.wantsNoResponders() && c.srv.cluster == nil {
 		c.noResponders(m.subject, m.reply)
 	}
 	if c.confirming() {

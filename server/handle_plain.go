@@ -228,8 +228,17 @@ func (c *client) handleSub(subject, queue, sid string, maxInflight int) {
 	c.mu.Lock()
 	c.subs[sid] = s
 	c.mu.Unlock()
-	c.srv.subs.insert(s)
+	c.srv.insertPlain(s)
 	c.ok()
+}
+
+// insertPlain routes a plain subscription here and, in a cluster, from
+// the other nodes (interest.go).
+func (s *Server) insertPlain(sub *subscription) {
+	s.subs.insert(sub)
+	if s.cluster != nil {
+		s.cluster.interest.add(sub)
+	}
 }
 
 // handleUnsub removes sid now, or after max more deliveries.
@@ -278,5 +287,7 @@ func (s *Server) dropSub(sub *subscription) {
 		sub.durable.stop()
 		return
 	}
-	s.subs.remove(sub)
+	if s.subs.remove(sub) && s.cluster != nil {
+		s.cluster.interest.remove(sub)
+	}
 }

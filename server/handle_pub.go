@@ -19,6 +19,16 @@ var okNone = []byte("+OK -\r\n")
 func (c *client) handlePub(m *pubMsg) {
 	c.traffic.inMsgs.Add(1)
 	c.srv.stats.inMsgs.Add(1)
+	if c.login.plainOnly {
+		// Another node's publish, for plain subscribers here
+		// (forwarding.go): checked as its user, never stored.
+		if err := c.login.perms.PublishPlain(m.subject); err != nil {
+			c.reject(protocol.CodePermissionDenied, "for Publish to "+strconv.Quote(m.subject))
+			return
+		}
+		c.publishPlain(m)
+		return
+	}
 	if strings.HasPrefix(m.subject, "$") {
 		if strings.HasPrefix(m.subject, protocol.HandlePrefix) {
 			c.settleByPub(m)

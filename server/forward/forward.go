@@ -101,7 +101,10 @@ type Pool struct {
 	closed bool
 }
 
-type key struct{ node, addr, token, user, tag string }
+type key struct {
+	node, addr, token, user, tag string
+	plain                        bool // CONNECT fibril_plain
+}
 
 // New returns an empty pool.
 func New(o Options) *Pool {
@@ -135,6 +138,27 @@ func (p *Pool) Send(t Target, user, tag string, cmd []byte, done Done) {
 	p.send(t, user, tag, cmd, nil, done)
 }
 
+// SendPlain is Send on a plain-only connection (CONNECT fibril_plain):
+// the target delivers what it carries to its plain subscribers only.
+func (p *Pool) SendPlain(t Target, user, tag string, cmd []byte, done Done) {
+	p.sendOn(t, user, tag, true, cmd, nil, done)
+}
+
+// SubscribePlain is Subscribe on a plain-only connection.
+func (p *Pool) SubscribePlain(t Target, user, tag string, cmd []byte, onPush func(Msg), done Done) {
+	p.sendOn(t, user, tag, true, cmd, onPush, done)
+}
+
+// Has reports whether a connection to t for user and tag is open (or
+// opening): false once it failed, so its owner knows what it held there
+// is gone.
+func (p *Pool) Has(t Target, user, tag string, plain bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.conns[key{t.Node, t.Addr, t.Token, user, tag, plain}]
+	return ok
+}
+
 // Subscribe is Send for a durable SUB: onPush gets each delivery the
 // target pushes for it (frames whose sid is not POLL's "0"), on the
 // connection's reader goroutine, until the connection ends (CloseTag, a
@@ -145,7 +169,11 @@ func (p *Pool) Subscribe(t Target, user, tag string, cmd []byte, onPush func(Msg
 }
 
 func (p *Pool) send(t Target, user, tag string, cmd []byte, onPush func(Msg), done Done) {
-	k := key{t.Node, t.Addr, t.Token, user, tag}
+	p.sendOn(t, user, tag, false, cmd, onPush, done)
+}
+
+func (p *Pool) sendOn(t Target, user, tag string, plain bool, cmd []byte, onPush func(Msg), done Done) {
+	k := key{t.Node, t.Addr, t.Token, user, tag, plain}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -332,7 +360,7 @@ func (c *conn) dial() (net.Conn, *bufio.Reader, error) {
 		return nil, nil, fmt.Errorf("handshake: no INFO (%q, %v)", line, err)
 	}
 	js, _ := json.Marshal(protocol.Connect{Fibril: 1, Headers: true, Confirm: true, Name: c.p.o.Name, Lang: "fibril-forward",
-		Forward: c.k.token, As: c.k.user})
+		Forward: c.k.token, As: c.k.user, Plain: c.k.plain})
 	if _, err := fmt.Fprintf(nc, "CONNECT %s\r\nPING\r\n", js); err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("handshake: %w", err)
@@ -356,18 +384,24 @@ func (c *conn) dial() (net.Conn, *bufio.Reader, error) {
 }
 
 // frame reads the body of the delivery whose line is line: "MSG
-// <subject> <sid> <reply> <#bytes>" or "HMSG <subject> <sid> <reply>
+// <subject> <sid> [reply] <#bytes>" or "HMSG <subject> <sid> [reply]
 // <#header> <#total>" (the connection is not in CRC mode: no token).
 func (c *conn) frame(r *bufio.Reader, line []byte) (Msg, error) {
 	f := strings.Fields(string(line))
-	hdrLen, total := 0, 0
+	hdrLen, total, reply := 0, 0, ""
 	var err error
 	switch {
-	case f[0] == "MSG" && len(f) == 5:
-		total, err = strconv.Atoi(f[4])
-	case f[0] == "HMSG" && len(f) == 6:
-		if hdrLen, err = strconv.Atoi(f[4]); err == nil {
-			total, err = strconv.Atoi(f[5])
+	case f[0] == "MSG" && (len(f) == 4 || len(f) == 5):
+		if len(f) == 5 {
+			reply = f[3]
+		}
+		total, err = strconv.Atoi(f[len(f)-1])
+	case f[0] == "HMSG" && (len(f) == 5 || len(f) == 6):
+		if len(f) == 6 {
+			reply = f[3]
+		}
+		if hdrLen, err = strconv.Atoi(f[len(f)-2]); err == nil {
+			total, err = strconv.Atoi(f[len(f)-1])
 		}
 	default:
 		return Msg{}, fmt.Errorf("delivery line %q", line)
@@ -382,7 +416,7 @@ func (c *conn) frame(r *bufio.Reader, line []byte) (Msg, error) {
 	if !bytes.HasSuffix(body, []byte("\r\n")) {
 		return Msg{}, fmt.Errorf("delivery %q: body not ended by CRLF", line)
 	}
-	m := Msg{Subject: f[1], Reply: f[3], Data: body[hdrLen:total], sid: f[2]}
+	m := Msg{Subject: f[1], Reply: reply, Data: body[hdrLen:total], sid: f[2]}
 	if hdrLen > 0 {
 		m.Header = body[:hdrLen]
 	}

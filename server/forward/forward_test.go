@@ -207,7 +207,9 @@ func TestFrameTable(t *testing.T) {
 	}{
 		{"MSG s 0 h 2", "hi\r\n", true},
 		{"HMSG s 0 h 3 5", "abcde\r\n", true},
-		{"MSG s 0 h", "", false},
+		{"MSG s i1 2", "hi\r\n", true}, // no reply subject
+		{"HMSG s i1 3 5", "abcde\r\n", true},
+		{"MSG s", "", false},
 		{"HMSG s 0 h 6 5", "abcde\r\n", false},
 		{"MSG s 0 h 2", "hix\n", false},
 		{"MSG s 0 h 99999", "", false},
