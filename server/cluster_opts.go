@@ -60,11 +60,11 @@ func (c *ClusterOptions) validate() error {
 
 // clusterState is the server's part of a cluster node.
 type clusterState struct {
-	node    *clusternode.Node
-	token   string                         // what a node forwarding here presents (SPEC.md 11.2), fresh at each start
-	urls    atomic.Pointer[[]string]       // the nodes' client addresses (connect_urls)
-	targets atomic.Pointer[forwardTargets] // where to forward, by raft ID (forwarding.go)
-	interest *interest // plain subscriptions carried to the other nodes (interest.go)
+	node     *clusternode.Node
+	token    string                         // what a node forwarding here presents (SPEC.md 11.2), fresh at each start
+	urls     atomic.Pointer[[]string]       // the nodes' client addresses (connect_urls)
+	targets  atomic.Pointer[forwardTargets] // where to forward, by raft ID (forwarding.go)
+	interest *interest                      // plain subscriptions carried to the other nodes (interest.go)
 }
 
 // openClusterNode opens the engine as a cluster node in DataDir.
