@@ -197,8 +197,8 @@ faults:
 # confirms on) and an acking consumer, the leader of a partition killed
 # with SIGKILL and restarted CYCLES times (PARTITIONS partitions, RATE
 # publishes a second at most); the history is judged by internal/history
-# and the resume times logged. About 4 s a cycle on 2 vCPUs. Its short form
-# (5 cycles) is part of test-go.
+# and the resume times logged. About 3.5 s a cycle on 2 vCPUs. Its short
+# forms (5 cycles; 3 cycles over 3 partitions) are part of test-go.
 CYCLES ?= 200
 PARTITIONS ?= 1
 RATE ?= 400

@@ -155,7 +155,10 @@ const (
 
 // Run starts the cluster, runs the load, kills the leader Cycles times,
 // drains and judges the history. An error means the run could not be
-// carried out or hung; the verdict on the broker is in Report.Result.
+// carried out or hung; the verdict on the broker is in Report.Result,
+// also after a hang (an error wrapping errHang): the cycles stop there,
+// the killed node is restarted, and what came before is drained and
+// judged.
 func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	cfg.defaults()
 	start := time.Now()
@@ -192,8 +195,16 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	stop := func() { stopPub(); stopCon(); wg.Wait() }
 
 	since := now()
+	var hang error
 	for i := range cfg.Cycles {
 		c, err := killCycle(ctx, cl, mon, h, cfg, i%cfg.Partitions, since)
+		if errors.Is(err, errHang) {
+			// The killed node is back: drain and judge what happened
+			// up to the hang.
+			hang = fmt.Errorf("cycle %d: %w", i+1, err)
+			cfg.Logf("clusterkill: %v; draining and judging the %d cycles before it", hang, i)
+			break
+		}
 		if err != nil {
 			stop()
 			return rep, fmt.Errorf("cycle %d: %w", i+1, err)
@@ -227,11 +238,15 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	rep.Result = history.Check(ops, history.Config{LeasesSurviveRestart: true})
 	rep.Unknown = unknownPublishes(ops)
 	rep.Elapsed = time.Since(start)
-	if !rep.Passed() {
+	if hang != nil || !rep.Passed() {
 		rep.Logs = cl.logs()
 	}
-	return rep, nil
+	return rep, hang
 }
+
+// errHang marks a kill after which the partition was not served again
+// within Config.HangAfter.
+var errHang = errors.New("a hang")
 
 // Passed reports the pass condition: nothing confirmed lost, no answered
 // ack undone, nothing delivered that was never published.
@@ -297,7 +312,7 @@ func killCycle(ctx context.Context, cl *cluster, mon *monitor, h *history.Writer
 			break
 		}
 		if time.Now().After(deadline) {
-			return Cycle{}, fmt.Errorf("partition %d served by no node for %v (a hang)", part, cfg.HangAfter)
+			return Cycle{}, fmt.Errorf("partition %d served by no node for %v: %w", part, cfg.HangAfter, errHang)
 		}
 		pause(ctx, 10*time.Millisecond)
 	}
@@ -315,9 +330,15 @@ func killCycle(ctx context.Context, cl *cluster, mon *monitor, h *history.Writer
 		if pub != 0 && poll != 0 {
 			break
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return Cycle{}, fmt.Errorf("%s killed: partition %d not back within %v (confirm seen: %v, delivery seen: %v): a hang",
-				name, part, cfg.HangAfter, pub != 0, poll != 0)
+		if ctx.Err() != nil {
+			return Cycle{}, ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			err := fmt.Errorf("%s killed: partition %d not back within %v (confirm seen: %v, delivery seen: %v): %w",
+				name, part, cfg.HangAfter, pub != 0, poll != 0, errHang)
+			rctx, cancel := context.WithTimeout(ctx, cfg.HangAfter)
+			defer cancel()
+			return Cycle{}, errors.Join(err, cl.restart(rctx, node))
 		}
 		pause(ctx, 5*time.Millisecond)
 	}
