@@ -198,7 +198,7 @@ faults:
 # with SIGKILL and restarted CYCLES times (PARTITIONS partitions, RATE
 # publishes a second at most); the history is judged by internal/history
 # and the resume times logged. About 3.5 s a cycle on 2 vCPUs. Its short
-# forms (5 cycles; 3 cycles over 3 partitions) are part of test-go.
+# form (5 cycles at 120 publishes a second) is part of test-go.
 CYCLES ?= 200
 PARTITIONS ?= 1
 RATE ?= 400

@@ -338,7 +338,12 @@ func killCycle(ctx context.Context, cl *cluster, mon *monitor, h *history.Writer
 				name, part, cfg.HangAfter, pub != 0, poll != 0, errHang)
 			rctx, cancel := context.WithTimeout(ctx, cfg.HangAfter)
 			defer cancel()
-			return Cycle{}, errors.Join(err, cl.restart(rctx, node))
+			inv := now()
+			rerr := cl.restart(rctx, node)
+			if rerr == nil {
+				_ = h.Add(history.Op{Kind: history.Fault, Proc: -1, Node: name, Fault: history.FaultRestart, Outcome: history.OK, Invoke: inv, Complete: now()})
+			}
+			return Cycle{}, errors.Join(err, rerr)
 		}
 		pause(ctx, 5*time.Millisecond)
 	}
