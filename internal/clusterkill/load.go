@@ -52,7 +52,11 @@ type load struct {
 	leaseMs int64
 	window  int     // unconfirmed publishes at most
 	rate    float64 // publishes per second at most (0: as fast as confirms come)
-	logf    func(string, ...any)
+	// keyed gives each publish a Fibril-Key (its value), spreading them
+	// over the partitions: an unkeyed one goes to a partition the
+	// receiving node serves, when it serves one.
+	keyed bool
+	logf  func(string, ...any)
 }
 
 type pending struct {
@@ -139,7 +143,7 @@ func (l *load) publishOn(ctx context.Context, c *conn, proc, n int, pace *pacer)
 			<-slots
 		}
 	}()
-	var buf []byte
+	var buf, hdr []byte
 send:
 	for ctx.Err() == nil {
 		if d := pace.wait(); d > 0 {
@@ -161,7 +165,12 @@ send:
 		v := fmt.Sprintf("p%d-%d", proc, n)
 		n++
 		pend <- pending{v, now()}
-		buf = protocol.AppendPub(buf[:0], l.topic, "", payload(v), protocol.NoCRC)
+		if l.keyed {
+			hdr = protocol.AppendHeader(hdr[:0], "Fibril-Key", v)
+			buf = protocol.AppendHPub(buf[:0], l.topic, "", hdr, payload(v), protocol.NoCRC)
+		} else {
+			buf = protocol.AppendPub(buf[:0], l.topic, "", payload(v), protocol.NoCRC)
+		}
 		if err := c.write(buf); err != nil {
 			break
 		}

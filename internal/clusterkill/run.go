@@ -185,7 +185,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 
 	mon := newMonitor()
 	l := &load{h: h, mon: mon, addrs: cl.addrs, topic: topic, group: group, leaseMs: cfg.LeaseMs,
-		window: cfg.Window, rate: cfg.Rate, logf: cfg.Logf}
+		window: cfg.Window, rate: cfg.Rate, keyed: cfg.Partitions > 1, logf: cfg.Logf}
 	pubCtx, stopPub := context.WithCancel(ctx)
 	conCtx, stopCon := context.WithCancel(ctx)
 	var wg sync.WaitGroup
