@@ -165,7 +165,9 @@ func decodeJournal(b []byte, c *catalog) (n int, end int64, err error) {
 		if err := decodeStrict(rec, &ch); err != nil {
 			return 0, 0, fmt.Errorf("offset %d: %v", off, err)
 		}
-		if (ch.Topic == nil) == (ch.Deleted == 0) {
+		// A change names one topic, or none when it is the replicated
+		// catalog's mark of an applied index (markIndex).
+		if ch.Topic != nil && ch.Deleted != 0 || ch.Topic == nil && ch.Deleted == 0 && ch.Index == 0 {
 			return 0, 0, fmt.Errorf("offset %d: a change names no topic or two", off)
 		}
 		c.apply(ch)

@@ -91,6 +91,32 @@ func TestCatalogJournalKeepsChanges(t *testing.T) {
 	}
 }
 
+// TestCatalogJournalIndexMarkAfterKill: the replicated catalog's mark of
+// an applied index is a journal record naming no topic; a process killed
+// after it (the journal not folded) opens again with the index kept.
+// Before, the Open refused the journal ("a change names no topic or
+// two"), so a cluster node killed once never started again.
+func TestCatalogJournalIndexMarkAfterKill(t *testing.T) {
+	e := newEnv(t, nil)
+	e.topic("t", TopicConfig{})
+	if err := e.b.markIndex(7); err != nil {
+		t.Fatal(err)
+	}
+	image := t.TempDir()
+	copyTree(t, e.dir, image)
+	b, err := Open(image, e.opts())
+	if err != nil {
+		t.Fatalf("open after a kill with an index mark in the journal: %v", err)
+	}
+	defer b.Close()
+	if got := b.CatalogIndex(); got != 7 {
+		t.Fatalf("CatalogIndex after the kill: %d, want 7", got)
+	}
+	if _, ok := b.Topic("t"); !ok {
+		t.Fatal("topic t lost")
+	}
+}
+
 // TestCatalogJournalDamage: damage to a change the journal made durable,
 // or a missing journal, refuses the Open with ErrCorruptCatalog naming
 // the journal (Verify reports it, Repair rebuilds every topic from its

@@ -117,7 +117,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("clusternode: %w", err)
 	}
 	n.raft = rn
-	cat, err := metacat.New(metacat.Config{Node: cfg.Name, Timeout: cfg.CatalogTimeout, OnNodes: cfg.OnNodes})
+	cat, err := metacat.New(metacat.Config{Node: cfg.Name, Timeout: cfg.CatalogTimeout, OnNodes: cfg.OnNodes, Dir: cfg.Dir})
 	if err != nil {
 		rn.Stop()
 		return nil, err

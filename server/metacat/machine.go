@@ -48,8 +48,7 @@ func (m *machine) Apply(index uint64, data []byte) error {
 		if err := json.Unmarshal(data[1:], &rec); err != nil || rec.Name == "" {
 			return fmt.Errorf("metacat: node record at %d: %v", index, err)
 		}
-		m.setNode(rec.Name, rec.Info)
-		return nil
+		return m.setNode(rec.Name, rec.Info)
 	case tagChange:
 		name, rest, ok := bytes.Cut(data[1:], []byte{0})
 		if !ok || len(rest) < 8 {
@@ -77,15 +76,28 @@ func (m *machine) Apply(index uint64, data []byte) error {
 	return fmt.Errorf("metacat: entry at %d: unknown tag %q", index, data[0])
 }
 
-func (m *machine) setNode(name string, info NodeInfo) {
+// setNode takes a node record, keeping the records in Config.Dir before
+// it returns: once a later catalog change moves the broker's index past
+// the record, a restart no longer applies it again. Called on the apply
+// goroutine only (one writer of the file).
+func (m *machine) setNode(name string, info NodeInfo) error {
 	m.mu.Lock()
 	changed := m.nodes[name] != info
 	m.nodes[name] = info
 	nodes := maps.Clone(m.nodes)
 	m.mu.Unlock()
-	if changed && m.cfg.OnNodes != nil {
+	if !changed {
+		return nil
+	}
+	if m.cfg.Dir != "" {
+		if err := writeNodes(m.cfg.Dir, nodes); err != nil {
+			return err // the group stops: a restart would forget the record
+		}
+	}
+	if m.cfg.OnNodes != nil {
 		m.cfg.OnNodes(nodes)
 	}
+	return nil
 }
 
 // snapshot is the state a snapshot carries.
@@ -127,7 +139,9 @@ func (m *machine) Restore(index uint64, data []byte) error {
 		}
 	}
 	for name, info := range s.Nodes {
-		m.setNode(name, info)
+		if err := m.setNode(name, info); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -34,7 +34,8 @@
 //     whose proposal is applied after its timeout finds nothing (the
 //     outcome was reported unknown).
 //   - Node records and empty entries do not move the broker's index: a
-//     restart applies them again (they are idempotent).
+//     restart applies again those after it (they are idempotent), and
+//     knows those before it from Config.Dir's nodes.json (nodes.go).
 package metacat
 
 import (
@@ -76,8 +77,12 @@ type Config struct {
 	// MaxWaiting bounds the proposals waiting at once (default 1024).
 	MaxWaiting int
 	// OnNodes is called (on the apply goroutine, not blocking) when the
-	// node records change.
+	// node records change, and by New with the records kept in Dir.
 	OnNodes func(map[string]NodeInfo)
+	// Dir keeps the node records (nodes.json), so a restarted node knows
+	// those applied before its catalog index, which the group does not
+	// apply again. Empty: in memory only.
+	Dir string
 }
 
 // NodeInfo is what a node announced of itself.
@@ -130,6 +135,16 @@ func New(cfg Config) (*Catalog, error) {
 	// never meet another's.
 	c := &Catalog{cfg: cfg, life: binary.LittleEndian.Uint64(seed[:]) &^ (1<<63 | 1<<32 - 1),
 		waiting: map[uint64]chan broker.CatalogResult{}, nodes: map[string]NodeInfo{}}
+	if cfg.Dir != "" {
+		nodes, err := readNodes(cfg.Dir)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(c.nodes, nodes)
+		if len(nodes) > 0 && cfg.OnNodes != nil {
+			cfg.OnNodes(maps.Clone(nodes))
+		}
+	}
 	return c, nil
 }
 
