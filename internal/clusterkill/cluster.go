@@ -2,8 +2,11 @@ package clusterkill
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +24,7 @@ type cluster struct {
 	nodes []*fibrilproc.Server
 
 	addrs []string // client addresses, fixed across restarts
+	https []string // admin listeners (GET /api/cluster names the leaders)
 }
 
 // freePorts returns n loopback addresses nothing listens on right now.
@@ -58,10 +62,11 @@ func startCluster(ctx context.Context, bin, dir string, n int) (*cluster, error)
 	if err != nil {
 		return nil, fmt.Errorf("clusterkill: certificates: %w", err)
 	}
-	links, err := freePorts(n)
+	links, err := freePorts(2 * n)
 	if err != nil {
 		return nil, err
 	}
+	links, c.https = links[:n], links[n:]
 	for i, name := range c.names {
 		var peers []string
 		for j, o := range c.names {
@@ -77,7 +82,7 @@ func startCluster(ctx context.Context, bin, dir string, n int) (*cluster, error)
 		p := certs[name]
 		c.nodes = append(c.nodes, &fibrilproc.Server{Bin: bin, DataDir: data, Args: []string{
 			"--cluster-name", name, "--cluster-listen", links[i], "--cluster-peers", strings.Join(peers, ","),
-			"--cluster-ca", p.CA, "--cluster-cert", p.Cert, "--cluster-key", p.Key,
+			"--cluster-ca", p.CA, "--cluster-cert", p.Cert, "--cluster-key", p.Key, "--http", c.https[i],
 		}})
 	}
 	// Started together, in case a node's ready line waits for its peers.
@@ -150,4 +155,42 @@ func (c *cluster) close() {
 	for _, s := range c.nodes {
 		_ = s.Stop(true)
 	}
+}
+
+// leaderOf asks the live nodes' admin listeners (GET /api/cluster) which
+// node leads partition part of topic, and returns its index; ok is false
+// while no live node names one.
+func (c *cluster) leaderOf(topic string, part int, live func(int) bool) (int, bool) {
+	hc := &http.Client{Timeout: time.Second}
+	for i := range c.nodes {
+		if !live(i) {
+			continue
+		}
+		resp, err := hc.Get("http://" + c.https[i] + "/api/cluster")
+		if err != nil {
+			continue
+		}
+		var v struct {
+			Partitions []struct {
+				Topic     string `json:"topic"`
+				Partition int    `json:"partition"`
+				Leader    string `json:"leader"`
+			} `json:"partitions"`
+		}
+		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		for _, p := range v.Partitions {
+			if p.Topic == topic && p.Partition == part && p.Leader != "" {
+				for j, name := range c.names {
+					if name == p.Leader && live(j) {
+						return j, true
+					}
+				}
+			}
+		}
+	}
+	return 0, false
 }

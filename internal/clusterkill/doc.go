@@ -4,7 +4,8 @@
 // publisher (1 KiB messages, confirms on, a window of unconfirmed
 // publishes, on any node since publishes are forwarded) and a consumer
 // that polls every node in turn and acks what it gets; and a loop that
-// finds a partition's leader (the node whose poll was served), kills it
+// finds a partition's leader (as the nodes' GET /api/cluster names it,
+// once a poll of the partition was served), kills it
 // with SIGKILL, measures how long until a publish to that partition is
 // confirmed and a poll served from it again, and restarts it on its
 // directory. Every operation goes into a history (internal/history),
@@ -19,10 +20,9 @@
 //
 // # Caveats
 //
-//   - The leader is found by where a POLL is served, which holds while
-//     POLL is not forwarded (a node that leads no partition of the topic
-//     answers not_leader). Once polls are forwarded, the leader must come
-//     from elsewhere (GROUP or TOPIC INFO, or the admin API).
+//   - The leader is the one the live nodes' admin listeners name (each
+//     node runs one on loopback); every node serves POLLs (forwarded), so
+//     where a poll is served only says the partition is served again.
 //   - A publish answered -ERR is recorded as unknown, not as refused: a
 //     forwarded publish whose link to the leader broke is answered
 //     not_leader although the leader may have stored it. Likewise an ACK

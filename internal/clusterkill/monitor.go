@@ -66,3 +66,10 @@ func (m *monitor) leader(part int, t int64) (int, bool) {
 	}
 	return s.node, true
 }
+
+// servedSince reports whether a poll of part was served after t (the
+// partition has a leader serving it again).
+func (m *monitor) servedSince(part int, t int64) bool {
+	_, ok := m.leader(part, t)
+	return ok
+}

@@ -306,8 +306,10 @@ func killCycle(ctx context.Context, cl *cluster, mon *monitor, h *history.Writer
 	var node int
 	deadline := time.Now().Add(cfg.HangAfter)
 	for {
-		n, ok := mon.leader(part, since)
-		if ok {
+		// The leader as the nodes see it (GET /api/cluster): every node
+		// serves POLLs now (forwarded), so where one is served says nothing.
+		n, ok := cl.leaderOf(topic, part, func(int) bool { return true })
+		if ok && mon.servedSince(part, since) {
 			node = n
 			break
 		}
