@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/fibrilmq/fibril/server/seglog"
 )
@@ -61,17 +62,40 @@ type roleState struct {
 	rep     Replica // nil: not replicated, always served
 	epoch   uint64  // the epoch the state was built in
 	serving bool
+	// seen is the replica's Serving as its last notification found it
+	// (epoch<<1 | serving), for publishers and the server off the actor
+	// (servedNow), so the publish path takes no replica lock.
+	seen atomic.Uint64
 }
 
 // follow takes rep as p's role before p's state is read; its changes
-// wake the actor.
+// wake the actor and refresh seen.
 func (r *roleState) follow(p *partition, rep Replica) {
 	if rep == nil {
 		return
 	}
 	r.rep = rep
 	r.serving, r.epoch = rep.Serving()
-	rep.Notify(p.box.wk.kick)
+	r.note(r.serving, r.epoch)
+	rep.Notify(func() {
+		r.note(rep.Serving())
+		p.box.wk.kick()
+	})
+}
+
+// note records a Serving read in seen unless a later epoch is there
+// already (two notifications may read and store out of order).
+func (r *roleState) note(ok bool, epoch uint64) {
+	v := epoch << 1
+	if ok {
+		v |= 1
+	}
+	for {
+		cur := r.seen.Load()
+		if cur>>1 > epoch || r.seen.CompareAndSwap(cur, v) {
+			return
+		}
+	}
 }
 
 // serves reports whether p serves (always, unless replicated).
@@ -212,14 +236,11 @@ func (p *partition) writeState(name string, data []byte) error {
 	return writeFileAtomic(p.dir, name, data)
 }
 
-// servedNow reports whether this node serves p now (any goroutine: the
-// Replica is set before the actor starts and its Serving is safe).
+// servedNow reports whether this node serves p now, as the replica's
+// last notification said (any goroutine: the Replica is set before the
+// actor starts; seen is atomic).
 func (p *partition) servedNow() bool {
-	if p.role.rep == nil {
-		return true
-	}
-	ok, _ := p.role.rep.Serving()
-	return ok
+	return p.role.rep == nil || p.role.seen.Load()&1 == 1
 }
 
 // Served reports whether this node serves the topic's partition idx now
