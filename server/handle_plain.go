@@ -59,16 +59,24 @@ func (c *client) fanOut(m *pubMsg) int {
 		}
 	}
 	for _, members := range r.queues {
-		// One member per message; try others if the pick is gone or full.
-		start := rand.IntN(len(members))
-		for i := range members {
-			if c.deliverPlain(members[(start+i)%len(members)], m) {
-				n++
-				break
-			}
+		if deliverOne(members, func(s *subscription) bool { return c.deliverPlain(s, m) }) {
+			n++
 		}
 	}
 	return n
+}
+
+// deliverOne hands a message to one member of a queue group, picked at
+// random, trying the others if the pick is gone or full; it reports
+// whether one took it.
+func deliverOne(members []*subscription, deliver func(*subscription) bool) bool {
+	start := rand.IntN(len(members))
+	for i := range members {
+		if deliver(members[(start+i)%len(members)]) {
+			return true
+		}
+	}
+	return false
 }
 
 // deliverPlain writes m to s's connection. It reports whether it did.

@@ -15,7 +15,6 @@ package server
 // when a connection to a node fails.
 
 import (
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -212,11 +211,6 @@ func (in *interest) deliver(m forward.Msg) {
 		send(s)
 	}
 	for _, members := range r.queues {
-		start := rand.IntN(len(members)) // one member, as fanOut picks
-		for i := range members {
-			if send(members[(start+i)%len(members)]) {
-				break
-			}
-		}
+		deliverOne(members, send)
 	}
 }
