@@ -31,6 +31,7 @@ type groupView struct {
 	acked    uint64 // derived, see the package Caveats
 	dead     uint64 // dead-lettered by this group (GROUP INFO dead_lettered)
 	dlq      string
+	ordered  string // the group's ordering (GROUP INFO config.ordered): "", partition or key
 }
 
 // topicView is one topic as shown.
@@ -153,7 +154,7 @@ func fetch(c *client) (snapshot, error) {
 				}
 				return snap, fmt.Errorf("GROUP INFO %s %s: %w", in.Name, g, err)
 			}
-			tv.groups = append(tv.groups, groupView{name: gi.Name, ready: gi.Pending, inflight: gi.Inflight, dead: gi.DeadLettered, dlq: gi.Config.DeadLetter})
+			tv.groups = append(tv.groups, groupView{name: gi.Name, ready: gi.Pending, inflight: gi.Inflight, dead: gi.DeadLettered, dlq: gi.Config.DeadLetter, ordered: string(gi.Config.Ordered)})
 		}
 		snap.topics = append(snap.topics, tv)
 	}

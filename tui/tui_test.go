@@ -93,6 +93,9 @@ func TestClientAgainstServer(t *testing.T) {
 	if orders == nil || orders.published != 300 || len(orders.groups) != 1 {
 		t.Fatalf("snapshot: %+v", snap.topics)
 	}
+	if g := orders.groups[0]; g.ordered != "" {
+		t.Errorf("billing's ordering %q, want none", g.ordered)
+	}
 	g := orders.groups[0]
 	if g.name != "billing" || g.inflight != 0 || g.acked != uint64(got) || g.ready != 300-uint64(got) {
 		t.Errorf("group view %+v after acking %d of 300", g, got)
@@ -108,6 +111,27 @@ func TestClientAgainstServer(t *testing.T) {
 	}
 	if err := c.ack(held); err != nil {
 		t.Fatalf("ack: %v", err)
+	}
+
+	// A group's ordering shows on its line.
+	ctx, cancel := c.call()
+	defer cancel()
+	if _, err := c.conn.CreateGroup(ctx, "orders", "ledger", fibril.GroupConfig{Ordered: "key"}); err != nil {
+		t.Fatalf("GROUP CREATE ledger: %v", err)
+	}
+	if snap, err = fetch(c); err != nil {
+		t.Fatalf("fetch: %v", err)
+	}
+	m := newModel(c, Options{Interval: time.Second})
+	m.apply(snap)
+	var ledger string
+	for _, l := range strings.Split(m.View(), "\n") {
+		if strings.Contains(l, "└ ledger") {
+			ledger = l
+		}
+	}
+	if !strings.Contains(ledger, "ledger [ordered by key]") {
+		t.Errorf("the ledger group's line %q does not say it is ordered by key:\n%s", ledger, m.View())
 	}
 
 	// Errors come back as typed protocol errors, and the connection stays

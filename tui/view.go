@@ -86,8 +86,12 @@ func (m *model) View() string {
 			if as != nil {
 				avals, arate = as.vals, as.last()
 			}
+			name := g.name
+			if g.ordered != "" {
+				name += " [ordered by " + g.ordered + "]"
+			}
 			line("    └ %-20s ready %-8d in flight %-6d acked %-9d dead %-6d %8.1f/s %s",
-				g.name, g.ready, g.inflight, g.acked, g.dead, arate, sparkline(avals, 16))
+				name, g.ready, g.inflight, g.acked, g.dead, arate, sparkline(avals, 16))
 		}
 	}
 	line("")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fibrilmq/fibril/internal/browsertest"
 	"github.com/fibrilmq/fibril/server/broker"
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // browser starts headless Chromium for the test (browsertest.Start).
@@ -80,7 +81,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	audit, err := orders.Group("audit", broker.GroupConfig{MaxDeliveries: 1})
+	audit, err := orders.Group("audit", broker.GroupConfig{MaxDeliveries: 1, Ordered: wire.OrderKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +132,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if got := textOf(t, ctx, dlqRow); got != "1" {
 		t.Errorf("dead-letter messages: %q, want 1", got)
+	}
+	for g, want := range map[string]string{"audit": "key", "billing": ""} {
+		if got := textOf(t, ctx, `#groups tr[data-topic="orders"][data-group="`+g+`"] td[data-k="ordered"]`); got != want {
+			t.Errorf("group %s's ordering cell: %q, want %q", g, got, want)
+		}
 	}
 	if got := textOf(t, ctx, "#conns"); got != "1 connections" {
 		t.Errorf("connections: %q", got)

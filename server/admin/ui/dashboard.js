@@ -82,6 +82,7 @@
         cell(gr, fmt(g.inflight), "", "inflight");
         cell(gr, fmt(g.settled), "", "settled");
         cell(gr, rate(perSec(g.settled, og && og.settled)), "rate", "settled-rate");
+        cell(gr, g.config.ordered || "", "name", "ordered");
         cell(gr, g.config.dead_letter || "", "name");
         cell(gr, fmt(g.redelivered || 0), "", "redelivered");
         cell(gr, fmt(g.dead_lettered || 0), g.dead_lettered > 0 ? "warn" : "", "dead-lettered");
