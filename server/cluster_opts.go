@@ -6,6 +6,7 @@ package server
 // addresses as they announce them.
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -108,4 +109,20 @@ func (s *Server) connectURLs() []string {
 		return *u
 	}
 	return nil
+}
+
+// handOff moves the leadership of every raft group this node leads to a
+// caught-up follower before a graceful stop (bounded by ShutdownTimeout),
+// so a rolling restart waits for no election: clients keep being served,
+// through forwarding, while the node drains. A failure is logged, and the
+// stop goes on (the others elect a leader after the election timeout).
+func (s *Server) handOff() {
+	if s.cluster == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	if err := s.cluster.node.Raft().TransferLeadership(ctx); err != nil {
+		s.log.Warn("shutdown: leadership not handed off; the other nodes elect a leader after the election timeout", "err", err)
+	}
 }

@@ -248,6 +248,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return nil
 	}
 	s.log.Info("shutting down")
+	s.handOff()
 	s.drain()
 	if tl != nil {
 		tl.stop()

@@ -48,8 +48,9 @@ func freePorts(n int) ([]string, error) {
 }
 
 // startCluster starts n nodes (3 or 5) of bin under dir and waits until
-// each has printed its ready line.
-func startCluster(ctx context.Context, bin, dir string, n int) (*cluster, error) {
+// each has printed its ready line; extra are more `fibril serve` flags
+// for every node.
+func startCluster(ctx context.Context, bin, dir string, n int, extra ...string) (*cluster, error) {
 	c := &cluster{}
 	for i := range n {
 		c.names = append(c.names, fmt.Sprintf("n%d", i+1))
@@ -84,6 +85,7 @@ func startCluster(ctx context.Context, bin, dir string, n int) (*cluster, error)
 			"--cluster-name", name, "--cluster-listen", links[i], "--cluster-peers", strings.Join(peers, ","),
 			"--cluster-ca", p.CA, "--cluster-cert", p.Cert, "--cluster-key", p.Key, "--http", c.https[i],
 		}})
+		c.nodes[i].Args = append(c.nodes[i].Args, extra...)
 	}
 	// Started together, in case a node's ready line waits for its peers.
 	errs := make([]error, n)
@@ -108,6 +110,10 @@ func (c *cluster) addr(i int) string { return c.addrs[i] }
 
 // kill sends node i SIGKILL and waits until the process is gone.
 func (c *cluster) kill(i int) error { return c.nodes[i].Stop(true) }
+
+// stop ends node i gracefully (SIGTERM, SIGKILL after 5 s) and waits
+// until the process is gone.
+func (c *cluster) stop(i int) error { return c.nodes[i].Stop(false) }
 
 // restart starts node i again on its address and data directory.
 // It retries while the process exits before it is ready (its port still

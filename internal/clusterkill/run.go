@@ -38,6 +38,12 @@ type Config struct {
 	// service (no confirm or no delivery) before the run fails as hung
 	// (default 30 s). It is a bound on a hang, not a speed check.
 	HangAfter time.Duration
+	// Rolling makes each cycle a step of a rolling restart instead of a
+	// leader kill: cycle i stops node i % Nodes, leader or not, with
+	// SIGTERM (a graceful stop, as an operator restarting nodes one at a
+	// time does), and restarts it once partition i % Partitions is served
+	// again.
+	Rolling bool
 	// Logf reports progress (default: nothing).
 	Logf func(format string, args ...any)
 }
@@ -66,7 +72,8 @@ func (c *Config) defaults() {
 	}
 }
 
-// Cycle is one kill: which node, which partition it led, and how long
+// Cycle is one kill: which node, which partition it led (with Rolling,
+// the partition watched, whether it led or not), and how long
 // after the kill a publish to that partition was confirmed and a poll
 // served from it again (each measured from requests sent after the kill).
 type Cycle struct {
@@ -197,7 +204,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	since := now()
 	var hang error
 	for i := range cfg.Cycles {
-		c, err := killCycle(ctx, cl, mon, h, cfg, i%cfg.Partitions, since)
+		c, err := killCycle(ctx, cl, mon, h, cfg, i, i%cfg.Partitions, since)
 		if errors.Is(err, errHang) {
 			// The killed node is back: drain and judge what happened
 			// up to the hang.
@@ -301,11 +308,23 @@ func tryOnAny(cl *cluster, cmd string) error {
 
 // killCycle finds the node leading part (the one that last served a poll
 // of it, after since), kills it, waits until a publish to part is
-// confirmed and a poll served from it again, and restarts the node.
-func killCycle(ctx context.Context, cl *cluster, mon *monitor, h *history.Writer, cfg Config, part int, since int64) (Cycle, error) {
+// confirmed and a poll served from it again, and restarts the node. With
+// cfg.Rolling it stops node cycle % Nodes gracefully instead, once part
+// was served since.
+func killCycle(ctx context.Context, cl *cluster, mon *monitor, h *history.Writer, cfg Config, cycle, part int, since int64) (Cycle, error) {
 	var node int
 	deadline := time.Now().Add(cfg.HangAfter)
-	for {
+	for cfg.Rolling {
+		if mon.servedSince(part, since) {
+			node = cycle % cfg.Nodes
+			break
+		}
+		if time.Now().After(deadline) {
+			return Cycle{}, fmt.Errorf("partition %d served by no node for %v: %w", part, cfg.HangAfter, errHang)
+		}
+		pause(ctx, 10*time.Millisecond)
+	}
+	for !cfg.Rolling {
 		// The leader as the nodes see it (GET /api/cluster): every node
 		// serves POLLs now (forwarded), so where one is served says nothing.
 		n, ok := cl.leaderOf(topic, part, func(int) bool { return true })
@@ -321,10 +340,14 @@ func killCycle(ctx context.Context, cl *cluster, mon *monitor, h *history.Writer
 	name := cl.names[node]
 	killAt := now()
 	mon.arm(part, killAt)
-	if err := cl.kill(node); err != nil {
+	stop, fault := cl.kill, "kill"
+	if cfg.Rolling {
+		stop, fault = cl.stop, "stop"
+	}
+	if err := stop(node); err != nil {
 		return Cycle{}, err
 	}
-	_ = h.Add(history.Op{Kind: history.Fault, Proc: -1, Node: name, Fault: "kill", Outcome: history.OK, Invoke: killAt, Complete: now()})
+	_ = h.Add(history.Op{Kind: history.Fault, Proc: -1, Node: name, Fault: fault, Outcome: history.OK, Invoke: killAt, Complete: now()})
 	deadline = time.Now().Add(cfg.HangAfter)
 	var pub, poll int64
 	for {
