@@ -6,7 +6,7 @@ package server
 // never run on an event loop and never without bounds:
 //
 //   - At most MaxAuthQueue checks wait. They are served in two lanes. A
-//     source (client IP address) with no unsuccessful attempt in the last
+//     source (client IPv4 address, or IPv6 /64) with no unsuccessful attempt in the last
 //     failFor (its check refused, its CONNECT shed or evicted, or its
 //     connection gone before its check) is fresh: its first waiting check
 //     goes in the fresh lane, served first, in order of arrival. Every
@@ -32,9 +32,10 @@ package server
 //   - A check whose connection closed meanwhile (it left, or its auth
 //     timeout, which counts from accept and is never suspended, passed) is
 //     dropped without being computed.
-//   - Sources that logged in successfully in the last trustFor are served
-//     first, from a lane of their own (bounded like the others): an
-//     attack from many addresses does not delay a known client's login.
+//   - Sources that logged in successfully in the last trustFor, with no
+//     unsuccessful attempt since, are served first, from a lane of their
+//     own (bounded like the others): an attack from many addresses does
+//     not delay a known client's login.
 
 import (
 	"net"
@@ -158,12 +159,22 @@ func (q *authQueue) stop() {
 	q.wg.Wait()
 }
 
-// sourceOf is the fairness key of a connection: its IP address.
+// sourceOf is the fairness key of a connection: its IPv4 address, or the
+// /64 prefix of its IPv6 address (one host's allocation is a /64, so each
+// of its 2^64 addresses would otherwise be a fresh source).
 func sourceOf(remote string) string {
-	if host, _, err := net.SplitHostPort(remote); err == nil {
+	host := remote
+	if h, _, err := net.SplitHostPort(remote); err == nil {
+		host = h
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || ip.To4() != nil {
+		if ip != nil {
+			return ip.To4().String() // IPv4-mapped IPv6 too
+		}
 		return host
 	}
-	return remote
+	return (&net.IPNet{IP: ip.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
 }
 
 // submit queues j. It reports false when j is shed (its lane is full, and
@@ -268,13 +279,16 @@ func (q *authQueue) markFailedLocked(src string, now time.Time) {
 }
 
 // ended records how an attempt from src ended: ok when it logged in (the
-// source is trusted), else unsuccessful (refused, or dropped uncomputed).
+// source is trusted), else unsuccessful (refused, or dropped uncomputed):
+// the source counts as failed and is trusted no more, so an address that
+// logged in once cannot then guess passwords from the trusted lane.
 func (q *authQueue) ended(src string, ok bool) {
 	if ok {
 		q.trust(src)
 		return
 	}
 	q.mu.Lock()
+	delete(q.trusted, src)
 	q.markFailedLocked(src, time.Now())
 	q.mu.Unlock()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -345,5 +346,51 @@ func TestCheckClockChargesCPUNotWaiting(t *testing.T) {
 	<-done
 	if noClock {
 		t.Skipf("no thread CPU clock on %s: checks are charged their wall time", runtime.GOOS)
+	}
+}
+
+// TestSourceOfGroupsIPv6By64: IPv6 addresses were keyed one by one, so a
+// host with a /64 (the usual allocation) had 2^64 fresh sources to guess
+// from; they are keyed by their /64 now, IPv4 (also IPv4-mapped) by
+// address.
+func TestSourceOfGroupsIPv6By64(t *testing.T) {
+	for _, tc := range []struct{ remote, want string }{
+		{"10.0.0.1:5000", "10.0.0.1"},
+		{"[::ffff:10.0.0.1]:5000", "10.0.0.1"},
+		{"[2001:db8:1:2::5]:9", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:2:ffff:ffff:ffff:1]:9", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:3::5]:9", "2001:db8:1:3::/64"},
+		{"[::1]:4222", "::/64"},
+		{"not-an-address", "not-an-address"},
+	} {
+		if got := sourceOf(tc.remote); got != tc.want {
+			t.Errorf("sourceOf(%q) = %q, want %q", tc.remote, got, tc.want)
+		}
+	}
+}
+
+// TestAuthQueueTrustRevokedByAFailedLogin: an address that logged in once
+// kept its trusted lane after guessing wrong, so it could guess ahead of
+// every new address; an unsuccessful attempt now ends its trust.
+func TestAuthQueueTrustRevokedByAFailedLogin(t *testing.T) {
+	s, err := New(testOptions(t, slowAuth(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := bareQueue(s, 8)
+	q.trust("10.0.0.1")
+	q.trust("10.0.0.3")
+	q.ended("10.0.0.1", false) // then guessed wrong
+	for _, src := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
+		if !q.submit(queuedJob(src)) {
+			t.Fatalf("%s shed", src)
+		}
+	}
+	var order []string
+	for j := q.pop(); j != nil; j = q.pop() {
+		order = append(order, j.src)
+	}
+	if want := []string{"10.0.0.3", "10.0.0.2", "10.0.0.1"}; !slices.Equal(order, want) {
+		t.Fatalf("served %v, want %v: the trusted one, the new one, then the one that failed", order, want)
 	}
 }
