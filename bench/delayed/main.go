@@ -27,10 +27,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,6 +76,7 @@ type result struct {
 	anonBefore, anonHeld     int64   // RssAnon: the heap, not mapped log pages
 	ordAlone, ordWith        float64 // ordinary messages consumed per second
 	publishRate              float64 // delayed publishes confirmed per second
+	fsyncs, fsyncsOver       uint64  // the server's fsyncs, and those over 51.2 ms
 }
 
 func run(ctx context.Context, cfg config) (result, error) {
@@ -89,7 +92,7 @@ func run(ctx context.Context, cfg config) (result, error) {
 			return res, err
 		}
 	}
-	srv, err := fibrilproc.Start(ctx, bin, filepath.Join(tmp, "data"), "--log-level", "warn")
+	srv, err := fibrilproc.Start(ctx, bin, filepath.Join(tmp, "data"), "--log-level", "warn", "--http", "127.0.0.1:0")
 	if err != nil {
 		return res, err
 	}
@@ -180,6 +183,12 @@ func run(ctx context.Context, cfg config) (result, error) {
 	fmt.Fprintf(w, "fired %d of %d (missing %d, early %d, over 100 ms late %d, delivered again %d): error p50 %v p99 %v max %v\n",
 		res.received, cfg.n, res.missing, res.early, late, dups, res.errP50, res.errP99, res.errMax)
 	fmt.Fprintf(w, "server peak rss (VmHWM) %s\n", mib(res.hwm))
+	if n, over, err := fsyncsOver(srv.HTTP, 0.1); err == nil {
+		res.fsyncs, res.fsyncsOver = n, over
+		fmt.Fprintf(w, "server fsyncs %d, of which over 51.2 ms %d (fibril_fsync_seconds; a due message waits for the fsync of its delivery)\n", n, over)
+	} else {
+		fmt.Fprintf(w, "server fsyncs: %v\n", err)
+	}
 	if res.missing > 0 {
 		return res, fmt.Errorf("%d delayed messages never came", res.missing)
 	}
@@ -387,4 +396,52 @@ func procStatus(pid int, field string) int64 {
 		}
 	}
 	return -1
+}
+
+// fsyncsOver reads the server's fibril_fsync_seconds histogram from its
+// /metrics and returns how many fsyncs it counts and how many took longer
+// than the largest bucket bound <= le seconds (51.2 ms for 0.1: the
+// buckets double from 50 µs).
+func fsyncsOver(httpURL string, le float64) (total, over uint64, err error) {
+	if httpURL == "" {
+		return 0, 0, errors.New("no admin listener")
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get(httpURL + "/metrics")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return 0, 0, err
+	}
+	var under uint64
+	var underLe float64 = -1
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "fibril_fsync_seconds_bucket{le=\""); ok {
+			q := strings.Index(rest, `"}`)
+			if q < 0 {
+				continue
+			}
+			f := strings.Fields(rest[q+2:])
+			if len(f) != 1 {
+				continue
+			}
+			bound, err1 := strconv.ParseFloat(rest[:q], 64)
+			n, err2 := strconv.ParseFloat(f[0], 64)
+			if err1 == nil && err2 == nil && bound <= le && bound > underLe {
+				under, underLe = uint64(n), bound
+			}
+		} else if rest, ok := strings.CutPrefix(l, "fibril_fsync_seconds_count "); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err == nil {
+				total = uint64(n)
+			}
+		}
+	}
+	if total == 0 {
+		return 0, 0, errors.New("no fibril_fsync_seconds on /metrics")
+	}
+	return total, total - under, nil
 }

@@ -54,6 +54,7 @@ type Server struct {
 	Prefix  []string
 	Addr    string // host:port once started
 	TLSAddr string // host:port of the TLS listener, if --tls-listen was given
+	HTTP    string // the admin listener's URL (http://host:port), if --http was given
 	// RestartTook is how long the last Restart waited for the ready line.
 	RestartTook time.Duration
 
@@ -70,6 +71,7 @@ type Ready struct {
 	DataDir  string `json:"data_dir"`
 	PID      int    `json:"pid"`
 	TLSAddr  string `json:"tls_addr"`
+	HTTP     string `json:"http"`
 }
 
 // Start runs `bin serve --listen 127.0.0.1:0 --data dataDir --ready-json
@@ -137,7 +139,7 @@ func (s *Server) start(ctx context.Context, listen string) error {
 	select {
 	case r := <-ready:
 		s.mu.Lock()
-		s.cmd, s.done, s.logs, s.Addr, s.TLSAddr = cmd, done, logs, r.Addr, r.TLSAddr
+		s.cmd, s.done, s.logs, s.Addr, s.TLSAddr, s.HTTP = cmd, done, logs, r.Addr, r.TLSAddr, r.HTTP
 		s.mu.Unlock()
 		return nil
 	case <-done:
