@@ -8,9 +8,9 @@
 // once a poll of the partition was served), kills it
 // with SIGKILL, measures how long until a publish to that partition is
 // confirmed and a poll served from it again, and restarts it on its
-// directory. With Config.Rolling each cycle is instead a step of a rolling
-// restart: node i % Nodes, leader or not, stopped with SIGTERM and
-// restarted. Every operation goes into a history (internal/history),
+// directory. Config.Victim makes the victim a follower instead, or node
+// i % Nodes at cycle i (with Config.Graceful, SIGTERM: a rolling
+// restart). Every operation goes into a history (internal/history),
 // which, after a final drain, the checker judges: lost, unexpected,
 // acked-then-redelivered and the rest of its categories.
 //

@@ -38,12 +38,12 @@ type Config struct {
 	// service (no confirm or no delivery) before the run fails as hung
 	// (default 30 s). It is a bound on a hang, not a speed check.
 	HangAfter time.Duration
-	// Rolling makes each cycle a step of a rolling restart instead of a
-	// leader kill: cycle i stops node i % Nodes, leader or not, with
-	// SIGTERM (a graceful stop, as an operator restarting nodes one at a
-	// time does), and restarts it once partition i % Partitions is served
-	// again.
-	Rolling bool
+	// Victim is the node each cycle stops (default Leader: the leader of
+	// partition i % Partitions).
+	Victim Victim
+	// Graceful stops the victim with SIGTERM (a graceful stop, as an
+	// operator restarting a node does) instead of SIGKILL.
+	Graceful bool
 	// Logf reports progress (default: nothing).
 	Logf func(format string, args ...any)
 }
@@ -72,8 +72,31 @@ func (c *Config) defaults() {
 	}
 }
 
-// Cycle is one kill: which node, which partition it led (with Rolling,
-// the partition watched, whether it led or not), and how long
+// Victim chooses the node a cycle stops.
+type Victim int
+
+const (
+	// Leader is the leader of the cycle's partition.
+	Leader Victim = iota
+	// Follower is a node that does not lead the cycle's partition.
+	Follower
+	// EachInTurn is node i % Nodes at cycle i, leader or not: with
+	// Graceful, a rolling restart.
+	EachInTurn
+)
+
+func (v Victim) String() string {
+	switch v {
+	case Follower:
+		return "follower"
+	case EachInTurn:
+		return "each in turn"
+	}
+	return "leader"
+}
+
+// Cycle is one kill: which node, which partition it led (with another
+// Victim than Leader, the partition watched), and how long
 // after the kill a publish to that partition was confirmed and a poll
 // served from it again (each measured from requests sent after the kill).
 type Cycle struct {
@@ -306,30 +329,32 @@ func tryOnAny(cl *cluster, cmd string) error {
 	return errors.Join(errs...)
 }
 
-// killCycle finds the node leading part (the one that last served a poll
-// of it, after since), kills it, waits until a publish to part is
-// confirmed and a poll served from it again, and restarts the node. With
-// cfg.Rolling it stops node cycle % Nodes gracefully instead, once part
-// was served since.
+// killCycle waits until part was served since, picks the victim
+// (cfg.Victim: the node leading part, as the nodes' GET /api/cluster name
+// it, one that does not, or node cycle % Nodes), stops it (SIGKILL, or
+// SIGTERM with cfg.Graceful), waits until a publish to part is confirmed
+// and a poll served from it again, and restarts the node.
 func killCycle(ctx context.Context, cl *cluster, mon *monitor, h *history.Writer, cfg Config, cycle, part int, since int64) (Cycle, error) {
-	var node int
+	node := -1
 	deadline := time.Now().Add(cfg.HangAfter)
-	for cfg.Rolling {
+	for node < 0 {
+		// Every node serves POLLs (forwarded), so where one is served says
+		// nothing of who leads: the nodes' own view does.
 		if mon.servedSince(part, since) {
-			node = cycle % cfg.Nodes
-			break
+			switch cfg.Victim {
+			case EachInTurn:
+				node = cycle % cfg.Nodes
+			case Follower:
+				if n, ok := cl.leaderOf(topic, part, func(int) bool { return true }); ok {
+					node = (n + 1 + cycle%(cfg.Nodes-1)) % cfg.Nodes
+				}
+			default:
+				if n, ok := cl.leaderOf(topic, part, func(int) bool { return true }); ok {
+					node = n
+				}
+			}
 		}
-		if time.Now().After(deadline) {
-			return Cycle{}, fmt.Errorf("partition %d served by no node for %v: %w", part, cfg.HangAfter, errHang)
-		}
-		pause(ctx, 10*time.Millisecond)
-	}
-	for !cfg.Rolling {
-		// The leader as the nodes see it (GET /api/cluster): every node
-		// serves POLLs now (forwarded), so where one is served says nothing.
-		n, ok := cl.leaderOf(topic, part, func(int) bool { return true })
-		if ok && mon.servedSince(part, since) {
-			node = n
+		if node >= 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -341,7 +366,7 @@ func killCycle(ctx context.Context, cl *cluster, mon *monitor, h *history.Writer
 	killAt := now()
 	mon.arm(part, killAt)
 	stop, fault := cl.kill, "kill"
-	if cfg.Rolling {
+	if cfg.Graceful {
 		stop, fault = cl.stop, "stop"
 	}
 	if err := stop(node); err != nil {
