@@ -132,19 +132,20 @@ func (p *partition) snapshot() error {
 	return nil
 }
 
-// snapshotAsync encodes the consumer state on the actor (cheap: frontiers,
-// spans and the leased or delayed offsets) and writes it on a goroutine of
-// its own, so the fsyncs, the rename and the event-log truncation do not
-// stall the partition's rounds. One runs at a time; the next is due
-// SnapshotEvery events after this one started.
+// snapshotAsync captures the consumer state on the actor (a copy of the
+// frontiers, spans and pending offsets: captureSnapshot) and encodes and
+// writes it on a goroutine of its own, so the sort, the encoding, the
+// fsyncs, the rename and the event-log truncation do not stall the
+// partition's rounds. One runs at a time; the next is due SnapshotEvery
+// events after this one started.
 func (p *partition) snapshotAsync() {
 	seq, prev := p.evw.beginSnapshot()
-	data := p.encodeSnapshot()
+	st := p.captureSnapshot()
 	done := make(chan struct{})
 	p.evw.snapDone = done
 	go func() {
 		defer close(done)
-		err := p.writeSnapshot(data, seq, prev)
+		err := p.writeSnapshot(st.encode(), seq, prev)
 		p.control(func(p *partition) {
 			if p.evw.snapDone == done {
 				p.evw.snapDone = nil
@@ -167,7 +168,11 @@ func (w *eventWriter) waitSnapshot() {
 }
 
 // encodeSnapshot is the state as of the last event written (actor only).
-func (p *partition) encodeSnapshot() []byte {
+func (p *partition) encodeSnapshot() []byte { return p.captureSnapshot().encode() }
+
+// captureSnapshot copies the state as of the last event written (actor
+// only).
+func (p *partition) captureSnapshot() *snapState {
 	gs := make([]*groupState, 0, len(p.order)+1)
 	if p.purgeFloor > 0 {
 		// Group id 0 is never a real group: it carries the purge floor.
@@ -176,7 +181,7 @@ func (p *partition) encodeSnapshot() []byte {
 	for _, gp := range p.order {
 		gs = append(gs, gp.groupState)
 	}
-	return encodeSnapshot(p.evw.last, gs)
+	return captureSnapshot(p.evw.last, gs)
 }
 
 // writeSnapshot makes the events up to seq durable, writes data (the

@@ -1,12 +1,13 @@
 package broker
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 )
 
 // Snapshot file layout: "FBS2", the event log sequence it covers (uvarint),
@@ -28,33 +29,82 @@ const (
 
 const snapName = "state.snap"
 
+// encodeSnapshot is the snapshot file of groups as of event eventSeq.
 func encodeSnapshot(eventSeq Seq, groups []*groupState) []byte {
-	magic := snapMagic
+	return captureSnapshot(eventSeq, groups).encode()
+}
+
+// snapState is what a snapshot holds, copied out of the groups: the
+// actor captures it (a copy of each pending entry, no sorting, no
+// encoding) and a background goroutine encodes it, so a partition with
+// many leased or delayed offsets does not stall its rounds (250,000
+// delayed offsets took the actor ~100 ms to sort and encode).
+type snapState struct {
+	eventSeq Seq
+	v3       bool // some group keeps leases: write FBS3
+	groups   []snapCapture
+}
+
+// snapCapture is one group's state as captured.
+type snapCapture struct {
+	id            GroupID
+	next          Seq
+	frontier      Seq
+	spans         []span
+	durableLeases bool
+	pending       []snapPending
+	cnt           GroupCounters
+}
+
+// snapPending is one pending offset as captured.
+type snapPending struct {
+	seq      Seq
+	attempts uint32
+	state    offState
+	reason   uint8
+	deadline int64
+	holder   Principal
+}
+
+// captureSnapshot copies what a snapshot of groups holds (actor only).
+func captureSnapshot(eventSeq Seq, groups []*groupState) *snapState {
+	st := &snapState{eventSeq: eventSeq, groups: make([]snapCapture, 0, len(groups))}
 	for _, g := range groups {
 		if g.durableLeases && g.nInflight > 0 {
-			magic = snapMagicV3
+			st.v3 = true
 		}
+		c := snapCapture{id: g.id, next: g.next, frontier: g.acks.frontier, spans: slices.Clone(g.acks.spans),
+			durableLeases: g.durableLeases, pending: make([]snapPending, 0, len(g.pending)), cnt: g.cnt}
+		for s, p := range g.pending {
+			c.pending = append(c.pending, snapPending{seq: s, attempts: p.attempts, state: p.state, reason: p.reason, deadline: p.deadline, holder: p.holder})
+		}
+		st.groups = append(st.groups, c)
+	}
+	return st
+}
+
+// encode writes the snapshot file's bytes (any goroutine: st is its own).
+func (st *snapState) encode() []byte {
+	magic := snapMagic
+	if st.v3 {
+		magic = snapMagicV3
 	}
 	b := []byte(magic)
-	b = binary.AppendUvarint(b, uint64(eventSeq))
-	b = binary.AppendUvarint(b, uint64(len(groups)))
-	for _, g := range groups {
+	b = binary.AppendUvarint(b, uint64(st.eventSeq))
+	b = binary.AppendUvarint(b, uint64(len(st.groups)))
+	for i := range st.groups {
+		g := &st.groups[i]
 		b = binary.AppendUvarint(b, uint64(g.id))
 		b = binary.AppendUvarint(b, uint64(g.next))
-		b = binary.AppendUvarint(b, uint64(g.acks.frontier))
-		b = binary.AppendUvarint(b, uint64(len(g.acks.spans)))
-		for _, s := range g.acks.spans {
+		b = binary.AppendUvarint(b, uint64(g.frontier))
+		b = binary.AppendUvarint(b, uint64(len(g.spans)))
+		for _, s := range g.spans {
 			b = binary.AppendUvarint(b, uint64(s.lo))
 			b = binary.AppendUvarint(b, uint64(s.hi))
 		}
-		seqs := make([]Seq, 0, len(g.pending))
-		for s := range g.pending {
-			seqs = append(seqs, s)
-		}
-		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
-		b = binary.AppendUvarint(b, uint64(len(seqs)))
-		for _, s := range seqs {
-			p := g.pending[s]
+		slices.SortFunc(g.pending, func(x, y snapPending) int { return cmp.Compare(x.seq, y.seq) })
+		b = binary.AppendUvarint(b, uint64(len(g.pending)))
+		for _, p := range g.pending {
 			st := byte(0)
 			leased := magic == snapMagicV3 && g.durableLeases && p.state == stInflight && p.deadline > 0
 			switch {
@@ -63,7 +113,7 @@ func encodeSnapshot(eventSeq Seq, groups []*groupState) []byte {
 			case leased:
 				st = 2
 			}
-			b = binary.AppendUvarint(b, uint64(s))
+			b = binary.AppendUvarint(b, uint64(p.seq))
 			b = binary.AppendUvarint(b, uint64(p.attempts))
 			b = append(b, st, p.reason)
 			if leased {
