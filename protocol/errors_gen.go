@@ -92,6 +92,8 @@ const (
 	CodeShuttingDown Code = "shutting_down"
 	// CodeNotLeader (this node does not serve the partition): In a cluster, the command names a partition whose replicas this node does not lead now (another node leads it, or an election is under way); nothing was stored or changed by it. A publish or settle that was in flight when the leadership moved has an unknown outcome (it may still be committed): retry it, with a message id for publishes. Retry after a back-off, or on another node.
 	CodeNotLeader Code = "not_leader"
+	// CodeExpectedMismatch (publish expectation does not hold): A publish carries Nats-Expected-Stream, Nats-Expected-Last-Sequence, Nats-Expected-Last-Subject-Sequence or Nats-Expected-Last-Msg-Id (JetStream's conditional-publish headers) and the condition does not hold in the partition it is routed to: the topic has another name, the partition's last offset (of the publish's subject) or last message id is another, or the partition's subject index no longer knows the subject's last offset. Nothing is stored. The detail says which: expected stream does not match, wrong last sequence: <seq>, wrong last msg ID: <id>, or last sequence of subject not known. Read the state again before retrying.
+	CodeExpectedMismatch Code = "expected_mismatch"
 )
 
 // Sentinel errors for errors.Is: an *Error matches the sentinel with the same Code.
@@ -184,6 +186,8 @@ var (
 	ErrShuttingDown = &Error{Code: CodeShuttingDown}
 	// ErrNotLeader is the sentinel for CodeNotLeader.
 	ErrNotLeader = &Error{Code: CodeNotLeader}
+	// ErrExpectedMismatch is the sentinel for CodeExpectedMismatch.
+	ErrExpectedMismatch = &Error{Code: CodeExpectedMismatch}
 )
 
 // lookupSpec returns the table row of c.
@@ -277,6 +281,8 @@ func lookupSpec(c Code) (ErrorSpec, bool) {
 		return ErrorSpec{Code: c, Text: "server is shutting down", NATSText: "", Fatal: true, NATSFatal: true, Retriable: true, Description: "The server is stopping; reconnect (to another server) later."}, true
 	case CodeNotLeader:
 		return ErrorSpec{Code: c, Text: "this node does not serve the partition", NATSText: "", Fatal: false, NATSFatal: false, Retriable: true, Description: "In a cluster, the command names a partition whose replicas this node does not lead now (another node leads it, or an election is under way); nothing was stored or changed by it. A publish or settle that was in flight when the leadership moved has an unknown outcome (it may still be committed): retry it, with a message id for publishes. Retry after a back-off, or on another node."}, true
+	case CodeExpectedMismatch:
+		return ErrorSpec{Code: c, Text: "publish expectation does not hold", NATSText: "", Fatal: false, NATSFatal: false, Retriable: false, Description: "A publish carries Nats-Expected-Stream, Nats-Expected-Last-Sequence, Nats-Expected-Last-Subject-Sequence or Nats-Expected-Last-Msg-Id (JetStream's conditional-publish headers) and the condition does not hold in the partition it is routed to: the topic has another name, the partition's last offset (of the publish's subject) or last message id is another, or the partition's subject index no longer knows the subject's last offset. Nothing is stored. The detail says which: expected stream does not match, wrong last sequence: <seq>, wrong last msg ID: <id>, or last sequence of subject not known. Read the state again before retrying."}, true
 	}
 	return ErrorSpec{}, false
 }
@@ -328,5 +334,6 @@ func Codes() []Code {
 		CodeInternal,
 		CodeShuttingDown,
 		CodeNotLeader,
+		CodeExpectedMismatch,
 	}
 }

@@ -94,10 +94,13 @@ var (
 	// ErrNotLeader matches -ERR with code not_leader: in a cluster, another
 	// node serves the partition now (retriable).
 	ErrNotLeader = protocol.ErrNotLeader
+	// ErrExpectedMismatch matches -ERR with code expected_mismatch: a
+	// publish's Nats-Expected-* condition did not hold; nothing stored.
+	ErrExpectedMismatch = protocol.ErrExpectedMismatch
 )
 
 // codeSentinels lists the sentinels above, for tests that check every code
 // of the table has one.
 func codeSentinels() []*Error {
-	return []*Error{ErrUnknownOp, ErrMaxControlLine, ErrMaxPayload, ErrBadFrame, ErrInvalidArgs, ErrInvalidNumber, ErrNumberOverflow, ErrInvalidSubject, ErrWildcardNotAllowed, ErrInvalidName, ErrInvalidCRCToken, ErrCRCMismatch, ErrInvalidHeader, ErrInvalidHandle, ErrInvalidConnect, ErrInvalidJSON, ErrFibrilRequired, ErrAuthViolation, ErrAuthTimeout, ErrAuthBusy, ErrPermissionDenied, ErrReservedSubject, ErrStaleConnection, ErrSlowConsumer, ErrMaxConnections, ErrMaxSubscriptions, ErrDuplicateSID, ErrMaxUnconfirmed, ErrQueueFull, ErrTopicFull, ErrUnknownTopic, ErrUnknownGroup, ErrTopicExists, ErrGroupExists, ErrTopicOverlap, ErrInvalidConfig, ErrUnknownHandle, ErrStaleHandle, ErrInvalidAck, ErrDiskFull, ErrTooManyFiles, ErrInternal, ErrShuttingDown, ErrNotLeader}
+	return []*Error{ErrUnknownOp, ErrMaxControlLine, ErrMaxPayload, ErrBadFrame, ErrInvalidArgs, ErrInvalidNumber, ErrNumberOverflow, ErrInvalidSubject, ErrWildcardNotAllowed, ErrInvalidName, ErrInvalidCRCToken, ErrCRCMismatch, ErrInvalidHeader, ErrInvalidHandle, ErrInvalidConnect, ErrInvalidJSON, ErrFibrilRequired, ErrAuthViolation, ErrAuthTimeout, ErrAuthBusy, ErrPermissionDenied, ErrReservedSubject, ErrStaleConnection, ErrSlowConsumer, ErrMaxConnections, ErrMaxSubscriptions, ErrDuplicateSID, ErrMaxUnconfirmed, ErrQueueFull, ErrTopicFull, ErrUnknownTopic, ErrUnknownGroup, ErrTopicExists, ErrGroupExists, ErrTopicOverlap, ErrInvalidConfig, ErrUnknownHandle, ErrStaleHandle, ErrInvalidAck, ErrDiskFull, ErrTooManyFiles, ErrInternal, ErrShuttingDown, ErrNotLeader, ErrExpectedMismatch}
 }

@@ -152,8 +152,11 @@ func codeOf(err error) protocol.Code {
 		return protocol.CodePermissionDenied
 	case errors.Is(err, broker.ErrCRCMismatch):
 		return protocol.CodeCRCMismatch
-	case errors.Is(err, broker.ErrMsgIDTooLong), errors.Is(err, broker.ErrWrongLastMsgID):
-		return protocol.CodeInvalidHeader // the latter only on a JetStream publish (handle_expected.go)
+	case errors.Is(err, broker.ErrMsgIDTooLong):
+		return protocol.CodeInvalidHeader
+	case errors.Is(err, broker.ErrWrongLastMsgID), errors.Is(err, broker.ErrWrongLastSeq),
+		errors.Is(err, broker.ErrStreamMismatch), errors.Is(err, broker.ErrSubjectUnknown):
+		return protocol.CodeExpectedMismatch // handle_expected.go
 	case errors.Is(err, broker.ErrInvalid):
 		return protocol.CodeInvalidConfig
 	case errors.Is(err, broker.ErrInvalidHeader):

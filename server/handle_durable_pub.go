@@ -48,17 +48,19 @@ func (c *client) publishDurable(m *pubMsg) {
 		req.noResp = !delivered && c.wantsNoResponders() && c.srv.cluster == nil // a cluster's subscriber may be elsewhere
 	}
 	msg := broker.Message{Subject: m.subject, Data: m.body[m.hdrLen:], Received: recv}
-	if m.hdrLen > 0 && req.reply != "" && bytes.Contains(m.body[:m.hdrLen], natsExpected) {
-		// JetStream's optimistic-concurrency headers (handle_expected.go):
-		// the last message id is checked, the others are refused rather
-		// than stored unchecked.
-		last, unsupported := expectedHeaders(m.body[:m.hdrLen])
-		if unsupported {
-			c.finishConfirm(slot, okNone)
-			c.queueReply(req.reply, []byte(`{"error":{"code":400,"err_code":10003,"description":"not supported by Fibril: Nats-Expected-* headers other than Nats-Expected-Last-Msg-Id"}}`))
+	if m.hdrLen > 0 && bytes.Contains(m.body[:m.hdrLen], natsExpected) {
+		// JetStream's conditional-publish headers, checked by the engine
+		// in either mode (handle_expected.go); one it does not check is
+		// refused rather than stored unchecked.
+		x := expectedHeaders(m.body[:m.hdrLen])
+		if x.bad != "" {
+			c.finishConfirm(slot, c.errLine(protocol.CodeInvalidHeader, "not checked by Fibril: "+x.bad))
+			if req.reply != "" {
+				c.queueReply(req.reply, appendExpectBad(nil, x.bad))
+			}
 			return
 		}
-		msg.ExpectLastMsgID = last
+		x.apply(&msg)
 	}
 	if m.hdrLen > 0 {
 		msg.Header = m.body[:m.hdrLen]
@@ -246,7 +248,7 @@ func (r reqReply) stored(c *client, topic broker.TopicName, pos broker.Position,
 	if r.reply == "" {
 		return
 	}
-	if b, ok := appendWrongLastMsgID(nil, topic, err); ok {
+	if b, ok := appendExpectFailure(nil, topic, err); ok {
 		c.queueReply(r.reply, b)
 		return
 	}
@@ -273,7 +275,7 @@ func clonePub(m broker.Message) broker.Message {
 	buf = append(buf, m.Header...)
 	buf = append(buf, m.Data...)
 	buf = append(buf, m.Key...)
-	out := broker.Message{Subject: m.Subject, CRC: m.CRC, ExpectLastMsgID: m.ExpectLastMsgID, Received: m.Received}
+	out := broker.Message{Subject: m.Subject, CRC: m.CRC, ExpectLastMsgID: m.ExpectLastMsgID, Expect: m.Expect, Received: m.Received}
 	if m.Header != nil {
 		out.Header = buf[:len(m.Header):len(m.Header)]
 	}

@@ -91,8 +91,9 @@ func TestJetStreamAPIObeysPermissions(t *testing.T) {
 	_ = st
 }
 
-// TestJetStreamExpectedHeadersRefused: a publish with Nats-Expected-*
-// headers is refused, not stored unchecked (SPEC.md 16.2).
+// TestJetStreamExpectedHeadersRefused: a publish with a Nats-Expected-*
+// header Fibril does not check is refused, not stored unchecked, and one
+// whose expectation does not hold is not stored (SPEC.md 16.2).
 func TestJetStreamExpectedHeadersRefused(t *testing.T) {
 	s := startServer(t, durableFiles)
 	js, err := jetstream.New(natsConnect(t, s))
@@ -105,8 +106,14 @@ func TestJetStreamExpectedHeadersRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.Publish(ctx, "e.1", []byte("x"), jetstream.WithExpectLastSequence(5)); err == nil || !strings.Contains(err.Error(), "Nats-Expected") {
-		t.Fatalf("publish with an expectation: %v", err)
+	m := nats.NewMsg("e.1")
+	m.Header.Set("Nats-Expected-Last-Subject-Sequence-Subject", "e.2") // not checked by Fibril
+	m.Header.Set("Nats-Expected-Last-Subject-Sequence", "0")
+	if _, err := js.PublishMsg(ctx, m); err == nil || !strings.Contains(err.Error(), "Nats-Expected-Last-Subject-Sequence-Subject") {
+		t.Fatalf("publish with an unchecked expectation: %v", err)
+	}
+	if _, err := js.Publish(ctx, "e.1", []byte("x"), jetstream.WithExpectLastSequence(5)); err == nil || !strings.Contains(err.Error(), "wrong last sequence: 0") {
+		t.Fatalf("publish with a wrong expected last sequence: %v", err)
 	}
 	if _, err := js.Publish(ctx, "e.1", []byte("x")); err != nil {
 		t.Fatal(err)

@@ -79,3 +79,33 @@ def test_publish_msg_id_duplicate_and_expected_last(js_server_url: str) -> None:
         await nc.close()
 
     run(body())
+
+
+def test_publish_expected_last_sequence_and_stream(js_server_url: str) -> None:
+    """Nats-Expected-Last-Sequence, -Last-Subject-Sequence and -Stream store a
+    publish only when they hold; otherwise JetStream's 10071 / 10060 answer,
+    the same from Fibril and nats-server."""
+
+    async def body() -> None:
+        nc = await nats.connect(js_server_url, allow_reconnect=False, connect_timeout=WAIT)
+        js = nc.jetstream(timeout=WAIT)
+        await js.add_stream(name="COND", subjects=["cond.>"])
+        with pytest.raises(nats.js.errors.APIError) as ei:
+            await js.publish("cond.a", b"x", headers={"Nats-Expected-Last-Sequence": "4"})
+        assert ei.value.err_code == 10071 and ei.value.description == "wrong last sequence: 0"
+        a = await js.publish("cond.a", b"a1", headers={"Nats-Expected-Last-Sequence": "0"})
+        b = await js.publish("cond.b", b"b1", headers={"Nats-Expected-Last-Subject-Sequence": "0"})
+        assert (a.seq, b.seq) == (1, 2)
+        with pytest.raises(nats.js.errors.APIError) as ei:
+            await js.publish("cond.a", b"x", headers={"Nats-Expected-Last-Subject-Sequence": "0"})
+        assert ei.value.err_code == 10071 and ei.value.description == "wrong last sequence: 1"
+        a2 = await js.publish("cond.a", b"a2", headers={"Nats-Expected-Last-Subject-Sequence": "1"})
+        assert a2.seq == 3
+        with pytest.raises(nats.js.errors.APIError) as ei:
+            await js.publish("cond.a", b"x", stream="OTHER")
+        assert ei.value.err_code == 10060 and ei.value.description == "expected stream does not match"
+        si = await js.stream_info("COND")
+        assert si.state.messages == 3
+        await nc.close()
+
+    run(body())

@@ -48,6 +48,7 @@ export const ErrorCodes = {
   Internal: "internal",
   ShuttingDown: "shutting_down",
   NotLeader: "not_leader",
+  ExpectedMismatch: "expected_mismatch",
 } as const;
 
 /** ERROR_TABLE is protocol/errors.json keyed by code. */
@@ -96,6 +97,7 @@ export const ERROR_TABLE: Readonly<Record<string, ErrorSpec>> = Object.freeze({
   internal: {"code":"internal","natsText":"","text":"internal server error","fatal":false,"retriable":true,"description":"The server failed (a storage error, such as a failed fsync): the command's effect is unknown, since what was written before the failure can still reach the disk, and the partition confirms nothing more until the server restarts. Retrying may succeed."},
   shutting_down: {"code":"shutting_down","natsText":"","text":"server is shutting down","fatal":true,"retriable":true,"description":"The server is stopping; reconnect (to another server) later."},
   not_leader: {"code":"not_leader","natsText":"","text":"this node does not serve the partition","fatal":false,"retriable":true,"description":"In a cluster, the command names a partition whose replicas this node does not lead now (another node leads it, or an election is under way); nothing was stored or changed by it. A publish or settle that was in flight when the leadership moved has an unknown outcome (it may still be committed): retry it, with a message id for publishes. Retry after a back-off, or on another node."},
+  expected_mismatch: {"code":"expected_mismatch","natsText":"","text":"publish expectation does not hold","fatal":false,"retriable":false,"description":"A publish carries Nats-Expected-Stream, Nats-Expected-Last-Sequence, Nats-Expected-Last-Subject-Sequence or Nats-Expected-Last-Msg-Id (JetStream's conditional-publish headers) and the condition does not hold in the partition it is routed to: the topic has another name, the partition's last offset (of the publish's subject) or last message id is another, or the partition's subject index no longer knows the subject's last offset. Nothing is stored. The detail says which: expected stream does not match, wrong last sequence: <seq>, wrong last msg ID: <id>, or last sequence of subject not known. Read the state again before retrying."},
 });
 
 /** UnknownOpError is the `unknown_op` error: The first token of a control line is not a verb this side accepts. Fibril clients get the error and the line is skipped; NATS clients are disconnected, as NATS does. */
@@ -538,6 +540,16 @@ export class NotLeaderError extends FibrilError {
   }
 }
 
+/** ExpectedMismatchError is the `expected_mismatch` error: A publish carries Nats-Expected-Stream, Nats-Expected-Last-Sequence, Nats-Expected-Last-Subject-Sequence or Nats-Expected-Last-Msg-Id (JetStream's conditional-publish headers) and the condition does not hold in the partition it is routed to: the topic has another name, the partition's last offset (of the publish's subject) or last message id is another, or the partition's subject index no longer knows the subject's last offset. Nothing is stored. The detail says which: expected stream does not match, wrong last sequence: <seq>, wrong last msg ID: <id>, or last sequence of subject not known. Read the state again before retrying. */
+export class ExpectedMismatchError extends FibrilError {
+  /** code is always "expected_mismatch". */
+  static readonly code = "expected_mismatch";
+  /** Creates the error; message defaults to the table's text. */
+  constructor(message?: string, options: { cause?: unknown } = {}) {
+    super("expected_mismatch", message ?? "publish expectation does not hold", { cause: options.cause, retriable: false, fatal: false });
+  }
+}
+
 /** ERROR_CLASSES maps each code to its class. */
 export const ERROR_CLASSES: Readonly<Record<string, new (message?: string, options?: { cause?: unknown }) => FibrilError>> = Object.freeze({
   unknown_op: UnknownOpError,
@@ -584,4 +596,5 @@ export const ERROR_CLASSES: Readonly<Record<string, new (message?: string, optio
   internal: InternalError,
   shutting_down: ShuttingDownError,
   not_leader: NotLeaderError,
+  expected_mismatch: ExpectedMismatchError,
 });

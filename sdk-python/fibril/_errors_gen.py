@@ -446,6 +446,16 @@ class NotLeaderError(FibrilError):
     fatal = False
 
 
+class ExpectedMismatchError(FibrilError):
+    """A publish carries Nats-Expected-Stream, Nats-Expected-Last-Sequence, Nats-Expected-Last-Subject-Sequence or Nats-Expected-Last-Msg-Id (JetStream's conditional-publish headers) and the condition does not hold in the partition it is routed to: the topic has another name, the partition's last offset (of the publish's subject) or last message id is another, or the partition's subject index no longer knows the subject's last offset. Nothing is stored. The detail says which: expected stream does not match, wrong last sequence: <seq>, wrong last msg ID: <id>, or last sequence of subject not known. Read the state again before retrying.
+
+    Wire code ``expected_mismatch``; text: publish expectation does not hold."""
+
+    code = 'expected_mismatch'
+    retriable = False
+    fatal = False
+
+
 #: Error class by wire code.
 ERRORS: dict[str, type[FibrilError]] = {
     'unknown_op': UnknownOpError,
@@ -492,6 +502,7 @@ ERRORS: dict[str, type[FibrilError]] = {
     'internal': InternalError,
     'shutting_down': ShuttingDownError,
     'not_leader': NotLeaderError,
+    'expected_mismatch': ExpectedMismatchError,
 }
 
 #: Error class by NATS error text (for non-Fibril -ERR lines).
@@ -556,6 +567,7 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ('internal', 'internal server error', ''),
     ('shutting_down', 'server is shutting down', ''),
     ('not_leader', 'this node does not serve the partition', ''),
+    ('expected_mismatch', 'publish expectation does not hold', ''),
 )
 
 __all__ = [
@@ -603,6 +615,7 @@ __all__ = [
     'InternalError',
     'ShuttingDownError',
     'NotLeaderError',
+    'ExpectedMismatchError',
     "ERRORS",
     "NATS_TEXTS",
     "TABLE",

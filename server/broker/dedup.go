@@ -271,29 +271,33 @@ func (x *dedupIndex) oldest() (Seq, bool) {
 
 // takeDuplicates (appendData, before the append) answers the round's
 // publishes whose id the partition stored within the window, with the
-// original's position, fails those whose ExpectLastMsgID is not the last
-// id, and leaves the others in p.in.pubs. It returns false when none is
-// left to append. Duplicates of a publish of the same round are answered
-// by appendedIDs.
+// original's position, fails those whose conditions do not hold
+// (ExpectLastMsgID is not the last id, or Expect, expect.go), and leaves
+// the others in p.in.pubs. It returns false when none is left to append.
+// Duplicates of a publish of the same round are answered by appendedIDs.
 func (p *partition) takeDuplicates() bool {
-	if p.t.cfg.dupWindowNs() == 0 {
-		return true
-	}
+	dedup := p.t.cfg.dupWindowNs() != 0
 	x := &p.dedup
 	x.lastBefore = x.last
-	if !slices.ContainsFunc(p.in.pubs, func(c *command) bool { return c.id.n > 0 || c.expectLast != "" }) {
+	cond := slices.ContainsFunc(p.in.pubs, func(c *command) bool { return c.expect != nil })
+	if !cond && (!dedup || !slices.ContainsFunc(p.in.pubs, func(c *command) bool { return c.id.n > 0 || c.expectLast != "" })) {
 		x.last = "" // the round's last record has no id
 		return true
 	}
-	if !x.loaded {
-		p.loadDuplicates()
-		x.lastBefore = x.last
+	if dedup {
+		if !x.loaded {
+			p.loadDuplicates()
+			x.lastBefore = x.last
+		}
+		x.expire(p.now)
 	}
-	x.expire(p.now)
+	if !p.subjects.loaded && needsSubjects(p.in.pubs) {
+		p.loadSubjects()
+	}
 	kept := p.in.pubs[:0]
 	for _, c := range p.in.pubs {
 		var id []byte
-		if c.id.n > 0 {
+		if dedup && c.id.n > 0 {
 			id = c.id.of(c.body)
 			if e, ok := x.lookup(id, p.now); ok {
 				if e.pend >= 0 {
@@ -305,8 +309,12 @@ func (p *partition) takeDuplicates() bool {
 				continue
 			}
 		}
-		if c.expectLast != "" && c.expectLast != x.last {
-			done, err := c.pubDone, fmt.Errorf("publish to %s partition %d: %w", p.t.name, p.idx, &LastMsgIDError{Last: x.last})
+		err := p.checkExpect(c, len(kept))
+		if err == nil && c.expectLast != "" && c.expectLast != x.last {
+			err = fmt.Errorf("publish to %s partition %d: %w", p.t.name, p.idx, &LastMsgIDError{Last: x.last})
+		}
+		if err != nil {
+			done := c.pubDone
 			p.commit.onCommit(func() { done.PublishDone(Position{}, err) })
 			p.dropPub(c)
 			continue
@@ -317,6 +325,7 @@ func (p *partition) takeDuplicates() bool {
 			x.add(s, 0, p.now, int32(len(kept)))
 			x.last = s
 		}
+		p.notedKept(c, len(kept))
 		kept = append(kept, c)
 	}
 	clear(p.in.pubs[len(kept):])

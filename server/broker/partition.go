@@ -62,6 +62,7 @@ type partition struct {
 	closeErr    error          // set by the actor before done closes
 	sleep       logSleep       // the open-logs cache (idle.go)
 	dedup       dedupIndex     // the message ids of the duplicate window (dedup.go)
+	subjects    subjectIndex   // the last offset per subject, for Expect.SubjectSeq (expect.go)
 }
 
 // push hands a command to the actor without blocking (mailbox.push).
@@ -186,6 +187,7 @@ func (p *partition) appendData() {
 	first, err := p.data.Append(entries)
 	p.in.clearEntries()
 	p.appendedIDs(first, err)
+	p.appendedSubjects(first, err)
 	if err != nil {
 		err = fmt.Errorf("topic %s partition %d: append: %w", p.t.name, p.idx, p.t.b.noteWriteErr(p.dir, err))
 		for _, c := range p.in.pubs {

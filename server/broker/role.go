@@ -199,7 +199,8 @@ func (p *partition) rebuild() error {
 	p.useLogs(p.data, p.events)
 	p.first, p.last = p.data.Bounds()
 	p.commit.durData = p.last
-	p.dedup = dedupIndex{} // reloaded from the logs at its first use (dedup.go)
+	p.dedup = dedupIndex{}      // reloaded from the logs at its first use (dedup.go)
+	p.subjects = subjectIndex{} // likewise (expect.go)
 	for _, gp := range p.order {
 		gp.groupState = stateFor(gp.g, p.first)
 	}

@@ -26,9 +26,11 @@ type command struct {
 	crc     uint32   // CRC-32 of body, computed once by prepare (0: the log computes it)
 	pubDone PublishDone
 	// id is the message id in body, found by prepare (dedup.go), and
-	// expectLast the publish's Message.ExpectLastMsgID.
+	// expectLast the publish's Message.ExpectLastMsgID, expect its
+	// Message.Expect (copied; nil: none) (expect.go).
 	id         msgIDSpan
 	expectLast string
+	expect     *Expect
 	// reserved: the publish holds a place under the topic's
 	// max_unsettled_* (Topic.reserve), given back once the round's
 	// counters include it (publishStats).

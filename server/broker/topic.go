@@ -184,9 +184,17 @@ func (t *Topic) prepare(m *Message) (command, error) {
 	if m.ExpectLastMsgID != "" && t.cfg.dupWindowNs() == 0 {
 		return command{}, fmt.Errorf("publish to %s: %w: an expected last message id needs the duplicate window on", t.name, ErrInvalid)
 	}
+	if err := t.checkStream(m.Expect); err != nil {
+		return command{}, err
+	}
+	var expect *Expect
+	if m.Expect != nil && (m.Expect.HasLastSeq || m.Expect.HasSubjectSeq) {
+		e := *m.Expect
+		expect = &e
+	}
 	body, buf := t.b.bodies.get(len(m.Header) + len(m.Data))
 	body = append(append(body, m.Header...), m.Data...)
-	return command{kind: cmdPublish, subject: m.Subject, hdrLen: len(m.Header), body: body, buf: buf, crc: crc, id: id, expectLast: m.ExpectLastMsgID}, nil
+	return command{kind: cmdPublish, subject: m.Subject, hdrLen: len(m.Header), body: body, buf: buf, crc: crc, id: id, expectLast: m.ExpectLastMsgID, expect: expect}, nil
 }
 
 // PublishAsync stores m without blocking. It returns ErrQueueFull (not

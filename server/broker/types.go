@@ -89,6 +89,9 @@ type Message struct {
 	// fails with a *LastMsgIDError. It needs the topic's duplicate window
 	// on (ErrInvalid otherwise); a duplicate is answered as one first.
 	ExpectLastMsgID string
+	// Expect, when not nil, holds more conditions on the partition the
+	// publish is routed to (expect.go); it is copied.
+	Expect *Expect
 
 	noDedup bool // a requeue: stored whatever its message id (dedup.go)
 

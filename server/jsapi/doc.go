@@ -29,6 +29,7 @@
 // other than explicit and mirrors/sources are answered as not supported.
 // Nats-Msg-Id de-duplication is the engine's (the stream's duplicate_window
 // is its topic's duplicate_window_ms); the server adds "duplicate":true to
-// the PubAck, and checks Nats-Expected-Last-Msg-Id through the engine
-// (server/handle_expected.go).
+// the PubAck, and has the engine check Nats-Expected-Last-Msg-Id,
+// -Last-Sequence, -Last-Subject-Sequence and -Stream
+// (server/handle_expected.go, server/broker/expect.go).
 package jsapi
