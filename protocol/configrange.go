@@ -35,6 +35,7 @@ func (r fieldRange) String() string {
 var (
 	topicRanges = map[string]fieldRange{
 		"partitions":          {min: 1, max: 4096},
+		"replicas":            {min: 1, max: 5}, // a cluster has 3 or 5 nodes; the broker checks its own count
 		"max_age_ms":          {min: 0, max: math.MaxInt64},
 		"max_bytes":           {min: 0, max: math.MaxInt64},
 		"max_msgs":            {min: 0, max: math.MaxInt64},

@@ -241,6 +241,10 @@ type PartitionInfo struct {
 	LastSeq   uint64 `json:"last_seq"`
 	Msgs      uint64 `json:"msgs"`
 	Bytes     uint64 `json:"bytes"`
+	// Replicas names the nodes holding the partition, in a cluster where
+	// the topic's replicas are fewer than the nodes (SPEC.md 10.1);
+	// absent when every node holds it.
+	Replicas []string `json:"replicas,omitempty"`
 }
 
 // TopicInfo answers TOPIC CREATE and TOPIC INFO: the configuration with
@@ -266,6 +270,8 @@ type GroupPartitionInfo struct {
 	// partition (0: none; SPEC.md section 10), DamagedError what was found.
 	DamagedSeq   uint64 `json:"damaged_seq,omitempty"`
 	DamagedError string `json:"damaged_error,omitempty"`
+	// Replicas is PartitionInfo.Replicas.
+	Replicas []string `json:"replicas,omitempty"`
 }
 
 // GroupInfo answers GROUP CREATE and GROUP INFO.

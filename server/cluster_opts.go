@@ -66,6 +66,7 @@ type clusterState struct {
 	urls     atomic.Pointer[[]string]       // the nodes' client addresses (connect_urls)
 	targets  atomic.Pointer[forwardTargets] // where to forward, by raft ID (forwarding.go)
 	interest *interest                      // plain subscriptions carried to the other nodes (interest.go)
+	guesses  leaderGuesses                  // the holder answering for each partition held elsewhere (forward_holders.go)
 }
 
 // openClusterNode opens the engine as a cluster node in DataDir.

@@ -294,10 +294,11 @@ func srvsServe(srvs []*Server, i int) bool {
 func TestClusterTopicMadeElsewhereIsFoundAtOnce(t *testing.T) {
 	srvs := startCluster(t, false)
 	a, b, c := fibrilConn(t, srvs[0], ""), fibrilConn(t, srvs[1], ""), fibrilConn(t, srvs[2], "")
-	// replicas: every partition is on all three nodes
+	// replicas: every partition is on all three nodes; more than the
+	// nodes is refused (fewer: cluster_placement_test.go)
 	untilOK(t, a, "TOPIC CREATE r3 {\"replicas\":3}\r\n", `^\+OK \{.*"replicas":3`)
-	a.send("TOPIC CREATE r1 {\"replicas\":1}\r\n")
-	a.expect(`^-ERR 'invalid_config .*all 3 node`)
+	a.send("TOPIC CREATE r4 {\"replicas\":4}\r\n")
+	a.expect(`^-ERR 'invalid_config .*replicas 4: this cluster has 3 node\(s\): give 1\.\.3`)
 	for i := range 5 {
 		topic := fmt.Sprintf("t%d", i)
 		untilOK(t, a, "TOPIC CREATE "+topic+"\r\n", `^\+OK \{`)

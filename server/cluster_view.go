@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/server/admin"
+	"github.com/fibrilmq/fibril/server/broker"
 	"github.com/fibrilmq/fibril/server/cluster"
 	"github.com/fibrilmq/fibril/server/clusternode"
 )
@@ -73,8 +74,19 @@ func (c clusterSource) ClusterView(ctx context.Context) admin.ClusterView {
 			v.Unanswered++
 		}
 	}
+	members := n.Members()
 	for _, t := range n.Broker().Topics() {
 		for i := range t.Config().Partitions {
+			holders := t.Holders(broker.Partition(i))
+			if holders == nil {
+				holders = members
+			}
+			pg := admin.PartitionGroup{Topic: string(t.Name()), Partition: i, Replicas: holders}
+			if !t.HeldHere(broker.Partition(i)) {
+				pg.Elsewhere = true
+				v.Partitions = append(v.Partitions, pg)
+				continue
+			}
 			g := rn.Group(clusternode.GroupOf(t.ID(), i))
 			if g == nil {
 				continue // the partition is not open here
@@ -84,7 +96,8 @@ func (c clusterSource) ClusterView(ctx context.Context) admin.ClusterView {
 				v.Unanswered++
 				continue
 			}
-			v.Partitions = append(v.Partitions, admin.PartitionGroup{Topic: string(t.Name()), Partition: i, RaftGroup: rg})
+			pg.RaftGroup = rg
+			v.Partitions = append(v.Partitions, pg)
 		}
 	}
 	return v

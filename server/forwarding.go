@@ -44,6 +44,9 @@ func targetsOf(nodes map[string]metacat.NodeInfo) forwardTargets {
 // not_leader error when no other node is known to lead it.
 func (s *Server) forwardTo(t *broker.Topic, idx broker.Partition) (forward.Target, error) {
 	cs := s.cluster
+	if heldElsewhere(t, idx) {
+		return s.guessHolder(t, idx) // forward_holders.go
+	}
 	g := cs.node.Raft().Group(clusternode.GroupOf(t.ID(), int(idx)))
 	lead := uint64(0)
 	if g != nil {
@@ -123,18 +126,13 @@ func (c *client) forwardPublish(t *broker.Topic, idx broker.Partition, msg broke
 		fail(fmt.Errorf("publish to %s: %w", t.Name(), broker.ErrCRCMismatch))
 		return
 	}
-	tg, err := c.srv.forwardTo(t, idx)
-	if err != nil {
-		fail(err)
-		return
-	}
 	var cmd []byte
 	if len(msg.Header) > 0 {
 		cmd = protocol.AppendHPub(nil, msg.Subject, "", msg.Header, msg.Data, protocol.NoCRC)
 	} else {
 		cmd = protocol.AppendPub(nil, msg.Subject, "", msg.Data, protocol.NoCRC)
 	}
-	c.srv.forwards.Send(tg, c.login.user, "", cmd, func(line []byte, _ []forward.Msg, err error) {
+	c.sendToPartition(t, idx, "", cmd, func(line []byte, _ []forward.Msg, err error) {
 		if err != nil {
 			fail(forwardErr(err))
 			return
@@ -156,11 +154,6 @@ func (c *client) forwardPublish(t *broker.Topic, idx broker.Partition, msg broke
 
 // forwardSettle sends a settle of h to the node serving its partition.
 func (c *client) forwardSettle(t *broker.Topic, h broker.Handle, op broker.SettleOp, done func(error)) {
-	tg, err := c.srv.forwardTo(t, h.Partition)
-	if err != nil {
-		done(err)
-		return
-	}
 	wh := toWireHandle(h)
 	var cmd []byte
 	switch op.Kind {
@@ -176,7 +169,7 @@ func (c *client) forwardSettle(t *broker.Topic, h broker.Handle, op broker.Settl
 		done(fmt.Errorf("%w: settle kind %d", broker.ErrInvalid, op.Kind))
 		return
 	}
-	c.srv.forwards.Send(tg, c.login.user, "", cmd, func(line []byte, _ []forward.Msg, err error) {
+	c.sendToPartition(t, h.Partition, "", cmd, func(line []byte, _ []forward.Msg, err error) {
 		switch {
 		case err != nil:
 			done(forwardErr(err))
@@ -235,13 +228,8 @@ func (c *client) pollElsewhere(t *broker.Topic) (idx broker.Partition, remote bo
 
 // forwardPollTo is forwardPoll to the leader of partition idx.
 func (c *client) forwardPollTo(t *broker.Topic, idx broker.Partition, group string, most int, wait time.Duration, slot *answer, crc, headers bool) {
-	tg, err := c.srv.forwardTo(t, idx)
-	if err != nil {
-		c.complete(slot, c.errAnswer(err))
-		return
-	}
 	cmd := protocol.AppendPoll(nil, string(t.Name()), group, most, wait.Milliseconds())
-	c.srv.forwards.Send(tg, c.login.user, c.forwardTag(), cmd, func(line []byte, msgs []forward.Msg, err error) {
+	c.sendToPartition(t, idx, c.forwardTag(), cmd, func(line []byte, msgs []forward.Msg, err error) {
 		switch {
 		case err != nil:
 			c.complete(slot, c.errAnswer(forwardErr(err)))
@@ -372,12 +360,24 @@ func (rp *remotePush) run() {
 }
 
 // follow subscribes on each node now leading a partition not served here
-// and drops the nodes that lead none.
+// (on every holder of a partition held elsewhere) and drops the others.
 func (rp *remotePush) follow() {
 	want := map[string]forward.Target{}
 	for i := range rp.t.Config().Partitions {
 		idx := broker.Partition(i)
 		if rp.t.Served(idx) {
+			continue
+		}
+		if heldElsewhere(rp.t, idx) {
+			// No group here to tell its leader: a subscription on each
+			// holder, of which the leader delivers (a follower's waits
+			// and delivers once it leads).
+			holders := rp.t.Holders(idx)
+			for k := range holders {
+				if tg, err := rp.c.srv.holderTarget(rp.t, idx, holders, k); err == nil {
+					want[tg.Node] = tg
+				}
+			}
 			continue
 		}
 		if tg, err := rp.c.srv.forwardTo(rp.t, idx); err == nil {

@@ -39,6 +39,12 @@ func (c *client) handleManage(cmd *protocol.Command) {
 			c.complete(slot, c.errAnswer(err))
 			return
 		}
+		if ti, ok := v.(protocol.TopicInfo); ok && c.srv.cluster != nil {
+			if t, found := b.Topic(broker.TopicName(ti.Name)); found && t.ID() == broker.TopicID(ti.ID) {
+				c.fillElsewhere(t, &ti) // forward_holders.go: counts of partitions held elsewhere
+				v = ti
+			}
+		}
 		line, err := protocol.AppendOKJSON(nil, v)
 		if err != nil {
 			c.complete(slot, c.errLine(protocol.CodeInternal, err.Error()))
@@ -206,7 +212,8 @@ func topicInfo(t *broker.Topic) protocol.TopicInfo {
 		Groups: []string{},
 	}
 	for i, p := range in.Partitions {
-		pi := protocol.PartitionInfo{Partition: uint32(i), FirstSeq: uint64(p.FirstSeq), LastSeq: uint64(p.LastSeq), Bytes: uint64(max(p.Bytes, 0))}
+		pi := protocol.PartitionInfo{Partition: uint32(i), FirstSeq: uint64(p.FirstSeq), LastSeq: uint64(p.LastSeq), Bytes: uint64(max(p.Bytes, 0)),
+			Replicas: t.Holders(broker.Partition(i))}
 		if p.LastSeq == 0 {
 			pi.FirstSeq = 0 // never written: SPEC.md shows 0/0
 		}
@@ -233,7 +240,11 @@ func groupInfoCurrent(g *broker.Group) (protocol.GroupInfo, error) {
 	if err != nil {
 		return protocol.GroupInfo{}, err
 	}
-	return groupInfo(in), nil
+	out := groupInfo(in)
+	for i := range out.Partitions {
+		out.Partitions[i].Replicas = g.Topic().Holders(broker.Partition(out.Partitions[i].Partition))
+	}
+	return out, nil
 }
 
 // groupInfo maps the engine's description onto the wire's.

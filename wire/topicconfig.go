@@ -69,10 +69,9 @@ type TopicConfig struct {
 	// captures; default: the topic name alone.
 	Subjects   []string `json:"subjects,omitempty"`
 	Partitions int      `json:"partitions,omitempty"` // default 1
-	// Replicas is how many nodes hold each partition: 0 (the default)
-	// means every node of a cluster (3 or 5), 1 on a single node; any
-	// other value is refused (placing partitions on fewer nodes than the
-	// cluster has is not built yet).
+	// Replicas is how many nodes hold each partition: 0 (left out)
+	// means every node of a cluster (3 or 5), 1 on a single node;
+	// given, 1 up to the node count (SPEC.md 10.1).
 	Replicas   int        `json:"replicas,omitempty"`
 	Durability Durability `json:"durability,omitempty"` // default group
 	Retention  Retention  `json:"retention,omitempty"`  // default workqueue

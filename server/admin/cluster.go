@@ -87,10 +87,16 @@ type Follower struct {
 	Lag   uint64 `json:"lag"`
 }
 
-// PartitionGroup is one partition's raft group.
+// PartitionGroup is one partition's raft group. A partition this node
+// holds no replica of (its topic's replicas are fewer than the nodes) is
+// listed with its Replicas and Elsewhere set, and no group status.
 type PartitionGroup struct {
 	Topic     string
 	Partition int
+	// Replicas names the nodes holding the partition (its placement,
+	// fixed when the topic was created), sorted.
+	Replicas  []string
+	Elsewhere bool
 	RaftGroup
 }
 
@@ -112,6 +118,11 @@ type partitionJSON struct {
 	Followers []Follower `json:"followers"`
 	Term      uint64     `json:"term"`
 	Commit    uint64     `json:"commit"`
+	// Replicas names the nodes holding the partition; HeldHere is false
+	// where this node holds none (then the leader is "": this node runs
+	// no replica of the group, and forwards to the replicas).
+	Replicas []string `json:"replicas"`
+	HeldHere bool     `json:"held_here"`
 }
 
 // clusterView asks the source, bounded by clusterTimeout.
@@ -149,7 +160,8 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request, b *broker
 		}
 		if may {
 			out.Partitions = append(out.Partitions, partitionJSON{Topic: p.Topic, Partition: p.Partition,
-				Leader: p.Leader, Followers: p.Followers, Term: p.Term, Commit: p.Commit})
+				Leader: p.Leader, Followers: p.Followers, Term: p.Term, Commit: p.Commit,
+				Replicas: p.Replicas, HeldHere: !p.Elsewhere})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -217,6 +229,8 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		emit(*v.Meta, "meta", "", "")
 	}
 	for _, p := range v.Partitions {
-		emit(p.RaftGroup, "", p.Topic, strconv.Itoa(p.Partition))
+		if !p.Elsewhere {
+			emit(p.RaftGroup, "", p.Topic, strconv.Itoa(p.Partition))
+		}
 	}
 }

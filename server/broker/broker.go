@@ -184,7 +184,13 @@ func (b *Broker) topicDir(id TopicID) string {
 
 // openTopic opens a topic's partitions and recovers them (not started).
 func (b *Broker) openTopic(ct catTopic) (*Topic, error) {
-	t := &Topic{b: b, id: ct.ID, name: ct.Name, cfg: ct.Config, dir: b.topicDir(ct.ID), groups: map[GroupName]*Group{}}
+	t := &Topic{b: b, id: ct.ID, name: ct.Name, cfg: ct.Config, dir: b.topicDir(ct.ID), groups: map[GroupName]*Group{},
+		placement: ct.Placement}
+	// The topic's directory holds its topic.json even where no
+	// partition is held (placement.go); each held partition adds its own.
+	if err := os.MkdirAll(t.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("topic %s: %w", ct.Name, err)
+	}
 	var groups []*Group
 	for _, cg := range ct.Groups {
 		g := &Group{t: t, id: cg.ID, name: cg.Name, cfg: cg.Config, parts: make([]*groupPart, ct.Config.Partitions)}
@@ -268,21 +274,25 @@ func (b *Broker) Route(subject string) *Topic { return b.table.Load().route(subj
 // changes first (catrepl.go) and made on each by ApplyCatalog.
 func (b *Broker) CreateTopic(name TopicName, cfg TopicConfig) (*Topic, error) {
 	if b.opts.Catalog != nil {
-		v, err := b.proposeOp(catOp{Kind: opCreateTopic, Topic: name, TopicConfig: &cfg})
+		placement, err := b.place(name, cfg)
+		if err != nil {
+			return nil, err
+		}
+		v, err := b.proposeOp(catOp{Kind: opCreateTopic, Topic: name, TopicConfig: &cfg, Placement: placement})
 		t, _ := v.(*Topic)
 		return t, err
 	}
-	return b.createTopic(name, cfg, 0)
+	return b.createTopic(name, cfg, 0, nil)
 }
 
 // createTopic is CreateTopic made here, with the id given (0: the next
-// free one).
-func (b *Broker) createTopic(name TopicName, cfg TopicConfig, id TopicID) (*Topic, error) {
+// free one) and the placement (nil: every partition on every node).
+func (b *Broker) createTopic(name TopicName, cfg TopicConfig, id TopicID, placement [][]string) (*Topic, error) {
 	if err := validTopicName(name, false); err != nil {
 		return nil, fmt.Errorf("create topic: %w", err)
 	}
 	b.mu.Lock()
-	ch, err := b.reserveTopicLocked(name, cfg, id)
+	ch, err := b.reserveTopicLocked(name, cfg, id, placement)
 	b.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -297,7 +307,7 @@ func (b *Broker) createTopic(name TopicName, cfg TopicConfig, id TopicID) (*Topi
 // createTopicLocked is CreateTopic for a caller holding b.mu (a group
 // creating its dead-letter topic).
 func (b *Broker) createTopicLocked(name TopicName, cfg TopicConfig) (*Topic, error) {
-	ch, err := b.reserveTopicLocked(name, cfg, 0)
+	ch, err := b.reserveTopicLocked(name, cfg, 0, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -324,8 +334,9 @@ func (b *Broker) finishCreateLocked(name TopicName, ch catChange, t *Topic, err 
 // reserveTopicLocked checks a new topic against the topics and the creates
 // in flight, reserves its name, filters and id (b.pending, b.nextID) and
 // returns its catalog change (with the counters as they are now). A
-// non-zero want is the id to take (a replicated catalog's restore).
-func (b *Broker) reserveTopicLocked(name TopicName, cfg TopicConfig, want TopicID) (catChange, error) {
+// non-zero want is the id to take (a replicated catalog's restore);
+// placement is the topic's (checked against cfg: placement.go).
+func (b *Broker) reserveTopicLocked(name TopicName, cfg TopicConfig, want TopicID, placement [][]string) (catChange, error) {
 	if b.closed.Load() {
 		return catChange{}, ErrClosed
 	}
@@ -333,9 +344,8 @@ func (b *Broker) reserveTopicLocked(name TopicName, cfg TopicConfig, want TopicI
 	if err != nil {
 		return catChange{}, fmt.Errorf("create topic %s: %w", name, err)
 	}
-	if r := cfg.Replicas; r != 0 && r != b.opts.Replicas {
-		return catChange{}, fmt.Errorf("create topic %s: %w: replicas %d: every partition is on all %d node(s) here (placing one on fewer is not built yet); leave replicas out or give %d",
-			name, ErrInvalid, r, b.opts.Replicas, b.opts.Replicas)
+	if err := b.checkPlacement(cfg, placement); err != nil {
+		return catChange{}, fmt.Errorf("create topic %s: %w", name, err)
 	}
 	tt := b.table.Load()
 	if _, busy := b.pending[name]; busy || tt.topic(name) != nil {
@@ -373,7 +383,7 @@ func (b *Broker) reserveTopicLocked(name TopicName, cfg TopicConfig, want TopicI
 	}
 	b.pending[name] = cfg.Subjects
 	b.creating.Add(1)
-	ct := catTopic{ID: id, Name: name, Config: cfg}
+	ct := catTopic{ID: id, Name: name, Config: cfg, Placement: placement}
 	ch := b.cat.changeOf(ct)
 	ch.NextTopicID = max(ch.NextTopicID, b.nextID)
 	return ch, nil

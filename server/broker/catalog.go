@@ -46,6 +46,9 @@ type catTopic struct {
 	Name   TopicName   `json:"name"`
 	Config TopicConfig `json:"config"`
 	Groups []catGroup  `json:"groups"`
+	// Placement names the nodes holding each partition; nil: every node
+	// (a single node, or a catalog from before placement).
+	Placement [][]string `json:"placement,omitempty"`
 }
 
 type catGroup struct {

@@ -51,6 +51,8 @@ type catOp struct {
 	Group       GroupName    `json:"group,omitempty"`
 	TopicConfig *TopicConfig `json:"topic_config,omitempty"`
 	GroupConfig *GroupConfig `json:"group_config,omitempty"`
+	// Placement is a created topic's holders per partition (placement.go).
+	Placement [][]string `json:"placement,omitempty"`
 }
 
 const (
@@ -140,7 +142,7 @@ func (b *Broker) applyOp(op catOp) (any, error) {
 		if op.TopicConfig == nil {
 			return nil, fmt.Errorf("%w: create_topic without a config", ErrInvalid)
 		}
-		return b.createTopic(op.Topic, *op.TopicConfig, 0)
+		return b.createTopic(op.Topic, *op.TopicConfig, 0, op.Placement)
 	}
 	if op.Kind == opDeleteTopic {
 		return nil, b.deleteTopic(op.Topic)
@@ -232,7 +234,7 @@ func (b *Broker) reconcile(want catalog) error {
 		if t, ok := b.TopicByID(id); ok && t.name == ct.Name {
 			continue
 		}
-		if _, err := b.createTopic(ct.Name, ct.Config, id); err != nil {
+		if _, err := b.createTopic(ct.Name, ct.Config, id, ct.Placement); err != nil {
 			return err
 		}
 	}

@@ -39,9 +39,17 @@ type Options struct {
 	// (role.go): a replicated partition serves only on the node its
 	// Replica names.
 	OpenPartition PartitionOpener
-	// Replicas is how many nodes hold each partition (a cluster's node
-	// count; default 1): a topic asking for another number is refused.
+	// Replicas is how many nodes the cluster has (default 1): a topic's
+	// replicas may be 1..Replicas, and one that leaves it out is on
+	// every node (placement.go).
 	Replicas int
+	// Node is this broker's node name in a cluster: a partition whose
+	// placement does not name it is held elsewhere (placement.go).
+	Node string
+	// Place, when set, picks the nodes holding each partition of a topic
+	// created through Catalog (placement.go); its answer goes into the
+	// catalog change, so every broker records the same placement.
+	Place Placer
 	// Catalog, when set, orders every catalog change (topic and group
 	// creates, deletes, pauses) with other brokers' (catrepl.go): the
 	// change is proposed to it and made by ApplyCatalog on each broker.

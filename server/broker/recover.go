@@ -16,12 +16,18 @@ import (
 func openPartition(t *Topic, idx Partition, groups []*Group) (*partition, error) {
 	o := &t.b.opts
 	dir := filepath.Join(t.dir, strconv.FormatUint(uint64(idx), 10))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("partition %d: %w", idx, err)
-	}
-	data, events, rep, err := t.openPartitionLogs(dir, o.QuickStart)
-	if err != nil {
-		return nil, fmt.Errorf("partition %d: %w", idx, err)
+	var data, events seglog.Store
+	var rep Replica
+	if t.HeldHere(idx) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("partition %d: %w", idx, err)
+		}
+		var err error
+		if data, events, rep, err = t.openPartitionLogs(dir, idx, o.QuickStart); err != nil {
+			return nil, fmt.Errorf("partition %d: %w", idx, err)
+		}
+	} else {
+		data, events, rep = openElsewhere() // placement.go: no directory here
 	}
 	p := &partition{
 		t: t, idx: idx, dir: dir, clock: o.Clock,

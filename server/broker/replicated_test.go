@@ -153,7 +153,7 @@ func newRepClusterLease(t testing.TB, parts int, seg int64, leaseMs int64) *repC
 // their ids and directories match).
 func (c *repCluster) start(id uint64) *repNode {
 	n := &repNode{id: id, dir: filepath.Join(c.base, strconv.Itoa(int(id))), pairs: map[string]*replog.Pair{}}
-	opts := broker.Options{SegmentSize: 1 << 20, SnapshotEvery: 8, OpenPartition: func(dir string, _ seglog.Policy) (broker.PartitionLogs, error) {
+	opts := broker.Options{SegmentSize: 1 << 20, SnapshotEvery: 8, OpenPartition: func(dir string, _ seglog.Policy, _ []string) (broker.PartitionLogs, error) {
 		net := c.net(n.dir, dir)
 		p, err := replog.Open(dir, replog.Config{Group: cluster.Config{ID: id, Peers: []uint64{1, 2, 3}, ElectionTicks: 20},
 			Transport: net, Tick: 5 * time.Millisecond, SegmentSize: c.seg, MarkEvery: 16})
@@ -482,7 +482,7 @@ func TestReplicatedKillInFlight(t *testing.T) {
 // yet is refused at once with ErrInvalid: an opener of both kinds, and
 // a compressed topic on replicated logs.
 func TestReplicatedRefusals(t *testing.T) {
-	memOpener := func(dir string, _ seglog.Policy) (broker.PartitionLogs, error) {
+	memOpener := func(dir string, _ seglog.Policy, _ []string) (broker.PartitionLogs, error) {
 		return broker.PartitionLogs{Data: seglog.NewMemStore(), Events: seglog.NewMemStore(), Replica: alwaysServing{}}, nil
 	}
 	t.Run("both openers", func(t *testing.T) {

@@ -53,9 +53,10 @@ type PartitionLogs struct {
 // PartitionOpener opens (creating if needed) both logs of the partition
 // in dir ("data" and "events" inside it, as the default opener names
 // them) under the given policy, and the partition's replica role if they
-// are replicated. The stores keep seglog.Store's contract as
-// StoreOpener's do.
-type PartitionOpener func(dir string, policy seglog.Policy) (PartitionLogs, error)
+// are replicated; holders names the nodes holding the partition (its
+// placement, this node among them), nil for every node. The stores keep
+// seglog.Store's contract as StoreOpener's do.
+type PartitionOpener func(dir string, policy seglog.Policy, holders []string) (PartitionLogs, error)
 
 // roleState (actor) is the partition's view of its Replica.
 type roleState struct {
@@ -210,13 +211,13 @@ func (p *partition) rebuild() error {
 // openPartitionLogs opens the partition's two logs in dir: through
 // Options.OpenPartition when set (with the replica role, if they are
 // replicated), else as openLogs does.
-func (t *Topic) openPartitionLogs(dir string, quick bool) (data, events seglog.Store, rep Replica, err error) {
+func (t *Topic) openPartitionLogs(dir string, idx Partition, quick bool) (data, events seglog.Store, rep Replica, err error) {
 	o := &t.b.opts
 	if o.OpenPartition == nil {
 		data, events, err = t.openLogs(dir, quick)
 		return data, events, nil, err
 	}
-	pl, err := o.OpenPartition(dir, t.cfg.policy())
+	pl, err := o.OpenPartition(dir, t.cfg.policy(), t.Holders(idx))
 	if err != nil {
 		return nil, nil, nil, err
 	}

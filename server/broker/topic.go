@@ -40,6 +40,10 @@ type Topic struct {
 	resMsgs, resBytes int64
 
 	groups map[GroupName]*Group // guarded by b.mu
+
+	// placement names the nodes holding each partition (nil: every
+	// node); fixed at creation (placement.go).
+	placement [][]string
 }
 
 // Name returns the topic's name.

@@ -2,7 +2,8 @@
 // node (package cluster) over mutual-TLS links, the broker's catalog in
 // the metadata group (package metacat), and every partition's logs
 // replicated over a raft group of its own (package replog) whose members
-// are the cluster's nodes.
+// are the nodes the topic's placement names for it (every node, for a
+// topic whose replicas are the cluster's node count).
 //
 // # What it owns
 //
@@ -24,11 +25,13 @@
 //
 // # Caveats
 //
-//   - Every topic is replicated on every node of the cluster (3 or 5
-//     nodes); placing a partition's replicas on some nodes only is not
-//     built yet. Commands for a partition another node leads are the
-//     server's to forward (server/forwarding.go); the broker answers
-//     them not_leader.
+//   - A partition's holders are fixed when its topic is created
+//     (broker.SpreadPlacement over the sorted member names, recorded in
+//     the catalog): moving replicas, and adding or removing nodes, are
+//     not built. A partition held elsewhere has no group here.
+//     Commands for a partition another node leads are the server's to
+//     forward (server/forwarding.go); the broker answers them
+//     not_leader.
 //   - Partition groups are not compressed (replog's caveat).
 package clusternode
 
@@ -125,6 +128,7 @@ func Open(cfg Config) (*Node, error) {
 	n.cat = cat
 	bo := cfg.Engine
 	bo.Catalog, bo.OpenPartition, bo.Replicas = cat, n.openPartition, len(n.members)
+	bo.Node, bo.Place = cfg.Name, broker.SpreadPlacement(n.members)
 	b, err := broker.Open(cfg.Dir, bo)
 	if err != nil {
 		rn.Stop()
@@ -191,13 +195,20 @@ func GroupOf(topic broker.TopicID, idx int) uint64 { return uint64(topic)<<16 | 
 
 // openPartition is the broker's PartitionOpener: dir is
 // <data>/topics/<topic id>/<partition>.
-func (n *Node) openPartition(dir string, _ seglog.Policy) (broker.PartitionLogs, error) {
+func (n *Node) openPartition(dir string, _ seglog.Policy, holders []string) (broker.PartitionLogs, error) {
 	idx, err1 := strconv.Atoi(filepath.Base(dir))
 	tid, err2 := strconv.ParseUint(filepath.Base(filepath.Dir(dir)), 10, 32)
 	if err1 != nil || err2 != nil || idx < 0 || idx >= 1<<16-1 {
 		return broker.PartitionLogs{}, fmt.Errorf("clusternode: %s is not a partition directory (topics/<id>/<partition>)", dir)
 	}
 	gid := GroupOf(broker.TopicID(tid), idx)
+	members := n.members
+	if holders != nil {
+		if !slices.Contains(holders, n.cfg.Name) {
+			return broker.PartitionLogs{}, fmt.Errorf("clusternode: %s: partition placed on %v, not on this node %s", dir, holders, n.cfg.Name)
+		}
+		members = holders
+	}
 	p, err := replog.Open(dir, replog.Config{
 		// The replica's ID is the node's in every group (replog tells
 		// its leadership by it); AddGroupWith sets the members.
@@ -205,7 +216,7 @@ func (n *Node) openPartition(dir string, _ seglog.Policy) (broker.PartitionLogs,
 		SegmentSize: n.cfg.Engine.SegmentSize,
 		Logf:        n.cfg.Logf,
 		OpenGroup: func(gc cluster.Config, sm cluster.StateMachine) (*cluster.Group, error) {
-			return n.raft.AddGroupWith(gid, n.members, sm, func(c *cluster.Config) {
+			return n.raft.AddGroupWith(gid, members, sm, func(c *cluster.Config) {
 				c.Dir, c.OnLeader, c.CompactBehindMatch = gc.Dir, gc.OnLeader, gc.CompactBehindMatch
 				c.SnapshotEvery, c.MaxEntryBytes = gc.SnapshotEvery, gc.MaxEntryBytes
 			})
@@ -223,11 +234,14 @@ func (n *Node) openPartition(dir string, _ seglog.Policy) (broker.PartitionLogs,
 	return broker.PartitionLogs{Data: p.Data(), Events: p.Events(), Replica: p}, nil
 }
 
-// WaitServing waits until every partition of the topic is served by some
-// node, as far as this node knows (a leader is known for each group), or
-// ctx ends.
+// WaitServing waits until every partition of the topic held here is
+// served by some node, as far as this node knows (a leader is known for
+// each group), or ctx ends. Partitions held elsewhere are not waited for.
 func (n *Node) WaitServing(ctx context.Context, t *broker.Topic) error {
 	for i := range t.Config().Partitions {
+		if !t.HeldHere(broker.Partition(i)) {
+			continue
+		}
 		for n.raft.Group(GroupOf(t.ID(), i)) == nil || n.raft.Group(GroupOf(t.ID(), i)).Leader() == 0 {
 			select {
 			case <-ctx.Done():
