@@ -15,6 +15,8 @@ import (
 )
 
 var (
+	binPath  string             // the fibril binary, for cluster scenarios
+	tmpDir   string             // where cluster scenarios put their nodes
 	server   *fibrilproc.Server // most scenarios
 	rserver  *fibrilproc.Server // scenarios that restart the server
 	startErr error
@@ -33,6 +35,7 @@ func TestMain(m *testing.M) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		bin, err := fibrilproc.Build(ctx, dir)
+		binPath, tmpDir = bin, dir
 		if err == nil {
 			server, err = fibrilproc.Start(ctx, bin, dir+"/data")
 		}
@@ -107,6 +110,7 @@ func TestScenarios(t *testing.T) {
 	renv := &conformance.Env{Addr: rserver.Addr, Info: rinfo, Restart: func(ctx context.Context) error {
 		return rserver.Restart(ctx, true)
 	}}
+	clusterOf := conformance.ClusterStarter(binPath, tmpDir)
 	envOf := func(sc *conformance.Scenario) *conformance.Env {
 		if slices.Contains(sc.Requires, "restart") {
 			return renv
@@ -120,23 +124,35 @@ func TestScenarios(t *testing.T) {
 		sc   *conformance.Scenario
 		d    conformance.Driver
 		miss []string
+		na   string // not applicable to this runner
 		err  error
 	}
 	var cells []*cell
 	for _, d := range conformance.Drivers() {
 		for _, sc := range scs {
-			cells = append(cells, &cell{sc: sc, d: d, miss: envOf(sc).Missing(sc)})
+			cells = append(cells, &cell{sc: sc, d: d, miss: envOf(sc).Missing(sc), na: conformance.NotApplicable(sc, d)})
 		}
 	}
 	exec := func(c *cell) {
 		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		c.err = conformance.Run(ctx, c.sc, c.d, envOf(c.sc), conformance.Prefix(c.d.Name(), c.sc.Name))
+		env := envOf(c.sc)
+		if c.sc.Cluster > 0 {
+			cenv, stop, err := clusterOf(ctx, c.sc.Cluster)
+			if err != nil {
+				c.err = err
+				return
+			}
+			defer stop()
+			env = cenv
+		}
+		c.err = conformance.Run(ctx, c.sc, c.d, env, conformance.Prefix(c.d.Name(), c.sc.Name))
 	}
+	serial := func(c *cell) bool { return slices.Contains(c.sc.Requires, "restart") || c.sc.Cluster > 0 }
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for _, c := range cells {
-		if len(c.miss) > 0 || slices.Contains(c.sc.Requires, "restart") {
+		if len(c.miss) > 0 || c.na != "" || serial(c) {
 			continue
 		}
 		wg.Add(1)
@@ -149,12 +165,15 @@ func TestScenarios(t *testing.T) {
 	}
 	wg.Wait()
 	for _, c := range cells {
-		if len(c.miss) == 0 && slices.Contains(c.sc.Requires, "restart") {
+		if len(c.miss) == 0 && c.na == "" && serial(c) {
 			exec(c)
 		}
 	}
 	for _, c := range cells {
 		t.Run(c.d.Name()+"/"+c.sc.Name, func(t *testing.T) {
+			if c.na != "" {
+				t.Skip(c.na)
+			}
 			if len(c.miss) > 0 {
 				t.Skipf("server does not advertise %s", strings.Join(c.miss, ", "))
 			}

@@ -18,6 +18,17 @@ type Driver interface {
 // SessionOptions configures a session.
 type SessionOptions struct {
 	CRC bool // CRC-32 tokens on PUB/MSG (default on in scenarios)
+	// Servers is every node of a cluster, in order (the address Open gets
+	// is the first); the client fails over among them (SPEC.md 11.1).
+	Servers []string
+}
+
+// FailoverDriver is a Driver whose sessions reconnect by themselves to
+// another server of SessionOptions.Servers when theirs is lost. Cluster
+// scenarios are not applicable to (skipped by) drivers that are not one.
+type FailoverDriver interface {
+	Driver
+	Failover() bool
 }
 
 // Position is where a publish was stored. Duplicate: a message with its id

@@ -23,6 +23,16 @@ type Env struct {
 	// nil when the runner does not manage the server (then scenarios that
 	// require "restart" are skipped).
 	Restart func(ctx context.Context) error
+	// Nodes are a cluster's client addresses in node order (nil on a
+	// single server); a client connection is given all of them, so it
+	// talks to node 0 first (SPEC.md 11.1). Addr is Nodes[0].
+	Nodes []string
+	// KillNode sends cluster node i SIGKILL; RestartNode starts it again on
+	// its address and data directory.
+	KillNode, RestartNode func(ctx context.Context, i int) error
+	// Cluster starts a fresh cluster of n nodes for one cluster scenario
+	// and returns its Env and how to stop it; nil when the runner cannot.
+	Cluster func(ctx context.Context, n int) (*Env, func(), error)
 }
 
 // Missing returns the features sc requires that env does not offer.
@@ -186,7 +196,7 @@ func (r *run) step(ctx context.Context, st *Step) error {
 	switch st.Op {
 	case "connect":
 		crc := st.CRC == nil || *st.CRC
-		s, err := r.drv.Open(ctx, r.env.Addr, SessionOptions{CRC: crc})
+		s, err := r.drv.Open(ctx, r.env.Addr, SessionOptions{CRC: crc, Servers: r.env.Nodes})
 		if done, err2 := outcome(st, err); done {
 			return err2
 		}
@@ -217,6 +227,22 @@ func (r *run) step(ctx context.Context, st *Step) error {
 			if err := s.Restarted(ctx); err != nil {
 				return fmt.Errorf("session %s after restart: %w", name, err)
 			}
+		}
+		return nil
+	case "kill_node", "restart_node":
+		f := r.env.KillNode
+		if st.Op == "restart_node" {
+			f = r.env.RestartNode
+		}
+		if f == nil {
+			return fmt.Errorf("%s: this runner's server is no cluster", st.Op)
+		}
+		node := 0
+		if st.Node != nil {
+			node = *st.Node
+		}
+		if err := f(ctx, node); err != nil {
+			return fmt.Errorf("%s %d: %w", st.Op, node, err)
 		}
 		return nil
 	case "topic_create", "topic_info", "topic_list", "topic_delete", "topic_requeue",

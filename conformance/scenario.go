@@ -17,8 +17,11 @@ type Scenario struct {
 	Name        string   `json:"name"`
 	Description string   `json:"description"`
 	Requires    []string `json:"requires,omitempty"`
-	Steps       []Step   `json:"steps"`
-	File        string   `json:"-"`
+	// Cluster is how many nodes the scenario's server has (0: one node,
+	// not clustered); client connections are given every node's address.
+	Cluster int    `json:"cluster,omitempty"`
+	Steps   []Step `json:"steps"`
+	File    string `json:"-"`
 }
 
 // Step is one action and what must come of it. Which fields apply depends on
@@ -54,6 +57,7 @@ type Step struct {
 	MaxInflight int      `json:"max_inflight,omitempty"`
 	Ack         bool     `json:"ack,omitempty"`
 	TimeoutMS   int      `json:"timeout_ms,omitempty"`
+	Node        *int     `json:"node,omitempty"` // kill_node, restart_node
 
 	Fibril  *bool          `json:"fibril,omitempty"`
 	CRC     *bool          `json:"crc,omitempty"`
@@ -106,6 +110,7 @@ var ops = []string{
 	"ack", "nack", "reject", "extend",
 	"subscribe", "receive", "receive_all", "expect_quiet", "unsubscribe",
 	"raw_connect", "raw_send", "raw_expect", "raw_expect_closed",
+	"kill_node", "restart_node",
 }
 
 // features a scenario may require (README.md, "Features").
@@ -160,9 +165,20 @@ func Parse(b []byte) (*Scenario, error) {
 			return nil, fmt.Errorf("unknown feature %q", f)
 		}
 	}
+	if sc.Cluster != 0 && sc.Cluster != 3 && sc.Cluster != 5 {
+		return nil, fmt.Errorf("cluster %d: a cluster has 3 or 5 nodes", sc.Cluster)
+	}
 	for i, st := range sc.Steps {
 		if !slices.Contains(ops, st.Op) {
 			return nil, fmt.Errorf("step %d: unknown op %q", i+1, st.Op)
+		}
+		if st.Op == "kill_node" || st.Op == "restart_node" {
+			if sc.Cluster == 0 {
+				return nil, fmt.Errorf("step %d: %s needs a cluster scenario", i+1, st.Op)
+			}
+			if st.Node != nil && (*st.Node < 0 || *st.Node >= sc.Cluster) {
+				return nil, fmt.Errorf("step %d: node %d is not one of the cluster's %d", i+1, *st.Node, sc.Cluster)
+			}
 		}
 	}
 	return &sc, nil

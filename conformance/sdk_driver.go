@@ -16,9 +16,19 @@ type SDKDriver struct{}
 // Name implements Driver.
 func (SDKDriver) Name() string { return "go-sdk" }
 
+// Failover implements FailoverDriver: the SDK fails over by itself.
+func (SDKDriver) Failover() bool { return true }
+
 // Open implements Driver.
 func (SDKDriver) Open(ctx context.Context, addr string, o SessionOptions) (Session, error) {
+	var more []string
+	for _, a := range o.Servers {
+		if a != addr {
+			more = append(more, "fibril://"+a)
+		}
+	}
 	c, err := fibril.Connect(ctx, "fibril://"+addr,
+		fibril.WithServers(more...),
 		fibril.WithCRC(o.CRC),
 		fibril.WithName("conformance"),
 		fibril.WithReconnect(fibril.ReconnectPolicy{

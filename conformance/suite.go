@@ -131,6 +131,23 @@ func ReadResults(r io.Reader) ([]Result, error) {
 // env.Missing first and skip.
 func RunOne(ctx context.Context, sc *Scenario, d Driver, env *Env) Result {
 	res := Result{Scenario: sc.Name, Runner: d.Name()}
+	if why := NotApplicable(sc, d); why != "" {
+		res.Status, res.Detail = Skip, why
+		return res
+	}
+	if sc.Cluster > 0 {
+		if env.Cluster == nil {
+			res.Status, res.Detail = Fail, fmt.Sprintf("runner cannot start a cluster of %d", sc.Cluster)
+			return res
+		}
+		cenv, stop, err := env.Cluster(ctx, sc.Cluster)
+		if err != nil {
+			res.Status, res.Detail = Fail, fmt.Sprintf("starting a cluster of %d: %v", sc.Cluster, err)
+			return res
+		}
+		defer stop()
+		env = cenv
+	}
 	if miss := env.Missing(sc); len(miss) > 0 {
 		res.Status, res.Detail = Fail, "server/runner lacks "+strings.Join(miss, ", ")
 		return res
@@ -146,8 +163,21 @@ func RunOne(ctx context.Context, sc *Scenario, d Driver, env *Env) Result {
 	return res
 }
 
+// NotApplicable says why driver d cannot run sc at all ("" when it can): a
+// cluster scenario needs a driver whose sessions fail over by themselves.
+func NotApplicable(sc *Scenario, d Driver) string {
+	if sc.Cluster == 0 {
+		return ""
+	}
+	if f, ok := d.(FailoverDriver); ok && f.Failover() {
+		return ""
+	}
+	return "not applicable: the " + d.Name() + " runner does not fail over to another node"
+}
+
 // RunAll runs every scenario with every driver, parallel scenarios at a
-// time, then the scenarios that restart the server one by one against
+// time, then the scenarios that restart the server, and the cluster ones
+// (each on a cluster of its own from env.Cluster), one by one against
 // restartEnv (a server of their own, so that its restart does not depend on
 // how many topics the other scenarios left behind; nil means env).
 func RunAll(ctx context.Context, scs []*Scenario, drivers []Driver, env, restartEnv *Env, parallel int) []Result {
@@ -166,7 +196,7 @@ func RunAll(ctx context.Context, scs []*Scenario, drivers []Driver, env, restart
 		for _, d := range drivers {
 			j := job{n, sc, d}
 			n++
-			if slices.Contains(sc.Requires, "restart") {
+			if slices.Contains(sc.Requires, "restart") || sc.Cluster > 0 {
 				serial = append(serial, j)
 			} else {
 				par = append(par, j)

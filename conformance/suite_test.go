@@ -116,3 +116,36 @@ func TestEveryOpIsUsedAndDescribed(t *testing.T) {
 		}
 	}
 }
+
+// TestParseChecksClusterScenarios: a cluster has 3 or 5 nodes, kill_node
+// and restart_node need a cluster scenario and name one of its nodes, and
+// drivers that do not fail over are not applicable to one.
+func TestParseChecksClusterScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		name, json, err string
+	}{
+		{"three nodes", `{"name":"x","cluster":3,"steps":[{"op":"kill_node","node":2},{"op":"restart_node"}]}`, ""},
+		{"two nodes", `{"name":"x","cluster":2,"steps":[{"op":"connect"}]}`, "3 or 5 nodes"},
+		{"kill without cluster", `{"name":"x","steps":[{"op":"kill_node"}]}`, "needs a cluster scenario"},
+		{"restart without cluster", `{"name":"x","steps":[{"op":"restart_node","node":0}]}`, "needs a cluster scenario"},
+		{"node out of range", `{"name":"x","cluster":3,"steps":[{"op":"kill_node","node":3}]}`, "node 3 is not one"},
+		{"negative node", `{"name":"x","cluster":3,"steps":[{"op":"kill_node","node":-1}]}`, "node -1 is not one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, err := Parse([]byte(tc.json))
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatalf("Parse: %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("Parse: error %v, want one containing %q", err, tc.err)
+			case tc.err == "":
+				if why := NotApplicable(sc, WireDriver{}); !strings.Contains(why, "not applicable") {
+					t.Errorf("wire driver on a cluster scenario: %q, want not applicable", why)
+				}
+				if why := NotApplicable(sc, SDKDriver{}); why != "" {
+					t.Errorf("go-sdk driver on a cluster scenario: %q, want applicable", why)
+				}
+			}
+		})
+	}
+}

@@ -102,6 +102,8 @@ func run() int {
 			fmt.Printf("server restarted (SIGKILL) in %v\n", rsrv.RestartTook.Round(time.Millisecond))
 			return err
 		}}
+		env.Cluster = conformance.ClusterStarter(*bin, dir)
+		restartEnv.Cluster = env.Cluster
 		fmt.Printf("started %s on %s (and %s for restarts)\n", *bin, srv.Addr, rsrv.Addr)
 	}
 	if env.Info, err = conformance.ReadInfo(ctx, env.Addr); err != nil {

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { connect } from '../dist/index.js';
 import { repoRoot, startServer } from './helpers/server.mjs';
 import { Runner, missingFeature } from './helpers/conformance.mjs';
+import { startCluster } from './helpers/cluster.mjs';
 
 const dir = process.env.FIBRIL_CONFORMANCE_DIR ?? join(repoRoot, 'conformance');
 const scenarioDir = join(dir, 'scenarios');
@@ -42,7 +43,14 @@ test('conformance scenarios (js-sdk runner)', async (t) => {
       }
       let srv = shared;
       if (needsRestart) srv = await startServer(st);
-      const env = {
+      // A cluster scenario gets a fresh cluster of its own.
+      const cluster = sc.cluster ? await startCluster(st, sc.cluster) : undefined;
+      const env = cluster ? {
+        info,
+        url: () => `nats://${cluster.addrs[0]}`,
+        servers: () => cluster.addrs.map((a) => `nats://${a}`),
+        node: (op, i) => (op === 'kill_node' ? cluster.kill(i) : cluster.restart(i)),
+      } : {
         info,
         url: () => srv.url,
         restart: async () => {
@@ -55,6 +63,8 @@ test('conformance scenarios (js-sdk runner)', async (t) => {
         await new Runner(env, sc).run();
       } catch (e) {
         err = e;
+      } finally {
+        await cluster?.close();
       }
       record(sc.name, err ? 'FAIL' : 'pass', err ? err.message : '');
       const reason = known[sc.name];

@@ -70,6 +70,7 @@ OPS = {
     "group_create", "group_info", "group_delete", "group_list", "publish", "publish_many", "poll",
     "ack", "nack", "reject", "extend", "subscribe", "receive", "receive_all", "expect_quiet",
     "unsubscribe", "raw_connect", "raw_send", "raw_expect", "raw_expect_closed",
+    "kill_node", "restart_node",
 }
 EXPECTS = {
     "stored", "duplicate", "partition", "count", "min_count", "messages", "distinct_data", "ordered_by_key",
@@ -119,11 +120,21 @@ class Scenario:
     """Runs one scenario with this SDK."""
 
     def __init__(
-        self, addr: str, info: dict[str, Any], restart: Callable[[], Awaitable[None]] | None = None
+        self,
+        addr: str,
+        info: dict[str, Any],
+        restart: Callable[[], Awaitable[None]] | None = None,
+        nodes: list[str] | None = None,
+        node_op: Callable[[str, int], Awaitable[None]] | None = None,
     ) -> None:
         self.addr = addr
         self.info = info
         self.restart = restart
+        # A cluster scenario's client addresses in node order (clients are
+        # given all of them, so they talk to node 0 first), and the runner's
+        # kill_node / restart_node.
+        self.nodes = nodes or []
+        self.node_op = node_op
         mp = int(info.get("max_payload") or proto.DEFAULT_MAX_PAYLOAD)
         self.vars: dict[str, str] = {"max_payload": str(mp), "max_payload_plus1": str(mp + 1)}
         self.max_payload = mp
@@ -206,7 +217,16 @@ class Scenario:
         op = s["op"]
         name = s.get("conn", "a")
         if op == "connect":
-            self.conns[name] = await fibril.connect(f"nats://{self.addr}", crc=s.get("crc", True), reconnect=FAST)
+            self.conns[name] = await fibril.connect(
+                servers=[f"nats://{a}" for a in (self.nodes or [self.addr])],
+                crc=s.get("crc", True),
+                reconnect=FAST,
+            )
+            return None
+        if op in ("kill_node", "restart_node"):
+            if self.node_op is None:
+                raise StepFailed(f"{op}: this runner's server is no cluster")
+            await self.node_op(op, int(s.get("node", 0)))
             return None
         if op == "close":
             if name in self.raws:
@@ -555,6 +575,8 @@ async def run_all(addr: str, directory: Path, pattern_re: str) -> list[dict[str,
         if not re.search(pattern_re, sc["name"]):
             continue
         missing = missing_features(sc, info, can_restart=False)
+        if sc.get("cluster"):
+            missing.append(f"a cluster of {sc['cluster']} (this command runs against one server)")
         gaps = unsupported(sc)
         if gaps:
             out.append({"scenario": sc["name"], "runner": RUNNER, "status": "FAIL",

@@ -29,6 +29,7 @@ from conformance_runner import (
     server_info,
     unsupported,
 )
+from cluster import Cluster
 from conftest import Server, kill_server, start_server, stop_server
 
 DIR = Path(os.environ.get("FIBRIL_CONFORMANCE_DIR", str(DEFAULT_DIR)))
@@ -59,6 +60,9 @@ async def run_scenario(sc: dict[str, Any], server: Server, fibril_bin: Path) -> 
     gaps = unsupported(sc)
     if gaps:
         pytest.skip("the py-sdk runner does not support " + ", ".join(gaps) + " yet")
+    if sc.get("cluster"):
+        await run_cluster_scenario(sc, fibril_bin)
+        return
     if not restartable:
         await Scenario(server.addr, info).run(sc)
         return
@@ -75,6 +79,25 @@ async def run_scenario(sc: dict[str, Any], server: Server, fibril_bin: Path) -> 
             await Scenario(own[0].addr, info, restart).run(sc)
         finally:
             stop_server(own[0])
+
+
+async def run_cluster_scenario(sc: dict[str, Any], fibril_bin: Path) -> None:
+    """A cluster scenario gets a fresh cluster of its own; kill_node and
+    restart_node act on its nodes."""
+    with tempfile.TemporaryDirectory(prefix="fibril-cluster-") as d:
+        c = await asyncio.to_thread(Cluster, fibril_bin, d, int(sc["cluster"]))
+        try:
+            info = await server_info(c.addrs[0])
+
+            async def node_op(op: str, i: int) -> None:
+                if op == "kill_node":
+                    await asyncio.to_thread(c.kill, i)
+                else:
+                    await asyncio.to_thread(c.restart, i)
+
+            await Scenario(c.addrs[0], info, nodes=c.addrs, node_op=node_op).run(sc)
+        finally:
+            await asyncio.to_thread(c.close)
 
 
 @pytest.mark.parametrize("sc", params())

@@ -200,7 +200,8 @@ export class Runner {
   async #do(s) {
     switch (s.op) {
       case 'connect': {
-        const nc = await connect({ servers: this.env.url(), crc: s.crc ?? true, reconnect: { initialDelayMs: 50, maxDelayMs: 500 } });
+        // A cluster scenario's client is given every node, in node order.
+        const nc = await connect({ servers: this.env.servers?.() ?? this.env.url(), crc: s.crc ?? true, reconnect: { initialDelayMs: 50, maxDelayMs: 500 } });
         this.conns.set(s.conn ?? 'a', { nc });
         return undefined;
       }
@@ -209,6 +210,12 @@ export class Runner {
         this.conns.delete(s.conn ?? 'a');
         if (c?.raw) c.raw.sock.destroy();
         else if (c?.nc) await c.nc.close();
+        return undefined;
+      }
+      case 'kill_node':
+      case 'restart_node': {
+        if (!this.env.node) fail(`${s.op}: this runner's server is no cluster`);
+        await this.env.node(s.op, s.node ?? 0);
         return undefined;
       }
       case 'restart_server': {
