@@ -26,9 +26,10 @@ type Cluster struct {
 	HTTP  []string // admin listeners (--http): GET /api/cluster names leaders
 }
 
-// StartCluster starts n nodes of bin under dir and waits until each has
-// printed its ready line. On error nothing it started is left running.
-func StartCluster(ctx context.Context, bin, dir string, n int) (*Cluster, error) {
+// StartCluster starts n nodes of bin under dir, extra more `fibril serve`
+// flags for each, and waits until each has printed its ready line and all
+// agree on a metadata leader. On error nothing it started is left running.
+func StartCluster(ctx context.Context, bin, dir string, n int, extra ...string) (*Cluster, error) {
 	c := &Cluster{}
 	for i := range n {
 		c.Names = append(c.Names, fmt.Sprintf("n%d", i+1))
@@ -63,6 +64,7 @@ func StartCluster(ctx context.Context, bin, dir string, n int) (*Cluster, error)
 			"--cluster-name", name, "--cluster-listen", links[i], "--cluster-peers", strings.Join(peers, ","),
 			"--cluster-ca", p.CA, "--cluster-cert", p.Cert, "--cluster-key", p.Key, "--http", c.HTTP[i],
 		}})
+		c.Nodes[i].Args = append(c.Nodes[i].Args, extra...)
 	}
 	// Started together, in case a node's ready line waits for its peers.
 	errs := make([]error, n)

@@ -49,11 +49,11 @@ func TestGracefulStopHandsOffLeadership(t *testing.T) {
 	live := func(i int) bool { return i != leader }
 	for {
 		if n, ok := cl.leaderOf(topic, 0, live); ok {
-			t.Logf("%s led partition 0; after its graceful stop %s leads it, %v after the stop returned", cl.names[leader], cl.names[n], time.Since(stopped).Round(time.Millisecond))
+			t.Logf("%s led partition 0; after its graceful stop %s leads it, %v after the stop returned", cl.Names[leader], cl.Names[n], time.Since(stopped).Round(time.Millisecond))
 			return
 		}
 		if time.Since(stopped) > time.Second {
-			t.Fatalf("1 s after %s's graceful stop no live node leads partition 0: the leadership was not handed off\n%s", cl.names[leader], cl.logs())
+			t.Fatalf("1 s after %s's graceful stop no live node leads partition 0: the leadership was not handed off\n%s", cl.Names[leader], cl.logs())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -214,7 +214,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	_ = h.Add(history.Op{Kind: history.Phase, Proc: -1, Value: history.PhaseStart, Invoke: now(), Complete: now()})
 
 	mon := newMonitor()
-	l := &load{h: h, mon: mon, addrs: cl.addrs, topic: topic, group: group, leaseMs: cfg.LeaseMs,
+	l := &load{h: h, mon: mon, addrs: cl.Addrs, topic: topic, group: group, leaseMs: cfg.LeaseMs,
 		window: cfg.Window, rate: cfg.Rate, keyed: cfg.Partitions > 1, logf: cfg.Logf}
 	pubCtx, stopPub := context.WithCancel(ctx)
 	conCtx, stopCon := context.WithCancel(ctx)
@@ -313,7 +313,7 @@ func setup(ctx context.Context, cl *cluster, cfg Config) error {
 // done too.
 func tryOnAny(cl *cluster, cmd string) error {
 	var errs []error
-	for _, a := range cl.addrs {
+	for _, a := range cl.Addrs {
 		c, err := dial(a)
 		if err != nil {
 			errs = append(errs, err)
@@ -362,7 +362,7 @@ func killCycle(ctx context.Context, cl *cluster, mon *monitor, h *history.Writer
 		}
 		pause(ctx, 10*time.Millisecond)
 	}
-	name := cl.names[node]
+	name := cl.Names[node]
 	killAt := now()
 	mon.arm(part, killAt)
 	stop, fault := cl.kill, "kill"
