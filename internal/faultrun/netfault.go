@@ -134,8 +134,8 @@ func NetworkFaults() []Fault {
 }
 
 // ClusterFaults returns every kind a cluster run draws from by default:
-// the single-node defaults, each also on the leader, and the network
-// kinds.
+// the single-node defaults, kill, pause and powercut also on the leader,
+// and the network kinds.
 func ClusterFaults() []Fault {
 	out := DefaultFaults()
 	out = append(out, Leader{Kill{}}, Leader{Pause{}}, Leader{PowerCut{}})

@@ -113,7 +113,11 @@ func startProcNode(ctx context.Context, name, bin, dir string, powerCut bool, ns
 	srv := &fibrilproc.Server{Bin: bin, DataDir: data, Args: args, Listen: listen,
 		Env: []string{"FIBRIL_TEST_CLOCK_OFFSET_FILE=" + n.clockFile}}
 	if ns != nil {
-		srv.Prefix = []string{"ip", "netns", "exec", ns.NS}
+		// nsenter enters the network namespace only: `ip netns exec`
+		// also makes a mount namespace, holding a copy of every FUSE
+		// mount of the moment, so a cluster node kept its peers' faultfs
+		// mounts alive and a power cut's remount hung in Unmount.
+		srv.Prefix = []string{"nsenter", "--net=/run/netns/" + ns.NS, "--"}
 	}
 	if err := fibrilproc.StartServer(ctx, srv); err != nil {
 		n.Close()
