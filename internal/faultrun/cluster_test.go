@@ -88,7 +88,8 @@ func TestClusterFaultRunShort(t *testing.T) {
 // cluster: a build that confirms before the quorum commit (-tags
 // fibril_broken_quorum) loses confirmed messages when its leader is
 // split from the others (it confirms until it steps down) or killed,
-// and answers acks the new leader never learns of: the run must be judged
+// and answers acks the new leader never learns of (one partition, so
+// that the leader split off is the one every producer's values go to): the run must be judged
 // invalid, with confirmed messages lost or acked ones delivered again.
 func TestClusterBrokenBuildFailsTheChecker(t *testing.T) {
 	if testing.Short() {
@@ -98,7 +99,7 @@ func TestClusterBrokenBuildFailsTheChecker(t *testing.T) {
 	c := newCluster(t, bin, 3)
 	seed := seedFor(t)
 	rep, err := Run(context.Background(), Config{
-		Bin: bin, Dir: t.TempDir(), Seed: seed, Duration: 10 * time.Second, Producers: 6,
+		Bin: bin, Dir: t.TempDir(), Seed: seed, Duration: 14 * time.Second, Producers: 6, Partitions: 1,
 		Faults: []Fault{Split{}, Leader{Kill{}}}, QuietMin: 500 * time.Millisecond, QuietMax: time.Second,
 		KeepDir: t.TempDir(), Logf: t.Logf, StartNodes: c.StartNodes, Within: c.Within, Replicated: true,
 	})
