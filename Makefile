@@ -201,16 +201,24 @@ conformance: $(VENV_PY)
 # with a fault phase of DURATION, seeds SEED, SEED+1, ... (default: from the
 # time); every history is judged by the checker and a failing one is kept in
 # FAULTS_KEEP with its seed. FAULTS_FLAGS=-netns puts the node and the clients
-# in network namespaces (FAULT_KINDS may then add isolate). The short form is
-# TestFaultRunShort in make test.
+# in network namespaces (FAULT_KINDS may then add isolate). NODES=3 or 5 runs
+# a cluster, each node in a network namespace of its own and the clients in
+# another (root), under every kind by default: the single-node ones, each also
+# on the leader (kill-leader, pause-leader, powercut-leader), and the network
+# ones (isolate the leader, split with the leader on the minority side,
+# bridge, and netem delay, loss, duplicate where the kernel has sch_netem),
+# e.g. `make faults NODES=3 RUNS=10 DURATION=60s SEED=1`. FAULT_KINDS
+# (comma-separated) narrows the kinds. The short forms are TestFaultRunShort
+# and TestClusterFaultRunShort (3 nodes, each network kind once) in make test.
 DURATION ?= 60s
 RUNS ?= 1
 SEED ?= 0
-FAULT_KINDS ?= kill,pause,clock-forward,clock-back,powercut,fsync-eio
+NODES ?= 1
+FAULT_KINDS ?=
 FAULTS_KEEP ?= /tmp/fibril-faults-keep
 FAULTS_FLAGS ?=
 faults:
-	$(GO) run ./cmd/fibril-faults -duration $(DURATION) -runs $(RUNS) -seed $(SEED) -faults $(FAULT_KINDS) -keep $(FAULTS_KEEP) $(FAULTS_FLAGS)
+	$(GO) run ./cmd/fibril-faults -nodes $(NODES) -duration $(DURATION) -runs $(RUNS) -seed $(SEED) $(if $(FAULT_KINDS),-faults $(FAULT_KINDS)) -keep $(FAULTS_KEEP) $(FAULTS_FLAGS)
 
 # The cluster leader-kill test's long form (internal/clusterkill, issue
 # 26): three real `fibril serve` nodes on loopback, a publisher (1 KiB,

@@ -6,6 +6,7 @@
 //
 //	fibril-faults -duration 60s -runs 10 -seed 1 -faults kill,pause,clock-forward,clock-back,powercut
 //	fibril-faults -netns -faults isolate,kill,powercut   # node and clients in namespaces
+//	fibril-faults -nodes 3 -duration 60s -runs 10       # a 3-node cluster in namespaces, every kind
 //
 // A failing run's history and node log are kept in -keep with its seed in
 // the name. Exit codes: 0 every run valid, 1 a run invalid or failed, 2 bad
@@ -40,7 +41,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 60*time.Second, "fault phase of each run")
 	runs := fs.Int("runs", 1, "number of runs")
 	seed := fs.Uint64("seed", 0, "seed of the first run (0: from the time)")
-	kinds := fs.String("faults", "kill,pause,clock-forward,clock-back,powercut,fsync-eio", "fault kinds, comma-separated (also: enospc; isolate with -netns)")
+	kinds := fs.String("faults", "", "fault kinds, comma-separated (default: kill,pause,clock-forward,clock-back,powercut,fsync-eio; with -nodes 3 or 5 also kill-leader,pause-leader,powercut-leader,isolate,split,bridge,delay,loss,duplicate; also: enospc; isolate with -netns)")
+	nodes := fs.Int("nodes", 1, "1: one node; 3 or 5: a cluster, each node in its own network namespace (root)")
 	bin := fs.String("bin", "", "fibril binary (default: build ./cmd/fibril)")
 	keep := fs.String("keep", os.TempDir(), "directory for the histories of failing runs")
 	verbose := fs.Bool("v", false, "log each fault")
@@ -48,14 +50,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() > 0 || *runs < 1 || *duration <= 0 {
-		fmt.Fprintln(stderr, "usage: fibril-faults [-duration 60s] [-runs n] [-seed n] [-faults kinds] [-bin path] [-keep dir]")
+	if fs.NArg() > 0 || *runs < 1 || *duration <= 0 || (*nodes != 1 && *nodes != 3 && *nodes != 5) || (*nodes > 1 && *inNetns) {
+		fmt.Fprintln(stderr, "usage: fibril-faults [-nodes 1|3|5] [-duration 60s] [-runs n] [-seed n] [-faults kinds] [-bin path] [-keep dir] [-netns (one node)]")
 		return 2
 	}
-	faults, err := faultrun.FaultsByName(strings.Split(*kinds, ","))
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
+	faults := faultrun.DefaultFaults()
+	if *nodes > 1 {
+		faults = faultrun.ClusterFaults()
+	}
+	if *kinds != "" {
+		var err error
+		if faults, err = faultrun.FaultsByName(strings.Split(*kinds, ",")); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
 	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
@@ -86,13 +94,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		cfg := faultrun.Config{Bin: *bin, Dir: dir, Seed: s, Duration: *duration, Faults: faults, KeepDir: *keep, Logf: logf}
-		var ns *faultrun.Namespaces
-		if *inNetns {
-			if ns, err = faultrun.NewNamespaces(fmt.Sprintf("ff%d", i%1000000), *bin); err != nil {
+		var ns interface{ Close() error }
+		if *nodes > 1 {
+			c, err := faultrun.NewCluster(fmt.Sprintf("fc%d", i%1000000), *bin, *nodes)
+			if err != nil {
 				fmt.Fprintln(stderr, err)
 				return 1
 			}
-			cfg.StartNodes, cfg.Within = ns.StartNodes, ns.Within
+			if !c.Netem() {
+				logf("netem kinds left out: this kernel has no sch_netem")
+			}
+			ns, cfg.StartNodes, cfg.Within, cfg.Replicated = c, c.StartNodes, c.Within, true
+		} else if *inNetns {
+			n, err := faultrun.NewNamespaces(fmt.Sprintf("ff%d", i%1000000), *bin)
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+			ns, cfg.StartNodes, cfg.Within = n, n.StartNodes, n.Within
 		}
 		rep, err := faultrun.Run(ctx, cfg)
 		if ns != nil {
@@ -112,7 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "run %d seed %d %s: %s\n", i+1, s, rep.Elapsed.Round(time.Second), r.Summary())
 		if !r.Valid() {
 			code = 1
-			fmt.Fprintf(stdout, "  history kept: %s (replay: make faults SEED=%d DURATION=%s)\n", rep.History, s, *duration)
+			fmt.Fprintf(stdout, "  history kept: %s (replay: make faults NODES=%d SEED=%d DURATION=%s)\n", rep.History, *nodes, s, *duration)
 			_ = r.WriteTable(stdout)
 		}
 		rows = append(rows, row(i+1, s, *duration, rep))
@@ -143,7 +162,8 @@ func row(i int, seed uint64, d time.Duration, rep *faultrun.Report) string {
 		counts[k]++
 	}
 	var inj []string
-	for _, k := range []string{"kill", "pause", "clock-forward", "clock-back", "powercut", "fsync-eio", "enospc", "isolate"} {
+	for _, k := range []string{"kill", "pause", "clock-forward", "clock-back", "powercut", "fsync-eio", "enospc", "isolate",
+		"kill-leader", "pause-leader", "powercut-leader", "split", "bridge", "delay", "loss", "duplicate"} {
 		if counts[k] > 0 {
 			inj = append(inj, fmt.Sprintf("%s %d", k, counts[k]))
 		}

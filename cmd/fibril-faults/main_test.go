@@ -17,6 +17,8 @@ func TestFibrilFaultsUsage(t *testing.T) {
 		{"-duration", "0s"},
 		{"-faults", "kill,meteor"},
 		{"extra"},
+		{"-nodes", "2"},
+		{"-nodes", "3", "-netns"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 {

@@ -15,6 +15,10 @@ package main
 //     durable without an fsync, so confirms and acks are answered before
 //     they are on disk. A deliberately broken build that the fault checker
 //     must catch (TestBrokenBuildFailsTheChecker); never ship it.
+//   - Built with -tags fibril_broken_quorum (server/replog): a replicated
+//     log's leader answers Sync at once, so confirms and settles are
+//     answered before the quorum commit
+//     (TestClusterBrokenBuildFailsTheChecker); never ship it.
 
 import (
 	"fmt"

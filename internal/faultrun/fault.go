@@ -172,13 +172,19 @@ func DefaultFaults() []Fault {
 	return []Fault{Kill{}, Pause{}, ClockStep{Step: time.Hour}, ClockStep{Step: -time.Hour}, PowerCut{}, FsyncFail{}}
 }
 
+// everyFault is every kind FaultsByName knows.
+func everyFault() []Fault {
+	return append(AllFaults(), Leader{Kill{}}, Leader{Pause{}}, Leader{PowerCut{}}, Split{}, Bridge{},
+		NetworkFaults()[3], NetworkFaults()[4], NetworkFaults()[5])
+}
+
 // FaultsByName returns the kinds named (as Name says), or an error naming
 // one that is unknown.
 func FaultsByName(names []string) ([]Fault, error) {
 	var out []Fault
 	for _, name := range names {
 		found := false
-		for _, f := range AllFaults() {
+		for _, f := range everyFault() {
 			if f.Name() == name {
 				out, found = append(out, f), true
 			}
@@ -193,5 +199,5 @@ func FaultsByName(names []string) ([]Fault, error) {
 type unknownFault struct{ name string }
 
 func (u *unknownFault) Error() string {
-	return "faultrun: unknown fault " + u.name + " (kill, pause, clock-forward, clock-back, powercut, fsync-eio, enospc, isolate)"
+	return "faultrun: unknown fault " + u.name + " (kill, pause, clock-forward, clock-back, powercut, fsync-eio, enospc, isolate; on a cluster also kill-leader, pause-leader, powercut-leader, split, bridge, delay, loss, duplicate)"
 }

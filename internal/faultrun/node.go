@@ -78,6 +78,16 @@ func StartProcNode(ctx context.Context, name, bin, dir string, powerCut bool) (*
 // StartProcNodeIn is StartProcNode with the process in network namespace
 // ns (nil: the machine's own), listening on ns's address.
 func StartProcNodeIn(ctx context.Context, name, bin, dir string, powerCut bool, ns *netns.Node) (*ProcNode, error) {
+	listen := ""
+	if ns != nil {
+		listen = ns.IP + ":0"
+	}
+	return startProcNode(ctx, name, bin, dir, powerCut, ns, listen, nil)
+}
+
+// startProcNode starts the node listening on listen ("": 127.0.0.1, any
+// port) with the extra `fibril serve` flags args.
+func startProcNode(ctx context.Context, name, bin, dir string, powerCut bool, ns *netns.Node, listen string, args []string) (*ProcNode, error) {
 	n := &ProcNode{name: name, bin: bin, dir: dir, clockFile: filepath.Join(dir, "clock-offset"), ns: ns}
 	data := filepath.Join(dir, "data")
 	for _, d := range []string{dir, data} {
@@ -100,9 +110,14 @@ func StartProcNodeIn(ctx context.Context, name, bin, dir string, powerCut bool, 
 		n.Close()
 		return nil, err
 	}
-	srv := &fibrilproc.Server{Bin: bin, DataDir: data, Env: []string{"FIBRIL_TEST_CLOCK_OFFSET_FILE=" + n.clockFile}}
+	srv := &fibrilproc.Server{Bin: bin, DataDir: data, Args: args, Listen: listen,
+		Env: []string{"FIBRIL_TEST_CLOCK_OFFSET_FILE=" + n.clockFile}}
 	if ns != nil {
-		srv.Listen, srv.Prefix = ns.IP+":0", []string{"ip", "netns", "exec", ns.NS}
+		// nsenter enters the network namespace only: `ip netns exec`
+		// also makes a mount namespace, holding a copy of every FUSE
+		// mount of the moment, so a cluster node kept its peers' faultfs
+		// mounts alive and a power cut's remount hung in Unmount.
+		srv.Prefix = []string{"nsenter", "--net=/run/netns/" + ns.NS, "--"}
 	}
 	if err := fibrilproc.StartServer(ctx, srv); err != nil {
 		n.Close()

@@ -52,6 +52,15 @@ type Config struct {
 	StartNodes func(ctx context.Context, dir string, powerCut bool) ([]Node, error)
 	// LeasesSurviveRestart is passed to the checker (history.Config).
 	LeasesSurviveRestart bool
+	// Replicated says the nodes are one cluster (a Cluster's): leases
+	// survive restarts (they are replicated), an answer -ERR not_leader
+	// leaves the outcome unknown (SPEC.md 11.2: what was in flight on the
+	// old leader may be committed), publishes carry their value as
+	// message id (the SDK resends a publish answered not_leader, so a
+	// value stored twice is the broker's doing), and a clock step sends
+	// every node's clock past the leases in the drain (any node may
+	// inherit a lease granted by a stepped one).
+	Replicated bool
 	// Within runs each client dial (nil: in this process's network), e.g.
 	// a netns.Node's Do when the nodes live in namespaces.
 	Within func(func() error) error
@@ -167,7 +176,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var next atomic.Uint64
 	url := func() string { return nodes[next.Add(1)%uint64(len(nodes))].URL() }
 	dlq := protocol.DeadLetterTopic(Topic, Group)
-	if err := setup(ctx, url(), cfg, dlq, cfg.Within); err != nil {
+	if err := setupRetrying(ctx, url, cfg, dlq); err != nil {
 		return nil, err
 	}
 	hpath := filepath.Join(cfg.Dir, "history.jsonl")
@@ -178,7 +187,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer h.Close()
 	_ = h.Add(history.Op{Kind: history.Phase, Proc: -1, Value: history.PhaseStart, Seed: cfg.Seed, DeadLetter: dlq,
 		Outcome: history.OK, Invoke: now(), Complete: now()})
-	w := &workload{h: h, url: url, within: cfg.Within, topic: Topic, leaseMs: cfg.Lease.Milliseconds()}
+	w := &workload{h: h, url: url, within: cfg.Within, topic: Topic, leaseMs: cfg.Lease.Milliseconds(), replicated: cfg.Replicated}
 
 	// The fault phase: workers until it ends, faults in turns meanwhile.
 	fctx, fcancel := context.WithTimeout(ctx, cfg.Duration)
@@ -208,6 +217,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// The final drain: faults healed, everything left is delivered and acked.
 	_ = h.Add(history.Op{Kind: history.Phase, Proc: -1, Value: history.PhaseDrain, Outcome: history.OK, Invoke: now(), Complete: now()})
+	if cfg.Replicated && len(clocked) > 0 {
+		clocked = nodes
+	}
 	for _, node := range clocked {
 		// Leases and delays granted under a stepped clock end by the
 		// node's clock: run it past all of them.
@@ -241,13 +253,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	rep.Result = history.Check(ops, history.Config{DeadLetterTopic: dlq, LeasesSurviveRestart: cfg.LeasesSurviveRestart})
+	rep.Result = history.Check(ops, history.Config{DeadLetterTopic: dlq, LeasesSurviveRestart: cfg.LeasesSurviveRestart || cfg.Replicated})
 	rep.History = hpath
 	if !rep.Result.Valid() {
 		rep.History = keep(cfg, hpath, nodes)
 	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
+}
+
+// setupRetrying runs setup on the nodes in turn until it succeeds or 30 s
+// pass (a fresh cluster answers not_leader until it elected its metadata
+// leader; the same create again is +OK once applied).
+func setupRetrying(ctx context.Context, url func() string, cfg Config, dlq string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := setup(ctx, url(), cfg, dlq, cfg.Within)
+		if err == nil || !cfg.Replicated || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // setup creates the topic, its group and the dead-letter group.
@@ -298,6 +324,9 @@ func schedule(ctx context.Context, cfg Config, nodes []Node, faults []Fault, h *
 		n := nodes[0]
 		if len(nodes) > 1 { // no draw for one node: single-node seeds replay as before
 			n = nodes[rng.IntN(len(nodes))]
+			if p, ok := f.(picker); ok {
+				n = p.pick(n)
+			}
 		}
 		hold := f.Hold(rng, cfg.Lease)
 		if _, ok := f.(ClockStep); ok && !slices.Contains(clocked, n) {

@@ -22,8 +22,10 @@ type client struct {
 	name   string
 	proc   int
 	h      *history.Writer
-	c      *fibril.Conn
-	lastOK int64 // when the server last answered on c
+	// replicated: -ERR not_leader is an unknown outcome (Config.Replicated)
+	replicated bool
+	c          *fibril.Conn
+	lastOK     int64 // when the server last answered on c
 }
 
 // conn returns a connected Conn, dialling (bounded by ctx) if needed.
@@ -65,7 +67,7 @@ func (cl *client) outcome(err error) (history.Outcome, string) {
 	var serr *fibril.Error
 	if errors.As(err, &serr) {
 		cl.lastOK = now()
-		if serr.Code == protocol.CodeInternal {
+		if serr.Code == protocol.CodeInternal || (cl.replicated && serr.Code == protocol.CodeNotLeader) {
 			// A storage failure: what the command wrote before its fsync
 			// failed can still reach the disk (the event log's next
 			// fsync, the page cache after a restart), so its effect is
@@ -120,11 +122,13 @@ type workload struct {
 	within  func(func() error) error // where clients dial (Config.Within)
 	topic   string                   // where producers publish
 	leaseMs int64                    // the groups' lease, recorded with each delivery
+	// replicated: publishes carry a message id, not_leader is unknown
+	replicated bool
 }
 
 // produce publishes "p<proc>-<n>" values one at a time until ctx ends.
 func (w *workload) produce(ctx context.Context, proc int) {
-	cl := &client{url: w.url, within: w.within, name: fmt.Sprintf("producer-%d", proc), proc: proc, h: w.h}
+	cl := &client{url: w.url, within: w.within, name: fmt.Sprintf("producer-%d", proc), proc: proc, h: w.h, replicated: w.replicated}
 	defer cl.drop()
 	for n := 0; ctx.Err() == nil; {
 		c, err := cl.conn(ctx)
@@ -135,12 +139,16 @@ func (w *workload) produce(ctx context.Context, proc int) {
 		v := fmt.Sprintf("p%d-%d", proc, n)
 		n++
 		op := history.Op{Kind: history.Publish, Proc: proc, Topic: w.topic, Value: v, Invoke: now()}
-		pos, err := c.Publish(context.WithoutCancel(ctx), w.topic, []byte(v))
+		var opts []fibril.PubOption
+		if w.replicated {
+			opts = append(opts, fibril.WithMsgID(v))
+		}
+		pos, err := c.Publish(context.WithoutCancel(ctx), w.topic, []byte(v), opts...)
 		op.Complete = now()
 		op.Outcome, op.Err = cl.outcome(err)
 		if err == nil {
 			if pos.Stored {
-				op.Pos = pos.String()
+				op.Pos = fmt.Sprintf("%d:%d", pos.Partition, pos.Seq) // a duplicate is the first one's place
 			} else {
 				op.Outcome, op.Err = history.Fail, "not stored"
 			}
@@ -153,7 +161,7 @@ func (w *workload) produce(ctx context.Context, proc int) {
 // nacks, rejects, extends, and some left to expire; with drain it acks
 // everything and returns after quiet (no delivery) of the given length.
 func (w *workload) consume(ctx context.Context, proc int, topic, group string, rng *rand.Rand, quiet time.Duration) {
-	cl := &client{url: w.url, within: w.within, name: fmt.Sprintf("consumer-%d", proc), proc: proc, h: w.h}
+	cl := &client{url: w.url, within: w.within, name: fmt.Sprintf("consumer-%d", proc), proc: proc, h: w.h, replicated: w.replicated}
 	defer cl.drop()
 	drain := quiet > 0
 	last := time.Now()

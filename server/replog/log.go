@@ -139,6 +139,9 @@ func (l *Log) Sync() (seglog.Seq, error) {
 	if l.closed {
 		return 0, seglog.ErrClosed
 	}
+	if brokenConfirmBeforeCommit && p.serving {
+		return l.next - 1, nil
+	}
 	if err := p.waitLocked(); err != nil {
 		return 0, err
 	}
@@ -149,6 +152,9 @@ func (l *Log) Sync() (seglog.Seq, error) {
 func (l *Log) Durable() seglog.Seq {
 	l.p.mu.Lock()
 	defer l.p.mu.Unlock()
+	if brokenConfirmBeforeCommit && l.p.serving {
+		return l.next - 1
+	}
 	return l.applyNext - 1
 }
 
