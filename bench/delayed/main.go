@@ -205,17 +205,7 @@ func publishDelayed(ctx context.Context, url string, cfg config) error {
 	}
 	defer c.Close()
 	rng := rand.New(rand.NewPCG(29, uint64(cfg.n)))
-	futs := make(chan *fibril.PubFuture, 4096)
-	waited := make(chan error, 1)
-	go func() {
-		var first error
-		for f := range futs {
-			if _, err := f.Wait(ctx); err != nil && first == nil {
-				first = err
-			}
-		}
-		waited <- first
-	}()
+	futs, waited := awaitConfirms(ctx)
 	payload := make([]byte, max(16, cfg.size))
 	var perr error
 	for i := range cfg.n {
@@ -285,17 +275,7 @@ func ordinary(ctx context.Context, url string, d time.Duration) (float64, error)
 		}
 	}()
 	payload := make([]byte, 1024)
-	futs := make(chan *fibril.PubFuture, 4096)
-	waited := make(chan error, 1)
-	go func() {
-		var first error
-		for f := range futs {
-			if _, err := f.Wait(ctx); err != nil && first == nil {
-				first = err
-			}
-		}
-		waited <- first
-	}()
+	futs, waited := awaitConfirms(ctx)
 	t0 := time.Now()
 	start := got.Load()
 	var perr error
@@ -324,6 +304,25 @@ func ordinary(ctx context.Context, url string, d time.Duration) (float64, error)
 		perr = cerr
 	}
 	return rate, perr
+}
+
+// awaitConfirms waits for each publish future sent on futs, in order, and
+// once futs is closed sends the first failure (or nil) on waited. The
+// channel's capacity bounds the publishes in flight beside the SDK's own
+// window.
+func awaitConfirms(ctx context.Context) (futs chan<- *fibril.PubFuture, waited <-chan error) {
+	fc := make(chan *fibril.PubFuture, 4096)
+	wc := make(chan error, 1)
+	go func() {
+		var first error
+		for f := range fc {
+			if _, err := f.Wait(ctx); err != nil && first == nil {
+				first = err
+			}
+		}
+		wc <- first
+	}()
+	return fc, wc
 }
 
 // fireLog records, per delayed message, when it first reached the
