@@ -57,20 +57,15 @@ func NewCluster(prefix, bin string, size int) (*Cluster, error) {
 	if size != 3 && size != 5 {
 		return nil, fmt.Errorf("faultrun: a cluster has 3 or 5 nodes, not %d", size)
 	}
-	n, err := netns.New(prefix)
+	ns, err := NewNamespaces(prefix, bin) // the network and the clients' namespace
 	if err != nil {
 		return nil, err
 	}
-	cl, err := n.Add("cl")
-	if err != nil {
-		n.Close()
-		return nil, err
-	}
-	c := &Cluster{net: n, clients: cl, bin: bin, size: size}
+	c := &Cluster{net: ns.net, clients: ns.clients, bin: bin, size: size}
 	// Probe netem once, on the clients' link (nothing runs there yet).
-	if err := cl.Netem("delay 1ms"); err == nil {
+	if err := c.clients.Netem("delay 1ms"); err == nil {
 		c.netem = true
-		_ = cl.Netem("")
+		_ = c.clients.Netem("")
 	}
 	return c, nil
 }
